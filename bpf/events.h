@@ -1,0 +1,69 @@
+/* Events sent from the BPF programs to userspace through the ring buffer.
+ * Shared by bpf/profiler.bpf.c and userspace: plain C, fixed-size fields only. */
+#ifndef BPFPROF_EVENTS_H
+#define BPFPROF_EVENTS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* perf's default kernel.perf_event_max_stack. */
+#define BPFPROF_MAX_STACK_DEPTH 127
+#define BPFPROF_COMM_LEN 16
+#define BPFPROF_PATH_LEN 256
+
+enum bpfprof_event_kind {
+  BPFPROF_EVENT_SAMPLE = 1,
+  BPFPROF_EVENT_FORK = 2, /* a new thread or process */
+  BPFPROF_EVENT_EXEC = 3,
+  BPFPROF_EVENT_EXIT = 4, /* a thread exits (group_dead: the last one of its process) */
+  BPFPROF_EVENT_COMM = 5, /* a thread was renamed (prctl, pthread_setname_np, exec) */
+};
+
+struct bpfprof_event_header {
+  __u32 kind;
+  __u32 cpu;
+  __u64 timestamp_ns; /* CLOCK_MONOTONIC */
+  __u32 pid;          /* tgid */
+  __u32 tid;
+};
+
+/* A timer sample. `ips` holds user_depth user frames, then kernel_depth kernel frames,
+ * each innermost first; only the used part of `ips` is sent. */
+struct bpfprof_sample_event {
+  struct bpfprof_event_header header;
+  __u64 cpu_time_ns; /* the thread's sum_exec_runtime so far */
+  __u32 user_depth;
+  __u32 kernel_depth;
+  __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
+};
+
+struct bpfprof_fork_event {
+  struct bpfprof_event_header header; /* pid/tid: the parent */
+  __u32 child_pid;
+  __u32 child_tid;
+  char child_comm[BPFPROF_COMM_LEN];
+};
+
+struct bpfprof_exec_event {
+  struct bpfprof_event_header header;
+  __u32 old_tid; /* a non-leader thread that execs takes over the leader's tid */
+  __u32 reserved;
+  char comm[BPFPROF_COMM_LEN];
+  char filename[BPFPROF_PATH_LEN];
+};
+
+struct bpfprof_exit_event {
+  struct bpfprof_event_header header;
+  __u64 cpu_time_ns; /* final sum_exec_runtime of the thread */
+  __s32 exit_code;   /* as in wait(2) status */
+  __u32 group_dead;  /* 1 if this was the last thread of the process */
+  char comm[BPFPROF_COMM_LEN];
+};
+
+struct bpfprof_comm_event {
+  struct bpfprof_event_header header;
+  char comm[BPFPROF_COMM_LEN];
+};
+
+#endif

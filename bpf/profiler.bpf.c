@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The kernel side of bpfprof: a timer-sample program and the lifecycle tracepoints that keep
+ * the set of tracked processes in the kernel, so that a child of a tracked process is
+ * sampled from its first instruction. */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "events.h"
+#include "stack_capture_fp.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set before load: 1 samples every process (system-wide mode). */
+const volatile __u32 track_all = 0;
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);  /* tgid */
+  __type(value, __u8);
+} tracked_processes SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 16 * 1024 * 1024);
+} events SEC(".maps");
+
+/* Sample events exceed the 512-byte BPF stack: build them in per-CPU scratch space. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_sample_event);
+} sample_scratch SEC(".maps");
+
+/* Events that did not fit in the ring buffer, per CPU: counted, never hidden. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} lost_events SEC(".maps");
+
+static __always_inline void count_lost(void)
+{
+  __u32 zero = 0;
+  __u64 *lost = bpf_map_lookup_elem(&lost_events, &zero);
+  if (lost)
+    __sync_fetch_and_add(lost, 1);
+}
+
+static __always_inline bool is_tracked(__u32 tgid)
+{
+  if (tgid == 0) /* the per-CPU idle tasks */
+    return false;
+  return track_all || bpf_map_lookup_elem(&tracked_processes, &tgid) != NULL;
+}
+
+static __always_inline void fill_header(struct bpfprof_event_header *h, __u32 kind,
+                                        __u32 pid, __u32 tid)
+{
+  h->kind = kind;
+  h->cpu = bpf_get_smp_processor_id();
+  h->timestamp_ns = bpf_ktime_get_ns();
+  h->pid = pid;
+  h->tid = tid;
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+  __u64 pid_tgid = bpf_get_current_pid_tgid();
+  __u32 tgid = pid_tgid >> 32;
+  if (!is_tracked(tgid))
+    return 0;
+
+  __u32 zero = 0;
+  struct bpfprof_sample_event *e = bpf_map_lookup_elem(&sample_scratch, &zero);
+  if (!e)
+    return 0;
+  fill_header(&e->header, BPFPROF_EVENT_SAMPLE, tgid, (__u32)pid_tgid);
+  struct task_struct *task = bpf_get_current_task_btf();
+  e->cpu_time_ns = task->se.sum_exec_runtime;
+
+  __u32 user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH);
+  /* bpf_get_stack never returns more than 127 frames; the mask lets the verifier see the
+   * bound of the offset at which the kernel frames go (127 == 0x7f). */
+  user_depth &= 0x7f;
+  __u32 kernel_depth =
+      capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH);
+  kernel_depth &= 0x7f;
+  e->user_depth = user_depth;
+  e->kernel_depth = kernel_depth;
+
+  __u64 size = offsetof(struct bpfprof_sample_event, ips) +
+               (__u64)(user_depth + kernel_depth) * sizeof(__u64);
+  if (size > sizeof(*e))
+    size = sizeof(*e);
+  if (bpf_ringbuf_output(&events, e, size, 0))
+    count_lost();
+  return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+  __u32 parent_tgid = parent->tgid;
+  if (!is_tracked(parent_tgid))
+    return 0;
+  __u32 child_tgid = child->tgid;
+  if (!track_all && child_tgid != parent_tgid) {
+    __u8 one = 1;
+    bpf_map_update_elem(&tracked_processes, &child_tgid, &one, BPF_ANY);
+  }
+  struct bpfprof_fork_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  if (!e) {
+    count_lost();
+    return 0;
+  }
+  fill_header(&e->header, BPFPROF_EVENT_FORK, parent_tgid, parent->pid);
+  e->child_pid = child_tgid;
+  e->child_tid = child->pid;
+  bpf_probe_read_kernel_str(e->child_comm, sizeof(e->child_comm), child->comm);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *task, pid_t old_tid, struct linux_binprm *bprm)
+{
+  __u32 tgid = task->tgid;
+  if (!is_tracked(tgid))
+    return 0;
+  struct bpfprof_exec_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  if (!e) {
+    count_lost();
+    return 0;
+  }
+  fill_header(&e->header, BPFPROF_EVENT_EXEC, tgid, task->pid);
+  e->old_tid = old_tid;
+  e->reserved = 0;
+  bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
+  bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), bprm->filename);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
+{
+  __u32 tgid = task->tgid;
+  if (!is_tracked(tgid))
+    return 0;
+  struct bpfprof_exit_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  if (e) {
+    fill_header(&e->header, BPFPROF_EVENT_EXIT, tgid, task->pid);
+    e->cpu_time_ns = task->se.sum_exec_runtime;
+    e->exit_code = task->exit_code;
+    e->group_dead = group_dead;
+    bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
+    bpf_ringbuf_submit(e, 0);
+  } else {
+    count_lost();
+  }
+  if (group_dead && !track_all)
+    bpf_map_delete_elem(&tracked_processes, &tgid);
+  return 0;
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(on_rename, struct task_struct *task, const char *comm)
+{
+  __u32 tgid = task->tgid;
+  if (!is_tracked(tgid))
+    return 0;
+  /* exec renames the task before its exec event; that name belongs to the new image and
+   * comes with the exec event itself. */
+  if (BPF_CORE_READ_BITFIELD(task, in_execve))
+    return 0;
+  struct bpfprof_comm_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  if (!e) {
+    count_lost();
+    return 0;
+  }
+  fill_header(&e->header, BPFPROF_EVENT_COMM, tgid, task->pid);
+  bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what bpfprof needs to build and test on Debian 12 (run as root). Idempotent:
+# installs only the packages that are missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config clang
+  libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
+  libcli11-dev libgtest-dev libbenchmark-dev
+  nodejs npm
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# A node from elsewhere (e.g. nodesource) replaces Debian's nodejs/npm packages.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  filtered=()
+  for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || filtered+=("$p"); done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: missing packages (${missing[*]}); run as root" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

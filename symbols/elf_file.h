@@ -1,0 +1,80 @@
+// An ELF file's facts needed for profiling: build id, load segments (for turning file offsets
+// into virtual addresses) and function symbols. Everything is read once in open(); the file
+// descriptor and libelf handle are released before open() returns, so a cache can hold many
+// ElfFiles without holding as many descriptors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bpfprof {
+
+struct Symbol {
+  uint64_t address = 0;  // virtual address (st_value) in the file's own address space
+  uint64_t size = 0;     // sizes of 0 in the file are widened to reach the next symbol
+  std::string name;      // mangled; demangling is the caller's job
+};
+
+// A PT_LOAD program header.
+struct LoadSegment {
+  uint64_t file_offset = 0;  // p_offset
+  uint64_t vaddr = 0;        // p_vaddr
+  uint64_t file_size = 0;    // p_filesz
+  uint64_t mem_size = 0;     // p_memsz
+  uint32_t flags = 0;        // p_flags (PF_R | PF_W | PF_X)
+
+  bool executable() const;
+};
+
+class ElfFile {
+ public:
+  // nullptr on failure, with a one-line reason in *error (if error is non-null).
+  static std::unique_ptr<ElfFile> open(const std::string& path, std::string* error);
+
+  const std::string& path() const { return path_; }
+
+  // NT_GNU_BUILD_ID note contents; empty if the file has none.
+  const std::vector<uint8_t>& build_id() const { return build_id_; }
+  std::string build_id_hex() const;
+
+  const std::vector<LoadSegment>& load_segments() const { return load_segments_; }
+  // Where the byte at `file_offset` lands in the file's virtual address space.
+  std::optional<uint64_t> file_offset_to_vaddr(uint64_t file_offset) const;
+  // The inverse of file_offset_to_vaddr.
+  std::optional<uint64_t> vaddr_to_file_offset(uint64_t vaddr) const;
+  // Lowest PT_LOAD p_vaddr rounded down to a 4 KiB page: 0 for PIE executables and shared
+  // objects, typically 0x400000 for classic non-PIE x86_64 executables.
+  uint64_t base_vaddr() const { return base_vaddr_; }
+
+  uint16_t elf_type() const { return elf_type_; }  // ET_EXEC, ET_DYN, ...
+  bool is_elf_type_exec() const;
+  bool is_elf_type_dyn() const;
+  // "x86_64", "aarch64", ...; "unknown" for machines not listed.
+  std::string_view architecture() const { return architecture_; }
+
+  // Function symbols sorted by address, one per address.
+  const std::vector<Symbol>& symbols() const { return symbols_; }
+  // The symbol whose [address, address + size) range holds `vaddr`, or nullptr.
+  const Symbol* lookup(uint64_t vaddr) const;
+  // Which table the symbols came from: "symtab", "dynsym" or "none".
+  std::string_view symbol_source() const { return symbol_source_; }
+
+ private:
+  friend class ElfReader;
+  ElfFile() = default;
+
+  std::string path_;
+  std::vector<uint8_t> build_id_;
+  std::vector<LoadSegment> load_segments_;
+  uint64_t base_vaddr_ = 0;
+  uint16_t elf_type_ = 0;
+  std::string_view architecture_ = "unknown";
+  std::vector<Symbol> symbols_;
+  std::string_view symbol_source_ = "none";
+};
+
+}  // namespace bpfprof

@@ -1,0 +1,155 @@
+#include "symbols/symbolizer.h"
+
+#include <sys/utsname.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace bpfprof {
+
+namespace {
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string machine_arch() {
+  utsname u{};
+  return uname(&u) == 0 ? std::string(u.machine) : std::string();
+}
+
+}  // namespace
+
+std::string hex_string(const std::vector<uint8_t>& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 15]);
+  }
+  return out;
+}
+
+std::string breakpad_id_from_build_id(const std::vector<uint8_t>& build_id) {
+  if (build_id.empty()) return {};
+  uint8_t guid[16] = {};
+  for (size_t i = 0; i < 16 && i < build_id.size(); ++i) guid[i] = build_id[i];
+  // Data1 (4 bytes), Data2 and Data3 (2 bytes each) are little-endian in a GUID.
+  const int order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
+  static const char digits[] = "0123456789ABCDEF";
+  std::string out;
+  for (int i : order) {
+    out.push_back(digits[guid[i] >> 4]);
+    out.push_back(digits[guid[i] & 15]);
+  }
+  return out + "0";
+}
+
+std::vector<uint8_t> kernel_build_id() {
+  std::ifstream in("/sys/kernel/notes", std::ios::binary);
+  std::vector<uint8_t> notes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t pos = 0;
+  auto align4 = [](size_t n) { return (n + 3) & ~size_t{3}; };
+  while (pos + 12 <= notes.size()) {
+    uint32_t namesz, descsz, type;
+    memcpy(&namesz, &notes[pos], 4);
+    memcpy(&descsz, &notes[pos + 4], 4);
+    memcpy(&type, &notes[pos + 8], 4);
+    size_t name_at = pos + 12, desc_at = name_at + align4(namesz);
+    if (desc_at + descsz > notes.size()) break;
+    constexpr uint32_t kGnuBuildId = 3;
+    if (type == kGnuBuildId && namesz == 4 && memcmp(&notes[name_at], "GNU", 4) == 0)
+      return std::vector<uint8_t>(notes.begin() + desc_at, notes.begin() + desc_at + descsz);
+    pos = desc_at + align4(descsz);
+  }
+  return {};
+}
+
+LibraryDescription Symbolizer::describe_library(const std::string& path, const std::string& reported_build_id) {
+  LibraryDescription d;
+  d.path = path;
+  d.name = base_name(path);
+  d.debug_path = path;
+  d.debug_name = d.name;
+  d.arch = machine_arch();
+  std::vector<uint8_t> build_id(reported_build_id.begin(), reported_build_id.end());
+  if (build_id.empty()) {
+    if (auto elf = elf_cache_.get(path)) build_id = elf->build_id();
+  }
+  d.code_id = hex_string(build_id);
+  d.breakpad_id = breakpad_id_from_build_id(build_id);
+  return d;
+}
+
+LibraryDescription Symbolizer::describe_kernel() {
+  LibraryDescription d;
+  d.name = d.path = d.debug_name = d.debug_path = "[kernel.kallsyms]";
+  d.arch = machine_arch();
+  std::vector<uint8_t> build_id = kernel_build_id();
+  d.code_id = hex_string(build_id);
+  d.breakpad_id = breakpad_id_from_build_id(build_id);
+  return d;
+}
+
+SymbolizedAddress Symbolizer::symbolize_in_file(const std::string& path, uint64_t file_offset) {
+  SymbolizedAddress result;
+  result.relative_address = file_offset;  // right for most PIE/.so segments when unreadable
+  std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
+  if (!elf) return result;
+  std::optional<uint64_t> vaddr = elf->file_offset_to_vaddr(file_offset);
+  if (!vaddr) return result;
+  result.relative_address = *vaddr - elf->base_vaddr();
+  if (const Symbol* symbol = symbol_source_for(elf).lookup(*vaddr)) {
+    result.name = symbol->name;
+    result.symbol_relative_address = symbol->address - elf->base_vaddr();
+    result.symbol_size = symbol->size;
+  }
+  return result;
+}
+
+const ElfFile& Symbolizer::symbol_source_for(const std::shared_ptr<const ElfFile>& binary) {
+  auto [it, inserted] = symbol_sources_.try_emplace(binary.get(), binary);
+  if (inserted && binary->symbol_source() != "symtab" && binary->build_id().size() > 1) {
+    std::string hex = hex_string(binary->build_id());
+    std::string path = "/usr/lib/debug/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug";
+    std::shared_ptr<const ElfFile> debug = elf_cache_.get(path);
+    if (debug && debug->build_id() == binary->build_id() && !debug->symbols().empty()) it->second = debug;
+  }
+  return *it->second;
+}
+
+const KernelSymbols* Symbolizer::kernel_symbols() {
+  if (!kernel_symbols_loaded_) {
+    kernel_symbols_loaded_ = true;
+    kernel_symbols_ = KernelSymbols::load();
+    if (kernel_symbols_ && kernel_symbols_->addresses_hidden())
+      fprintf(stderr, "bpfprof: kernel addresses are hidden (kernel.kptr_restrict); kernel frames are named [kernel]\n");
+  }
+  return kernel_symbols_ && !kernel_symbols_->addresses_hidden() ? &*kernel_symbols_ : nullptr;
+}
+
+bool Symbolizer::kernel_addresses_hidden() { return kernel_symbols() == nullptr; }
+
+SymbolizedAddress Symbolizer::symbolize_kernel(uint64_t address) {
+  SymbolizedAddress result;
+  const KernelSymbols* symbols = kernel_symbols();
+  if (!symbols) {
+    result.relative_address = address;
+    result.name = "[kernel]";
+    return result;
+  }
+  const uint64_t base = symbols->text_start();
+  result.relative_address = address - base;
+  if (const KernelSymbol* symbol = symbols->lookup(address)) {
+    result.name = symbol->name;
+    result.symbol_relative_address = symbol->address - base;
+    result.symbol_size = symbol->end > symbol->address ? symbol->end - symbol->address : 0;
+  }
+  return result;
+}
+
+}  // namespace bpfprof

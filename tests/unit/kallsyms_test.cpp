@@ -1,0 +1,138 @@
+#include "symbols/kallsyms.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+namespace bpfprof {
+namespace {
+
+constexpr std::string_view kSyntheticKallsyms =
+    "ffffffff81000000 T _text\n"
+    "ffffffff81000000 T startup_64\n"
+    "ffffffff81000100 t local_fn\n"
+    "ffffffff81000200 W weak_fn\n"
+    "ffffffff81000300 D some_data\n"      // data: ignored, weak_fn runs on to 0x400
+    "ffffffff81000380 b some_bss\n"
+    "ffffffff81000400 T last_core_fn\n"
+    "this line is garbage\n"
+    "ffffffff81000500 T\n"               // no name
+    "zzzzffff81000600 T bad_address\n"
+    "ffffffff81000700 T bad_module\t[oops\n"
+    "ffffffffc0001100 T mod_fn2\t[nf_tables]\n"  // modules are not sorted in the file
+    "ffffffffc0001000 t mod_fn\t[nf_tables]\n"
+    "ffffffffc0003000 t other_mod_fn\t[xfs]";  // no trailing newline
+
+TEST(KallsymsTest, ParsesSyntheticText) {
+  const KernelSymbols symbols = KernelSymbols::parse(kSyntheticKallsyms);
+  EXPECT_FALSE(symbols.addresses_hidden());
+  EXPECT_EQ(symbols.text_start(), 0xffffffff81000000u);
+  ASSERT_EQ(symbols.symbols().size(), 7u);  // _text merged into startup_64's address
+
+  const KernelSymbol* start = symbols.lookup(0xffffffff81000050);
+  ASSERT_NE(start, nullptr);
+  EXPECT_EQ(start->name, "startup_64");  // not the "_text" marker alias
+  EXPECT_EQ(start->end, 0xffffffff81000100u);
+  EXPECT_TRUE(start->module.empty());
+
+  ASSERT_NE(symbols.lookup(0xffffffff81000100), nullptr);
+  EXPECT_EQ(symbols.lookup(0xffffffff81000100)->name, "local_fn");
+  ASSERT_NE(symbols.lookup(0xffffffff81000399), nullptr);
+  EXPECT_EQ(symbols.lookup(0xffffffff81000399)->name, "weak_fn");
+  ASSERT_NE(symbols.lookup(0xffffffff81000410), nullptr);
+  EXPECT_EQ(symbols.lookup(0xffffffff81000410)->name, "last_core_fn");
+
+  const KernelSymbol* module_symbol = symbols.lookup(0xffffffffc0001050);
+  ASSERT_NE(module_symbol, nullptr);
+  EXPECT_EQ(module_symbol->name, "mod_fn");
+  EXPECT_EQ(module_symbol->module, "nf_tables");
+  EXPECT_EQ(module_symbol->end, 0xffffffffc0001100u);
+  ASSERT_NE(symbols.lookup(0xffffffffc0003001), nullptr);
+  EXPECT_EQ(symbols.lookup(0xffffffffc0003001)->module, "xfs");
+}
+
+TEST(KallsymsTest, LookupOutsideSymbols) {
+  const KernelSymbols symbols = KernelSymbols::parse(kSyntheticKallsyms);
+  EXPECT_EQ(symbols.lookup(0), nullptr);
+  EXPECT_EQ(symbols.lookup(0xffffffff80ffffff), nullptr);
+  // The gap between the kernel image and the modules is not claimed by last_core_fn.
+  EXPECT_EQ(symbols.lookup(0xffffffffa0000000), nullptr);
+  EXPECT_EQ(symbols.lookup(UINT64_MAX), nullptr);
+}
+
+TEST(KallsymsTest, TextStartFallsBackToStextThenLowest) {
+  EXPECT_EQ(KernelSymbols::parse("ffffffff81000100 T foo\n"
+                                 "ffffffff81000000 T _stext\n")
+                .text_start(),
+            0xffffffff81000000u);
+  EXPECT_EQ(KernelSymbols::parse("ffffffff81000300 T foo\n"
+                                 "ffffffff81000200 t bar\n"
+                                 "ffffffffc0000000 t modfn\t[m]\n")
+                .text_start(),
+            0xffffffff81000200u);
+}
+
+TEST(KallsymsTest, DetectsHiddenAddresses) {
+  const KernelSymbols hidden = KernelSymbols::parse(
+      "0000000000000000 T _text\n"
+      "0000000000000000 t foo\n"
+      "0000000000000000 D data\n"
+      "0000000000000000 t modfn\t[m]\n");
+  EXPECT_TRUE(hidden.addresses_hidden());
+  EXPECT_TRUE(hidden.symbols().empty());
+  EXPECT_EQ(hidden.lookup(0), nullptr);
+  EXPECT_EQ(hidden.text_start(), 0u);
+}
+
+TEST(KallsymsTest, EmptyAndGarbageInput) {
+  const KernelSymbols empty = KernelSymbols::parse("");
+  EXPECT_FALSE(empty.addresses_hidden());
+  EXPECT_TRUE(empty.symbols().empty());
+  EXPECT_EQ(empty.lookup(0x1234), nullptr);
+  const KernelSymbols garbage = KernelSymbols::parse("\n\n\x01\x02 x y\n ffff T x\nT T T\n");
+  EXPECT_TRUE(garbage.symbols().empty());
+}
+
+TEST(KallsymsTest, MissingFileGivesNullopt) {
+  EXPECT_FALSE(KernelSymbols::load("/nonexistent/kallsyms").has_value());
+}
+
+TEST(KallsymsTest, RealKallsymsResolvesSchedule) {
+  std::ifstream file("/proc/kallsyms");
+  if (!file) GTEST_SKIP() << "/proc/kallsyms not readable";
+  uint64_t schedule_address = 0;
+  std::string line;
+  while (std::getline(file, line)) {
+    std::istringstream fields(line);
+    std::string address, type, name;
+    if (fields >> address >> type >> name && name == "schedule" && (type == "T" || type == "t")) {
+      schedule_address = std::stoull(address, nullptr, 16);
+      break;
+    }
+  }
+  if (schedule_address == 0) GTEST_SKIP() << "kallsyms addresses hidden (not root?)";
+
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<KernelSymbols> symbols = KernelSymbols::load();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(symbols.has_value());
+  const auto milliseconds = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
+  std::printf("kallsyms: %zu text symbols loaded in %lld ms\n", symbols->symbols().size(),
+              static_cast<long long>(milliseconds));
+  EXPECT_LT(milliseconds, 2000);  // ~tens of ms optimized; generous for sanitizer builds
+
+  EXPECT_FALSE(symbols->addresses_hidden());
+  EXPECT_GT(symbols->symbols().size(), 1000u);
+  EXPECT_NE(symbols->text_start(), 0u);
+  const KernelSymbol* schedule = symbols->lookup(schedule_address);
+  ASSERT_NE(schedule, nullptr);
+  EXPECT_EQ(schedule->name, "schedule");
+  EXPECT_TRUE(schedule->module.empty());
+  ASSERT_NE(symbols->lookup(schedule_address + 1), nullptr);
+  EXPECT_EQ(symbols->lookup(schedule_address + 1)->name, "schedule");
+}
+
+}  // namespace
+}  // namespace bpfprof

@@ -1,0 +1,159 @@
+#include "userspace/bpf_programs.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "bpf/events.h"
+#include "profiler.skel.h"
+
+namespace bpfprof {
+
+namespace {
+
+std::string bounded_string(const char* s, size_t max) { return std::string(s, strnlen(s, max)); }
+
+std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
+
+}  // namespace
+
+void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const { profiler_bpf__destroy(skel); }
+void BpfPrograms::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
+void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
+
+BpfPrograms::BpfPrograms(bool track_all_processes) {
+  libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
+    if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
+    return 0;
+  });
+  skeleton_.reset(profiler_bpf__open());
+  if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
+  skeleton_->rodata->track_all = track_all_processes ? 1 : 0;
+  if (int err = profiler_bpf__load(skeleton_.get()))
+    throw std::runtime_error("cannot load the BPF programs (" + errno_text(err) +
+                             "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
+  ring_buffer_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.events), &BpfPrograms::on_event, this, nullptr));
+  if (!ring_buffer_) throw std::runtime_error("cannot set up the BPF ring buffer: " + errno_text(errno));
+}
+
+BpfPrograms::~BpfPrograms() = default;
+
+void BpfPrograms::attach_lifecycle() {
+  if (int err = profiler_bpf__attach(skeleton_.get()))
+    throw std::runtime_error("cannot attach the process-lifecycle tracepoints: " + errno_text(err));
+}
+
+void BpfPrograms::attach_sampling(const std::vector<UniqueFd>& perf_event_fds) {
+  for (const UniqueFd& fd : perf_event_fds) {
+    bpf_link* link = bpf_program__attach_perf_event(skeleton_->progs.on_sample, fd.get());
+    if (!link) throw std::runtime_error("cannot attach the sample program to a perf event: " + errno_text(errno));
+    sample_links_.emplace_back(link);
+  }
+}
+
+void BpfPrograms::detach_sampling() { sample_links_.clear(); }
+
+void BpfPrograms::track_process(Pid pid) {
+  uint32_t key = static_cast<uint32_t>(pid.value);
+  uint8_t one = 1;
+  if (bpf_map__update_elem(skeleton_->maps.tracked_processes, &key, sizeof(key), &one, sizeof(one), BPF_ANY))
+    throw std::runtime_error("cannot track pid " + std::to_string(pid.value) + ": " + errno_text(errno));
+}
+
+int BpfPrograms::poll(Recording& recording, int timeout_ms) {
+  target_ = &recording;
+  int n = ring_buffer__poll(ring_buffer_.get(), timeout_ms);
+  target_ = nullptr;
+  return n;
+}
+
+int BpfPrograms::drain(Recording& recording) {
+  target_ = &recording;
+  int n = ring_buffer__consume(ring_buffer_.get());
+  target_ = nullptr;
+  return n;
+}
+
+uint64_t BpfPrograms::lost_events() const {
+  int ncpus = libbpf_num_possible_cpus();
+  if (ncpus <= 0) return 0;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
+  uint32_t zero = 0;
+  if (bpf_map__lookup_elem(skeleton_->maps.lost_events, &zero, sizeof(zero), per_cpu.data(),
+                           per_cpu.size() * sizeof(uint64_t), 0))
+    return 0;
+  uint64_t total = 0;
+  for (uint64_t v : per_cpu) total += v;
+  return total;
+}
+
+int BpfPrograms::on_event(void* context, void* data, size_t size) {
+  static_cast<BpfPrograms*>(context)->decode(data, size);
+  return 0;
+}
+
+void BpfPrograms::decode(const void* data, size_t size) {
+  if (!target_ || size < sizeof(bpfprof_event_header)) return;
+  bpfprof_event_header header;
+  memcpy(&header, data, sizeof(header));
+  const MonotonicNs time{header.timestamp_ns};
+  const Pid pid{static_cast<int32_t>(header.pid)};
+  const Tid tid{static_cast<int32_t>(header.tid)};
+  Recording& rec = *target_;
+
+  switch (header.kind) {
+    case BPFPROF_EVENT_SAMPLE: {
+      constexpr size_t kFixed = offsetof(bpfprof_sample_event, ips);
+      if (size < kFixed) return;
+      const auto* e = static_cast<const bpfprof_sample_event*>(data);
+      size_t available = (size - kFixed) / sizeof(uint64_t);
+      size_t user = std::min<size_t>(e->user_depth, available);
+      size_t kernel = std::min<size_t>(e->kernel_depth, available - user);
+      // Root first: outermost user frame ... innermost user, outermost kernel ... innermost.
+      RawStackId node = RawStackTree::kRoot;
+      for (size_t i = user; i-- > 0;)
+        if (e->ips[i]) node = rec.raw_stacks.intern(node, e->ips[i]);
+      for (size_t i = user + kernel; i-- > user;)
+        if (e->ips[i]) node = rec.raw_stacks.intern(node, e->ips[i]);
+      rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, node});
+      ++rec.stats.samples;
+      break;
+    }
+    case BPFPROF_EVENT_FORK: {
+      if (size < sizeof(bpfprof_fork_event)) return;
+      const auto* e = static_cast<const bpfprof_fork_event*>(data);
+      rec.events.push_back(LifecycleEvent{
+          time, ForkEvent{pid, tid, Pid{static_cast<int32_t>(e->child_pid)}, Tid{static_cast<int32_t>(e->child_tid)},
+                          bounded_string(e->child_comm, sizeof(e->child_comm))}});
+      break;
+    }
+    case BPFPROF_EVENT_EXEC: {
+      if (size < sizeof(bpfprof_exec_event)) return;
+      const auto* e = static_cast<const bpfprof_exec_event*>(data);
+      rec.events.push_back(LifecycleEvent{
+          time, ExecEvent{pid, tid, Tid{static_cast<int32_t>(e->old_tid)}, bounded_string(e->comm, sizeof(e->comm)),
+                          bounded_string(e->filename, sizeof(e->filename))}});
+      break;
+    }
+    case BPFPROF_EVENT_EXIT: {
+      if (size < sizeof(bpfprof_exit_event)) return;
+      const auto* e = static_cast<const bpfprof_exit_event*>(data);
+      rec.events.push_back(LifecycleEvent{time, ExitEvent{pid, tid, CpuTimeNs{e->cpu_time_ns}, e->exit_code,
+                                                          e->group_dead != 0, bounded_string(e->comm, sizeof(e->comm))}});
+      break;
+    }
+    case BPFPROF_EVENT_COMM: {
+      if (size < sizeof(bpfprof_comm_event)) return;
+      const auto* e = static_cast<const bpfprof_comm_event*>(data);
+      rec.events.push_back(LifecycleEvent{time, CommEvent{pid, tid, bounded_string(e->comm, sizeof(e->comm))}});
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,54 @@
+// Owns the loaded BPF programs (through the libbpf skeleton), their links and the event
+// ring buffer, and decodes ring-buffer events into the Recording.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "userspace/recording.h"
+#include "userspace/unique_fd.h"
+
+struct profiler_bpf;
+struct bpf_link;
+struct ring_buffer;
+
+namespace bpfprof {
+
+class BpfPrograms {
+ public:
+  // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
+  explicit BpfPrograms(bool track_all_processes);
+  ~BpfPrograms();
+  BpfPrograms(const BpfPrograms&) = delete;
+  BpfPrograms& operator=(const BpfPrograms&) = delete;
+
+  // Attaches the lifecycle tracepoints (fork, exec, exit, rename).
+  void attach_lifecycle();
+  // Attaches the sample program to each sampling perf event.
+  void attach_sampling(const std::vector<UniqueFd>& perf_event_fds);
+  void detach_sampling();
+  void track_process(Pid pid);
+
+  // Decoded events are appended to `recording`. Returns the number of events consumed,
+  // or a negative errno (-EINTR when a signal arrived).
+  int poll(Recording& recording, int timeout_ms);
+  // Consumes everything already in the ring buffer without waiting.
+  int drain(Recording& recording);
+  uint64_t lost_events() const;  // summed over CPUs
+
+ private:
+  static int on_event(void* context, void* data, size_t size);
+  void decode(const void* data, size_t size);
+
+  struct SkeletonDeleter { void operator()(profiler_bpf* skel) const; };
+  struct LinkDeleter { void operator()(bpf_link* link) const; };
+  struct RingBufferDeleter { void operator()(ring_buffer* rb) const; };
+
+  std::unique_ptr<profiler_bpf, SkeletonDeleter> skeleton_;
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
+  std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
+  Recording* target_ = nullptr;  // where on_event appends, valid during poll/drain
+};
+
+}  // namespace bpfprof

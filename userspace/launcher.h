@@ -1,0 +1,45 @@
+// Launches the profiled command: the child is forked, waits until the profiler is attached
+// and its pid is tracked, then execs the command with the caller's environment and cwd.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "userspace/ids.h"
+#include "userspace/unique_fd.h"
+
+namespace bpfprof {
+
+// Finds `command` like execvp would; nullopt when it cannot be run.
+std::optional<std::string> find_executable(const std::string& command);
+
+class LaunchedCommand {
+ public:
+  // Forks the child, which blocks before exec. Throws std::runtime_error.
+  explicit LaunchedCommand(const std::vector<std::string>& argv);
+  ~LaunchedCommand();  // a child never released or reaped is killed and reaped
+  LaunchedCommand(const LaunchedCommand&) = delete;
+  LaunchedCommand& operator=(const LaunchedCommand&) = delete;
+
+  Pid pid() const { return Pid{pid_}; }
+  // Lets the child exec. Returns an error message if the exec failed.
+  std::optional<std::string> release();
+  // Non-blocking: true once the child has exited (its status is then available).
+  bool poll_exited();
+  void send_signal(int signal) const;
+  // The exit status as a shell reports it: the code, or 128 + signal number.
+  int exit_status() const { return exit_status_; }
+
+ private:
+  pid_t pid_ = -1;
+  UniqueFd go_write_;
+  UniqueFd exec_error_read_;
+  bool released_ = false;
+  bool reaped_ = false;
+  int exit_status_ = 0;
+};
+
+}  // namespace bpfprof

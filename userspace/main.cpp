@@ -1,0 +1,35 @@
+// bpfprof: a sampling profiler for Linux that writes Firefox Profiler profiles.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "userspace/recorder.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"bpfprof: sample what processes are doing (kernel and user stacks) and write a "
+               "Firefox Profiler profile"};
+  app.require_subcommand(1);
+  bpfprof::RecordOptions options;
+
+  CLI::App* record = app.add_subcommand("record", "Record a profile of a command and its children");
+  record->add_option("-F,--frequency", options.frequency_hz, "Samples per second per CPU")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  record->add_option("-o,--output", options.output_path, "Output file (.json.gz, or .json for plain JSON)")
+      ->capture_default_str();
+  record->add_option("-d,--duration", options.duration_seconds,
+                     "Stop recording after SECONDS (the command keeps running)")
+      ->check(CLI::PositiveNumber);
+  record->add_option("command", options.command, "The command to run, after --")->required();
+  record->positionals_at_end();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    fprintf(stderr, "bpfprof: %s (see bpfprof %s --help)\n", e.what(),
+            app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name().c_str());
+    return 2;
+  }
+  return bpfprof::run_record(options);
+}

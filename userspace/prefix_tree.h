@@ -1,0 +1,67 @@
+// A tree of stacks stored as (parent, key) nodes, each distinct path interned once, so
+// memory grows with the number of unique stacks, not with the number of samples. Nodes are
+// numbered in creation order, so a parent always has a smaller index than its children
+// (the order the Firefox Profiler's stack table requires).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+namespace bpfprof {
+
+template <typename Key, typename KeyHash = std::hash<Key>>
+class PrefixTree {
+ public:
+  using NodeId = uint32_t;
+  static constexpr NodeId kRoot = std::numeric_limits<NodeId>::max();  // the empty stack
+
+  struct Node {
+    NodeId parent;
+    Key key;
+  };
+
+  NodeId intern(NodeId parent, const Key& key) {
+    auto [it, inserted] = index_.try_emplace(Edge{parent, key}, static_cast<NodeId>(nodes_.size()));
+    if (inserted) nodes_.push_back(Node{parent, key});
+    return it->second;
+  }
+
+  // Interns a whole path given from the root to the leaf.
+  template <typename Range>
+  NodeId intern_path(const Range& root_to_leaf) {
+    NodeId node = kRoot;
+    for (const Key& key : root_to_leaf) node = intern(node, key);
+    return node;
+  }
+
+  const Node& node(NodeId id) const { return nodes_[id]; }
+  size_t size() const { return nodes_.size(); }
+  const std::vector<Node>& nodes() const { return nodes_; }
+
+  // The keys from the leaf `id` up to the root.
+  std::vector<Key> leaf_to_root(NodeId id) const {
+    std::vector<Key> keys;
+    for (NodeId n = id; n != kRoot; n = nodes_[n].parent) keys.push_back(nodes_[n].key);
+    return keys;
+  }
+
+ private:
+  struct Edge {
+    NodeId parent;
+    Key key;
+    bool operator==(const Edge&) const = default;
+  };
+  struct EdgeHash {
+    size_t operator()(const Edge& e) const noexcept {
+      size_t h = KeyHash{}(e.key);
+      return h ^ (static_cast<size_t>(e.parent) * 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2));
+    }
+  };
+
+  std::vector<Node> nodes_;
+  std::unordered_map<Edge, NodeId, EdgeHash> index_;
+};
+
+}  // namespace bpfprof

@@ -1,0 +1,520 @@
+#include "userspace/profile_writer.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "symbols/symbolizer.h"
+#include "userspace/json_writer.h"
+#include "userspace/string_table.h"
+
+namespace bpfprof {
+
+namespace {
+
+enum Category : int { kCategoryOther = 0, kCategoryUser = 1, kCategoryKernel = 2 };
+
+// The front end stores frame and symbol addresses in 32-bit columns.
+constexpr uint64_t kMaxRelativeAddress = 0xFFFFFFFFull;
+
+std::string hex_address(uint64_t value) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return {};
+}
+
+double ms_since(MonotonicNs start, MonotonicNs t) {
+  return (static_cast<double>(t.value) - static_cast<double>(start.value)) / 1e6;
+}
+
+struct OutputLib {
+  LibraryDescription description;
+};
+
+// The shared tables, built in the front end's struct-of-arrays shape.
+struct SharedTables {
+  StringTable strings;
+
+  std::vector<LibraryDescription> libs;
+  std::unordered_map<int32_t, int32_t> lib_index;  // LibId -> index into libs
+
+  // resourceTable: one resource per lib.
+  std::vector<StringIndex> resource_name;
+
+  struct Func {
+    StringIndex name;
+    int32_t resource;
+  };
+  std::vector<Func> funcs;
+  std::map<std::pair<int32_t, std::string>, int32_t> func_index;  // (resource, name)
+
+  struct NativeSymbol {
+    int32_t lib;
+    uint64_t address;
+    StringIndex name;
+    uint64_t size;
+  };
+  std::vector<NativeSymbol> native_symbols;
+  std::map<std::pair<int32_t, uint64_t>, int32_t> native_symbol_index;
+
+  struct Frame {
+    int64_t address;  // -1 when unknown
+    int32_t lib;      // -1 when none
+    int32_t category;
+    int32_t func;
+    int32_t native_symbol;  // -1 → null
+  };
+  std::vector<Frame> frames;
+  std::unordered_map<FrameKey, int32_t, FrameKeyHash> frame_index;
+
+  int32_t func_for(int32_t resource, const std::string& name) {
+    auto [it, inserted] = func_index.try_emplace({resource, name}, static_cast<int32_t>(funcs.size()));
+    if (inserted) funcs.push_back(Func{strings.intern(name), resource});
+    return it->second;
+  }
+  int32_t native_symbol_for(int32_t lib, uint64_t address, const std::string& name, uint64_t size) {
+    auto [it, inserted] = native_symbol_index.try_emplace({lib, address}, static_cast<int32_t>(native_symbols.size()));
+    if (inserted) native_symbols.push_back(NativeSymbol{lib, address, strings.intern(name), size});
+    return it->second;
+  }
+};
+
+class ProfileBuilder {
+ public:
+  ProfileBuilder(const SessionModel& model, const Recording& recording) : model_(model), recording_(recording) {}
+
+  void build_frames() {
+    const auto& nodes = model_.stacks().nodes();
+    stack_frame_.reserve(nodes.size());
+    for (const auto& node : nodes) stack_frame_.push_back(frame_for(node.key));
+  }
+
+  ProfileSummary write(OutputSink& sink);
+
+ private:
+  int32_t output_lib(LibId id) {
+    auto it = tables_.lib_index.find(id.value);
+    if (it != tables_.lib_index.end()) return it->second;
+    const Library& lib = model_.library(id);
+    LibraryDescription d = id == kKernelLib ? symbolizer_.describe_kernel()
+                                            : symbolizer_.describe_library(lib.path, lib.build_id);
+    int32_t index = static_cast<int32_t>(tables_.libs.size());
+    tables_.resource_name.push_back(tables_.strings.intern(d.name));
+    tables_.libs.push_back(std::move(d));
+    tables_.lib_index.emplace(id.value, index);
+    return index;
+  }
+
+  int32_t frame_for(const FrameKey& key) {
+    auto it = tables_.frame_index.find(key);
+    if (it != tables_.frame_index.end()) return it->second;
+
+    SharedTables::Frame frame{-1, -1, kCategoryUser, -1, -1};
+    if (key.lib == kNoLib) {
+      frame.func = tables_.func_for(-1, hex_address(key.address));
+    } else {
+      const bool kernel = key.lib == kKernelLib;
+      frame.category = kernel ? kCategoryKernel : kCategoryUser;
+      const int32_t lib = output_lib(key.lib);
+      SymbolizedAddress s = kernel ? symbolizer_.symbolize_kernel(key.address)
+                                   : symbolizer_.symbolize_in_file(model_.library(key.lib).path, key.address);
+      if (s.relative_address <= kMaxRelativeAddress) {
+        frame.address = static_cast<int64_t>(s.relative_address);
+        frame.lib = lib;
+      }
+      std::string name = s.name ? *s.name
+                         : kernel ? hex_address(key.address)
+                                  : tables_.libs[lib].name + "+" + hex_address(s.relative_address);
+      frame.func = tables_.func_for(lib, name);
+      if (s.name && frame.lib >= 0 && s.symbol_relative_address <= kMaxRelativeAddress)
+        frame.native_symbol = tables_.native_symbol_for(lib, s.symbol_relative_address, name, s.symbol_size);
+    }
+    int32_t index = static_cast<int32_t>(tables_.frames.size());
+    tables_.frames.push_back(frame);
+    tables_.frame_index.emplace(key, index);
+    return index;
+  }
+
+  void write_meta(JsonWriter& w, size_t thread_count);
+  void write_libs(JsonWriter& w);
+  void write_shared(JsonWriter& w);
+  void write_thread(JsonWriter& w, const Thread& thread);
+
+  const SessionModel& model_;
+  const Recording& recording_;
+  Symbolizer symbolizer_;
+  SharedTables tables_;
+  std::vector<int32_t> stack_frame_;  // stack index -> frame index
+};
+
+template <typename T, typename F>
+void write_column(JsonWriter& w, std::string_view name, const std::vector<T>& rows, F value) {
+  w.key(name);
+  w.begin_array();
+  for (const T& row : rows) value(row);
+  w.end_array();
+}
+
+void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
+  utsname u{};
+  uname(&u);
+  w.key("meta");
+  w.begin_object();
+  w.key("interval");
+  w.number(1000.0 / recording_.frequency_hz);
+  w.key("startTime");
+  w.number(recording_.start_wall_clock_ms);
+  w.key("profilingStartTime");
+  w.number(0.0);
+  w.key("profilingEndTime");
+  w.number(ms_since(recording_.start_time, recording_.end_time));
+  w.key("processType");
+  w.number(int64_t{0});
+  w.key("product");
+  w.string("bpfprof");
+  w.key("stackwalk");
+  w.number(int64_t{1});
+  w.key("version");
+  w.number(int64_t{kGeckoProfileVersion});
+  w.key("preprocessedProfileVersion");
+  w.number(int64_t{kProcessedProfileVersion});
+  w.key("symbolicated");
+  w.boolean(true);
+  w.key("platform");
+  w.string("Linux");
+  w.key("oscpu");
+  w.string(std::string("Linux ") + u.release + " " + u.machine);
+  w.key("abi");
+  w.string(u.machine);
+  w.key("CPUName");
+  w.string(cpu_name());
+  w.key("logicalCPUs");
+  w.number(static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  w.key("physicalCPUs");
+  w.number(static_cast<int64_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  w.key("sampleUnits");
+  w.begin_object();
+  w.key("time");
+  w.string("ms");
+  w.key("eventDelay");
+  w.string("ms");
+  w.key("threadCPUDelta");
+  w.string("ns");
+  w.end_object();
+  w.key("categories");
+  w.begin_array();
+  for (auto [name, color] : {std::pair{"Other", "grey"}, {"User", "yellow"}, {"Kernel", "orange"}}) {
+    w.begin_object();
+    w.key("name");
+    w.string(name);
+    w.key("color");
+    w.string(color);
+    w.key("subcategories");
+    w.begin_array();
+    w.string("Other");
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+  w.key("markerSchema");
+  w.begin_array();
+  w.end_array();
+  w.key("extensions");
+  w.begin_object();
+  for (const char* column : {"id", "name", "baseURL"}) {
+    w.key(column);
+    w.begin_array();
+    w.end_array();
+  }
+  w.key("length");
+  w.number(int64_t{0});
+  w.end_object();
+  w.key("configuration");
+  w.begin_object();
+  w.key("threads");
+  w.begin_array();
+  w.end_array();
+  w.key("features");
+  w.begin_array();
+  w.string(recording_.sampling_event);
+  w.end_array();
+  w.key("capacity");
+  w.number(int64_t{0});
+  w.end_object();
+  w.key("sampledThreads");
+  w.number(static_cast<uint64_t>(thread_count));
+  w.key("lostEvents");
+  w.number(recording_.stats.lost_bpf_events + recording_.stats.lost_sideband_records);
+  w.end_object();
+}
+
+void ProfileBuilder::write_libs(JsonWriter& w) {
+  w.key("libs");
+  w.begin_array();
+  for (const LibraryDescription& d : tables_.libs) {
+    w.begin_object();
+    w.key("arch");
+    w.string(d.arch);
+    w.key("name");
+    w.string(d.name);
+    w.key("path");
+    w.string(d.path);
+    w.key("debugName");
+    w.string(d.debug_name);
+    w.key("debugPath");
+    w.string(d.debug_path);
+    w.key("breakpadId");
+    w.string(d.breakpad_id);
+    w.key("codeId");
+    if (d.code_id.empty())
+      w.null();
+    else
+      w.string(d.code_id);
+    w.end_object();
+  }
+  w.end_array();
+}
+
+void ProfileBuilder::write_shared(JsonWriter& w) {
+  auto length = [&](size_t n) {
+    w.key("length");
+    w.number(static_cast<uint64_t>(n));
+  };
+  auto nulls = [&](std::string_view name, size_t n) {
+    w.key(name);
+    w.begin_array();
+    for (size_t i = 0; i < n; ++i) w.null();
+    w.end_array();
+  };
+  w.key("shared");
+  w.begin_object();
+
+  // Stacks: the resolved prefix tree, parents before children.
+  const auto& nodes = model_.stacks().nodes();
+  w.key("stackTable");
+  w.begin_object();
+  w.key("frame");
+  w.begin_array();
+  for (int32_t f : stack_frame_) w.number(int64_t{f});
+  w.end_array();
+  w.key("prefixOffset");
+  w.begin_array();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    StackId parent = nodes[i].parent;
+    w.number(parent == ResolvedStackTree::kRoot ? uint64_t{0} : static_cast<uint64_t>(i - parent));
+  }
+  w.end_array();
+  length(nodes.size());
+  w.end_object();
+
+  const auto& frames = tables_.frames;
+  w.key("frameTable");
+  w.begin_object();
+  write_column(w, "address", frames, [&](const auto& f) { w.number(f.address); });
+  write_column(w, "lib", frames, [&](const auto& f) { w.number(int64_t{f.lib}); });
+  write_column(w, "inlineDepth", frames, [&](const auto&) { w.number(int64_t{0}); });
+  write_column(w, "category", frames, [&](const auto& f) { w.number(int64_t{f.category}); });
+  write_column(w, "subcategory", frames, [&](const auto&) { w.number(int64_t{0}); });
+  write_column(w, "func", frames, [&](const auto& f) { w.number(int64_t{f.func}); });
+  write_column(w, "nativeSymbol", frames, [&](const auto& f) {
+    if (f.native_symbol < 0)
+      w.null();
+    else
+      w.number(int64_t{f.native_symbol});
+  });
+  write_column(w, "innerWindowID", frames, [&](const auto&) { w.number(int64_t{0}); });
+  nulls("line", frames.size());
+  nulls("column", frames.size());
+  nulls("originalLocation", frames.size());
+  length(frames.size());
+  w.end_object();
+
+  const auto& funcs = tables_.funcs;
+  w.key("funcTable");
+  w.begin_object();
+  write_column(w, "name", funcs, [&](const auto& f) { w.number(uint64_t{f.name.value}); });
+  write_column(w, "isJS", funcs, [&](const auto&) { w.boolean(false); });
+  write_column(w, "relevantForJS", funcs, [&](const auto&) { w.boolean(false); });
+  write_column(w, "resource", funcs, [&](const auto& f) { w.number(int64_t{f.resource}); });
+  nulls("source", funcs.size());
+  nulls("lineNumber", funcs.size());
+  nulls("columnNumber", funcs.size());
+  nulls("originalLocation", funcs.size());
+  length(funcs.size());
+  w.end_object();
+
+  w.key("resourceTable");
+  w.begin_object();
+  write_column(w, "name", tables_.resource_name, [&](StringIndex s) { w.number(uint64_t{s.value}); });
+  nulls("host", tables_.resource_name.size());
+  write_column(w, "type", tables_.resource_name, [&](StringIndex) { w.number(int64_t{1}); });  // library
+  length(tables_.resource_name.size());
+  w.end_object();
+
+  const auto& symbols = tables_.native_symbols;
+  w.key("nativeSymbols");
+  w.begin_object();
+  write_column(w, "libIndex", symbols, [&](const auto& s) { w.number(int64_t{s.lib}); });
+  write_column(w, "address", symbols, [&](const auto& s) { w.number(s.address); });
+  write_column(w, "name", symbols, [&](const auto& s) { w.number(uint64_t{s.name.value}); });
+  write_column(w, "functionSize", symbols, [&](const auto& s) {
+    if (s.size == 0)
+      w.null();
+    else
+      w.number(s.size);
+  });
+  length(symbols.size());
+  w.end_object();
+
+  w.key("sources");
+  w.begin_object();
+  for (const char* column : {"id", "filename", "startLine", "startColumn", "sourceMapURL", "content"}) {
+    w.key(column);
+    w.begin_array();
+    w.end_array();
+  }
+  length(0);
+  w.end_object();
+
+  w.key("sourceLocationTable");
+  w.begin_object();
+  for (const char* column : {"source", "line", "column"}) {
+    w.key(column);
+    w.begin_array();
+    w.end_array();
+  }
+  length(0);
+  w.end_object();
+
+  w.key("stringArray");
+  w.begin_array();
+  for (const std::string& s : tables_.strings.strings()) w.string(s);
+  w.end_array();
+  w.end_object();
+}
+
+void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
+  const Process& process = model_.processes()[thread.process.value];
+  const MonotonicNs zero = recording_.start_time;
+  auto time_or_null = [&](const std::optional<MonotonicNs>& t) {
+    if (t)
+      w.number(ms_since(zero, *t));
+    else
+      w.null();
+  };
+  w.begin_object();
+  w.key("processType");
+  w.string("default");
+  w.key("processStartupTime");
+  w.number(ms_since(zero, process.start));
+  w.key("processShutdownTime");
+  time_or_null(process.end);
+  w.key("registerTime");
+  w.number(ms_since(zero, thread.start));
+  w.key("unregisterTime");
+  time_or_null(thread.end);
+  w.key("pausedRanges");
+  w.begin_array();
+  w.end_array();
+  w.key("name");
+  w.string(thread.name);
+  w.key("isMainThread");
+  w.boolean(thread.tid.value == process.pid.value);
+  w.key("pid");
+  w.string(std::to_string(process.pid.value));
+  w.key("tid");
+  w.number(int64_t{thread.tid.value});
+  w.key("processName");
+  w.string(process.name);
+
+  const auto& samples = thread.samples;
+  w.key("samples");
+  w.begin_object();
+  write_column(w, "stack", samples, [&](const ThreadSample& s) {
+    if (s.stack == ResolvedStackTree::kRoot)
+      w.null();
+    else
+      w.number(uint64_t{s.stack});
+  });
+  write_column(w, "time", samples, [&](const ThreadSample& s) { w.number(ms_since(zero, s.time)); });
+  write_column(w, "threadCPUDelta", samples, [&](const ThreadSample& s) { w.number(s.cpu_delta_ns); });
+  w.key("weight");
+  w.null();
+  w.key("weightType");
+  w.string("samples");
+  w.key("length");
+  w.number(static_cast<uint64_t>(samples.size()));
+  w.end_object();
+
+  w.key("markers");
+  w.begin_object();
+  for (const char* column : {"data", "name", "startTime", "endTime", "phase", "category"}) {
+    w.key(column);
+    w.begin_array();
+    w.end_array();
+  }
+  w.key("length");
+  w.number(int64_t{0});
+  w.end_object();
+  w.end_object();
+}
+
+ProfileSummary ProfileBuilder::write(OutputSink& sink) {
+  build_frames();
+  ProfileSummary summary;
+  std::vector<const Thread*> threads;
+  std::set<uint32_t> processes;
+  for (ThreadIndex ti : model_.display_order()) {
+    const Thread& th = model_.threads()[ti.value];
+    if (th.samples.empty()) continue;  // a thread that never ran while sampled shows nothing
+    if (model_.processes()[th.process.value].is_launcher) continue;
+    threads.push_back(&th);
+    processes.insert(th.process.value);
+    summary.samples += th.samples.size();
+  }
+  summary.threads = threads.size();
+  summary.processes = processes.size();
+
+  JsonWriter w(sink);
+  w.begin_object();
+  write_meta(w, threads.size());
+  write_libs(w);
+  w.key("threads");
+  w.begin_array();
+  for (const Thread* th : threads) write_thread(w, *th);
+  w.end_array();
+  w.key("pages");
+  w.begin_array();
+  w.end_array();
+  write_shared(w);  // last: the thread names above are not in stringArray, so order is free
+  w.end_object();
+  w.flush();
+  return summary;
+}
+
+}  // namespace
+
+ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink) {
+  ProfileBuilder builder(model, recording);
+  return builder.write(sink);
+}
+
+}  // namespace bpfprof

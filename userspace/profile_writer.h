@@ -1,0 +1,24 @@
+// Builds the Firefox Profiler processed profile (format version 70) from the session model
+// and streams it as JSON into a sink: shared tables, libs, one flat thread list.
+#pragma once
+
+#include <cstddef>
+
+#include "userspace/output_file.h"
+#include "userspace/recording.h"
+#include "userspace/session_model.h"
+
+namespace bpfprof {
+
+inline constexpr int kProcessedProfileVersion = 70;
+inline constexpr int kGeckoProfileVersion = 36;
+
+struct ProfileSummary {
+  size_t processes = 0;
+  size_t threads = 0;
+  size_t samples = 0;
+};
+
+ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink);
+
+}  // namespace bpfprof

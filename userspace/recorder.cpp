@@ -1,0 +1,173 @@
+#include "userspace/recorder.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "userspace/bpf_programs.h"
+#include "userspace/launcher.h"
+#include "userspace/output_file.h"
+#include "userspace/perf_events.h"
+#include "userspace/profile_writer.h"
+#include "userspace/session_model.h"
+
+namespace bpfprof {
+
+namespace {
+
+volatile sig_atomic_t g_signal_count = 0;
+volatile sig_atomic_t g_last_signal = 0;
+volatile sig_atomic_t g_signal_from_process = 0;  // sent with kill(), not by the terminal
+
+void on_stop_signal(int sig, siginfo_t* info, void*) {
+  g_last_signal = sig;
+  g_signal_from_process = info && info->si_code <= 0;  // SI_USER, SI_QUEUE, SI_TKILL
+  g_signal_count = g_signal_count + 1;
+}
+
+void install_signal_handlers() {
+  struct sigaction sa{};
+  sa.sa_sigaction = on_stop_signal;
+  sa.sa_flags = SA_SIGINFO;  // no SA_RESTART: poll() returns early with EINTR
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
+}
+
+MonotonicNs monotonic_now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return MonotonicNs{static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec)};
+}
+
+double wall_clock_ms_now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+int run_record(const RecordOptions& options) {
+  if (options.command.empty()) {
+    fprintf(stderr, "bpfprof: no command given (usage: bpfprof record [options] -- CMD [ARGS...])\n");
+    return 2;
+  }
+  std::optional<std::string> executable = find_executable(options.command[0]);
+  if (!executable) {
+    fprintf(stderr, "bpfprof: %s: command not found\n", options.command[0].c_str());
+    return 127;
+  }
+
+  std::unique_ptr<CommittableSink> output;
+  std::optional<BpfPrograms> bpf;
+  std::optional<SideBandReader> side_band;
+  SamplingEvents sampling;
+  Recording recording;
+  recording.frequency_hz = options.frequency_hz;
+  try {
+    output = open_output(options.output_path);  // fails now if the directory is not writable
+    bpf.emplace(/*track_all_processes=*/false);
+    std::vector<int> cpus = online_cpus();
+    side_band.emplace(cpus);
+    bpf->attach_lifecycle();
+    sampling = open_sampling_events(options.frequency_hz, cpus);
+    recording.sampling_event = sampling.event_name;
+    bpf->attach_sampling(sampling.fds);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bpfprof: %s\n", e.what());
+    return 2;
+  }
+
+  install_signal_handlers();
+  std::optional<LaunchedCommand> command;
+  try {
+    command.emplace(options.command);
+    bpf->track_process(command->pid());
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bpfprof: %s\n", e.what());
+    return 2;
+  }
+  recording.start_time = monotonic_now();
+  recording.start_wall_clock_ms = wall_clock_ms_now();
+  recording.events.push_back(
+      LifecycleEvent{recording.start_time, ProcessStartEvent{command->pid(), base_name(options.command[0]), /*is_launcher=*/true}});
+  if (std::optional<std::string> error = command->release()) {
+    fprintf(stderr, "bpfprof: cannot run %s: %s\n", options.command[0].c_str(), error->c_str());
+    return 127;
+  }
+
+  const std::optional<MonotonicNs> deadline =
+      options.duration_seconds
+          ? std::optional(MonotonicNs{recording.start_time.value +
+                                      static_cast<uint64_t>(*options.duration_seconds * 1e9)})
+          : std::nullopt;
+  int handled_signals = 0;
+  bool command_exited = false;
+  while (true) {
+    int n = bpf->poll(recording, 50);
+    if (n < 0 && n != -EINTR) {
+      fprintf(stderr, "bpfprof: reading BPF events failed: %s\n", strerror(-n));
+      break;
+    }
+    side_band->drain(recording.events);
+    while (handled_signals < g_signal_count) {
+      ++handled_signals;
+      // A terminal's Ctrl-C already reached the command (same process group); a signal sent
+      // to bpfprof alone is passed on, so the command can end and the profile be written.
+      if (g_signal_from_process) command->send_signal(g_last_signal);
+    }
+    if (handled_signals >= 3) {
+      fprintf(stderr, "bpfprof: stopping the recording; the command keeps running\n");
+      break;
+    }
+    if (command->poll_exited()) {
+      command_exited = true;
+      break;
+    }
+    if (deadline && monotonic_now() >= *deadline) break;
+  }
+  recording.end_time = monotonic_now();
+  bpf->detach_sampling();
+  sampling.fds.clear();
+  // Collect what is still in flight: the exit events of the command's last threads.
+  bpf->drain(recording);
+  side_band->drain(recording.events);
+  recording.stats.lost_bpf_events = bpf->lost_events();
+  recording.stats.lost_sideband_records = side_band->lost_records();
+
+  int status = command_exited ? command->exit_status() : 0;
+  try {
+    SessionModel model;
+    model.replay(recording);
+    ProfileSummary summary = write_profile(model, recording, *output);
+    output->commit();
+    fprintf(stderr,
+            "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; "
+            "%llu events lost\n",
+            static_cast<unsigned long long>(recording.stats.samples), recording.sampling_event.c_str(),
+            recording.frequency_hz, summary.processes, summary.threads,
+            static_cast<unsigned long long>(recording.stats.lost_bpf_events +
+                                            recording.stats.lost_sideband_records));
+    fprintf(stderr, "bpfprof: wrote %s — open it at https://profiler.firefox.com (Load a profile from file)\n",
+            options.output_path.c_str());
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bpfprof: cannot write the profile: %s\n", e.what());
+    return command_exited && status != 0 ? status : 1;
+  }
+  return status;
+}
+
+}  // namespace bpfprof

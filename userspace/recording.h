@@ -1,0 +1,113 @@
+// What a recording collects before it is turned into the session model: lifecycle and
+// mapping events, and samples whose raw stacks are interned as they arrive.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "userspace/ids.h"
+#include "userspace/prefix_tree.h"
+
+namespace bpfprof {
+
+// Raw stacks: absolute instruction addresses, root (outermost user frame) to leaf
+// (innermost kernel frame). Kernel and user addresses are told apart by their range.
+using RawStackTree = PrefixTree<uint64_t>;
+using RawStackId = RawStackTree::NodeId;
+
+inline bool is_kernel_address(uint64_t address) { return (address >> 63) != 0; }
+
+struct MappingInfo {
+  uint64_t start = 0;
+  uint64_t length = 0;
+  uint64_t file_offset = 0;
+  uint32_t dev_major = 0;
+  uint32_t dev_minor = 0;
+  uint64_t inode = 0;
+  std::string path;
+  std::string build_id;  // raw bytes when the kernel reported it with the mapping
+};
+
+struct ForkEvent {
+  Pid parent_pid;
+  Tid parent_tid;
+  Pid child_pid;
+  Tid child_tid;
+  std::string child_comm;
+};
+struct ExecEvent {
+  Pid pid;
+  Tid tid;
+  Tid old_tid;
+  std::string comm;
+  std::string filename;
+};
+struct ExitEvent {
+  Pid pid;
+  Tid tid;
+  CpuTimeNs cpu_time;
+  int exit_code = 0;
+  bool group_dead = false;
+  std::string comm;
+};
+struct CommEvent {
+  Pid pid;
+  Tid tid;
+  std::string comm;
+};
+struct MmapEvent {
+  Pid pid;
+  Tid tid;
+  MappingInfo mapping;
+};
+// The process replaced its address space (exec); reported before the new image's mappings.
+struct AddressSpaceResetEvent {
+  Pid pid;
+  Tid tid;
+};
+// A process that is already known when the recording starts. `is_launcher`: the
+// profiler's own child that will exec the command to profile.
+struct ProcessStartEvent {
+  Pid pid;
+  std::string name;
+  bool is_launcher = false;
+};
+
+using LifecyclePayload = std::variant<ForkEvent, ExecEvent, ExitEvent, CommEvent, MmapEvent,
+                                      AddressSpaceResetEvent, ProcessStartEvent>;
+
+struct LifecycleEvent {
+  MonotonicNs time;
+  LifecyclePayload payload;
+};
+
+struct SampleRecord {
+  MonotonicNs time;
+  Pid pid;
+  Tid tid;
+  Cpu cpu;
+  CpuTimeNs cpu_time;
+  RawStackId stack;
+};
+
+struct RecordingStats {
+  uint64_t samples = 0;
+  uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
+  uint64_t lost_sideband_records = 0; // perf MMAP/COMM records lost
+};
+
+struct Recording {
+  MonotonicNs start_time;        // time zero of the profile
+  MonotonicNs end_time;
+  double start_wall_clock_ms = 0;  // the wall clock at start_time, ms since the epoch
+  uint32_t frequency_hz = 0;
+  std::string sampling_event;      // "cycles" or "cpu-clock"
+  std::vector<LifecycleEvent> events;
+  std::vector<SampleRecord> samples;
+  RawStackTree raw_stacks;
+  RecordingStats stats;
+};
+
+}  // namespace bpfprof

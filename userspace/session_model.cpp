@@ -1,0 +1,282 @@
+#include "userspace/session_model.h"
+
+#include <algorithm>
+
+namespace bpfprof {
+
+namespace {
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+void AddressSpace::add(const Mapping& mapping) {
+  if (mapping.end <= mapping.start) return;
+  // Trim or drop every mapping that overlaps the new one, as mmap(MAP_FIXED) does.
+  auto it = by_start_.lower_bound(mapping.start);
+  if (it != by_start_.begin()) --it;
+  while (it != by_start_.end() && it->second.start < mapping.end) {
+    Mapping old = it->second;
+    if (old.end <= mapping.start) {
+      ++it;
+      continue;
+    }
+    it = by_start_.erase(it);
+    if (old.start < mapping.start) {
+      Mapping head = old;
+      head.end = mapping.start;
+      by_start_.emplace(head.start, head);
+    }
+    if (old.end > mapping.end) {
+      Mapping tail = old;
+      tail.file_offset += mapping.end - old.start;
+      tail.start = mapping.end;
+      by_start_.emplace(tail.start, tail);
+      break;
+    }
+  }
+  by_start_.emplace(mapping.start, mapping);
+}
+
+const Mapping* AddressSpace::find(uint64_t address) const {
+  auto it = by_start_.upper_bound(address);
+  if (it == by_start_.begin()) return nullptr;
+  --it;
+  return address < it->second.end ? &it->second : nullptr;
+}
+
+SessionModel::SessionModel() {
+  libraries_.push_back(Library{"[kernel.kallsyms]", 0, 0, 0, {}, Pid{0}});  // kKernelLib
+}
+
+void SessionModel::replay(const Recording& recording) {
+  // Stable sorts: events that share a timestamp keep the order they arrived in.
+  std::vector<const LifecycleEvent*> events;
+  events.reserve(recording.events.size());
+  for (const auto& e : recording.events) events.push_back(&e);
+  std::stable_sort(events.begin(), events.end(),
+                   [](const auto* a, const auto* b) { return a->time < b->time; });
+  std::vector<const SampleRecord*> samples;
+  samples.reserve(recording.samples.size());
+  for (const auto& s : recording.samples) samples.push_back(&s);
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const auto* a, const auto* b) { return a->time < b->time; });
+
+  size_t next_sample = 0;
+  for (const LifecycleEvent* e : events) {
+    // An event at the same time as a sample comes first: a fork precedes the child's samples.
+    while (next_sample < samples.size() && samples[next_sample]->time < e->time)
+      add_sample(*samples[next_sample++], recording.raw_stacks);
+    apply(e->time, e->payload);
+  }
+  while (next_sample < samples.size()) add_sample(*samples[next_sample++], recording.raw_stacks);
+}
+
+void SessionModel::apply(MonotonicNs time, const LifecyclePayload& event) {
+  std::visit([&](const auto& e) { on(time, e); }, event);
+}
+
+ProcessIndex SessionModel::start_process(MonotonicNs t, Pid pid, std::string name,
+                                         std::string executable) {
+  if (auto it = live_processes_.find(pid); it != live_processes_.end())
+    end_process(t, it->second);  // the pid was reused without our seeing the exit
+  ProcessIndex index{static_cast<uint32_t>(processes_.size())};
+  Process p;
+  p.pid = pid;
+  p.name = std::move(name);
+  p.executable = std::move(executable);
+  p.start = t;
+  processes_.push_back(std::move(p));
+  live_processes_[pid] = index;
+  return index;
+}
+
+ThreadIndex SessionModel::start_thread(MonotonicNs t, ProcessIndex process_index, Tid tid,
+                                       std::string name) {
+  if (auto it = live_threads_.find(tid); it != live_threads_.end()) {
+    Thread& stale = thread(it->second);
+    if (!stale.end) stale.end = t;
+  }
+  ThreadIndex index{static_cast<uint32_t>(threads_.size())};
+  Thread th;
+  th.tid = tid;
+  th.process = process_index;
+  th.name = std::move(name);
+  th.start = t;
+  threads_.push_back(std::move(th));
+  process(process_index).threads.push_back(index);
+  live_threads_[tid] = index;
+  return index;
+}
+
+void SessionModel::end_process(MonotonicNs t, ProcessIndex index) {
+  Process& p = process(index);
+  if (!p.end) p.end = t;
+  for (ThreadIndex ti : p.threads) {
+    Thread& th = thread(ti);
+    if (!th.end) th.end = t;
+    auto it = live_threads_.find(th.tid);
+    if (it != live_threads_.end() && it->second == ti) live_threads_.erase(it);
+  }
+  auto it = live_processes_.find(p.pid);
+  if (it != live_processes_.end() && it->second == index) live_processes_.erase(it);
+}
+
+ProcessIndex SessionModel::live_process(MonotonicNs t, Pid pid) {
+  if (auto it = live_processes_.find(pid); it != live_processes_.end()) return it->second;
+  ProcessIndex index = start_process(t, pid, "pid " + std::to_string(pid.value), "");
+  address_spaces_.try_emplace(pid);
+  return index;
+}
+
+ThreadIndex SessionModel::live_thread(MonotonicNs t, Pid pid, Tid tid) {
+  if (auto it = live_threads_.find(tid); it != live_threads_.end()) {
+    if (thread(it->second).process == live_process(t, pid)) return it->second;
+  }
+  ProcessIndex p = live_process(t, pid);
+  return start_thread(t, p, tid, process(p).name);
+}
+
+void SessionModel::on(MonotonicNs t, const ProcessStartEvent& e) {
+  ProcessIndex p = start_process(t, e.pid, e.name, "");
+  process(p).is_launcher = e.is_launcher;
+  start_thread(t, p, Tid{e.pid.value}, e.name);
+  address_spaces_[e.pid] = AddressSpace{};
+}
+
+void SessionModel::on(MonotonicNs t, const ForkEvent& e) {
+  ProcessIndex parent = live_process(t, e.parent_pid);
+  if (e.child_pid == e.parent_pid) {
+    ThreadIndex ti = start_thread(t, parent, e.child_tid, e.child_comm);
+    thread(ti).last_cpu_time = CpuTimeNs{0};  // a new task starts with no runtime
+    return;
+  }
+  std::string name = process(parent).name;
+  std::string executable = process(parent).executable;
+  ProcessIndex child = start_process(t, e.child_pid, std::move(name), std::move(executable));
+  ThreadIndex ti = start_thread(t, child, e.child_tid, e.child_comm);
+  thread(ti).last_cpu_time = CpuTimeNs{0};
+  // A forked child starts with a copy of its parent's address space.
+  address_spaces_[e.child_pid] = address_spaces_[e.parent_pid];
+}
+
+void SessionModel::on(MonotonicNs t, const ExecEvent& e) {
+  std::optional<CpuTimeNs> runtime;
+  auto old_thread = live_threads_.find(e.old_tid);
+  if (old_thread != live_threads_.end()) runtime = thread(old_thread->second).last_cpu_time;
+  if (auto it = live_processes_.find(e.pid); it != live_processes_.end()) end_process(t, it->second);
+
+  std::string name = e.filename.empty() ? e.comm : base_name(e.filename);
+  ProcessIndex p = start_process(t, e.pid, std::move(name), e.filename);
+  ThreadIndex ti = start_thread(t, p, e.tid, e.comm);
+  thread(ti).last_cpu_time = runtime;  // the same task goes on running
+  address_spaces_.try_emplace(e.pid);  // emptied by the reset that preceded the exec
+}
+
+void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
+  auto it = live_threads_.find(e.tid);
+  if (it != live_threads_.end()) {
+    Thread& th = thread(it->second);
+    th.end = t;
+    th.final_cpu_time = e.cpu_time;
+    if (!e.comm.empty()) th.name = e.comm;
+    live_threads_.erase(it);
+  }
+  if (e.group_dead) {
+    if (auto p = live_processes_.find(e.pid); p != live_processes_.end()) {
+      process(p->second).exit_code = e.exit_code;
+      end_process(t, p->second);
+    }
+    address_spaces_.erase(e.pid);
+  }
+}
+
+void SessionModel::on(MonotonicNs, const CommEvent& e) {
+  if (auto it = live_threads_.find(e.tid); it != live_threads_.end()) thread(it->second).name = e.comm;
+}
+
+void SessionModel::on(MonotonicNs, const MmapEvent& e) {
+  auto space = address_spaces_.find(e.pid);
+  if (space == address_spaces_.end()) return;  // not a process we follow
+  Mapping m;
+  m.start = e.mapping.start;
+  m.end = e.mapping.start + e.mapping.length;
+  m.file_offset = e.mapping.file_offset;
+  m.lib = intern_library(e.mapping, e.pid);
+  space->second.add(m);
+}
+
+void SessionModel::on(MonotonicNs, const AddressSpaceResetEvent& e) {
+  auto space = address_spaces_.find(e.pid);
+  if (space != address_spaces_.end()) space->second = AddressSpace{};
+}
+
+LibId SessionModel::intern_library(const MappingInfo& mapping, Pid pid) {
+  auto key = std::make_tuple(mapping.path, mapping.dev_major, mapping.dev_minor, mapping.inode);
+  auto [it, inserted] = library_index_.try_emplace(key, LibId{static_cast<int32_t>(libraries_.size())});
+  if (inserted) {
+    libraries_.push_back(Library{mapping.path, mapping.dev_major, mapping.dev_minor, mapping.inode,
+                                 mapping.build_id, pid});
+  } else if (library(it->second).build_id.empty() && !mapping.build_id.empty()) {
+    libraries_[static_cast<size_t>(it->second.value)].build_id = mapping.build_id;
+  }
+  return it->second;
+}
+
+void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks) {
+  ThreadIndex ti = live_thread(sample.time, sample.pid, sample.tid);
+  Thread& th = thread(ti);
+  uint64_t delta = 0;
+  if (th.last_cpu_time && sample.cpu_time.value >= th.last_cpu_time->value)
+    delta = sample.cpu_time.value - th.last_cpu_time->value;
+  th.last_cpu_time = sample.cpu_time;
+  StackId stack = resolve(sample.pid, sample.stack, raw_stacks);
+  th.samples.push_back(ThreadSample{sample.time, stack, delta});
+}
+
+StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks) {
+  const AddressSpace* space = nullptr;
+  if (auto it = address_spaces_.find(pid); it != address_spaces_.end()) space = &it->second;
+
+  std::vector<uint64_t> leaf_to_root = raw_stacks.leaf_to_root(raw);
+  StackId node = ResolvedStackTree::kRoot;
+  for (size_t i = leaf_to_root.size(); i-- > 0;) {
+    uint64_t address = leaf_to_root[i];
+    // Every frame but the sampled instruction is a return address: point into the call.
+    if (i != 0 && address > 0) address -= 1;
+    FrameKey key{kNoLib, address};
+    if (is_kernel_address(address)) {
+      key.lib = kKernelLib;
+    } else if (const Mapping* m = space ? space->find(address) : nullptr) {
+      key = FrameKey{m->lib, address - m->start + m->file_offset};
+    }
+    node = stacks_.intern(node, key);
+  }
+  return node;
+}
+
+std::vector<ThreadIndex> SessionModel::display_order() const {
+  std::vector<ProcessIndex> order;
+  for (uint32_t i = 0; i < processes_.size(); ++i) order.push_back(ProcessIndex{i});
+  std::stable_sort(order.begin(), order.end(), [&](ProcessIndex a, ProcessIndex b) {
+    return processes_[a.value].start < processes_[b.value].start;
+  });
+  std::vector<ThreadIndex> result;
+  for (ProcessIndex pi : order) {
+    const Process& p = processes_[pi.value];
+    std::vector<ThreadIndex> threads = p.threads;
+    std::stable_sort(threads.begin(), threads.end(), [&](ThreadIndex a, ThreadIndex b) {
+      bool a_main = threads_[a.value].tid.value == p.pid.value;
+      bool b_main = threads_[b.value].tid.value == p.pid.value;
+      if (a_main != b_main) return a_main;
+      return threads_[a.value].start < threads_[b.value].start;
+    });
+    result.insert(result.end(), threads.begin(), threads.end());
+  }
+  return result;
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,150 @@
+// The session model: processes and threads over time, their address spaces, and each
+// thread's samples with stacks resolved to (library, offset) frames. Built by replaying a
+// Recording's events and samples in timestamp order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "userspace/ids.h"
+#include "userspace/prefix_tree.h"
+#include "userspace/recording.h"
+
+namespace bpfprof {
+
+using ProcessIndex = StrongId<struct ProcessIndexTag, uint32_t>;
+using ThreadIndex = StrongId<struct ThreadIndexTag, uint32_t>;
+using LibId = StrongId<struct LibIdTag, int32_t>;
+
+inline constexpr LibId kNoLib{-1};
+inline constexpr LibId kKernelLib{0};
+
+struct Library {
+  std::string path;  // as the kernel reported it
+  uint32_t dev_major = 0;
+  uint32_t dev_minor = 0;
+  uint64_t inode = 0;
+  std::string build_id;  // raw bytes, when reported with the mapping
+  Pid first_pid;          // a process that mapped it (to reach its mount namespace later)
+};
+
+// One frame before symbolization. For a library, `address` is the offset in the file;
+// for the kernel and for addresses outside any mapping it is the absolute address.
+// Return addresses are already nudged (minus one) into their call instruction.
+struct FrameKey {
+  LibId lib;
+  uint64_t address;
+  bool operator==(const FrameKey&) const = default;
+};
+struct FrameKeyHash {
+  size_t operator()(const FrameKey& k) const noexcept {
+    return std::hash<uint64_t>{}(k.address * 31 + static_cast<uint64_t>(k.lib.value));
+  }
+};
+using ResolvedStackTree = PrefixTree<FrameKey, FrameKeyHash>;
+using StackId = ResolvedStackTree::NodeId;
+
+struct Mapping {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t file_offset = 0;
+  LibId lib;
+};
+
+// The executable mappings of one process at the current replay time.
+class AddressSpace {
+ public:
+  void add(const Mapping& mapping);  // replaces whatever it overlaps
+  const Mapping* find(uint64_t address) const;
+  size_t size() const { return by_start_.size(); }
+
+ private:
+  std::map<uint64_t, Mapping> by_start_;
+};
+
+struct ThreadSample {
+  MonotonicNs time;
+  StackId stack;
+  uint64_t cpu_delta_ns;  // CPU time used since the thread's previous sample (or its start)
+};
+
+struct Thread {
+  Tid tid;
+  ProcessIndex process;
+  std::string name;
+  MonotonicNs start;
+  std::optional<MonotonicNs> end;
+  std::optional<CpuTimeNs> last_cpu_time;  // the runtime at the previous sample
+  std::optional<CpuTimeNs> final_cpu_time; // the runtime at exit
+  std::vector<ThreadSample> samples;
+};
+
+struct Process {
+  Pid pid;
+  std::string name;        // executable's base name, else the main thread's comm
+  std::string executable;  // path from exec, empty if unknown
+  MonotonicNs start;
+  std::optional<MonotonicNs> end;
+  std::optional<int> exit_code;
+  std::vector<ThreadIndex> threads;
+  // The profiler's own child between fork and the exec of the launched command: its
+  // samples are the profiler's, not the user's, and it is left out of the profile.
+  bool is_launcher = false;
+};
+
+class SessionModel {
+ public:
+  SessionModel();
+
+  // Replays everything in timestamp order. May be called once.
+  void replay(const Recording& recording);
+
+  const std::vector<Process>& processes() const { return processes_; }
+  const std::vector<Thread>& threads() const { return threads_; }
+  const std::vector<Library>& libraries() const { return libraries_; }
+  const ResolvedStackTree& stacks() const { return stacks_; }
+  const Library& library(LibId id) const { return libraries_[static_cast<size_t>(id.value)]; }
+
+  // Threads ordered for display: by process start time, each process's main thread first.
+  std::vector<ThreadIndex> display_order() const;
+
+  // Individual steps, public so that tests can drive the model without a recording.
+  void apply(MonotonicNs time, const LifecyclePayload& event);
+  void add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks);
+
+ private:
+  void on(MonotonicNs t, const ForkEvent& e);
+  void on(MonotonicNs t, const ExecEvent& e);
+  void on(MonotonicNs t, const ExitEvent& e);
+  void on(MonotonicNs t, const CommEvent& e);
+  void on(MonotonicNs t, const MmapEvent& e);
+  void on(MonotonicNs t, const AddressSpaceResetEvent& e);
+  void on(MonotonicNs t, const ProcessStartEvent& e);
+
+  ProcessIndex start_process(MonotonicNs t, Pid pid, std::string name, std::string executable);
+  ThreadIndex start_thread(MonotonicNs t, ProcessIndex process, Tid tid, std::string name);
+  void end_process(MonotonicNs t, ProcessIndex process);
+  ProcessIndex live_process(MonotonicNs t, Pid pid);  // creates an entry if none is live
+  ThreadIndex live_thread(MonotonicNs t, Pid pid, Tid tid);
+  LibId intern_library(const MappingInfo& mapping, Pid pid);
+  StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
+
+  Process& process(ProcessIndex i) { return processes_[i.value]; }
+  Thread& thread(ThreadIndex i) { return threads_[i.value]; }
+
+  std::vector<Process> processes_;
+  std::vector<Thread> threads_;
+  std::vector<Library> libraries_;
+  std::map<std::tuple<std::string, uint32_t, uint32_t, uint64_t>, LibId> library_index_;
+  std::unordered_map<Pid, ProcessIndex> live_processes_;
+  std::unordered_map<Tid, ThreadIndex> live_threads_;
+  std::unordered_map<Pid, AddressSpace> address_spaces_;
+  ResolvedStackTree stacks_;
+};
+
+}  // namespace bpfprof
