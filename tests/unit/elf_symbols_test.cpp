@@ -341,6 +341,32 @@ TEST(ElfFileTest, LibcBuildIdOnThisMachine) {
   EXPECT_EQ(libc->build_id_hex(), expected);
 }
 
+// Debian's separate debug file for libc (package libc6-dbg), found by build id: it has a
+// full .symtab but no code bytes (its PT_LOADs have p_filesz 0).
+TEST(ElfFileTest, LibcDebugFileHasSymtab) {
+  if (!fs::exists(kLibcPath)) GTEST_SKIP() << kLibcPath << " not present";
+  auto libc = ElfFile::open(kLibcPath, nullptr);
+  ASSERT_NE(libc, nullptr);
+  const std::string id = libc->build_id_hex();
+  ASSERT_EQ(id.size(), 40u);
+  const std::string debug_path =
+      "/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug";
+  if (!fs::exists(debug_path)) GTEST_SKIP() << debug_path << " not present";
+
+  std::string error;
+  auto debug = ElfFile::open(debug_path, &error);
+  ASSERT_NE(debug, nullptr) << error;
+  EXPECT_EQ(debug->symbol_source(), "symtab");
+  EXPECT_EQ(debug->build_id_hex(), id);
+  EXPECT_GT(debug->symbols().size(), libc->symbols().size());
+  const auto nm = nm_addresses(kLibcPath, /*dynamic=*/true);
+  for (const std::string name : {"malloc", "free"}) {  // each has several local aliases
+    const Symbol* symbol = debug->lookup(nm.at(name) + 1);
+    ASSERT_NE(symbol, nullptr) << name;
+    EXPECT_EQ(symbol->name, name);
+  }
+}
+
 TEST(ElfFileTest, OwnExecutableHasSymtab) {
   std::string error;
   auto self = ElfFile::open("/proc/self/exe", &error);

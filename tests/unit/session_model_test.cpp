@@ -1,0 +1,123 @@
+#include <gtest/gtest.h>
+
+#include "userspace/session_model.h"
+
+namespace bpfprof {
+namespace {
+
+MonotonicNs ms(uint64_t v) { return MonotonicNs{v * 1000000}; }
+
+MmapEvent mmap_event(int pid, uint64_t start, uint64_t length, uint64_t offset, std::string path) {
+  MmapEvent e;
+  e.pid = Pid{pid};
+  e.tid = Tid{pid};
+  e.mapping.start = start;
+  e.mapping.length = length;
+  e.mapping.file_offset = offset;
+  e.mapping.path = std::move(path);
+  return e;
+}
+
+TEST(AddressSpace, FindsTheMappingContainingAnAddress) {
+  AddressSpace space;
+  space.add(Mapping{0x1000, 0x2000, 0, LibId{1}});
+  space.add(Mapping{0x3000, 0x5000, 0x1000, LibId{2}});
+  EXPECT_EQ(space.find(0xfff), nullptr);
+  ASSERT_NE(space.find(0x1000), nullptr);
+  EXPECT_EQ(space.find(0x1fff)->lib, LibId{1});
+  EXPECT_EQ(space.find(0x2000), nullptr);
+  EXPECT_EQ(space.find(0x4abc)->lib, LibId{2});
+}
+
+TEST(AddressSpace, NewMappingReplacesTheOverlappedPart) {
+  AddressSpace space;
+  space.add(Mapping{0x1000, 0x9000, 0, LibId{1}});
+  space.add(Mapping{0x3000, 0x4000, 0, LibId{2}});  // punches a hole in the middle
+  EXPECT_EQ(space.size(), 3u);
+  EXPECT_EQ(space.find(0x2fff)->lib, LibId{1});
+  EXPECT_EQ(space.find(0x3000)->lib, LibId{2});
+  const Mapping* tail = space.find(0x4000);
+  ASSERT_NE(tail, nullptr);
+  EXPECT_EQ(tail->lib, LibId{1});
+  EXPECT_EQ(tail->file_offset, 0x3000u);  // the tail keeps its place in the file
+  space.add(Mapping{0x0, 0xa000, 0, LibId{3}});  // covers everything
+  EXPECT_EQ(space.size(), 1u);
+}
+
+TEST(SessionModel, ForkExecExitMakeProcessEntriesOverTime) {
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ProcessStartEvent{Pid{100}, "launcher", true});
+  model.apply(ms(1), AddressSpaceResetEvent{Pid{100}, Tid{100}});
+  model.apply(ms(1), mmap_event(100, 0x400000, 0x1000, 0, "/bin/parent"));
+  model.apply(ms(2), ExecEvent{Pid{100}, Tid{100}, Tid{100}, "parent", "/bin/parent"});
+  model.apply(ms(3), ForkEvent{Pid{100}, Tid{100}, Pid{100}, Tid{101}, "worker"});
+  model.apply(ms(4), ForkEvent{Pid{100}, Tid{100}, Pid{200}, Tid{200}, "parent"});
+  model.apply(ms(5), CommEvent{Pid{100}, Tid{101}, "renamed"});
+  model.apply(ms(6), AddressSpaceResetEvent{Pid{200}, Tid{200}});
+  model.apply(ms(6), mmap_event(200, 0x400000, 0x1000, 0, "/bin/child"));
+  model.apply(ms(7), ExecEvent{Pid{200}, Tid{200}, Tid{200}, "child", "/usr/bin/child"});
+  model.add_sample(SampleRecord{ms(8), Pid{200}, Tid{200}, Cpu{0}, CpuTimeNs{5000000},
+                                raw.intern(RawStackTree::kRoot, 0x400010)},
+                   raw);
+  model.apply(ms(9), ExitEvent{Pid{200}, Tid{200}, CpuTimeNs{6000000}, 0, true, "child"});
+
+  const auto& processes = model.processes();
+  ASSERT_EQ(processes.size(), 4u);  // launcher, parent, child before exec, child after exec
+  EXPECT_TRUE(processes[0].is_launcher);
+  EXPECT_EQ(processes[1].name, "parent");
+  EXPECT_EQ(processes[1].threads.size(), 2u);
+  EXPECT_FALSE(processes[1].end.has_value());
+  EXPECT_EQ(processes[2].pid, Pid{200});
+  EXPECT_EQ(processes[2].name, "parent");  // a fork inherits the parent's name
+  EXPECT_EQ(processes[2].end, ms(7));      // ended by the exec
+  EXPECT_EQ(processes[3].name, "child");
+  EXPECT_EQ(processes[3].executable, "/usr/bin/child");
+  EXPECT_EQ(processes[3].start, ms(7));
+  EXPECT_EQ(processes[3].end, ms(9));
+
+  const Thread& worker = model.threads()[processes[1].threads[1].value];
+  EXPECT_EQ(worker.name, "renamed");
+
+  const Thread& child = model.threads()[processes[3].threads[0].value];
+  ASSERT_EQ(child.samples.size(), 1u);
+  EXPECT_EQ(child.samples[0].cpu_delta_ns, 5000000u);  // runtime since the fork
+  EXPECT_EQ(child.final_cpu_time, CpuTimeNs{6000000});
+  // The sample resolves against the child's own image, not the parent's.
+  const auto& frame = model.stacks().node(child.samples[0].stack).key;
+  EXPECT_EQ(model.library(frame.lib).path, "/bin/child");
+  EXPECT_EQ(frame.address, 0x10u);
+}
+
+TEST(SessionModel, ReturnAddressesAreNudgedAndTheLeafIsNot) {
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ProcessStartEvent{Pid{7}, "p", false});
+  model.apply(ms(0), mmap_event(7, 0x1000, 0x1000, 0x2000, "/lib/x.so"));
+  RawStackId leaf = raw.intern_path(std::vector<uint64_t>{0x1100, 0x1200, 0xffffffff81000010ull});
+  model.add_sample(SampleRecord{ms(1), Pid{7}, Tid{7}, Cpu{0}, CpuTimeNs{1}, leaf}, raw);
+  const Thread& t = model.threads()[0];
+  ASSERT_EQ(t.samples.size(), 1u);
+  std::vector<FrameKey> frames = model.stacks().leaf_to_root(t.samples[0].stack);
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0], (FrameKey{kKernelLib, 0xffffffff81000010ull}));  // sampled ip
+  EXPECT_EQ(frames[1].address, 0x1200u - 1 - 0x1000 + 0x2000);         // return address - 1
+  EXPECT_EQ(frames[2].address, 0x1100u - 1 - 0x1000 + 0x2000);
+}
+
+TEST(SessionModel, CpuDeltasFollowTheKernelRuntime) {
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
+  for (uint64_t i = 1; i <= 3; ++i)
+    model.add_sample(SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{i * 700}, RawStackTree::kRoot}, raw);
+  const Thread* t = nullptr;
+  for (const Thread& th : model.threads())
+    if (th.tid == Tid{2}) t = &th;
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->samples.size(), 3u);
+  for (const ThreadSample& s : t->samples) EXPECT_EQ(s.cpu_delta_ns, 700u);
+}
+
+}  // namespace
+}  // namespace bpfprof
