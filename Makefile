@@ -27,3 +27,6 @@ test: build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+bench: build
+	$(BUILD_DIR)/bench/pipeline_bench
