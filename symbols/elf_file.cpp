@@ -216,7 +216,8 @@ std::vector<SymbolCandidate> read_function_symbols(Elf* elf, Elf_Scn* symbol_tab
 
     const char* name = elf_strptr(elf, table_header.sh_link, symbol.st_name);
     if (name == nullptr || name[0] == '\0') continue;
-    if (is_code_label && name[0] == '$') continue;  // ARM/RISC-V mapping symbols ($x, $d)
+    // ARM/RISC-V mapping symbols ($x, $d) and tool markers (.annobin_*) are not functions.
+    if (is_code_label && (name[0] == '$' || name[0] == '.')) continue;
 
     candidates.push_back({symbol.st_value, symbol.st_size, name,
                           binding_rank(GELF_ST_BIND(symbol.st_info)),

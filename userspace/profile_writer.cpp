@@ -45,10 +45,6 @@ double ms_since(MonotonicNs start, MonotonicNs t) {
   return (static_cast<double>(t.value) - static_cast<double>(start.value)) / 1e6;
 }
 
-struct OutputLib {
-  LibraryDescription description;
-};
-
 // The shared tables, built in the front end's struct-of-arrays shape.
 struct SharedTables {
   StringTable strings;
@@ -173,6 +169,20 @@ void write_column(JsonWriter& w, std::string_view name, const std::vector<T>& ro
   w.end_array();
 }
 
+// An empty struct-of-arrays table: each column an empty array, length 0.
+void write_empty_table(JsonWriter& w, std::string_view name, std::initializer_list<const char*> columns) {
+  w.key(name);
+  w.begin_object();
+  for (const char* column : columns) {
+    w.key(column);
+    w.begin_array();
+    w.end_array();
+  }
+  w.key("length");
+  w.number(int64_t{0});
+  w.end_object();
+}
+
 void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
   utsname u{};
   uname(&u);
@@ -237,16 +247,7 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
   w.key("markerSchema");
   w.begin_array();
   w.end_array();
-  w.key("extensions");
-  w.begin_object();
-  for (const char* column : {"id", "name", "baseURL"}) {
-    w.key(column);
-    w.begin_array();
-    w.end_array();
-  }
-  w.key("length");
-  w.number(int64_t{0});
-  w.end_object();
+  write_empty_table(w, "extensions", {"id", "name", "baseURL"});
   w.key("configuration");
   w.begin_object();
   w.key("threads");
@@ -384,25 +385,8 @@ void ProfileBuilder::write_shared(JsonWriter& w) {
   length(symbols.size());
   w.end_object();
 
-  w.key("sources");
-  w.begin_object();
-  for (const char* column : {"id", "filename", "startLine", "startColumn", "sourceMapURL", "content"}) {
-    w.key(column);
-    w.begin_array();
-    w.end_array();
-  }
-  length(0);
-  w.end_object();
-
-  w.key("sourceLocationTable");
-  w.begin_object();
-  for (const char* column : {"source", "line", "column"}) {
-    w.key(column);
-    w.begin_array();
-    w.end_array();
-  }
-  length(0);
-  w.end_object();
+  write_empty_table(w, "sources", {"id", "filename", "startLine", "startColumn", "sourceMapURL", "content"});
+  write_empty_table(w, "sourceLocationTable", {"source", "line", "column"});
 
   w.key("stringArray");
   w.begin_array();
@@ -464,16 +448,7 @@ void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
   w.number(static_cast<uint64_t>(samples.size()));
   w.end_object();
 
-  w.key("markers");
-  w.begin_object();
-  for (const char* column : {"data", "name", "startTime", "endTime", "phase", "category"}) {
-    w.key(column);
-    w.begin_array();
-    w.end_array();
-  }
-  w.key("length");
-  w.number(int64_t{0});
-  w.end_object();
+  write_empty_table(w, "markers", {"data", "name", "startTime", "endTime", "phase", "category"});
   w.end_object();
 }
 
