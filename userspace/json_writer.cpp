@@ -130,7 +130,7 @@ void JsonWriter::open_scope(bool is_object, char bracket) {
   scopes_.push_back({is_object, false});
 }
 
-void JsonWriter::close_scope(bool is_object, char bracket) {
+void JsonWriter::close_scope([[maybe_unused]] bool is_object, char bracket) {
   assert(!scopes_.empty() && "end_object()/end_array() without a matching begin");
   assert((scopes_.empty() || scopes_.back().is_object == is_object) &&
          "end_object() closing an array or end_array() closing an object");

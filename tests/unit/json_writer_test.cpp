@@ -411,6 +411,18 @@ TEST(JsonWriterEscaping, SpecialByteAtEveryPositionOfTheWordScan) {
   }
 }
 
+TEST(JsonWriterEscaping, ViewsIntoLargerBuffersStopAtTheirEnd) {
+  // string_views are not NUL-terminated: bytes right after the view must never be read
+  // into the output, whether they are plain ASCII or the tail of a multibyte character.
+  const std::string backing = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ\xC3\xA9\xE4\xB8\xAD\"\\\nKLMNOPQRSTUVWXYZ";
+  for (size_t start = 0; start < backing.size(); ++start) {
+    for (size_t length = 0; start + length <= backing.size(); ++length) {
+      std::string_view view = std::string_view(backing).substr(start, length);
+      EXPECT_EQ(json_string(view), reference_json_string(std::string(view))) << start << "+" << length;
+    }
+  }
+}
+
 TEST(JsonWriterUtf8, ValidMultibytePassesThroughUnchanged) {
   for (std::string s : {"é", "中", "😀", "naïve 中文 😀 text", "\xEF\xBF\xBD"}) {
     EXPECT_EQ(json_string(s), "\"" + s + "\"");
