@@ -20,7 +20,10 @@ int main(int argc, char** argv) {
   record->add_option("-d,--duration", options.duration_seconds,
                      "Stop recording after SECONDS (the command keeps running)")
       ->check(CLI::PositiveNumber);
-  record->add_option("command", options.command, "The command to run, after --")->required();
+  record->add_option("-p,--pid", options.attach_pids, "Attach to running processes (comma-separated pids)")
+      ->delimiter(',');
+  record->add_flag("-a,--all", options.system_wide, "Record every process of the system");
+  record->add_option("command", options.command, "The command to run, after --");
   record->positionals_at_end();
 
   try {

@@ -2,12 +2,11 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -16,6 +15,7 @@
 #include "userspace/launcher.h"
 #include "userspace/output_file.h"
 #include "userspace/perf_events.h"
+#include "userspace/proc_snapshot.h"
 #include "userspace/profile_writer.h"
 #include "userspace/session_model.h"
 
@@ -58,17 +58,46 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// A running process we attached to; readable once it has exited (immune to pid reuse).
+UniqueFd open_pidfd(Pid pid) { return UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid.value, 0))); }
+
+bool all_exited(const std::vector<UniqueFd>& pidfds) {
+  if (pidfds.empty()) return false;
+  std::vector<pollfd> fds;
+  for (const UniqueFd& fd : pidfds) fds.push_back(pollfd{fd.get(), POLLIN, 0});
+  if (poll(fds.data(), fds.size(), 0) < 0) return false;
+  for (const pollfd& p : fds)
+    if (!(p.revents & (POLLIN | POLLHUP))) return false;
+  return true;
+}
+
+// Checks the -p targets before anything starts: each must exist.
+std::optional<std::string> check_targets(const std::vector<int>& pids) {
+  for (int pid : pids) {
+    if (pid <= 0) return "invalid pid " + std::to_string(pid);
+    if (kill(pid, 0) != 0 && errno == ESRCH) return "no process with pid " + std::to_string(pid);
+    if (access(("/proc/" + std::to_string(pid) + "/maps").c_str(), R_OK) != 0)
+      return "cannot read /proc/" + std::to_string(pid) + ": " + strerror(errno);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int run_record(const RecordOptions& options) {
-  if (options.command.empty()) {
-    fprintf(stderr, "bpfprof: no command given (usage: bpfprof record [options] -- CMD [ARGS...])\n");
+  const bool launch = !options.command.empty();
+  const int modes = (launch ? 1 : 0) + (options.attach_pids.empty() ? 0 : 1) + (options.system_wide ? 1 : 0);
+  if (modes != 1) {
+    fprintf(stderr, "bpfprof: give exactly one of -- CMD, -p PID or -a\n");
     return 2;
   }
-  std::optional<std::string> executable = find_executable(options.command[0]);
-  if (!executable) {
+  if (launch && !find_executable(options.command[0])) {
     fprintf(stderr, "bpfprof: %s: command not found\n", options.command[0].c_str());
     return 127;
+  }
+  if (std::optional<std::string> error = check_targets(options.attach_pids)) {
+    fprintf(stderr, "bpfprof: %s\n", error->c_str());
+    return 2;
   }
 
   std::unique_ptr<CommittableSink> output;
@@ -79,7 +108,7 @@ int run_record(const RecordOptions& options) {
   recording.frequency_hz = options.frequency_hz;
   try {
     output = open_output(options.output_path);  // fails now if the directory is not writable
-    bpf.emplace(/*track_all_processes=*/false);
+    bpf.emplace(/*track_all_processes=*/options.system_wide);
     std::vector<int> cpus = online_cpus();
     side_band.emplace(cpus);
     bpf->attach_lifecycle();
@@ -93,20 +122,45 @@ int run_record(const RecordOptions& options) {
 
   install_signal_handlers();
   std::optional<LaunchedCommand> command;
+  std::vector<UniqueFd> target_pidfds;
+  recording.start_time = monotonic_now();
+  recording.start_wall_clock_ms = wall_clock_ms_now();
   try {
-    command.emplace(options.command);
-    bpf->track_process(command->pid());
+    if (launch) {
+      command.emplace(options.command);
+      bpf->track_process(command->pid());
+      recording.events.push_back(LifecycleEvent{
+          recording.start_time, ProcessStartEvent{command->pid(), base_name(options.command[0]), /*is_launcher=*/true}});
+      if (std::optional<std::string> error = command->release()) {
+        fprintf(stderr, "bpfprof: cannot run %s: %s\n", options.command[0].c_str(), error->c_str());
+        return 127;
+      }
+    } else {
+      // Track first, then read /proc: a thread or child created in between is seen by both,
+      // never by neither.
+      std::vector<Pid> targets;
+      for (int pid : options.attach_pids) targets.push_back(Pid{pid});
+      if (options.system_wide) targets = list_processes();
+      for (Pid pid : targets) {
+        if (!options.system_wide) {
+          bpf->track_process(pid);
+          target_pidfds.push_back(open_pidfd(pid));
+        }
+      }
+      for (Pid pid : targets) {
+        std::string error;
+        std::optional<ProcessSnapshot> snapshot = snapshot_process(pid, &error);
+        if (snapshot) {
+          append_snapshot_events(recording.start_time, std::move(*snapshot), recording.events);
+        } else if (!options.system_wide) {
+          fprintf(stderr, "bpfprof: %s\n", error.c_str());
+          return 2;
+        }
+      }
+    }
   } catch (const std::exception& e) {
     fprintf(stderr, "bpfprof: %s\n", e.what());
     return 2;
-  }
-  recording.start_time = monotonic_now();
-  recording.start_wall_clock_ms = wall_clock_ms_now();
-  recording.events.push_back(
-      LifecycleEvent{recording.start_time, ProcessStartEvent{command->pid(), base_name(options.command[0]), /*is_launcher=*/true}});
-  if (std::optional<std::string> error = command->release()) {
-    fprintf(stderr, "bpfprof: cannot run %s: %s\n", options.command[0].c_str(), error->c_str());
-    return 127;
   }
 
   const std::optional<MonotonicNs> deadline =
@@ -115,6 +169,7 @@ int run_record(const RecordOptions& options) {
                                       static_cast<uint64_t>(*options.duration_seconds * 1e9)})
           : std::nullopt;
   int handled_signals = 0;
+  int stop_signal = 0;
   bool command_exited = false;
   while (true) {
     int n = bpf->poll(recording, 50);
@@ -127,36 +182,40 @@ int run_record(const RecordOptions& options) {
       ++handled_signals;
       // A terminal's Ctrl-C already reached the command (same process group); a signal sent
       // to bpfprof alone is passed on, so the command can end and the profile be written.
-      if (g_signal_from_process) command->send_signal(g_last_signal);
+      if (command && g_signal_from_process) command->send_signal(g_last_signal);
+    }
+    if (handled_signals > 0 && !command) {
+      stop_signal = g_last_signal;  // attached or system-wide: a signal ends the recording
+      break;
     }
     if (handled_signals >= 3) {
       fprintf(stderr, "bpfprof: stopping the recording; the command keeps running\n");
+      stop_signal = g_last_signal;
       break;
     }
-    if (command->poll_exited()) {
+    if (command && command->poll_exited()) {
       command_exited = true;
       break;
     }
+    if (all_exited(target_pidfds)) break;
     if (deadline && monotonic_now() >= *deadline) break;
   }
   recording.end_time = monotonic_now();
   bpf->detach_sampling();
   sampling.fds.clear();
-  // Collect what is still in flight: the exit events of the command's last threads.
+  // Collect what is still in flight: the exit events of the last threads.
   bpf->drain(recording);
   side_band->drain(recording.events);
   recording.stats.lost_bpf_events = bpf->lost_events();
   recording.stats.lost_sideband_records = side_band->lost_records();
 
-  int status = command_exited ? command->exit_status() : 0;
+  int status = command_exited ? command->exit_status() : stop_signal ? 128 + stop_signal : 0;
   try {
     SessionModel model;
     model.replay(recording);
     ProfileSummary summary = write_profile(model, recording, *output);
     output->commit();
-    fprintf(stderr,
-            "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; "
-            "%llu events lost\n",
+    fprintf(stderr, "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events lost\n",
             static_cast<unsigned long long>(recording.stats.samples), recording.sampling_event.c_str(),
             recording.frequency_hz, summary.processes, summary.threads,
             static_cast<unsigned long long>(recording.stats.lost_bpf_events +

@@ -13,11 +13,14 @@ struct RecordOptions {
   uint32_t frequency_hz = 1000;
   std::string output_path = "profile.json.gz";
   std::optional<double> duration_seconds;
-  std::vector<std::string> command;
+  // Exactly one of these three says what to record.
+  std::vector<std::string> command;  // launch it and follow its process tree
+  std::vector<int> attach_pids;      // -p: running processes, their threads and children
+  bool system_wide = false;          // -a: every process and kernel thread
 };
 
-// Returns the process exit status for bpfprof: the command's status when it ran, 2 for
-// errors before recording started.
+// Returns the exit status for bpfprof: the command's status when one was launched; 2 for
+// errors before the recording started; 128+signal when a signal ended the recording.
 int run_record(const RecordOptions& options);
 
 }  // namespace bpfprof

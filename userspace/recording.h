@@ -75,8 +75,22 @@ struct ProcessStartEvent {
   bool is_launcher = false;
 };
 
+// A thread of a process that already runs when the recording attaches.
+struct ThreadState {
+  Tid tid;
+  std::string comm;
+  CpuTimeNs cpu_time;  // its runtime so far
+};
+// A process that already runs when the recording attaches (-p, -a), as /proc showed it.
+struct ExistingProcessEvent {
+  Pid pid;
+  std::string name;
+  std::string executable;
+  std::vector<ThreadState> threads;
+};
+
 using LifecyclePayload = std::variant<ForkEvent, ExecEvent, ExitEvent, CommEvent, MmapEvent,
-                                      AddressSpaceResetEvent, ProcessStartEvent>;
+                                      AddressSpaceResetEvent, ProcessStartEvent, ExistingProcessEvent>;
 
 struct LifecycleEvent {
   MonotonicNs time;

@@ -147,6 +147,15 @@ void SessionModel::on(MonotonicNs t, const ProcessStartEvent& e) {
   address_spaces_[e.pid] = AddressSpace{};
 }
 
+void SessionModel::on(MonotonicNs t, const ExistingProcessEvent& e) {
+  ProcessIndex p = start_process(t, e.pid, e.name, e.executable);
+  address_spaces_[e.pid] = AddressSpace{};
+  for (const ThreadState& ts : e.threads) {
+    ThreadIndex ti = start_thread(t, p, ts.tid, ts.comm);
+    thread(ti).last_cpu_time = ts.cpu_time;  // only CPU used from now on is counted
+  }
+}
+
 void SessionModel::on(MonotonicNs t, const ForkEvent& e) {
   ProcessIndex parent = live_process(t, e.parent_pid);
   if (e.child_pid == e.parent_pid) {

@@ -125,6 +125,7 @@ class SessionModel {
   void on(MonotonicNs t, const MmapEvent& e);
   void on(MonotonicNs t, const AddressSpaceResetEvent& e);
   void on(MonotonicNs t, const ProcessStartEvent& e);
+  void on(MonotonicNs t, const ExistingProcessEvent& e);
 
   ProcessIndex start_process(MonotonicNs t, Pid pid, std::string name, std::string executable);
   ThreadIndex start_thread(MonotonicNs t, ProcessIndex process, Tid tid, std::string name);
