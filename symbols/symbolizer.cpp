@@ -69,7 +69,8 @@ std::vector<uint8_t> kernel_build_id() {
   return {};
 }
 
-LibraryDescription Symbolizer::describe_library(const std::string& path, const std::string& reported_build_id) {
+LibraryDescription Symbolizer::describe_library(const std::string& path, const std::string& readable_path,
+                                                const std::string& reported_build_id) {
   LibraryDescription d;
   d.path = path;
   d.name = base_name(path);
@@ -78,7 +79,7 @@ LibraryDescription Symbolizer::describe_library(const std::string& path, const s
   d.arch = machine_arch();
   std::vector<uint8_t> build_id(reported_build_id.begin(), reported_build_id.end());
   if (build_id.empty()) {
-    if (auto elf = elf_cache_.get(path)) build_id = elf->build_id();
+    if (auto elf = elf_cache_.get(readable_path)) build_id = elf->build_id();
   }
   d.code_id = hex_string(build_id);
   d.breakpad_id = breakpad_id_from_build_id(build_id);

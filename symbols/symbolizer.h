@@ -40,8 +40,10 @@ std::vector<uint8_t> kernel_build_id();
 
 class Symbolizer {
  public:
-  // `reported_build_id` is the one the kernel gave with the mapping (may be empty).
-  LibraryDescription describe_library(const std::string& path, const std::string& reported_build_id);
+  // `path` names the library in the profile, `readable_path` is where its file can be
+  // read; `reported_build_id` is the one the kernel gave with the mapping (may be empty).
+  LibraryDescription describe_library(const std::string& path, const std::string& readable_path,
+                                      const std::string& reported_build_id);
   LibraryDescription describe_kernel();
 
   SymbolizedAddress symbolize_in_file(const std::string& path, uint64_t file_offset);

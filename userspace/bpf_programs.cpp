@@ -112,9 +112,13 @@ void BpfPrograms::decode(const void* data, size_t size) {
       size_t available = (size - kFixed) / sizeof(uint64_t);
       size_t user = std::min<size_t>(e->user_depth, available);
       size_t kernel = std::min<size_t>(e->kernel_depth, available - user);
+      // A frame-pointer walk that wanders into data yields non-canonical addresses; nothing
+      // beyond such a frame is a real caller.
+      size_t user_kept = 0;
+      while (user_kept < user && is_user_address(e->ips[user_kept])) ++user_kept;
       // Root first: outermost user frame ... innermost user, outermost kernel ... innermost.
       RawStackId node = RawStackTree::kRoot;
-      for (size_t i = user; i-- > 0;)
+      for (size_t i = user_kept; i-- > 0;)
         if (e->ips[i]) node = rec.raw_stacks.intern(node, e->ips[i]);
       for (size_t i = user + kernel; i-- > user;)
         if (e->ips[i]) node = rec.raw_stacks.intern(node, e->ips[i]);

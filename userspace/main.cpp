@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   record->add_option("-p,--pid", options.attach_pids, "Attach to running processes (comma-separated pids)")
       ->delimiter(',');
   record->add_flag("-a,--all", options.system_wide, "Record every process of the system");
+  record->add_flag("--keep-idle-threads", options.keep_idle_threads, "Also write threads that got no sample");
   record->add_option("command", options.command, "The command to run, after --");
   record->positionals_at_end();
 

@@ -95,7 +95,8 @@ struct SharedTables {
 
 class ProfileBuilder {
  public:
-  ProfileBuilder(const SessionModel& model, const Recording& recording) : model_(model), recording_(recording) {}
+  ProfileBuilder(const SessionModel& model, const Recording& recording, const ProfileOptions& options)
+      : model_(model), recording_(recording), options_(options) {}
 
   void build_frames() {
     const auto& nodes = model_.stacks().nodes();
@@ -111,7 +112,7 @@ class ProfileBuilder {
     if (it != tables_.lib_index.end()) return it->second;
     const Library& lib = model_.library(id);
     LibraryDescription d = id == kKernelLib ? symbolizer_.describe_kernel()
-                                            : symbolizer_.describe_library(lib.path, lib.build_id);
+                                            : symbolizer_.describe_library(lib.path, lib.readable_path(), lib.build_id);
     int32_t index = static_cast<int32_t>(tables_.libs.size());
     tables_.resource_name.push_back(tables_.strings.intern(d.name));
     tables_.libs.push_back(std::move(d));
@@ -131,7 +132,7 @@ class ProfileBuilder {
       frame.category = kernel ? kCategoryKernel : kCategoryUser;
       const int32_t lib = output_lib(key.lib);
       SymbolizedAddress s = kernel ? symbolizer_.symbolize_kernel(key.address)
-                                   : symbolizer_.symbolize_in_file(model_.library(key.lib).path, key.address);
+                                   : symbolizer_.symbolize_in_file(model_.library(key.lib).readable_path(), key.address);
       if (s.relative_address <= kMaxRelativeAddress) {
         frame.address = static_cast<int64_t>(s.relative_address);
         frame.lib = lib;
@@ -156,6 +157,7 @@ class ProfileBuilder {
 
   const SessionModel& model_;
   const Recording& recording_;
+  const ProfileOptions& options_;
   Symbolizer symbolizer_;
   SharedTables tables_;
   std::vector<int32_t> stack_frame_;  // stack index -> frame index
@@ -459,7 +461,7 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
   std::set<uint32_t> processes;
   for (ThreadIndex ti : model_.display_order()) {
     const Thread& th = model_.threads()[ti.value];
-    if (th.samples.empty()) continue;  // a thread that never ran while sampled shows nothing
+    if (th.samples.empty() && !options_.keep_idle_threads) continue;
     if (model_.processes()[th.process.value].is_launcher) continue;
     threads.push_back(&th);
     processes.insert(th.process.value);
@@ -487,8 +489,9 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
 
 }  // namespace
 
-ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink) {
-  ProfileBuilder builder(model, recording);
+ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink,
+                             const ProfileOptions& options) {
+  ProfileBuilder builder(model, recording, options);
   return builder.write(sink);
 }
 

@@ -19,6 +19,11 @@ struct ProfileSummary {
   size_t samples = 0;
 };
 
-ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink);
+struct ProfileOptions {
+  bool keep_idle_threads = false;  // threads without samples are left out unless set
+};
+
+ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink,
+                             const ProfileOptions& options = {});
 
 }  // namespace bpfprof

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "userspace/bpf_programs.h"
+#include "userspace/foreign_files.h"
 #include "userspace/launcher.h"
 #include "userspace/output_file.h"
 #include "userspace/perf_events.h"
@@ -85,6 +86,7 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
 }  // namespace
 
 int run_record(const RecordOptions& options) {
+  const MonotonicNs invoked = monotonic_now();
   const bool launch = !options.command.empty();
   const int modes = (launch ? 1 : 0) + (options.attach_pids.empty() ? 0 : 1) + (options.system_wide ? 1 : 0);
   if (modes != 1) {
@@ -120,6 +122,7 @@ int run_record(const RecordOptions& options) {
     return 2;
   }
 
+  const MonotonicNs sampling_started = monotonic_now();
   install_signal_handlers();
   std::optional<LaunchedCommand> command;
   std::vector<UniqueFd> target_pidfds;
@@ -163,11 +166,15 @@ int run_record(const RecordOptions& options) {
     return 2;
   }
 
+  const MonotonicNs targets_known = monotonic_now();
   const std::optional<MonotonicNs> deadline =
       options.duration_seconds
           ? std::optional(MonotonicNs{recording.start_time.value +
                                       static_cast<uint64_t>(*options.duration_seconds * 1e9)})
           : std::nullopt;
+  ForeignFiles foreign_files;  // holds files of other mount namespaces open until the end
+  foreign_files.resolve(recording.events, 0);
+  size_t resolved_events = recording.events.size();
   int handled_signals = 0;
   int stop_signal = 0;
   bool command_exited = false;
@@ -178,6 +185,8 @@ int run_record(const RecordOptions& options) {
       break;
     }
     side_band->drain(recording.events);
+    foreign_files.resolve(recording.events, resolved_events);
+    resolved_events = recording.events.size();
     while (handled_signals < g_signal_count) {
       ++handled_signals;
       // A terminal's Ctrl-C already reached the command (same process group); a signal sent
@@ -206,6 +215,7 @@ int run_record(const RecordOptions& options) {
   // Collect what is still in flight: the exit events of the last threads.
   bpf->drain(recording);
   side_band->drain(recording.events);
+  foreign_files.resolve(recording.events, resolved_events);
   recording.stats.lost_bpf_events = bpf->lost_events();
   recording.stats.lost_sideband_records = side_band->lost_records();
 
@@ -213,8 +223,12 @@ int run_record(const RecordOptions& options) {
   try {
     SessionModel model;
     model.replay(recording);
-    ProfileSummary summary = write_profile(model, recording, *output);
+    ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads});
     output->commit();
+    auto ms_between = [](MonotonicNs a, MonotonicNs b) { return (static_cast<double>(b.value) - a.value) / 1e6; };
+    fprintf(stderr, "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms; profile written %.0f ms after the end\n",
+            ms_between(invoked, sampling_started), ms_between(invoked, targets_known),
+            ms_between(recording.end_time, monotonic_now()));
     fprintf(stderr, "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events lost\n",
             static_cast<unsigned long long>(recording.stats.samples), recording.sampling_event.c_str(),
             recording.frequency_hz, summary.processes, summary.threads,

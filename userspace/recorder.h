@@ -17,6 +17,7 @@ struct RecordOptions {
   std::vector<std::string> command;  // launch it and follow its process tree
   std::vector<int> attach_pids;      // -p: running processes, their threads and children
   bool system_wide = false;          // -a: every process and kernel thread
+  bool keep_idle_threads = false;    // also write threads that got no sample
 };
 
 // Returns the exit status for bpfprof: the command's status when one was launched; 2 for

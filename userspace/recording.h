@@ -18,6 +18,8 @@ using RawStackTree = PrefixTree<uint64_t>;
 using RawStackId = RawStackTree::NodeId;
 
 inline bool is_kernel_address(uint64_t address) { return (address >> 63) != 0; }
+// Canonical user-space addresses (x86-64 with 5-level paging, arm64): below 2^56.
+inline bool is_user_address(uint64_t address) { return address < (uint64_t{1} << 56); }
 
 struct MappingInfo {
   uint64_t start = 0;
@@ -28,6 +30,10 @@ struct MappingInfo {
   uint64_t inode = 0;
   std::string path;
   std::string build_id;  // raw bytes when the kernel reported it with the mapping
+  // For a process in another mount namespace: that namespace, and where bpfprof can read
+  // the file (an fd it holds). Empty/0 when the path is valid as it is.
+  uint64_t mount_namespace = 0;
+  std::string access_path;
 };
 
 struct ForkEvent {

@@ -49,7 +49,7 @@ const Mapping* AddressSpace::find(uint64_t address) const {
 }
 
 SessionModel::SessionModel() {
-  libraries_.push_back(Library{"[kernel.kallsyms]", 0, 0, 0, {}, Pid{0}});  // kKernelLib
+  libraries_.push_back(Library{"[kernel.kallsyms]", 0, 0, 0, {}, 0, {}});  // kKernelLib
 }
 
 void SessionModel::replay(const Recording& recording) {
@@ -100,6 +100,7 @@ ThreadIndex SessionModel::start_thread(MonotonicNs t, ProcessIndex process_index
     Thread& stale = thread(it->second);
     if (!stale.end) stale.end = t;
   }
+  exited_threads_.erase(tid);
   ThreadIndex index{static_cast<uint32_t>(threads_.size())};
   Thread th;
   th.tid = tid;
@@ -119,7 +120,10 @@ void SessionModel::end_process(MonotonicNs t, ProcessIndex index) {
     Thread& th = thread(ti);
     if (!th.end) th.end = t;
     auto it = live_threads_.find(th.tid);
-    if (it != live_threads_.end() && it->second == ti) live_threads_.erase(it);
+    if (it != live_threads_.end() && it->second == ti) {
+      live_threads_.erase(it);
+      exited_threads_[th.tid] = ti;
+    }
   }
   auto it = live_processes_.find(p.pid);
   if (it != live_processes_.end() && it->second == index) live_processes_.erase(it);
@@ -135,6 +139,8 @@ ProcessIndex SessionModel::live_process(MonotonicNs t, Pid pid) {
 ThreadIndex SessionModel::live_thread(MonotonicNs t, Pid pid, Tid tid) {
   if (auto it = live_threads_.find(tid); it != live_threads_.end()) {
     if (thread(it->second).process == live_process(t, pid)) return it->second;
+  } else if (auto gone = exited_threads_.find(tid); gone != exited_threads_.end()) {
+    if (processes_[thread(gone->second).process.value].pid == pid) return gone->second;
   }
   ProcessIndex p = live_process(t, pid);
   return start_thread(t, p, tid, process(p).name);
@@ -192,6 +198,7 @@ void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
     th.end = t;
     th.final_cpu_time = e.cpu_time;
     if (!e.comm.empty()) th.name = e.comm;
+    exited_threads_[e.tid] = it->second;
     live_threads_.erase(it);
   }
   if (e.group_dead) {
@@ -214,7 +221,7 @@ void SessionModel::on(MonotonicNs, const MmapEvent& e) {
   m.start = e.mapping.start;
   m.end = e.mapping.start + e.mapping.length;
   m.file_offset = e.mapping.file_offset;
-  m.lib = intern_library(e.mapping, e.pid);
+  m.lib = intern_library(e.mapping);
   space->second.add(m);
 }
 
@@ -223,14 +230,15 @@ void SessionModel::on(MonotonicNs, const AddressSpaceResetEvent& e) {
   if (space != address_spaces_.end()) space->second = AddressSpace{};
 }
 
-LibId SessionModel::intern_library(const MappingInfo& mapping, Pid pid) {
-  auto key = std::make_tuple(mapping.path, mapping.dev_major, mapping.dev_minor, mapping.inode);
+LibId SessionModel::intern_library(const MappingInfo& mapping) {
+  // The same path in two mount namespaces, or a file replaced under the same path, is a
+  // different library.
+  auto key = std::make_tuple(mapping.path, mapping.mount_namespace, mapping.build_id, mapping.dev_major,
+                             mapping.dev_minor, mapping.inode);
   auto [it, inserted] = library_index_.try_emplace(key, LibId{static_cast<int32_t>(libraries_.size())});
   if (inserted) {
     libraries_.push_back(Library{mapping.path, mapping.dev_major, mapping.dev_minor, mapping.inode,
-                                 mapping.build_id, pid});
-  } else if (library(it->second).build_id.empty() && !mapping.build_id.empty()) {
-    libraries_[static_cast<size_t>(it->second.value)].build_id = mapping.build_id;
+                                 mapping.build_id, mapping.mount_namespace, mapping.access_path});
   }
   return it->second;
 }

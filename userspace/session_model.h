@@ -30,7 +30,10 @@ struct Library {
   uint32_t dev_minor = 0;
   uint64_t inode = 0;
   std::string build_id;  // raw bytes, when reported with the mapping
-  Pid first_pid;          // a process that mapped it (to reach its mount namespace later)
+  uint64_t mount_namespace = 0;  // non-zero: the path is another mount namespace's
+  std::string access_path;       // where to read the file, when not at `path`
+
+  const std::string& readable_path() const { return access_path.empty() ? path : access_path; }
 };
 
 // One frame before symbolization. For a library, `address` is the offset in the file;
@@ -132,7 +135,7 @@ class SessionModel {
   void end_process(MonotonicNs t, ProcessIndex process);
   ProcessIndex live_process(MonotonicNs t, Pid pid);  // creates an entry if none is live
   ThreadIndex live_thread(MonotonicNs t, Pid pid, Tid tid);
-  LibId intern_library(const MappingInfo& mapping, Pid pid);
+  LibId intern_library(const MappingInfo& mapping);
   StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
 
   Process& process(ProcessIndex i) { return processes_[i.value]; }
@@ -141,9 +144,12 @@ class SessionModel {
   std::vector<Process> processes_;
   std::vector<Thread> threads_;
   std::vector<Library> libraries_;
-  std::map<std::tuple<std::string, uint32_t, uint32_t, uint64_t>, LibId> library_index_;
+  std::map<std::tuple<std::string, uint64_t, std::string, uint32_t, uint32_t, uint64_t>, LibId> library_index_;
   std::unordered_map<Pid, ProcessIndex> live_processes_;
   std::unordered_map<Tid, ThreadIndex> live_threads_;
+  // Threads whose exit was seen: a task still samples on its way out after the exit
+  // tracepoint, and those samples are its own.
+  std::unordered_map<Tid, ThreadIndex> exited_threads_;
   std::unordered_map<Pid, AddressSpace> address_spaces_;
   ResolvedStackTree stacks_;
 };

@@ -121,3 +121,29 @@ TEST(SessionModel, CpuDeltasFollowTheKernelRuntime) {
 
 }  // namespace
 }  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+TEST(SessionModel, SamplesOnTheWayOutStayWithTheExitedThread) {
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{50}, Tid{50}, "short"});
+  model.add_sample(SampleRecord{ms(1), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{100}, RawStackTree::kRoot}, raw);
+  model.apply(ms(2), ExitEvent{Pid{50}, Tid{50}, CpuTimeNs{300}, 0, true, "short"});
+  model.add_sample(SampleRecord{ms(3), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{350}, RawStackTree::kRoot}, raw);
+  size_t entries_for_50 = 0;
+  for (const Process& p : model.processes()) entries_for_50 += p.pid == Pid{50} ? 1 : 0;
+  EXPECT_EQ(entries_for_50, 1u);
+  // A later process that reuses the pid is a new entry.
+  model.apply(ms(4), ForkEvent{Pid{1}, Tid{1}, Pid{50}, Tid{50}, "reused"});
+  model.add_sample(SampleRecord{ms(5), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{10}, RawStackTree::kRoot}, raw);
+  entries_for_50 = 0;
+  for (const Process& p : model.processes()) entries_for_50 += p.pid == Pid{50} ? 1 : 0;
+  EXPECT_EQ(entries_for_50, 2u);
+  EXPECT_EQ(model.threads().back().name, "reused");
+  EXPECT_EQ(model.threads().back().samples.size(), 1u);
+}
+
+}  // namespace
+}  // namespace bpfprof
