@@ -51,6 +51,17 @@ static __always_inline void count_lost(void)
     __sync_fetch_and_add(lost, 1);
 }
 
+/* Waking the reader for every event would interrupt the profiled threads with IPIs at the
+ * sampling rate; userspace polls on a timer instead, and is woken only when the buffer
+ * gets full enough to need it. */
+#define WAKEUP_THRESHOLD (4 * 1024 * 1024)
+
+static __always_inline __u64 submit_flags(void)
+{
+  return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > WAKEUP_THRESHOLD ? BPF_RB_FORCE_WAKEUP
+                                                                          : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline bool is_tracked(__u32 tgid)
 {
   if (tgid == 0) /* the per-CPU idle tasks */
@@ -98,7 +109,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
                (__u64)(user_depth + kernel_depth) * sizeof(__u64);
   if (size > sizeof(*e))
     size = sizeof(*e);
-  if (bpf_ringbuf_output(&events, e, size, 0))
+  if (bpf_ringbuf_output(&events, e, size, submit_flags()))
     count_lost();
   return 0;
 }
@@ -123,7 +134,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
   e->child_pid = child_tgid;
   e->child_tid = child->pid;
   bpf_probe_read_kernel_str(e->child_comm, sizeof(e->child_comm), child->comm);
-  bpf_ringbuf_submit(e, 0);
+  bpf_ringbuf_submit(e, submit_flags());
   return 0;
 }
 
@@ -143,7 +154,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_tid, struct linux_binp
   e->reserved = 0;
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
   bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), bprm->filename);
-  bpf_ringbuf_submit(e, 0);
+  bpf_ringbuf_submit(e, submit_flags());
   return 0;
 }
 
@@ -160,7 +171,7 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
     e->exit_code = task->exit_code;
     e->group_dead = group_dead;
     bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
-    bpf_ringbuf_submit(e, 0);
+    bpf_ringbuf_submit(e, submit_flags());
   } else {
     count_lost();
   }
@@ -186,6 +197,6 @@ int BPF_PROG(on_rename, struct task_struct *task, const char *comm)
   }
   fill_header(&e->header, BPFPROF_EVENT_COMM, tgid, task->pid);
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
-  bpf_ringbuf_submit(e, 0);
+  bpf_ringbuf_submit(e, submit_flags());
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -154,6 +155,11 @@ class ProfileBuilder {
   void write_libs(JsonWriter& w);
   void write_shared(JsonWriter& w);
   void write_thread(JsonWriter& w, const Thread& thread);
+  // The profile's pid string of each process entry: the pid itself, except that earlier
+  // entries of a pid that has several (exec, reuse) get "PID.1", "PID.2", ... so that the
+  // front end, which groups threads by pid, keeps them apart.
+  void assign_pid_strings(const std::vector<const Thread*>& threads);
+  std::unordered_map<uint32_t, std::string> pid_string_;
 
   const SessionModel& model_;
   const Recording& recording_;
@@ -425,7 +431,7 @@ void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
   w.key("isMainThread");
   w.boolean(thread.tid.value == process.pid.value);
   w.key("pid");
-  w.string(std::to_string(process.pid.value));
+  w.string(pid_string_.at(thread.process.value));
   w.key("tid");
   w.number(int64_t{thread.tid.value});
   w.key("processName");
@@ -454,6 +460,26 @@ void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
   w.end_object();
 }
 
+void ProfileBuilder::assign_pid_strings(const std::vector<const Thread*>& threads) {
+  std::map<int32_t, std::vector<uint32_t>> entries_by_pid;  // in start order
+  for (const Thread* th : threads) {
+    const Process& p = model_.processes()[th->process.value];
+    auto& entries = entries_by_pid[p.pid.value];
+    if (std::find(entries.begin(), entries.end(), th->process.value) == entries.end())
+      entries.push_back(th->process.value);
+  }
+  for (auto& [pid, entries] : entries_by_pid) {
+    std::stable_sort(entries.begin(), entries.end(), [&](uint32_t a, uint32_t b) {
+      return model_.processes()[a].start < model_.processes()[b].start;
+    });
+    for (size_t i = 0; i < entries.size(); ++i) {
+      std::string s = std::to_string(pid);
+      if (i + 1 < entries.size()) s += "." + std::to_string(i + 1);
+      pid_string_[entries[i]] = s;
+    }
+  }
+}
+
 ProfileSummary ProfileBuilder::write(OutputSink& sink) {
   build_frames();
   ProfileSummary summary;
@@ -469,6 +495,7 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
   }
   summary.threads = threads.size();
   summary.processes = processes.size();
+  assign_pid_strings(threads);
 
   JsonWriter w(sink);
   w.begin_object();

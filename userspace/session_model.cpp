@@ -73,6 +73,15 @@ void SessionModel::replay(const Recording& recording) {
     apply(e->time, e->payload);
   }
   while (next_sample < samples.size()) add_sample(*samples[next_sample++], recording.raw_stacks);
+  finish();
+}
+
+void SessionModel::finish() {
+  for (Thread& th : threads_) {
+    if (th.samples.empty() || th.unattributed_cpu_ns == 0) continue;
+    th.samples.back().cpu_delta_ns += th.unattributed_cpu_ns;
+    th.unattributed_cpu_ns = 0;
+  }
 }
 
 void SessionModel::apply(MonotonicNs time, const LifecyclePayload& event) {
@@ -197,6 +206,10 @@ void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
     Thread& th = thread(it->second);
     th.end = t;
     th.final_cpu_time = e.cpu_time;
+    if (th.last_cpu_time && e.cpu_time.value > th.last_cpu_time->value) {
+      th.unattributed_cpu_ns += e.cpu_time.value - th.last_cpu_time->value;
+      th.last_cpu_time = e.cpu_time;
+    }
     if (!e.comm.empty()) th.name = e.comm;
     exited_threads_[e.tid] = it->second;
     live_threads_.erase(it);
@@ -246,10 +259,13 @@ LibId SessionModel::intern_library(const MappingInfo& mapping) {
 void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks) {
   ThreadIndex ti = live_thread(sample.time, sample.pid, sample.tid);
   Thread& th = thread(ti);
-  uint64_t delta = 0;
   if (th.last_cpu_time && sample.cpu_time.value >= th.last_cpu_time->value)
-    delta = sample.cpu_time.value - th.last_cpu_time->value;
+    th.unattributed_cpu_ns += sample.cpu_time.value - th.last_cpu_time->value;
   th.last_cpu_time = sample.cpu_time;
+  const MonotonicNs previous = th.samples.empty() ? th.start : th.samples.back().time;
+  const uint64_t wall = sample.time.value > previous.value ? sample.time.value - previous.value : 0;
+  const uint64_t delta = std::min(th.unattributed_cpu_ns, wall);
+  th.unattributed_cpu_ns -= delta;
   StackId stack = resolve(sample.pid, sample.stack, raw_stacks);
   th.samples.push_back(ThreadSample{sample.time, stack, delta});
 }

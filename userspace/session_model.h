@@ -84,6 +84,10 @@ struct Thread {
   std::optional<MonotonicNs> end;
   std::optional<CpuTimeNs> last_cpu_time;  // the runtime at the previous sample
   std::optional<CpuTimeNs> final_cpu_time; // the runtime at exit
+  // The kernel brings a running task's runtime up to date only at scheduler ticks, so a
+  // sample can report CPU time that belongs to earlier samples. Runtime not yet given to a
+  // sample waits here; no sample gets more than the wall time since the one before.
+  uint64_t unattributed_cpu_ns = 0;
   std::vector<ThreadSample> samples;
 };
 
@@ -104,8 +108,10 @@ class SessionModel {
  public:
   SessionModel();
 
-  // Replays everything in timestamp order. May be called once.
+  // Replays everything in timestamp order, then finish(). May be called once.
   void replay(const Recording& recording);
+  // Gives each thread's remaining CPU time to its last sample.
+  void finish();
 
   const std::vector<Process>& processes() const { return processes_; }
   const std::vector<Thread>& threads() const { return threads_; }

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "userspace/session_model.h"
 
 namespace bpfprof {
@@ -61,6 +63,7 @@ TEST(SessionModel, ForkExecExitMakeProcessEntriesOverTime) {
                                 raw.intern(RawStackTree::kRoot, 0x400010)},
                    raw);
   model.apply(ms(9), ExitEvent{Pid{200}, Tid{200}, CpuTimeNs{6000000}, 0, true, "child"});
+  model.finish();
 
   const auto& processes = model.processes();
   ASSERT_EQ(processes.size(), 4u);  // launcher, parent, child before exec, child after exec
@@ -81,7 +84,7 @@ TEST(SessionModel, ForkExecExitMakeProcessEntriesOverTime) {
 
   const Thread& child = model.threads()[processes[3].threads[0].value];
   ASSERT_EQ(child.samples.size(), 1u);
-  EXPECT_EQ(child.samples[0].cpu_delta_ns, 5000000u);  // runtime since the fork
+  EXPECT_EQ(child.samples[0].cpu_delta_ns, 6000000u);  // all its runtime since the fork, to its exit
   EXPECT_EQ(child.final_cpu_time, CpuTimeNs{6000000});
   // The sample resolves against the child's own image, not the parent's.
   const auto& frame = model.stacks().node(child.samples[0].stack).key;
@@ -105,18 +108,43 @@ TEST(SessionModel, ReturnAddressesAreNudgedAndTheLeafIsNot) {
   EXPECT_EQ(frames[2].address, 0x1100u - 1 - 0x1000 + 0x2000);
 }
 
+const Thread& thread_with_tid(const SessionModel& model, int tid) {
+  for (const Thread& th : model.threads())
+    if (th.tid == Tid{tid}) return th;
+  throw std::runtime_error("no such thread");
+}
+
 TEST(SessionModel, CpuDeltasFollowTheKernelRuntime) {
   SessionModel model;
   RawStackTree raw;
   model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
   for (uint64_t i = 1; i <= 3; ++i)
-    model.add_sample(SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{i * 700}, RawStackTree::kRoot}, raw);
-  const Thread* t = nullptr;
-  for (const Thread& th : model.threads())
-    if (th.tid == Tid{2}) t = &th;
-  ASSERT_NE(t, nullptr);
-  ASSERT_EQ(t->samples.size(), 3u);
-  for (const ThreadSample& s : t->samples) EXPECT_EQ(s.cpu_delta_ns, 700u);
+    model.add_sample(SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{i * 700000}, RawStackTree::kRoot}, raw);
+  model.finish();
+  const Thread& t = thread_with_tid(model, 2);
+  ASSERT_EQ(t.samples.size(), 3u);
+  for (const ThreadSample& s : t.samples) EXPECT_EQ(s.cpu_delta_ns, 700000u);
+}
+
+TEST(SessionModel, TickLumpsAreSpreadOverSamplesWithoutLosingTime) {
+  // The runtime moves only every 4th sample (a 4 ms tick at 1 kHz sampling).
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
+  for (uint64_t i = 1; i <= 12; ++i) {
+    uint64_t runtime = (i / 4) * 4000000;
+    model.add_sample(SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{runtime}, RawStackTree::kRoot}, raw);
+  }
+  model.apply(ms(13), ExitEvent{Pid{1}, Tid{2}, CpuTimeNs{13000000}, 0, false, "t"});
+  model.finish();
+  const Thread& t = thread_with_tid(model, 2);
+  uint64_t total = 0;
+  for (size_t i = 0; i < t.samples.size(); ++i) {
+    total += t.samples[i].cpu_delta_ns;
+    if (i + 1 < t.samples.size()) EXPECT_LE(t.samples[i].cpu_delta_ns, 1000000u) << i;  // never > 100%
+  }
+  EXPECT_EQ(total, 13000000u);  // all of the kernel's runtime, up to the exit
+  EXPECT_EQ(t.samples[5].cpu_delta_ns, 1000000u);  // smooth once the first tick has landed
 }
 
 }  // namespace

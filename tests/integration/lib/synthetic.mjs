@@ -6,9 +6,9 @@ import { writeFileSync } from 'node:fs';
 
 const KERNEL = 0;
 const USER = 1;
-const OTHER = 2;
 
-// threads: [{ pid, tid, name, processName, isMainThread, samples: [{ stack: [[func, 'K'|'U'], ... root first], cpuNs }] }]
+// threads: [{ pid, tid, name, processName, isMainThread,
+//             samples: [{ stack: [[funcName, 'K' | 'U'], ...] (root first), cpuNs }] }]
 export function makeProfile(threads, { intervalMs = 1 } = {}) {
   const stringArray = [];
   const strings = new Map();
@@ -144,4 +144,3 @@ export function writeProfile(path, profile) {
   writeFileSync(path, gzipSync(JSON.stringify(profile)));
 }
 
-void OTHER;
