@@ -30,3 +30,4 @@ clean:
 
 bench: build
 	$(BUILD_DIR)/bench/pipeline_bench
+	bench/system_wide_scale.sh

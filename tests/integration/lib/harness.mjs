@@ -583,3 +583,47 @@ export function checkProfileStructure(view) {
   if (new Set(keys).size !== keys.length) warnings.push(`several threads share a pid/tid: ${keys.join(', ')}`);
   return warnings;
 }
+
+// ---------------------------------------------------------------------------------------
+// Processes that run beside a recording (-p, -a).
+
+// Starts `command args` in the background; `done` resolves like run() once it exits.
+export function startBackground(command, args, { env } = {}) {
+  const child = spawn(command, args, { env: env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = [];
+  const err = [];
+  child.stdout.on('data', (d) => out.push(d));
+  child.stderr.on('data', (d) => err.push(d));
+  const done = new Promise((resolvePromise, reject) => {
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolvePromise({
+      code, signal, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'),
+    }));
+  });
+  return { child, pid: child.pid, done };
+}
+
+export function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+// Runs `bpfprof record <args>` writing RESULTS_DIR/<label>.json.gz; returns
+// { file, profile, view, result } after checking that it exited with `expectCode`.
+export async function recordWith(label, args, { expectCode = 0, timeoutMs = 180_000 } = {}) {
+  const file = join(RESULTS_DIR, `${label}.json.gz`);
+  rmSync(file, { force: true });
+  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...args];
+  const result = await run(BPFPROF, argv, { timeoutMs });
+  const describe = `${BPFPROF} ${argv.join(' ')}\nexit ${result.code} signal ${result.signal}` +
+                   `\nstdout:\n${result.stdout}\nstderr:\n${result.stderr}`;
+  assert.equal(result.code, expectCode, `unexpected exit status:\n${describe}`);
+  assert.ok(existsSync(file), `no profile written:\n${describe}`);
+  const profile = readProfile(file);
+  return { file, profile, view: new ProfileView(profile), result };
+}
+
+// The OS pid of a profile thread: pid strings of earlier entries of a reused pid (exec)
+// carry a suffix, "1234.1".
+export function osPid(thread) {
+  return String(thread.pid).split('.')[0];
+}

@@ -1,0 +1,79 @@
+// record -p: attach to a running late_thread fixture; the thread it starts after the attach
+// (late-worker: late_worker_main -> late_spin) must appear with its name and its CPU time.
+import assert from 'node:assert/strict';
+import { before, describe, it } from 'node:test';
+
+import {
+  BPFPROF, checkCpuAgainstFixture, checkProfileStructure, checkWithProfilerCli, fixturePath,
+  hasUserChainAtLeaf, hottestSelf, parseCputimeLines, pct, recordWith, recorderUnavailableReason,
+  requireRecorder, run, saveMetrics, sleep, startBackground,
+} from './lib/harness.mjs';
+
+const DURATION_MS = 2400;  // late-worker starts at 800 ms
+
+describe('attach (-p)', () => {
+  let rec;
+  let cputimes;
+  let target;
+
+  before(async () => {
+    if (recorderUnavailableReason()) return;
+    target = startBackground(fixturePath('late_thread'), [String(DURATION_MS)]);
+    await sleep(300);  // attach while main_spin runs and before late-worker exists
+    rec = await recordWith('attach', ['-p', String(target.pid)]);
+    const exit = await target.done;
+    assert.equal(exit.code, 0, `late_thread failed: ${exit.stderr}`);
+    cputimes = parseCputimeLines(exit.stdout);
+  });
+
+  it('writes a well-formed profile that ends when the target exits', (t) => {
+    if (!requireRecorder(t)) return;
+    for (const w of checkProfileStructure(rec.view)) t.diagnostic(`note: ${w}`);
+    assert.match(rec.result.stderr, /samples/);
+  });
+
+  it('shows the thread started after the attach, with its name and its hot function', (t) => {
+    if (!requireRecorder(t)) return;
+    const { view } = rec;
+    const describeThreads = view.threads.map((x) => `${x.pid}/${x.tid} ${x.name}`).join(', ');
+    const late = view.threads.filter((x) => x.name === 'late-worker');
+    assert.equal(late.length, 1, `threads: ${describeThreads}`);
+    assert.equal(String(late[0].pid), String(target.pid));
+    assert.equal(late[0].isMainThread, false);
+    assert.equal(late[0].processName, 'late_thread');
+    const main = view.threads.find((x) => String(x.tid) === String(target.pid));
+    assert.ok(main, `no main thread: ${describeThreads}`);
+    assert.equal(main.isMainThread, true);
+    const lateShare = view.share(late[0], (f) => hasUserChainAtLeaf(f, ['late_worker_main', 'late_spin']));
+    const mainShare = view.share(main, (f) => hasUserChainAtLeaf(f, ['main', 'main_spin']));
+    t.diagnostic(`late-worker: ${lateShare.total} samples, ${pct(lateShare.share)} late_worker_main > late_spin`);
+    t.diagnostic(`main: ${mainShare.total} samples, ${pct(mainShare.share)} main > main_spin`);
+    saveMetrics('attach', { lateWorker: lateShare, main: mainShare });
+    assert.ok(lateShare.share >= 0.9, `late-worker: ${pct(lateShare.share)}`);
+    // main spins from the attach to 800 ms, then waits: its samples are mostly main_spin.
+    assert.ok(mainShare.hit >= 300, `main: ${mainShare.hit} samples in main_spin`);
+  });
+
+  it("counts the late thread's whole CPU time (it started after the attach)", (t) => {
+    if (!requireRecorder(t)) return;
+    const late = cputimes.filter((c) => c.name === 'late-worker');
+    const compared = checkCpuAgainstFixture(t, rec.view, late);
+    assert.equal(compared.length, 1);
+  });
+
+  it('profiler-cli loads it with late-worker hot in late_spin', async (t) => {
+    if (!requireRecorder(t)) return;
+    const { list, samplesByHandle } = await checkWithProfilerCli(t, rec.file, rec.view);
+    const entry = list.find((x) => x.name === 'late-worker');
+    assert.ok(entry, `threads: ${list.map((x) => x.name).join(', ')}`);
+    assert.equal(hottestSelf(samplesByHandle.get(entry.threadHandle)), 'late_spin');
+  });
+
+  it('a pid that does not exist is a one-line error with exit status 2', async (t) => {
+    if (!requireRecorder(t)) return;
+    const result = await run(BPFPROF, ['record', '-p', '999999999', '-o', '/tmp/bpfprof-nopid.json.gz']);
+    assert.equal(result.code, 2);
+    assert.equal(result.stderr.trim().split('\n').length, 1, `stderr: ${result.stderr}`);
+    assert.match(result.stderr, /999999999/);
+  });
+});
