@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,7 +13,7 @@
 #include <stdexcept>
 
 #include "userspace/bpf_programs.h"
-#include "userspace/foreign_files.h"
+#include "userspace/mapped_files.h"
 #include "userspace/launcher.h"
 #include "userspace/output_file.h"
 #include "userspace/perf_events.h"
@@ -83,10 +84,20 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
   return std::nullopt;
 }
 
+// Attaching holds one fd per mapped file, and there is one perf fd per CPU and event.
+void raise_file_limit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 }  // namespace
 
 int run_record(const RecordOptions& options) {
   const MonotonicNs invoked = monotonic_now();
+  raise_file_limit();
   const bool launch = !options.command.empty();
   const int modes = (launch ? 1 : 0) + (options.attach_pids.empty() ? 0 : 1) + (options.system_wide ? 1 : 0);
   if (modes != 1) {
@@ -172,8 +183,8 @@ int run_record(const RecordOptions& options) {
           ? std::optional(MonotonicNs{recording.start_time.value +
                                       static_cast<uint64_t>(*options.duration_seconds * 1e9)})
           : std::nullopt;
-  ForeignFiles foreign_files;  // holds files of other mount namespaces open until the end
-  foreign_files.resolve(recording.events, 0);
+  MappedFiles mapped_files;  // holds files that will not be at their path at the end
+  mapped_files.resolve(recording.events, 0);
   size_t resolved_events = recording.events.size();
   int handled_signals = 0;
   int stop_signal = 0;
@@ -185,7 +196,7 @@ int run_record(const RecordOptions& options) {
       break;
     }
     side_band->drain(recording.events);
-    foreign_files.resolve(recording.events, resolved_events);
+    mapped_files.resolve(recording.events, resolved_events);
     resolved_events = recording.events.size();
     while (handled_signals < g_signal_count) {
       ++handled_signals;
@@ -215,7 +226,7 @@ int run_record(const RecordOptions& options) {
   // Collect what is still in flight: the exit events of the last threads.
   bpf->drain(recording);
   side_band->drain(recording.events);
-  foreign_files.resolve(recording.events, resolved_events);
+  mapped_files.resolve(recording.events, resolved_events);
   recording.stats.lost_bpf_events = bpf->lost_events();
   recording.stats.lost_sideband_records = side_band->lost_records();
 

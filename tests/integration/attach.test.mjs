@@ -1,10 +1,12 @@
 // record -p: attach to a running late_thread fixture; the thread it starts after the attach
 // (late-worker: late_worker_main -> late_spin) must appear with its name and its CPU time.
 import assert from 'node:assert/strict';
+import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 
 import {
-  BPFPROF, checkCpuAgainstFixture, checkProfileStructure, checkWithProfilerCli, fixturePath,
+  BPFPROF, RESULTS_DIR, checkCpuAgainstFixture, checkProfileStructure, checkWithProfilerCli, fixturePath,
   hasUserChainAtLeaf, hottestSelf, parseCputimeLines, pct, recordWith, recorderUnavailableReason,
   requireRecorder, run, saveMetrics, sleep, startBackground,
 } from './lib/harness.mjs';
@@ -67,6 +69,29 @@ describe('attach (-p)', () => {
     const entry = list.find((x) => x.name === 'late-worker');
     assert.ok(entry, `threads: ${list.map((x) => x.name).join(', ')}`);
     assert.equal(hottestSelf(samplesByHandle.get(entry.threadHandle)), 'late_spin');
+  });
+
+  it('a binary replaced on disk after the attach is still symbolized (files opened at attach)', async (t) => {
+    if (!requireRecorder(t)) return;
+    const copy = join(RESULTS_DIR, 'busy-replaced');
+    copyFileSync(fixturePath('busy'), copy);
+    const victim = startBackground(copy, ['1500']);
+    try {
+      await sleep(300);
+      const recording = recordWith('attach_replaced', ['-p', String(victim.pid)]);
+      await sleep(400);
+      rmSync(copy);
+      writeFileSync(copy, 'not an ELF file any more\n');
+      const { view } = await recording;
+      const th = view.threads.find((x) => String(x.tid) === String(victim.pid));
+      assert.ok(th, 'the target is in the profile');
+      const r = view.share(th, (f) => hasUserChainAtLeaf(f, ['main', 'outer', 'inner_spin']));
+      t.diagnostic(`replaced binary: ${r.total} samples, ${pct(r.share)} main > outer > inner_spin`);
+      assert.ok(r.share >= 0.9, pct(r.share));
+    } finally {
+      await victim.done;
+      rmSync(copy, { force: true });
+    }
   });
 
   it('a pid that does not exist is a one-line error with exit status 2', async (t) => {
