@@ -18,6 +18,15 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_EXEC = 3,
   BPFPROF_EVENT_EXIT = 4, /* a thread exits (group_dead: the last one of its process) */
   BPFPROF_EVENT_COMM = 5, /* a thread was renamed (prctl, pthread_setname_np, exec) */
+  BPFPROF_EVENT_SWITCH_OUT = 6, /* a thread left the CPU (bpfprof_switch_out_event) */
+  BPFPROF_EVENT_SWITCH_IN = 7,  /* it runs again (just the header) */
+};
+
+/* Why a thread left the CPU. */
+enum bpfprof_off_cpu_state {
+  BPFPROF_OFF_CPU_SLEEPING = 1,    /* interruptible sleep (or an idle kernel wait) */
+  BPFPROF_OFF_CPU_IO_WAIT = 2,     /* uninterruptible sleep: D state */
+  BPFPROF_OFF_CPU_WAITING_CPU = 3, /* preempted while runnable */
 };
 
 struct bpfprof_event_header {
@@ -35,6 +44,18 @@ struct bpfprof_sample_event {
   __u64 cpu_time_ns; /* the thread's sum_exec_runtime so far */
   __u32 user_depth;
   __u32 kernel_depth;
+  __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
+};
+
+/* A thread leaves the CPU. With off-CPU stacks on, `ips` holds its user then kernel stack
+ * at that moment (as in bpfprof_sample_event); without, both depths are 0. */
+struct bpfprof_switch_out_event {
+  struct bpfprof_event_header header;
+  __u64 cpu_time_ns; /* sum_exec_runtime, exact at this point */
+  __u32 state;       /* enum bpfprof_off_cpu_state */
+  __u32 user_depth;
+  __u32 kernel_depth;
+  __u32 reserved;
   __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
 };
 

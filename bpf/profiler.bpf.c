@@ -14,6 +14,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set before load: 1 samples every process (system-wide mode). */
 const volatile __u32 track_all = 0;
+/* Set before load: 1 records the stacks of threads leaving the CPU and when they return. */
+const volatile __u32 record_off_cpu = 0;
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -34,6 +36,22 @@ struct {
   __type(key, __u32);
   __type(value, struct bpfprof_sample_event);
 } sample_scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_switch_out_event);
+} switch_scratch SEC(".maps");
+
+/* The thread last sampled on each CPU during its current stretch there: without off-CPU
+ * stacks, only such a thread needs a switch-out event (to end its last sampled stack). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u32);
+} sampled_tid SEC(".maps");
 
 /* Events that did not fit in the ring buffer, per CPU: counted, never hidden. */
 struct {
@@ -88,6 +106,9 @@ int on_sample(struct bpf_perf_event_data *ctx)
     return 0;
 
   __u32 zero = 0;
+  __u32 *last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
+  if (last_sampled)
+    *last_sampled = (__u32)pid_tgid;
   struct bpfprof_sample_event *e = bpf_map_lookup_elem(&sample_scratch, &zero);
   if (!e)
     return 0;
@@ -111,6 +132,69 @@ int on_sample(struct bpf_perf_event_data *ctx)
     size = sizeof(*e);
   if (bpf_ringbuf_output(&events, e, size, submit_flags()))
     count_lost();
+  return 0;
+}
+
+#define TASK_RUNNING_STATE 0x0000
+#define TASK_UNINTERRUPTIBLE_STATE 0x0002
+#define TASK_DEAD_STATE 0x0080
+#define TASK_NOLOAD_STATE 0x0400 /* with UNINTERRUPTIBLE: TASK_IDLE, a kernel thread's idle wait */
+
+static __always_inline __u32 off_cpu_state(bool preempt, unsigned int prev_state)
+{
+  if (preempt || prev_state == TASK_RUNNING_STATE)
+    return BPFPROF_OFF_CPU_WAITING_CPU;
+  if ((prev_state & TASK_UNINTERRUPTIBLE_STATE) && !(prev_state & TASK_NOLOAD_STATE))
+    return BPFPROF_OFF_CPU_IO_WAIT;
+  return BPFPROF_OFF_CPU_SLEEPING;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+             unsigned int prev_state)
+{
+  __u32 zero = 0;
+  __u32 prev_tgid = prev->tgid;
+  __u32 prev_tid = prev->pid;
+  __u32 *last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
+  bool was_sampled = last_sampled && *last_sampled == prev_tid;
+  if (last_sampled)
+    *last_sampled = 0;
+
+  /* A dying thread's exit event ends it; anything else leaving the CPU is off-CPU time. */
+  if (!(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid) && (record_off_cpu || was_sampled)) {
+    struct bpfprof_switch_out_event *e = bpf_map_lookup_elem(&switch_scratch, &zero);
+    if (e) {
+      fill_header(&e->header, BPFPROF_EVENT_SWITCH_OUT, prev_tgid, prev_tid);
+      e->cpu_time_ns = prev->se.sum_exec_runtime;
+      e->state = off_cpu_state(preempt, prev_state);
+      e->reserved = 0;
+      __u32 user_depth = 0, kernel_depth = 0;
+      if (record_off_cpu) {
+        /* prev is still the current task here: these are the stacks it sleeps in. */
+        user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+        kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+      }
+      e->user_depth = user_depth;
+      e->kernel_depth = kernel_depth;
+      __u64 size = offsetof(struct bpfprof_switch_out_event, ips) +
+                   (__u64)(user_depth + kernel_depth) * sizeof(__u64);
+      if (size > sizeof(*e))
+        size = sizeof(*e);
+      if (bpf_ringbuf_output(&events, e, size, submit_flags()))
+        count_lost();
+    }
+  }
+
+  if (record_off_cpu && is_tracked(next->tgid)) {
+    struct bpfprof_event_header *h = bpf_ringbuf_reserve(&events, sizeof(*h), 0);
+    if (!h) {
+      count_lost();
+      return 0;
+    }
+    fill_header(h, BPFPROF_EVENT_SWITCH_IN, next->tgid, next->pid);
+    bpf_ringbuf_submit(h, submit_flags());
+  }
   return 0;
 }
 

@@ -24,7 +24,7 @@ void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const { profil
 void BpfPrograms::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 
-BpfPrograms::BpfPrograms(bool track_all_processes) {
+BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu) {
   libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
     return 0;
@@ -32,6 +32,7 @@ BpfPrograms::BpfPrograms(bool track_all_processes) {
   skeleton_.reset(profiler_bpf__open());
   if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
   skeleton_->rodata->track_all = track_all_processes ? 1 : 0;
+  skeleton_->rodata->record_off_cpu = record_off_cpu ? 1 : 0;
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error("cannot load the BPF programs (" + errno_text(err) +
                              "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
@@ -95,6 +96,24 @@ int BpfPrograms::on_event(void* context, void* data, size_t size) {
   return 0;
 }
 
+// Interns `ips` (user frames, then kernel frames, each innermost first) as a root-first path.
+RawStackId BpfPrograms::intern_stack(const uint64_t* ips, size_t available, uint32_t user_depth,
+                                     uint32_t kernel_depth) {
+  RawStackTree& tree = target_->raw_stacks;
+  size_t user = std::min<size_t>(user_depth, available);
+  size_t kernel = std::min<size_t>(kernel_depth, available - user);
+  // A frame-pointer walk that wanders into data yields non-canonical addresses; nothing
+  // beyond such a frame is a real caller.
+  size_t user_kept = 0;
+  while (user_kept < user && is_user_address(ips[user_kept])) ++user_kept;
+  RawStackId node = RawStackTree::kRoot;
+  for (size_t i = user_kept; i-- > 0;)
+    if (ips[i]) node = tree.intern(node, ips[i]);
+  for (size_t i = user + kernel; i-- > user;)
+    if (ips[i]) node = tree.intern(node, ips[i]);
+  return node;
+}
+
 void BpfPrograms::decode(const void* data, size_t size) {
   if (!target_ || size < sizeof(bpfprof_event_header)) return;
   bpfprof_event_header header;
@@ -109,23 +128,26 @@ void BpfPrograms::decode(const void* data, size_t size) {
       constexpr size_t kFixed = offsetof(bpfprof_sample_event, ips);
       if (size < kFixed) return;
       const auto* e = static_cast<const bpfprof_sample_event*>(data);
-      size_t available = (size - kFixed) / sizeof(uint64_t);
-      size_t user = std::min<size_t>(e->user_depth, available);
-      size_t kernel = std::min<size_t>(e->kernel_depth, available - user);
-      // A frame-pointer walk that wanders into data yields non-canonical addresses; nothing
-      // beyond such a frame is a real caller.
-      size_t user_kept = 0;
-      while (user_kept < user && is_user_address(e->ips[user_kept])) ++user_kept;
-      // Root first: outermost user frame ... innermost user, outermost kernel ... innermost.
-      RawStackId node = RawStackTree::kRoot;
-      for (size_t i = user_kept; i-- > 0;)
-        if (e->ips[i]) node = rec.raw_stacks.intern(node, e->ips[i]);
-      for (size_t i = user + kernel; i-- > user;)
-        if (e->ips[i]) node = rec.raw_stacks.intern(node, e->ips[i]);
-      rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, node});
+      RawStackId stack = intern_stack(reinterpret_cast<const uint64_t*>(e->ips), (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
+      rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack});
       ++rec.stats.samples;
       break;
     }
+    case BPFPROF_EVENT_SWITCH_OUT: {
+      constexpr size_t kFixed = offsetof(bpfprof_switch_out_event, ips);
+      if (size < kFixed) return;
+      const auto* e = static_cast<const bpfprof_switch_out_event*>(data);
+      RawStackId stack = intern_stack(reinterpret_cast<const uint64_t*>(e->ips), (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
+      OffCpuState state = e->state >= 1 && e->state <= 3 ? static_cast<OffCpuState>(e->state) : OffCpuState::kSleeping;
+      rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack,
+                                         SampleKind::kSwitchOut, state});
+      ++rec.stats.switch_outs;
+      break;
+    }
+    case BPFPROF_EVENT_SWITCH_IN:
+      rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{0}, RawStackTree::kRoot,
+                                         SampleKind::kSwitchIn});
+      break;
     case BPFPROF_EVENT_FORK: {
       if (size < sizeof(bpfprof_fork_event)) return;
       const auto* e = static_cast<const bpfprof_fork_event*>(data);

@@ -18,7 +18,7 @@ namespace bpfprof {
 class BpfPrograms {
  public:
   // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
-  explicit BpfPrograms(bool track_all_processes);
+  BpfPrograms(bool track_all_processes, bool record_off_cpu);
   ~BpfPrograms();
   BpfPrograms(const BpfPrograms&) = delete;
   BpfPrograms& operator=(const BpfPrograms&) = delete;
@@ -40,6 +40,7 @@ class BpfPrograms {
  private:
   static int on_event(void* context, void* data, size_t size);
   void decode(const void* data, size_t size);
+  RawStackId intern_stack(const uint64_t* ips, size_t available, uint32_t user_depth, uint32_t kernel_depth);
 
   struct SkeletonDeleter { void operator()(profiler_bpf* skel) const; };
   struct LinkDeleter { void operator()(bpf_link* link) const; };

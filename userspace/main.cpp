@@ -24,6 +24,11 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   record->add_flag("-a,--all", options.system_wide, "Record every process of the system");
   record->add_flag("--keep-idle-threads", options.keep_idle_threads, "Also write threads that got no sample");
+  auto* off_cpu = record->add_flag_callback("--off-cpu", [&] { options.off_cpu = true; },
+                                            "Record where threads wait while off the CPU, and for how long "
+                                            "(default: on for a command and -p, off for -a)");
+  record->add_flag_callback("--no-off-cpu", [&] { options.off_cpu = false; }, "Do not record off-CPU time")
+      ->excludes(off_cpu);
   record->add_option("command", options.command, "The command to run, after --");
   record->positionals_at_end();
 

@@ -19,7 +19,37 @@ namespace bpfprof {
 
 namespace {
 
-enum Category : int { kCategoryOther = 0, kCategoryUser = 1, kCategoryKernel = 2 };
+enum Category : int {
+  kCategoryOther = 0,
+  kCategoryUser = 1,
+  kCategoryKernel = 2,
+  kCategoryIdle = 3,  // named "Idle": the front end's "include idle" switch hides these
+  kCategoryWaitingForCpu = 4,
+};
+
+struct CategoryInfo {
+  const char* name;
+  const char* color;
+};
+constexpr CategoryInfo kCategories[] = {
+    {"Other", "grey"}, {"User", "yellow"}, {"Kernel", "orange"}, {"Idle", "transparent"},
+    {"Waiting for CPU", "lightblue"},
+};
+
+struct StateFrame {
+  const char* name;
+  Category category;
+};
+StateFrame state_frame(uint64_t state) {
+  switch (static_cast<OffCpuState>(state)) {
+    case OffCpuState::kIoWait:
+      return {"[I/O wait]", kCategoryIdle};
+    case OffCpuState::kWaitingForCpu:
+      return {"[waiting for CPU]", kCategoryWaitingForCpu};
+    default:
+      return {"[sleeping]", kCategoryIdle};
+  }
+}
 
 // The front end stores frame and symbol addresses in 32-bit columns.
 constexpr uint64_t kMaxRelativeAddress = 0xFFFFFFFFull;
@@ -102,7 +132,16 @@ class ProfileBuilder {
   void build_frames() {
     const auto& nodes = model_.stacks().nodes();
     stack_frame_.reserve(nodes.size());
-    for (const auto& node : nodes) stack_frame_.push_back(frame_for(node.key));
+    stack_prefix_.reserve(nodes.size());
+    for (const auto& node : nodes) {
+      stack_frame_.push_back(frame_for(node.key));
+      StackId prefix = node.parent;
+      // An off-CPU stack is taken from inside our sched_switch program: the tracing frames
+      // between __schedule and the state frame are the profiler's, not the thread's.
+      if (node.key.lib == kOffCpuStateFrame)
+        while (prefix != ResolvedStackTree::kRoot && is_tracing_frame(nodes[prefix].key)) prefix = nodes[prefix].parent;
+      stack_prefix_.push_back(prefix);
+    }
   }
 
   ProfileSummary write(OutputSink& sink);
@@ -121,12 +160,23 @@ class ProfileBuilder {
     return index;
   }
 
+  bool is_tracing_frame(const FrameKey& key) {
+    if (key.lib != kKernelLib) return false;
+    const std::string& name = tables_.strings.strings()[tables_.funcs[tables_.frames[frame_for(key)].func].name.value];
+    return name.starts_with("bpf_prog_") || name.starts_with("bpf_trace_run") || name.starts_with("__bpf_trace_") ||
+           name.starts_with("__traceiter_") || name.starts_with("bpf_trampoline_");
+  }
+
   int32_t frame_for(const FrameKey& key) {
     auto it = tables_.frame_index.find(key);
     if (it != tables_.frame_index.end()) return it->second;
 
     SharedTables::Frame frame{-1, -1, kCategoryUser, -1, -1};
-    if (key.lib == kNoLib) {
+    if (key.lib == kOffCpuStateFrame) {
+      StateFrame state = state_frame(key.address);
+      frame.category = state.category;
+      frame.func = tables_.func_for(-1, state.name);
+    } else if (key.lib == kNoLib) {
       frame.func = tables_.func_for(-1, hex_address(key.address));
     } else {
       const bool kernel = key.lib == kKernelLib;
@@ -166,7 +216,8 @@ class ProfileBuilder {
   const ProfileOptions& options_;
   Symbolizer symbolizer_;
   SharedTables tables_;
-  std::vector<int32_t> stack_frame_;  // stack index -> frame index
+  std::vector<int32_t> stack_frame_;    // stack index -> frame index
+  std::vector<StackId> stack_prefix_;  // stack index -> its caller's stack index
 };
 
 template <typename T, typename F>
@@ -239,12 +290,12 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
   w.end_object();
   w.key("categories");
   w.begin_array();
-  for (auto [name, color] : {std::pair{"Other", "grey"}, {"User", "yellow"}, {"Kernel", "orange"}}) {
+  for (const CategoryInfo& category : kCategories) {
     w.begin_object();
     w.key("name");
-    w.string(name);
+    w.string(category.name);
     w.key("color");
-    w.string(color);
+    w.string(category.color);
     w.key("subcategories");
     w.begin_array();
     w.string("Other");
@@ -327,7 +378,7 @@ void ProfileBuilder::write_shared(JsonWriter& w) {
   w.key("prefixOffset");
   w.begin_array();
   for (size_t i = 0; i < nodes.size(); ++i) {
-    StackId parent = nodes[i].parent;
+    StackId parent = stack_prefix_[i];
     w.number(parent == ResolvedStackTree::kRoot ? uint64_t{0} : static_cast<uint64_t>(i - parent));
   }
   w.end_array();
@@ -448,8 +499,13 @@ void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
   });
   write_column(w, "time", samples, [&](const ThreadSample& s) { w.number(ms_since(zero, s.time)); });
   write_column(w, "threadCPUDelta", samples, [&](const ThreadSample& s) { w.number(s.cpu_delta_ns); });
-  w.key("weight");
-  w.null();
+  const bool weighted = std::any_of(samples.begin(), samples.end(), [](const ThreadSample& s) { return s.weight != 1.0; });
+  if (weighted) {
+    write_column(w, "weight", samples, [&](const ThreadSample& s) { w.number(s.weight); });
+  } else {
+    w.key("weight");
+    w.null();
+  }
   w.key("weightType");
   w.string("samples");
   w.key("length");

@@ -119,9 +119,10 @@ int run_record(const RecordOptions& options) {
   SamplingEvents sampling;
   Recording recording;
   recording.frequency_hz = options.frequency_hz;
+  recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
   try {
     output = open_output(options.output_path);  // fails now if the directory is not writable
-    bpf.emplace(/*track_all_processes=*/options.system_wide);
+    bpf.emplace(/*track_all_processes=*/options.system_wide, recording.off_cpu);
     std::vector<int> cpus = online_cpus();
     side_band.emplace(cpus);
     bpf->attach_lifecycle();

@@ -18,6 +18,9 @@ struct RecordOptions {
   std::vector<int> attach_pids;      // -p: running processes, their threads and children
   bool system_wide = false;          // -a: every process and kernel thread
   bool keep_idle_threads = false;    // also write threads that got no sample
+  // Stacks of threads while they wait, and for how long. Unset: on for a command and -p,
+  // off for -a.
+  std::optional<bool> off_cpu;
 };
 
 // Returns the exit status for bpfprof: the command's status when one was launched; 2 for

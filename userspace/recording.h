@@ -103,17 +103,29 @@ struct LifecycleEvent {
   LifecyclePayload payload;
 };
 
+// Why a thread was off the CPU (values as in bpf/events.h).
+enum class OffCpuState : uint8_t { kNone = 0, kSleeping = 1, kIoWait = 2, kWaitingForCpu = 3 };
+
+enum class SampleKind : uint8_t {
+  kOnCpu,      // a timer sample of a running thread
+  kSwitchOut,  // the thread left the CPU (stack: where it waits, if recorded)
+  kSwitchIn,   // the thread runs again
+};
+
 struct SampleRecord {
   MonotonicNs time;
   Pid pid;
   Tid tid;
   Cpu cpu;
-  CpuTimeNs cpu_time;
+  CpuTimeNs cpu_time;  // for kSwitchIn: not known (0)
   RawStackId stack;
+  SampleKind kind = SampleKind::kOnCpu;
+  OffCpuState off_cpu_state = OffCpuState::kNone;  // for kSwitchOut
 };
 
 struct RecordingStats {
   uint64_t samples = 0;
+  uint64_t switch_outs = 0;
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
   uint64_t lost_sideband_records = 0; // perf MMAP/COMM records lost
 };
@@ -124,6 +136,7 @@ struct Recording {
   double start_wall_clock_ms = 0;  // the wall clock at start_time, ms since the epoch
   uint32_t frequency_hz = 0;
   std::string sampling_event;      // "cycles" or "cpu-clock"
+  bool off_cpu = false;            // switch-out stacks and switch-in events were recorded
   std::vector<LifecycleEvent> events;
   std::vector<SampleRecord> samples;
   RawStackTree raw_stacks;

@@ -53,6 +53,7 @@ SessionModel::SessionModel() {
 }
 
 void SessionModel::replay(const Recording& recording) {
+  configure(recording.frequency_hz ? 1000000000ull / recording.frequency_hz : 1000000, recording.off_cpu);
   // Stable sorts: events that share a timestamp keep the order they arrived in.
   std::vector<const LifecycleEvent*> events;
   events.reserve(recording.events.size());
@@ -73,11 +74,17 @@ void SessionModel::replay(const Recording& recording) {
     apply(e->time, e->payload);
   }
   while (next_sample < samples.size()) add_sample(*samples[next_sample++], recording.raw_stacks);
-  finish();
+  finish(recording.end_time);
 }
 
-void SessionModel::finish() {
+void SessionModel::finish(MonotonicNs end) {
   for (Thread& th : threads_) {
+    const MonotonicNs thread_end = th.end && *th.end < end ? *th.end : end;
+    if (th.off_cpu) switch_in(th, thread_end);
+    if (th.short_off_cpu_ns) {
+      MonotonicNs at = th.samples.empty() ? th.start : th.samples.back().time;
+      flush_short_off_cpu(th, at);
+    }
     if (th.samples.empty() || th.unattributed_cpu_ns == 0) continue;
     th.samples.back().cpu_delta_ns += th.unattributed_cpu_ns;
     th.unattributed_cpu_ns = 0;
@@ -204,6 +211,7 @@ void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
   auto it = live_threads_.find(e.tid);
   if (it != live_threads_.end()) {
     Thread& th = thread(it->second);
+    if (th.off_cpu) switch_in(th, t);
     th.end = t;
     th.final_cpu_time = e.cpu_time;
     if (th.last_cpu_time && e.cpu_time.value > th.last_cpu_time->value) {
@@ -257,17 +265,80 @@ LibId SessionModel::intern_library(const MappingInfo& mapping) {
 }
 
 void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks) {
-  ThreadIndex ti = live_thread(sample.time, sample.pid, sample.tid);
-  Thread& th = thread(ti);
-  if (th.last_cpu_time && sample.cpu_time.value >= th.last_cpu_time->value)
-    th.unattributed_cpu_ns += sample.cpu_time.value - th.last_cpu_time->value;
-  th.last_cpu_time = sample.cpu_time;
+  Thread& th = thread(live_thread(sample.time, sample.pid, sample.tid));
+  switch (sample.kind) {
+    case SampleKind::kOnCpu:
+      if (th.off_cpu) switch_in(th, sample.time);  // its switch-in was lost
+      add_on_cpu_sample(th, sample, raw_stacks);
+      break;
+    case SampleKind::kSwitchOut:
+      if (th.off_cpu) switch_in(th, sample.time);
+      switch_out(th, sample, raw_stacks);
+      break;
+    case SampleKind::kSwitchIn:
+      if (th.off_cpu) switch_in(th, sample.time);
+      break;
+  }
+}
+
+void SessionModel::record_runtime(Thread& th, CpuTimeNs runtime) {
+  if (th.last_cpu_time && runtime.value >= th.last_cpu_time->value)
+    th.unattributed_cpu_ns += runtime.value - th.last_cpu_time->value;
+  th.last_cpu_time = runtime;
+}
+
+uint64_t SessionModel::take_cpu(Thread& th, MonotonicNs t) {
   const MonotonicNs previous = th.samples.empty() ? th.start : th.samples.back().time;
-  const uint64_t wall = sample.time.value > previous.value ? sample.time.value - previous.value : 0;
+  const uint64_t wall = t.value > previous.value ? t.value - previous.value : 0;
   const uint64_t delta = std::min(th.unattributed_cpu_ns, wall);
   th.unattributed_cpu_ns -= delta;
+  return delta;
+}
+
+void SessionModel::add_on_cpu_sample(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks) {
+  record_runtime(th, sample.cpu_time);
   StackId stack = resolve(sample.pid, sample.stack, raw_stacks);
-  th.samples.push_back(ThreadSample{sample.time, stack, delta});
+  th.samples.push_back(ThreadSample{sample.time, stack, take_cpu(th, sample.time), 1.0});
+}
+
+void SessionModel::switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks) {
+  record_runtime(th, sample.cpu_time);  // exact here: the scheduler just brought it up to date
+  StackId where = resolve(sample.pid, sample.stack, raw_stacks);
+  StackId stack = stacks_.intern(where, FrameKey{kOffCpuStateFrame, static_cast<uint64_t>(sample.off_cpu_state)});
+  if (off_cpu_) {
+    th.off_cpu = OffCpuInterval{sample.time, stack};
+  } else {
+    // No switch-in will come: only mark where the last running stack ends.
+    th.samples.push_back(ThreadSample{sample.time, stack, take_cpu(th, sample.time), 0.0});
+  }
+}
+
+void SessionModel::switch_in(Thread& th, MonotonicNs t) {
+  const OffCpuInterval interval = *th.off_cpu;
+  th.off_cpu.reset();
+  const uint64_t blocked = t.value > interval.since.value ? t.value - interval.since.value : 0;
+  if (blocked >= interval_ns_) {
+    flush_short_off_cpu(th, interval.since);
+    th.samples.push_back(ThreadSample{interval.since, interval.stack, take_cpu(th, interval.since),
+                                      static_cast<double>(blocked) / static_cast<double>(interval_ns_)});
+    return;
+  }
+  // Shorter than an interval: summed with the thread's other short waits, shown with the
+  // stack of the longest of them once they add up to an interval.
+  th.short_off_cpu_ns += blocked;
+  if (blocked >= th.longest_short_off_cpu_ns) {
+    th.longest_short_off_cpu_ns = blocked;
+    th.short_off_cpu_stack = interval.stack;
+  }
+  if (th.short_off_cpu_ns >= interval_ns_) flush_short_off_cpu(th, interval.since);
+}
+
+void SessionModel::flush_short_off_cpu(Thread& th, MonotonicNs t) {
+  if (th.short_off_cpu_ns == 0) return;
+  th.samples.push_back(ThreadSample{t, th.short_off_cpu_stack, take_cpu(th, t),
+                                    static_cast<double>(th.short_off_cpu_ns) / static_cast<double>(interval_ns_)});
+  th.short_off_cpu_ns = 0;
+  th.longest_short_off_cpu_ns = 0;
 }
 
 StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks) {

@@ -23,6 +23,8 @@ using LibId = StrongId<struct LibIdTag, int32_t>;
 
 inline constexpr LibId kNoLib{-1};
 inline constexpr LibId kKernelLib{0};
+// A pseudo-frame naming why a thread is off the CPU; its address is the OffCpuState.
+inline constexpr LibId kOffCpuStateFrame{-2};
 
 struct Library {
   std::string path;  // as the kernel reported it
@@ -74,6 +76,15 @@ struct ThreadSample {
   MonotonicNs time;
   StackId stack;
   uint64_t cpu_delta_ns;  // CPU time used since the thread's previous sample (or its start)
+  // In sampling intervals: 1 for a timer sample; for an off-CPU sample, how long the thread
+  // was off the CPU (may be fractional); 0 for a mere "left the CPU here" marker.
+  double weight = 1.0;
+};
+
+// A thread off the CPU since `since`, waiting in `stack` (which ends in a state frame).
+struct OffCpuInterval {
+  MonotonicNs since;
+  StackId stack;
 };
 
 struct Thread {
@@ -88,6 +99,11 @@ struct Thread {
   // sample can report CPU time that belongs to earlier samples. Runtime not yet given to a
   // sample waits here; no sample gets more than the wall time since the one before.
   uint64_t unattributed_cpu_ns = 0;
+  std::optional<OffCpuInterval> off_cpu;  // open while the thread is off the CPU
+  // Blocked intervals shorter than a sampling interval, summed until they make one.
+  uint64_t short_off_cpu_ns = 0;
+  StackId short_off_cpu_stack = 0;
+  uint64_t longest_short_off_cpu_ns = 0;
   std::vector<ThreadSample> samples;
 };
 
@@ -110,8 +126,16 @@ class SessionModel {
 
   // Replays everything in timestamp order, then finish(). May be called once.
   void replay(const Recording& recording);
-  // Gives each thread's remaining CPU time to its last sample.
-  void finish();
+  // Closes what is still open at `end` (off-CPU intervals), and gives each thread's
+  // remaining CPU time to its last sample.
+  void finish(MonotonicNs end);
+
+  // The sampling interval (off-CPU weights are in its units) and whether switch-in events
+  // come (off-CPU recording) or a switch-out is a mere marker.
+  void configure(uint64_t interval_ns, bool off_cpu) {
+    interval_ns_ = interval_ns;
+    off_cpu_ = off_cpu;
+  }
 
   const std::vector<Process>& processes() const { return processes_; }
   const std::vector<Thread>& threads() const { return threads_; }
@@ -143,6 +167,12 @@ class SessionModel {
   ThreadIndex live_thread(MonotonicNs t, Pid pid, Tid tid);
   LibId intern_library(const MappingInfo& mapping);
   StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
+  void add_on_cpu_sample(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
+  void switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
+  void switch_in(Thread& th, MonotonicNs t);
+  void record_runtime(Thread& th, CpuTimeNs runtime);
+  uint64_t take_cpu(Thread& th, MonotonicNs t);  // CPU time for a sample at t
+  void flush_short_off_cpu(Thread& th, MonotonicNs t);
 
   Process& process(ProcessIndex i) { return processes_[i.value]; }
   Thread& thread(ThreadIndex i) { return threads_[i.value]; }
@@ -158,6 +188,8 @@ class SessionModel {
   std::unordered_map<Tid, ThreadIndex> exited_threads_;
   std::unordered_map<Pid, AddressSpace> address_spaces_;
   ResolvedStackTree stacks_;
+  uint64_t interval_ns_ = 1000000;
+  bool off_cpu_ = false;
 };
 
 }  // namespace bpfprof

@@ -63,7 +63,7 @@ TEST(SessionModel, ForkExecExitMakeProcessEntriesOverTime) {
                                 raw.intern(RawStackTree::kRoot, 0x400010)},
                    raw);
   model.apply(ms(9), ExitEvent{Pid{200}, Tid{200}, CpuTimeNs{6000000}, 0, true, "child"});
-  model.finish();
+  model.finish(ms(1000));
 
   const auto& processes = model.processes();
   ASSERT_EQ(processes.size(), 4u);  // launcher, parent, child before exec, child after exec
@@ -120,7 +120,7 @@ TEST(SessionModel, CpuDeltasFollowTheKernelRuntime) {
   model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
   for (uint64_t i = 1; i <= 3; ++i)
     model.add_sample(SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{i * 700000}, RawStackTree::kRoot}, raw);
-  model.finish();
+  model.finish(ms(1000));
   const Thread& t = thread_with_tid(model, 2);
   ASSERT_EQ(t.samples.size(), 3u);
   for (const ThreadSample& s : t.samples) EXPECT_EQ(s.cpu_delta_ns, 700000u);
@@ -136,7 +136,7 @@ TEST(SessionModel, TickLumpsAreSpreadOverSamplesWithoutLosingTime) {
     model.add_sample(SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{runtime}, RawStackTree::kRoot}, raw);
   }
   model.apply(ms(13), ExitEvent{Pid{1}, Tid{2}, CpuTimeNs{13000000}, 0, false, "t"});
-  model.finish();
+  model.finish(ms(1000));
   const Thread& t = thread_with_tid(model, 2);
   uint64_t total = 0;
   for (size_t i = 0; i < t.samples.size(); ++i) {
