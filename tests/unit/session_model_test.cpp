@@ -175,3 +175,97 @@ TEST(SessionModel, SamplesOnTheWayOutStayWithTheExitedThread) {
 
 }  // namespace
 }  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+SampleRecord switch_out(uint64_t at_ms, int tid, uint64_t runtime_ns, OffCpuState state) {
+  return SampleRecord{ms(at_ms), Pid{1}, Tid{tid}, Cpu{0}, CpuTimeNs{runtime_ns}, RawStackTree::kRoot,
+                      SampleKind::kSwitchOut, state};
+}
+SampleRecord switch_in(uint64_t at_ms, int tid) {
+  return SampleRecord{ms(at_ms), Pid{1}, Tid{tid}, Cpu{0}, CpuTimeNs{0}, RawStackTree::kRoot, SampleKind::kSwitchIn};
+}
+SampleRecord on_cpu(uint64_t at_ms, int tid, uint64_t runtime_ns) {
+  return SampleRecord{ms(at_ms), Pid{1}, Tid{tid}, Cpu{0}, CpuTimeNs{runtime_ns}, RawStackTree::kRoot};
+}
+
+OffCpuState leaf_state(const SessionModel& model, StackId stack) {
+  const FrameKey& leaf = model.stacks().node(stack).key;
+  EXPECT_EQ(leaf.lib, kOffCpuStateFrame);
+  return static_cast<OffCpuState>(leaf.address);
+}
+
+TEST(OffCpu, ABlockedIntervalIsOneSampleWeightedByItsLength) {
+  SessionModel model;
+  model.configure(1000000, /*off_cpu=*/true);
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
+  model.add_sample(on_cpu(1, 2, 1000000), raw);
+  model.add_sample(switch_out(2, 2, 2000000, OffCpuState::kIoWait), raw);
+  model.add_sample(switch_in(52, 2), raw);  // 50 ms in D state
+  model.add_sample(on_cpu(53, 2, 2500000), raw);
+  model.finish(ms(100));
+  const Thread& t = thread_with_tid(model, 2);
+  ASSERT_EQ(t.samples.size(), 3u);
+  EXPECT_EQ(t.samples[1].time, ms(2));
+  EXPECT_DOUBLE_EQ(t.samples[1].weight, 50.0);
+  EXPECT_EQ(leaf_state(model, t.samples[1].stack), OffCpuState::kIoWait);
+  EXPECT_EQ(t.samples[1].cpu_delta_ns, 1000000u);  // what it ran since the previous sample
+  EXPECT_DOUBLE_EQ(t.samples[2].weight, 1.0);
+  EXPECT_EQ(t.samples[2].cpu_delta_ns, 500000u);    // 0.5 ms over 51 ms: ~0% while blocked
+}
+
+TEST(OffCpu, ShortWaitsAreSummedNotDropped) {
+  SessionModel model;
+  model.configure(1000000, true);
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
+  // 8 waits of 0.25 ms each: 2 ms in all, in two samples of weight 1.
+  for (uint64_t i = 0; i < 8; ++i) {
+    uint64_t at_us = 1000 + i * 1000;
+    model.add_sample(SampleRecord{MonotonicNs{at_us * 1000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{i * 750000},
+                                  RawStackTree::kRoot, SampleKind::kSwitchOut, OffCpuState::kSleeping},
+                     raw);
+    model.add_sample(SampleRecord{MonotonicNs{(at_us + 250) * 1000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{0},
+                                  RawStackTree::kRoot, SampleKind::kSwitchIn},
+                     raw);
+  }
+  model.finish(ms(100));
+  const Thread& t = thread_with_tid(model, 2);
+  double weight = 0;
+  for (const ThreadSample& s : t.samples) weight += s.weight;
+  EXPECT_DOUBLE_EQ(weight, 2.0);
+  EXPECT_EQ(t.samples.size(), 2u);
+  for (size_t i = 1; i < t.samples.size(); ++i) EXPECT_GE(t.samples[i].time, t.samples[i - 1].time);
+}
+
+TEST(OffCpu, AThreadStillBlockedAtTheEndIsClosedThere) {
+  SessionModel model;
+  model.configure(1000000, true);
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
+  model.add_sample(switch_out(10, 2, 10000000, OffCpuState::kSleeping), raw);
+  model.finish(ms(110));
+  const Thread& t = thread_with_tid(model, 2);
+  ASSERT_EQ(t.samples.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.samples[0].weight, 100.0);
+}
+
+TEST(OffCpu, WithoutOffCpuASwitchOutIsAZeroWeightMarker) {
+  SessionModel model;
+  model.configure(1000000, /*off_cpu=*/false);
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
+  model.add_sample(on_cpu(1, 2, 1000000), raw);
+  model.add_sample(switch_out(2, 2, 2000000, OffCpuState::kWaitingForCpu), raw);
+  model.finish(ms(100));
+  const Thread& t = thread_with_tid(model, 2);
+  ASSERT_EQ(t.samples.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.samples[1].weight, 0.0);
+  EXPECT_EQ(leaf_state(model, t.samples[1].stack), OffCpuState::kWaitingForCpu);
+  EXPECT_EQ(model.stacks().node(t.samples[1].stack).parent, ResolvedStackTree::kRoot);  // the state alone
+}
+
+}  // namespace
+}  // namespace bpfprof
