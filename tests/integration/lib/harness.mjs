@@ -272,13 +272,20 @@ export function hasUserChainAtLeaf(frames, chain) {
     const f = frames[i - (chain.length - 1) + k];
     if (f.name !== chain[k] || f.category !== 'User') return false;
   }
-  return frames.slice(i + 1).every((f) => f.category === 'Kernel');
+  // Below it: kernel frames, and for an off-CPU sample a state frame at the leaf.
+  return frames.slice(i + 1).every((f, k, rest) =>
+    f.category === 'Kernel' || (k === rest.length - 1 && STATE_FRAMES.has(f.name)));
 }
+
+export const STATE_FRAMES = new Set(['[sleeping]', '[I/O wait]', '[waiting for CPU]']);
 
 // Checks the kernel/user layout of one stack: some User frames from the root, then
 // Kernel frames to the leaf, never a User frame below a Kernel one.
 // Returns { kernel: number of Kernel frames, ordered: bool, user: the User frames }.
-export function splitUserKernel(frames) {
+export function splitUserKernel(allFrames) {
+  // An off-CPU sample ends in a state pseudo-frame ([sleeping], [I/O wait], [waiting for CPU]).
+  const frames = allFrames.length && STATE_FRAMES.has(allFrames[allFrames.length - 1].name)
+    ? allFrames.slice(0, -1) : allFrames;
   const firstKernel = frames.findIndex((f) => f.category === 'Kernel');
   if (firstKernel < 0) return { kernel: 0, ordered: true, user: frames };
   const below = frames.slice(firstKernel);
