@@ -82,7 +82,9 @@ void SessionModel::finish(MonotonicNs end) {
     const MonotonicNs thread_end = th.end && *th.end < end ? *th.end : end;
     if (th.off_cpu) switch_in(th, thread_end);
     if (th.short_off_cpu_ns) {
-      MonotonicNs at = th.samples.empty() ? th.start : th.samples.back().time;
+      // Shown when the latest of the waits began (never before the thread's last sample).
+      MonotonicNs at = th.last_short_off_cpu;
+      if (!th.samples.empty() && th.samples.back().time > at) at = th.samples.back().time;
       flush_short_off_cpu(th, at);
     }
     if (th.samples.empty() || th.unattributed_cpu_ns == 0) continue;
@@ -165,7 +167,8 @@ ThreadIndex SessionModel::live_thread(MonotonicNs t, Pid pid, Tid tid) {
 void SessionModel::on(MonotonicNs t, const ProcessStartEvent& e) {
   ProcessIndex p = start_process(t, e.pid, e.name, "");
   process(p).is_launcher = e.is_launcher;
-  start_thread(t, p, Tid{e.pid.value}, e.name);
+  ThreadIndex ti = start_thread(t, p, Tid{e.pid.value}, e.name);
+  thread(ti).last_cpu_time = CpuTimeNs{0};  // forked just now: all its runtime is ours to count
   address_spaces_[e.pid] = AddressSpace{};
 }
 
@@ -326,6 +329,7 @@ void SessionModel::switch_in(Thread& th, MonotonicNs t) {
   // Shorter than an interval: summed with the thread's other short waits, shown with the
   // stack of the longest of them once they add up to an interval.
   th.short_off_cpu_ns += blocked;
+  th.last_short_off_cpu = interval.since;
   if (blocked >= th.longest_short_off_cpu_ns) {
     th.longest_short_off_cpu_ns = blocked;
     th.short_off_cpu_stack = interval.stack;

@@ -102,6 +102,7 @@ struct Thread {
   std::optional<OffCpuInterval> off_cpu;  // open while the thread is off the CPU
   // Blocked intervals shorter than a sampling interval, summed until they make one.
   uint64_t short_off_cpu_ns = 0;
+  MonotonicNs last_short_off_cpu;  // when the latest of them began
   StackId short_off_cpu_stack = 0;
   uint64_t longest_short_off_cpu_ns = 0;
   std::vector<ThreadSample> samples;

@@ -108,9 +108,10 @@ TEST(SessionModel, ReturnAddressesAreNudgedAndTheLeafIsNot) {
   EXPECT_EQ(frames[2].address, 0x1100u - 1 - 0x1000 + 0x2000);
 }
 
+// The latest thread entry with that tid.
 const Thread& thread_with_tid(const SessionModel& model, int tid) {
-  for (const Thread& th : model.threads())
-    if (th.tid == Tid{tid}) return th;
+  for (auto it = model.threads().rbegin(); it != model.threads().rend(); ++it)
+    if (it->tid == Tid{tid}) return *it;
   throw std::runtime_error("no such thread");
 }
 
@@ -265,6 +266,42 @@ TEST(OffCpu, WithoutOffCpuASwitchOutIsAZeroWeightMarker) {
   EXPECT_DOUBLE_EQ(t.samples[1].weight, 0.0);
   EXPECT_EQ(leaf_state(model, t.samples[1].stack), OffCpuState::kWaitingForCpu);
   EXPECT_EQ(model.stacks().node(t.samples[1].stack).parent, ResolvedStackTree::kRoot);  // the state alone
+}
+
+}  // namespace
+}  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+TEST(OffCpu, ShortWaitsLeftAtTheEndAreShownWhenTheyHappened) {
+  SessionModel model;
+  model.configure(1000000, true);
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
+  model.add_sample(switch_out(1, 2, 1000000, OffCpuState::kSleeping), raw);
+  model.add_sample(switch_in(201, 2), raw);  // a long wait: one sample at 1 ms
+  // A short wait at 210 ms, then the thread ends without another sample.
+  model.add_sample(switch_out(210, 2, 1500000, OffCpuState::kWaitingForCpu), raw);
+  model.add_sample(SampleRecord{MonotonicNs{210500000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{0}, RawStackTree::kRoot,
+                                SampleKind::kSwitchIn},
+                   raw);
+  model.finish(ms(300));
+  const Thread& t = thread_with_tid(model, 2);
+  ASSERT_EQ(t.samples.size(), 2u);
+  EXPECT_EQ(t.samples[0].time, ms(1));
+  EXPECT_EQ(t.samples[1].time, ms(210));
+  EXPECT_DOUBLE_EQ(t.samples[1].weight, 0.5);
+}
+
+TEST(SessionModel, TheLaunchedCommandsCpuIsCountedFromItsFork) {
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ProcessStartEvent{Pid{9}, "cmd", true});
+  model.apply(ms(1), ExecEvent{Pid{9}, Tid{9}, Tid{9}, "cmd", "/bin/cmd"});
+  model.add_sample(SampleRecord{ms(5), Pid{9}, Tid{9}, Cpu{0}, CpuTimeNs{3000000}, RawStackTree::kRoot}, raw);
+  model.finish(ms(10));
+  EXPECT_EQ(thread_with_tid(model, 9).samples.at(0).cpu_delta_ns, 3000000u);
 }
 
 }  // namespace
