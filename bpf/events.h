@@ -47,6 +47,11 @@ struct bpfprof_sample_event {
   __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
 };
 
+/* The thread's stacks were captured less than a sampling interval ago: none was taken now
+ * (walking stacks at every switch of a switch-heavy thread costs more than it tells), the
+ * last one stands for this wait too. */
+#define BPFPROF_SWITCH_STACK_REUSED 1u
+
 /* A thread leaves the CPU. With off-CPU stacks on, `ips` holds its user then kernel stack
  * at that moment (as in bpfprof_sample_event); without, both depths are 0. */
 struct bpfprof_switch_out_event {
@@ -55,7 +60,7 @@ struct bpfprof_switch_out_event {
   __u32 state;       /* enum bpfprof_off_cpu_state */
   __u32 user_depth;
   __u32 kernel_depth;
-  __u32 reserved;
+  __u32 flags;       /* BPFPROF_SWITCH_STACK_REUSED */
   __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
 };
 

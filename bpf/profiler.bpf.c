@@ -16,6 +16,17 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u32 track_all = 0;
 /* Set before load: 1 records the stacks of threads leaving the CPU and when they return. */
 const volatile __u32 record_off_cpu = 0;
+/* Set before load: the sampling interval; a thread's off-CPU stack is taken at most once
+ * per interval. */
+const volatile __u64 off_cpu_stack_interval_ns = 1000000;
+
+/* When each thread's off-CPU stacks were last captured. */
+struct {
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, __u64);
+} off_cpu_stack_taken SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -168,12 +179,20 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
       fill_header(&e->header, BPFPROF_EVENT_SWITCH_OUT, prev_tgid, prev_tid);
       e->cpu_time_ns = prev->se.sum_exec_runtime;
       e->state = off_cpu_state(preempt, prev_state);
-      e->reserved = 0;
+      e->flags = 0;
       __u32 user_depth = 0, kernel_depth = 0;
       if (record_off_cpu) {
-        /* prev is still the current task here: these are the stacks it sleeps in. */
-        user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
-        kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+        __u64 *taken = bpf_task_storage_get(&off_cpu_stack_taken, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+        __u64 now = e->header.timestamp_ns;
+        if (taken && *taken && now - *taken < off_cpu_stack_interval_ns) {
+          e->flags = BPFPROF_SWITCH_STACK_REUSED;
+        } else {
+          if (taken)
+            *taken = now;
+          /* prev is still the current task here: these are the stacks it sleeps in. */
+          user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+          kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+        }
       }
       e->user_depth = user_depth;
       e->kernel_depth = kernel_depth;

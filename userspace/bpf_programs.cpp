@@ -24,7 +24,7 @@ void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const { profil
 void BpfPrograms::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 
-BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu) {
+BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns) {
   libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
     return 0;
@@ -33,6 +33,7 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu) {
   if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
   skeleton_->rodata->track_all = track_all_processes ? 1 : 0;
   skeleton_->rodata->record_off_cpu = record_off_cpu ? 1 : 0;
+  skeleton_->rodata->off_cpu_stack_interval_ns = sampling_interval_ns;
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error("cannot load the BPF programs (" + errno_text(err) +
                              "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
@@ -140,7 +141,8 @@ void BpfPrograms::decode(const void* data, size_t size) {
       RawStackId stack = intern_stack(reinterpret_cast<const uint64_t*>(e->ips), (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
       OffCpuState state = e->state >= 1 && e->state <= 3 ? static_cast<OffCpuState>(e->state) : OffCpuState::kSleeping;
       rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack,
-                                         SampleKind::kSwitchOut, state});
+                                         SampleKind::kSwitchOut, state,
+                                         (e->flags & BPFPROF_SWITCH_STACK_REUSED) != 0});
       ++rec.stats.switch_outs;
       break;
     }

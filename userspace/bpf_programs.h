@@ -18,7 +18,7 @@ namespace bpfprof {
 class BpfPrograms {
  public:
   // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
-  BpfPrograms(bool track_all_processes, bool record_off_cpu);
+  BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns);
   ~BpfPrograms();
   BpfPrograms(const BpfPrograms&) = delete;
   BpfPrograms& operator=(const BpfPrograms&) = delete;

@@ -122,7 +122,8 @@ int run_record(const RecordOptions& options) {
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
   try {
     output = open_output(options.output_path);  // fails now if the directory is not writable
-    bpf.emplace(/*track_all_processes=*/options.system_wide, recording.off_cpu);
+    bpf.emplace(/*track_all_processes=*/options.system_wide, recording.off_cpu,
+                1000000000ull / options.frequency_hz);
     std::vector<int> cpus = online_cpus();
     side_band.emplace(cpus);
     bpf->attach_lifecycle();

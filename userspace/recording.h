@@ -121,6 +121,9 @@ struct SampleRecord {
   RawStackId stack;
   SampleKind kind = SampleKind::kOnCpu;
   OffCpuState off_cpu_state = OffCpuState::kNone;  // for kSwitchOut
+  // kSwitchOut: no stack was taken (one was, less than an interval ago); the thread's last
+  // off-CPU stack stands for this wait.
+  bool reuses_last_stack = false;
 };
 
 struct RecordingStats {

@@ -306,7 +306,13 @@ void SessionModel::add_on_cpu_sample(Thread& th, const SampleRecord& sample, con
 
 void SessionModel::switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks) {
   record_runtime(th, sample.cpu_time);  // exact here: the scheduler just brought it up to date
-  StackId where = resolve(sample.pid, sample.stack, raw_stacks);
+  StackId where;
+  if (sample.reuses_last_stack && th.last_off_cpu_where) {
+    where = *th.last_off_cpu_where;
+  } else {
+    where = resolve(sample.pid, sample.stack, raw_stacks);
+    th.last_off_cpu_where = where;
+  }
   StackId stack = stacks_.intern(where, FrameKey{kOffCpuStateFrame, static_cast<uint64_t>(sample.off_cpu_state)});
   if (off_cpu_) {
     th.off_cpu = OffCpuInterval{sample.time, stack};

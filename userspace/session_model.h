@@ -100,6 +100,7 @@ struct Thread {
   // sample waits here; no sample gets more than the wall time since the one before.
   uint64_t unattributed_cpu_ns = 0;
   std::optional<OffCpuInterval> off_cpu;  // open while the thread is off the CPU
+  std::optional<StackId> last_off_cpu_where;  // its latest captured off-CPU stack
   // Blocked intervals shorter than a sampling interval, summed until they make one.
   uint64_t short_off_cpu_ns = 0;
   MonotonicNs last_short_off_cpu;  // when the latest of them began

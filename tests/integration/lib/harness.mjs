@@ -457,9 +457,17 @@ export function cliNameIs(cliName, name) {
 }
 
 // The self-time share of function `name` in a `thread samples --json` result (0 if absent).
+// Time a thread spent preempted, runnable, is not time it ran: shares of self time are
+// taken over the rest, so that a loaded machine does not change what a thread ran.
+function waitingForCpuShare(samplesJson) {
+  const f = samplesJson.topFunctionsBySelf.find((x) => x.name === '[waiting for CPU]');
+  return f ? f.selfPercentage / 100 : 0;
+}
+
 export function selfShare(samplesJson, name) {
   const f = samplesJson.topFunctionsBySelf.find((x) => cliNameIs(x.name, name));
-  return f ? f.selfPercentage / 100 : 0;
+  const running = 1 - waitingForCpuShare(samplesJson);
+  return f && running > 0 ? f.selfPercentage / 100 / running : 0;
 }
 
 export function totalShare(samplesJson, name) {
@@ -467,9 +475,9 @@ export function totalShare(samplesJson, name) {
   return f ? f.totalPercentage / 100 : 0;
 }
 
-// The hottest function by self time, as `<name>` without the library.
+// The hottest function by self time (waiting for CPU aside), as `<name>` without the library.
 export function hottestSelf(samplesJson) {
-  const top = samplesJson.topFunctionsBySelf[0];
+  const top = samplesJson.topFunctionsBySelf.find((x) => x.name !== '[waiting for CPU]');
   return top ? top.name.slice(top.name.lastIndexOf('!') + 1) : null;
 }
 
