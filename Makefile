@@ -31,3 +31,4 @@ clean:
 bench: build
 	$(BUILD_DIR)/bench/pipeline_bench
 	bench/system_wide_scale.sh
+	bench/offcpu_overhead.sh
