@@ -200,7 +200,12 @@ void SessionModel::on(MonotonicNs t, const ForkEvent& e) {
 void SessionModel::on(MonotonicNs t, const ExecEvent& e) {
   std::optional<CpuTimeNs> runtime;
   auto old_thread = live_threads_.find(e.old_tid);
-  if (old_thread != live_threads_.end()) runtime = thread(old_thread->second).last_cpu_time;
+  if (old_thread != live_threads_.end()) {
+    const Thread& before = thread(old_thread->second);
+    // The launcher's moments before the exec are left out of the profile, but the kernel
+    // counts them as this task's: the command's entry takes its runtime from the fork on.
+    runtime = processes_[before.process.value].is_launcher ? std::optional(CpuTimeNs{0}) : before.last_cpu_time;
+  }
   if (auto it = live_processes_.find(e.pid); it != live_processes_.end()) end_process(t, it->second);
 
   std::string name = e.filename.empty() ? e.comm : base_name(e.filename);

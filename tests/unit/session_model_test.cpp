@@ -298,6 +298,8 @@ TEST(SessionModel, TheLaunchedCommandsCpuIsCountedFromItsFork) {
   SessionModel model;
   RawStackTree raw;
   model.apply(ms(0), ProcessStartEvent{Pid{9}, "cmd", true});
+  // A sample of the launcher before its exec: left out of the profile, its CPU is not.
+  model.add_sample(SampleRecord{MonotonicNs{500000}, Pid{9}, Tid{9}, Cpu{0}, CpuTimeNs{400000}, RawStackTree::kRoot}, raw);
   model.apply(ms(1), ExecEvent{Pid{9}, Tid{9}, Tid{9}, "cmd", "/bin/cmd"});
   model.add_sample(SampleRecord{ms(5), Pid{9}, Tid{9}, Cpu{0}, CpuTimeNs{3000000}, RawStackTree::kRoot}, raw);
   model.finish(ms(10));
