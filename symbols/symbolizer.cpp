@@ -1,5 +1,7 @@
 #include "symbols/symbolizer.h"
 
+#include "symbols/demangle.h"
+
 #include <sys/utsname.h>
 
 #include <cstdio>
@@ -83,6 +85,11 @@ LibraryDescription Symbolizer::describe_library(const std::string& path, const s
   }
   d.code_id = hex_string(build_id);
   d.breakpad_id = breakpad_id_from_build_id(build_id);
+  if (const DwarfModule* dwarf = dwarf_for(readable_path); dwarf && !dwarf->debug_file().empty()) {
+    d.debug_path = dwarf->debug_file();
+    size_t slash = d.debug_path.find_last_of('/');
+    d.debug_name = slash == std::string::npos ? d.debug_path : d.debug_path.substr(slash + 1);
+  }
   return d;
 }
 
@@ -96,20 +103,41 @@ LibraryDescription Symbolizer::describe_kernel() {
   return d;
 }
 
-SymbolizedAddress Symbolizer::symbolize_in_file(const std::string& path, uint64_t file_offset) {
-  SymbolizedAddress result;
-  result.relative_address = file_offset;  // right for most PIE/.so segments when unreadable
+Symbolizer::Symbolizer(SymbolizerOptions options) : options_(std::move(options)) {}
+Symbolizer::~Symbolizer() = default;
+
+const DwarfModule* Symbolizer::dwarf_for(const std::string& path) {
+  auto [it, inserted] = dwarf_modules_.try_emplace(path);
+  if (inserted) it->second = DwarfModule::open(path, options_.symbol_dirs);
+  return it->second.get();
+}
+
+std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& path, uint64_t file_offset) {
+  SymbolizedFrame outer;
+  outer.relative_address = file_offset;  // right for most PIE/.so segments when unreadable
   std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
-  if (!elf) return result;
+  if (!elf) return {outer};
   std::optional<uint64_t> vaddr = elf->file_offset_to_vaddr(file_offset);
-  if (!vaddr) return result;
-  result.relative_address = *vaddr - elf->base_vaddr();
+  if (!vaddr) return {outer};
+  outer.relative_address = *vaddr - elf->base_vaddr();
   if (const Symbol* symbol = symbol_source_for(elf).lookup(*vaddr)) {
-    result.name = symbol->name;
-    result.symbol_relative_address = symbol->address - elf->base_vaddr();
-    result.symbol_size = symbol->size;
+    outer.symbol = NativeSymbolInfo{demangle(symbol->name), symbol->address - elf->base_vaddr(), symbol->size};
+    outer.name = outer.symbol->name;
   }
-  return result;
+  std::vector<SourceFunction> functions;
+  if (const DwarfModule* dwarf = dwarf_for(path)) functions = dwarf->functions_at(*vaddr);
+  if (functions.empty()) return {outer};
+
+  std::vector<SymbolizedFrame> frames;
+  for (size_t depth = 0; depth < functions.size(); ++depth) {
+    SymbolizedFrame f = outer;
+    f.name = demangle(functions[depth].name);
+    f.file = functions[depth].file;
+    f.line = functions[depth].line;
+    f.inline_depth = static_cast<uint32_t>(depth);
+    frames.push_back(std::move(f));
+  }
+  return frames;
 }
 
 const ElfFile& Symbolizer::symbol_source_for(const std::shared_ptr<const ElfFile>& binary) {
@@ -135,22 +163,22 @@ const KernelSymbols* Symbolizer::kernel_symbols() {
 
 bool Symbolizer::kernel_addresses_hidden() { return kernel_symbols() == nullptr; }
 
-SymbolizedAddress Symbolizer::symbolize_kernel(uint64_t address) {
-  SymbolizedAddress result;
+std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel(uint64_t address) {
+  SymbolizedFrame frame;
   const KernelSymbols* symbols = kernel_symbols();
   if (!symbols) {
-    result.relative_address = address;
-    result.name = "[kernel]";
-    return result;
+    frame.relative_address = address;
+    frame.name = "[kernel]";
+    return {frame};
   }
   const uint64_t base = symbols->text_start();
-  result.relative_address = address - base;
+  frame.relative_address = address - base;
   if (const KernelSymbol* symbol = symbols->lookup(address)) {
-    result.name = symbol->name;
-    result.symbol_relative_address = symbol->address - base;
-    result.symbol_size = symbol->end > symbol->address ? symbol->end - symbol->address : 0;
+    frame.name = symbol->name;
+    frame.symbol = NativeSymbolInfo{symbol->name, symbol->address - base,
+                                    symbol->end > symbol->address ? symbol->end - symbol->address : 0};
   }
-  return result;
+  return {frame};
 }
 
 }  // namespace bpfprof

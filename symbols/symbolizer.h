@@ -10,16 +10,32 @@
 #include <unordered_map>
 #include <vector>
 
+#include "symbols/dwarf_module.h"
 #include "symbols/kallsyms.h"
 #include "symbols/symbol_cache.h"
 
 namespace bpfprof {
 
-struct SymbolizedAddress {
-  uint64_t relative_address = 0;     // relative to the library's load base
-  std::optional<std::string> name;   // the function, when a symbol covers the address
-  uint64_t symbol_relative_address = 0;
-  uint64_t symbol_size = 0;
+struct SymbolizerOptions {
+  std::vector<std::string> symbol_dirs;  // --symbol-dir: more places for debug files
+};
+
+// The symbol (ELF symbol table) that contains an address.
+struct NativeSymbolInfo {
+  std::string name;  // demangled
+  uint64_t relative_address = 0;
+  uint64_t size = 0;
+};
+
+// One frame of what an address resolves to. An address where functions were inlined gives
+// several, outermost first, all with the same relative address and symbol.
+struct SymbolizedFrame {
+  std::string name;  // demangled; empty when nothing names the address
+  uint64_t relative_address = 0;  // relative to the library's load base
+  std::optional<std::string> file;
+  std::optional<uint32_t> line;
+  uint32_t inline_depth = 0;
+  std::optional<NativeSymbolInfo> symbol;
 };
 
 struct LibraryDescription {
@@ -40,14 +56,18 @@ std::vector<uint8_t> kernel_build_id();
 
 class Symbolizer {
  public:
+  explicit Symbolizer(SymbolizerOptions options = {});
+  ~Symbolizer();
+
   // `path` names the library in the profile, `readable_path` is where its file can be
   // read; `reported_build_id` is the one the kernel gave with the mapping (may be empty).
   LibraryDescription describe_library(const std::string& path, const std::string& readable_path,
                                       const std::string& reported_build_id);
   LibraryDescription describe_kernel();
 
-  SymbolizedAddress symbolize_in_file(const std::string& path, uint64_t file_offset);
-  SymbolizedAddress symbolize_kernel(uint64_t address);
+  // Never empty: at least one frame, possibly unnamed.
+  std::vector<SymbolizedFrame> symbolize_in_file(const std::string& path, uint64_t file_offset);
+  std::vector<SymbolizedFrame> symbolize_kernel(uint64_t address);
   bool kernel_addresses_hidden();
 
  private:
@@ -55,9 +75,12 @@ class Symbolizer {
   // The file whose symbol table names `binary`'s code: its separate debug file (found by
   // build-id) when the binary itself has no .symtab, else the binary.
   const ElfFile& symbol_source_for(const std::shared_ptr<const ElfFile>& binary);
+  const DwarfModule* dwarf_for(const std::string& path);
 
+  SymbolizerOptions options_;
   ElfCache elf_cache_;
   std::unordered_map<const ElfFile*, std::shared_ptr<const ElfFile>> symbol_sources_;
+  std::unordered_map<std::string, std::unique_ptr<DwarfModule>> dwarf_modules_;
   std::optional<KernelSymbols> kernel_symbols_;
   bool kernel_symbols_loaded_ = false;
 };

@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   record->add_flag("-a,--all", options.system_wide, "Record every process of the system");
   record->add_flag("--keep-idle-threads", options.keep_idle_threads, "Also write threads that got no sample");
+  record->add_option("--symbol-dir", options.symbol_dirs,
+                     "Also look for debug files in DIR (DIR/.build-id/xx/rest.debug, DIR/<debuglink>); repeatable")
+      ->check(CLI::ExistingDirectory)
+      ->type_name("DIR");
   auto* off_cpu = record->add_flag_callback("--off-cpu", [&] { options.off_cpu = true; },
                                             "Record where threads wait while off the CPU, and for how long "
                                             "(default: on for a command and -p, off for -a)");

@@ -52,6 +52,14 @@ void MappedFiles::resolve(std::vector<LifecycleEvent>& events, size_t from) {
     if (ns != 0 && ns != own_namespace_) {
       m.mount_namespace = ns;
       fd = hold(std::to_string(ns) + ":" + m.path, pid_dir + "/root" + m.path);
+    } else if (!m.build_id.empty()) {
+      // Reported by the kernel as it was mapped: opened now, while the process surely has
+      // it mapped, so that a binary deleted or replaced before the end is still read.
+      char range[64];
+      snprintf(range, sizeof(range), "/map_files/%" PRIx64 "-%" PRIx64, m.start, m.start + m.length);
+      std::string id;
+      for (unsigned char c : m.build_id) id += "0123456789abcdef"[c >> 4], id += "0123456789abcdef"[c & 15];
+      fd = hold("build-id " + id + ":" + m.path, pid_dir + range);
     } else if (m.inode != 0) {
       // A mapping from a /proc snapshot at attach (MMAP2 records come with a build-id
       // instead): its file is opened now, so that replacing or deleting it later changes

@@ -2,6 +2,8 @@
 // path will not lead to its file then, the file is opened while the process lives and kept
 // open until the end:
 // - a process in another mount namespace (a container): through /proc/PID/root/PATH;
+// - every file the kernel reports mapped (MMAP2, with its build-id), when the record is
+//   read: through /proc/PID/map_files/START-END, so a binary deleted later is still read;
 // - every file mapped by a process we attach to (-p, -a), at attach: through
 //   /proc/PID/map_files/START-END, so that deleting or replacing it later changes nothing.
 #pragma once

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -89,9 +90,13 @@ struct SharedTables {
   struct Func {
     StringIndex name;
     int32_t resource;
+    int32_t source;  // index into sources, -1 → null
   };
   std::vector<Func> funcs;
-  std::map<std::pair<int32_t, std::string>, int32_t> func_index;  // (resource, name)
+  std::map<std::tuple<int32_t, std::string, int32_t>, int32_t> func_index;  // (resource, name, source)
+
+  std::vector<StringIndex> source_filenames;  // the sources table
+  std::unordered_map<std::string, int32_t> source_index;
 
   struct NativeSymbol {
     int32_t lib;
@@ -108,13 +113,22 @@ struct SharedTables {
     int32_t category;
     int32_t func;
     int32_t native_symbol;  // -1 → null
+    int32_t inline_depth = 0;
+    int64_t line = -1;      // -1 → null
   };
   std::vector<Frame> frames;
-  std::unordered_map<FrameKey, int32_t, FrameKeyHash> frame_index;
+  // The frames one address becomes, outermost first (several where functions were inlined).
+  std::unordered_map<FrameKey, std::vector<int32_t>, FrameKeyHash> frame_index;
 
-  int32_t func_for(int32_t resource, const std::string& name) {
-    auto [it, inserted] = func_index.try_emplace({resource, name}, static_cast<int32_t>(funcs.size()));
-    if (inserted) funcs.push_back(Func{strings.intern(name), resource});
+  int32_t source_for(const std::optional<std::string>& filename) {
+    if (!filename) return -1;
+    auto [it, inserted] = source_index.try_emplace(*filename, static_cast<int32_t>(source_filenames.size()));
+    if (inserted) source_filenames.push_back(strings.intern(*filename));
+    return it->second;
+  }
+  int32_t func_for(int32_t resource, const std::string& name, int32_t source = -1) {
+    auto [it, inserted] = func_index.try_emplace({resource, name, source}, static_cast<int32_t>(funcs.size()));
+    if (inserted) funcs.push_back(Func{strings.intern(name), resource, source});
     return it->second;
   }
   int32_t native_symbol_for(int32_t lib, uint64_t address, const std::string& name, uint64_t size) {
@@ -127,20 +141,22 @@ struct SharedTables {
 class ProfileBuilder {
  public:
   ProfileBuilder(const SessionModel& model, const Recording& recording, const ProfileOptions& options)
-      : model_(model), recording_(recording), options_(options) {}
+      : model_(model), recording_(recording), options_(options), symbolizer_(SymbolizerOptions{options.symbol_dirs}) {}
 
-  void build_frames() {
+  // Maps every stack of the model to a stack of output frames: a model frame becomes one
+  // output frame per function inlined at its address.
+  void build_stacks() {
     const auto& nodes = model_.stacks().nodes();
-    stack_frame_.reserve(nodes.size());
-    stack_prefix_.reserve(nodes.size());
+    output_stack_of_.reserve(nodes.size());
     for (const auto& node : nodes) {
-      stack_frame_.push_back(frame_for(node.key));
       StackId prefix = node.parent;
       // An off-CPU stack is taken from inside our sched_switch program: the tracing frames
       // between __schedule and the state frame are the profiler's, not the thread's.
       if (node.key.lib == kOffCpuStateFrame)
         while (prefix != ResolvedStackTree::kRoot && is_tracing_frame(nodes[prefix].key)) prefix = nodes[prefix].parent;
-      stack_prefix_.push_back(prefix);
+      OutputStackTree::NodeId out = prefix == ResolvedStackTree::kRoot ? OutputStackTree::kRoot : output_stack_of_[prefix];
+      for (int32_t frame : frames_for(node.key)) out = output_stacks_.intern(out, frame);
+      output_stack_of_.push_back(out);
     }
   }
 
@@ -162,43 +178,50 @@ class ProfileBuilder {
 
   bool is_tracing_frame(const FrameKey& key) {
     if (key.lib != kKernelLib) return false;
-    const std::string& name = tables_.strings.strings()[tables_.funcs[tables_.frames[frame_for(key)].func].name.value];
+    const std::string& name = tables_.strings.strings()[tables_.funcs[tables_.frames[frames_for(key).back()].func].name.value];
     return name.starts_with("bpf_prog_") || name.starts_with("bpf_trace_run") || name.starts_with("__bpf_trace_") ||
            name.starts_with("__traceiter_") || name.starts_with("bpf_trampoline_");
   }
 
-  int32_t frame_for(const FrameKey& key) {
+  int32_t add_frame(const SharedTables::Frame& frame) {
+    tables_.frames.push_back(frame);
+    return static_cast<int32_t>(tables_.frames.size() - 1);
+  }
+
+  const std::vector<int32_t>& frames_for(const FrameKey& key) {
     auto it = tables_.frame_index.find(key);
     if (it != tables_.frame_index.end()) return it->second;
+    std::vector<int32_t> frames;
 
-    SharedTables::Frame frame{-1, -1, kCategoryUser, -1, -1};
     if (key.lib == kOffCpuStateFrame) {
       StateFrame state = state_frame(key.address);
-      frame.category = state.category;
-      frame.func = tables_.func_for(-1, state.name);
+      frames.push_back(add_frame({-1, -1, state.category, tables_.func_for(-1, state.name), -1}));
     } else if (key.lib == kNoLib) {
-      frame.func = tables_.func_for(-1, hex_address(key.address));
+      frames.push_back(add_frame({-1, -1, kCategoryUser, tables_.func_for(-1, hex_address(key.address)), -1}));
     } else {
       const bool kernel = key.lib == kKernelLib;
-      frame.category = kernel ? kCategoryKernel : kCategoryUser;
       const int32_t lib = output_lib(key.lib);
-      SymbolizedAddress s = kernel ? symbolizer_.symbolize_kernel(key.address)
-                                   : symbolizer_.symbolize_in_file(model_.library(key.lib).readable_path(), key.address);
-      if (s.relative_address <= kMaxRelativeAddress) {
-        frame.address = static_cast<int64_t>(s.relative_address);
-        frame.lib = lib;
+      std::vector<SymbolizedFrame> symbolized =
+          kernel ? symbolizer_.symbolize_kernel(key.address)
+                 : symbolizer_.symbolize_in_file(model_.library(key.lib).readable_path(), key.address);
+      for (const SymbolizedFrame& s : symbolized) {
+        SharedTables::Frame frame{-1, -1, kernel ? kCategoryKernel : kCategoryUser, -1, -1};
+        if (s.relative_address <= kMaxRelativeAddress) {
+          frame.address = static_cast<int64_t>(s.relative_address);
+          frame.lib = lib;
+        }
+        std::string name = !s.name.empty() ? s.name
+                           : kernel        ? hex_address(key.address)
+                                           : tables_.libs[lib].name + "+" + hex_address(s.relative_address);
+        frame.func = tables_.func_for(lib, name, tables_.source_for(s.file));
+        if (s.symbol && frame.lib >= 0 && s.symbol->relative_address <= kMaxRelativeAddress)
+          frame.native_symbol = tables_.native_symbol_for(lib, s.symbol->relative_address, s.symbol->name, s.symbol->size);
+        frame.inline_depth = static_cast<int32_t>(s.inline_depth);
+        if (s.line) frame.line = *s.line;
+        frames.push_back(add_frame(frame));
       }
-      std::string name = s.name ? *s.name
-                         : kernel ? hex_address(key.address)
-                                  : tables_.libs[lib].name + "+" + hex_address(s.relative_address);
-      frame.func = tables_.func_for(lib, name);
-      if (s.name && frame.lib >= 0 && s.symbol_relative_address <= kMaxRelativeAddress)
-        frame.native_symbol = tables_.native_symbol_for(lib, s.symbol_relative_address, name, s.symbol_size);
     }
-    int32_t index = static_cast<int32_t>(tables_.frames.size());
-    tables_.frames.push_back(frame);
-    tables_.frame_index.emplace(key, index);
-    return index;
+    return tables_.frame_index.emplace(key, std::move(frames)).first->second;
   }
 
   void write_meta(JsonWriter& w, size_t thread_count);
@@ -216,8 +239,9 @@ class ProfileBuilder {
   const ProfileOptions& options_;
   Symbolizer symbolizer_;
   SharedTables tables_;
-  std::vector<int32_t> stack_frame_;    // stack index -> frame index
-  std::vector<StackId> stack_prefix_;  // stack index -> its caller's stack index
+  using OutputStackTree = PrefixTree<int32_t>;  // of frame indices: the profile's stackTable
+  OutputStackTree output_stacks_;
+  std::vector<OutputStackTree::NodeId> output_stack_of_;  // model stack -> output stack
 };
 
 template <typename T, typename F>
@@ -367,22 +391,19 @@ void ProfileBuilder::write_shared(JsonWriter& w) {
   w.key("shared");
   w.begin_object();
 
-  // Stacks: the resolved prefix tree, parents before children.
-  const auto& nodes = model_.stacks().nodes();
+  // Stacks: a prefix tree, parents before children.
+  const auto& stacks = output_stacks_.nodes();
   w.key("stackTable");
   w.begin_object();
-  w.key("frame");
-  w.begin_array();
-  for (int32_t f : stack_frame_) w.number(int64_t{f});
-  w.end_array();
+  write_column(w, "frame", stacks, [&](const auto& node) { w.number(int64_t{node.key}); });
   w.key("prefixOffset");
   w.begin_array();
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    StackId parent = stack_prefix_[i];
-    w.number(parent == ResolvedStackTree::kRoot ? uint64_t{0} : static_cast<uint64_t>(i - parent));
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    auto parent = stacks[i].parent;
+    w.number(parent == OutputStackTree::kRoot ? uint64_t{0} : static_cast<uint64_t>(i - parent));
   }
   w.end_array();
-  length(nodes.size());
+  length(stacks.size());
   w.end_object();
 
   const auto& frames = tables_.frames;
@@ -390,7 +411,7 @@ void ProfileBuilder::write_shared(JsonWriter& w) {
   w.begin_object();
   write_column(w, "address", frames, [&](const auto& f) { w.number(f.address); });
   write_column(w, "lib", frames, [&](const auto& f) { w.number(int64_t{f.lib}); });
-  write_column(w, "inlineDepth", frames, [&](const auto&) { w.number(int64_t{0}); });
+  write_column(w, "inlineDepth", frames, [&](const auto& f) { w.number(int64_t{f.inline_depth}); });
   write_column(w, "category", frames, [&](const auto& f) { w.number(int64_t{f.category}); });
   write_column(w, "subcategory", frames, [&](const auto&) { w.number(int64_t{0}); });
   write_column(w, "func", frames, [&](const auto& f) { w.number(int64_t{f.func}); });
@@ -401,7 +422,12 @@ void ProfileBuilder::write_shared(JsonWriter& w) {
       w.number(int64_t{f.native_symbol});
   });
   write_column(w, "innerWindowID", frames, [&](const auto&) { w.number(int64_t{0}); });
-  nulls("line", frames.size());
+  write_column(w, "line", frames, [&](const auto& f) {
+    if (f.line < 0)
+      w.null();
+    else
+      w.number(f.line);
+  });
   nulls("column", frames.size());
   nulls("originalLocation", frames.size());
   length(frames.size());
@@ -414,7 +440,12 @@ void ProfileBuilder::write_shared(JsonWriter& w) {
   write_column(w, "isJS", funcs, [&](const auto&) { w.boolean(false); });
   write_column(w, "relevantForJS", funcs, [&](const auto&) { w.boolean(false); });
   write_column(w, "resource", funcs, [&](const auto& f) { w.number(int64_t{f.resource}); });
-  nulls("source", funcs.size());
+  write_column(w, "source", funcs, [&](const auto& f) {
+    if (f.source < 0)
+      w.null();
+    else
+      w.number(int64_t{f.source});
+  });
   nulls("lineNumber", funcs.size());
   nulls("columnNumber", funcs.size());
   nulls("originalLocation", funcs.size());
@@ -444,7 +475,17 @@ void ProfileBuilder::write_shared(JsonWriter& w) {
   length(symbols.size());
   w.end_object();
 
-  write_empty_table(w, "sources", {"id", "filename", "startLine", "startColumn", "sourceMapURL", "content"});
+  const auto& sources = tables_.source_filenames;
+  w.key("sources");
+  w.begin_object();
+  nulls("id", sources.size());
+  write_column(w, "filename", sources, [&](StringIndex name) { w.number(uint64_t{name.value}); });
+  write_column(w, "startLine", sources, [&](StringIndex) { w.number(int64_t{1}); });
+  write_column(w, "startColumn", sources, [&](StringIndex) { w.number(int64_t{1}); });
+  nulls("sourceMapURL", sources.size());
+  nulls("content", sources.size());
+  length(sources.size());
+  w.end_object();
   write_empty_table(w, "sourceLocationTable", {"source", "line", "column"});
 
   w.key("stringArray");
@@ -495,7 +536,7 @@ void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
     if (s.stack == ResolvedStackTree::kRoot)
       w.null();
     else
-      w.number(uint64_t{s.stack});
+      w.number(uint64_t{output_stack_of_[s.stack]});
   });
   write_column(w, "time", samples, [&](const ThreadSample& s) { w.number(ms_since(zero, s.time)); });
   write_column(w, "threadCPUDelta", samples, [&](const ThreadSample& s) { w.number(s.cpu_delta_ns); });
@@ -537,7 +578,7 @@ void ProfileBuilder::assign_pid_strings(const std::vector<const Thread*>& thread
 }
 
 ProfileSummary ProfileBuilder::write(OutputSink& sink) {
-  build_frames();
+  build_stacks();
   ProfileSummary summary;
   std::vector<const Thread*> threads;
   std::set<uint32_t> processes;

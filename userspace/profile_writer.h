@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "userspace/output_file.h"
 #include "userspace/recording.h"
@@ -21,6 +23,7 @@ struct ProfileSummary {
 
 struct ProfileOptions {
   bool keep_idle_threads = false;  // threads without samples are left out unless set
+  std::vector<std::string> symbol_dirs;  // more places to look for debug files
 };
 
 ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink,

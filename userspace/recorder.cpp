@@ -236,7 +236,7 @@ int run_record(const RecordOptions& options) {
   try {
     SessionModel model;
     model.replay(recording);
-    ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads});
+    ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs});
     output->commit();
     auto ms_between = [](MonotonicNs a, MonotonicNs b) { return (static_cast<double>(b.value) - a.value) / 1e6; };
     fprintf(stderr, "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms; profile written %.0f ms after the end\n",

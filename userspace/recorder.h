@@ -21,6 +21,7 @@ struct RecordOptions {
   // Stacks of threads while they wait, and for how long. Unset: on for a command and -p,
   // off for -a.
   std::optional<bool> off_cpu;
+  std::vector<std::string> symbol_dirs;  // --symbol-dir: more places to look for debug files
 };
 
 // Returns the exit status for bpfprof: the command's status when one was launched; 2 for

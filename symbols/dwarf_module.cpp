@@ -1,0 +1,170 @@
+#include "symbols/dwarf_module.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace bpfprof {
+
+namespace {
+
+// The CRC-32 that .gnu_debuglink records for its debug file.
+uint32_t file_crc32(int fd) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  unsigned char buf[65536];
+  ssize_t n;
+  off_t offset = 0;
+  while ((n = pread(fd, buf, sizeof(buf), offset)) > 0) {
+    crc = crc32(crc, buf, static_cast<uInt>(n));
+    offset += n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::optional<std::string> string_attribute(Dwarf_Die* die, unsigned int name) {
+  Dwarf_Attribute attribute;
+  if (!dwarf_attr_integrate(die, name, &attribute)) return std::nullopt;
+  const char* s = dwarf_formstring(&attribute);
+  return s ? std::optional<std::string>(s) : std::nullopt;
+}
+
+std::string function_name(Dwarf_Die* die) {
+  if (auto linkage = string_attribute(die, DW_AT_linkage_name)) return *linkage;
+  if (auto linkage = string_attribute(die, DW_AT_MIPS_linkage_name)) return *linkage;
+  if (auto name = string_attribute(die, DW_AT_name)) return *name;
+  return "??";
+}
+
+// Where a function was inlined from: the call site recorded on its inlined_subroutine DIE.
+void call_site(Dwarf_Die* inlined, Dwarf_Die* cu, SourceFunction& caller) {
+  Dwarf_Attribute attribute;
+  Dwarf_Word value;
+  if (dwarf_attr(inlined, DW_AT_call_line, &attribute) && dwarf_formudata(&attribute, &value) == 0)
+    caller.line = static_cast<uint32_t>(value);
+  if (dwarf_attr(inlined, DW_AT_call_file, &attribute) && dwarf_formudata(&attribute, &value) == 0) {
+    Dwarf_Files* files;
+    size_t count;
+    if (dwarf_getsrcfiles(cu, &files, &count) == 0 && value < count) {
+      if (const char* file = dwarf_filesrc(files, value, nullptr, nullptr)) caller.file = file;
+    }
+  }
+}
+
+}  // namespace
+
+int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char* module_name, Dwarf_Addr base,
+                                const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                                char** debuginfo_file_name) {
+  int fd = dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name, debuglink_file,
+                                        debuglink_crc, debuginfo_file_name);
+  if (fd >= 0 || !debuglink_file) return fd;
+  // libdwfl looks for a debuglink file next to the binary and under the path's directories
+  // joined with the binary's own directory; a --symbol-dir may also hold it directly.
+  auto* self = static_cast<DwarfModule*>(*userdata);
+  if (!self) return -1;
+  for (const std::string& dir : self->symbol_dirs_) {
+    std::string candidate = dir + "/" + debuglink_file;
+    int candidate_fd = ::open(candidate.c_str(), O_RDONLY | O_CLOEXEC);
+    if (candidate_fd < 0) continue;
+    if (debuglink_crc == 0 || file_crc32(candidate_fd) == debuglink_crc) {
+      *debuginfo_file_name = strdup(candidate.c_str());
+      return candidate_fd;
+    }
+    close(candidate_fd);
+  }
+  return -1;
+}
+
+std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path, const std::vector<std::string>& symbol_dirs) {
+  std::unique_ptr<DwarfModule> m(new DwarfModule());
+  m->symbol_dirs_ = symbol_dirs;
+  // Searched: next to the file, its .debug/ dir, /usr/lib/debug, then each --symbol-dir
+  // (each also as DIR/.build-id/xx/rest.debug).
+  m->debuginfo_path_ = ":.debug:/usr/lib/debug";
+  for (const std::string& dir : symbol_dirs) m->debuginfo_path_ += ":" + dir;
+  m->debuginfo_path_ptr_ = m->debuginfo_path_.data();
+  m->callbacks_.find_elf = dwfl_build_id_find_elf;
+  m->callbacks_.find_debuginfo = &DwarfModule::find_debuginfo;
+  m->callbacks_.section_address = dwfl_offline_section_address;
+  m->callbacks_.debuginfo_path = &m->debuginfo_path_ptr_;
+  m->dwfl_ = dwfl_begin(&m->callbacks_);
+  if (!m->dwfl_) return nullptr;
+  dwfl_report_begin(m->dwfl_);
+  m->module_ = dwfl_report_offline(m->dwfl_, path.c_str(), path.c_str(), -1);
+  dwfl_report_end(m->dwfl_, nullptr, nullptr);
+  if (!m->module_) return nullptr;
+  // find_debuginfo reaches its DwarfModule through the module's userdata.
+  void** userdata = nullptr;
+  dwfl_module_info(m->module_, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  if (userdata) *userdata = m.get();
+  GElf_Addr bias = 0;
+  if (!dwfl_module_getelf(m->module_, &bias)) return nullptr;
+  m->bias_ = bias;
+  Dwarf_Addr dwarf_bias;
+  if (dwfl_module_getdwarf(m->module_, &dwarf_bias)) {
+    const char* debug_file = nullptr;
+    dwfl_module_info(m->module_, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &debug_file);
+    if (debug_file) m->debug_file_ = debug_file;
+  }
+  return m;
+}
+
+DwarfModule::~DwarfModule() {
+  if (dwfl_) dwfl_end(dwfl_);
+}
+
+std::vector<SourceFunction> DwarfModule::functions_at(uint64_t vaddr) const {
+  std::vector<SourceFunction> innermost_first;
+  const Dwarf_Addr address = vaddr + bias_;
+  Dwarf_Addr cu_bias = 0;
+  Dwarf_Die* cu = dwfl_module_addrdie(module_, address, &cu_bias);
+  if (!cu) return {};
+
+  // The innermost function scope at the address, then, from each inlined instance, the
+  // function scope around it in the concrete tree (its caller). dwarf_getscopes alone would
+  // continue into the inlined function's abstract definition instead.
+  Dwarf_Die* scopes = nullptr;
+  int count = dwarf_getscopes(cu, address - cu_bias, &scopes);
+  std::optional<Dwarf_Die> function;
+  for (int i = 0; i < count && !function; ++i) {
+    int tag = dwarf_tag(&scopes[i]);
+    if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) function = scopes[i];
+  }
+  free(scopes);
+  constexpr size_t kMaxInlineDepth = 64;  // guards against malformed DWARF
+  std::optional<Dwarf_Die> inlined_callee;  // its call site is a line of `function`
+  while (function && innermost_first.size() < kMaxInlineDepth) {
+    Dwarf_Die current = *function;
+    SourceFunction f{function_name(&current), std::nullopt, std::nullopt};
+    if (inlined_callee) call_site(&*inlined_callee, cu, f);
+    innermost_first.push_back(std::move(f));
+    if (dwarf_tag(&current) != DW_TAG_inlined_subroutine) break;
+    inlined_callee = current;
+    function.reset();
+    Dwarf_Die* outer = nullptr;
+    int outer_count = dwarf_getscopes_die(&current, &outer);
+    for (int i = 1; i < outer_count && !function; ++i) {  // outer[0] is `current` itself
+      int tag = dwarf_tag(&outer[i]);
+      if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) function = outer[i];
+    }
+    free(outer);
+  }
+  // The innermost function's own line comes from the line table.
+  if (!innermost_first.empty()) {
+    if (Dwfl_Line* line = dwfl_module_getsrc(module_, address)) {
+      int lineno = 0;
+      if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+        innermost_first.front().file = file;
+        if (lineno > 0) innermost_first.front().line = static_cast<uint32_t>(lineno);
+      }
+    }
+  }
+  return {innermost_first.rbegin(), innermost_first.rend()};
+}
+
+}  // namespace bpfprof

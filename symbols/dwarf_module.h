@@ -1,0 +1,56 @@
+// One ELF file read through libdwfl: its DWARF (found in the file, or in a separate debug
+// file by build-id or .gnu_debuglink, under /usr/lib/debug, next to the file, in the
+// --symbol-dir directories, or through debuginfod when DEBUGINFOD_URLS is set), giving for
+// an address the chain of functions inlined there, with source file and line.
+#pragma once
+
+#include <elfutils/libdwfl.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bpfprof {
+
+struct SourceFunction {
+  std::string name;  // linkage name when DWARF has one (mangled), else the plain name
+  std::optional<std::string> file;
+  std::optional<uint32_t> line;
+};
+
+class DwarfModule {
+ public:
+  // nullptr when libdwfl cannot read the file at all.
+  static std::unique_ptr<DwarfModule> open(const std::string& path, const std::vector<std::string>& symbol_dirs);
+  ~DwarfModule();
+  DwarfModule(const DwarfModule&) = delete;
+  DwarfModule& operator=(const DwarfModule&) = delete;
+
+  // The functions at `vaddr` (an address of the file's own address space), outermost
+  // first: the real function, then each function inlined into the previous one. Empty when
+  // there is no DWARF for that address.
+  std::vector<SourceFunction> functions_at(uint64_t vaddr) const;
+
+  // The separate debug file that was found, if any.
+  const std::string& debug_file() const { return debug_file_; }
+
+ private:
+  DwarfModule() = default;
+
+  std::string debuginfo_path_;  // what libdwfl's standard search walks
+  char* debuginfo_path_ptr_ = nullptr;
+  std::vector<std::string> symbol_dirs_;
+  Dwfl_Callbacks callbacks_{};
+  Dwfl* dwfl_ = nullptr;
+  Dwfl_Module* module_ = nullptr;
+  Dwarf_Addr bias_ = 0;  // libdwfl address = file vaddr + bias
+  std::string debug_file_;
+
+  static int find_debuginfo(Dwfl_Module* module, void** userdata, const char* module_name, Dwarf_Addr base,
+                            const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                            char** debuginfo_file_name);
+};
+
+}  // namespace bpfprof
