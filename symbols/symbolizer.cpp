@@ -1,8 +1,11 @@
 #include "symbols/symbolizer.h"
 
 #include "symbols/demangle.h"
+#include "symbols/proc_maps.h"
 
+#include <sys/mman.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -81,7 +84,7 @@ LibraryDescription Symbolizer::describe_library(const std::string& path, const s
   d.arch = machine_arch();
   std::vector<uint8_t> build_id(reported_build_id.begin(), reported_build_id.end());
   if (build_id.empty()) {
-    if (auto elf = elf_cache_.get(readable_path)) build_id = elf->build_id();
+    if (auto elf = elf_cache_.get(file_for(readable_path))) build_id = elf->build_id();
   }
   d.code_id = hex_string(build_id);
   d.breakpad_id = breakpad_id_from_build_id(build_id);
@@ -104,7 +107,31 @@ LibraryDescription Symbolizer::describe_kernel() {
 }
 
 Symbolizer::Symbolizer(SymbolizerOptions options) : options_(std::move(options)) {}
-Symbolizer::~Symbolizer() = default;
+Symbolizer::~Symbolizer() {
+  if (vdso_fd_ >= 0) close(vdso_fd_);
+}
+
+const std::string& Symbolizer::file_for(const std::string& path) {
+  if (path != "[vdso]") return path;
+  if (!vdso_file_) {
+    vdso_file_ = std::string();
+    std::optional<std::vector<MapEntry>> maps = read_proc_maps(getpid());
+    for (const MapEntry& m : maps.value_or(std::vector<MapEntry>{})) {
+      if (m.path != "[vdso]") continue;
+      int fd = memfd_create("bpfprof-vdso", MFD_CLOEXEC);
+      if (fd < 0) break;
+      const auto* image = reinterpret_cast<const char*>(m.start);
+      if (write(fd, image, m.end - m.start) == static_cast<ssize_t>(m.end - m.start)) {
+        vdso_fd_ = fd;
+        vdso_file_ = "/proc/self/fd/" + std::to_string(fd);
+      } else {
+        close(fd);
+      }
+      break;
+    }
+  }
+  return vdso_file_->empty() ? path : *vdso_file_;
+}
 
 const DwarfModule* Symbolizer::dwarf_for(const std::string& path) {
   auto [it, inserted] = dwarf_modules_.try_emplace(path);
@@ -112,7 +139,8 @@ const DwarfModule* Symbolizer::dwarf_for(const std::string& path) {
   return it->second.get();
 }
 
-std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& path, uint64_t file_offset) {
+std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& library_path, uint64_t file_offset) {
+  const std::string& path = file_for(library_path);
   SymbolizedFrame outer;
   outer.relative_address = file_offset;  // right for most PIE/.so segments when unreadable
   std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
@@ -162,6 +190,20 @@ const KernelSymbols* Symbolizer::kernel_symbols() {
 }
 
 bool Symbolizer::kernel_addresses_hidden() { return kernel_symbols() == nullptr; }
+
+std::vector<SymbolizedFrame> Symbolizer::symbolize_jit(int pid, uint64_t address) {
+  auto [it, inserted] = perf_maps_.try_emplace(pid);
+  if (inserted) it->second = PerfMap::load("/tmp/perf-" + std::to_string(pid) + ".map");
+  SymbolizedFrame frame;
+  frame.relative_address = address;
+  if (it->second) {
+    if (const PerfMapEntry* entry = it->second->lookup(address)) {
+      frame.name = demangle(entry->name);
+      frame.symbol = NativeSymbolInfo{frame.name, entry->start, entry->size};
+    }
+  }
+  return {frame};
+}
 
 std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel(uint64_t address) {
   SymbolizedFrame frame;

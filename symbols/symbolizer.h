@@ -12,6 +12,7 @@
 
 #include "symbols/dwarf_module.h"
 #include "symbols/kallsyms.h"
+#include "symbols/perf_map.h"
 #include "symbols/symbol_cache.h"
 
 namespace bpfprof {
@@ -68,6 +69,9 @@ class Symbolizer {
   // Never empty: at least one frame, possibly unnamed.
   std::vector<SymbolizedFrame> symbolize_in_file(const std::string& path, uint64_t file_offset);
   std::vector<SymbolizedFrame> symbolize_kernel(uint64_t address);
+  // Code in a process's anonymous executable memory (JITs), named through its
+  // /tmp/perf-PID.map when it has one; `address` is absolute.
+  std::vector<SymbolizedFrame> symbolize_jit(int pid, uint64_t address);
   bool kernel_addresses_hidden();
 
  private:
@@ -76,11 +80,17 @@ class Symbolizer {
   // build-id) when the binary itself has no .symtab, else the binary.
   const ElfFile& symbol_source_for(const std::shared_ptr<const ElfFile>& binary);
   const DwarfModule* dwarf_for(const std::string& path);
+  // Where to read a library's file: "[vdso]" is this process's own copy of the vDSO image
+  // (the kernel maps the same one into every process), saved once to a memfd.
+  const std::string& file_for(const std::string& path);
 
   SymbolizerOptions options_;
+  std::optional<std::string> vdso_file_;  // "/proc/self/fd/N", empty if unavailable
+  int vdso_fd_ = -1;
   ElfCache elf_cache_;
   std::unordered_map<const ElfFile*, std::shared_ptr<const ElfFile>> symbol_sources_;
   std::unordered_map<std::string, std::unique_ptr<DwarfModule>> dwarf_modules_;
+  std::unordered_map<int, std::optional<PerfMap>> perf_maps_;
   std::optional<KernelSymbols> kernel_symbols_;
   bool kernel_symbols_loaded_ = false;
 };

@@ -167,8 +167,14 @@ class ProfileBuilder {
     auto it = tables_.lib_index.find(id.value);
     if (it != tables_.lib_index.end()) return it->second;
     const Library& lib = model_.library(id);
-    LibraryDescription d = id == kKernelLib ? symbolizer_.describe_kernel()
-                                            : symbolizer_.describe_library(lib.path, lib.readable_path(), lib.build_id);
+    LibraryDescription d;
+    if (id == kKernelLib) {
+      d = symbolizer_.describe_kernel();
+    } else if (lib.anonymous_memory_of) {
+      d.name = d.path = d.debug_name = d.debug_path = "[anon]";
+    } else {
+      d = symbolizer_.describe_library(lib.path, lib.readable_path(), lib.build_id);
+    }
     int32_t index = static_cast<int32_t>(tables_.libs.size());
     tables_.resource_name.push_back(tables_.strings.intern(d.name));
     tables_.libs.push_back(std::move(d));
@@ -201,18 +207,20 @@ class ProfileBuilder {
     } else {
       const bool kernel = key.lib == kKernelLib;
       const int32_t lib = output_lib(key.lib);
+      const Library& library = model_.library(key.lib);
       std::vector<SymbolizedFrame> symbolized =
-          kernel ? symbolizer_.symbolize_kernel(key.address)
-                 : symbolizer_.symbolize_in_file(model_.library(key.lib).readable_path(), key.address);
+          kernel                        ? symbolizer_.symbolize_kernel(key.address)
+          : library.anonymous_memory_of ? symbolizer_.symbolize_jit(library.anonymous_memory_of->value, key.address)
+                                        : symbolizer_.symbolize_in_file(library.readable_path(), key.address);
       for (const SymbolizedFrame& s : symbolized) {
         SharedTables::Frame frame{-1, -1, kernel ? kCategoryKernel : kCategoryUser, -1, -1};
         if (s.relative_address <= kMaxRelativeAddress) {
           frame.address = static_cast<int64_t>(s.relative_address);
           frame.lib = lib;
         }
-        std::string name = !s.name.empty() ? s.name
-                           : kernel        ? hex_address(key.address)
-                                           : tables_.libs[lib].name + "+" + hex_address(s.relative_address);
+        std::string name = !s.name.empty()                       ? s.name
+                           : kernel || library.anonymous_memory_of ? hex_address(key.address)
+                                                                   : tables_.libs[lib].name + "+" + hex_address(s.relative_address);
         frame.func = tables_.func_for(lib, name, tables_.source_for(s.file));
         if (s.symbol && frame.lib >= 0 && s.symbol->relative_address <= kMaxRelativeAddress)
           frame.native_symbol = tables_.native_symbol_for(lib, s.symbol->relative_address, s.symbol->name, s.symbol->size);

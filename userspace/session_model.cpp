@@ -6,6 +6,13 @@ namespace bpfprof {
 
 namespace {
 
+// Executable memory that is no file: JIT code (perf reports "//anon"; memfd files and
+// /proc's "[anon:...]" names are the same thing).
+bool is_anonymous_memory(const std::string& path) {
+  return path.empty() || path.starts_with("//anon") || path.starts_with("[anon") || path.starts_with("/memfd:") ||
+         path == "[heap]" || path == "[stack]";
+}
+
 std::string base_name(const std::string& path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -250,7 +257,12 @@ void SessionModel::on(MonotonicNs, const MmapEvent& e) {
   m.start = e.mapping.start;
   m.end = e.mapping.start + e.mapping.length;
   m.file_offset = e.mapping.file_offset;
-  m.lib = intern_library(e.mapping);
+  if (is_anonymous_memory(e.mapping.path)) {
+    m.lib = anonymous_library(e.pid);
+    m.file_offset = m.start;  // frames keep their absolute address
+  } else {
+    m.lib = intern_library(e.mapping);
+  }
   space->second.add(m);
 }
 
@@ -268,6 +280,17 @@ LibId SessionModel::intern_library(const MappingInfo& mapping) {
   if (inserted) {
     libraries_.push_back(Library{mapping.path, mapping.dev_major, mapping.dev_minor, mapping.inode,
                                  mapping.build_id, mapping.mount_namespace, mapping.access_path});
+  }
+  return it->second;
+}
+
+LibId SessionModel::anonymous_library(Pid pid) {
+  auto [it, inserted] = anonymous_libraries_.try_emplace(pid, LibId{static_cast<int32_t>(libraries_.size())});
+  if (inserted) {
+    Library lib;
+    lib.path = "[anon]";
+    lib.anonymous_memory_of = pid;
+    libraries_.push_back(std::move(lib));
   }
   return it->second;
 }
@@ -371,6 +394,8 @@ StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_s
       key.lib = kKernelLib;
     } else if (const Mapping* m = space ? space->find(address) : nullptr) {
       key = FrameKey{m->lib, address - m->start + m->file_offset};
+    } else {
+      key.lib = anonymous_library(pid);  // code outside any mapping we know of: JIT code
     }
     node = stacks_.intern(node, key);
   }

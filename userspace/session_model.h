@@ -35,6 +35,10 @@ struct Library {
   uint64_t mount_namespace = 0;  // non-zero: the path is another mount namespace's
   std::string access_path;       // where to read the file, when not at `path`
 
+  // Set for the "[anon]" library of a process: its anonymous executable memory (JIT code),
+  // named through the process's /tmp/perf-PID.map if it writes one.
+  std::optional<Pid> anonymous_memory_of;
+
   const std::string& readable_path() const { return access_path.empty() ? path : access_path; }
 };
 
@@ -168,6 +172,7 @@ class SessionModel {
   ProcessIndex live_process(MonotonicNs t, Pid pid);  // creates an entry if none is live
   ThreadIndex live_thread(MonotonicNs t, Pid pid, Tid tid);
   LibId intern_library(const MappingInfo& mapping);
+  LibId anonymous_library(Pid pid);
   StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
   void add_on_cpu_sample(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
   void switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
@@ -183,6 +188,7 @@ class SessionModel {
   std::vector<Thread> threads_;
   std::vector<Library> libraries_;
   std::map<std::tuple<std::string, uint64_t, std::string, uint32_t, uint32_t, uint64_t>, LibId> library_index_;
+  std::unordered_map<Pid, LibId> anonymous_libraries_;
   std::unordered_map<Pid, ProcessIndex> live_processes_;
   std::unordered_map<Tid, ThreadIndex> live_threads_;
   // Threads whose exit was seen: a task still samples on its way out after the exit
