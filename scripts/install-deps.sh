@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config clang
   libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
-  libcli11-dev libgtest-dev libbenchmark-dev
+  libcli11-dev libgtest-dev libbenchmark-dev libiberty-dev
   nodejs npm
 )
 
