@@ -642,3 +642,61 @@ export async function recordWith(label, args, { expectCode = 0, timeoutMs = 180_
 export function osPid(thread) {
   return String(thread.pid).split('.')[0];
 }
+
+// ---------------------------------------------------------------------------------------
+// Symbolization details of frames (symbols.test.mjs): inline depth, source line and file,
+// library. An inlined function is an extra frame with frameTable.inlineDepth 1, 2, ... that
+// shares frameTable.address with the depth-0 frame of the real function around it.
+
+// The source file path of a function (funcTable.source -> shared.sources.filename ->
+// stringArray), or null.
+export function funcSourceFile(view, func) {
+  const source = view.funcTable.source?.[func];
+  if (source === null || source === undefined) return null;
+  const sources = view.profile.shared.sources;
+  const name = sources?.filename?.[source];
+  return name === null || name === undefined ? null : view.strings[name];
+}
+
+// The profile.libs entry of a frame, or null (no lib).
+export function frameLib(view, frame) {
+  const lib = view.frameTable.lib?.[frame];
+  return lib === null || lib === undefined || lib < 0 ? null : view.profile.libs[lib] ?? null;
+}
+
+// One frame of view.frames() with its symbolization: { ...frame, inlineDepth, line,
+// address, file, lib } (lib: the profile.libs entry or null).
+export function frameDetails(view, f) {
+  const ft = view.frameTable;
+  return {
+    ...f,
+    inlineDepth: ft.inlineDepth?.[f.frame] ?? 0,
+    line: ft.line?.[f.frame] ?? null,
+    address: ft.address?.[f.frame] ?? null,
+    file: funcSourceFile(view, f.func),
+    lib: frameLib(view, f.frame),
+  };
+}
+
+// Like formatFrames, each frame with its inline depth (when not 0) and line:
+// 'main:31 > hot_loop:31 > helper[i1]:17'.
+export function formatDetailedFrames(view, frames) {
+  if (!frames.length) return '(null stack)';
+  return frames.map((f) => {
+    const d = f.inlineDepth === undefined ? frameDetails(view, f) : f;
+    const name = d.category === 'Kernel' ? `[k]${d.name}` : d.name;
+    return `${name}${d.inlineDepth ? `[i${d.inlineDepth}]` : ''}${d.line !== null ? `:${d.line}` : ''}`;
+  }).join(' > ');
+}
+
+// The most common stacks of a thread, with inline depths and lines, among samples matching
+// pred(frames): [[formatted, weight], ...].
+export function topDetailedStacks(view, thread, pred = () => true, limit = 5) {
+  const counts = new Map();
+  for (const s of view.samples(thread)) {
+    if (!pred(s.frames)) continue;
+    const key = formatDetailedFrames(view, s.frames);
+    counts.set(key, (counts.get(key) ?? 0) + s.weight);
+  }
+  return [...counts.entries()].sort((a, b) => b[1] - a[1]).slice(0, limit);
+}
