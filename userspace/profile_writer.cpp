@@ -147,6 +147,13 @@ class ProfileBuilder {
   // output frame per function inlined at its address.
   void build_stacks() {
     const auto& nodes = model_.stacks().nodes();
+    // An [anon] library has no file: its addresses are made relative to the lowest one seen,
+    // so they fit the front end's 32-bit address column (a JIT's code lies close together).
+    for (const auto& node : nodes) {
+      if (node.key.lib.value < 0 || !model_.library(node.key.lib).anonymous_memory_of) continue;
+      auto [it, inserted] = anonymous_base_.try_emplace(node.key.lib.value, node.key.address);
+      if (!inserted) it->second = std::min(it->second, node.key.address);
+    }
     output_stack_of_.reserve(nodes.size());
     for (const auto& node : nodes) {
       StackId prefix = node.parent;
@@ -212,6 +219,13 @@ class ProfileBuilder {
           kernel                        ? symbolizer_.symbolize_kernel(key.address)
           : library.anonymous_memory_of ? symbolizer_.symbolize_jit(library.anonymous_memory_of->value, key.address)
                                         : symbolizer_.symbolize_in_file(library.readable_path(), key.address);
+      if (library.anonymous_memory_of) {
+        const uint64_t base = anonymous_base_.at(key.lib.value);
+        for (SymbolizedFrame& f : symbolized) {
+          f.relative_address -= base;
+          if (f.symbol) f.symbol->relative_address = f.symbol->relative_address >= base ? f.symbol->relative_address - base : 0;
+        }
+      }
       for (const SymbolizedFrame& s : symbolized) {
         SharedTables::Frame frame{-1, -1, kernel ? kCategoryKernel : kCategoryUser, -1, -1};
         if (s.relative_address <= kMaxRelativeAddress) {
@@ -247,6 +261,7 @@ class ProfileBuilder {
   const ProfileOptions& options_;
   Symbolizer symbolizer_;
   SharedTables tables_;
+  std::unordered_map<int32_t, uint64_t> anonymous_base_;  // [anon] LibId -> its base address
   using OutputStackTree = PrefixTree<int32_t>;  // of frame indices: the profile's stackTable
   OutputStackTree output_stacks_;
   std::vector<OutputStackTree::NodeId> output_stack_of_;  // model stack -> output stack

@@ -394,9 +394,7 @@ StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_s
       key.lib = kKernelLib;
     } else if (const Mapping* m = space ? space->find(address) : nullptr) {
       key = FrameKey{m->lib, address - m->start + m->file_offset};
-    } else {
-      key.lib = anonymous_library(pid);  // code outside any mapping we know of: JIT code
-    }
+    }  // else outside any executable mapping (often a frame-pointer walk gone astray): kNoLib
     node = stacks_.intern(node, key);
   }
   return node;
