@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 namespace bpfprof {
@@ -118,53 +119,98 @@ DwarfModule::~DwarfModule() {
   if (dwfl_) dwfl_end(dwfl_);
 }
 
+namespace {
+
+bool is_function(int tag) { return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine; }
+
+// Collects the concrete functions (with code) below `die`, through namespaces and classes.
+void collect_function_ranges(Dwarf_Die* die, std::vector<DwarfModule::FunctionRangeEntry>& out, int depth) {
+  Dwarf_Die child;
+  if (depth > 16 || dwarf_child(die, &child) != 0) return;
+  do {
+    int tag = dwarf_tag(&child);
+    if (tag == DW_TAG_subprogram) {
+      Dwarf_Addr base, low, high;
+      ptrdiff_t offset = 0;
+      while ((offset = dwarf_ranges(&child, offset, &base, &low, &high)) > 0)
+        if (high > low) out.push_back({low, high, dwarf_dieoffset(&child)});
+    } else if (tag == DW_TAG_namespace || tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
+               tag == DW_TAG_union_type || tag == DW_TAG_module) {
+      collect_function_ranges(&child, out, depth + 1);
+    }
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+// The chain of scopes from `die` down to the innermost one containing `pc`.
+void descend(Dwarf_Die* die, Dwarf_Addr pc, std::vector<Dwarf_Die>& path, int depth) {
+  Dwarf_Die child;
+  if (depth > 64 || dwarf_child(die, &child) != 0) return;
+  do {
+    int tag = dwarf_tag(&child);
+    if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) && dwarf_haspc(&child, pc) == 1) {
+      if (tag == DW_TAG_inlined_subroutine) path.push_back(child);
+      descend(&child, pc, path, depth + 1);
+      return;
+    }
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+}  // namespace
+
+const std::vector<DwarfModule::FunctionRange>& DwarfModule::function_ranges(Dwarf_Die* cu) const {
+  auto [it, inserted] = function_ranges_.try_emplace(dwarf_dieoffset(cu));
+  if (inserted) {
+    std::vector<FunctionRangeEntry> entries;
+    collect_function_ranges(cu, entries, 0);
+    it->second.reserve(entries.size());
+    for (const auto& e : entries) it->second.push_back({e.low, e.high, e.die});
+    std::sort(it->second.begin(), it->second.end(), [](const auto& a, const auto& b) { return a.low < b.low; });
+  }
+  return it->second;
+}
+
 std::vector<SourceFunction> DwarfModule::functions_at(uint64_t vaddr) const {
-  std::vector<SourceFunction> innermost_first;
   const Dwarf_Addr address = vaddr + bias_;
   Dwarf_Addr cu_bias = 0;
   Dwarf_Die* cu = dwfl_module_addrdie(module_, address, &cu_bias);
   if (!cu) return {};
+  const Dwarf_Addr pc = address - cu_bias;
+  Dwarf* dwarf = dwarf_cu_getdwarf(cu->cu);
+  if (!dwarf) return {};
 
-  // The innermost function scope at the address, then, from each inlined instance, the
-  // function scope around it in the concrete tree (its caller). dwarf_getscopes alone would
-  // continue into the inlined function's abstract definition instead.
-  Dwarf_Die* scopes = nullptr;
-  int count = dwarf_getscopes(cu, address - cu_bias, &scopes);
-  std::optional<Dwarf_Die> function;
-  for (int i = 0; i < count && !function; ++i) {
-    int tag = dwarf_tag(&scopes[i]);
-    if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) function = scopes[i];
-  }
-  free(scopes);
-  constexpr size_t kMaxInlineDepth = 64;  // guards against malformed DWARF
-  std::optional<Dwarf_Die> inlined_callee;  // its call site is a line of `function`
-  while (function && innermost_first.size() < kMaxInlineDepth) {
-    Dwarf_Die current = *function;
-    SourceFunction f{function_name(&current), std::nullopt, std::nullopt};
-    if (inlined_callee) call_site(&*inlined_callee, cu, f);
-    innermost_first.push_back(std::move(f));
-    if (dwarf_tag(&current) != DW_TAG_inlined_subroutine) break;
-    inlined_callee = current;
-    function.reset();
-    Dwarf_Die* outer = nullptr;
-    int outer_count = dwarf_getscopes_die(&current, &outer);
-    for (int i = 1; i < outer_count && !function; ++i) {  // outer[0] is `current` itself
-      int tag = dwarf_tag(&outer[i]);
-      if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) function = outer[i];
+  // The function whose code holds pc (ranges sorted by start; functions do not overlap).
+  const std::vector<FunctionRange>& ranges = function_ranges(cu);
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), pc, [](Dwarf_Addr a, const FunctionRange& r) { return a < r.low; });
+  std::vector<Dwarf_Die> path;  // the function, then each function inlined into the previous
+  for (auto candidate = it; candidate != ranges.begin();) {
+    --candidate;
+    if (pc >= candidate->low && pc < candidate->high) {
+      Dwarf_Die function;
+      if (dwarf_offdie(dwarf, candidate->die, &function)) {
+        path.push_back(function);
+        descend(&function, pc, path, 0);
+      }
+      break;
     }
-    free(outer);
+    if (it - candidate > 8) break;  // far before pc: no function holds it
+  }
+  if (path.empty()) return {};
+
+  std::vector<SourceFunction> functions;
+  for (size_t i = 0; i < path.size(); ++i) {
+    SourceFunction f{function_name(&path[i]), std::nullopt, std::nullopt};
+    if (i + 1 < path.size()) call_site(&path[i + 1], cu, f);  // where the next one was inlined
+    functions.push_back(std::move(f));
   }
   // The innermost function's own line comes from the line table.
-  if (!innermost_first.empty()) {
-    if (Dwfl_Line* line = dwfl_module_getsrc(module_, address)) {
-      int lineno = 0;
-      if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
-        innermost_first.front().file = file;
-        if (lineno > 0) innermost_first.front().line = static_cast<uint32_t>(lineno);
-      }
+  if (Dwfl_Line* line = dwfl_module_getsrc(module_, address)) {
+    int lineno = 0;
+    if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+      functions.back().file = file;
+      if (lineno > 0) functions.back().line = static_cast<uint32_t>(lineno);
     }
   }
-  return {innermost_first.rbegin(), innermost_first.rend()};
+  return functions;
 }
 
 }  // namespace bpfprof

@@ -4,12 +4,14 @@
 // an address the chain of functions inlined there, with source file and line.
 #pragma once
 
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace bpfprof {
@@ -38,6 +40,21 @@ class DwarfModule {
 
  private:
   DwarfModule() = default;
+
+  // The address ranges of a compilation unit's functions, built on first use, so that a
+  // lookup descends into one function instead of walking the whole unit.
+  struct FunctionRange {
+    Dwarf_Addr low;
+    Dwarf_Addr high;
+    Dwarf_Off die;
+  };
+
+ public:
+  using FunctionRangeEntry = FunctionRange;
+
+ private:
+  const std::vector<FunctionRange>& function_ranges(Dwarf_Die* cu) const;
+  mutable std::unordered_map<Dwarf_Off, std::vector<FunctionRange>> function_ranges_;
 
   std::string debuginfo_path_;  // what libdwfl's standard search walks
   char* debuginfo_path_ptr_ = nullptr;
