@@ -75,7 +75,10 @@ function blockedIn(frames, fn, pseudo) {
   if (!leafIs(frames, pseudo)) return false;
   const i = lastIndexOfName(frames, fn);
   if (i < 0 || frames[i].category !== 'User') return false;
-  const kernel = frames.slice(i + 1, -1);
+  // Functions inlined into fn (inline depth > 0, e.g. fixture_syscall3) may come first.
+  let k = i + 1;
+  while (k < frames.length - 1 && frames[k].category === 'User' && frames[k].inlineDepth > 0) k++;
+  const kernel = frames.slice(k, -1);
   return kernel.length > 0 && kernel.every((f) => f.category === 'Kernel');
 }
 

@@ -183,6 +183,7 @@ export class ProfileView {
     cached = [...prefix, {
       frame: f, func, name: this.funcName(func),
       category: category === null || category === undefined ? null : this.categories[category],
+      inlineDepth: this.frameTable.inlineDepth ? this.frameTable.inlineDepth[f] : 0,
     }];
     this.stackCache.set(stackIndex, cached);
     return cached;
@@ -272,9 +273,12 @@ export function hasUserChainAtLeaf(frames, chain) {
     const f = frames[i - (chain.length - 1) + k];
     if (f.name !== chain[k] || f.category !== 'User') return false;
   }
-  // Below it: kernel frames, and for an off-CPU sample a state frame at the leaf.
-  return frames.slice(i + 1).every((f, k, rest) =>
-    f.category === 'Kernel' || (k === rest.length - 1 && STATE_FRAMES.has(f.name)));
+  // Below it: functions the compiler inlined into it (inline depth > 0, at its address),
+  // kernel frames, and for an off-CPU sample a state frame at the leaf.
+  const below = frames.slice(i + 1);
+  const inlined = below.findIndex((f) => !(f.category === 'User' && f.inlineDepth > 0));
+  const rest = inlined < 0 ? [] : below.slice(inlined);
+  return rest.every((f, k) => f.category === 'Kernel' || (k === rest.length - 1 && STATE_FRAMES.has(f.name)));
 }
 
 export const STATE_FRAMES = new Set(['[sleeping]', '[I/O wait]', '[waiting for CPU]']);
