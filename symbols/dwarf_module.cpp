@@ -157,6 +157,14 @@ void descend(Dwarf_Die* die, Dwarf_Addr pc, std::vector<Dwarf_Die>& path, int de
 
 }  // namespace
 
+std::optional<DwarfModule::TableSymbol> DwarfModule::symbol_at(uint64_t vaddr) const {
+  GElf_Off offset = 0;
+  GElf_Sym symbol;
+  const char* name = dwfl_module_addrinfo(module_, vaddr + bias_, &offset, &symbol, nullptr, nullptr, nullptr);
+  if (!name) return std::nullopt;
+  return TableSymbol{name, vaddr - offset, symbol.st_size};
+}
+
 const std::vector<DwarfModule::FunctionRange>& DwarfModule::function_ranges(Dwarf_Die* cu) const {
   auto [it, inserted] = function_ranges_.try_emplace(dwarf_dieoffset(cu));
   if (inserted) {

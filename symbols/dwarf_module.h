@@ -35,6 +35,15 @@ class DwarfModule {
   // there is no DWARF for that address.
   std::vector<SourceFunction> functions_at(uint64_t vaddr) const;
 
+  // The symbol libdwfl finds for `vaddr` in any table it can read (.symtab, .dynsym, a
+  // debug file's, or MiniDebugInfo's xz-compressed .gnu_debugdata): {name, vaddr, size}.
+  struct TableSymbol {
+    std::string name;
+    uint64_t vaddr;
+    uint64_t size;
+  };
+  std::optional<TableSymbol> symbol_at(uint64_t vaddr) const;
+
   // The separate debug file that was found, if any.
   const std::string& debug_file() const { return debug_file_; }
 

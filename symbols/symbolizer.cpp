@@ -152,8 +152,15 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& li
     outer.symbol = NativeSymbolInfo{demangle(symbol->name), symbol->address - elf->base_vaddr(), symbol->size};
     outer.name = outer.symbol->name;
   }
+  const DwarfModule* dwarf = dwarf_for(path);
+  if (!outer.symbol && dwarf) {
+    if (auto found = dwarf->symbol_at(*vaddr)) {
+      outer.symbol = NativeSymbolInfo{demangle(found->name), found->vaddr - elf->base_vaddr(), found->size};
+      outer.name = outer.symbol->name;
+    }
+  }
   std::vector<SourceFunction> functions;
-  if (const DwarfModule* dwarf = dwarf_for(path)) functions = dwarf->functions_at(*vaddr);
+  if (dwarf) functions = dwarf->functions_at(*vaddr);
   if (functions.empty()) return {outer};
 
   std::vector<SymbolizedFrame> frames;

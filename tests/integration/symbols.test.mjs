@@ -221,6 +221,33 @@ describe('demangled Rust names (rust_spin, legacy and v0 mangling; only when rus
 
 // ---------------------------------------------------------------------------------------
 
+describe('a stripped binary named only by its MiniDebugInfo (.gnu_debugdata)', () => {
+  const FIXTURE = 'stripped_minidebuginfo';
+  const CHAIN = ['main', 'minidebug_outer', 'minidebug_spin'];
+  let rec;
+  before(async () => {
+    if (recorderUnavailableReason()) return;
+    rec = await recordWith(`symbols_${FIXTURE}`, ['--', fixturePath(FIXTURE), String(DURATION_MS)]);
+  });
+
+  it('the fixture binary has .gnu_debugdata and no .symtab or DWARF', async () => {
+    const r = await run('readelf', ['-SW', fixturePath(FIXTURE)]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stdout, /\.symtab|\.debug_info/, r.stdout);
+    assert.match(r.stdout, /\.gnu_debugdata/);
+  });
+
+  it(`>= 80% of samples are ${CHAIN.join(' > ')}`, (t) => {
+    if (!requireRecorder(t)) return;
+    const thread = busiestThreadOf(rec.view, FIXTURE);
+    saveMetrics(`symbols_${FIXTURE}`, {
+      share: assertShare(t, rec.view, thread, `are ${CHAIN.join(' > ')}`, (f) => hasUserChainAtLeaf(f, CHAIN), 0.8),
+    });
+  });
+
+  checkLoads(() => rec);
+});
+
 for (const [fixture, prefix, how] of [
   ['stripped_buildid', 'buildid', 'by build-id (symdir/.build-id/xx/rest.debug)'],
   ['stripped_debuglink', 'debuglink', 'by .gnu_debuglink (symdir/stripped_debuglink.debug)'],
