@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -189,7 +190,14 @@ const ElfFile& Symbolizer::symbol_source_for(const std::shared_ptr<const ElfFile
 const KernelSymbols* Symbolizer::kernel_symbols() {
   if (!kernel_symbols_loaded_) {
     kernel_symbols_loaded_ = true;
-    kernel_symbols_ = KernelSymbols::load();
+    kernel_symbols_ = KernelSymbols::load(options_.kallsyms_path);
+    if (kernel_symbols_) {
+      for (const KernelSymbol& symbol : kernel_symbols_->symbols()) {
+        if (symbol.module.empty()) continue;
+        auto [it, inserted] = module_base_.try_emplace(symbol.module, symbol.address);
+        if (!inserted) it->second = std::min(it->second, symbol.address);
+      }
+    }
     if (kernel_symbols_ && kernel_symbols_->addresses_hidden())
       fprintf(stderr, "bpfprof: kernel addresses are hidden (kernel.kptr_restrict); kernel frames are named [kernel]\n");
   }
@@ -220,9 +228,14 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel(uint64_t address) {
     frame.name = "[kernel]";
     return {frame};
   }
-  const uint64_t base = symbols->text_start();
+  const KernelSymbol* symbol = symbols->lookup(address);
+  uint64_t base = symbols->text_start();
+  if (symbol && !symbol->module.empty()) {
+    frame.kernel_module = symbol->module;
+    base = module_base_.at(symbol->module);
+  }
   frame.relative_address = address - base;
-  if (const KernelSymbol* symbol = symbols->lookup(address)) {
+  if (symbol) {
     frame.name = symbol->name;
     frame.symbol = NativeSymbolInfo{symbol->name, symbol->address - base,
                                     symbol->end > symbol->address ? symbol->end - symbol->address : 0};

@@ -19,6 +19,7 @@ namespace bpfprof {
 
 struct SymbolizerOptions {
   std::vector<std::string> symbol_dirs;  // --symbol-dir: more places for debug files
+  std::string kallsyms_path = "/proc/kallsyms";
 };
 
 // The symbol (ELF symbol table) that contains an address.
@@ -37,6 +38,9 @@ struct SymbolizedFrame {
   std::optional<uint32_t> line;
   uint32_t inline_depth = 0;
   std::optional<NativeSymbolInfo> symbol;
+  // A kernel frame in a module: the module's name; its addresses are then relative to the
+  // module's lowest symbol (the module is its own library).
+  std::string kernel_module;
 };
 
 struct LibraryDescription {
@@ -92,6 +96,7 @@ class Symbolizer {
   std::unordered_map<std::string, std::unique_ptr<DwarfModule>> dwarf_modules_;
   std::unordered_map<int, std::optional<PerfMap>> perf_maps_;
   std::optional<KernelSymbols> kernel_symbols_;
+  std::unordered_map<std::string, uint64_t> module_base_;
   bool kernel_symbols_loaded_ = false;
 };
 

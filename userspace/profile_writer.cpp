@@ -189,6 +189,18 @@ class ProfileBuilder {
     return index;
   }
 
+  // A kernel module is its own library, named like perf does: "[module]".
+  int32_t module_lib(const std::string& module) {
+    auto [it, inserted] = module_lib_index_.try_emplace(module, static_cast<int32_t>(tables_.libs.size()));
+    if (inserted) {
+      LibraryDescription d;
+      d.name = d.path = d.debug_name = d.debug_path = "[" + module + "]";
+      tables_.resource_name.push_back(tables_.strings.intern(d.name));
+      tables_.libs.push_back(std::move(d));
+    }
+    return it->second;
+  }
+
   bool is_tracing_frame(const FrameKey& key) {
     if (key.lib != kKernelLib) return false;
     const std::string& name = tables_.strings.strings()[tables_.funcs[tables_.frames[frames_for(key).back()].func].name.value];
@@ -213,7 +225,7 @@ class ProfileBuilder {
       frames.push_back(add_frame({-1, -1, kCategoryUser, tables_.func_for(-1, hex_address(key.address)), -1}));
     } else {
       const bool kernel = key.lib == kKernelLib;
-      const int32_t lib = output_lib(key.lib);
+      const int32_t library_lib = output_lib(key.lib);
       const Library& library = model_.library(key.lib);
       std::vector<SymbolizedFrame> symbolized =
           kernel                        ? symbolizer_.symbolize_kernel(key.address)
@@ -227,6 +239,7 @@ class ProfileBuilder {
         }
       }
       for (const SymbolizedFrame& s : symbolized) {
+        const int32_t lib = s.kernel_module.empty() ? library_lib : module_lib(s.kernel_module);
         SharedTables::Frame frame{-1, -1, kernel ? kCategoryKernel : kCategoryUser, -1, -1};
         if (s.relative_address <= kMaxRelativeAddress) {
           frame.address = static_cast<int64_t>(s.relative_address);
@@ -261,7 +274,8 @@ class ProfileBuilder {
   const ProfileOptions& options_;
   Symbolizer symbolizer_;
   SharedTables tables_;
-  std::unordered_map<int32_t, uint64_t> anonymous_base_;  // [anon] LibId -> its base address
+  std::unordered_map<int32_t, uint64_t> anonymous_base_;
+  std::unordered_map<std::string, int32_t> module_lib_index_;  // [anon] LibId -> its base address
   using OutputStackTree = PrefixTree<int32_t>;  // of frame indices: the profile's stackTable
   OutputStackTree output_stacks_;
   std::vector<OutputStackTree::NodeId> output_stack_of_;  // model stack -> output stack
