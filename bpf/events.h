@@ -20,7 +20,12 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_COMM = 5, /* a thread was renamed (prctl, pthread_setname_np, exec) */
   BPFPROF_EVENT_SWITCH_OUT = 6, /* a thread left the CPU (bpfprof_switch_out_event) */
   BPFPROF_EVENT_SWITCH_IN = 7,  /* it runs again (just the header) */
+  BPFPROF_EVENT_DWARF_SAMPLE = 8, /* a timer sample with user registers and stack bytes */
 };
+
+/* The largest user-stack copy per sample (--call-graph dwarf,SIZE); per-CPU scratch space
+ * is limited to 32 KiB per entry. */
+#define BPFPROF_MAX_STACK_COPY 16384
 
 /* Why a thread left the CPU. */
 enum bpfprof_off_cpu_state {
@@ -45,6 +50,21 @@ struct bpfprof_sample_event {
   __u32 user_depth;
   __u32 kernel_depth;
   __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
+};
+
+/* A timer sample for unwinding in userspace: the thread's user registers and a copy of its
+ * user stack from sp, `stack_size` bytes (up to the end of the stack mapping or the limit).
+ * Only the used part of `stack` is sent. */
+struct bpfprof_dwarf_sample_event {
+  struct bpfprof_event_header header;
+  __u64 cpu_time_ns;
+  __u64 user_ip;
+  __u64 user_sp;
+  __u64 user_bp;
+  __u32 kernel_depth;
+  __u32 stack_size;
+  __u64 kernel_ips[BPFPROF_MAX_STACK_DEPTH];
+  __u8 stack[BPFPROF_MAX_STACK_COPY];
 };
 
 /* The thread's stacks were captured less than a sampling interval ago: none was taken now

@@ -20,6 +20,17 @@ const volatile __u32 record_off_cpu = 0;
  * per interval. */
 const volatile __u64 off_cpu_stack_interval_ns = 1000000;
 
+/* Set before load: 0 for frame-pointer user stacks; else the most user-stack bytes to copy
+ * per sample for unwinding in userspace (DWARF CFI). */
+const volatile __u32 user_stack_copy_bytes = 0;
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_dwarf_sample_event);
+} dwarf_scratch SEC(".maps");
+
 /* When each thread's off-CPU stacks were last captured. */
 struct {
   __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -108,6 +119,70 @@ static __always_inline void fill_header(struct bpfprof_event_header *h, __u32 ki
   h->tid = tid;
 }
 
+struct stack_end {
+  __u64 end;
+};
+
+static long find_stack_end(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+  ((struct stack_end *)data)->end = vma->vm_end;
+  return 0;
+}
+
+/* Registers and stack bytes for unwinding with CFI in userspace. */
+static __always_inline int send_dwarf_sample(struct bpf_perf_event_data *ctx, __u32 tgid, __u32 tid)
+{
+  __u32 zero = 0;
+  struct bpfprof_dwarf_sample_event *e = bpf_map_lookup_elem(&dwarf_scratch, &zero);
+  if (!e)
+    return 0;
+  fill_header(&e->header, BPFPROF_EVENT_DWARF_SAMPLE, tgid, tid);
+  struct task_struct *task = bpf_get_current_task_btf();
+  e->cpu_time_ns = task->se.sum_exec_runtime;
+  e->stack_size = 0;
+  e->user_ip = e->user_sp = e->user_bp = 0;
+  /* The saved user registers, also when the sample interrupted kernel code. */
+  if (task->mm) {
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+    if (regs) {
+      e->user_ip = BPF_CORE_READ(regs, ip);
+      e->user_sp = BPF_CORE_READ(regs, sp);
+      e->user_bp = BPF_CORE_READ(regs, bp);
+    }
+  }
+  e->kernel_depth = capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+
+  __u64 size = 0;
+  if (e->user_sp) {
+    /* Copy only up to the end of the stack mapping: a read past it fails entirely. */
+    struct stack_end found = {0};
+    __u64 wanted = user_stack_copy_bytes;
+    if (bpf_find_vma(task, e->user_sp, find_stack_end, &found, 0) == 0 && found.end > e->user_sp &&
+        found.end - e->user_sp < wanted)
+      wanted = found.end - e->user_sp;
+    if (wanted > BPFPROF_MAX_STACK_COPY)
+      wanted = BPFPROF_MAX_STACK_COPY;
+    asm volatile("" : "+r"(wanted));
+    /* Without the mapping's end (its lock was busy), smaller copies are tried. */
+    for (int attempt = 0; attempt < 4 && wanted > 0; attempt++) {
+      if (wanted > BPFPROF_MAX_STACK_COPY)
+        break;
+      if (bpf_probe_read_user(e->stack, wanted, (void *)e->user_sp) == 0) {
+        size = wanted;
+        break;
+      }
+      wanted /= 2;
+    }
+  }
+  e->stack_size = size;
+  __u64 out = offsetof(struct bpfprof_dwarf_sample_event, stack) + size;
+  if (out > sizeof(*e))
+    out = sizeof(*e);
+  if (bpf_ringbuf_output(&events, e, out, submit_flags()))
+    count_lost();
+  return 0;
+}
+
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
 {
@@ -120,6 +195,8 @@ int on_sample(struct bpf_perf_event_data *ctx)
   __u32 *last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
   if (last_sampled)
     *last_sampled = (__u32)pid_tgid;
+  if (user_stack_copy_bytes)
+    return send_dwarf_sample(ctx, tgid, (__u32)pid_tgid);
   struct bpfprof_sample_event *e = bpf_map_lookup_elem(&sample_scratch, &zero);
   if (!e)
     return 0;

@@ -9,6 +9,7 @@
 
 #include "bpf/events.h"
 #include "profiler.skel.h"
+#include "symbols/unwinder.h"
 
 namespace bpfprof {
 
@@ -24,7 +25,9 @@ void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const { profil
 void BpfPrograms::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 
-BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns) {
+BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
+                         uint32_t user_stack_copy_bytes, DwarfUnwinder* unwinder)
+    : unwinder_(unwinder) {
   libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
     return 0;
@@ -34,6 +37,7 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t
   skeleton_->rodata->track_all = track_all_processes ? 1 : 0;
   skeleton_->rodata->record_off_cpu = record_off_cpu ? 1 : 0;
   skeleton_->rodata->off_cpu_stack_interval_ns = sampling_interval_ns;
+  skeleton_->rodata->user_stack_copy_bytes = unwinder ? user_stack_copy_bytes : 0;
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error("cannot load the BPF programs (" + errno_text(err) +
                              "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
@@ -134,6 +138,30 @@ void BpfPrograms::decode(const void* data, size_t size) {
       ++rec.stats.samples;
       break;
     }
+    case BPFPROF_EVENT_DWARF_SAMPLE: {
+      constexpr size_t kFixed = offsetof(bpfprof_dwarf_sample_event, stack);
+      if (size < kFixed || !unwinder_) return;
+      const auto* e = static_cast<const bpfprof_dwarf_sample_event*>(data);
+      const size_t stack_size = std::min<size_t>(e->stack_size, size - kFixed);
+      UnwoundStack user;
+      if (e->user_ip) {
+        user = unwinder_->unwind(pid.value, tid.value, UserRegisters{e->user_ip, e->user_sp, e->user_bp}, e->stack,
+                                 stack_size, BPFPROF_MAX_STACK_DEPTH);
+        ++rec.stats.user_stacks;
+        if (user.complete)
+          ++rec.stats.user_stacks_complete;
+        else
+          user.pcs.push_back(kTruncatedStackMarker);  // shown at the root
+      }
+      // Same layout as a frame-pointer sample: user frames, then kernel frames.
+      std::vector<uint64_t> ips(user.pcs.begin(), user.pcs.end());
+      const uint32_t kernel = std::min<uint32_t>(e->kernel_depth, BPFPROF_MAX_STACK_DEPTH);
+      ips.insert(ips.end(), e->kernel_ips, e->kernel_ips + kernel);
+      RawStackId stack = intern_stack(ips.data(), ips.size(), static_cast<uint32_t>(user.pcs.size()), kernel);
+      rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack});
+      ++rec.stats.samples;
+      break;
+    }
     case BPFPROF_EVENT_SWITCH_OUT: {
       constexpr size_t kFixed = offsetof(bpfprof_switch_out_event, ips);
       if (size < kFixed) return;
@@ -153,6 +181,7 @@ void BpfPrograms::decode(const void* data, size_t size) {
     case BPFPROF_EVENT_FORK: {
       if (size < sizeof(bpfprof_fork_event)) return;
       const auto* e = static_cast<const bpfprof_fork_event*>(data);
+      if (unwinder_ && e->child_pid != header.pid) unwinder_->copy(pid.value, static_cast<int>(e->child_pid));
       rec.events.push_back(LifecycleEvent{
           time, ForkEvent{pid, tid, Pid{static_cast<int32_t>(e->child_pid)}, Tid{static_cast<int32_t>(e->child_tid)},
                           bounded_string(e->child_comm, sizeof(e->child_comm))}});

@@ -10,6 +10,9 @@
 #include "userspace/unique_fd.h"
 
 struct profiler_bpf;
+namespace bpfprof {
+class DwarfUnwinder;
+}
 struct bpf_link;
 struct ring_buffer;
 
@@ -18,7 +21,10 @@ namespace bpfprof {
 class BpfPrograms {
  public:
   // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
-  BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns);
+  // user_stack_copy_bytes: 0 for frame-pointer user stacks, else how much of the user stack
+  // to copy per sample for `unwinder`.
+  BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
+              uint32_t user_stack_copy_bytes = 0, DwarfUnwinder* unwinder = nullptr);
   ~BpfPrograms();
   BpfPrograms(const BpfPrograms&) = delete;
   BpfPrograms& operator=(const BpfPrograms&) = delete;
@@ -50,6 +56,7 @@ class BpfPrograms {
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
   Recording* target_ = nullptr;  // where on_event appends, valid during poll/drain
+  DwarfUnwinder* unwinder_ = nullptr;
 };
 
 }  // namespace bpfprof

@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "userspace/recorder.h"
 
@@ -28,6 +30,11 @@ int main(int argc, char** argv) {
                      "Also look for debug files in DIR (DIR/.build-id/xx/rest.debug, DIR/<debuglink>); repeatable")
       ->check(CLI::ExistingDirectory)
       ->type_name("DIR");
+  std::string call_graph = "fp";
+  record->add_option("--call-graph", call_graph,
+                     "User stacks: fp (frame pointers) or dwarf[,SIZE] (copy SIZE bytes of stack, default 8192, "
+                     "and unwind with DWARF CFI)")
+      ->capture_default_str();
   auto* off_cpu = record->add_flag_callback("--off-cpu", [&] { options.off_cpu = true; },
                                             "Record where threads wait while off the CPU, and for how long "
                                             "(default: on for a command and -p, off for -a)");
@@ -42,6 +49,23 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     fprintf(stderr, "bpfprof: %s (see bpfprof %s --help)\n", e.what(),
             app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name().c_str());
+    return 2;
+  }
+  if (call_graph == "fp") {
+    options.user_stack_copy_bytes = 0;
+  } else if (call_graph == "dwarf" || call_graph.starts_with("dwarf,")) {
+    options.user_stack_copy_bytes = 8192;
+    if (call_graph.size() > 6) {
+      char* end = nullptr;
+      unsigned long size = strtoul(call_graph.c_str() + 6, &end, 0);
+      if (*end != '\0' || size < 64 || size > 16384) {
+        fprintf(stderr, "bpfprof: --call-graph dwarf,SIZE: SIZE must be 64 to 16384 bytes\n");
+        return 2;
+      }
+      options.user_stack_copy_bytes = static_cast<uint32_t>(size) & ~7u;
+    }
+  } else {
+    fprintf(stderr, "bpfprof: --call-graph must be fp or dwarf[,SIZE]\n");
     return 2;
   }
   return bpfprof::run_record(options);

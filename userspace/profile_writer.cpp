@@ -221,6 +221,8 @@ class ProfileBuilder {
     if (key.lib == kOffCpuStateFrame) {
       StateFrame state = state_frame(key.address);
       frames.push_back(add_frame({-1, -1, state.category, tables_.func_for(-1, state.name), -1}));
+    } else if (key.lib == kTruncatedStackFrame) {
+      frames.push_back(add_frame({-1, -1, kCategoryOther, tables_.func_for(-1, "[truncated]"), -1}));
     } else if (key.lib == kNoLib) {
       frames.push_back(add_frame({-1, -1, kCategoryUser, tables_.func_for(-1, hex_address(key.address)), -1}));
     } else {
@@ -380,6 +382,34 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
   w.key("capacity");
   w.number(int64_t{0});
   w.end_object();
+  w.key("extra");
+  w.begin_array();
+  w.begin_object();
+  w.key("label");
+  w.string("bpfprof");
+  w.key("entries");
+  w.begin_array();
+  auto entry = [&](const char* label, const char* format, auto value) {
+    w.begin_object();
+    w.key("label");
+    w.string(label);
+    w.key("format");
+    w.string(format);
+    w.key("value");
+    w.value(value);
+    w.end_object();
+  };
+  entry("Call graph", "string", recording_.call_graph);
+  entry("Sampling event", "string", recording_.sampling_event);
+  entry("Samples", "integer", recording_.stats.samples);
+  entry("Lost events", "integer", recording_.stats.lost_bpf_events + recording_.stats.lost_sideband_records);
+  if (recording_.stats.user_stacks) {
+    entry("User stacks complete", "percentage",
+          static_cast<double>(recording_.stats.user_stacks_complete) / static_cast<double>(recording_.stats.user_stacks));
+  }
+  w.end_array();
+  w.end_object();
+  w.end_array();
   w.key("sampledThreads");
   w.number(static_cast<uint64_t>(thread_count));
   w.key("lostEvents");

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "symbols/unwinder.h"
 #include "userspace/bpf_programs.h"
 #include "userspace/mapped_files.h"
 #include "userspace/launcher.h"
@@ -84,6 +85,19 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
   return std::nullopt;
 }
 
+// Keeps the unwinder's view of each process's mappings current (exec, mmap).
+void feed_unwinder(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events, size_t from) {
+  for (size_t i = from; i < events.size(); ++i) {
+    if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&events[i].payload)) {
+      unwinder.reset(reset->pid.value);
+    } else if (const auto* mmap = std::get_if<MmapEvent>(&events[i].payload)) {
+      const MappingInfo& m = mmap->mapping;
+      unwinder.add_mapping(mmap->pid.value, m.start, m.start + m.length, m.file_offset,
+                           m.access_path.empty() ? m.path : m.access_path);
+    }
+  }
+}
+
 // Attaching holds one fd per mapped file, and there is one perf fd per CPU and event.
 void raise_file_limit() {
   rlimit limit;
@@ -120,10 +134,13 @@ int run_record(const RecordOptions& options) {
   Recording recording;
   recording.frequency_hz = options.frequency_hz;
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
+  recording.call_graph = options.user_stack_copy_bytes ? "dwarf" : "fp";
+  std::unique_ptr<DwarfUnwinder> unwinder;
+  if (options.user_stack_copy_bytes) unwinder = std::make_unique<DwarfUnwinder>();
   try {
     output = open_output(options.output_path);  // fails now if the directory is not writable
     bpf.emplace(/*track_all_processes=*/options.system_wide, recording.off_cpu,
-                1000000000ull / options.frequency_hz);
+                1000000000ull / options.frequency_hz, options.user_stack_copy_bytes, unwinder.get());
     std::vector<int> cpus = online_cpus();
     side_band.emplace(cpus);
     bpf->attach_lifecycle();
@@ -187,6 +204,7 @@ int run_record(const RecordOptions& options) {
           : std::nullopt;
   MappedFiles mapped_files;  // holds files that will not be at their path at the end
   mapped_files.resolve(recording.events, 0);
+  if (unwinder) feed_unwinder(*unwinder, recording.events, 0);
   size_t resolved_events = recording.events.size();
   int handled_signals = 0;
   int stop_signal = 0;
@@ -199,6 +217,7 @@ int run_record(const RecordOptions& options) {
     }
     side_band->drain(recording.events);
     mapped_files.resolve(recording.events, resolved_events);
+    if (unwinder) feed_unwinder(*unwinder, recording.events, resolved_events);
     resolved_events = recording.events.size();
     while (handled_signals < g_signal_count) {
       ++handled_signals;
@@ -247,6 +266,11 @@ int run_record(const RecordOptions& options) {
             recording.frequency_hz, summary.processes, summary.threads,
             static_cast<unsigned long long>(recording.stats.lost_bpf_events +
                                             recording.stats.lost_sideband_records));
+    if (recording.stats.user_stacks)
+      fprintf(stderr, "bpfprof: user stacks complete: %.1f%% (%llu of %llu)\n",
+              100.0 * static_cast<double>(recording.stats.user_stacks_complete) / static_cast<double>(recording.stats.user_stacks),
+              static_cast<unsigned long long>(recording.stats.user_stacks_complete),
+              static_cast<unsigned long long>(recording.stats.user_stacks));
     fprintf(stderr, "bpfprof: wrote %s — open it at https://profiler.firefox.com (Load a profile from file)\n",
             options.output_path.c_str());
   } catch (const std::exception& e) {

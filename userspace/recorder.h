@@ -22,6 +22,9 @@ struct RecordOptions {
   // off for -a.
   std::optional<bool> off_cpu;
   std::vector<std::string> symbol_dirs;  // --symbol-dir: more places to look for debug files
+  // User stacks: walked along frame pointers in the kernel (0), or this many bytes of the
+  // stack copied per sample and unwound with DWARF CFI.
+  uint32_t user_stack_copy_bytes = 0;
 };
 
 // Returns the exit status for bpfprof: the command's status when one was launched; 2 for

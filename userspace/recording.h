@@ -18,6 +18,8 @@ using RawStackTree = PrefixTree<uint64_t>;
 using RawStackId = RawStackTree::NodeId;
 
 inline bool is_kernel_address(uint64_t address) { return (address >> 63) != 0; }
+// Put at the root of a user stack that the unwinder could not complete.
+inline constexpr uint64_t kTruncatedStackMarker = 1;
 // Canonical user-space addresses (x86-64 with 5-level paging, arm64): below 2^56.
 inline bool is_user_address(uint64_t address) { return address < (uint64_t{1} << 56); }
 
@@ -129,6 +131,8 @@ struct SampleRecord {
 struct RecordingStats {
   uint64_t samples = 0;
   uint64_t switch_outs = 0;
+  uint64_t user_stacks = 0;           // samples with a user stack to unwind (DWARF mode)
+  uint64_t user_stacks_complete = 0;  // of those, unwound to the outermost frame
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
   uint64_t lost_sideband_records = 0; // perf MMAP/COMM records lost
 };
@@ -140,6 +144,7 @@ struct Recording {
   uint32_t frequency_hz = 0;
   std::string sampling_event;      // "cycles" or "cpu-clock"
   bool off_cpu = false;            // switch-out stacks and switch-in events were recorded
+  std::string call_graph = "fp";   // how user stacks were taken: "fp" or "dwarf"
   std::vector<LifecycleEvent> events;
   std::vector<SampleRecord> samples;
   RawStackTree raw_stacks;

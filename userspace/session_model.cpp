@@ -387,6 +387,10 @@ StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_s
   StackId node = ResolvedStackTree::kRoot;
   for (size_t i = leaf_to_root.size(); i-- > 0;) {
     uint64_t address = leaf_to_root[i];
+    if (address == kTruncatedStackMarker) {
+      node = stacks_.intern(node, FrameKey{kTruncatedStackFrame, 0});
+      continue;
+    }
     // Every frame but the sampled instruction is a return address: point into the call.
     if (i != 0 && address > 0) address -= 1;
     FrameKey key{kNoLib, address};

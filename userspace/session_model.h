@@ -25,6 +25,8 @@ inline constexpr LibId kNoLib{-1};
 inline constexpr LibId kKernelLib{0};
 // A pseudo-frame naming why a thread is off the CPU; its address is the OffCpuState.
 inline constexpr LibId kOffCpuStateFrame{-2};
+// The root of a user stack that could not be unwound completely.
+inline constexpr LibId kTruncatedStackFrame{-3};
 
 struct Library {
   std::string path;  // as the kernel reported it

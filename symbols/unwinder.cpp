@@ -1,0 +1,158 @@
+#include "symbols/unwinder.h"
+
+#include <dwarf.h>
+
+#include <cstring>
+#include <set>
+
+#include "symbols/elf_file.h"
+
+namespace bpfprof {
+
+namespace {
+
+// What libdwfl's callbacks read during one unwind.
+struct CurrentSample {
+  int tid = 0;
+  UserRegisters registers;
+  const uint8_t* stack = nullptr;
+  size_t stack_size = 0;
+  std::vector<uint64_t>* pcs = nullptr;
+  size_t max_frames = 0;
+};
+
+constexpr int kX86_64Rbp = 6;  // DWARF register numbers
+constexpr int kX86_64Rsp = 7;
+
+pid_t next_thread(Dwfl*, void* arg, void** thread_arg) {
+  auto* sample = static_cast<CurrentSample*>(arg);
+  if (*thread_arg) return 0;  // one thread: the sampled one
+  *thread_arg = arg;
+  return sample->tid;
+}
+
+bool get_thread(Dwfl*, pid_t, void* arg, void** thread_arg) {
+  *thread_arg = arg;
+  return true;
+}
+
+// Stack memory comes from the copy taken with the sample; nothing else is readable.
+bool memory_read(Dwfl*, Dwarf_Addr address, Dwarf_Word* result, void* arg) {
+  auto* sample = static_cast<CurrentSample*>(arg);
+  const uint64_t sp = sample->registers.sp;
+  if (address < sp || address + sizeof(Dwarf_Word) > sp + sample->stack_size) return false;
+  memcpy(result, sample->stack + (address - sp), sizeof(Dwarf_Word));
+  return true;
+}
+
+bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
+  auto* sample = static_cast<CurrentSample*>(thread_arg);
+  Dwarf_Word registers[2] = {sample->registers.bp, sample->registers.sp};
+  dwfl_thread_state_register_pc(thread, sample->registers.ip);
+  return dwfl_thread_state_registers(thread, kX86_64Rbp, 2, registers);
+}
+
+const Dwfl_Thread_Callbacks kThreadCallbacks = {next_thread, get_thread, memory_read, set_initial_registers,
+                                                nullptr, nullptr};
+
+int collect_frame(Dwfl_Frame* frame, void* arg) {
+  auto* sample = static_cast<CurrentSample*>(arg);
+  Dwarf_Addr pc;
+  bool activation;
+  if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
+  sample->pcs->push_back(pc);
+  return sample->pcs->size() >= sample->max_frames ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
+}  // namespace
+
+// A libdwfl session for one process: its modules reported once, its state attached with
+// callbacks that read the current sample.
+struct DwarfUnwinder::Process {
+  Dwfl_Callbacks callbacks{};
+  char* debuginfo_path = nullptr;
+  Dwfl* dwfl = nullptr;
+  CurrentSample current;
+  bool attached = false;
+
+  ~Process() {
+    if (dwfl) dwfl_end(dwfl);
+  }
+};
+
+DwarfUnwinder::DwarfUnwinder() = default;
+DwarfUnwinder::~DwarfUnwinder() = default;
+
+void DwarfUnwinder::add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset,
+                                const std::string& readable_path) {
+  auto& m = mappings_[pid];
+  // Drop what the new mapping covers (as mmap does).
+  for (auto it = m.lower_bound(start); it != m.end() && it->first < end;) it = m.erase(it);
+  m[start] = Mapping{end, file_offset, readable_path};
+  sessions_.erase(pid);  // rebuilt with the new module on next use
+}
+
+void DwarfUnwinder::reset(int pid) {
+  mappings_.erase(pid);
+  sessions_.erase(pid);
+}
+
+void DwarfUnwinder::copy(int parent_pid, int child_pid) {
+  auto it = mappings_.find(parent_pid);
+  if (it != mappings_.end()) mappings_[child_pid] = it->second;
+  sessions_.erase(child_pid);
+}
+
+void DwarfUnwinder::remove(int pid) {
+  mappings_.erase(pid);
+  sessions_.erase(pid);
+}
+
+DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
+  auto found = sessions_.find(pid);
+  if (found != sessions_.end()) return found->second.get();
+  auto maps = mappings_.find(pid);
+  if (maps == mappings_.end()) return nullptr;
+
+  auto process = std::make_unique<Process>();
+  process->callbacks.find_elf = dwfl_build_id_find_elf;
+  process->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+  process->callbacks.section_address = dwfl_offline_section_address;
+  process->callbacks.debuginfo_path = &process->debuginfo_path;
+  process->dwfl = dwfl_begin(&process->callbacks);
+  if (!process->dwfl) return nullptr;
+  dwfl_report_begin(process->dwfl);
+  std::set<std::string> reported;
+  for (const auto& [start, mapping] : maps->second) {
+    if (mapping.path.empty() || mapping.path[0] != '/' || !reported.insert(mapping.path).second) continue;
+    // The load bias: where the file's virtual address 0 is in this process.
+    std::string error;
+    std::unique_ptr<ElfFile> elf = ElfFile::open(mapping.path, &error);
+    if (!elf) continue;
+    std::optional<uint64_t> vaddr = elf->file_offset_to_vaddr(mapping.file_offset);
+    if (!vaddr) continue;
+    dwfl_report_elf(process->dwfl, mapping.path.c_str(), mapping.path.c_str(), -1, start - *vaddr, false);
+  }
+  dwfl_report_end(process->dwfl, nullptr, nullptr);
+  process->attached = dwfl_attach_state(process->dwfl, nullptr, pid, &kThreadCallbacks, &process->current);
+  if (!process->attached) return nullptr;
+  return sessions_.emplace(pid, std::move(process)).first->second.get();
+}
+
+UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& registers, const uint8_t* stack,
+                                   size_t stack_size, size_t max_frames) {
+  UnwoundStack result;
+  Process* process = session_for(pid);
+  if (!process || registers.ip == 0) {
+    if (registers.ip) result.pcs.push_back(registers.ip);
+    return result;
+  }
+  process->current = CurrentSample{tid, registers, stack, stack_size, &result.pcs, max_frames};
+  int status = dwfl_getthread_frames(process->dwfl, tid, collect_frame, &process->current);
+  // 0: libdwfl reached the outermost frame (its return address is undefined).
+  result.complete = status == 0;
+  if (result.pcs.empty()) result.pcs.push_back(registers.ip);
+  return result;
+}
+
+}  // namespace bpfprof

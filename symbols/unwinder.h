@@ -1,0 +1,59 @@
+// Unwinds user stacks from a sample's registers and a copy of the top of its stack, with the
+// call-frame information (.eh_frame, .debug_frame) of the mapped ELF files, through libdwfl;
+// libdwfl falls back to the frame pointer where a file has no CFI. One libdwfl session per
+// process, rebuilt when its mappings change, so CFI is parsed once per file and process.
+#pragma once
+
+#include <elfutils/libdwfl.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace bpfprof {
+
+struct UserRegisters {
+  uint64_t ip = 0;
+  uint64_t sp = 0;
+  uint64_t bp = 0;
+};
+
+struct UnwoundStack {
+  std::vector<uint64_t> pcs;  // innermost first: the sampled ip, then return addresses
+  bool complete = false;      // reached the outermost frame
+};
+
+class DwarfUnwinder {
+ public:
+  DwarfUnwinder();
+  ~DwarfUnwinder();
+  DwarfUnwinder(const DwarfUnwinder&) = delete;
+  DwarfUnwinder& operator=(const DwarfUnwinder&) = delete;
+
+  // The executable mappings of each process, kept current as the recording goes on.
+  // `readable_path` is where the file can be opened (may differ from its path).
+  void add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset, const std::string& readable_path);
+  void reset(int pid);                      // exec: a new address space
+  void copy(int parent_pid, int child_pid);  // fork
+  void remove(int pid);                     // the process is gone
+
+  UnwoundStack unwind(int pid, int tid, const UserRegisters& registers, const uint8_t* stack, size_t stack_size,
+                      size_t max_frames);
+
+ private:
+  struct Mapping {
+    uint64_t end;
+    uint64_t file_offset;
+    std::string path;
+  };
+  struct Process;
+  Process* session_for(int pid);
+
+  std::unordered_map<int, std::map<uint64_t, Mapping>> mappings_;  // by start
+  std::unordered_map<int, std::unique_ptr<Process>> sessions_;
+};
+
+}  // namespace bpfprof
