@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
                      "Also look for debug files in DIR (DIR/.build-id/xx/rest.debug, DIR/<debuglink>); repeatable")
       ->check(CLI::ExistingDirectory)
       ->type_name("DIR");
-  std::string call_graph = "fp";
+  std::string call_graph = "dwarf";
   record->add_option("--call-graph", call_graph,
                      "User stacks: fp (frame pointers) or dwarf[,SIZE] (copy SIZE bytes of stack, default 8192, "
                      "and unwind with DWARF CFI)")

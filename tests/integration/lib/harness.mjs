@@ -288,8 +288,10 @@ export const STATE_FRAMES = new Set(['[sleeping]', '[I/O wait]', '[waiting for C
 // Returns { kernel: number of Kernel frames, ordered: bool, user: the User frames }.
 export function splitUserKernel(allFrames) {
   // An off-CPU sample ends in a state pseudo-frame ([sleeping], [I/O wait], [waiting for CPU]).
+  // A user stack the unwinder could not complete starts with a [truncated] pseudo-frame.
+  const start = allFrames.length && allFrames[0].name === '[truncated]' ? 1 : 0;
   const frames = allFrames.length && STATE_FRAMES.has(allFrames[allFrames.length - 1].name)
-    ? allFrames.slice(0, -1) : allFrames;
+    ? allFrames.slice(start, -1) : allFrames.slice(start);
   const firstKernel = frames.findIndex((f) => f.category === 'Kernel');
   if (firstKernel < 0) return { kernel: 0, ordered: true, user: frames };
   const below = frames.slice(firstKernel);
