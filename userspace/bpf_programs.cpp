@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -145,8 +146,13 @@ void BpfPrograms::decode(const void* data, size_t size) {
       const size_t stack_size = std::min<size_t>(e->stack_size, size - kFixed);
       UnwoundStack user;
       if (e->user_ip) {
+        const auto unwind_start = std::chrono::steady_clock::now();
         user = unwinder_->unwind(pid.value, tid.value, UserRegisters{e->user_ip, e->user_sp, e->user_bp}, e->stack,
                                  stack_size, BPFPROF_MAX_STACK_DEPTH);
+        rec.stats.unwind_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - unwind_start).count(),
+            UINT32_MAX)));
+        rec.stats.dwarf_sample_bytes += size;
         ++rec.stats.user_stacks;
         if (user.complete)
           ++rec.stats.user_stacks_complete;

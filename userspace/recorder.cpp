@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -266,11 +267,16 @@ int run_record(const RecordOptions& options) {
             recording.frequency_hz, summary.processes, summary.threads,
             static_cast<unsigned long long>(recording.stats.lost_bpf_events +
                                             recording.stats.lost_sideband_records));
-    if (recording.stats.user_stacks)
-      fprintf(stderr, "bpfprof: user stacks complete: %.1f%% (%llu of %llu)\n",
+    if (recording.stats.user_stacks) {
+      std::vector<uint32_t> times = recording.stats.unwind_ns;
+      std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+      fprintf(stderr, "bpfprof: user stacks complete: %.1f%% (%llu of %llu); unwinding %.1f us per sample (median), %.0f bytes per sample\n",
               100.0 * static_cast<double>(recording.stats.user_stacks_complete) / static_cast<double>(recording.stats.user_stacks),
               static_cast<unsigned long long>(recording.stats.user_stacks_complete),
-              static_cast<unsigned long long>(recording.stats.user_stacks));
+              static_cast<unsigned long long>(recording.stats.user_stacks),
+              times.empty() ? 0.0 : times[times.size() / 2] / 1000.0,
+              static_cast<double>(recording.stats.dwarf_sample_bytes) / static_cast<double>(recording.stats.user_stacks));
+    }
     fprintf(stderr, "bpfprof: wrote %s — open it at https://profiler.firefox.com (Load a profile from file)\n",
             options.output_path.c_str());
   } catch (const std::exception& e) {
