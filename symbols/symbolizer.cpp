@@ -108,30 +108,29 @@ LibraryDescription Symbolizer::describe_kernel() {
 }
 
 Symbolizer::Symbolizer(SymbolizerOptions options) : options_(std::move(options)) {}
-Symbolizer::~Symbolizer() {
-  if (vdso_fd_ >= 0) close(vdso_fd_);
-}
+Symbolizer::~Symbolizer() = default;
 
-const std::string& Symbolizer::file_for(const std::string& path) {
-  if (path != "[vdso]") return path;
-  if (!vdso_file_) {
-    vdso_file_ = std::string();
+const std::string& vdso_image_path() {
+  static const std::string path = [] {
     std::optional<std::vector<MapEntry>> maps = read_proc_maps(getpid());
     for (const MapEntry& m : maps.value_or(std::vector<MapEntry>{})) {
       if (m.path != "[vdso]") continue;
-      int fd = memfd_create("bpfprof-vdso", MFD_CLOEXEC);
+      int fd = memfd_create("bpfprof-vdso", MFD_CLOEXEC);  // kept open for the run
       if (fd < 0) break;
       const auto* image = reinterpret_cast<const char*>(m.start);
-      if (write(fd, image, m.end - m.start) == static_cast<ssize_t>(m.end - m.start)) {
-        vdso_fd_ = fd;
-        vdso_file_ = "/proc/self/fd/" + std::to_string(fd);
-      } else {
-        close(fd);
-      }
+      if (write(fd, image, m.end - m.start) == static_cast<ssize_t>(m.end - m.start))
+        return "/proc/self/fd/" + std::to_string(fd);
+      close(fd);
       break;
     }
-  }
-  return vdso_file_->empty() ? path : *vdso_file_;
+    return std::string();
+  }();
+  return path;
+}
+
+const std::string& Symbolizer::file_for(const std::string& path) {
+  if (path != "[vdso]" || vdso_image_path().empty()) return path;
+  return vdso_image_path();
 }
 
 const DwarfModule* Symbolizer::dwarf_for(const std::string& path) {

@@ -56,6 +56,10 @@ struct LibraryDescription {
 // The Breakpad id of a GNU build-id: the first 16 bytes read as a little-endian GUID.
 std::string breakpad_id_from_build_id(const std::vector<uint8_t>& build_id);
 std::string hex_string(const std::vector<uint8_t>& bytes);
+// A readable file holding the vDSO image ("/proc/self/fd/N"; empty if unavailable): the
+// kernel maps the same image into every process, so bpfprof's own copy serves for all.
+const std::string& vdso_image_path();
+
 // The kernel's own build-id from /sys/kernel/notes (empty if unavailable).
 std::vector<uint8_t> kernel_build_id();
 
@@ -84,13 +88,11 @@ class Symbolizer {
   // build-id) when the binary itself has no .symtab, else the binary.
   const ElfFile& symbol_source_for(const std::shared_ptr<const ElfFile>& binary);
   const DwarfModule* dwarf_for(const std::string& path);
-  // Where to read a library's file: "[vdso]" is this process's own copy of the vDSO image
-  // (the kernel maps the same one into every process), saved once to a memfd.
+  // Where to read a library's file ("[vdso]": vdso_image_path()).
   const std::string& file_for(const std::string& path);
 
   SymbolizerOptions options_;
-  std::optional<std::string> vdso_file_;  // "/proc/self/fd/N", empty if unavailable
-  int vdso_fd_ = -1;
+
   ElfCache elf_cache_;
   std::unordered_map<const ElfFile*, std::shared_ptr<const ElfFile>> symbol_sources_;
   std::unordered_map<std::string, std::unique_ptr<DwarfModule>> dwarf_modules_;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "symbols/elf_file.h"
+#include "symbols/symbolizer.h"
 
 namespace bpfprof {
 
@@ -124,14 +125,15 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
   dwfl_report_begin(process->dwfl);
   std::set<std::string> reported;
   for (const auto& [start, mapping] : maps->second) {
-    if (mapping.path.empty() || mapping.path[0] != '/' || !reported.insert(mapping.path).second) continue;
+    const std::string& file = mapping.path == "[vdso]" ? vdso_image_path() : mapping.path;
+    if (file.empty() || file[0] != '/' || !reported.insert(file).second) continue;
     // The load bias: where the file's virtual address 0 is in this process.
     std::string error;
-    std::unique_ptr<ElfFile> elf = ElfFile::open(mapping.path, &error);
+    std::unique_ptr<ElfFile> elf = ElfFile::open(file, &error);
     if (!elf) continue;
     std::optional<uint64_t> vaddr = elf->file_offset_to_vaddr(mapping.file_offset);
     if (!vaddr) continue;
-    dwfl_report_elf(process->dwfl, mapping.path.c_str(), mapping.path.c_str(), -1, start - *vaddr, false);
+    dwfl_report_elf(process->dwfl, mapping.path.c_str(), file.c_str(), -1, start - *vaddr, false);
   }
   dwfl_report_end(process->dwfl, nullptr, nullptr);
   process->attached = dwfl_attach_state(process->dwfl, nullptr, pid, &kThreadCallbacks, &process->current);
