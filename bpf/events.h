@@ -21,6 +21,7 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_SWITCH_OUT = 6, /* a thread left the CPU (bpfprof_switch_out_event) */
   BPFPROF_EVENT_SWITCH_IN = 7,  /* it runs again (just the header) */
   BPFPROF_EVENT_DWARF_SAMPLE = 8, /* a timer sample with user registers and stack bytes */
+  BPFPROF_EVENT_DWARF_SWITCH_OUT = 9, /* a switch-out, stacks as in a DWARF sample */
 };
 
 /* The largest user-stack copy per sample (--call-graph dwarf,SIZE); per-CPU scratch space
@@ -63,6 +64,8 @@ struct bpfprof_dwarf_sample_event {
   __u64 user_bp;
   __u32 kernel_depth;
   __u32 stack_size;
+  __u32 state; /* BPFPROF_EVENT_DWARF_SWITCH_OUT: enum bpfprof_off_cpu_state */
+  __u32 flags; /* BPFPROF_EVENT_DWARF_SWITCH_OUT: BPFPROF_SWITCH_STACK_REUSED */
   __u64 kernel_ips[BPFPROF_MAX_STACK_DEPTH];
   __u8 stack[BPFPROF_MAX_STACK_COPY];
 };

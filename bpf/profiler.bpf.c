@@ -129,20 +129,21 @@ static long find_stack_end(struct task_struct *task, struct vm_area_struct *vma,
   return 0;
 }
 
-/* Registers and stack bytes for unwinding with CFI in userspace. */
-static __always_inline int send_dwarf_sample(struct bpf_perf_event_data *ctx, __u32 tgid, __u32 tid)
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_dwarf_sample_event);
+} dwarf_switch_scratch SEC(".maps");
+
+/* The current task's user registers (also when it is in the kernel) and a copy of its user
+ * stack from sp, for unwinding with CFI in userspace; and its kernel stack. */
+static __always_inline void capture_dwarf_stacks(void *ctx, struct bpfprof_dwarf_sample_event *e, bool with_user)
 {
-  __u32 zero = 0;
-  struct bpfprof_dwarf_sample_event *e = bpf_map_lookup_elem(&dwarf_scratch, &zero);
-  if (!e)
-    return 0;
-  fill_header(&e->header, BPFPROF_EVENT_DWARF_SAMPLE, tgid, tid);
   struct task_struct *task = bpf_get_current_task_btf();
-  e->cpu_time_ns = task->se.sum_exec_runtime;
   e->stack_size = 0;
   e->user_ip = e->user_sp = e->user_bp = 0;
-  /* The saved user registers, also when the sample interrupted kernel code. */
-  if (task->mm) {
+  if (with_user && task->mm) {
     struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
     if (regs) {
       e->user_ip = BPF_CORE_READ(regs, ip);
@@ -150,7 +151,7 @@ static __always_inline int send_dwarf_sample(struct bpf_perf_event_data *ctx, __
       e->user_bp = BPF_CORE_READ(regs, bp);
     }
   }
-  e->kernel_depth = capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+  e->kernel_depth = with_user ? capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f : 0;
 
   __u64 size = 0;
   if (e->user_sp) {
@@ -175,11 +176,30 @@ static __always_inline int send_dwarf_sample(struct bpf_perf_event_data *ctx, __
     }
   }
   e->stack_size = size;
-  __u64 out = offsetof(struct bpfprof_dwarf_sample_event, stack) + size;
+}
+
+static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event *e)
+{
+  __u64 out = offsetof(struct bpfprof_dwarf_sample_event, stack) + e->stack_size;
   if (out > sizeof(*e))
     out = sizeof(*e);
   if (bpf_ringbuf_output(&events, e, out, submit_flags()))
     count_lost();
+}
+
+static __always_inline int send_dwarf_sample(struct bpf_perf_event_data *ctx, __u32 tgid, __u32 tid)
+{
+  __u32 zero = 0;
+  struct bpfprof_dwarf_sample_event *e = bpf_map_lookup_elem(&dwarf_scratch, &zero);
+  if (!e)
+    return 0;
+  fill_header(&e->header, BPFPROF_EVENT_DWARF_SAMPLE, tgid, tid);
+  struct task_struct *task = bpf_get_current_task_btf();
+  e->cpu_time_ns = task->se.sum_exec_runtime;
+  e->state = 0;
+  e->flags = 0;
+  capture_dwarf_stacks(ctx, e, true);
+  send_dwarf_event(e);
   return 0;
 }
 
@@ -250,7 +270,28 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     *last_sampled = 0;
 
   /* A dying thread's exit event ends it; anything else leaving the CPU is off-CPU time. */
-  if (!(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid) && (record_off_cpu || was_sampled)) {
+  bool leaving = !(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid) && (record_off_cpu || was_sampled);
+  if (leaving && record_off_cpu && user_stack_copy_bytes) {
+    /* Off-CPU stacks unwound like timer samples: registers and stack bytes. */
+    struct bpfprof_dwarf_sample_event *d = bpf_map_lookup_elem(&dwarf_switch_scratch, &zero);
+    if (d) {
+      fill_header(&d->header, BPFPROF_EVENT_DWARF_SWITCH_OUT, prev_tgid, prev_tid);
+      d->cpu_time_ns = prev->se.sum_exec_runtime;
+      d->state = off_cpu_state(preempt, prev_state);
+      d->flags = 0;
+      __u64 *taken = bpf_task_storage_get(&off_cpu_stack_taken, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+      __u64 now = d->header.timestamp_ns;
+      bool reuse = taken && *taken && now - *taken < off_cpu_stack_interval_ns;
+      if (reuse)
+        d->flags = BPFPROF_SWITCH_STACK_REUSED;
+      else if (taken)
+        *taken = now;
+      capture_dwarf_stacks(ctx, d, !reuse);
+      send_dwarf_event(d);
+    }
+    leaving = false;
+  }
+  if (leaving) {
     struct bpfprof_switch_out_event *e = bpf_map_lookup_elem(&switch_scratch, &zero);
     if (e) {
       fill_header(&e->header, BPFPROF_EVENT_SWITCH_OUT, prev_tgid, prev_tid);

@@ -139,10 +139,12 @@ void BpfPrograms::decode(const void* data, size_t size) {
       ++rec.stats.samples;
       break;
     }
+    case BPFPROF_EVENT_DWARF_SWITCH_OUT:
     case BPFPROF_EVENT_DWARF_SAMPLE: {
       constexpr size_t kFixed = offsetof(bpfprof_dwarf_sample_event, stack);
       if (size < kFixed || !unwinder_) return;
       const auto* e = static_cast<const bpfprof_dwarf_sample_event*>(data);
+      const bool switch_out = header.kind == BPFPROF_EVENT_DWARF_SWITCH_OUT;
       const size_t stack_size = std::min<size_t>(e->stack_size, size - kFixed);
       UnwoundStack user;
       if (e->user_ip) {
@@ -164,8 +166,16 @@ void BpfPrograms::decode(const void* data, size_t size) {
       const uint32_t kernel = std::min<uint32_t>(e->kernel_depth, BPFPROF_MAX_STACK_DEPTH);
       ips.insert(ips.end(), e->kernel_ips, e->kernel_ips + kernel);
       RawStackId stack = intern_stack(ips.data(), ips.size(), static_cast<uint32_t>(user.pcs.size()), kernel);
-      rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack});
-      ++rec.stats.samples;
+      if (switch_out) {
+        OffCpuState state = e->state >= 1 && e->state <= 3 ? static_cast<OffCpuState>(e->state) : OffCpuState::kSleeping;
+        rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack,
+                                           SampleKind::kSwitchOut, state,
+                                           (e->flags & BPFPROF_SWITCH_STACK_REUSED) != 0});
+        ++rec.stats.switch_outs;
+      } else {
+        rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack});
+        ++rec.stats.samples;
+      }
       break;
     }
     case BPFPROF_EVENT_SWITCH_OUT: {
