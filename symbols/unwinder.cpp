@@ -56,12 +56,20 @@ bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
 const Dwfl_Thread_Callbacks kThreadCallbacks = {next_thread, get_thread, memory_read, set_initial_registers,
                                                 nullptr, nullptr};
 
+// Profiles nudge every frame but the leaf back by one byte, into its call instruction. A
+// frame interrupted by a signal holds an exact pc, and so does the signal trampoline the
+// handler returns to: those get one byte more so the nudge lands on them.
 int collect_frame(Dwfl_Frame* frame, void* arg) {
   auto* sample = static_cast<CurrentSample*>(arg);
   Dwarf_Addr pc;
   bool activation;
   if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
-  sample->pcs->push_back(pc);
+  std::vector<uint64_t>& pcs = *sample->pcs;
+  if (activation && !pcs.empty()) {
+    pcs.back() += 1;  // the trampoline
+    pc += 1;          // the interrupted instruction
+  }
+  pcs.push_back(pc);
   return sample->pcs->size() >= sample->max_frames ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
 

@@ -102,6 +102,9 @@ int BpfPrograms::on_event(void* context, void* data, size_t size) {
   return 0;
 }
 
+// Unwound stacks are not bound by the kernel's frame-pointer walk limit.
+constexpr size_t kMaxUnwoundFrames = 1024;
+
 // Interns `ips` (user frames, then kernel frames, each innermost first) as a root-first path.
 RawStackId BpfPrograms::intern_stack(const uint64_t* ips, size_t available, uint32_t user_depth,
                                      uint32_t kernel_depth) {
@@ -150,7 +153,7 @@ void BpfPrograms::decode(const void* data, size_t size) {
       if (e->user_ip) {
         const auto unwind_start = std::chrono::steady_clock::now();
         user = unwinder_->unwind(pid.value, tid.value, UserRegisters{e->user_ip, e->user_sp, e->user_bp}, e->stack,
-                                 stack_size, BPFPROF_MAX_STACK_DEPTH);
+                                 stack_size, kMaxUnwoundFrames);
         rec.stats.unwind_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - unwind_start).count(),
             UINT32_MAX)));
