@@ -29,6 +29,8 @@ clean:
 	rm -rf $(BUILD_DIR)
 
 bench: build
+	bench/overhead.sh
 	$(BUILD_DIR)/bench/pipeline_bench
+	$(BUILD_DIR)/bench/symbolize_bench
 	bench/system_wide_scale.sh
 	bench/offcpu_overhead.sh

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Overhead on a fixed amount of work (tests/fixtures/fixed_work: two threads, both CPUs, user
+# arithmetic and write() system calls), as the workload's own wall time: alone, under
+# bpfprof at 1 kHz (--call-graph fp and dwarf, defaults otherwise), under `perf record -F
+# 1000 -g` and `perf record -F 1000 --call-graph dwarf`. Modes interleaved for ROUNDS
+# rounds; medians; slowdown against the alone baseline of the same run. Needs root.
+#   ROUNDS=5 WORK=80000 bench/overhead.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BPFPROF=${BPFPROF:-build/bpfprof}
+WORK_BIN=${WORK_BIN:-build/tests/fixtures/fixed_work}
+ROUNDS=${ROUNDS:-5}
+WORK=${WORK:-80000}
+[ "$(id -u)" -eq 0 ] || { echo "needs root" >&2; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+have_perf=1
+command -v perf >/dev/null || have_perf=0
+
+modes=(alone bpfprof-fp bpfprof-dwarf)
+((have_perf)) && modes+=(perf-fp perf-dwarf)
+
+run_one() {
+  case $1 in
+    alone) "$WORK_BIN" "$WORK" ;;
+    bpfprof-fp) "$BPFPROF" record --call-graph fp -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
+    bpfprof-dwarf) "$BPFPROF" record --call-graph dwarf -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
+    perf-fp) perf record -q -F 1000 -g -o "$out/perf.data" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
+    perf-dwarf) perf record -q -F 1000 --call-graph dwarf -o "$out/perf.data" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
+  esac | sed -n 's/^wall_ms=//p'
+}
+
+for round in $(seq "$ROUNDS"); do
+  for mode in "${modes[@]}"; do
+    ms=$(run_one "$mode")
+    echo "$mode $ms" >> "$out/results"
+    echo "round $round: $mode $ms ms" >&2
+  done
+done
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+base=$(awk '$1 == "alone" {print $2}' "$out/results" | median)
+echo "| mode | workload wall time (median of $ROUNDS) | slowdown vs alone |"
+echo "| --- | ---: | ---: |"
+for mode in "${modes[@]}"; do
+  m=$(awk -v m="$mode" '$1 == m {print $2}' "$out/results" | median)
+  printf '| %s | %.1f ms | %.3fx |\n' "$mode" "$m" "$(echo "$m / $base" | bc -l)"
+done
