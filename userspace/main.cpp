@@ -13,14 +13,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   bpfprof::RecordOptions options;
 
-  CLI::App* record = app.add_subcommand("record", "Record a profile of a command and its children");
+  CLI::App* record = app.add_subcommand(
+      "record", "Record a profile: of a command and its children (-- CMD), of running processes (-p), or of "
+                "the whole system (-a)");
   record->add_option("-F,--frequency", options.frequency_hz, "Samples per second per CPU")
       ->check(CLI::Range(1u, 100000u))
       ->capture_default_str();
   record->add_option("-o,--output", options.output_path, "Output file (.json.gz, or .json for plain JSON)")
       ->capture_default_str();
   record->add_option("-d,--duration", options.duration_seconds,
-                     "Stop recording after SECONDS (the command keeps running)")
+                     "Stop recording after SECONDS (a launched command keeps running)")
       ->check(CLI::PositiveNumber);
   record->add_option("-p,--pid", options.attach_pids, "Attach to running processes (comma-separated pids)")
       ->delimiter(',');
