@@ -6,12 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "userspace/event_decoder.h"
 #include "userspace/recording.h"
 #include "userspace/unique_fd.h"
 
 struct profiler_bpf;
 namespace bpfprof {
 class DwarfUnwinder;
+class EventLogWriter;
 }
 struct bpf_link;
 struct ring_buffer;
@@ -43,10 +45,11 @@ class BpfPrograms {
   int drain(Recording& recording);
   uint64_t lost_events() const;  // summed over CPUs
 
+  // Every event read from now on is also written to `log` (raw, for replay); null stops.
+  void save_events_to(EventLogWriter* log) { event_log_ = log; }
+
  private:
   static int on_event(void* context, void* data, size_t size);
-  void decode(const void* data, size_t size);
-  RawStackId intern_stack(const uint64_t* ips, size_t available, uint32_t user_depth, uint32_t kernel_depth);
 
   struct SkeletonDeleter { void operator()(profiler_bpf* skel) const; };
   struct LinkDeleter { void operator()(bpf_link* link) const; };
@@ -56,7 +59,8 @@ class BpfPrograms {
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
   Recording* target_ = nullptr;  // where on_event appends, valid during poll/drain
-  DwarfUnwinder* unwinder_ = nullptr;
+  EventDecoder decoder_;
+  EventLogWriter* event_log_ = nullptr;
 };
 
 }  // namespace bpfprof

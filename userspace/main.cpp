@@ -6,6 +6,7 @@
 #include <string>
 
 #include "userspace/recorder.h"
+#include "userspace/replay.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"bpfprof: sample what processes are doing (kernel and user stacks) and write a "
@@ -42,8 +43,24 @@ int main(int argc, char** argv) {
                                             "(default: on for a command and -p, off for -a)");
   record->add_flag_callback("--no-off-cpu", [&] { options.off_cpu = false; }, "Do not record off-CPU time")
       ->excludes(off_cpu);
+  record->add_option("--save-events", options.save_events_path,
+                     "Also save the raw event stream to FILE (for bpfprof replay: benchmarks, debugging)")
+      ->type_name("FILE");
+  record->add_flag("--no-collapse", options.no_collapse,
+                   "Write one sample per timer tick (by default consecutive identical samples of a thread are "
+                   "one sample with a weight)");
   record->add_option("command", options.command, "The command to run, after --");
   record->positionals_at_end();
+
+  bpfprof::ReplayOptions replay_options;
+  CLI::App* replay = app.add_subcommand(
+      "replay", "Turn an event stream saved with record --save-events into a profile again, and report the "
+                "speed of each stage (decode, unwind, model, symbolize, write); on the machine that recorded it");
+  replay->add_option("events", replay_options.events_path, "The saved event stream")->required();
+  replay->add_option("-o,--output", replay_options.output_path, "Output file")->capture_default_str();
+  replay->add_option("--symbol-dir", replay_options.symbol_dirs, "As for record")->type_name("DIR");
+  replay->add_flag("--keep-idle-threads", replay_options.keep_idle_threads, "As for record");
+  replay->add_flag("--no-collapse", replay_options.no_collapse, "As for record");
 
   try {
     app.parse(argc, argv);
@@ -53,6 +70,7 @@ int main(int argc, char** argv) {
             app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name().c_str());
     return 2;
   }
+  if (replay->parsed()) return bpfprof::run_replay(replay_options);
   if (call_graph == "fp") {
     options.user_stack_copy_bytes = 0;
   } else if (call_graph == "dwarf" || call_graph.starts_with("dwarf,")) {

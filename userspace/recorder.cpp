@@ -15,6 +15,7 @@
 
 #include "symbols/unwinder.h"
 #include "userspace/bpf_programs.h"
+#include "userspace/event_log.h"
 #include "userspace/mapped_files.h"
 #include "userspace/launcher.h"
 #include "userspace/output_file.h"
@@ -86,18 +87,7 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
   return std::nullopt;
 }
 
-// Keeps the unwinder's view of each process's mappings current (exec, mmap).
-void feed_unwinder(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events, size_t from) {
-  for (size_t i = from; i < events.size(); ++i) {
-    if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&events[i].payload)) {
-      unwinder.reset(reset->pid.value);
-    } else if (const auto* mmap = std::get_if<MmapEvent>(&events[i].payload)) {
-      const MappingInfo& m = mmap->mapping;
-      unwinder.add_mapping(mmap->pid.value, m.start, m.start + m.length, m.file_offset,
-                           m.access_path.empty() ? m.path : m.access_path);
-    }
-  }
-}
+constexpr uint64_t kReorderWindowNs = 1000000000;
 
 // Attaching holds one fd per mapped file, and there is one perf fd per CPU and event.
 void raise_file_limit() {
@@ -159,6 +149,26 @@ int run_record(const RecordOptions& options) {
   std::vector<UniqueFd> target_pidfds;
   recording.start_time = monotonic_now();
   recording.start_wall_clock_ms = wall_clock_ms_now();
+  std::unique_ptr<EventLogWriter> event_log;
+  if (!options.save_events_path.empty()) {
+    try {
+      event_log = std::make_unique<EventLogWriter>(
+          options.save_events_path, RecordingSettings{recording.frequency_hz, recording.sampling_event, recording.off_cpu,
+                                                      recording.call_graph, recording.start_time,
+                                                      recording.start_wall_clock_ms});
+    } catch (const std::exception& e) {
+      fprintf(stderr, "bpfprof: %s\n", e.what());
+      return 2;
+    }
+    bpf->save_events_to(event_log.get());
+  }
+  // Lifecycle events from the side band and /proc go to the event log as they are (the BPF
+  // programs' events are saved raw as they are read).
+  auto drain_side_band = [&] {
+    const size_t before = recording.events.size();
+    side_band->drain(recording.events);
+    if (event_log) event_log->write_lifecycle_events(recording.events, before);
+  };
   try {
     if (launch) {
       command.emplace(options.command);
@@ -203,10 +213,14 @@ int run_record(const RecordOptions& options) {
           ? std::optional(MonotonicNs{recording.start_time.value +
                                       static_cast<uint64_t>(*options.duration_seconds * 1e9)})
           : std::nullopt;
+  if (event_log) event_log->write_lifecycle_events(recording.events, 0);
   MappedFiles mapped_files;  // holds files that will not be at their path at the end
   mapped_files.resolve(recording.events, 0);
-  if (unwinder) feed_unwinder(*unwinder, recording.events, 0);
+  if (unwinder) update_unwinder_mappings(*unwinder, recording.events, 0);
   size_t resolved_events = recording.events.size();
+  SessionModel model;
+  model.configure_for(recording);
+  model.set_collapse_repeated_samples(!options.no_collapse);
   int handled_signals = 0;
   int stop_signal = 0;
   bool command_exited = false;
@@ -216,9 +230,12 @@ int run_record(const RecordOptions& options) {
       fprintf(stderr, "bpfprof: reading BPF events failed: %s\n", strerror(-n));
       break;
     }
-    side_band->drain(recording.events);
+    drain_side_band();
     mapped_files.resolve(recording.events, resolved_events);
-    if (unwinder) feed_unwinder(*unwinder, recording.events, resolved_events);
+    if (unwinder) update_unwinder_mappings(*unwinder, recording.events, resolved_events);
+    // Events older than this are all in: the side band and the ring buffer are read every
+    // poll, and CPUs' events interleave within microseconds.
+    model.consume(recording, MonotonicNs{monotonic_now().value - kReorderWindowNs});
     resolved_events = recording.events.size();
     while (handled_signals < g_signal_count) {
       ++handled_signals;
@@ -247,15 +264,26 @@ int run_record(const RecordOptions& options) {
   sampling.fds.clear();
   // Collect what is still in flight: the exit events of the last threads.
   bpf->drain(recording);
-  side_band->drain(recording.events);
+  drain_side_band();
   mapped_files.resolve(recording.events, resolved_events);
   recording.stats.lost_bpf_events = bpf->lost_events();
   recording.stats.lost_sideband_records = side_band->lost_records();
+  if (event_log) {
+    bpf->save_events_to(nullptr);
+    try {
+      event_log->finish(RecordingTrailer{recording.end_time, recording.stats.lost_bpf_events,
+                                         recording.stats.lost_sideband_records});
+      fprintf(stderr, "bpfprof: saved %.1f MB of events to %s\n", static_cast<double>(event_log->bytes_written()) / 1e6,
+              options.save_events_path.c_str());
+    } catch (const std::exception& e) {
+      fprintf(stderr, "bpfprof: %s\n", e.what());
+    }
+  }
 
   int status = command_exited ? command->exit_status() : stop_signal ? 128 + stop_signal : 0;
   try {
-    SessionModel model;
-    model.replay(recording);
+    model.consume(recording, MonotonicNs{UINT64_MAX});
+    model.finish(recording.end_time);
     ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs});
     output->commit();
     auto ms_between = [](MonotonicNs a, MonotonicNs b) { return (static_cast<double>(b.value) - a.value) / 1e6; };

@@ -25,6 +25,10 @@ struct RecordOptions {
   // User stacks: walked along frame pointers in the kernel (0), or this many bytes of the
   // stack copied per sample and unwound with DWARF CFI.
   uint32_t user_stack_copy_bytes = 0;
+  // --save-events: also write the raw event stream there, for `bpfprof replay`.
+  std::string save_events_path;
+  // --no-collapse: one sample per timer tick, even when consecutive ones are identical.
+  bool no_collapse = false;
 };
 
 // Returns the exit status for bpfprof: the command's status when one was launched; 2 for

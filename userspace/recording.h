@@ -134,7 +134,7 @@ struct RecordingStats {
   uint64_t user_stacks = 0;           // samples with a user stack to unwind (DWARF mode)
   uint64_t user_stacks_complete = 0;  // of those, unwound to the outermost frame
   uint64_t dwarf_sample_bytes = 0;    // ring-buffer bytes of those samples
-  std::vector<uint32_t> unwind_ns;    // time each unwind took
+  std::vector<uint32_t> unwind_ns;    // time unwinds took (a uniform sample of at most 64k)
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
   uint64_t lost_sideband_records = 0; // perf MMAP/COMM records lost
 };

@@ -59,8 +59,33 @@ SessionModel::SessionModel() {
   libraries_.push_back(Library{"[kernel.kallsyms]", 0, 0, 0, {}, 0, {}});  // kKernelLib
 }
 
-void SessionModel::replay(const Recording& recording) {
+void SessionModel::configure_for(const Recording& recording) {
   configure(recording.frequency_hz ? 1000000000ull / recording.frequency_hz : 1000000, recording.off_cpu);
+}
+
+void SessionModel::consume(Recording& recording, MonotonicNs until) {
+  // Stable: events that share a timestamp keep the order they arrived in. Events arrive
+  // nearly in order (CPUs interleave), so the sort is mostly a check.
+  auto by_time = [](const auto& a, const auto& b) { return a.time < b.time; };
+  auto sort_and_split = [&](auto& items) {
+    if (!std::is_sorted(items.begin(), items.end(), by_time)) std::stable_sort(items.begin(), items.end(), by_time);
+    return std::partition_point(items.begin(), items.end(), [&](const auto& item) { return item.time <= until; });
+  };
+  auto events_end = sort_and_split(recording.events);
+  auto samples_end = sort_and_split(recording.samples);
+  auto sample = recording.samples.begin();
+  for (auto e = recording.events.begin(); e != events_end; ++e) {
+    // An event at the same time as a sample comes first: a fork precedes the child's samples.
+    for (; sample != samples_end && sample->time < e->time; ++sample) add_sample(*sample, recording.raw_stacks);
+    apply(e->time, e->payload);
+  }
+  for (; sample != samples_end; ++sample) add_sample(*sample, recording.raw_stacks);
+  recording.events.erase(recording.events.begin(), events_end);
+  recording.samples.erase(recording.samples.begin(), samples_end);
+}
+
+void SessionModel::replay(const Recording& recording) {
+  configure_for(recording);
   // Stable sorts: events that share a timestamp keep the order they arrived in.
   std::vector<const LifecycleEvent*> events;
   events.reserve(recording.events.size());
@@ -92,6 +117,7 @@ void SessionModel::finish(MonotonicNs end) {
       // Shown when the latest of the waits began (never before the thread's last sample).
       MonotonicNs at = th.last_short_off_cpu;
       if (!th.samples.empty() && th.samples.back().time > at) at = th.samples.back().time;
+      if (th.last_sample_is_tick && th.last_tick > at) at = th.last_tick;
       flush_short_off_cpu(th, at);
     }
     if (th.samples.empty() || th.unattributed_cpu_ns == 0) continue;
@@ -319,7 +345,9 @@ void SessionModel::record_runtime(Thread& th, CpuTimeNs runtime) {
 }
 
 uint64_t SessionModel::take_cpu(Thread& th, MonotonicNs t) {
-  const MonotonicNs previous = th.samples.empty() ? th.start : th.samples.back().time;
+  const MonotonicNs previous = th.last_sample_is_tick ? th.last_tick
+                               : th.samples.empty()   ? th.start
+                                                      : th.samples.back().time;
   const uint64_t wall = t.value > previous.value ? t.value - previous.value : 0;
   const uint64_t delta = std::min(th.unattributed_cpu_ns, wall);
   th.unattributed_cpu_ns -= delta;
@@ -329,7 +357,16 @@ uint64_t SessionModel::take_cpu(Thread& th, MonotonicNs t) {
 void SessionModel::add_on_cpu_sample(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks) {
   record_runtime(th, sample.cpu_time);
   StackId stack = resolve(sample.pid, sample.stack, raw_stacks);
-  th.samples.push_back(ThreadSample{sample.time, stack, take_cpu(th, sample.time), 1.0});
+  const uint64_t cpu = take_cpu(th, sample.time);
+  if (collapse_repeated_samples_ && th.last_sample_is_tick && th.samples.back().stack == stack &&
+      sample.time.value - th.last_tick.value < 2 * interval_ns_) {
+    th.samples.back().weight += 1.0;
+    th.samples.back().cpu_delta_ns += cpu;
+  } else {
+    th.samples.push_back(ThreadSample{sample.time, stack, cpu, 1.0});
+  }
+  th.last_sample_is_tick = true;
+  th.last_tick = sample.time;
 }
 
 void SessionModel::switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks) {
@@ -347,6 +384,7 @@ void SessionModel::switch_out(Thread& th, const SampleRecord& sample, const RawS
   } else {
     // No switch-in will come: only mark where the last running stack ends.
     th.samples.push_back(ThreadSample{sample.time, stack, take_cpu(th, sample.time), 0.0});
+    th.last_sample_is_tick = false;
   }
 }
 
@@ -358,6 +396,7 @@ void SessionModel::switch_in(Thread& th, MonotonicNs t) {
     flush_short_off_cpu(th, interval.since);
     th.samples.push_back(ThreadSample{interval.since, interval.stack, take_cpu(th, interval.since),
                                       static_cast<double>(blocked) / static_cast<double>(interval_ns_)});
+    th.last_sample_is_tick = false;
     return;
   }
   // Shorter than an interval: summed with the thread's other short waits, shown with the
@@ -375,6 +414,7 @@ void SessionModel::flush_short_off_cpu(Thread& th, MonotonicNs t) {
   if (th.short_off_cpu_ns == 0) return;
   th.samples.push_back(ThreadSample{t, th.short_off_cpu_stack, take_cpu(th, t),
                                     static_cast<double>(th.short_off_cpu_ns) / static_cast<double>(interval_ns_)});
+  th.last_sample_is_tick = false;
   th.short_off_cpu_ns = 0;
   th.longest_short_off_cpu_ns = 0;
 }

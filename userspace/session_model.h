@@ -113,6 +113,10 @@ struct Thread {
   StackId short_off_cpu_stack = 0;
   uint64_t longest_short_off_cpu_ns = 0;
   std::vector<ThreadSample> samples;
+  // The last sample is a timer sample that the next one joins (weight + 1) when it has the
+  // same stack and follows within two intervals: runs of identical samples become one.
+  bool last_sample_is_tick = false;
+  MonotonicNs last_tick;  // the latest timer sample's time, also when it joined the one before
 };
 
 struct Process {
@@ -144,6 +148,15 @@ class SessionModel {
     interval_ns_ = interval_ns;
     off_cpu_ = off_cpu;
   }
+  void configure_for(const Recording& recording);
+  // Consecutive identical timer samples of a thread become one sample with their summed
+  // weight and CPU time (on by default).
+  void set_collapse_repeated_samples(bool collapse) { collapse_repeated_samples_ = collapse; }
+
+  // Applies the recording's events and samples up to `until`, in time order, and removes
+  // them from `recording`: a live recording calls it as it goes, so memory holds the recent
+  // samples and the model, not every raw sample. configure_for() first.
+  void consume(Recording& recording, MonotonicNs until);
 
   const std::vector<Process>& processes() const { return processes_; }
   const std::vector<Thread>& threads() const { return threads_; }
@@ -200,6 +213,7 @@ class SessionModel {
   ResolvedStackTree stacks_;
   uint64_t interval_ns_ = 1000000;
   bool off_cpu_ = false;
+  bool collapse_repeated_samples_ = true;
 };
 
 }  // namespace bpfprof

@@ -117,6 +117,7 @@ const Thread& thread_with_tid(const SessionModel& model, int tid) {
 
 TEST(SessionModel, CpuDeltasFollowTheKernelRuntime) {
   SessionModel model;
+  model.set_collapse_repeated_samples(false);  // one sample per tick, to see each delta
   RawStackTree raw;
   model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
   for (uint64_t i = 1; i <= 3; ++i)
@@ -130,6 +131,7 @@ TEST(SessionModel, CpuDeltasFollowTheKernelRuntime) {
 TEST(SessionModel, TickLumpsAreSpreadOverSamplesWithoutLosingTime) {
   // The runtime moves only every 4th sample (a 4 ms tick at 1 kHz sampling).
   SessionModel model;
+  model.set_collapse_repeated_samples(false);
   RawStackTree raw;
   model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
   for (uint64_t i = 1; i <= 12; ++i) {
@@ -304,6 +306,103 @@ TEST(SessionModel, TheLaunchedCommandsCpuIsCountedFromItsFork) {
   model.add_sample(SampleRecord{ms(5), Pid{9}, Tid{9}, Cpu{0}, CpuTimeNs{3000000}, RawStackTree::kRoot}, raw);
   model.finish(ms(10));
   EXPECT_EQ(thread_with_tid(model, 9).samples.at(0).cpu_delta_ns, 3000000u);
+}
+
+}  // namespace
+}  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+TEST(CollapsedSamples, ConsecutiveIdenticalTicksBecomeOneWeightedSample) {
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
+  const RawStackId a = raw.intern(RawStackTree::kRoot, 0xffffffff81000000ull);
+  const RawStackId b = raw.intern(RawStackTree::kRoot, 0xffffffff81000100ull);
+  // a a a b a, then a after a 10 ms gap (not consecutive in time).
+  const RawStackId order[] = {a, a, a, b, a};
+  for (uint64_t i = 0; i < 5; ++i)
+    model.add_sample(SampleRecord{ms(i + 1), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{(i + 1) * 1000000}, order[i]}, raw);
+  model.add_sample(SampleRecord{ms(15), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{6000000}, a}, raw);
+  model.finish(ms(20));
+  const Thread& t = thread_with_tid(model, 2);
+  ASSERT_EQ(t.samples.size(), 4u);
+  EXPECT_EQ(t.samples[0].time, ms(1));
+  EXPECT_EQ(t.samples[0].weight, 3.0);
+  EXPECT_EQ(t.samples[0].cpu_delta_ns, 3000000u);  // the three ticks' CPU time
+  EXPECT_EQ(t.samples[1].weight, 1.0);
+  EXPECT_NE(t.samples[1].stack, t.samples[0].stack);
+  EXPECT_EQ(t.samples[2].weight, 1.0);
+  EXPECT_EQ(t.samples[3].time, ms(15));
+  uint64_t cpu = 0;
+  double weight = 0;
+  for (const ThreadSample& s : t.samples) cpu += s.cpu_delta_ns, weight += s.weight;
+  EXPECT_EQ(weight, 6.0);  // every tick still counts
+  EXPECT_EQ(cpu, 6000000u);
+}
+
+TEST(CollapsedSamples, AWaitInBetweenKeepsSamplesApart) {
+  SessionModel model;
+  model.configure(1000000, /*off_cpu=*/true);
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
+  const RawStackId a = raw.intern(RawStackTree::kRoot, 0xffffffff81000000ull);
+  model.add_sample(SampleRecord{ms(1), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{1000000}, a}, raw);
+  SampleRecord out{ms(1) , Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{1100000}, a, SampleKind::kSwitchOut, OffCpuState::kSleeping};
+  out.time = MonotonicNs{1100000};
+  model.add_sample(out, raw);
+  model.add_sample(SampleRecord{MonotonicNs{2500000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{0}, RawStackTree::kRoot,
+                                SampleKind::kSwitchIn},
+                   raw);
+  model.add_sample(SampleRecord{MonotonicNs{2600000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{1200000}, a}, raw);
+  model.finish(ms(3));
+  const Thread& t = thread_with_tid(model, 2);
+  ASSERT_EQ(t.samples.size(), 3u);  // tick, 1.4 ms wait, tick
+  EXPECT_EQ(t.samples[0].weight, 1.0);
+  EXPECT_NEAR(t.samples[1].weight, 1.4, 1e-9);
+  EXPECT_EQ(t.samples[2].weight, 1.0);
+}
+
+TEST(SessionModel, ConsumingAsTheRecordingGoesEqualsReplayingAtTheEnd) {
+  auto make = [] {
+    Recording rec;
+    rec.frequency_hz = 1000;
+    rec.events.push_back(LifecycleEvent{ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"}});
+    for (uint64_t i = 1; i <= 40; ++i) {
+      // Out of order by one position, as two CPUs' events interleave.
+      const uint64_t at = (i % 2) ? i + 1 : i - 1;
+      rec.samples.push_back(SampleRecord{ms(at), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{at * 1000000},
+                                         rec.raw_stacks.intern(RawStackTree::kRoot, 0xffffffff81000000ull + (at / 3))});
+    }
+    rec.events.push_back(LifecycleEvent{ms(45), ExitEvent{Pid{1}, Tid{2}, CpuTimeNs{45000000}, 0, false, "t"}});
+    rec.end_time = ms(50);
+    return rec;
+  };
+  Recording whole = make();
+  SessionModel at_end;
+  at_end.replay(whole);
+
+  Recording streamed = make();
+  SessionModel as_it_goes;
+  as_it_goes.configure_for(streamed);
+  as_it_goes.consume(streamed, ms(10));
+  EXPECT_LT(streamed.samples.size(), 40u);  // what was consumed is gone from the recording
+  as_it_goes.consume(streamed, ms(30));
+  as_it_goes.consume(streamed, MonotonicNs{UINT64_MAX});
+  as_it_goes.finish(streamed.end_time);
+  EXPECT_TRUE(streamed.samples.empty());
+  EXPECT_TRUE(streamed.events.empty());
+
+  const Thread& a = thread_with_tid(at_end, 2);
+  const Thread& b = thread_with_tid(as_it_goes, 2);
+  ASSERT_EQ(a.samples.size(), b.samples.size());
+  for (size_t i = 0; i < a.samples.size(); ++i) {
+    EXPECT_EQ(a.samples[i].time, b.samples[i].time) << i;
+    EXPECT_EQ(a.samples[i].weight, b.samples[i].weight) << i;
+    EXPECT_EQ(a.samples[i].cpu_delta_ns, b.samples[i].cpu_delta_ns) << i;
+  }
+  EXPECT_EQ(b.end, ms(45));
 }
 
 }  // namespace

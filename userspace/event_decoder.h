@@ -1,0 +1,37 @@
+// Turns the BPF programs' ring-buffer events (bpf/events.h) into the Recording: lifecycle
+// events, and samples whose stacks are interned (DWARF samples unwound first). The same path
+// serves a live recording and the replay of a saved event log.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "userspace/recording.h"
+
+namespace bpfprof {
+
+class DwarfUnwinder;
+
+class EventDecoder {
+ public:
+  // `unwinder`: for DWARF samples (their user stacks are unwound as they arrive); without
+  // one, DWARF samples are dropped.
+  explicit EventDecoder(DwarfUnwinder* unwinder = nullptr) : unwinder_(unwinder) {}
+
+  // Decodes one event into `recording`. Malformed or truncated events are ignored.
+  void decode(const void* data, size_t size, Recording& recording);
+
+ private:
+  RawStackId intern_stack(RawStackTree& tree, const uint64_t* ips, size_t available, uint32_t user_depth,
+                          uint32_t kernel_depth);
+
+  DwarfUnwinder* unwinder_;
+  std::vector<uint64_t> scratch_ips_;
+};
+
+// Keeps the unwinder's view of each process's mappings current (exec, mmap) with the
+// lifecycle events from index `from` on.
+void update_unwinder_mappings(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events, size_t from);
+
+}  // namespace bpfprof
