@@ -68,11 +68,22 @@ void BpfPrograms::track_process(Pid pid) {
     throw std::runtime_error("cannot track pid " + std::to_string(pid.value) + ": " + errno_text(errno));
 }
 
+namespace {
+// Returned by the event callback to make libbpf stop consuming (the event it was called for
+// is consumed): a poll must come back to the recorder's loop (signals, deadline, side band)
+// even when events arrive faster than they are processed.
+constexpr int kPollBudgetSpent = -EAGAIN;
+constexpr auto kPollBudget = std::chrono::milliseconds(100);
+}  // namespace
+
 int BpfPrograms::poll(Recording& recording, int timeout_ms) {
   target_ = &recording;
+  poll_deadline_ = std::chrono::steady_clock::now() + kPollBudget;
+  events_this_poll_ = 0;
   int n = ring_buffer__poll(ring_buffer_.get(), timeout_ms);
+  poll_deadline_.reset();
   target_ = nullptr;
-  return n;
+  return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
 }
 
 int BpfPrograms::drain(Recording& recording) {
@@ -100,6 +111,10 @@ int BpfPrograms::on_event(void* context, void* data, size_t size) {
   if (!self->target_) return 0;
   if (self->event_log_) self->event_log_->write_bpf_event(data, size);
   self->decoder_.decode(data, size, *self->target_);
+  // Checking the clock every 256 events keeps its cost out of the per-event path.
+  if (self->poll_deadline_ && ++self->events_this_poll_ % 256 == 0 &&
+      std::chrono::steady_clock::now() > *self->poll_deadline_)
+    return kPollBudgetSpent;
   return 0;
 }
 

@@ -2,7 +2,9 @@
 // ring buffer, and decodes ring-buffer events into the Recording.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,8 @@ class BpfPrograms {
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
   Recording* target_ = nullptr;  // where on_event appends, valid during poll/drain
   EventDecoder decoder_;
+  std::optional<std::chrono::steady_clock::time_point> poll_deadline_;  // set during poll()
+  uint64_t events_this_poll_ = 0;
   EventLogWriter* event_log_ = nullptr;
 };
 

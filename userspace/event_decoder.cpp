@@ -43,12 +43,13 @@ RawStackId EventDecoder::intern_stack(RawStackTree& tree, const uint64_t* ips, s
   // beyond such a frame is a real caller.
   size_t user_kept = 0;
   while (user_kept < user && is_user_address(ips[user_kept])) ++user_kept;
-  RawStackId node = RawStackTree::kRoot;
+  std::vector<uint64_t>& path = scratch_path_;  // root first
+  path.clear();
   for (size_t i = user_kept; i-- > 0;)
-    if (ips[i]) node = tree.intern(node, ips[i]);
+    if (ips[i]) path.push_back(ips[i]);
   for (size_t i = user + kernel; i-- > user;)
-    if (ips[i]) node = tree.intern(node, ips[i]);
-  return node;
+    if (ips[i]) path.push_back(ips[i]);
+  return tree.intern_path(path);
 }
 
 void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
@@ -67,6 +68,7 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       RawStackId stack = intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips), (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
       rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack});
       ++rec.stats.samples;
+      if (!rec.stats.first_sample_time.value) rec.stats.first_sample_time = time;
       break;
     }
     case BPFPROF_EVENT_DWARF_SWITCH_OUT:
@@ -106,6 +108,7 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       } else {
         rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack});
         ++rec.stats.samples;
+        if (!rec.stats.first_sample_time.value) rec.stats.first_sample_time = time;
       }
       break;
     }

@@ -28,6 +28,7 @@ class EventDecoder {
 
   DwarfUnwinder* unwinder_;
   std::vector<uint64_t> scratch_ips_;
+  std::vector<uint64_t> scratch_path_;
 };
 
 // Keeps the unwinder's view of each process's mappings current (exec, mmap) with the

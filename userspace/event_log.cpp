@@ -259,7 +259,7 @@ bool EventLogReader::read_raw(uint8_t& type, const uint8_t*& payload, uint32_t& 
   payload = data_ + position_;
   position_ += length;
   // Pages read long ago are dropped, so a replay's memory is the pipeline's, not the log's.
-  constexpr size_t kReleaseChunk = 64 << 20;
+  constexpr size_t kReleaseChunk = 8 << 20;
   if (position_ - released_ > 2 * kReleaseChunk) {
     madvise(const_cast<uint8_t*>(data_) + released_, kReleaseChunk, MADV_DONTNEED);
     released_ += kReleaseChunk;

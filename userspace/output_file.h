@@ -92,7 +92,8 @@ class FileSink final : public CommittableSink {
 // gzip (deflate with a gzip header) file output.
 class GzipFileSink final : public CommittableSink {
  public:
-  static constexpr int kDefaultLevel = 6;
+  // Level 3: as small as zlib's default (6) for profiles, in half the time.
+  static constexpr int kDefaultLevel = 3;
 
   // level: 0 (store) .. 9 (best); Z_DEFAULT_COMPRESSION (-1) is accepted too.
   explicit GzipFileSink(std::string path, int level = kDefaultLevel);

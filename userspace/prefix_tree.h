@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <unordered_map>
 #include <vector>
@@ -28,11 +29,24 @@ class PrefixTree {
     return it->second;
   }
 
-  // Interns a whole path given from the root to the leaf.
+  // Interns a whole path given from the root to the leaf. A path seen before is found by
+  // one hash of the whole path (and a walk up the tree to confirm it), not one lookup per
+  // frame: samples repeat the same stacks over and over.
   template <typename Range>
   NodeId intern_path(const Range& root_to_leaf) {
+    size_t hash = 0x84222325cbf29ce4ull;
+    size_t length = 0;
+    for (const Key& key : root_to_leaf) {
+      hash = (hash ^ KeyHash{}(key)) * 0x100000001b3ull;
+      hash ^= hash >> 29;
+      ++length;
+    }
+    auto [first, last] = path_index_.equal_range(hash);
+    for (auto it = first; it != last; ++it)
+      if (path_equals(it->second, root_to_leaf, length)) return it->second;
     NodeId node = kRoot;
     for (const Key& key : root_to_leaf) node = intern(node, key);
+    path_index_.emplace(hash, node);
     return node;
   }
 
@@ -60,8 +74,20 @@ class PrefixTree {
     }
   };
 
+  template <typename Range>
+  bool path_equals(NodeId leaf, const Range& root_to_leaf, size_t length) const {
+    // Compares from the leaf up: paths that differ usually differ near their leaves.
+    auto key = std::end(root_to_leaf);
+    NodeId n = leaf;
+    for (size_t i = 0; i < length; ++i, n = nodes_[n].parent) {
+      if (n == kRoot || !(nodes_[n].key == *--key)) return false;
+    }
+    return n == kRoot;
+  }
+
   std::vector<Node> nodes_;
   std::unordered_map<Edge, NodeId, EdgeHash> index_;
+  std::unordered_multimap<size_t, NodeId> path_index_;  // whole-path hash -> leaf
 };
 
 }  // namespace bpfprof

@@ -287,8 +287,10 @@ int run_record(const RecordOptions& options) {
     ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs});
     output->commit();
     auto ms_between = [](MonotonicNs a, MonotonicNs b) { return (static_cast<double>(b.value) - a.value) / 1e6; };
-    fprintf(stderr, "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms; profile written %.0f ms after the end\n",
+    fprintf(stderr, "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms, first sample after %.0f ms; "
+            "profile written %.0f ms after the end\n",
             ms_between(invoked, sampling_started), ms_between(invoked, targets_known),
+            recording.stats.first_sample_time.value ? ms_between(invoked, recording.stats.first_sample_time) : 0.0,
             ms_between(recording.end_time, monotonic_now()));
     fprintf(stderr, "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events lost\n",
             static_cast<unsigned long long>(recording.stats.samples), recording.sampling_event.c_str(),

@@ -130,6 +130,7 @@ struct SampleRecord {
 
 struct RecordingStats {
   uint64_t samples = 0;
+  MonotonicNs first_sample_time;      // 0 until a timer sample arrives
   uint64_t switch_outs = 0;
   uint64_t user_stacks = 0;           // samples with a user stack to unwind (DWARF mode)
   uint64_t user_stacks_complete = 0;  // of those, unwound to the outermost frame

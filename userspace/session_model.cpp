@@ -22,6 +22,7 @@ std::string base_name(const std::string& path) {
 
 void AddressSpace::add(const Mapping& mapping) {
   if (mapping.end <= mapping.start) return;
+  version_ = next_version();
   // Trim or drop every mapping that overlaps the new one, as mmap(MAP_FIXED) does.
   auto it = by_start_.lower_bound(mapping.start);
   if (it != by_start_.begin()) --it;
@@ -422,7 +423,16 @@ void SessionModel::flush_short_off_cpu(Thread& th, MonotonicNs t) {
 StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks) {
   const AddressSpace* space = nullptr;
   if (auto it = address_spaces_.find(pid); it != address_spaces_.end()) space = &it->second;
+  const uint64_t version = space ? space->version() : 0;
+  const uint64_t cache_key = static_cast<uint64_t>(static_cast<uint32_t>(pid.value)) << 32 | raw;
+  if (auto it = resolved_.find(cache_key); it != resolved_.end() && it->second.address_space_version == version)
+    return it->second.stack;
+  const StackId resolved = resolve_uncached(space, raw, raw_stacks);
+  resolved_[cache_key] = ResolvedStack{version, resolved};
+  return resolved;
+}
 
+StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw, const RawStackTree& raw_stacks) {
   std::vector<uint64_t> leaf_to_root = raw_stacks.leaf_to_root(raw);
   StackId node = ResolvedStackTree::kRoot;
   for (size_t i = leaf_to_root.size(); i-- > 0;) {

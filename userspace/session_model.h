@@ -73,9 +73,17 @@ class AddressSpace {
   void add(const Mapping& mapping);  // replaces whatever it overlaps
   const Mapping* find(uint64_t address) const;
   size_t size() const { return by_start_.size(); }
+  // Changes with every change of the mappings, unique across all address spaces: stacks
+  // resolved against one version stay valid until the next.
+  uint64_t version() const { return version_; }
 
  private:
+  static uint64_t next_version() {
+    static uint64_t counter = 0;
+    return ++counter;
+  }
   std::map<uint64_t, Mapping> by_start_;
+  uint64_t version_ = next_version();
 };
 
 struct ThreadSample {
@@ -189,6 +197,7 @@ class SessionModel {
   LibId intern_library(const MappingInfo& mapping);
   LibId anonymous_library(Pid pid);
   StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
+  StackId resolve_uncached(const AddressSpace* space, RawStackId raw, const RawStackTree& raw_stacks);
   void add_on_cpu_sample(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
   void switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
   void switch_in(Thread& th, MonotonicNs t);
@@ -211,6 +220,12 @@ class SessionModel {
   std::unordered_map<Tid, ThreadIndex> exited_threads_;
   std::unordered_map<Pid, AddressSpace> address_spaces_;
   ResolvedStackTree stacks_;
+  // Raw stacks already resolved in a process, with the address-space version they used.
+  struct ResolvedStack {
+    uint64_t address_space_version;
+    StackId stack;
+  };
+  std::unordered_map<uint64_t, ResolvedStack> resolved_;  // by pid << 32 | raw stack
   uint64_t interval_ns_ = 1000000;
   bool off_cpu_ = false;
   bool collapse_repeated_samples_ = true;
