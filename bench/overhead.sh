@@ -18,13 +18,15 @@ have_perf=1
 command -v perf >/dev/null || have_perf=0
 
 modes=(alone bpfprof-fp bpfprof-dwarf)
-((have_perf)) && modes+=(perf-fp perf-dwarf)
+((have_perf)) && modes+=(perf-nostack perf-fp perf-dwarf)
 
 run_one() {
   case $1 in
     alone) "$WORK_BIN" "$WORK" ;;
     bpfprof-fp) "$BPFPROF" record --call-graph fp -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
     bpfprof-dwarf) "$BPFPROF" record --call-graph dwarf -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
+    # The floor: the sampling interrupts alone (no stacks), what any sampler pays here.
+    perf-nostack) perf record -q -F 1000 -o "$out/perf.data" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
     perf-fp) perf record -q -F 1000 -g -o "$out/perf.data" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
     perf-dwarf) perf record -q -F 1000 --call-graph dwarf -o "$out/perf.data" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
   esac | sed -n 's/^wall_ms=//p'

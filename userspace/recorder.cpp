@@ -89,6 +89,14 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
 
 constexpr uint64_t kReorderWindowNs = 1000000000;
 
+// CPU time of this process (not of the command it waits for).
+double own_cpu_ms() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto ms = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) * 1e3 + static_cast<double>(tv.tv_usec) / 1e3; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
 // Attaching holds one fd per mapped file, and there is one perf fd per CPU and event.
 void raise_file_limit() {
   rlimit limit;
@@ -148,6 +156,7 @@ int run_record(const RecordOptions& options) {
   std::optional<LaunchedCommand> command;
   std::vector<UniqueFd> target_pidfds;
   recording.start_time = monotonic_now();
+  const double own_cpu_at_start_ms = own_cpu_ms();
   recording.start_wall_clock_ms = wall_clock_ms_now();
   std::unique_ptr<EventLogWriter> event_log;
   if (!options.save_events_path.empty()) {
@@ -260,6 +269,7 @@ int run_record(const RecordOptions& options) {
     if (deadline && monotonic_now() >= *deadline) break;
   }
   recording.end_time = monotonic_now();
+  const double own_cpu_while_recording_ms = own_cpu_ms() - own_cpu_at_start_ms;
   bpf->detach_sampling();
   sampling.fds.clear();
   // Collect what is still in flight: the exit events of the last threads.
@@ -292,6 +302,10 @@ int run_record(const RecordOptions& options) {
             ms_between(invoked, sampling_started), ms_between(invoked, targets_known),
             recording.stats.first_sample_time.value ? ms_between(invoked, recording.stats.first_sample_time) : 0.0,
             ms_between(recording.end_time, monotonic_now()));
+    fprintf(stderr, "bpfprof: its own CPU time: %.0f ms while recording (%.2f%% of one CPU), %.0f ms writing the profile\n",
+            own_cpu_while_recording_ms,
+            100.0 * own_cpu_while_recording_ms / std::max(1.0, ms_between(recording.start_time, recording.end_time)),
+            own_cpu_ms() - own_cpu_while_recording_ms - own_cpu_at_start_ms);
     fprintf(stderr, "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events lost\n",
             static_cast<unsigned long long>(recording.stats.samples), recording.sampling_event.c_str(),
             recording.frequency_hz, summary.processes, summary.threads,
