@@ -40,6 +40,8 @@ class CommittableSink : public OutputSink {
   // Bytes handed to write() so far (before any compression).
   virtual size_t bytes_written() const = 0;
   virtual const std::string& path() const = 0;
+  // The temporary file being written (to remove it when the process must exit at once).
+  virtual const std::string& temp_path() const = 0;
 };
 
 // A uniquely named temporary file beside `target`, renamed onto it by commit() and
@@ -78,6 +80,7 @@ class FileSink final : public CommittableSink {
   void commit() override;
   size_t bytes_written() const override { return bytes_written_; }
   const std::string& path() const override { return file_.target_path(); }
+  const std::string& temp_path() const override { return file_.temp_path(); }
 
  private:
   void flush_buffer();
@@ -107,6 +110,7 @@ class GzipFileSink final : public CommittableSink {
   // Compressed bytes produced so far (complete only after commit()).
   size_t compressed_bytes() const { return compressed_bytes_; }
   const std::string& path() const override { return file_.target_path(); }
+  const std::string& temp_path() const override { return file_.temp_path(); }
 
  private:
   void deflate_input(std::string_view input, int flush_mode);

@@ -32,10 +32,30 @@ volatile sig_atomic_t g_signal_count = 0;
 volatile sig_atomic_t g_last_signal = 0;
 volatile sig_atomic_t g_signal_from_process = 0;  // sent with kill(), not by the terminal
 
+// Set while the profile is written; then the temporary file to remove if the user insists
+// on stopping (only async-signal-safe calls in the handler).
+volatile sig_atomic_t g_writing = 0;
+char g_writing_temp_path[4096];
+
+void write_stderr(const char* text) {
+  ssize_t ignored = write(STDERR_FILENO, text, strlen(text));
+  (void)ignored;
+}
+
 void on_stop_signal(int sig, siginfo_t* info, void*) {
   g_last_signal = sig;
   g_signal_from_process = info && info->si_code <= 0;  // SI_USER, SI_QUEUE, SI_TKILL
   g_signal_count = g_signal_count + 1;
+  if (!g_writing) return;
+  // What was recorded is being written: a signal is not a reason to lose it, unless it is
+  // the third one.
+  if (g_signal_count < 3) {
+    write_stderr("\nbpfprof: still writing the profile; a third Ctrl-C aborts without it\n");
+    return;
+  }
+  if (g_writing_temp_path[0]) unlink(g_writing_temp_path);
+  write_stderr("\nbpfprof: aborted; no profile written\n");
+  _exit(128 + sig);
 }
 
 void install_signal_handlers() {
@@ -291,11 +311,16 @@ int run_record(const RecordOptions& options) {
   }
 
   int status = command_exited ? command->exit_status() : stop_signal ? 128 + stop_signal : 0;
+  snprintf(g_writing_temp_path, sizeof g_writing_temp_path, "%s", output->temp_path().c_str());
+  g_writing = 1;
+  fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
+          static_cast<double>(recording.end_time.value - recording.start_time.value) / 1e9);
   try {
     model.consume(recording, MonotonicNs{UINT64_MAX});
     model.finish(recording.end_time);
     ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs});
     output->commit();
+    g_writing = 0;
     auto ms_between = [](MonotonicNs a, MonotonicNs b) { return (static_cast<double>(b.value) - a.value) / 1e6; };
     fprintf(stderr, "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms, first sample after %.0f ms; "
             "profile written %.0f ms after the end\n",

@@ -1,0 +1,109 @@
+// Signals (issue 8.1): SIGINT/SIGTERM end a recording and the profile is written (exit
+// 128+signal); a command killed by a signal still yields its profile; while the profile is
+// written a second Ctrl-C is ignored with a message and a third aborts, leaving no file.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { describe, it } from 'node:test';
+
+import {
+  BPFPROF, ProfileView, RESULTS_DIR, checkWithProfilerCli, fixturePath, readProfile, recordWith,
+  requireRecorder, sleep,
+} from './lib/harness.mjs';
+
+// Starts bpfprof; resolves { code, signal, stderr } at exit. `onStderr(text, child)` sees
+// the stderr text so far after each chunk.
+function startRecorder(args, onStderr = () => {}) {
+  const child = spawn(BPFPROF, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => {
+    stderr += d;
+    onStderr(stderr, child);
+  });
+  const done = new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stderr })));
+  return { child, done };
+}
+
+function leftoverTempFiles(file) {
+  return readdirSync(dirname(file)).filter((n) => n.startsWith(`.${basename(file)}`) || (n.includes(basename(file)) && n !== basename(file)));
+}
+
+for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+  describe(`${signal} ends an attached recording`, () => {
+    it(`writes a valid profile and exits ${code}`, async (t) => {
+      if (!requireRecorder(t)) return;
+      const busy = spawn(fixturePath('busy'), ['20000'], { stdio: 'ignore' });
+      try {
+        const file = join(RESULTS_DIR, `signals-${signal}.json.gz`);
+        rmSync(file, { force: true });
+        const { child, done } = startRecorder(['record', '-o', file, '-p', String(busy.pid)]);
+        await sleep(1500);
+        child.kill(signal);
+        const r = await done;
+        assert.equal(r.code, code, r.stderr);
+        assert.ok(existsSync(file), `no profile: ${r.stderr}`);
+        const view = new ProfileView(readProfile(file));
+        const main = view.threads.find((th) => String(th.tid) === String(busy.pid));
+        assert.ok(main && main.samples.length > 0, 'the attached process has samples');
+        assert.deepEqual(leftoverTempFiles(file), []);
+      } finally {
+        busy.kill('SIGKILL');
+      }
+    });
+  });
+}
+
+describe('a command killed by a signal', () => {
+  it('still yields its profile; bpfprof exits 128+signal', async (t) => {
+    if (!requireRecorder(t)) return;
+    const rec = await recordWith('signals-killed', ['--', 'sh', '-c', `${fixturePath('busy')} 700; kill -KILL $$`],
+                                 { expectCode: 137 });
+    const busy = rec.view.threads.find((th) => th.name === 'busy');
+    assert.ok(busy && busy.samples.length > 100, 'the busy child has its samples');
+    await checkWithProfilerCli(t, rec.file, rec.view);
+  });
+});
+
+describe('Ctrl-C while the profile is written', () => {
+  it('a second one is ignored with a message and the profile is complete', async (t) => {
+    if (!requireRecorder(t)) return;
+    const file = join(RESULTS_DIR, 'signals-writing.json.gz');
+    rmSync(file, { force: true });
+    let sent = false;
+    const { done } = startRecorder(['record', '-a', '-d', '1', '--keep-idle-threads', '-o', file], (text, child) => {
+      if (!sent && text.includes('writing the profile')) {
+        sent = true;
+        child.kill('SIGINT');
+      }
+    });
+    const r = await done;
+    assert.ok(sent, 'never saw the writing phase');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /still writing the profile; a third Ctrl-C aborts without it/);
+    assert.ok(existsSync(file));
+    readProfile(file);  // complete JSON
+  });
+
+  it('a third one aborts, leaving neither the profile nor a temporary file', async (t) => {
+    if (!requireRecorder(t)) return;
+    const file = join(RESULTS_DIR, 'signals-abort.json.gz');
+    rmSync(file, { force: true });
+    let sent = false;
+    const { done } = startRecorder(['record', '-a', '-d', '1', '--keep-idle-threads', '-o', file], (text, child) => {
+      if (!sent && text.includes('writing the profile')) {
+        sent = true;
+        // One at a time: a signal sent while the same one is pending is merged into it.
+        child.kill('SIGINT');
+        setTimeout(() => child.kill('SIGINT'), 20);
+        setTimeout(() => child.kill('SIGINT'), 40);
+      }
+    });
+    const r = await done;
+    assert.ok(sent, 'never saw the writing phase');
+    assert.equal(r.code, 130, r.stderr);
+    assert.match(r.stderr, /aborted; no profile written/);
+    assert.ok(!existsSync(file), 'a profile was left behind');
+    assert.deepEqual(leftoverTempFiles(file), []);
+  });
+});
