@@ -83,22 +83,44 @@ struct {
   __type(value, __u64);
 } lost_events SEC(".maps");
 
-static __always_inline void count_lost(void)
+/* The same, per process (tgid), so the loss can be shown where it happened. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32);
+  __type(value, __u64);
+} lost_events_by_process SEC(".maps");
+
+static __always_inline void count_lost_for(__u32 tgid)
 {
   __u32 zero = 0;
   __u64 *lost = bpf_map_lookup_elem(&lost_events, &zero);
   if (lost)
     __sync_fetch_and_add(lost, 1);
+  __u64 *of_process = bpf_map_lookup_elem(&lost_events_by_process, &tgid);
+  if (of_process) {
+    __sync_fetch_and_add(of_process, 1);
+  } else {
+    __u64 one = 1;
+    bpf_map_update_elem(&lost_events_by_process, &tgid, &one, BPF_NOEXIST);
+  }
+}
+
+/* For the task running now. */
+static __always_inline void count_lost(void)
+{
+  count_lost_for(bpf_get_current_pid_tgid() >> 32);
 }
 
 /* Waking the reader for every event would interrupt the profiled threads with IPIs at the
  * sampling rate; userspace polls on a timer instead, and is woken only when the buffer
  * gets full enough to need it. */
-#define WAKEUP_THRESHOLD (4 * 1024 * 1024)
+/* Set before load: a quarter of the ring buffer's size. */
+const volatile __u64 wakeup_threshold = 4 * 1024 * 1024;
 
 static __always_inline __u64 submit_flags(void)
 {
-  return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > WAKEUP_THRESHOLD ? BPF_RB_FORCE_WAKEUP
+  return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_threshold ? BPF_RB_FORCE_WAKEUP
                                                                           : BPF_RB_NO_WAKEUP;
 }
 
@@ -184,7 +206,7 @@ static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event *
   if (out > sizeof(*e))
     out = sizeof(*e);
   if (bpf_ringbuf_output(&events, e, out, submit_flags()))
-    count_lost();
+    count_lost_for(e->header.pid);
 }
 
 static __always_inline int send_dwarf_sample(struct bpf_perf_event_data *ctx, __u32 tgid, __u32 tid)
@@ -239,7 +261,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
   if (size > sizeof(*e))
     size = sizeof(*e);
   if (bpf_ringbuf_output(&events, e, size, submit_flags()))
-    count_lost();
+    count_lost_for(e->header.pid);
   return 0;
 }
 
@@ -319,14 +341,14 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
       if (size > sizeof(*e))
         size = sizeof(*e);
       if (bpf_ringbuf_output(&events, e, size, submit_flags()))
-        count_lost();
+        count_lost_for(e->header.pid);
     }
   }
 
   if (record_off_cpu && is_tracked(next->tgid)) {
     struct bpfprof_event_header *h = bpf_ringbuf_reserve(&events, sizeof(*h), 0);
     if (!h) {
-      count_lost();
+      count_lost_for(next->tgid);
       return 0;
     }
     fill_header(h, BPFPROF_EVENT_SWITCH_IN, next->tgid, next->pid);

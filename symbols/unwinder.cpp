@@ -129,6 +129,8 @@ void DwarfUnwinder::reset(int pid) {
 }
 
 void DwarfUnwinder::copy(int parent_pid, int child_pid) {
+  // The child's own mappings (after its exec) may already be known when the fork is read.
+  if (mappings_.contains(child_pid)) return;
   auto it = mappings_.find(parent_pid);
   if (it != mappings_.end()) mappings_[child_pid] = it->second;
   sessions_.erase(child_pid);

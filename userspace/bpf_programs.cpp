@@ -3,6 +3,8 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <poll.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -25,7 +27,7 @@ void BpfPrograms::LinkDeleter::operator()(bpf_link* link) const { bpf_link__dest
 void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 
 BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
-                         uint32_t user_stack_copy_bytes, DwarfUnwinder* unwinder)
+                         uint32_t user_stack_copy_bytes, DwarfUnwinder* unwinder, uint32_t ring_buffer_bytes)
     : decoder_(unwinder) {
   libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
@@ -37,6 +39,9 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t
   skeleton_->rodata->record_off_cpu = record_off_cpu ? 1 : 0;
   skeleton_->rodata->off_cpu_stack_interval_ns = sampling_interval_ns;
   skeleton_->rodata->user_stack_copy_bytes = unwinder ? user_stack_copy_bytes : 0;
+  skeleton_->rodata->wakeup_threshold = ring_buffer_bytes / 4;
+  if (int err = bpf_map__set_max_entries(skeleton_->maps.events, ring_buffer_bytes))
+    throw std::runtime_error("cannot size the ring buffer to " + std::to_string(ring_buffer_bytes) + " bytes: " + errno_text(err));
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error("cannot load the BPF programs (" + errno_text(err) +
                              "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
@@ -76,11 +81,18 @@ constexpr int kPollBudgetSpent = -EAGAIN;
 constexpr auto kPollBudget = std::chrono::milliseconds(100);
 }  // namespace
 
-int BpfPrograms::poll(Recording& recording, int timeout_ms) {
+void BpfPrograms::wait(int timeout_ms) {
+  // Events are submitted without waking the reader (see bpf/profiler.bpf.c): this returns at
+  // the timeout, at a signal, or when the buffer is filling up.
+  pollfd fd{ring_buffer__epoll_fd(ring_buffer_.get()), POLLIN, 0};
+  ::poll(&fd, 1, timeout_ms);
+}
+
+int BpfPrograms::consume(Recording& recording) {
   target_ = &recording;
   poll_deadline_ = std::chrono::steady_clock::now() + kPollBudget;
   events_this_poll_ = 0;
-  int n = ring_buffer__poll(ring_buffer_.get(), timeout_ms);
+  int n = ring_buffer__consume(ring_buffer_.get());
   poll_deadline_.reset();
   target_ = nullptr;
   return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
@@ -93,17 +105,37 @@ int BpfPrograms::drain(Recording& recording) {
   return n;
 }
 
-uint64_t BpfPrograms::lost_events() const {
+std::vector<uint64_t> BpfPrograms::lost_events_per_cpu() const {
   int ncpus = libbpf_num_possible_cpus();
-  if (ncpus <= 0) return 0;
+  if (ncpus <= 0) return {};
   std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
   uint32_t zero = 0;
   if (bpf_map__lookup_elem(skeleton_->maps.lost_events, &zero, sizeof(zero), per_cpu.data(),
                            per_cpu.size() * sizeof(uint64_t), 0))
-    return 0;
+    return {};
+  return per_cpu;
+}
+
+uint64_t BpfPrograms::lost_events() const {
   uint64_t total = 0;
-  for (uint64_t v : per_cpu) total += v;
+  for (uint64_t v : lost_events_per_cpu()) total += v;
   return total;
+}
+
+std::unordered_map<Pid, uint64_t> BpfPrograms::lost_events_by_process() const {
+  std::unordered_map<Pid, uint64_t> result;
+  const bpf_map* map = skeleton_->maps.lost_events_by_process;
+  uint32_t key = 0;
+  uint32_t next = 0;
+  const void* previous = nullptr;
+  while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
+    uint64_t value = 0;
+    if (bpf_map__lookup_elem(map, &next, sizeof(next), &value, sizeof(value), 0) == 0)
+      result[Pid{static_cast<int32_t>(next)}] = value;
+    key = next;
+    previous = &key;
+  }
+  return result;
 }
 
 int BpfPrograms::on_event(void* context, void* data, size_t size) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "userspace/event_decoder.h"
@@ -27,8 +28,11 @@ class BpfPrograms {
   // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
   // user_stack_copy_bytes: 0 for frame-pointer user stacks, else how much of the user stack
   // to copy per sample for `unwinder`.
+  // ring_buffer_bytes: a power of two, at least a page.
   BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
-              uint32_t user_stack_copy_bytes = 0, DwarfUnwinder* unwinder = nullptr);
+              uint32_t user_stack_copy_bytes = 0, DwarfUnwinder* unwinder = nullptr,
+              uint32_t ring_buffer_bytes = kDefaultRingBufferBytes);
+  static constexpr uint32_t kDefaultRingBufferBytes = 16 << 20;
   ~BpfPrograms();
   BpfPrograms(const BpfPrograms&) = delete;
   BpfPrograms& operator=(const BpfPrograms&) = delete;
@@ -40,12 +44,17 @@ class BpfPrograms {
   void detach_sampling();
   void track_process(Pid pid);
 
-  // Decoded events are appended to `recording`. Returns the number of events consumed,
-  // or a negative errno (-EINTR when a signal arrived).
-  int poll(Recording& recording, int timeout_ms);
+  // Waits until events are pending (the buffer is filling up), a signal, or the timeout.
+  void wait(int timeout_ms);
+  // Decodes the pending events into `recording`, for at most ~100 ms (the rest stays for the
+  // next call). Returns the number of events consumed, or a negative errno.
+  int consume(Recording& recording);
   // Consumes everything already in the ring buffer without waiting.
   int drain(Recording& recording);
-  uint64_t lost_events() const;  // summed over CPUs
+  // Events that did not fit in the ring buffer: in all, per CPU, and per process (tgid).
+  uint64_t lost_events() const;
+  std::vector<uint64_t> lost_events_per_cpu() const;
+  std::unordered_map<Pid, uint64_t> lost_events_by_process() const;
 
   // Every event read from now on is also written to `log` (raw, for replay); null stops.
   void save_events_to(EventLogWriter* log) { event_log_ = log; }

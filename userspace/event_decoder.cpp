@@ -88,10 +88,12 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
             UINT32_MAX)));
         rec.stats.dwarf_sample_bytes += size;
         ++rec.stats.user_stacks;
-        if (user.complete)
+        if (user.complete) {
           ++rec.stats.user_stacks_complete;
-        else
+        } else {
           user.pcs.push_back(kTruncatedStackMarker);  // shown at the root
+          ++rec.stats.truncated_user_stacks_by_process[pid];
+        }
       }
       // Same layout as a frame-pointer sample: user frames, then kernel frames.
       std::vector<uint64_t>& ips = scratch_ips_;

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
                 "the whole system (-a)");
   record->add_option("-F,--frequency", options.frequency_hz, "Samples per second per CPU")
       ->check(CLI::Range(1u, 100000u))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // the last -F wins, as in perf
       ->capture_default_str();
   record->add_option("-o,--output", options.output_path, "Output file (.json.gz, or .json for plain JSON)")
       ->capture_default_str();
@@ -52,6 +53,11 @@ int main(int argc, char** argv) {
   record->add_option("--save-events", options.save_events_path,
                      "Also save the raw event stream to FILE (for bpfprof replay: benchmarks, debugging)")
       ->type_name("FILE");
+  std::string buffer_size;
+  record->add_option("--buffer-size", buffer_size,
+                     "Size of the kernel-to-bpfprof ring buffer, e.g. 64M (a power of two, 64K to 1G; default "
+                     "16M). Events that find it full are lost, counted and marked in the profile")
+      ->type_name("SIZE");
   record->add_flag("--no-collapse", options.no_collapse,
                    "Write one sample per timer tick (by default consecutive identical samples of a thread are "
                    "one sample with a weight)");
@@ -77,6 +83,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (replay->parsed()) return bpfprof::run_replay(replay_options);
+  if (!buffer_size.empty()) {
+    char* end = nullptr;
+    unsigned long long size = strtoull(buffer_size.c_str(), &end, 10);
+    if (*end == 'K' || *end == 'k') size <<= 10, ++end;
+    else if (*end == 'M' || *end == 'm') size <<= 20, ++end;
+    else if (*end == 'G' || *end == 'g') size <<= 30, ++end;
+    if (*end != '\0' || size < (64 << 10) || size > (1ull << 30) || (size & (size - 1)) != 0) {
+      fprintf(stderr, "bpfprof: --buffer-size must be a power of two from 64K to 1G (e.g. 64M), not %s\n",
+              buffer_size.c_str());
+      return 2;
+    }
+    options.ring_buffer_bytes = static_cast<uint32_t>(size);
+  }
   if (call_graph == "fp") {
     options.user_stack_copy_bytes = 0;
   } else if (call_graph == "dwarf" || call_graph.starts_with("dwarf,")) {

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -133,6 +134,7 @@ SideBandReader::~SideBandReader() {
 
 size_t SideBandReader::drain(std::vector<LifecycleEvent>& out) {
   size_t count = 0;
+  const size_t first_new = out.size();
   for (Ring& ring : rings_) {
     auto* meta = static_cast<perf_event_mmap_page*>(ring.base);
     const uint8_t* data = static_cast<const uint8_t*>(ring.base) + meta->data_offset;
@@ -152,6 +154,11 @@ size_t SideBandReader::drain(std::vector<LifecycleEvent>& out) {
     }
     __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
   }
+  // One ring per CPU: a process that moved between CPUs has its exec (address-space reset)
+  // and its first mmaps in different rings. In time order, the unwinder never applies a
+  // reset after the mappings that followed it.
+  std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(first_new), out.end(),
+                   [](const LifecycleEvent& a, const LifecycleEvent& b) { return a.time < b.time; });
   return count;
 }
 

@@ -280,6 +280,15 @@ class ProfileBuilder {
   std::unordered_map<int32_t, uint64_t> anonymous_base_;
   std::unordered_map<std::string, int32_t> module_lib_index_;  // [anon] LibId -> its base address
   using OutputStackTree = PrefixTree<int32_t>;  // of frame indices: the profile's stackTable
+  std::vector<std::pair<std::string, double>> top_self_functions(const std::vector<const Thread*>& threads,
+                                                                 size_t count) const;
+  std::string describe_by_process(const std::unordered_map<Pid, uint64_t>& counts) const;
+  void write_loss_marker_schema(JsonWriter& w);
+  void write_markers(JsonWriter& w, const Thread& thread);
+  void assign_losses(const std::vector<const Thread*>& threads);
+  static constexpr const char* kLossMarkerType = "bpfprof-lost";
+  std::unordered_map<const Thread*, std::vector<const LossRecord*>> losses_by_thread_;
+
   OutputStackTree output_stacks_;
   std::vector<OutputStackTree::NodeId> output_stack_of_;  // model stack -> output stack
 };
@@ -369,6 +378,7 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
   w.end_array();
   w.key("markerSchema");
   w.begin_array();
+  write_loss_marker_schema(w);
   w.end_array();
   write_empty_table(w, "extensions", {"id", "name", "baseURL"});
   w.key("configuration");
@@ -408,6 +418,21 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
     entry("User stacks complete", "percentage",
           static_cast<double>(recording_.stats.user_stacks_complete) / static_cast<double>(recording_.stats.user_stacks));
   }
+  if (recording_.stats.lost_bpf_events) {
+    std::string per_cpu;
+    for (size_t cpu = 0; cpu < recording_.stats.lost_bpf_events_per_cpu.size(); ++cpu) {
+      if (!recording_.stats.lost_bpf_events_per_cpu[cpu]) continue;
+      per_cpu += (per_cpu.empty() ? "" : ", ") + ("CPU " + std::to_string(cpu)) + ": " +
+                 std::to_string(recording_.stats.lost_bpf_events_per_cpu[cpu]);
+    }
+    entry("Lost events per CPU", "string", per_cpu);
+    std::unordered_map<Pid, uint64_t> by_process;
+    for (const LossRecord& loss : recording_.losses) by_process[loss.pid] += loss.count;
+    entry("Lost events by process", "string", describe_by_process(by_process));
+  }
+  if (!recording_.stats.truncated_user_stacks_by_process.empty())
+    entry("Truncated user stacks by process", "string",
+          describe_by_process(recording_.stats.truncated_user_stacks_by_process));
   w.end_array();
   w.end_object();
   w.end_array();
@@ -624,8 +649,111 @@ void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
   w.number(static_cast<uint64_t>(samples.size()));
   w.end_object();
 
-  write_empty_table(w, "markers", {"data", "name", "startTime", "endTime", "phase", "category"});
+  write_markers(w, thread);
   w.end_object();
+}
+
+// "name (pid): count, ..." for the processes with the highest counts.
+std::string ProfileBuilder::describe_by_process(const std::unordered_map<Pid, uint64_t>& counts) const {
+  std::vector<std::pair<Pid, uint64_t>> sorted(counts.begin(), counts.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string text;
+  for (size_t i = 0; i < sorted.size() && i < 10; ++i) {
+    std::string name = "?";
+    for (const Process& p : model_.processes())
+      if (p.pid == sorted[i].first) name = p.name;  // the latest entry of the pid
+    text += (i ? ", " : "") + name + " (" + std::to_string(sorted[i].first.value) + "): " + std::to_string(sorted[i].second);
+  }
+  if (sorted.size() > 10) text += ", ...";
+  return text;
+}
+
+void ProfileBuilder::write_loss_marker_schema(JsonWriter& w) {
+  w.begin_object();
+  w.key("name");
+  w.string(kLossMarkerType);
+  w.key("display");
+  w.begin_array();
+  for (const char* where : {"marker-chart", "marker-table", "timeline-overview"}) w.string(where);
+  w.end_array();
+  w.key("chartLabel");
+  w.string("{marker.data.count} events lost");
+  w.key("tooltipLabel");
+  w.string("{marker.data.count} events lost (ring buffer full)");
+  w.key("tableLabel");
+  w.string("{marker.data.count} events lost in {marker.data.process}");
+  w.key("description");
+  w.string("Samples and other events of this process that bpfprof lost because its ring buffer was full "
+           "(noticed within ~50 ms after they happened); try a larger --buffer-size or a lower -F.");
+  w.key("fields");
+  w.begin_array();
+  auto field = [&](const char* key, const char* label, const char* format) {
+    w.begin_object();
+    w.key("key");
+    w.string(key);
+    w.key("label");
+    w.string(label);
+    w.key("format");
+    w.string(format);
+    w.end_object();
+  };
+  field("count", "Events lost", "integer");
+  field("process", "Process", "string");
+  w.end_array();
+  w.end_object();
+}
+
+void ProfileBuilder::write_markers(JsonWriter& w, const Thread& thread) {
+  auto found = losses_by_thread_.find(&thread);
+  if (found == losses_by_thread_.end()) {
+    write_empty_table(w, "markers", {"data", "name", "startTime", "endTime", "phase", "category"});
+    return;
+  }
+  const std::vector<const LossRecord*>& losses = found->second;
+  const MonotonicNs zero = recording_.start_time;
+  const StringIndex name = tables_.strings.intern("Events lost");
+  w.key("markers");
+  w.begin_object();
+  write_column(w, "data", losses, [&](const LossRecord* loss) {
+    w.begin_object();
+    w.key("type");
+    w.string(kLossMarkerType);
+    w.key("count");
+    w.number(loss->count);
+    w.key("process");
+    w.string(model_.processes()[thread.process.value].name + " (" + std::to_string(loss->pid.value) + ")");
+    w.end_object();
+  });
+  write_column(w, "name", losses, [&](const LossRecord*) { w.number(uint64_t{name.value}); });
+  write_column(w, "startTime", losses, [&](const LossRecord* loss) { w.number(ms_since(zero, loss->time)); });
+  write_column(w, "endTime", losses, [&](const LossRecord*) { w.null(); });
+  write_column(w, "phase", losses, [&](const LossRecord*) { w.number(int64_t{0}); });  // instant
+  write_column(w, "category", losses, [&](const LossRecord*) { w.number(int64_t{0}); });
+  w.key("length");
+  w.number(static_cast<uint64_t>(losses.size()));
+  w.end_object();
+}
+
+// Each loss goes to the main thread (else the first written thread) of the process entry of
+// its pid that was alive then; losses of processes not in the profile go to the first thread.
+void ProfileBuilder::assign_losses(const std::vector<const Thread*>& threads) {
+  if (threads.empty()) return;
+  for (const LossRecord& loss : recording_.losses) {
+    // Noticed up to a poll after the loss: an entry that ended just before still counts.
+    auto pick = [&](bool alive_then) {
+      const Thread* target = nullptr;
+      for (const Thread* th : threads) {
+        const Process& p = model_.processes()[th->process.value];
+        if (p.pid != loss.pid) continue;
+        if (alive_then && (loss.time < p.start || (p.end && p.end->value + 200000000 < loss.time.value))) continue;
+        if (!target || th->tid.value == p.pid.value) target = th;
+      }
+      return target;
+    };
+    const Thread* target = pick(true);
+    if (!target) target = pick(false);
+    losses_by_thread_[target ? target : threads.front()].push_back(&loss);
+  }
 }
 
 void ProfileBuilder::assign_pid_strings(const std::vector<const Thread*>& threads) {
@@ -648,6 +776,32 @@ void ProfileBuilder::assign_pid_strings(const std::vector<const Thread*>& thread
   }
 }
 
+std::vector<std::pair<std::string, double>> ProfileBuilder::top_self_functions(const std::vector<const Thread*>& threads,
+                                                                                size_t count) const {
+  std::unordered_map<int32_t, double> weight_by_func;
+  double total = 0;
+  for (const Thread* th : threads) {
+    for (const ThreadSample& s : th->samples) {
+      if (s.stack == ResolvedStackTree::kRoot || model_.stacks().node(s.stack).key.lib == kOffCpuStateFrame) continue;
+      const int32_t frame = output_stacks_.node(output_stack_of_[s.stack]).key;
+      weight_by_func[tables_.frames[static_cast<size_t>(frame)].func] += s.weight;
+      total += s.weight;
+    }
+  }
+  std::vector<std::pair<int32_t, double>> ranked(weight_by_func.begin(), weight_by_func.end());
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (ranked.size() > count) ranked.resize(count);
+  std::vector<std::pair<std::string, double>> result;
+  const auto& strings = tables_.strings.strings();
+  for (const auto& [func, weight] : ranked) {
+    const SharedTables::Func& f = tables_.funcs[static_cast<size_t>(func)];
+    std::string name = strings[f.name.value];
+    if (f.resource >= 0) name += " (" + strings[tables_.resource_name[static_cast<size_t>(f.resource)].value] + ")";
+    result.emplace_back(std::move(name), weight / total);
+  }
+  return result;
+}
+
 ProfileSummary ProfileBuilder::write(OutputSink& sink) {
   build_stacks();
   ProfileSummary summary;
@@ -664,6 +818,7 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
   summary.threads = threads.size();
   summary.processes = processes.size();
   assign_pid_strings(threads);
+  assign_losses(threads);
 
   JsonWriter w(sink);
   w.begin_object();
@@ -679,6 +834,7 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
   write_shared(w);  // last: the thread names above are not in stringArray, so order is free
   w.end_object();
   w.flush();
+  summary.top_self_functions = top_self_functions(threads, 10);
   return summary;
 }
 

@@ -18,7 +18,10 @@ inline constexpr int kGeckoProfileVersion = 36;
 struct ProfileSummary {
   size_t processes = 0;
   size_t threads = 0;
-  size_t samples = 0;
+  size_t samples = 0;  // sample rows written (consecutive identical ones are one row)
+  // The functions most samples were in (self time, on-CPU samples only), "name (library)"
+  // with their share of the on-CPU sample weight, most first; at most 10.
+  std::vector<std::pair<std::string, double>> top_self_functions;
 };
 
 struct ProfileOptions {

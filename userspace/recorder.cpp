@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -117,6 +118,86 @@ double own_cpu_ms() {
   return ms(usage.ru_utime) + ms(usage.ru_stime);
 }
 
+std::string human_size(uint64_t bytes) {
+  char text[32];
+  if (bytes >= 10 << 20)
+    snprintf(text, sizeof text, "%.0f MB", static_cast<double>(bytes) / (1 << 20));
+  else if (bytes >= 1 << 20)
+    snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / (1 << 20));
+  else
+    snprintf(text, sizeof text, "%.0f KB", static_cast<double>(bytes) / 1024);
+  return text;
+}
+
+void print_status_line(const Recording& recording, const SessionModel& model, uint64_t lost) {
+  size_t processes = 0;
+  for (const Process& p : model.processes()) processes += p.is_launcher ? 0 : 1;
+  const double elapsed = static_cast<double>(monotonic_now().value - recording.start_time.value) / 1e9;
+  fprintf(stderr, "\r\033[Kbpfprof: recording %.0f s, %llu samples, %llu lost, %zu processes, %zu threads", elapsed,
+          static_cast<unsigned long long>(recording.stats.samples), static_cast<unsigned long long>(lost), processes,
+          model.threads().size());
+  fflush(stderr);
+}
+
+std::string process_label(const SessionModel& model, Pid pid) {
+  std::string name = "?";
+  for (const Process& p : model.processes())
+    if (p.pid == pid) name = p.name;  // the latest entry of the pid
+  return name + " (" + std::to_string(pid.value) + ")";
+}
+
+// Where events were lost (per CPU, per process) and which processes' stacks could not be
+// unwound completely: the top three of each.
+void print_losses_and_truncations(const Recording& recording, const SessionModel& model) {
+  auto top = [&](const std::unordered_map<Pid, uint64_t>& counts) {
+    std::vector<std::pair<Pid, uint64_t>> sorted(counts.begin(), counts.end());
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::string text;
+    for (size_t i = 0; i < sorted.size() && i < 3; ++i)
+      text += (i ? ", " : "") + process_label(model, sorted[i].first) + " " + std::to_string(sorted[i].second);
+    return text;
+  };
+  if (recording.stats.lost_bpf_events) {
+    std::string per_cpu;
+    for (size_t cpu = 0; cpu < recording.stats.lost_bpf_events_per_cpu.size(); ++cpu)
+      if (uint64_t n = recording.stats.lost_bpf_events_per_cpu[cpu])
+        per_cpu += (per_cpu.empty() ? "" : ", ") + ("CPU " + std::to_string(cpu)) + " " + std::to_string(n);
+    std::unordered_map<Pid, uint64_t> by_process;
+    for (const LossRecord& loss : recording.losses) by_process[loss.pid] += loss.count;
+    fprintf(stderr, "bpfprof: %llu events lost (ring buffer full; try a larger --buffer-size or a lower -F): %s; in %s\n",
+            static_cast<unsigned long long>(recording.stats.lost_bpf_events), per_cpu.c_str(), top(by_process).c_str());
+  }
+  if (!recording.stats.truncated_user_stacks_by_process.empty()) {
+    uint64_t total = 0;
+    for (const auto& [pid, n] : recording.stats.truncated_user_stacks_by_process) total += n;
+    fprintf(stderr, "bpfprof: %llu user stacks not unwound to their outermost frame (shown under [truncated]): %s\n",
+            static_cast<unsigned long long>(total), top(recording.stats.truncated_user_stacks_by_process).c_str());
+  }
+}
+
+// The processes that used the most CPU time (the kernel's accounting, summed over threads).
+void print_top_processes(const SessionModel& model, size_t count) {
+  std::vector<std::pair<uint64_t, const Process*>> by_cpu;
+  for (const Process& p : model.processes()) {
+    if (p.is_launcher) continue;
+    uint64_t cpu = 0;
+    for (ThreadIndex t : p.threads)
+      for (const ThreadSample& s : model.threads()[t.value].samples) cpu += s.cpu_delta_ns;
+    if (cpu) by_cpu.emplace_back(cpu, &p);
+  }
+  if (by_cpu.empty()) return;
+  std::sort(by_cpu.begin(), by_cpu.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string line = "bpfprof: top processes by CPU time:";
+  for (size_t i = 0; i < by_cpu.size() && i < count; ++i) {
+    char entry[320];
+    snprintf(entry, sizeof entry, "%s %s (%d) %.2f s", i ? "," : "", by_cpu[i].second->name.c_str(),
+             by_cpu[i].second->pid.value, static_cast<double>(by_cpu[i].first) / 1e9);
+    line += entry;
+  }
+  if (by_cpu.size() > count) line += ", ... (" + std::to_string(by_cpu.size()) + " in all)";
+  fprintf(stderr, "%s\n", line.c_str());
+}
+
 // Attaching holds one fd per mapped file, and there is one perf fd per CPU and event.
 void raise_file_limit() {
   rlimit limit;
@@ -159,7 +240,8 @@ int run_record(const RecordOptions& options) {
   try {
     output = open_output(options.output_path);  // fails now if the directory is not writable
     bpf.emplace(/*track_all_processes=*/options.system_wide, recording.off_cpu,
-                1000000000ull / options.frequency_hz, options.user_stack_copy_bytes, unwinder.get());
+                1000000000ull / options.frequency_hz, options.user_stack_copy_bytes, unwinder.get(),
+                options.ring_buffer_bytes);
     std::vector<int> cpus = online_cpus();
     side_band.emplace(cpus);
     bpf->attach_lifecycle();
@@ -253,15 +335,39 @@ int run_record(const RecordOptions& options) {
   int handled_signals = 0;
   int stop_signal = 0;
   bool command_exited = false;
-  while (true) {
-    int n = bpf->poll(recording, 50);
-    if (n < 0 && n != -EINTR) {
-      fprintf(stderr, "bpfprof: reading BPF events failed: %s\n", strerror(-n));
-      break;
+  // Losses are noticed per poll and kept with their time and process (profile markers).
+  uint64_t lost_so_far = 0;
+  std::unordered_map<Pid, uint64_t> lost_by_process_so_far;
+  auto note_losses = [&] {
+    const uint64_t lost = bpf->lost_events();
+    if (lost == lost_so_far) return;
+    lost_so_far = lost;
+    const MonotonicNs now = monotonic_now();
+    for (const auto& [pid, count] : bpf->lost_events_by_process()) {
+      uint64_t& before = lost_by_process_so_far[pid];
+      if (count > before) recording.losses.push_back(LossRecord{now, pid, count - before});
+      before = count;
     }
+  };
+  // A terminal gets a status line, rewritten every second; a log file or pipe gets nothing.
+  const bool show_status = isatty(STDERR_FILENO) == 1;
+  MonotonicNs next_status{recording.start_time.value + 1000000000};
+  while (true) {
+    if (show_status && monotonic_now() >= next_status) {
+      print_status_line(recording, model, bpf->lost_events() + side_band->lost_records());
+      next_status.value += 1000000000;
+    }
+    bpf->wait(50);
+    // Mappings first: the samples read next come after them, and a DWARF sample is unwound
+    // with the mappings of its process as they are then.
     drain_side_band();
     mapped_files.resolve(recording.events, resolved_events);
     if (unwinder) update_unwinder_mappings(*unwinder, recording.events, resolved_events);
+    if (int n = bpf->consume(recording); n < 0) {
+      fprintf(stderr, "bpfprof: reading BPF events failed: %s\n", strerror(-n));
+      break;
+    }
+    note_losses();
     // Events older than this are all in: the side band and the ring buffer are read every
     // poll, and CPUs' events interleave within microseconds.
     model.consume(recording, MonotonicNs{monotonic_now().value - kReorderWindowNs});
@@ -289,6 +395,7 @@ int run_record(const RecordOptions& options) {
     if (deadline && monotonic_now() >= *deadline) break;
   }
   recording.end_time = monotonic_now();
+  if (show_status) fputs("\r\033[K", stderr);
   const double own_cpu_while_recording_ms = own_cpu_ms() - own_cpu_at_start_ms;
   bpf->detach_sampling();
   sampling.fds.clear();
@@ -296,7 +403,9 @@ int run_record(const RecordOptions& options) {
   bpf->drain(recording);
   drain_side_band();
   mapped_files.resolve(recording.events, resolved_events);
+  note_losses();
   recording.stats.lost_bpf_events = bpf->lost_events();
+  recording.stats.lost_bpf_events_per_cpu = bpf->lost_events_per_cpu();
   recording.stats.lost_sideband_records = side_band->lost_records();
   if (event_log) {
     bpf->save_events_to(nullptr);
@@ -346,8 +455,16 @@ int run_record(const RecordOptions& options) {
               times.empty() ? 0.0 : times[times.size() / 2] / 1000.0,
               static_cast<double>(recording.stats.dwarf_sample_bytes) / static_cast<double>(recording.stats.user_stacks));
     }
-    fprintf(stderr, "bpfprof: wrote %s — open it at https://profiler.firefox.com (Load a profile from file)\n",
-            options.output_path.c_str());
+    print_losses_and_truncations(recording, model);
+    print_top_processes(model, 5);
+    if (!summary.top_self_functions.empty()) {
+      fprintf(stderr, "bpfprof: top functions by on-CPU samples (self):\n");
+      for (const auto& [name, share] : summary.top_self_functions) fprintf(stderr, "  %5.1f%%  %s\n", 100.0 * share, name.c_str());
+    }
+    struct stat written{};
+    stat(options.output_path.c_str(), &written);
+    fprintf(stderr, "bpfprof: wrote %s (%s) — open it at https://profiler.firefox.com (Load a profile from file)\n",
+            options.output_path.c_str(), human_size(static_cast<uint64_t>(written.st_size)).c_str());
   } catch (const std::exception& e) {
     fprintf(stderr, "bpfprof: cannot write the profile: %s\n", e.what());
     return command_exited && status != 0 ? status : 1;

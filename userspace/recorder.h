@@ -27,6 +27,8 @@ struct RecordOptions {
   uint32_t user_stack_copy_bytes = 0;
   // --save-events: also write the raw event stream there, for `bpfprof replay`.
   std::string save_events_path;
+  // --buffer-size: the BPF ring buffer (a power of two); events that do not fit are lost.
+  uint32_t ring_buffer_bytes = 16 << 20;
   // --no-collapse: one sample per timer tick, even when consecutive ones are identical.
   bool no_collapse = false;
 };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -137,7 +138,18 @@ struct RecordingStats {
   uint64_t dwarf_sample_bytes = 0;    // ring-buffer bytes of those samples
   std::vector<uint32_t> unwind_ns;    // time unwinds took (a uniform sample of at most 64k)
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
+  std::vector<uint64_t> lost_bpf_events_per_cpu;
   uint64_t lost_sideband_records = 0; // perf MMAP/COMM records lost
+  // DWARF user stacks that could not be unwound to the outermost frame, per process.
+  std::unordered_map<Pid, uint64_t> truncated_user_stacks_by_process;
+};
+
+// Events of a process lost in the ring buffer (it was full), noticed at `time` (the
+// recorder checks every poll, ~50 ms).
+struct LossRecord {
+  MonotonicNs time;
+  Pid pid;
+  uint64_t count = 0;
 };
 
 struct Recording {
@@ -152,6 +164,7 @@ struct Recording {
   std::vector<SampleRecord> samples;
   RawStackTree raw_stacks;
   RecordingStats stats;
+  std::vector<LossRecord> losses;
 };
 
 }  // namespace bpfprof

@@ -1,0 +1,115 @@
+// What bpfprof tells its user (issue 8.5, 8.8, 8.9): lost events counted per CPU and per
+// process, shown at the end and stored in the profile (meta.extra and markers at the time
+// they happened); a live status line on a terminal only; the end summary.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { statSync } from 'node:fs';
+import { describe, it } from 'node:test';
+
+import {
+  BPFPROF, RESULTS_DIR, fixturePath, recordWith, requireRecorder, saveMetrics, withCliSession,
+} from './lib/harness.mjs';
+import { join } from 'node:path';
+
+function extra(view, label) {
+  return view.profile.meta.extra?.[0]?.entries?.find((e) => e.label === label)?.value;
+}
+
+describe('lost events', () => {
+  it('a ring buffer too small for the rate loses events: counted, per CPU and process, marked in time', async (t) => {
+    if (!requireRecorder(t)) return;
+    // Two spinning threads sampled at 20 kHz with DWARF stacks (~5 KB each) through a 64 KB
+    // ring buffer: the reader cannot keep up.
+    const rec = await recordWith('losses', ['-F', '20000', '--buffer-size', '64K', '--', fixturePath('threads'), '1500']);
+    const stderr = rec.result.stderr;
+    const total = Number(stderr.match(/; (\d+) events lost/)?.[1]);
+    assert.ok(total > 0, `nothing lost?\n${stderr}`);
+    assert.match(stderr, new RegExp(`${total} events lost \\(ring buffer full; try a larger --buffer-size or a lower -F\\): CPU \\d`));
+    assert.match(stderr, /in threads \(\d+\) \d+/);
+    assert.equal(extra(rec.view, 'Lost events'), total);
+    assert.match(extra(rec.view, 'Lost events per CPU'), /^CPU \d+: \d+/);
+    assert.match(extra(rec.view, 'Lost events by process'), /^threads \(\d+\): \d+/);
+
+    const main = rec.view.threads.find((th) => th.name === 'threads');
+    assert.ok(main, 'main thread present');
+    const markers = main.markers;
+    assert.ok(markers.length > 0, 'no loss markers on the main thread');
+    const marked = markers.data.reduce((s, d) => s + d.count, 0);
+    assert.ok(marked > 0 && marked <= total, `markers count ${marked} of ${total} lost`);
+    for (let i = 0; i < markers.length; i++) {
+      assert.equal(markers.data[i].type, 'bpfprof-lost');
+      assert.ok(markers.startTime[i] >= 0 && markers.startTime[i] <= 1500 + 500, `marker at ${markers.startTime[i]} ms`);
+    }
+    const schema = rec.view.profile.meta.markerSchema.find((s) => s.name === 'bpfprof-lost');
+    assert.ok(schema, 'marker schema');
+    await withCliSession(rec.file, async (session) => {
+      const list = await session.threadList();
+      const entry = list.find((e) => e.name === 'threads');
+      const m = await session.json('thread', 'markers', '--thread', entry.threadHandle);
+      assert.equal(m.byType[0].markerName, 'Events lost');
+      assert.match(m.byType[0].topMarkers[0].label, /^[\d,]+ events lost in threads \(\d+\)$/);
+    });
+    saveMetrics('losses', { lost: total, marked, markers: markers.length });
+  });
+
+  it('at the default size and rate nothing is lost and nothing is marked', async (t) => {
+    if (!requireRecorder(t)) return;
+    const rec = await recordWith('no-losses', ['--', fixturePath('threads'), '800']);
+    assert.match(rec.result.stderr, /; 0 events lost/);
+    assert.doesNotMatch(rec.result.stderr, /ring buffer full/);
+    assert.equal(extra(rec.view, 'Lost events'), 0);
+    for (const th of rec.view.threads) assert.equal(th.markers.length, 0, th.name);
+  });
+
+  it('--buffer-size rejects what is not a power of two', () => {
+    const r = spawnSync(BPFPROF, ['record', '--buffer-size', '3M', '--', 'true'], { encoding: 'utf8' });
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /^bpfprof: --buffer-size must be a power of two from 64K to 1G/);
+  });
+});
+
+describe('end summary', () => {
+  it('names the top processes and functions, the losses, the output and its size', async (t) => {
+    if (!requireRecorder(t)) return;
+    const rec = await recordWith('summary', ['--', 'sh', '-c', `${fixturePath('threads')} 800 & ${fixturePath('busy')} 400; wait`]);
+    const e = rec.result.stderr;
+    assert.match(e, /recording ended after [\d.]+ s; writing the profile/);
+    assert.match(e, /\d+ samples \((?:cpu-clock|cycles), \d+ Hz\) from \d+ processes and \d+ threads; 0 events lost/);
+    const top = e.match(/top processes by CPU time: (.*)/)?.[1] ?? '';
+    assert.match(top, /^threads \(\d+\) 1\.\d\d s, busy \(\d+\) 0\.\d\d s/);  // 2 threads x 0.8 s, then 0.4 s
+    const functions = [...e.matchAll(/^ +([\d.]+)% +(.*)$/gm)].map((m) => [Number(m[1]), m[2]]);
+    assert.ok(functions.length >= 3 && functions.length <= 10, e);
+    const names = functions.map(([, n]) => n);
+    for (const f of ['alpha_spin (threads)', 'beta_spin (threads)', 'inner_spin (busy)'])
+      assert.ok(names.slice(0, 4).includes(f), `${f} not among the top functions: ${names.join(' | ')}`);
+    const size = statSync(rec.file).size;
+    const printed = e.match(/wrote (\S+) \(([\d.]+) (KB|MB)\)/);
+    assert.ok(printed, e);
+    assert.equal(printed[1], rec.file);
+    const bytes = Number(printed[2]) * (printed[3] === 'KB' ? 1024 : 1 << 20);
+    assert.ok(Math.abs(bytes - size) <= Math.max(1024, size * 0.06), `printed ${printed[2]} ${printed[3]}, file ${size} bytes`);
+    assert.match(e, /open it at https:\/\/profiler\.firefox\.com/);
+  });
+});
+
+describe('live status line', () => {
+  it('is shown, updated every second, on a terminal', async (t) => {
+    if (!requireRecorder(t)) return;
+    const file = join(RESULTS_DIR, 'status-tty.json.gz');
+    // script(1) gives bpfprof a pseudo-terminal as its stderr.
+    const r = spawnSync('script', ['-qec', `${BPFPROF} record -o ${file} -d 2.5 -a`, '/dev/null'],
+                        { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    const lines = r.stdout.match(/\r\x1b\[Kbpfprof: recording \d+ s, \d+ samples, \d+ lost, \d+ processes, \d+ threads/g) ?? [];
+    assert.ok(lines.length >= 2, `status lines: ${JSON.stringify(lines)}\n${JSON.stringify(r.stdout.slice(0, 400))}`);
+    assert.match(lines[0], /recording 1 s/);
+    assert.match(r.stdout, /\r\x1b\[Kbpfprof: recording ended/);  // cleared before the summary
+  });
+
+  it('is not written when stderr is not a terminal', async (t) => {
+    if (!requireRecorder(t)) return;
+    const rec = await recordWith('status-pipe', ['-d', '1.5', '-a']);
+    assert.doesNotMatch(rec.result.stderr, /bpfprof: recording \d+ s/);
+    assert.doesNotMatch(rec.result.stderr, /\x1b\[K/);
+  });
+});
