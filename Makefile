@@ -28,9 +28,15 @@ test: build
 clean:
 	rm -rf $(BUILD_DIR)
 
+# Every benchmark of bench/ (root; about 10 minutes); the tables go to the terminal and to
+# $(BUILD_DIR)/bench-results.md, from which bench/RESULTS.md is updated.
 bench: build
-	bench/overhead.sh
-	$(BUILD_DIR)/bench/pipeline_bench
-	$(BUILD_DIR)/bench/symbolize_bench
-	bench/system_wide_scale.sh
-	bench/offcpu_overhead.sh
+	@{ echo "# make bench, $$(date -u '+%Y-%m-%d %H:%M UTC'), $$(nproc) CPUs, $$(uname -r)"; \
+	  echo; echo "## Overhead (bench/overhead.sh)"; bench/overhead.sh 2>/dev/null; \
+	  echo; echo "## Capacity (bench/capacity.sh)"; bench/capacity.sh; \
+	  echo; bench/pipeline.sh; \
+	  echo; echo "## Start-up (bench/startup.py)"; bench/startup.py; \
+	  echo; echo "## System-wide scale (bench/system_wide_scale.sh)"; bench/system_wide_scale.sh; \
+	  echo; echo "## Off-CPU overhead (bench/offcpu_overhead.sh)"; bench/offcpu_overhead.sh; \
+	  echo; echo "## Symbolization ($(BUILD_DIR)/bench/symbolize_bench)"; $(BUILD_DIR)/bench/symbolize_bench; \
+	} 2>&1 | tee $(BUILD_DIR)/bench-results.md

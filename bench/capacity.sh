@@ -36,14 +36,12 @@ for f in $FREQS; do
     for cg in fp dwarf; do
       args=(-g); [ "$cg" = dwarf ] && args=(--call-graph dwarf)
       perf record -q -a -F "$f" "${args[@]}" -o "$out/perf.data" -- sleep "$SECONDS_RECORDED" 2> "$out/perr" > /dev/null || true
-      stats=$(perf report -i "$out/perf.data" --stats 2> /dev/null)
-      samples=$(echo "$stats" | awk '$1 == "SAMPLE" && $2 == "events:" {print $3}' | head -1)
-      lost=$(echo "$stats" | awk '$1 == "LOST" && $2 == "events:" {print $3}' | head -1)
-      lost_samples=$(echo "$stats" | awk '$1 == "LOST_SAMPLES" && $2 == "events:" {print $3}' | head -1)
-      lost_events=$(sed -n 's/.*Lost \([0-9]*\) .*/\1/p' "$out/perr" | head -1)
-      printf '| %s | perf %s | %s | %.1f%% | %s records (%s samples)%s |\n' "$f" "$cg" "${samples:-0}" \
-        "$(echo "100 * ${samples:-0} / $nominal" | bc -l)" "${lost:-0}" "${lost_samples:-0}" \
-        "${lost_events:+, stderr: $lost_events}"
+      samples=$(perf report -i "$out/perf.data" --stats 2> /dev/null | awk '$1 == "SAMPLE" && $2 == "events:" {print $3}' | head -1)
+      # Each PERF_RECORD_LOST says how many samples it stands for.
+      lost=$(perf report -D -i "$out/perf.data" 2> /dev/null | sed -n 's/.*PERF_RECORD_LOST: .* lost:\([0-9]*\).*/\1/p' |
+             awk '{s += $1} END {print s + 0}')
+      printf '| %s | perf %s | %s | %.1f%% | %s |\n' "$f" "$cg" "${samples:-0}" \
+        "$(echo "100 * ${samples:-0} / $nominal" | bc -l)" "$lost"
     done
   fi
 done

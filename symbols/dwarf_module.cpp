@@ -157,12 +157,32 @@ void descend(Dwarf_Die* die, Dwarf_Addr pc, std::vector<Dwarf_Die>& path, int de
 
 }  // namespace
 
+const std::vector<DwarfModule::TableSymbol>& DwarfModule::table_symbols() const {
+  if (table_symbols_) return *table_symbols_;
+  table_symbols_.emplace();
+  const int count = dwfl_module_getsymtab(module_);
+  for (int i = 0; i < count; ++i) {
+    GElf_Sym symbol;
+    GElf_Addr address = 0;
+    const char* name = dwfl_module_getsym_info(module_, i, &symbol, &address, nullptr, nullptr, nullptr);
+    const int type = GELF_ST_TYPE(symbol.st_info);
+    if (!name || !*name || (type != STT_FUNC && type != STT_GNU_IFUNC) || address < bias_) continue;
+    table_symbols_->push_back(TableSymbol{name, address - bias_, symbol.st_size});
+  }
+  std::stable_sort(table_symbols_->begin(), table_symbols_->end(),
+                   [](const TableSymbol& a, const TableSymbol& b) { return a.vaddr < b.vaddr; });
+  return *table_symbols_;
+}
+
 std::optional<DwarfModule::TableSymbol> DwarfModule::symbol_at(uint64_t vaddr) const {
-  GElf_Off offset = 0;
-  GElf_Sym symbol;
-  const char* name = dwfl_module_addrinfo(module_, vaddr + bias_, &offset, &symbol, nullptr, nullptr, nullptr);
-  if (!name) return std::nullopt;
-  return TableSymbol{name, vaddr - offset, symbol.st_size};
+  const std::vector<TableSymbol>& symbols = table_symbols();
+  auto after = std::upper_bound(symbols.begin(), symbols.end(), vaddr,
+                                [](uint64_t v, const TableSymbol& s) { return v < s.vaddr; });
+  if (after == symbols.begin()) return std::nullopt;
+  const TableSymbol& symbol = *std::prev(after);
+  // A sized symbol covers its size; a size-0 one (hand-written assembly) reaches the next.
+  if (symbol.size && vaddr >= symbol.vaddr + symbol.size) return std::nullopt;
+  return symbol;
 }
 
 const std::vector<DwarfModule::FunctionRange>& DwarfModule::function_ranges(Dwarf_Die* cu) const {

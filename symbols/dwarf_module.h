@@ -65,6 +65,11 @@ class DwarfModule {
   const std::vector<FunctionRange>& function_ranges(Dwarf_Die* cu) const;
   mutable std::unordered_map<Dwarf_Off, std::vector<FunctionRange>> function_ranges_;
 
+  // libdwfl's function symbols sorted by address, read once: its own address lookup scans
+  // the whole table every time (~30 us per address in a 10k-symbol library).
+  const std::vector<TableSymbol>& table_symbols() const;
+  mutable std::optional<std::vector<TableSymbol>> table_symbols_;
+
   std::string debuginfo_path_;  // what libdwfl's standard search walks
   char* debuginfo_path_ptr_ = nullptr;
   std::vector<std::string> symbol_dirs_;
