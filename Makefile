@@ -35,6 +35,7 @@ bench: build
 	  echo; echo "## Overhead (bench/overhead.sh)"; bench/overhead.sh 2>/dev/null; \
 	  echo; echo "## Capacity (bench/capacity.sh)"; bench/capacity.sh; \
 	  echo; bench/pipeline.sh; \
+	  echo; echo "## perf on the same fixtures (bench/perf_pipeline.sh)"; bench/perf_pipeline.sh; \
 	  echo; echo "## Start-up (bench/startup.py)"; bench/startup.py; \
 	  echo; echo "## System-wide scale (bench/system_wide_scale.sh)"; bench/system_wide_scale.sh; \
 	  echo; echo "## Off-CPU overhead (bench/offcpu_overhead.sh)"; bench/offcpu_overhead.sh; \

@@ -20,12 +20,14 @@ sleep 0.3
 procs=$(ls /proc | grep -c '^[0-9]')
 threads=$(ls -d /proc/[0-9]*/task/[0-9]* 2>/dev/null | wc -l)
 echo "machine: $procs processes, $threads threads, $(nproc) CPUs busy"
-"$BPFPROF" record -a -d "$SECONDS_TO_RECORD" -F 1000 -o "$out/scale.json.gz" 2>&1 | grep -E 'start-up|samples'
+"$BPFPROF" record -a -d "$SECONDS_TO_RECORD" -F 1000 -o "$out/scale.json.gz" 2>&1 | grep -E 'start-up|samples \((cpu|cyc)'
 python3 - "$out/scale.json.gz" "$SECONDS_TO_RECORD" <<'PY'
 import gzip, json, sys, os
 p = json.load(gzip.open(sys.argv[1]))
-samples = sum(t['samples']['length'] for t in p['threads'])
+# Weights: consecutive identical samples are one row with the weight of all of them.
+samples = sum(sum(t['samples']['weight']) if t['samples'].get('weight') else t['samples']['length']
+              for t in p['threads'])
 nominal = int(sys.argv[2]) * 1000 * os.cpu_count()
 print(f"profile: {len({t['pid'] for t in p['threads']})} processes, {len(p['threads'])} threads with samples, "
-      f"{samples} samples ({100*samples/nominal:.1f}% of {nominal} nominal at 1 kHz on every CPU)")
+      f"{samples:.0f} samples ({100*samples/nominal:.1f}% of {nominal} nominal at 1 kHz on every CPU)")
 PY

@@ -124,9 +124,13 @@ static __always_inline __u64 submit_flags(void)
                                                                           : BPF_RB_NO_WAKEUP;
 }
 
+/* Set before load: bpfprof's own process, never sampled (system-wide, its own samples would
+ * be events it has to read, unwind and write: a feedback loop at high rates). */
+const volatile __u32 self_tgid = 0;
+
 static __always_inline bool is_tracked(__u32 tgid)
 {
-  if (tgid == 0) /* the per-CPU idle tasks */
+  if (tgid == 0 || tgid == self_tgid) /* the per-CPU idle tasks; the profiler itself */
     return false;
   return track_all || bpf_map_lookup_elem(&tracked_processes, &tgid) != NULL;
 }

@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -40,6 +41,7 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t
   skeleton_->rodata->off_cpu_stack_interval_ns = sampling_interval_ns;
   skeleton_->rodata->user_stack_copy_bytes = unwinder ? user_stack_copy_bytes : 0;
   skeleton_->rodata->wakeup_threshold = ring_buffer_bytes / 4;
+  skeleton_->rodata->self_tgid = static_cast<uint32_t>(getpid());
   if (int err = bpf_map__set_max_entries(skeleton_->maps.events, ring_buffer_bytes))
     throw std::runtime_error("cannot size the ring buffer to " + std::to_string(ring_buffer_bytes) + " bytes: " + errno_text(err));
   if (int err = profiler_bpf__load(skeleton_.get()))
