@@ -108,7 +108,9 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
   return std::nullopt;
 }
 
-constexpr uint64_t kReorderWindowNs = 1000000000;
+// Events older than this go into the model: the ring buffer and the side band are read
+// every 50 ms (a read stops after 100 ms of work), so anything older is in.
+constexpr uint64_t kReorderWindowNs = 500000000;
 
 // CPU time of this process (not of the command it waits for).
 double own_cpu_ms() {
@@ -368,8 +370,6 @@ int run_record(const RecordOptions& options) {
       break;
     }
     note_losses();
-    // Events older than this are all in: the side band and the ring buffer are read every
-    // poll, and CPUs' events interleave within microseconds.
     model.consume(recording, MonotonicNs{monotonic_now().value - kReorderWindowNs});
     resolved_events = recording.events.size();
     while (handled_signals < g_signal_count) {

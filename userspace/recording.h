@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -161,7 +162,8 @@ struct Recording {
   bool off_cpu = false;            // switch-out stacks and switch-in events were recorded
   std::string call_graph = "fp";   // how user stacks were taken: "fp" or "dwarf"
   std::vector<LifecycleEvent> events;
-  std::vector<SampleRecord> samples;
+  // A deque: a live recording takes samples from the front as they go into the model.
+  std::deque<SampleRecord> samples;
   RawStackTree raw_stacks;
   RecordingStats stats;
   std::vector<LossRecord> losses;

@@ -65,15 +65,16 @@ void SessionModel::configure_for(const Recording& recording) {
 }
 
 void SessionModel::consume(Recording& recording, MonotonicNs until) {
-  // Stable: events that share a timestamp keep the order they arrived in. Events arrive
-  // nearly in order (CPUs interleave), so the sort is mostly a check.
-  auto by_time = [](const auto& a, const auto& b) { return a.time < b.time; };
-  auto sort_and_split = [&](auto& items) {
-    if (!std::is_sorted(items.begin(), items.end(), by_time)) std::stable_sort(items.begin(), items.end(), by_time);
+  // What is left after a call is sorted; what arrived since is nearly in order (CPUs'
+  // events interleave within microseconds), so each new item moves back a step or two at
+  // most: insertion, stable for equal times, instead of sorting the whole window each time.
+  auto sort_new_and_split = [&](auto& items, size_t already_sorted) {
+    for (size_t i = std::min(already_sorted, items.size()); i < items.size(); ++i)
+      for (size_t j = i; j > 0 && items[j - 1].time > items[j].time; --j) std::swap(items[j - 1], items[j]);
     return std::partition_point(items.begin(), items.end(), [&](const auto& item) { return item.time <= until; });
   };
-  auto events_end = sort_and_split(recording.events);
-  auto samples_end = sort_and_split(recording.samples);
+  auto events_end = sort_new_and_split(recording.events, sorted_pending_events_);
+  auto samples_end = sort_new_and_split(recording.samples, sorted_pending_samples_);
   auto sample = recording.samples.begin();
   for (auto e = recording.events.begin(); e != events_end; ++e) {
     // An event at the same time as a sample comes first: a fork precedes the child's samples.
@@ -83,6 +84,8 @@ void SessionModel::consume(Recording& recording, MonotonicNs until) {
   for (; sample != samples_end; ++sample) add_sample(*sample, recording.raw_stacks);
   recording.events.erase(recording.events.begin(), events_end);
   recording.samples.erase(recording.samples.begin(), samples_end);
+  sorted_pending_events_ = recording.events.size();
+  sorted_pending_samples_ = recording.samples.size();
 }
 
 void SessionModel::replay(const Recording& recording) {

@@ -229,6 +229,9 @@ class SessionModel {
   uint64_t interval_ns_ = 1000000;
   bool off_cpu_ = false;
   bool collapse_repeated_samples_ = true;
+  // consume(): how much of the recording's pending events and samples is already in order.
+  size_t sorted_pending_events_ = 0;
+  size_t sorted_pending_samples_ = 0;
 };
 
 }  // namespace bpfprof

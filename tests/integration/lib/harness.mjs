@@ -398,7 +398,16 @@ export class CliSession {
   static async load(file) {
     const id = `s${process.pid}-${++sessionCounter}`;
     const session = new CliSession(id, file);
-    const r = await profilerCli(['load', file, '--session', id]);
+    let r = await profilerCli(['load', file, '--session', id]);
+    // On a loaded machine the daemon can take longer to come up than profiler-cli waits for
+    // (500 ms); it says so, and a second try usually works.
+    for (let attempt = 0; attempt < 2 && r.code !== 0 && /did not become ready/.test(r.stdout + r.stderr); attempt++) {
+      const stuck = (r.stdout + r.stderr).match(/run "kill (\d+)"/)?.[1];
+      if (stuck) try { process.kill(Number(stuck), 'SIGKILL'); } catch { /* already gone */ }
+      await session.stop();
+      await sleep(1000);
+      r = await profilerCli(['load', file, '--session', id]);
+    }
     if (r.code !== 0) {
       // A failed load still leaves the daemon running.
       await session.stop();
