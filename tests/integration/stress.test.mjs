@@ -25,8 +25,11 @@ const FORKS = DURATION_MS / 1000 * FORKS_PER_S;
 const MAX_RSS_MB = 300;
 // Share of the fixture's threads and processes that must be in the profile. With
 // --keep-idle-threads every thread bpfprof heard of is written, sampled or not; only one whose
-// fork and all of whose events were lost (a full ring buffer, reported) can be missing.
-const MIN_PRESENT = 0.9;
+// fork and all of whose events were lost (a full ring buffer, reported) can be missing, so
+// with no loss all must be there. With DWARF stacks at 10 kHz on a busy 2-CPU machine the
+// recorder, one thread among ~50 runnable ones, falls behind and loses 20-50% of its events
+// in bursts: 86-95% of the threads and 95-99% of the processes were present.
+const MIN_PRESENT = 0.8;
 const GNU_TIME = '/usr/bin/time';
 
 // What the fixture says it did: `thread tid=`, `child pid= kind=` and the summary line.
@@ -160,6 +163,8 @@ async function checkStressRecording(t, label, args) {
                  `named wave-thread ${metrics.namedWaveThread}, fork-child ${metrics.namedForkChild}, exec-child ${metrics.namedExecChild}`);
     assert.ok(threadsPresent >= MIN_PRESENT * THREADS, `only ${threadsPresent} of ${THREADS} threads in the profile`);
     assert.ok(childrenPresent >= MIN_PRESENT * FORKS, `only ${childrenPresent} of ${FORKS} child processes in the profile`);
+    const missing = (THREADS - threadsPresent) + (FORKS - childrenPresent);
+    assert.ok(missing <= summary.lost, `${missing} threads and processes missing, only ${summary.lost} events lost`);
     if (summary.lost === 0) {
       assert.equal(threadsPresent, THREADS, 'nothing was lost, yet threads are missing');
       assert.equal(childrenPresent, FORKS, 'nothing was lost, yet processes are missing');
