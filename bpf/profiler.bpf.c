@@ -51,6 +51,13 @@ struct {
   __uint(max_entries, 16 * 1024 * 1024);
 } events SEC(".maps");
 
+/* Forks, execs, exits and renames have a ring buffer of their own: when samples flood the
+ * main one, the processes and threads they belong to must still be known. */
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 1024 * 1024);
+} lifecycle_events SEC(".maps");
+
 /* Sample events exceed the 512-byte BPF stack: build them in per-CPU scratch space. */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -127,6 +134,12 @@ static __always_inline __u64 submit_flags(void)
 /* Set before load: bpfprof's own process, never sampled (system-wide, its own samples would
  * be events it has to read, unwind and write: a feedback loop at high rates). */
 const volatile __u32 self_tgid = 0;
+
+static __always_inline __u64 lifecycle_submit_flags(void)
+{
+  return bpf_ringbuf_query(&lifecycle_events, BPF_RB_AVAIL_DATA) > 256 * 1024 ? BPF_RB_FORCE_WAKEUP
+                                                                              : BPF_RB_NO_WAKEUP;
+}
 
 static __always_inline bool is_tracked(__u32 tgid)
 {
@@ -372,7 +385,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
     __u8 one = 1;
     bpf_map_update_elem(&tracked_processes, &child_tgid, &one, BPF_ANY);
   }
-  struct bpfprof_fork_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  struct bpfprof_fork_event *e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();
     return 0;
@@ -381,7 +394,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
   e->child_pid = child_tgid;
   e->child_tid = child->pid;
   bpf_probe_read_kernel_str(e->child_comm, sizeof(e->child_comm), child->comm);
-  bpf_ringbuf_submit(e, submit_flags());
+  bpf_ringbuf_submit(e, lifecycle_submit_flags());
   return 0;
 }
 
@@ -391,7 +404,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_tid, struct linux_binp
   __u32 tgid = task->tgid;
   if (!is_tracked(tgid))
     return 0;
-  struct bpfprof_exec_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  struct bpfprof_exec_event *e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();
     return 0;
@@ -401,7 +414,7 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_tid, struct linux_binp
   e->reserved = 0;
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
   bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), bprm->filename);
-  bpf_ringbuf_submit(e, submit_flags());
+  bpf_ringbuf_submit(e, lifecycle_submit_flags());
   return 0;
 }
 
@@ -411,14 +424,14 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
   __u32 tgid = task->tgid;
   if (!is_tracked(tgid))
     return 0;
-  struct bpfprof_exit_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  struct bpfprof_exit_event *e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (e) {
     fill_header(&e->header, BPFPROF_EVENT_EXIT, tgid, task->pid);
     e->cpu_time_ns = task->se.sum_exec_runtime;
     e->exit_code = task->exit_code;
     e->group_dead = group_dead;
     bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
-    bpf_ringbuf_submit(e, submit_flags());
+    bpf_ringbuf_submit(e, lifecycle_submit_flags());
   } else {
     count_lost();
   }
@@ -437,13 +450,13 @@ int BPF_PROG(on_rename, struct task_struct *task, const char *comm)
    * comes with the exec event itself. */
   if (BPF_CORE_READ_BITFIELD(task, in_execve))
     return 0;
-  struct bpfprof_comm_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  struct bpfprof_comm_event *e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();
     return 0;
   }
   fill_header(&e->header, BPFPROF_EVENT_COMM, tgid, task->pid);
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
-  bpf_ringbuf_submit(e, submit_flags());
+  bpf_ringbuf_submit(e, lifecycle_submit_flags());
   return 0;
 }

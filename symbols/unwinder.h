@@ -7,7 +7,11 @@
 #include <elfutils/libdwfl.h>
 
 #include <cstdint>
+#include <sys/types.h>
+
 #include <map>
+#include <optional>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -54,6 +58,13 @@ class DwarfUnwinder {
 
   std::unordered_map<int, std::map<uint64_t, Mapping>> mappings_;  // by start
   std::unordered_map<int, std::unique_ptr<Process>> sessions_;
+  uint64_t session_uses_ = 0;  // orders sessions by last use (the least recent is evicted)
+
+  // The virtual address of a file offset, per version of the file (path, device, inode,
+  // size, modification time) and offset.
+  using FileVersionOffset = std::tuple<std::string, dev_t, ino_t, off_t, int64_t, int64_t, uint64_t>;
+  std::map<FileVersionOffset, uint64_t> vaddr_cache_;
+  std::optional<uint64_t> vaddr_of_file_offset(const std::string& file, uint64_t file_offset);
 };
 
 }  // namespace bpfprof

@@ -49,6 +49,8 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t
                              "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
   ring_buffer_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.events), &BpfPrograms::on_event, this, nullptr));
   if (!ring_buffer_) throw std::runtime_error("cannot set up the BPF ring buffer: " + errno_text(errno));
+  if (int err = ring_buffer__add(ring_buffer_.get(), bpf_map__fd(skeleton_->maps.lifecycle_events), &BpfPrograms::on_event, this))
+    throw std::runtime_error("cannot set up the BPF lifecycle ring buffer: " + errno_text(err));
 }
 
 BpfPrograms::~BpfPrograms() = default;

@@ -152,6 +152,8 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       const auto* e = static_cast<const bpfprof_exit_event*>(data);
       rec.events.push_back(LifecycleEvent{time, ExitEvent{pid, tid, CpuTimeNs{e->cpu_time_ns}, e->exit_code,
                                                           e->group_dead != 0, bounded_string(e->comm, sizeof(e->comm))}});
+      // Its mappings and unwinding session go (a reused pid starts afresh).
+      if (unwinder_ && e->group_dead) unwinder_->remove(pid.value);
       break;
     }
     case BPFPROF_EVENT_COMM: {

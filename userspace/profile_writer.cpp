@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 #include <fstream>
 #include <map>
 #include <tuple>
@@ -226,6 +227,7 @@ class ProfileBuilder {
       frames.push_back(add_frame({-1, -1, kCategoryOther, tables_.func_for(-1, "[truncated]"), -1}));
     } else if (key.lib == kNoLib) {
       frames.push_back(add_frame({-1, -1, kCategoryUser, tables_.func_for(-1, hex_address(key.address)), -1}));
+      unnamed_frames_.insert(frames.back());
     } else {
       const bool kernel = key.lib == kKernelLib;
       const int32_t library_lib = output_lib(key.lib);
@@ -257,6 +259,7 @@ class ProfileBuilder {
         frame.inline_depth = static_cast<int32_t>(s.inline_depth);
         if (s.line) frame.line = *s.line;
         frames.push_back(add_frame(frame));
+        if (s.name.empty()) unnamed_frames_.insert(frames.back());
       }
     }
     return tables_.frame_index.emplace(key, std::move(frames)).first->second;
@@ -283,6 +286,11 @@ class ProfileBuilder {
   std::vector<std::pair<std::string, double>> top_self_functions(const std::vector<const Thread*>& threads,
                                                                  size_t count) const;
   std::string describe_by_process(const std::unordered_map<Pid, uint64_t>& counts) const;
+  // Frames named only by their address (no symbol found), and the share of on-CPU sample
+  // weight whose leaf is such a frame, by library: where symbolization failed.
+  std::unordered_set<int32_t> unnamed_frames_;
+  std::vector<std::pair<std::string, double>> unnamed_share_by_library_;
+  void measure_unnamed(const std::vector<const Thread*>& threads);
   void write_loss_marker_schema(JsonWriter& w);
   void write_markers(JsonWriter& w, const Thread& thread);
   void assign_losses(const std::vector<const Thread*>& threads);
@@ -429,6 +437,15 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
     std::unordered_map<Pid, uint64_t> by_process;
     for (const LossRecord& loss : recording_.losses) by_process[loss.pid] += loss.count;
     entry("Lost events by process", "string", describe_by_process(by_process));
+  }
+  if (!unnamed_share_by_library_.empty()) {
+    std::string text;
+    for (size_t i = 0; i < unnamed_share_by_library_.size() && i < 10; ++i) {
+      char share[32];
+      snprintf(share, sizeof share, " %.1f%%", 100.0 * unnamed_share_by_library_[i].second);
+      text += (i ? ", " : "") + unnamed_share_by_library_[i].first + share;
+    }
+    entry("On-CPU samples in code without a symbol", "string", text);
   }
   if (!recording_.stats.truncated_user_stacks_by_process.empty())
     entry("Truncated user stacks by process", "string",
@@ -653,6 +670,24 @@ void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
   w.end_object();
 }
 
+void ProfileBuilder::measure_unnamed(const std::vector<const Thread*>& threads) {
+  std::unordered_map<int32_t, double> by_lib;
+  double total = 0;
+  for (const Thread* th : threads) {
+    for (const ThreadSample& s : th->samples) {
+      if (s.stack == ResolvedStackTree::kRoot || model_.stacks().node(s.stack).key.lib == kOffCpuStateFrame) continue;
+      total += s.weight;
+      const int32_t frame = output_stacks_.node(output_stack_of_[s.stack]).key;
+      if (unnamed_frames_.contains(frame)) by_lib[tables_.frames[static_cast<size_t>(frame)].lib] += s.weight;
+    }
+  }
+  for (const auto& [lib, weight] : by_lib)
+    unnamed_share_by_library_.emplace_back(lib >= 0 ? tables_.libs[static_cast<size_t>(lib)].name : "(outside any mapping)",
+                                           weight / total);
+  std::sort(unnamed_share_by_library_.begin(), unnamed_share_by_library_.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+}
+
 // "name (pid): count, ..." for the processes with the highest counts.
 std::string ProfileBuilder::describe_by_process(const std::unordered_map<Pid, uint64_t>& counts) const {
   std::vector<std::pair<Pid, uint64_t>> sorted(counts.begin(), counts.end());
@@ -819,6 +854,8 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
   summary.processes = processes.size();
   assign_pid_strings(threads);
   assign_losses(threads);
+  measure_unnamed(threads);
+  summary.unnamed_share_by_library = unnamed_share_by_library_;
 
   JsonWriter w(sink);
   w.begin_object();

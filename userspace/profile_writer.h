@@ -22,6 +22,8 @@ struct ProfileSummary {
   // The functions most samples were in (self time, on-CPU samples only), "name (library)"
   // with their share of the on-CPU sample weight, most first; at most 10.
   std::vector<std::pair<std::string, double>> top_self_functions;
+  // Libraries whose code could not be named, with their share of on-CPU sample weight.
+  std::vector<std::pair<std::string, double>> unnamed_share_by_library;
 };
 
 struct ProfileOptions {
