@@ -38,8 +38,8 @@ for f in $FREQS; do
       perf record -q -a -F "$f" "${args[@]}" -o "$out/perf.data" -- sleep "$SECONDS_RECORDED" 2> "$out/perr" > /dev/null || true
       samples=$(perf report -i "$out/perf.data" --stats 2> /dev/null | awk '$1 == "SAMPLE" && $2 == "events:" {print $3}' | head -1)
       # Each PERF_RECORD_LOST says how many samples it stands for.
-      lost=$(perf report -D -i "$out/perf.data" 2> /dev/null | sed -n 's/.*PERF_RECORD_LOST: .* lost:\([0-9]*\).*/\1/p' |
-             awk '{s += $1} END {print s + 0}')
+      lost=$(perf script -i "$out/perf.data" --show-lost-events -F comm 2> /dev/null |
+             sed -n 's/.*PERF_RECORD_LOST lost \([0-9]*\).*/\1/p' | awk '{s += $1} END {print s + 0}')
       printf '| %s | perf %s | %s | %.1f%% | %s |\n' "$f" "$cg" "${samples:-0}" \
         "$(echo "100 * ${samples:-0} / $nominal" | bc -l)" "$lost"
     done
