@@ -47,10 +47,13 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error("cannot load the BPF programs (" + errno_text(err) +
                              "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
-  ring_buffer_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.events), &BpfPrograms::on_event, this, nullptr));
-  if (!ring_buffer_) throw std::runtime_error("cannot set up the BPF ring buffer: " + errno_text(errno));
-  if (int err = ring_buffer__add(ring_buffer_.get(), bpf_map__fd(skeleton_->maps.lifecycle_events), &BpfPrograms::on_event, this))
-    throw std::runtime_error("cannot set up the BPF lifecycle ring buffer: " + errno_text(err));
+  // libbpf reads its rings in the order they were added: forks and execs first, so that a
+  // new process's mappings are known before its samples are unwound.
+  ring_buffer_.reset(
+      ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events), &BpfPrograms::on_event, this, nullptr));
+  if (!ring_buffer_) throw std::runtime_error("cannot set up the BPF lifecycle ring buffer: " + errno_text(errno));
+  if (int err = ring_buffer__add(ring_buffer_.get(), bpf_map__fd(skeleton_->maps.events), &BpfPrograms::on_event, this))
+    throw std::runtime_error("cannot set up the BPF ring buffer: " + errno_text(err));
 }
 
 BpfPrograms::~BpfPrograms() = default;
