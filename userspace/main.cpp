@@ -18,6 +18,14 @@ int main(int argc, char** argv) {
   CLI::App app{"bpfprof: sample what processes are doing (kernel and user stacks) and write a "
                "Firefox Profiler profile"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("bpfprof ") + BPFPROF_VERSION);
+  app.footer(
+      "Examples (as root):\n"
+      "  bpfprof record -- make -j2                 profile a command and all its children\n"
+      "  bpfprof record -p 1234,5678                attach to running processes (Ctrl-C to stop)\n"
+      "  bpfprof record -a -d 10                    the whole system for 10 seconds\n"
+      "  bpfprof record -o out.json.gz -F 4000 -- ./myprog\n"
+      "Then open the .json.gz at https://profiler.firefox.com (Load a profile from file).");
   bpfprof::RecordOptions options;
 
   CLI::App* record = app.add_subcommand(
@@ -63,6 +71,13 @@ int main(int argc, char** argv) {
                    "one sample with a weight)");
   record->add_option("command", options.command, "The command to run, after --");
   record->positionals_at_end();
+  record->footer(
+      "Examples:\n"
+      "  bpfprof record -- ./server --port 8080     a command and its children, until it exits\n"
+      "  bpfprof record -d 30 -- ./server           stop after 30 s and leave the command running\n"
+      "  bpfprof record -p 1234                     a running process, until Ctrl-C or its exit\n"
+      "  bpfprof record -a -d 10 -o system.json.gz  every process of the machine for 10 s\n"
+      "  bpfprof record --call-graph fp -F 4000 -- ./prog   frame-pointer stacks, 4 kHz");
 
   bpfprof::ReplayOptions replay_options;
   CLI::App* replay = app.add_subcommand(

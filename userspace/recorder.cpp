@@ -21,6 +21,7 @@
 #include "userspace/launcher.h"
 #include "userspace/output_file.h"
 #include "userspace/perf_events.h"
+#include "userspace/preflight.h"
 #include "userspace/proc_snapshot.h"
 #include "userspace/profile_writer.h"
 #include "userspace/session_model.h"
@@ -219,6 +220,10 @@ int run_record(const RecordOptions& options) {
   const int modes = (launch ? 1 : 0) + (options.attach_pids.empty() ? 0 : 1) + (options.system_wide ? 1 : 0);
   if (modes != 1) {
     fprintf(stderr, "bpfprof: give exactly one of -- CMD, -p PID or -a\n");
+    return 2;
+  }
+  if (std::optional<std::string> problem = check_environment(current_environment())) {
+    fprintf(stderr, "bpfprof: %s\n", problem->c_str());
     return 2;
   }
   if (launch && !find_executable(options.command[0])) {
