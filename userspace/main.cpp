@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "userspace/recorder.h"
@@ -61,6 +62,14 @@ int main(int argc, char** argv) {
   record->add_option("--save-events", options.save_events_path,
                      "Also save the raw event stream to FILE (for bpfprof replay: benchmarks, debugging)")
       ->type_name("FILE");
+  std::map<std::string, bpfprof::OutputFormat> formats{{"firefox", bpfprof::OutputFormat::kFirefox},
+                                                       {"collapsed", bpfprof::OutputFormat::kCollapsed}};
+  record->add_option("--format", options.format,
+                     "firefox (a Firefox Profiler profile, the default) or collapsed (folded stacks, one "
+                     "\"process (pid);thread;frame;...;frame COUNT\" line per unique stack, for flamegraph.pl, inferno "
+                     "and speedscope; counts in sampling intervals)")
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
+      ->type_name("FORMAT");
   std::string buffer_size;
   record->add_option("--buffer-size", buffer_size,
                      "Size of the kernel-to-bpfprof ring buffer, e.g. 64M (a power of two, 64K to 1G; default "
@@ -98,6 +107,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (replay->parsed()) return bpfprof::run_replay(replay_options);
+  if (options.format == bpfprof::OutputFormat::kCollapsed && record->count("--output") == 0)
+    options.output_path = "profile.folded";
   if (!buffer_size.empty()) {
     char* end = nullptr;
     unsigned long long size = strtoull(buffer_size.c_str(), &end, 10);

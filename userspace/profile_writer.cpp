@@ -170,6 +170,7 @@ class ProfileBuilder {
   }
 
   ProfileSummary write(OutputSink& sink);
+  ProfileSummary write_collapsed(OutputSink& sink);
 
  private:
   int32_t output_lib(LibId id) {
@@ -286,6 +287,7 @@ class ProfileBuilder {
   std::vector<std::pair<std::string, double>> top_self_functions(const std::vector<const Thread*>& threads,
                                                                  size_t count) const;
   std::string describe_by_process(const std::unordered_map<Pid, uint64_t>& counts) const;
+  std::vector<const Thread*> threads_to_write(ProfileSummary& summary) const;
   // Frames named only by their address (no symbol found), and the share of on-CPU sample
   // weight whose leaf is such a frame, by library: where symbolization failed.
   std::unordered_set<int32_t> unnamed_frames_;
@@ -837,9 +839,7 @@ std::vector<std::pair<std::string, double>> ProfileBuilder::top_self_functions(c
   return result;
 }
 
-ProfileSummary ProfileBuilder::write(OutputSink& sink) {
-  build_stacks();
-  ProfileSummary summary;
+std::vector<const Thread*> ProfileBuilder::threads_to_write(ProfileSummary& summary) const {
   std::vector<const Thread*> threads;
   std::set<uint32_t> processes;
   for (ThreadIndex ti : model_.display_order()) {
@@ -852,6 +852,64 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
   }
   summary.threads = threads.size();
   summary.processes = processes.size();
+  return threads;
+}
+
+// Folded stacks: "process (pid);thread;outermost;...;innermost COUNT", one line per unique
+// stack, counts in sampling intervals (a timer sample is 1, a wait its length), rounded.
+ProfileSummary ProfileBuilder::write_collapsed(OutputSink& sink) {
+  build_stacks();
+  ProfileSummary summary;
+  std::vector<const Thread*> threads = threads_to_write(summary);
+  auto clean = [](std::string name) {
+    for (char& ch : name)
+      if (ch == ';') ch = ',';  // the frame separator
+      else if (ch == '\n' || ch == '\r') ch = ' ';
+    return name;
+  };
+  const auto& strings = tables_.strings.strings();
+  std::map<std::string, double> weight_by_line;
+  std::vector<std::string> names;
+  for (const Thread* th : threads) {
+    const Process& p = model_.processes()[th->process.value];
+    const std::string prefix = clean(p.name) + " (" + std::to_string(p.pid.value) + ");" + clean(th->name);
+    std::unordered_map<StackId, std::string> line_of;  // the same stack recurs often
+    for (const ThreadSample& s : th->samples) {
+      if (s.weight <= 0) continue;
+      auto [it, inserted] = line_of.try_emplace(s.stack);
+      if (inserted) {
+        names.clear();
+        if (s.stack != ResolvedStackTree::kRoot)
+          for (auto n = output_stack_of_[s.stack]; n != OutputStackTree::kRoot; n = output_stacks_.node(n).parent)
+            names.push_back(clean(strings[tables_.funcs[tables_.frames[output_stacks_.node(n).key].func].name.value]));
+        it->second = prefix;
+        for (auto name = names.rbegin(); name != names.rend(); ++name) it->second += ";" + *name;
+      }
+      weight_by_line[it->second] += s.weight;
+    }
+  }
+  std::string out;
+  for (const auto& [line, weight] : weight_by_line) {
+    const auto count = static_cast<uint64_t>(std::llround(weight));
+    if (count == 0) continue;
+    out += line;
+    out += ' ';
+    out += std::to_string(count);
+    out += '\n';
+    if (out.size() > (1 << 20)) {
+      sink.write(out);
+      out.clear();
+    }
+  }
+  sink.write(out);
+  summary.top_self_functions = top_self_functions(threads, 10);
+  return summary;
+}
+
+ProfileSummary ProfileBuilder::write(OutputSink& sink) {
+  build_stacks();
+  ProfileSummary summary;
+  std::vector<const Thread*> threads = threads_to_write(summary);
   assign_pid_strings(threads);
   assign_losses(threads);
   measure_unnamed(threads);
@@ -880,7 +938,7 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
 ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink,
                              const ProfileOptions& options) {
   ProfileBuilder builder(model, recording, options);
-  return builder.write(sink);
+  return options.format == OutputFormat::kCollapsed ? builder.write_collapsed(sink) : builder.write(sink);
 }
 
 }  // namespace bpfprof

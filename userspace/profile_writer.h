@@ -26,9 +26,15 @@ struct ProfileSummary {
   std::vector<std::pair<std::string, double>> unnamed_share_by_library;
 };
 
+enum class OutputFormat {
+  kFirefox,    // the Firefox Profiler's processed profile (JSON)
+  kCollapsed,  // folded stacks for flamegraph.pl, inferno, speedscope: "a;b;c COUNT" lines
+};
+
 struct ProfileOptions {
   bool keep_idle_threads = false;  // threads without samples are left out unless set
   std::vector<std::string> symbol_dirs;  // more places to look for debug files
+  OutputFormat format = OutputFormat::kFirefox;
 };
 
 ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink,

@@ -439,7 +439,7 @@ int run_record(const RecordOptions& options) {
   try {
     model.consume(recording, MonotonicNs{UINT64_MAX});
     model.finish(recording.end_time);
-    ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs});
+    ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs, options.format});
     output->commit();
     g_writing = 0;
     auto ms_between = [](MonotonicNs a, MonotonicNs b) { return (static_cast<double>(b.value) - a.value) / 1e6; };
@@ -490,8 +490,11 @@ int run_record(const RecordOptions& options) {
     }
     struct stat written{};
     stat(options.output_path.c_str(), &written);
-    fprintf(stderr, "bpfprof: wrote %s (%s) — open it at https://profiler.firefox.com (Load a profile from file)\n",
-            options.output_path.c_str(), human_size(static_cast<uint64_t>(written.st_size)).c_str());
+    fprintf(stderr, "bpfprof: wrote %s (%s) — %s\n", options.output_path.c_str(),
+            human_size(static_cast<uint64_t>(written.st_size)).c_str(),
+            options.format == OutputFormat::kCollapsed
+                ? "folded stacks for flamegraph.pl, inferno-flamegraph or speedscope"
+                : "open it at https://profiler.firefox.com (Load a profile from file)");
   } catch (const std::exception& e) {
     fprintf(stderr, "bpfprof: cannot write the profile: %s\n", e.what());
     return command_exited && status != 0 ? status : 1;

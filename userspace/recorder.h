@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "userspace/profile_writer.h"
+
 namespace bpfprof {
 
 struct RecordOptions {
@@ -29,6 +31,8 @@ struct RecordOptions {
   std::string save_events_path;
   // --buffer-size: the BPF ring buffer (a power of two); events that do not fit are lost.
   uint32_t ring_buffer_bytes = 16 << 20;
+  // --format collapsed: folded stacks instead of a Firefox Profiler profile.
+  OutputFormat format = OutputFormat::kFirefox;
   // --no-collapse: one sample per timer tick, even when consecutive ones are identical.
   bool no_collapse = false;
 };

@@ -3,7 +3,7 @@
 // they happened); a live status line on a terminal only; the end summary.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { describe, it } from 'node:test';
 
 import {
@@ -111,5 +111,36 @@ describe('live status line', () => {
     const rec = await recordWith('status-pipe', ['-d', '1.5', '-a']);
     assert.doesNotMatch(rec.result.stderr, /bpfprof: recording \d+ s/);
     assert.doesNotMatch(rec.result.stderr, /\x1b\[K/);
+  });
+});
+
+describe('--format collapsed', () => {
+  it('writes folded stacks: one line per unique stack, counts summing to the samples', async (t) => {
+    if (!requireRecorder(t)) return;
+    const file = join(RESULTS_DIR, 'collapsed.folded');
+    const r = spawnSync(BPFPROF, ['record', '--format', 'collapsed', '--no-off-cpu', '-o', file, '--',
+                                  fixturePath('busy'), '800'], { encoding: 'utf8', timeout: 120_000 });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stderr, /folded stacks for flamegraph\.pl/);
+    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+    const seen = new Set();
+    let total = 0;
+    let hot = 0;
+    for (const line of lines) {
+      const m = line.match(/^(.+) (\d+)$/);
+      assert.ok(m, `not a folded line: ${JSON.stringify(line)}`);
+      assert.ok(!seen.has(m[1]), `stack twice: ${m[1]}`);
+      seen.add(m[1]);
+      const frames = m[1].split(';');
+      assert.match(frames[0], /^busy \(\d+\)$/);
+      assert.equal(frames[1], 'busy');
+      total += Number(m[2]);
+      if (m[1].includes(';main;outer;inner_spin')) hot += Number(m[2]);
+    }
+    const samples = Number(r.stderr.match(/(\d+) samples \(/)[1]);
+    // The summary also counts the few samples of bpfprof's own child before it execs the
+    // command, which no output shows.
+    assert.ok(total <= samples && samples - total <= Math.max(5, samples * 0.01), `counts ${total} vs ${samples} samples`);
+    assert.ok(hot / total > 0.9, `main;outer;inner_spin ${hot} of ${total}`);
   });
 });
