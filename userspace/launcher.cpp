@@ -1,6 +1,8 @@
 #include "userspace/launcher.h"
 
 #include <fcntl.h>
+#include <pwd.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -40,7 +42,32 @@ std::optional<std::string> find_executable(const std::string& command) {
   return std::nullopt;
 }
 
-LaunchedCommand::LaunchedCommand(const std::vector<std::string>& argv) {
+std::optional<RunAsUser> sudo_invoking_user() {
+  const char* uid_text = getenv("SUDO_UID");
+  if (geteuid() != 0 || !uid_text || !*uid_text) return std::nullopt;
+  char* end = nullptr;
+  const unsigned long uid = strtoul(uid_text, &end, 10);
+  if (*end != '\0') throw std::runtime_error(std::string("SUDO_UID is not a user id: ") + uid_text);
+  if (uid == 0) return std::nullopt;  // sudo from root: nothing to drop
+  const passwd* user = getpwuid(static_cast<uid_t>(uid));
+  if (!user) throw std::runtime_error("SUDO_UID " + std::to_string(uid) + " is no user of this system");
+  RunAsUser run_as;
+  run_as.uid = user->pw_uid;
+  const char* gid_text = getenv("SUDO_GID");
+  run_as.gid = gid_text && *gid_text ? static_cast<gid_t>(strtoul(gid_text, nullptr, 10)) : user->pw_gid;
+  run_as.name = user->pw_name;
+  run_as.home = user->pw_dir;
+  int count = 64;
+  run_as.groups.resize(static_cast<size_t>(count));
+  if (getgrouplist(user->pw_name, run_as.gid, run_as.groups.data(), &count) < 0) {
+    run_as.groups.resize(static_cast<size_t>(count));
+    getgrouplist(user->pw_name, run_as.gid, run_as.groups.data(), &count);
+  }
+  run_as.groups.resize(static_cast<size_t>(std::max(count, 0)));
+  return run_as;
+}
+
+LaunchedCommand::LaunchedCommand(const std::vector<std::string>& argv, const std::optional<RunAsUser>& run_as) {
   if (argv.empty()) throw std::runtime_error("no command given");
   int go[2], exec_error[2];
   if (pipe2(go, O_CLOEXEC) != 0 || pipe2(exec_error, O_CLOEXEC) != 0)
@@ -52,6 +79,21 @@ LaunchedCommand::LaunchedCommand(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The child's environment, prepared here: only async-signal-safe calls after fork.
+  std::vector<std::string> environment;
+  for (char** e = environ; *e; ++e) {
+    std::string_view entry(*e);
+    if (run_as && (entry.starts_with("HOME=") || entry.starts_with("USER=") || entry.starts_with("LOGNAME="))) continue;
+    environment.emplace_back(entry);
+  }
+  if (run_as) {
+    environment.push_back("HOME=" + run_as->home);
+    environment.push_back("USER=" + run_as->name);
+    environment.push_back("LOGNAME=" + run_as->name);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error(std::string("cannot fork: ") + strerror(errno));
@@ -72,8 +114,14 @@ LaunchedCommand::LaunchedCommand(const std::vector<std::string>& argv) {
     do n = read(go_read.get(), &byte, 1);
     while (n < 0 && errno == EINTR);
     if (n != 1) _exit(127);  // the profiler went away before starting us
-    execvp(args[0], args.data());
-    int err = errno;
+    int err = 0;
+    if (run_as && (setgroups(run_as->groups.size(), run_as->groups.data()) != 0 || setgid(run_as->gid) != 0 ||
+                   setuid(run_as->uid) != 0 || getuid() != run_as->uid || geteuid() != run_as->uid))
+      err = errno ? errno : EPERM;
+    if (!err) {
+      execvpe(args[0], args.data(), envp.data());
+      err = errno;
+    }
     ssize_t ignored = write(exec_error_write.get(), &err, sizeof(err));
     (void)ignored;
     _exit(127);

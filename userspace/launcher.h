@@ -16,10 +16,24 @@ namespace bpfprof {
 // Finds `command` like execvp would; nullopt when it cannot be run.
 std::optional<std::string> find_executable(const std::string& command);
 
+// The user a command is run as instead of root: who started bpfprof through sudo.
+struct RunAsUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups, from the group database
+  std::string name;
+  std::string home;
+};
+
+// The invoking user when bpfprof runs as root through sudo (SUDO_UID, SUDO_GID, SUDO_USER),
+// else nullopt. Throws std::runtime_error when sudo's variables name no valid user.
+std::optional<RunAsUser> sudo_invoking_user();
+
 class LaunchedCommand {
  public:
-  // Forks the child, which blocks before exec. Throws std::runtime_error.
-  explicit LaunchedCommand(const std::vector<std::string>& argv);
+  // Forks the child, which blocks before exec; it runs as `run_as` when given (groups, gid,
+  // uid, and HOME/USER/LOGNAME from the user database). Throws std::runtime_error.
+  explicit LaunchedCommand(const std::vector<std::string>& argv, const std::optional<RunAsUser>& run_as = std::nullopt);
   ~LaunchedCommand();  // a child never released or reaped is killed and reaped
   LaunchedCommand(const LaunchedCommand&) = delete;
   LaunchedCommand& operator=(const LaunchedCommand&) = delete;

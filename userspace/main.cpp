@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
                      "Size of the kernel-to-bpfprof ring buffer, e.g. 64M (a power of two, 64K to 1G; default "
                      "16M). Events that find it full are lost, counted and marked in the profile")
       ->type_name("SIZE");
+  record->add_flag("--run-as-root", options.run_as_root,
+                   "Under sudo, run the command as root (by default it runs as the user who ran sudo, and the "
+                   "profile is theirs)");
   record->add_flag("--no-collapse", options.no_collapse,
                    "Write one sample per timer tick (by default consecutive identical samples of a thread are "
                    "one sample with a weight)");

@@ -226,6 +226,14 @@ int run_record(const RecordOptions& options) {
     fprintf(stderr, "bpfprof: %s\n", problem->c_str());
     return 2;
   }
+  // Through sudo, the command runs as the user who typed it, and the profile is theirs.
+  std::optional<RunAsUser> invoking_user;
+  try {
+    invoking_user = sudo_invoking_user();
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bpfprof: %s\n", e.what());
+    return 2;
+  }
   if (launch && !find_executable(options.command[0])) {
     fprintf(stderr, "bpfprof: %s: command not found\n", options.command[0].c_str());
     return 127;
@@ -290,7 +298,7 @@ int run_record(const RecordOptions& options) {
   };
   try {
     if (launch) {
-      command.emplace(options.command);
+      command.emplace(options.command, options.run_as_root ? std::nullopt : invoking_user);
       bpf->track_process(command->pid());
       recording.events.push_back(LifecycleEvent{
           recording.start_time, ProcessStartEvent{command->pid(), base_name(options.command[0]), /*is_launcher=*/true}});
@@ -442,6 +450,9 @@ int run_record(const RecordOptions& options) {
     ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs, options.format});
     output->commit();
     g_writing = 0;
+    if (invoking_user && chown(options.output_path.c_str(), invoking_user->uid, invoking_user->gid) != 0)
+      fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", options.output_path.c_str(), invoking_user->name.c_str(),
+              strerror(errno));
     auto ms_between = [](MonotonicNs a, MonotonicNs b) { return (static_cast<double>(b.value) - a.value) / 1e6; };
     fprintf(stderr, "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms, first sample after %.0f ms; "
             "profile written %.0f ms after the end\n",

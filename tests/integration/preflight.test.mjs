@@ -2,7 +2,7 @@
 // starts, with one line and exit status 2; --help shows examples, --version the version.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
@@ -74,5 +74,37 @@ describe('help and version', () => {
     const r = bpfprof(['--version']);
     assert.equal(r.status, 0);
     assert.match(r.stdout, /^bpfprof \d+\.\d+\.\d+\n$/);
+  });
+});
+
+describe('started through sudo', () => {
+  // sudo is not installed here; it sets these variables, which is all bpfprof looks at.
+  const sudoEnv = { ...process.env, SUDO_UID: '65534', SUDO_GID: '65534', SUDO_USER: 'nobody' };
+  const run = (args) => spawnSync(BPFPROF, args, { encoding: 'utf8', env: sudoEnv, timeout: 120_000 });
+
+  it('runs the command as the invoking user (uid, gid, groups, HOME) and gives them the profile', (t) => {
+    if (!requireRecorder(t)) return;
+    const file = join(RESULTS_DIR, 'sudo-user.json.gz');
+    const ids = join('/tmp', `bpfprof-sudo-ids-${process.pid}`);
+    rmSync(ids, { force: true });
+    const r = run(['record', '-o', file, '--', 'sh', '-c', `echo "$(id -u) $(id -g) $(id -G) $HOME $USER" > ${ids}`]);
+    assert.equal(r.status, 0, r.stderr);
+    const [uid, gid, groups, home, user] = readFileSync(ids, 'utf8').trim().split(' ');
+    assert.deepEqual([uid, gid, groups, user], ['65534', '65534', '65534', 'nobody']);
+    assert.equal(home, '/nonexistent');
+    const st = statSync(file);
+    assert.equal(st.uid, 65534);
+    assert.equal(st.gid, 65534);
+    rmSync(ids, { force: true });
+  });
+
+  it('--run-as-root keeps the command root', (t) => {
+    if (!requireRecorder(t)) return;
+    const file = join(RESULTS_DIR, 'sudo-root.json.gz');
+    const ids = join('/tmp', `bpfprof-sudo-root-${process.pid}`);
+    const r = run(['record', '--run-as-root', '-o', file, '--', 'sh', '-c', `id -u > ${ids}`]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(readFileSync(ids, 'utf8').trim(), '0');
+    rmSync(ids, { force: true });
   });
 });
