@@ -63,7 +63,12 @@ int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char
                                 char** debuginfo_file_name) {
   int fd = dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name, debuglink_file,
                                         debuglink_crc, debuginfo_file_name);
-  if (fd >= 0 || !debuglink_file) return fd;
+  if (fd >= 0) return fd;
+  // The standard search can leave a name behind when it finds nothing; nobody frees it
+  // then (found by tests/fuzz: fuzz_elf, a file with a .gnu_debuglink).
+  free(*debuginfo_file_name);
+  *debuginfo_file_name = nullptr;
+  if (!debuglink_file) return fd;
   // libdwfl looks for a debuglink file next to the binary and under the path's directories
   // joined with the binary's own directory; a --symbol-dir may also hold it directly.
   auto* self = static_cast<DwarfModule*>(*userdata);

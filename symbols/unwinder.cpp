@@ -46,7 +46,9 @@ bool get_thread(Dwfl*, pid_t, void* arg, void** thread_arg) {
 bool memory_read(Dwfl*, Dwarf_Addr address, Dwarf_Word* result, void* arg) {
   auto* sample = static_cast<CurrentSample*>(arg);
   const uint64_t sp = sample->registers.sp;
-  if (address < sp || address + sizeof(Dwarf_Word) > sp + sample->stack_size) return false;
+  // Written without sums that can wrap around (found by tests/fuzz: an sp near 2^64).
+  if (address < sp || address - sp > sample->stack_size || sample->stack_size - (address - sp) < sizeof(Dwarf_Word))
+    return false;
   memcpy(result, sample->stack + (address - sp), sizeof(Dwarf_Word));
   return true;
 }

@@ -1,0 +1,37 @@
+// libFuzzer targets for the text parsers, one binary per target (FUZZ_TARGET selects):
+// /proc/PID/maps, /proc/kallsyms and /tmp/perf-PID.map. Each parse must return (never
+// crash, hang or read out of bounds, which the sanitizers check), and lookups in what it
+// returns must be consistent.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "symbols/kallsyms.h"
+#include "symbols/perf_map.h"
+#include "symbols/proc_maps.h"
+
+using namespace bpfprof;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+#if FUZZ_TARGET == 1
+  for (const MapEntry& m : parse_proc_maps(text))
+    if (m.end < m.start) abort();  // a parsed mapping is never inverted
+#elif FUZZ_TARGET == 2
+  const KernelSymbols symbols = KernelSymbols::parse(text);
+  for (const KernelSymbol& s : symbols.symbols()) {
+    const KernelSymbol* found = symbols.lookup(s.address);
+    if (found && found->address > s.address) abort();
+  }
+#elif FUZZ_TARGET == 3
+  const PerfMap map = PerfMap::parse(text);
+  for (uint64_t address : {uint64_t{0}, uint64_t{0x1000}, uint64_t{0x7f0000000000}, ~uint64_t{0}}) {
+    const PerfMapEntry* e = map.lookup(address);
+    if (e && (address < e->start || address - e->start >= e->size)) abort();
+  }
+#else
+#error "FUZZ_TARGET must be 1 (proc maps), 2 (kallsyms) or 3 (perf map)"
+#endif
+  return 0;
+}
