@@ -126,7 +126,6 @@ DwarfModule::~DwarfModule() {
 
 namespace {
 
-bool is_function(int tag) { return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine; }
 
 // Collects the concrete functions (with code) below `die`, through namespaces and classes.
 void collect_function_ranges(Dwarf_Die* die, std::vector<DwarfModule::FunctionRangeEntry>& out, int depth) {
