@@ -9,6 +9,7 @@
 
 #include "userspace/recorder.h"
 #include "userspace/replay.h"
+#include "userspace/serve.h"
 
 int main(int argc, char** argv) {
   // Sample tables grow to hundreds of MB: keep freed memory for reuse instead of mapping
@@ -101,6 +102,15 @@ int main(int argc, char** argv) {
   replay->add_flag("--keep-idle-threads", replay_options.keep_idle_threads, "As for record");
   replay->add_flag("--no-collapse", replay_options.no_collapse, "As for record");
 
+  bpfprof::ServeOptions serve_options;
+  CLI::App* serve = app.add_subcommand(
+      "serve", "Serve a profile on 127.0.0.1 for the Firefox Profiler and print (and open) its from-url link");
+  serve->add_option("file", serve_options.path, "The profile (.json.gz or .json)")->required();
+  serve->add_option("--port", serve_options.port, "Port on 127.0.0.1 (default: any free one)");
+  serve->add_flag_callback("--no-browser", [&] { serve_options.open_browser = false; }, "Only print the link");
+  record->add_flag("--open", options.open,
+                   "After recording, serve the profile like bpfprof serve (until Ctrl-C) and open its link");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -110,6 +120,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (replay->parsed()) return bpfprof::run_replay(replay_options);
+  if (serve->parsed()) return bpfprof::run_serve(serve_options);
   if (options.format == bpfprof::OutputFormat::kCollapsed && record->count("--output") == 0)
     options.output_path = "profile.folded";
   if (!buffer_size.empty()) {

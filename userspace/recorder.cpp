@@ -24,6 +24,7 @@
 #include "userspace/preflight.h"
 #include "userspace/proc_snapshot.h"
 #include "userspace/profile_writer.h"
+#include "userspace/serve.h"
 #include "userspace/session_model.h"
 
 namespace bpfprof {
@@ -510,6 +511,7 @@ int run_record(const RecordOptions& options) {
     fprintf(stderr, "bpfprof: cannot write the profile: %s\n", e.what());
     return command_exited && status != 0 ? status : 1;
   }
+  if (options.open && options.format == OutputFormat::kFirefox) run_serve(ServeOptions{options.output_path});
   return status;
 }
 

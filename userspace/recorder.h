@@ -33,6 +33,8 @@ struct RecordOptions {
   uint32_t ring_buffer_bytes = 16 << 20;
   // --format collapsed: folded stacks instead of a Firefox Profiler profile.
   OutputFormat format = OutputFormat::kFirefox;
+  // --open: serve the written profile for the Firefox Profiler until Ctrl-C.
+  bool open = false;
   // --run-as-root: under sudo, run the command as root rather than as the invoking user.
   bool run_as_root = false;
   // --no-collapse: one sample per timer tick, even when consecutive ones are identical.

@@ -1,0 +1,85 @@
+// bpfprof serve (issue 8.10): the profile on 127.0.0.1 with CORS for profiler.firefox.com's
+// from-url, its link printed; nothing but that one file is served. Needs no root.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { after, before, describe, it } from 'node:test';
+
+import { BPFPROF, RESULTS_DIR } from './lib/harness.mjs';
+
+function rawRequest(port, text) {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(text));
+    let data = '';
+    socket.on('data', (d) => { data += d; });
+    socket.on('end', () => resolve(data));
+    socket.on('error', reject);
+  });
+}
+
+describe('bpfprof serve', () => {
+  const file = join(RESULTS_DIR, 'serve me.json.gz');
+  const bytes = gzipSync(Buffer.from('{"meta":{"version":36},"threads":[]}'));
+  let child;
+  let url;
+  let link;
+
+  before(async () => {
+    writeFileSync(file, bytes);
+    child = spawn(BPFPROF, ['serve', file, '--no-browser'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no link printed: ${out}`)), 10_000);
+      child.stdout.on('data', (d) => {
+        out += d;
+        const m = out.match(/at (http:\/\/127\.0\.0\.1:\d+\/\S+) .*\n(https:\/\/profiler\.firefox\.com\/from-url\/\S+)\n/);
+        if (m) {
+          [, url, link] = m;
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+  });
+
+  after(() => child?.kill('SIGINT'));
+
+  it('prints the from-url link of the served URL', () => {
+    assert.equal(decodeURIComponent(link.slice('https://profiler.firefox.com/from-url/'.length, -1)), url);
+    assert.match(url, /\/serve%20me\.json\.gz$/);
+  });
+
+  it('serves the file as it is, with CORS', async () => {
+    const r = await fetch(url);
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('access-control-allow-origin'), '*');
+    assert.deepEqual(Buffer.from(await r.arrayBuffer()), readFileSync(file));
+    const pre = await fetch(url, { method: 'OPTIONS' });
+    assert.equal(pre.status, 204);
+    assert.equal(pre.headers.get('access-control-allow-origin'), '*');
+  });
+
+  it('serves nothing else: other paths and traversal get 404', async () => {
+    const port = Number(new URL(url).port);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/`)).status, 404);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/other.json.gz`)).status, 404);
+    const raw = await rawRequest(port, 'GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n');
+    assert.match(raw, /^HTTP\/1\.1 404/);
+    const post = await rawRequest(port, `POST ${new URL(url).pathname} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    assert.match(post, /^HTTP\/1\.1 404/);
+  });
+
+  it('a file that cannot be read: one line, exit 2', async () => {
+    const r = await new Promise((resolve) => {
+      const c = spawn(BPFPROF, ['serve', join(RESULTS_DIR, 'missing.json.gz')], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let err = '';
+      c.stderr.on('data', (d) => { err += d; });
+      c.on('close', (code) => resolve({ code, err }));
+    });
+    assert.equal(r.code, 2);
+    assert.match(r.err, /^bpfprof: cannot read .*missing\.json\.gz: No such file or directory\n$/);
+  });
+});
