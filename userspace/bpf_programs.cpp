@@ -96,6 +96,7 @@ void BpfPrograms::wait(int timeout_ms) {
 }
 
 int BpfPrograms::consume(Recording& recording) {
+  decoder_.forget_exited_processes();
   target_ = &recording;
   poll_deadline_ = std::chrono::steady_clock::now() + kPollBudget;
   events_this_poll_ = 0;

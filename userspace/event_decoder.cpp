@@ -152,8 +152,7 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       const auto* e = static_cast<const bpfprof_exit_event*>(data);
       rec.events.push_back(LifecycleEvent{time, ExitEvent{pid, tid, CpuTimeNs{e->cpu_time_ns}, e->exit_code,
                                                           e->group_dead != 0, bounded_string(e->comm, sizeof(e->comm))}});
-      // Its mappings and unwinding session go (a reused pid starts afresh).
-      if (unwinder_ && e->group_dead) unwinder_->remove(pid.value);
+      if (unwinder_ && e->group_dead) exited_processes_.push_back(pid.value);
       break;
     }
     case BPFPROF_EVENT_COMM: {
@@ -165,6 +164,12 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
     default:
       break;
   }
+}
+
+void EventDecoder::forget_exited_processes() {
+  if (unwinder_)
+    for (int pid : exited_processes_) unwinder_->remove(pid);
+  exited_processes_.clear();
 }
 
 void update_unwinder_mappings(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events, size_t from) {

@@ -22,6 +22,11 @@ class EventDecoder {
   // Decodes one event into `recording`. Malformed or truncated events are ignored.
   void decode(const void* data, size_t size, Recording& recording);
 
+  // Drops the unwinder's state of the processes whose exit was decoded before: call it
+  // before reading the next batch. Exits travel in their own ring buffer, read before the
+  // samples, so the process's last samples come after its exit within a batch.
+  void forget_exited_processes();
+
  private:
   RawStackId intern_stack(RawStackTree& tree, const uint64_t* ips, size_t available, uint32_t user_depth,
                           uint32_t kernel_depth);
@@ -29,6 +34,7 @@ class EventDecoder {
   DwarfUnwinder* unwinder_;
   std::vector<uint64_t> scratch_ips_;
   std::vector<uint64_t> scratch_path_;
+  std::vector<int> exited_processes_;
 };
 
 // Keeps the unwinder's view of each process's mappings current (exec, mmap) with the

@@ -60,7 +60,8 @@ int run_replay(const ReplayOptions& options) {
           decoder.decode(record->data, record->size, recording);
           // As a live recording does: what is a second older than the newest event goes into
           // the model (checked every 4096 events).
-          if (++bpf_events % 4096 == 0 && !recording.samples.empty()) {
+          if (++bpf_events % 4096 == 0) decoder.forget_exited_processes();
+          if (bpf_events % 4096 == 0 && !recording.samples.empty()) {
             latest = std::max(latest, recording.samples.back().time);
             const double before = thread_cpu_ms();
             model.consume(recording, MonotonicNs{latest.value - std::min<uint64_t>(latest.value, 1000000000)});
