@@ -76,7 +76,9 @@ describe('end summary', () => {
     assert.match(e, /recording ended after [\d.]+ s; writing the profile/);
     assert.match(e, /\d+ samples \((?:cpu-clock|cycles), \d+ Hz\) from \d+ processes and \d+ threads; 0 events lost/);
     const top = e.match(/top processes by CPU time: (.*)/)?.[1] ?? '';
-    assert.match(top, /^threads \(\d+\) 1\.\d\d s, busy \(\d+\) 0\.\d\d s/);  // 2 threads x 0.8 s, then 0.4 s
+    // 2 threads spinning 0.8 s, then one spinning 0.4 s (less each on a loaded machine).
+    const m = top.match(/^threads \(\d+\) ([\d.]+) s, busy \(\d+\) ([\d.]+) s/);
+    assert.ok(m && Number(m[1]) > Number(m[2]) && Number(m[2]) > 0.05, top);
     const functions = [...e.matchAll(/^ +([\d.]+)% +(.*)$/gm)].map((m) => [Number(m[1]), m[2]]);
     assert.ok(functions.length >= 3 && functions.length <= 10, e);
     const names = functions.map(([, n]) => n);
