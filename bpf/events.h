@@ -24,9 +24,16 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_DWARF_SWITCH_OUT = 9, /* a switch-out, stacks as in a DWARF sample */
 };
 
-/* The largest user-stack copy per sample (--call-graph dwarf,SIZE); per-CPU scratch space
- * is limited to 32 KiB per entry. */
-#define BPFPROF_MAX_STACK_COPY 16384
+/* The largest user-stack copy per sample (--call-graph dwarf,SIZE), as perf allows. */
+#define BPFPROF_MAX_STACK_COPY 65528
+/* The copy buffer: one page more than the largest copy, so that the verifier can see that a
+ * page-sized read at any offset below BPFPROF_MAX_STACK_COPY stays inside it. */
+#define BPFPROF_STACK_BUFFER (65536 + 4096)
+/* x86-64 user registers in DWARF numbering: rax rdx rcx rbx rsi rdi rbp rsp r8-r15, rip (16). */
+#define BPFPROF_USER_REGS 17
+#define BPFPROF_REG_BP 6
+#define BPFPROF_REG_SP 7
+#define BPFPROF_REG_IP 16
 
 /* Why a thread left the CPU. */
 enum bpfprof_off_cpu_state {
@@ -53,22 +60,28 @@ struct bpfprof_sample_event {
   __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
 };
 
-/* A timer sample for unwinding in userspace: the thread's user registers and a copy of its
- * user stack from sp, `stack_size` bytes (up to the end of the stack mapping or the limit).
- * Only the used part of `stack` is sent. */
+/* A timer sample for unwinding in userspace: the thread's user registers (all of them: CFI
+ * rules may use any, e.g. the PLT's rip-based CFA) and a copy of its user stack from sp,
+ * `stack_size` bytes: every readable byte up to the end of the stack mapping, at most the
+ * configured size. Only the used part of `stack` is sent. */
 struct bpfprof_dwarf_sample_event {
   struct bpfprof_event_header header;
   __u64 cpu_time_ns;
-  __u64 user_ip;
-  __u64 user_sp;
-  __u64 user_bp;
+  __u64 user_regs[BPFPROF_USER_REGS]; /* DWARF numbering; all 0 without a user context */
   __u32 kernel_depth;
   __u32 stack_size;
   __u32 state; /* BPFPROF_EVENT_DWARF_SWITCH_OUT: enum bpfprof_off_cpu_state */
-  __u32 flags; /* BPFPROF_EVENT_DWARF_SWITCH_OUT: BPFPROF_SWITCH_STACK_REUSED */
+  __u32 flags; /* BPFPROF_SWITCH_STACK_REUSED, BPFPROF_STACK_COPY_* */
   __u64 kernel_ips[BPFPROF_MAX_STACK_DEPTH];
-  __u8 stack[BPFPROF_MAX_STACK_COPY];
+  __u8 stack[BPFPROF_STACK_BUFFER];
 };
+
+/* The stack copy stopped at the configured size before the end of the stack mapping: frames
+ * above it can only be unwound with a larger --call-graph dwarf,SIZE. */
+#define BPFPROF_STACK_COPY_AT_LIMIT 2u
+/* Some pages of the copy could not be read (left zeroed; never touched, or past the end of
+ * the mapping when its end was unknown). */
+#define BPFPROF_STACK_COPY_UNREADABLE 4u
 
 /* The thread's stacks were captured less than a sampling interval ago: none was taken now
  * (walking stacks at every switch of a switch-heavy thread costs more than it tells), the

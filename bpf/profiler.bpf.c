@@ -24,8 +24,20 @@ const volatile __u64 off_cpu_stack_interval_ns = 1000000;
  * per sample for unwinding in userspace (DWARF CFI). */
 const volatile __u32 user_stack_copy_bytes = 0;
 
+/* Larger stack copies for the processes that need them: userspace raises a process's size
+ * when its stacks are cut at the copy's end (a frame of tens of KB, deep stacks). */
 struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32);   /* tgid */
+  __type(value, __u32); /* bytes */
+} stack_copy_bytes_by_process SEC(".maps");
+
+/* Scratch space for DWARF samples, one entry per CPU (keyed by CPU number; sized to the
+ * possible CPUs before load): a per-CPU array's values are limited to 32 KiB, too small for
+ * a 64 KiB stack copy. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
   __type(value, struct bpfprof_dwarf_sample_event);
@@ -168,68 +180,122 @@ static long find_stack_end(struct task_struct *task, struct vm_area_struct *vma,
   return 0;
 }
 
+/* The same for off-CPU stacks (sched_switch runs with interrupts off, but keep the two apart
+ * all the same). */
 struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
   __type(value, struct bpfprof_dwarf_sample_event);
 } dwarf_switch_scratch SEC(".maps");
 
-/* The current task's user registers (also when it is in the kernel) and a copy of its user
- * stack from sp, for unwinding with CFI in userspace; and its kernel stack. */
+/* The current task's saved user registers (also when it is in the kernel), in DWARF order. */
+static __always_inline void read_user_registers(struct task_struct *task, __u64 *r)
+{
+  for (int i = 0; i < BPFPROF_USER_REGS; i++)
+    r[i] = 0;
+  if (!task->mm)
+    return;
+  struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+  if (!regs)
+    return;
+  r[0] = BPF_CORE_READ(regs, ax);
+  r[1] = BPF_CORE_READ(regs, dx);
+  r[2] = BPF_CORE_READ(regs, cx);
+  r[3] = BPF_CORE_READ(regs, bx);
+  r[4] = BPF_CORE_READ(regs, si);
+  r[5] = BPF_CORE_READ(regs, di);
+  r[6] = BPF_CORE_READ(regs, bp);
+  r[7] = BPF_CORE_READ(regs, sp);
+  r[8] = BPF_CORE_READ(regs, r8);
+  r[9] = BPF_CORE_READ(regs, r9);
+  r[10] = BPF_CORE_READ(regs, r10);
+  r[11] = BPF_CORE_READ(regs, r11);
+  r[12] = BPF_CORE_READ(regs, r12);
+  r[13] = BPF_CORE_READ(regs, r13);
+  r[14] = BPF_CORE_READ(regs, r14);
+  r[15] = BPF_CORE_READ(regs, r15);
+  r[16] = BPF_CORE_READ(regs, ip);
+}
+
+#define PAGE_BYTES 4096
+
+/* Copies the user stack from sp, page by page, up to the end of its mapping, at most
+ * user_stack_copy_bytes (or the process's raised size). A page that cannot be read without a
+ * fault (never touched: the middle of a large local array, or past the end of the mapping
+ * when its lock was busy and the end is unknown) is left zeroed and the copy goes on: the
+ * frames above it are still there. The copy ends after the last page that was read. */
+static __always_inline void copy_user_stack(struct task_struct *task, struct bpfprof_dwarf_sample_event *e)
+{
+  const __u64 sp = e->user_regs[BPFPROF_REG_SP];
+  __u64 limit = user_stack_copy_bytes;
+  __u32 tgid = e->header.pid;
+  __u32 *raised = bpf_map_lookup_elem(&stack_copy_bytes_by_process, &tgid);
+  if (raised)
+    limit = *raised;
+  if (limit > BPFPROF_MAX_STACK_COPY)
+    limit = BPFPROF_MAX_STACK_COPY;
+  bool end_known = false;
+  struct stack_end found = {0};
+  if (bpf_find_vma(task, sp, find_stack_end, &found, 0) == 0 && found.end > sp) {
+    end_known = true;
+    if (found.end - sp <= limit)
+      limit = found.end - sp;
+    else
+      e->flags |= BPFPROF_STACK_COPY_AT_LIMIT;
+  }
+  __u64 copied = 0, readable_end = 0;
+  for (int page = 0; page < BPFPROF_MAX_STACK_COPY / PAGE_BYTES + 2; page++) {
+    if (copied >= limit)
+      break;
+    __u64 chunk = PAGE_BYTES - ((sp + copied) & (PAGE_BYTES - 1));
+    if (chunk > limit - copied)
+      chunk = limit - copied;
+    __u64 offset = copied;
+    asm volatile("" : "+r"(offset), "+r"(chunk));
+    if (offset > BPFPROF_MAX_STACK_COPY || chunk > PAGE_BYTES || chunk == 0)
+      break;
+    /* On failure the helper zeroes the destination. */
+    if (bpf_probe_read_user(e->stack + offset, chunk, (void *)(sp + offset)) == 0)
+      readable_end = offset + chunk;
+    else
+      e->flags |= BPFPROF_STACK_COPY_UNREADABLE;
+    copied += chunk;
+  }
+  if (!end_known && readable_end >= limit)
+    e->flags |= BPFPROF_STACK_COPY_AT_LIMIT;
+  e->stack_size = readable_end;
+}
+
+/* The current task's user registers and stack copy, for unwinding with CFI in userspace; and
+ * its kernel stack. */
 static __always_inline void capture_dwarf_stacks(void *ctx, struct bpfprof_dwarf_sample_event *e, bool with_user)
 {
   struct task_struct *task = bpf_get_current_task_btf();
   e->stack_size = 0;
-  e->user_ip = e->user_sp = e->user_bp = 0;
-  if (with_user && task->mm) {
-    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-    if (regs) {
-      e->user_ip = BPF_CORE_READ(regs, ip);
-      e->user_sp = BPF_CORE_READ(regs, sp);
-      e->user_bp = BPF_CORE_READ(regs, bp);
-    }
-  }
+  if (with_user)
+    read_user_registers(task, e->user_regs);
+  else
+    for (int i = 0; i < BPFPROF_USER_REGS; i++)
+      e->user_regs[i] = 0;
   e->kernel_depth = with_user ? capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f : 0;
-
-  __u64 size = 0;
-  if (e->user_sp) {
-    /* Copy only up to the end of the stack mapping: a read past it fails entirely. */
-    struct stack_end found = {0};
-    __u64 wanted = user_stack_copy_bytes;
-    if (bpf_find_vma(task, e->user_sp, find_stack_end, &found, 0) == 0 && found.end > e->user_sp &&
-        found.end - e->user_sp < wanted)
-      wanted = found.end - e->user_sp;
-    if (wanted > BPFPROF_MAX_STACK_COPY)
-      wanted = BPFPROF_MAX_STACK_COPY;
-    asm volatile("" : "+r"(wanted));
-    /* Without the mapping's end (its lock was busy), smaller copies are tried. */
-    for (int attempt = 0; attempt < 4 && wanted > 0; attempt++) {
-      if (wanted > BPFPROF_MAX_STACK_COPY)
-        break;
-      if (bpf_probe_read_user(e->stack, wanted, (void *)e->user_sp) == 0) {
-        size = wanted;
-        break;
-      }
-      wanted /= 2;
-    }
-  }
-  e->stack_size = size;
+  if (e->user_regs[BPFPROF_REG_SP])
+    copy_user_stack(task, e);
 }
 
 static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event *e)
 {
   __u64 out = offsetof(struct bpfprof_dwarf_sample_event, stack) + e->stack_size;
-  if (out > sizeof(*e))
-    out = sizeof(*e);
+  if (out > offsetof(struct bpfprof_dwarf_sample_event, stack) + BPFPROF_MAX_STACK_COPY)
+    out = offsetof(struct bpfprof_dwarf_sample_event, stack) + BPFPROF_MAX_STACK_COPY;
   if (bpf_ringbuf_output(&events, e, out, submit_flags()))
     count_lost_for(e->header.pid);
 }
 
 static __always_inline int send_dwarf_sample(struct bpf_perf_event_data *ctx, __u32 tgid, __u32 tid)
 {
-  __u32 zero = 0;
-  struct bpfprof_dwarf_sample_event *e = bpf_map_lookup_elem(&dwarf_scratch, &zero);
+  __u32 cpu = bpf_get_smp_processor_id();
+  struct bpfprof_dwarf_sample_event *e = bpf_map_lookup_elem(&dwarf_scratch, &cpu);
   if (!e)
     return 0;
   fill_header(&e->header, BPFPROF_EVENT_DWARF_SAMPLE, tgid, tid);
@@ -312,7 +378,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
   bool leaving = !(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid) && (record_off_cpu || was_sampled);
   if (leaving && record_off_cpu && user_stack_copy_bytes) {
     /* Off-CPU stacks unwound like timer samples: registers and stack bytes. */
-    struct bpfprof_dwarf_sample_event *d = bpf_map_lookup_elem(&dwarf_switch_scratch, &zero);
+    __u32 cpu = bpf_get_smp_processor_id();
+    struct bpfprof_dwarf_sample_event *d = bpf_map_lookup_elem(&dwarf_switch_scratch, &cpu);
     if (d) {
       fill_header(&d->header, BPFPROF_EVENT_DWARF_SWITCH_OUT, prev_tgid, prev_tid);
       d->cpu_time_ns = prev->se.sum_exec_runtime;

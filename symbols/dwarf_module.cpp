@@ -245,4 +245,41 @@ std::vector<SourceFunction> DwarfModule::functions_at(uint64_t vaddr) const {
   return functions;
 }
 
+namespace {
+
+// The frame's return-address rule is "undefined": nothing called it.
+bool return_address_undefined(Dwarf_Frame* frame) {
+  Dwarf_Addr start = 0, end = 0;
+  bool signal_frame = false;
+  const int return_address = dwarf_frame_info(frame, &start, &end, &signal_frame);
+  Dwarf_Op ops_mem[3];
+  Dwarf_Op* ops = nullptr;
+  size_t op_count = 0;
+  if (return_address < 0 || dwarf_frame_register(frame, return_address, ops_mem, &ops, &op_count) != 0) return false;
+  return op_count == 0 && ops == ops_mem;  // (a null ops would be "same value")
+}
+
+// An entry point without CFI is a stub that calls into the real start-up code at once.
+constexpr uint64_t kEntryStubBytes = 64;
+
+}  // namespace
+
+bool DwarfModule::is_thread_root(uint64_t vaddr) const {
+  const Dwarf_Addr address = vaddr + bias_;
+  for (bool eh_frame : {true, false}) {
+    Dwarf_Addr cfi_bias = 0;
+    Dwarf_CFI* cfi = eh_frame ? dwfl_module_eh_cfi(module_, &cfi_bias) : dwfl_module_dwarf_cfi(module_, &cfi_bias);
+    Dwarf_Frame* frame = nullptr;
+    if (!cfi || dwarf_cfi_addrframe(cfi, address - cfi_bias, &frame) != 0) continue;
+    const bool root = return_address_undefined(frame);
+    free(frame);
+    return root;
+  }
+  GElf_Addr elf_bias = 0;
+  Elf* elf = dwfl_module_getelf(module_, &elf_bias);
+  GElf_Ehdr header;
+  if (!elf || !gelf_getehdr(elf, &header) || header.e_entry == 0) return false;
+  return vaddr >= header.e_entry && vaddr - header.e_entry < kEntryStubBytes;
+}
+
 }  // namespace bpfprof

@@ -44,6 +44,12 @@ class DwarfModule {
   };
   std::optional<TableSymbol> symbol_at(uint64_t vaddr) const;
 
+  // Whether `vaddr` is in the outermost frame of a thread: the call-frame information says
+  // the return address is undefined there (glibc's _start, clone and clone3 mark it so), or
+  // no CFI covers it and it is the entry point's stub (the dynamic loader's _start, whose
+  // call to _dl_start returns a few bytes past the entry point).
+  bool is_thread_root(uint64_t vaddr) const;
+
   // The separate debug file that was found, if any.
   const std::string& debug_file() const { return debug_file_; }
 

@@ -175,6 +175,14 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& li
   return frames;
 }
 
+bool Symbolizer::is_thread_root(const std::string& library_path, uint64_t file_offset) {
+  const std::string& path = file_for(library_path);
+  std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
+  std::optional<uint64_t> vaddr = elf ? elf->file_offset_to_vaddr(file_offset) : std::nullopt;
+  const DwarfModule* dwarf = vaddr ? dwarf_for(path) : nullptr;
+  return dwarf && dwarf->is_thread_root(*vaddr);
+}
+
 const ElfFile& Symbolizer::symbol_source_for(const std::shared_ptr<const ElfFile>& binary) {
   auto [it, inserted] = symbol_sources_.try_emplace(binary.get(), binary);
   if (inserted && binary->symbol_source() != "symtab" && binary->build_id().size() > 1) {

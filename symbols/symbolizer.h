@@ -77,6 +77,10 @@ class Symbolizer {
   // Never empty: at least one frame, possibly unnamed.
   std::vector<SymbolizedFrame> symbolize_in_file(const std::string& path, uint64_t file_offset);
   std::vector<SymbolizedFrame> symbolize_kernel(uint64_t address);
+  // Whether the code at `file_offset` of the library is the outermost frame of a thread
+  // (DwarfModule::is_thread_root): a user stack whose outermost frame is not is cut short.
+  // For a return address, pass the offset of its call instruction (the address minus one).
+  bool is_thread_root(const std::string& library_path, uint64_t file_offset);
   // Code in a process's anonymous executable memory (JITs), named through its
   // /tmp/perf-PID.map when it has one; `address` is absolute.
   std::vector<SymbolizedFrame> symbolize_jit(int pid, uint64_t address);

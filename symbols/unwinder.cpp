@@ -25,10 +25,8 @@ struct CurrentSample {
   size_t stack_size = 0;
   std::vector<uint64_t>* pcs = nullptr;
   size_t max_frames = 0;
+  uint64_t stack_bytes_needed = 0;  // see UnwoundStack
 };
-
-constexpr int kX86_64Rbp = 6;  // DWARF register numbers
-constexpr int kX86_64Rsp = 7;
 
 pid_t next_thread(Dwfl*, void* arg, void** thread_arg) {
   auto* sample = static_cast<CurrentSample*>(arg);
@@ -45,19 +43,24 @@ bool get_thread(Dwfl*, pid_t, void* arg, void** thread_arg) {
 // Stack memory comes from the copy taken with the sample; nothing else is readable.
 bool memory_read(Dwfl*, Dwarf_Addr address, Dwarf_Word* result, void* arg) {
   auto* sample = static_cast<CurrentSample*>(arg);
-  const uint64_t sp = sample->registers.sp;
+  const uint64_t sp = sample->registers.sp();
   // Written without sums that can wrap around (found by tests/fuzz: an sp near 2^64).
-  if (address < sp || address - sp > sample->stack_size || sample->stack_size - (address - sp) < sizeof(Dwarf_Word))
+  if (address < sp) return false;
+  if (address - sp > sample->stack_size || sample->stack_size - (address - sp) < sizeof(Dwarf_Word)) {
+    if (address - sp < (uint64_t{1} << 32))  // a plausible stack distance, not junk
+      sample->stack_bytes_needed = std::max<uint64_t>(sample->stack_bytes_needed, address - sp + sizeof(Dwarf_Word));
     return false;
+  }
   memcpy(result, sample->stack + (address - sp), sizeof(Dwarf_Word));
   return true;
 }
 
 bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
   auto* sample = static_cast<CurrentSample*>(thread_arg);
-  Dwarf_Word registers[2] = {sample->registers.bp, sample->registers.sp};
-  dwfl_thread_state_register_pc(thread, sample->registers.ip);
-  return dwfl_thread_state_registers(thread, kX86_64Rbp, 2, registers);
+  static_assert(sizeof(Dwarf_Word) == sizeof(uint64_t));
+  const UserRegisters& r = sample->registers;
+  dwfl_thread_state_register_pc(thread, r.ip());
+  return dwfl_thread_state_registers(thread, 0, UserRegisters::kCount, r.dwarf.data());
 }
 
 const Dwfl_Thread_Callbacks kThreadCallbacks = {next_thread, get_thread, memory_read, set_initial_registers,
@@ -218,15 +221,14 @@ UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& regist
                                    size_t stack_size, size_t max_frames) {
   UnwoundStack result;
   Process* process = session_for(pid);
-  if (!process || registers.ip == 0) {
-    if (registers.ip) result.pcs.push_back(registers.ip);
+  if (!process || registers.ip() == 0) {
+    if (registers.ip()) result.pcs.push_back(registers.ip());
     return result;
   }
   process->current = CurrentSample{tid, registers, stack, stack_size, &result.pcs, max_frames};
-  int status = dwfl_getthread_frames(process->dwfl, tid, collect_frame, &process->current);
-  // 0: libdwfl reached the outermost frame (its return address is undefined).
-  result.complete = status == 0;
-  if (result.pcs.empty()) result.pcs.push_back(registers.ip);
+  dwfl_getthread_frames(process->dwfl, tid, collect_frame, &process->current);
+  result.stack_bytes_needed = process->current.stack_bytes_needed;
+  if (result.pcs.empty()) result.pcs.push_back(registers.ip());
   return result;
 }
 

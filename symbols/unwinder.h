@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <sys/types.h>
 
+#include <array>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -19,15 +20,36 @@
 
 namespace bpfprof {
 
+// A thread's user registers, x86-64 DWARF numbering (rax rdx rcx rbx rsi rdi rbp rsp
+// r8-r15, rip): every one is given to libdwfl, as CFI rules may use any (the PLT's CFA is
+// computed from rip).
 struct UserRegisters {
-  uint64_t ip = 0;
-  uint64_t sp = 0;
-  uint64_t bp = 0;
+  static constexpr int kCount = 17;
+  static constexpr int kBp = 6;
+  static constexpr int kSp = 7;
+  static constexpr int kIp = 16;
+  std::array<uint64_t, kCount> dwarf{};
+
+  uint64_t ip() const { return dwarf[kIp]; }
+  uint64_t sp() const { return dwarf[kSp]; }
+  uint64_t bp() const { return dwarf[kBp]; }
+  static UserRegisters with_ip_sp_bp(uint64_t ip, uint64_t sp, uint64_t bp) {
+    UserRegisters r;
+    r.dwarf[kIp] = ip;
+    r.dwarf[kSp] = sp;
+    r.dwarf[kBp] = bp;
+    return r;
+  }
 };
 
+// Whether the stack reaches a thread root is not decided here: libdwfl reports an
+// "outermost" frame also when a read falls outside the copied bytes. The output decides it
+// from the frames themselves (Symbolizer::is_thread_root).
 struct UnwoundStack {
   std::vector<uint64_t> pcs;  // innermost first: the sampled ip, then return addresses
-  bool complete = false;      // reached the outermost frame
+  // Non-zero when the CFI asked for stack bytes above the copied ones: how many bytes from
+  // sp the copy would have needed for that read.
+  uint64_t stack_bytes_needed = 0;
 };
 
 class DwarfUnwinder {

@@ -29,7 +29,7 @@ void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_bu
 
 BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
                          uint32_t user_stack_copy_bytes, DwarfUnwinder* unwinder, uint32_t ring_buffer_bytes)
-    : decoder_(unwinder) {
+    : user_stack_copy_bytes_(unwinder ? user_stack_copy_bytes : 0), decoder_(unwinder) {
   libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
     return 0;
@@ -44,6 +44,11 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t
   skeleton_->rodata->self_tgid = static_cast<uint32_t>(getpid());
   if (int err = bpf_map__set_max_entries(skeleton_->maps.events, ring_buffer_bytes))
     throw std::runtime_error("cannot size the ring buffer to " + std::to_string(ring_buffer_bytes) + " bytes: " + errno_text(err));
+  const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) throw std::runtime_error("cannot count the possible CPUs: " + errno_text(-cpus));
+  for (bpf_map* scratch : {skeleton_->maps.dwarf_scratch, skeleton_->maps.dwarf_switch_scratch})
+    if (int err = bpf_map__set_max_entries(scratch, static_cast<uint32_t>(cpus)))
+      throw std::runtime_error("cannot size the stack-copy space: " + errno_text(err));
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error("cannot load the BPF programs (" + errno_text(err) +
                              "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
@@ -103,6 +108,7 @@ int BpfPrograms::consume(Recording& recording) {
   int n = ring_buffer__consume(ring_buffer_.get());
   poll_deadline_.reset();
   target_ = nullptr;
+  apply_stack_copy_raises(recording);
   return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
 }
 
@@ -111,6 +117,19 @@ int BpfPrograms::drain(Recording& recording) {
   int n = ring_buffer__consume(ring_buffer_.get());
   target_ = nullptr;
   return n;
+}
+
+void BpfPrograms::adapt_stack_copies() {
+  if (user_stack_copy_bytes_) decoder_.adapt_stack_copies(user_stack_copy_bytes_, BPFPROF_MAX_STACK_COPY);
+}
+
+void BpfPrograms::apply_stack_copy_raises(Recording& recording) {
+  for (auto [pid, bytes] : decoder_.take_stack_copy_raises()) {
+    const uint32_t key = static_cast<uint32_t>(pid.value);
+    if (bpf_map__update_elem(skeleton_->maps.stack_copy_bytes_by_process, &key, sizeof(key), &bytes, sizeof(bytes),
+                             BPF_ANY) == 0)
+      recording.stats.raised_stack_copies[pid] = bytes;
+  }
 }
 
 std::vector<uint64_t> BpfPrograms::lost_events_per_cpu() const {

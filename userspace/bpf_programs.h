@@ -56,11 +56,17 @@ class BpfPrograms {
   std::vector<uint64_t> lost_events_per_cpu() const;
   std::unordered_map<Pid, uint64_t> lost_events_by_process() const;
 
+  // DWARF mode: a process whose stacks are cut at the copy's end gets larger copies (up to
+  // the largest), instead of a fixed size for all.
+  void adapt_stack_copies();
+
   // Every event read from now on is also written to `log` (raw, for replay); null stops.
   void save_events_to(EventLogWriter* log) { event_log_ = log; }
 
  private:
   static int on_event(void* context, void* data, size_t size);
+  void apply_stack_copy_raises(Recording& recording);
+  uint32_t user_stack_copy_bytes_;
 
   struct SkeletonDeleter { void operator()(profiler_bpf* skel) const; };
   struct LinkDeleter { void operator()(bpf_link* link) const; };

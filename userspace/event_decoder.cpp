@@ -29,6 +29,21 @@ void record_unwind_time(RecordingStats& stats, uint32_t ns) {
   if (slot < kKept) stats.unwind_ns[slot] = ns;
 }
 
+UserRegisters user_registers(const bpfprof_dwarf_sample_event& e) {
+  static_assert(BPFPROF_USER_REGS == UserRegisters::kCount && BPFPROF_REG_IP == UserRegisters::kIp &&
+                BPFPROF_REG_SP == UserRegisters::kSp && BPFPROF_REG_BP == UserRegisters::kBp);
+  UserRegisters registers;
+  memcpy(registers.dwarf.data(), e.user_regs, sizeof e.user_regs);
+  return registers;
+}
+
+void count_stack_copy(RecordingStats& stats, size_t event_bytes, size_t stack_bytes, bool cut_at_copy_end) {
+  ++stats.user_stacks;
+  stats.dwarf_sample_bytes += event_bytes;
+  stats.stack_copy_bytes += stack_bytes;
+  if (cut_at_copy_end) ++stats.stacks_cut_at_copy_end;
+}
+
 }  // namespace
 
 // Unwound stacks are not bound by the kernel's frame-pointer walk limit.
@@ -79,21 +94,17 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       const bool switch_out = header.kind == BPFPROF_EVENT_DWARF_SWITCH_OUT;
       const size_t stack_size = std::min<size_t>(e->stack_size, size - kFixed);
       UnwoundStack user;
-      if (e->user_ip) {
+      const UserRegisters registers = user_registers(*e);
+      if (registers.ip()) {
         const auto unwind_start = std::chrono::steady_clock::now();
-        user = unwinder_->unwind(pid.value, tid.value, UserRegisters{e->user_ip, e->user_sp, e->user_bp}, e->stack,
-                                 stack_size, kMaxUnwoundFrames);
+        user = unwinder_->unwind(pid.value, tid.value, registers, e->stack, stack_size, kMaxUnwoundFrames);
         record_unwind_time(rec.stats, static_cast<uint32_t>(std::min<int64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - unwind_start).count(),
             UINT32_MAX)));
-        rec.stats.dwarf_sample_bytes += size;
-        ++rec.stats.user_stacks;
-        if (user.complete) {
-          ++rec.stats.user_stacks_complete;
-        } else {
-          user.pcs.push_back(kTruncatedStackMarker);  // shown at the root
-          ++rec.stats.truncated_user_stacks_by_process[pid];
-        }
+        const uint64_t more_needed = (e->flags & BPFPROF_STACK_COPY_AT_LIMIT) ? user.stack_bytes_needed : 0;
+        count_stack_copy(rec.stats, size, stack_size, more_needed != 0);
+        if (sizer_ && sizer_->observe(pid, more_needed, static_cast<uint32_t>(stack_size)))
+          raises_.emplace_back(pid, sizer_->bytes_for(pid));
       }
       // Same layout as a frame-pointer sample: user frames, then kernel frames.
       std::vector<uint64_t>& ips = scratch_ips_;

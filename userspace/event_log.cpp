@@ -14,7 +14,7 @@ namespace bpfprof {
 
 namespace {
 
-constexpr char kMagic[] = "bpfprof event log 1\n";
+constexpr char kMagic[] = "bpfprof event log 2\n";  // 2: DWARF samples carry all 17 registers
 constexpr size_t kMagicSize = sizeof(kMagic) - 1;
 
 enum RecordType : uint8_t { kSettings = 1, kBpfEvent = 2, kLifecycle = 3, kTrailer = 4 };

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "bpf/events.h"
 #include "userspace/recorder.h"
 #include "userspace/replay.h"
 #include "userspace/serve.h"
@@ -143,11 +144,12 @@ int main(int argc, char** argv) {
     if (call_graph.size() > 6) {
       char* end = nullptr;
       unsigned long size = strtoul(call_graph.c_str() + 6, &end, 0);
-      if (*end != '\0' || size < 64 || size > 16384) {
-        fprintf(stderr, "bpfprof: --call-graph dwarf,SIZE: SIZE must be 64 to 16384 bytes\n");
+      if (*end != '\0' || size < 64 || size > BPFPROF_MAX_STACK_COPY) {
+        fprintf(stderr, "bpfprof: --call-graph dwarf,SIZE: SIZE must be 64 to %d bytes\n", BPFPROF_MAX_STACK_COPY);
         return 2;
       }
       options.user_stack_copy_bytes = static_cast<uint32_t>(size) & ~7u;
+      options.fixed_stack_copy_size = true;
     }
   } else {
     fprintf(stderr, "bpfprof: --call-graph must be fp or dwarf[,SIZE]\n");

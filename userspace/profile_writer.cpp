@@ -157,7 +157,20 @@ class ProfileBuilder {
       if (!inserted) it->second = std::min(it->second, node.key.address);
     }
     output_stack_of_.reserve(nodes.size());
+    root_of_.reserve(nodes.size());
     for (const auto& node : nodes) {
+      if (node.parent == ResolvedStackTree::kRoot) {
+        // The outermost frame: a user stack that does not begin at a thread root was cut
+        // short (stack copy too small, no CFI, a frame-pointer walk gone astray) and says so.
+        root_of_.push_back(classify_outermost(node.key));
+        OutputStackTree::NodeId out = OutputStackTree::kRoot;
+        if (root_of_.back() == StackRoot::kTruncated && node.key.lib != kTruncatedStackFrame)
+          out = output_stacks_.intern(out, truncated_frame());
+        for (int32_t frame : frames_for(node.key)) out = output_stacks_.intern(out, frame);
+        output_stack_of_.push_back(out);
+        continue;
+      }
+      root_of_.push_back(root_of_[node.parent]);
       StackId prefix = node.parent;
       // An off-CPU stack is taken from inside our sched_switch program: the tracing frames
       // between __schedule and the state frame are the profiler's, not the thread's.
@@ -173,6 +186,23 @@ class ProfileBuilder {
   ProfileSummary write_collapsed(OutputSink& sink);
 
  private:
+  // How a stack begins, decided by its outermost frame.
+  enum class StackRoot : uint8_t { kNoUserFrames, kThreadRoot, kTruncated };
+  std::vector<StackRoot> root_of_;  // per model stack node
+
+  StackRoot classify_outermost(const FrameKey& key) {
+    if (key.lib == kKernelLib || key.lib == kOffCpuStateFrame) return StackRoot::kNoUserFrames;
+    if (key.lib == kTruncatedStackFrame || key.lib == kNoLib) return StackRoot::kTruncated;
+    const Library& library = model_.library(key.lib);
+    if (library.anonymous_memory_of) return StackRoot::kTruncated;  // JIT code starts no thread
+    return symbolizer_.is_thread_root(library.readable_path(), key.address) ? StackRoot::kThreadRoot
+                                                                            : StackRoot::kTruncated;
+  }
+  int32_t truncated_frame() { return frames_for(FrameKey{kTruncatedStackFrame, 0}).front(); }
+  void measure_completeness(const std::vector<const Thread*>& threads, ProfileSummary& summary) const;
+  StackCompleteness user_stacks_;
+  std::vector<std::pair<std::string, StackCompleteness>> incomplete_by_process_;
+
   int32_t output_lib(LibId id) {
     auto it = tables_.lib_index.find(id.value);
     if (it != tables_.lib_index.end()) return it->second;
@@ -424,10 +454,7 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
   entry("Sampling event", "string", recording_.sampling_event);
   entry("Samples", "integer", recording_.stats.samples);
   entry("Lost events", "integer", recording_.stats.lost_bpf_events + recording_.stats.lost_sideband_records);
-  if (recording_.stats.user_stacks) {
-    entry("User stacks complete", "percentage",
-          static_cast<double>(recording_.stats.user_stacks_complete) / static_cast<double>(recording_.stats.user_stacks));
-  }
+  if (user_stacks_.total > 0) entry("User stacks complete", "percentage", user_stacks_.share());
   if (recording_.stats.lost_bpf_events) {
     std::string per_cpu;
     for (size_t cpu = 0; cpu < recording_.stats.lost_bpf_events_per_cpu.size(); ++cpu) {
@@ -449,9 +476,16 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
     }
     entry("On-CPU samples in code without a symbol", "string", text);
   }
-  if (!recording_.stats.truncated_user_stacks_by_process.empty())
-    entry("Truncated user stacks by process", "string",
-          describe_by_process(recording_.stats.truncated_user_stacks_by_process));
+  if (!incomplete_by_process_.empty()) {
+    std::string text;
+    for (size_t i = 0; i < incomplete_by_process_.size() && i < 10; ++i) {
+      const auto& [process, stacks] = incomplete_by_process_[i];
+      char share[96];
+      snprintf(share, sizeof share, ": %.1f%% of %.0f", 100.0 * (1.0 - stacks.share()), stacks.total);
+      text += (i ? ", " : "") + process + share;
+    }
+    entry("Truncated user stacks by process", "string", text);
+  }
   w.end_array();
   w.end_object();
   w.end_array();
@@ -670,6 +704,32 @@ void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
 
   write_markers(w, thread);
   w.end_object();
+}
+
+void ProfileBuilder::measure_completeness(const std::vector<const Thread*>& threads, ProfileSummary& summary) const {
+  std::map<uint32_t, StackCompleteness> by_process;  // by ProcessIndex
+  for (const Thread* th : threads) {
+    for (const ThreadSample& s : th->samples) {
+      if (s.stack == ResolvedStackTree::kRoot || model_.stacks().node(s.stack).key.lib == kOffCpuStateFrame) continue;
+      const StackRoot root = root_of_[s.stack];
+      if (root == StackRoot::kNoUserFrames) continue;
+      StackCompleteness& process = by_process[th->process.value];
+      process.total += s.weight;
+      summary.user_stacks.total += s.weight;
+      if (root != StackRoot::kThreadRoot) continue;
+      process.complete += s.weight;
+      summary.user_stacks.complete += s.weight;
+    }
+  }
+  for (const auto& [process, stacks] : by_process) {
+    if (stacks.complete >= stacks.total) continue;
+    const Process& p = model_.processes()[process];
+    summary.incomplete_user_stacks_by_process.emplace_back(p.name + " (" + std::to_string(p.pid.value) + ")", stacks);
+  }
+  std::stable_sort(summary.incomplete_user_stacks_by_process.begin(), summary.incomplete_user_stacks_by_process.end(),
+                   [](const auto& a, const auto& b) {
+                     return a.second.total - a.second.complete > b.second.total - b.second.complete;
+                   });
 }
 
 void ProfileBuilder::measure_unnamed(const std::vector<const Thread*>& threads) {
@@ -903,6 +963,7 @@ ProfileSummary ProfileBuilder::write_collapsed(OutputSink& sink) {
   }
   sink.write(out);
   summary.top_self_functions = top_self_functions(threads, 10);
+  measure_completeness(threads, summary);
   return summary;
 }
 
@@ -914,6 +975,9 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
   assign_losses(threads);
   measure_unnamed(threads);
   summary.unnamed_share_by_library = unnamed_share_by_library_;
+  measure_completeness(threads, summary);
+  user_stacks_ = summary.user_stacks;
+  incomplete_by_process_ = summary.incomplete_user_stacks_by_process;
 
   JsonWriter w(sink);
   w.begin_object();

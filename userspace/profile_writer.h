@@ -15,6 +15,14 @@ namespace bpfprof {
 inline constexpr int kProcessedProfileVersion = 70;
 inline constexpr int kGeckoProfileVersion = 36;
 
+// On-CPU sample weight with a user stack, and the part whose outermost user frame is a
+// thread root (the rest begins with a [truncated] frame).
+struct StackCompleteness {
+  double complete = 0;
+  double total = 0;
+  double share() const { return total > 0 ? complete / total : 1.0; }
+};
+
 struct ProfileSummary {
   size_t processes = 0;
   size_t threads = 0;
@@ -24,6 +32,9 @@ struct ProfileSummary {
   std::vector<std::pair<std::string, double>> top_self_functions;
   // Libraries whose code could not be named, with their share of on-CPU sample weight.
   std::vector<std::pair<std::string, double>> unnamed_share_by_library;
+  StackCompleteness user_stacks;
+  // "name (pid)" of the processes with truncated user stacks, most truncated weight first.
+  std::vector<std::pair<std::string, StackCompleteness>> incomplete_user_stacks_by_process;
 };
 
 enum class OutputFormat {

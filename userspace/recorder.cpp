@@ -14,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "bpf/events.h"
 #include "symbols/unwinder.h"
 #include "userspace/bpf_programs.h"
 #include "userspace/event_log.h"
@@ -151,9 +152,8 @@ std::string process_label(const SessionModel& model, Pid pid) {
   return name + " (" + std::to_string(pid.value) + ")";
 }
 
-// Where events were lost (per CPU, per process) and which processes' stacks could not be
-// unwound completely: the top three of each.
-void print_losses_and_truncations(const Recording& recording, const SessionModel& model) {
+// Where events were lost: per CPU, and the top three processes.
+void print_losses(const Recording& recording, const SessionModel& model) {
   auto top = [&](const std::unordered_map<Pid, uint64_t>& counts) {
     std::vector<std::pair<Pid, uint64_t>> sorted(counts.begin(), counts.end());
     std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -172,12 +172,44 @@ void print_losses_and_truncations(const Recording& recording, const SessionModel
     fprintf(stderr, "bpfprof: %llu events lost (ring buffer full; try a larger --buffer-size or a lower -F): %s; in %s\n",
             static_cast<unsigned long long>(recording.stats.lost_bpf_events), per_cpu.c_str(), top(by_process).c_str());
   }
-  if (!recording.stats.truncated_user_stacks_by_process.empty()) {
-    uint64_t total = 0;
-    for (const auto& [pid, n] : recording.stats.truncated_user_stacks_by_process) total += n;
-    fprintf(stderr, "bpfprof: %llu user stacks not unwound to their outermost frame (shown under [truncated]): %s\n",
-            static_cast<unsigned long long>(total), top(recording.stats.truncated_user_stacks_by_process).c_str());
+}
+
+// How many user stacks reach a thread root, as the profile shows them, where they do not,
+// and what to do about it; for DWARF stacks, what unwinding cost.
+void print_stack_completeness(const Recording& recording, const ProfileSummary& summary) {
+  const StackCompleteness& stacks = summary.user_stacks;
+  if (stacks.total <= 0) return;
+  std::string worst;
+  for (size_t i = 0; i < summary.incomplete_user_stacks_by_process.size() && i < 3; ++i) {
+    const auto& [process, of_process] = summary.incomplete_user_stacks_by_process[i];
+    char text[64];
+    snprintf(text, sizeof text, " %.1f%%", 100.0 * of_process.share());
+    worst += (i ? ", " : "; least complete: ") + process + text;
   }
+  fprintf(stderr, "bpfprof: user stacks complete: %.1f%% of %.0f on-CPU samples reach a thread root (the rest begin "
+          "with [truncated])%s\n", 100.0 * stacks.share(), stacks.total, worst.c_str());
+  if (recording.call_graph == "fp" && stacks.share() < 0.9)
+    fprintf(stderr, "bpfprof: most code here has no frame pointers, so frame-pointer stacks stop early; the default "
+            "--call-graph dwarf unwinds without them\n");
+  const RecordingStats& s = recording.stats;
+  if (!s.user_stacks) return;
+  std::vector<uint32_t> times = s.unwind_ns;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  const double per_stack = 1.0 / static_cast<double>(s.user_stacks);
+  fprintf(stderr, "bpfprof: unwinding %.1f us per stack (median); %.0f bytes of stack copied per sample (%.0f bytes "
+          "per event)\n", times.empty() ? 0.0 : times[times.size() / 2] / 1000.0,
+          static_cast<double>(s.stack_copy_bytes) * per_stack, static_cast<double>(s.dwarf_sample_bytes) * per_stack);
+  if (!s.raised_stack_copies.empty()) {
+    std::string raised;
+    for (const auto& [pid, bytes] : s.raised_stack_copies)
+      raised += (raised.empty() ? "" : ", ") + std::to_string(pid.value) + ": " + std::to_string(bytes);
+    fprintf(stderr, "bpfprof: stacks cut at the copy's end got larger copies (pid: bytes): %s\n", raised.c_str());
+  }
+  if (s.stacks_cut_at_copy_end * 100 > s.user_stacks)
+    fprintf(stderr, "bpfprof: %.1f%% of the stacks were cut where their copy ended%s\n",
+            100.0 * static_cast<double>(s.stacks_cut_at_copy_end) * per_stack,
+            recording.fixed_stack_copy_size ? "; a larger --call-graph dwarf,SIZE (up to 65528) reaches further"
+                                            : " (before their process got a larger copy)");
 }
 
 // The processes that used the most CPU time (the kernel's accounting, summed over threads).
@@ -252,6 +284,7 @@ int run_record(const RecordOptions& options) {
   recording.frequency_hz = options.frequency_hz;
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
   recording.call_graph = options.user_stack_copy_bytes ? "dwarf" : "fp";
+  recording.fixed_stack_copy_size = options.fixed_stack_copy_size;
   std::unique_ptr<DwarfUnwinder> unwinder;
   if (options.user_stack_copy_bytes) unwinder = std::make_unique<DwarfUnwinder>();
   try {
@@ -261,6 +294,7 @@ int run_record(const RecordOptions& options) {
                 options.ring_buffer_bytes);
     std::vector<int> cpus = online_cpus();
     side_band.emplace(cpus);
+    if (!options.fixed_stack_copy_size) bpf->adapt_stack_copies();
     bpf->attach_lifecycle();
     sampling = open_sampling_events(options.frequency_hz, cpus);
     recording.sampling_event = sampling.event_name;
@@ -469,17 +503,8 @@ int run_record(const RecordOptions& options) {
             recording.frequency_hz, summary.processes, summary.threads,
             static_cast<unsigned long long>(recording.stats.lost_bpf_events +
                                             recording.stats.lost_sideband_records));
-    if (recording.stats.user_stacks) {
-      std::vector<uint32_t> times = recording.stats.unwind_ns;
-      std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-      fprintf(stderr, "bpfprof: user stacks complete: %.1f%% (%llu of %llu); unwinding %.1f us per sample (median), %.0f bytes per sample\n",
-              100.0 * static_cast<double>(recording.stats.user_stacks_complete) / static_cast<double>(recording.stats.user_stacks),
-              static_cast<unsigned long long>(recording.stats.user_stacks_complete),
-              static_cast<unsigned long long>(recording.stats.user_stacks),
-              times.empty() ? 0.0 : times[times.size() / 2] / 1000.0,
-              static_cast<double>(recording.stats.dwarf_sample_bytes) / static_cast<double>(recording.stats.user_stacks));
-    }
-    print_losses_and_truncations(recording, model);
+    print_stack_completeness(recording, summary);
+    print_losses(recording, model);
     if (!summary.unnamed_share_by_library.empty()) {
       double total = 0;
       std::string where;

@@ -27,6 +27,9 @@ struct RecordOptions {
   // User stacks: walked along frame pointers in the kernel (0), or this many bytes of the
   // stack copied per sample and unwound with DWARF CFI.
   uint32_t user_stack_copy_bytes = 0;
+  // DWARF: the copy size was given (dwarf,SIZE) and stays; else processes whose stacks are
+  // cut at the copy's end get larger copies.
+  bool fixed_stack_copy_size = false;
   // --save-events: also write the raw event stream there, for `bpfprof replay`.
   std::string save_events_path;
   // --buffer-size: the BPF ring buffer (a power of two); events that do not fit are lost.

@@ -20,8 +20,6 @@ using RawStackTree = PrefixTree<uint64_t>;
 using RawStackId = RawStackTree::NodeId;
 
 inline bool is_kernel_address(uint64_t address) { return (address >> 63) != 0; }
-// Put at the root of a user stack that the unwinder could not complete.
-inline constexpr uint64_t kTruncatedStackMarker = 1;
 // Canonical user-space addresses (x86-64 with 5-level paging, arm64): below 2^56.
 inline bool is_user_address(uint64_t address) { return address < (uint64_t{1} << 56); }
 
@@ -135,14 +133,17 @@ struct RecordingStats {
   MonotonicNs first_sample_time;      // 0 until a timer sample arrives
   uint64_t switch_outs = 0;
   uint64_t user_stacks = 0;           // samples with a user stack to unwind (DWARF mode)
-  uint64_t user_stacks_complete = 0;  // of those, unwound to the outermost frame
   uint64_t dwarf_sample_bytes = 0;    // ring-buffer bytes of those samples
+  uint64_t stack_copy_bytes = 0;      // of those, user-stack bytes copied
+  // Stacks the unwinder could not finish because the copy ended (at its size) below the
+  // end of the stack.
+  uint64_t stacks_cut_at_copy_end = 0;
+  // Processes whose stacks needed a larger copy than the configured one, and its new size.
+  std::unordered_map<Pid, uint32_t> raised_stack_copies;
   std::vector<uint32_t> unwind_ns;    // time unwinds took (a uniform sample of at most 64k)
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
   std::vector<uint64_t> lost_bpf_events_per_cpu;
   uint64_t lost_sideband_records = 0; // perf MMAP/COMM records lost
-  // DWARF user stacks that could not be unwound to the outermost frame, per process.
-  std::unordered_map<Pid, uint64_t> truncated_user_stacks_by_process;
 };
 
 // Events of a process lost in the ring buffer (it was full), noticed at `time` (the
@@ -161,6 +162,7 @@ struct Recording {
   std::string sampling_event;      // "cycles" or "cpu-clock"
   bool off_cpu = false;            // switch-out stacks and switch-in events were recorded
   std::string call_graph = "fp";   // how user stacks were taken: "fp" or "dwarf"
+  bool fixed_stack_copy_size = false;  // dwarf,SIZE given: no process got a larger copy
   std::vector<LifecycleEvent> events;
   // A deque: a live recording takes samples from the front as they go into the model.
   std::deque<SampleRecord> samples;

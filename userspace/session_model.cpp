@@ -437,15 +437,15 @@ StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_s
 
 StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw, const RawStackTree& raw_stacks) {
   std::vector<uint64_t> leaf_to_root = raw_stacks.leaf_to_root(raw);
+  // The innermost user frame is the instruction the thread was at (sampled, or where it
+  // entered the kernel), also below kernel frames: it is exact, not a return address.
+  size_t innermost_user = 0;
+  while (innermost_user < leaf_to_root.size() && is_kernel_address(leaf_to_root[innermost_user])) ++innermost_user;
   StackId node = ResolvedStackTree::kRoot;
   for (size_t i = leaf_to_root.size(); i-- > 0;) {
     uint64_t address = leaf_to_root[i];
-    if (address == kTruncatedStackMarker) {
-      node = stacks_.intern(node, FrameKey{kTruncatedStackFrame, 0});
-      continue;
-    }
-    // Every frame but the sampled instruction is a return address: point into the call.
-    if (i != 0 && address > 0) address -= 1;
+    // Every other frame is a return address: point into the call.
+    if (i != 0 && i != innermost_user && address > 0) address -= 1;
     FrameKey key{kNoLib, address};
     if (is_kernel_address(address)) {
       key.lib = kKernelLib;

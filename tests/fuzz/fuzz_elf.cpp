@@ -64,10 +64,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size -= sizeof(elf_size);
   if (elf_size > size - 24) return 0;
   MemoryFile file(data, elf_size);
-  UserRegisters registers;
-  memcpy(&registers.ip, data + elf_size, 8);
-  memcpy(&registers.sp, data + elf_size + 8, 8);
-  memcpy(&registers.bp, data + elf_size + 16, 8);
+  uint64_t ip_sp_bp[3];
+  memcpy(ip_sp_bp, data + elf_size, sizeof ip_sp_bp);
+  const UserRegisters registers = UserRegisters::with_ip_sp_bp(ip_sp_bp[0], ip_sp_bp[1], ip_sp_bp[2]);
   const uint8_t* stack = data + elf_size + 24;
   const size_t stack_size = size - elf_size - 24;
   DwarfUnwinder unwinder;

@@ -92,7 +92,9 @@ TEST(SessionModel, ForkExecExitMakeProcessEntriesOverTime) {
   EXPECT_EQ(frame.address, 0x10u);
 }
 
-TEST(SessionModel, ReturnAddressesAreNudgedAndTheLeafIsNot) {
+// The sampled kernel instruction and the user instruction where the thread entered the
+// kernel (page fault, interrupt, syscall) are exact; only return addresses point into calls.
+TEST(SessionModel, ReturnAddressesAreNudgedAndTheInnermostUserAndKernelFramesAreNot) {
   SessionModel model;
   RawStackTree raw;
   model.apply(ms(0), ProcessStartEvent{Pid{7}, "p", false});
@@ -104,8 +106,16 @@ TEST(SessionModel, ReturnAddressesAreNudgedAndTheLeafIsNot) {
   std::vector<FrameKey> frames = model.stacks().leaf_to_root(t.samples[0].stack);
   ASSERT_EQ(frames.size(), 3u);
   EXPECT_EQ(frames[0], (FrameKey{kKernelLib, 0xffffffff81000010ull}));  // sampled ip
-  EXPECT_EQ(frames[1].address, 0x1200u - 1 - 0x1000 + 0x2000);         // return address - 1
-  EXPECT_EQ(frames[2].address, 0x1100u - 1 - 0x1000 + 0x2000);
+  EXPECT_EQ(frames[1].address, 0x1200u - 0x1000 + 0x2000);              // user instruction, exact
+  EXPECT_EQ(frames[2].address, 0x1100u - 1 - 0x1000 + 0x2000);          // return address - 1
+
+  // Without kernel frames the user leaf is the sampled instruction.
+  RawStackId user_only = raw.intern_path(std::vector<uint64_t>{0x1100, 0x1200});
+  model.add_sample(SampleRecord{ms(2), Pid{7}, Tid{7}, Cpu{0}, CpuTimeNs{2}, user_only}, raw);
+  frames = model.stacks().leaf_to_root(model.threads()[0].samples.back().stack);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].address, 0x1200u - 0x1000 + 0x2000);
+  EXPECT_EQ(frames[1].address, 0x1100u - 1 - 0x1000 + 0x2000);
 }
 
 // The latest thread entry with that tid.
