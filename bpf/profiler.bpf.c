@@ -235,6 +235,7 @@ static __always_inline void copy_user_stack(struct task_struct *task, struct bpf
     limit = *raised;
   if (limit > BPFPROF_MAX_STACK_COPY)
     limit = BPFPROF_MAX_STACK_COPY;
+  e->stack_copy_limit = limit;
   bool end_known = false;
   struct stack_end found = {0};
   if (bpf_find_vma(task, sp, find_stack_end, &found, 0) == 0 && found.end > sp) {
@@ -273,6 +274,8 @@ static __always_inline void capture_dwarf_stacks(void *ctx, struct bpfprof_dwarf
 {
   struct task_struct *task = bpf_get_current_task_btf();
   e->stack_size = 0;
+  e->stack_copy_limit = 0;
+  e->reserved = 0;
   if (with_user)
     read_user_registers(task, e->user_regs);
   else

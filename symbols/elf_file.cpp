@@ -431,4 +431,17 @@ const Symbol* ElfFile::lookup(uint64_t vaddr) const {
   return vaddr - candidate.address < extent ? &candidate : nullptr;
 }
 
+std::vector<uint8_t> read_elf_build_id(int fd) {
+  if (!libelf_ready()) return {};
+  UniqueElf elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
+  size_t count = 0;
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF || elf_getphdrnum(elf.get(), &count) != 0) return {};
+  std::vector<GElf_Phdr> note_segments;
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Phdr header;
+    if (gelf_getphdr(elf.get(), static_cast<int>(i), &header) && header.p_type == PT_NOTE) note_segments.push_back(header);
+  }
+  return read_build_id(elf.get(), note_segments);
+}
+
 }  // namespace bpfprof

@@ -77,4 +77,8 @@ class ElfFile {
   std::string_view symbol_source_ = "none";
 };
 
+// Just the GNU build-id of the ELF file open as `fd` (empty if none or not ELF), without
+// reading its symbols.
+std::vector<uint8_t> read_elf_build_id(int fd);
+
 }  // namespace bpfprof

@@ -108,7 +108,7 @@ int BpfPrograms::consume(Recording& recording) {
   int n = ring_buffer__consume(ring_buffer_.get());
   poll_deadline_.reset();
   target_ = nullptr;
-  apply_stack_copy_raises(recording);
+  apply_stack_copy_changes(recording);
   return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
 }
 
@@ -123,11 +123,11 @@ void BpfPrograms::adapt_stack_copies() {
   if (user_stack_copy_bytes_) decoder_.adapt_stack_copies(user_stack_copy_bytes_, BPFPROF_MAX_STACK_COPY);
 }
 
-void BpfPrograms::apply_stack_copy_raises(Recording& recording) {
-  for (auto [pid, bytes] : decoder_.take_stack_copy_raises()) {
+void BpfPrograms::apply_stack_copy_changes(Recording& recording) {
+  for (auto [pid, bytes] : decoder_.take_stack_copy_changes()) {
     const uint32_t key = static_cast<uint32_t>(pid.value);
     if (bpf_map__update_elem(skeleton_->maps.stack_copy_bytes_by_process, &key, sizeof(key), &bytes, sizeof(bytes),
-                             BPF_ANY) == 0)
+                             BPF_ANY) == 0 && bytes > user_stack_copy_bytes_)
       recording.stats.raised_stack_copies[pid] = bytes;
   }
 }

@@ -65,7 +65,7 @@ class BpfPrograms {
 
  private:
   static int on_event(void* context, void* data, size_t size);
-  void apply_stack_copy_raises(Recording& recording);
+  void apply_stack_copy_changes(Recording& recording);
   uint32_t user_stack_copy_bytes_;
 
   struct SkeletonDeleter { void operator()(profiler_bpf* skel) const; };

@@ -103,8 +103,7 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
             UINT32_MAX)));
         const uint64_t more_needed = (e->flags & BPFPROF_STACK_COPY_AT_LIMIT) ? user.stack_bytes_needed : 0;
         count_stack_copy(rec.stats, size, stack_size, more_needed != 0);
-        if (sizer_ && sizer_->observe(pid, more_needed, static_cast<uint32_t>(stack_size)))
-          raises_.emplace_back(pid, sizer_->bytes_for(pid));
+        if (sizer_) sizer_->observe(pid, more_needed, e->stack_copy_limit);
       }
       // Same layout as a frame-pointer sample: user frames, then kernel frames.
       std::vector<uint64_t>& ips = scratch_ips_;
@@ -145,6 +144,7 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       if (size < sizeof(bpfprof_fork_event)) return;
       const auto* e = static_cast<const bpfprof_fork_event*>(data);
       if (unwinder_ && e->child_pid != header.pid) unwinder_->copy(pid.value, static_cast<int>(e->child_pid));
+      if (sizer_ && e->child_pid != header.pid) sizer_->on_fork(pid, Pid{static_cast<int32_t>(e->child_pid)});
       rec.events.push_back(LifecycleEvent{
           time, ForkEvent{pid, tid, Pid{static_cast<int32_t>(e->child_pid)}, Tid{static_cast<int32_t>(e->child_tid)},
                           bounded_string(e->child_comm, sizeof(e->child_comm))}});
@@ -153,6 +153,7 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
     case BPFPROF_EVENT_EXEC: {
       if (size < sizeof(bpfprof_exec_event)) return;
       const auto* e = static_cast<const bpfprof_exec_event*>(data);
+      if (sizer_) sizer_->on_exec(pid, bounded_string(e->filename, sizeof(e->filename)));
       rec.events.push_back(LifecycleEvent{
           time, ExecEvent{pid, tid, Tid{static_cast<int32_t>(e->old_tid)}, bounded_string(e->comm, sizeof(e->comm)),
                           bounded_string(e->filename, sizeof(e->filename))}});
@@ -164,6 +165,7 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       rec.events.push_back(LifecycleEvent{time, ExitEvent{pid, tid, CpuTimeNs{e->cpu_time_ns}, e->exit_code,
                                                           e->group_dead != 0, bounded_string(e->comm, sizeof(e->comm))}});
       if (unwinder_ && e->group_dead) exited_processes_.push_back(pid.value);
+      if (sizer_ && e->group_dead) sizer_->on_exit(pid);
       break;
     }
     case BPFPROF_EVENT_COMM: {

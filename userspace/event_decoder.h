@@ -30,11 +30,13 @@ class EventDecoder {
   // samples, so the process's last samples come after its exit within a batch.
   void forget_exited_processes();
 
-  // From now on, processes whose stacks are cut at the copy's end get larger copies: the
-  // raises are collected for the kernel side (take_stack_copy_raises).
+  // From now on, processes whose stacks are cut at the copy's end get larger copies
+  // (StackCopySizer); the changes are collected for the kernel side.
   void adapt_stack_copies(uint32_t initial_bytes, uint32_t max_bytes) { sizer_.emplace(initial_bytes, max_bytes); }
-  // The processes whose copy size was raised since the last call, with their new sizes.
-  std::vector<std::pair<Pid, uint32_t>> take_stack_copy_raises() { return std::exchange(raises_, {}); }
+  // The processes whose copy size changed since the last call, with their new sizes.
+  std::vector<std::pair<Pid, uint32_t>> take_stack_copy_changes() {
+    return sizer_ ? sizer_->take_changes() : std::vector<std::pair<Pid, uint32_t>>{};
+  }
 
  private:
   RawStackId intern_stack(RawStackTree& tree, const uint64_t* ips, size_t available, uint32_t user_depth,
@@ -45,7 +47,6 @@ class EventDecoder {
   std::vector<uint64_t> scratch_path_;
   std::vector<int> exited_processes_;
   std::optional<StackCopySizer> sizer_;
-  std::vector<std::pair<Pid, uint32_t>> raises_;
 };
 
 // Keeps the unwinder's view of each process's mappings current (exec, mmap) with the

@@ -6,6 +6,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "symbols/elf_file.h"
+
 namespace bpfprof {
 
 uint64_t mount_namespace_id(const std::string& proc_pid_dir) {
@@ -30,6 +32,15 @@ int MappedFiles::hold(const std::string& key, const std::string& proc_path) {
     it = files_.emplace(key, std::move(fd)).first;
   }
   return it->second.get();
+}
+
+const std::string& MappedFiles::build_id_of(const std::string& key, int fd) {
+  auto [it, inserted] = build_ids_.try_emplace(key);
+  if (inserted) {
+    std::vector<uint8_t> id = read_elf_build_id(fd);
+    it->second.assign(id.begin(), id.end());
+  }
+  return it->second;
 }
 
 void MappedFiles::resolve(std::vector<LifecycleEvent>& events, size_t from) {
@@ -66,9 +77,12 @@ void MappedFiles::resolve(std::vector<LifecycleEvent>& events, size_t from) {
       // nothing. One fd per file, however many processes map it.
       char range[64];
       snprintf(range, sizeof(range), "/map_files/%" PRIx64 "-%" PRIx64, m.start, m.start + m.length);
-      fd = hold("file " + std::to_string(m.dev_major) + ":" + std::to_string(m.dev_minor) + ":" +
-                    std::to_string(m.inode),
-                pid_dir + range);
+      const std::string key = "file " + std::to_string(m.dev_major) + ":" + std::to_string(m.dev_minor) + ":" +
+                              std::to_string(m.inode);
+      fd = hold(key, pid_dir + range);
+      // With its build-id, the file is the same library as in the kernel's later MMAP2
+      // records of other processes (which carry the build-id instead of device and inode).
+      if (fd >= 0) m.build_id = build_id_of(key, fd);
     }
     if (fd >= 0) m.access_path = "/proc/self/fd/" + std::to_string(fd);
   }

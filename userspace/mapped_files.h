@@ -33,6 +33,9 @@ class MappedFiles {
   uint64_t namespace_of(Pid pid);
   // An fd for the file, opened through `proc_path` once per key.
   int hold(const std::string& key, const std::string& proc_path);
+  // The build-id (raw bytes) of the file held under `key`, read once.
+  const std::string& build_id_of(const std::string& key, int fd);
+  std::map<std::string, std::string> build_ids_;
 
   uint64_t own_namespace_ = 0;
   std::unordered_map<Pid, uint64_t> namespace_by_pid_;

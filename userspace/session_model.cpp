@@ -303,9 +303,13 @@ void SessionModel::on(MonotonicNs, const AddressSpaceResetEvent& e) {
 
 LibId SessionModel::intern_library(const MappingInfo& mapping) {
   // The same path in two mount namespaces, or a file replaced under the same path, is a
-  // different library.
-  auto key = std::make_tuple(mapping.path, mapping.mount_namespace, mapping.build_id, mapping.dev_major,
-                             mapping.dev_minor, mapping.inode);
+  // different library. A file is known by its build-id where it has one: the kernel's MMAP2
+  // records carry the build-id instead of device and inode, /proc snapshots the other way
+  // round (MappedFiles adds the build-id), and both must name one library.
+  const bool by_build_id = !mapping.build_id.empty();
+  auto key = std::make_tuple(mapping.path, mapping.mount_namespace, mapping.build_id,
+                             by_build_id ? 0 : mapping.dev_major, by_build_id ? 0 : mapping.dev_minor,
+                             by_build_id ? 0 : mapping.inode);
   auto [it, inserted] = library_index_.try_emplace(key, LibId{static_cast<int32_t>(libraries_.size())});
   if (inserted) {
     libraries_.push_back(Library{mapping.path, mapping.dev_major, mapping.dev_minor, mapping.inode,

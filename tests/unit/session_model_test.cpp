@@ -118,6 +118,35 @@ TEST(SessionModel, ReturnAddressesAreNudgedAndTheInnermostUserAndKernelFramesAre
   EXPECT_EQ(frames[1].address, 0x1100u - 1 - 0x1000 + 0x2000);
 }
 
+// A library mapped by a process found at attach (/proc snapshot: device and inode, build-id
+// added by MappedFiles) and by a later process (MMAP2: build-id, no device or inode) is one
+// library; the same path with another build-id (replaced on disk) is another.
+TEST(SessionModel, OneLibraryPerFileWhetherSeenInASnapshotOrAnMmapRecord) {
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ProcessStartEvent{Pid{7}, "old", false});
+  model.apply(ms(0), ProcessStartEvent{Pid{8}, "new", false});
+  model.apply(ms(0), ProcessStartEvent{Pid{9}, "newer", false});
+  MmapEvent snapshot = mmap_event(7, 0x1000, 0x1000, 0, "/lib/liblzma.so.5");
+  snapshot.mapping.dev_major = 8;
+  snapshot.mapping.inode = 1234;
+  snapshot.mapping.build_id = "\x01\x02";
+  MmapEvent record = mmap_event(8, 0x5000, 0x1000, 0, "/lib/liblzma.so.5");
+  record.mapping.build_id = "\x01\x02";
+  MmapEvent replaced = mmap_event(9, 0x5000, 0x1000, 0, "/lib/liblzma.so.5");
+  replaced.mapping.build_id = "\x03\x04";
+  for (const MmapEvent& e : {snapshot, record, replaced}) model.apply(ms(0), e);
+  auto lib_of_sample = [&](int pid, uint64_t address) {
+    model.add_sample(SampleRecord{ms(1), Pid{pid}, Tid{pid}, Cpu{0}, CpuTimeNs{1}, raw.intern_path(std::vector<uint64_t>{address})},
+                     raw);
+    for (const Thread& t : model.threads())
+      if (t.tid == Tid{pid}) return model.stacks().leaf_to_root(t.samples.back().stack)[0].lib;
+    throw std::runtime_error("no thread");
+  };
+  EXPECT_EQ(lib_of_sample(7, 0x1100), lib_of_sample(8, 0x5100));
+  EXPECT_NE(lib_of_sample(8, 0x5100), lib_of_sample(9, 0x5100));
+}
+
 // The latest thread entry with that tid.
 const Thread& thread_with_tid(const SessionModel& model, int tid) {
   for (auto it = model.threads().rbegin(); it != model.threads().rend(); ++it)

@@ -1,0 +1,79 @@
+// Thread roots from call-frame information: the outermost frames of a thread (where the CFI
+// says the return address is undefined, or the CFI-less entry stub of the dynamic loader)
+// and nothing else.
+#include <elf.h>
+#include <gtest/gtest.h>
+#include <link.h>
+#include <sys/auxv.h>
+
+#include <fstream>
+#include <string>
+
+#include "symbols/dwarf_module.h"
+#include "symbols/elf_file.h"
+#include "symbols/proc_maps.h"
+
+namespace bpfprof {
+namespace {
+
+// The file and the file's own virtual address of a code address of this process.
+struct CodeLocation {
+  std::string path;
+  uint64_t vaddr = 0;
+};
+CodeLocation locate(uint64_t address) {
+  const std::vector<MapEntry> maps = read_proc_maps(getpid()).value();  // (a temporary's value() would dangle)
+  for (const MapEntry& m : maps) {
+    if (!m.contains(address)) continue;
+    std::string error;
+    std::unique_ptr<ElfFile> elf = ElfFile::open(m.path, &error);
+    if (!elf) {
+      ADD_FAILURE() << error;
+      break;
+    }
+    return {m.path, elf->file_offset_to_vaddr(address - m.start + m.file_offset).value_or(0)};
+  }
+  return {};
+}
+
+TEST(ThreadRoot, TheProgramsEntryPointIsARootAndMainIsNot) {
+  const CodeLocation start = locate(getauxval(AT_ENTRY));  // _start of this test binary
+  ASSERT_FALSE(start.path.empty());
+  std::unique_ptr<DwarfModule> module = DwarfModule::open(start.path, {});
+  ASSERT_NE(module, nullptr);
+  EXPECT_TRUE(module->is_thread_root(start.vaddr + 4));
+  const CodeLocation in_test = locate(reinterpret_cast<uint64_t>(&locate));
+  EXPECT_FALSE(module->is_thread_root(in_test.vaddr + 1));
+}
+
+TEST(ThreadRoot, TheDynamicLoadersEntryStubIsARootWithoutCfi) {
+  const CodeLocation loader = locate(getauxval(AT_BASE) + 0x1000);  // some code of ld.so
+  ASSERT_FALSE(loader.path.empty());
+  std::unique_ptr<DwarfModule> module = DwarfModule::open(loader.path, {});
+  ASSERT_NE(module, nullptr);
+  // Its _start calls _dl_start right away; the return address lies a few bytes in.
+  const auto* header = reinterpret_cast<const ElfW(Ehdr)*>(getauxval(AT_BASE));
+  EXPECT_TRUE(module->is_thread_root(header->e_entry + 7));
+  EXPECT_FALSE(module->is_thread_root(header->e_entry + 0x400));
+}
+
+TEST(ThreadRoot, CloneAndClone3StartThreadsInLibc) {
+  const CodeLocation libc = locate(reinterpret_cast<uint64_t>(&fopen));
+  ASSERT_FALSE(libc.path.empty());
+  std::unique_ptr<DwarfModule> module = DwarfModule::open(libc.path, {});
+  ASSERT_NE(module, nullptr);
+  // Somewhere in clone/clone3 the CFI marks the child's outermost frame; in fopen, never.
+  std::unique_ptr<ElfFile> elf = ElfFile::open(libc.path, nullptr);
+  ASSERT_NE(elf, nullptr);
+  bool clone_has_root = false;
+  for (const Symbol& s : elf->symbols()) {
+    if (s.name != "clone" && s.name != "__clone") continue;
+    for (uint64_t a = s.address; a < s.address + std::max<uint64_t>(s.size, 1); ++a)
+      clone_has_root = clone_has_root || module->is_thread_root(a);
+  }
+  EXPECT_TRUE(clone_has_root);
+  for (uint64_t a = libc.vaddr; a < libc.vaddr + 64; ++a) EXPECT_FALSE(module->is_thread_root(a)) << a;
+}
+
+}  // namespace
+}  // namespace bpfprof
