@@ -73,7 +73,7 @@ struct bpfprof_dwarf_sample_event {
   __u32 state; /* BPFPROF_EVENT_DWARF_SWITCH_OUT: enum bpfprof_off_cpu_state */
   __u32 flags; /* BPFPROF_SWITCH_STACK_REUSED, BPFPROF_STACK_COPY_* */
   __u32 stack_copy_limit; /* the most bytes this copy could take (the process's size then) */
-  __u32 reserved;
+  __u32 stack_bytes_wanted; /* what it tried to copy: the limit, or less where the stack ends */
   __u64 kernel_ips[BPFPROF_MAX_STACK_DEPTH];
   __u8 stack[BPFPROF_STACK_BUFFER];
 };

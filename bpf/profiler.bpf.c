@@ -220,6 +220,35 @@ static __always_inline void read_user_registers(struct task_struct *task, __u64 
 
 #define PAGE_BYTES 4096
 
+/* What a page's copy reads lives in the event (a map value, whose contents the verifier
+ * does not track), not on the stack: so bpf_loop's callback is verified in a few passes. */
+struct stack_copy {
+  struct bpfprof_dwarf_sample_event *event;
+};
+
+/* Page `index` of the copy: from sp to the first page boundary, then whole pages. */
+static long copy_stack_page(__u64 index, void *context)
+{
+  struct bpfprof_dwarf_sample_event *e = ((struct stack_copy *)context)->event;
+  const __u64 sp = e->user_regs[BPFPROF_REG_SP];
+  const __u64 wanted = e->stack_bytes_wanted;
+  const __u64 first = PAGE_BYTES - (sp & (PAGE_BYTES - 1));
+  __u64 offset = index == 0 ? 0 : first + (index - 1) * PAGE_BYTES;
+  if (offset >= wanted)
+    return 1;
+  __u64 chunk = index == 0 ? first : PAGE_BYTES;
+  if (chunk > wanted - offset)
+    chunk = wanted - offset;
+  if (offset > BPFPROF_MAX_STACK_COPY || chunk > PAGE_BYTES || chunk == 0)
+    return 1;
+  /* On failure the helper zeroes the destination. */
+  if (bpf_probe_read_user(e->stack + offset, chunk, (void *)(sp + offset)) == 0)
+    e->stack_size = offset + chunk;
+  else
+    e->flags |= BPFPROF_STACK_COPY_UNREADABLE;
+  return 0;
+}
+
 /* Copies the user stack from sp, page by page, up to the end of its mapping, at most
  * user_stack_copy_bytes (or the process's raised size). A page that cannot be read without a
  * fault (never touched: the middle of a large local array, or past the end of the mapping
@@ -236,36 +265,21 @@ static __always_inline void copy_user_stack(struct task_struct *task, struct bpf
   if (limit > BPFPROF_MAX_STACK_COPY)
     limit = BPFPROF_MAX_STACK_COPY;
   e->stack_copy_limit = limit;
+  e->stack_bytes_wanted = limit;
   bool end_known = false;
   struct stack_end found = {0};
   if (bpf_find_vma(task, sp, find_stack_end, &found, 0) == 0 && found.end > sp) {
     end_known = true;
     if (found.end - sp <= limit)
-      limit = found.end - sp;
+      e->stack_bytes_wanted = found.end - sp;
     else
       e->flags |= BPFPROF_STACK_COPY_AT_LIMIT;
   }
-  __u64 copied = 0, readable_end = 0;
-  for (int page = 0; page < BPFPROF_MAX_STACK_COPY / PAGE_BYTES + 2; page++) {
-    if (copied >= limit)
-      break;
-    __u64 chunk = PAGE_BYTES - ((sp + copied) & (PAGE_BYTES - 1));
-    if (chunk > limit - copied)
-      chunk = limit - copied;
-    __u64 offset = copied;
-    asm volatile("" : "+r"(offset), "+r"(chunk));
-    if (offset > BPFPROF_MAX_STACK_COPY || chunk > PAGE_BYTES || chunk == 0)
-      break;
-    /* On failure the helper zeroes the destination. */
-    if (bpf_probe_read_user(e->stack + offset, chunk, (void *)(sp + offset)) == 0)
-      readable_end = offset + chunk;
-    else
-      e->flags |= BPFPROF_STACK_COPY_UNREADABLE;
-    copied += chunk;
-  }
-  if (!end_known && readable_end >= limit)
+  e->stack_size = 0;
+  struct stack_copy c = {.event = e};
+  bpf_loop(BPFPROF_MAX_STACK_COPY / PAGE_BYTES + 2, copy_stack_page, &c, 0);
+  if (!end_known && e->stack_size >= limit)
     e->flags |= BPFPROF_STACK_COPY_AT_LIMIT;
-  e->stack_size = readable_end;
 }
 
 /* The current task's user registers and stack copy, for unwinding with CFI in userspace; and
@@ -275,7 +289,7 @@ static __always_inline void capture_dwarf_stacks(void *ctx, struct bpfprof_dwarf
   struct task_struct *task = bpf_get_current_task_btf();
   e->stack_size = 0;
   e->stack_copy_limit = 0;
-  e->reserved = 0;
+  e->stack_bytes_wanted = 0;
   if (with_user)
     read_user_registers(task, e->user_regs);
   else

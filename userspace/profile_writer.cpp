@@ -195,8 +195,17 @@ class ProfileBuilder {
     if (key.lib == kTruncatedStackFrame || key.lib == kNoLib) return StackRoot::kTruncated;
     const Library& library = model_.library(key.lib);
     if (library.anonymous_memory_of) return StackRoot::kTruncated;  // JIT code starts no thread
-    return symbolizer_.is_thread_root(library.readable_path(), key.address) ? StackRoot::kThreadRoot
-                                                                            : StackRoot::kTruncated;
+    if (symbolizer_.is_thread_root(library.readable_path(), key.address)) return StackRoot::kThreadRoot;
+    // glibc's start-up functions under main and a thread's function: all the program's own
+    // frames are there (a frame-pointer walk ends here, as libc has no frame pointers).
+    const std::string& name = function_name(frames_for(key).front());
+    return name == "__libc_start_call_main" || name == "__libc_start_main" || name == "__libc_start_main_impl" ||
+                   name == "start_thread"
+               ? StackRoot::kThreadRoot
+               : StackRoot::kTruncated;
+  }
+  const std::string& function_name(int32_t frame) const {
+    return tables_.strings.strings()[tables_.funcs[tables_.frames[static_cast<size_t>(frame)].func].name.value];
   }
   int32_t truncated_frame() { return frames_for(FrameKey{kTruncatedStackFrame, 0}).front(); }
   void measure_completeness(const std::vector<const Thread*>& threads, ProfileSummary& summary) const;
@@ -236,7 +245,7 @@ class ProfileBuilder {
 
   bool is_tracing_frame(const FrameKey& key) {
     if (key.lib != kKernelLib) return false;
-    const std::string& name = tables_.strings.strings()[tables_.funcs[tables_.frames[frames_for(key).back()].func].name.value];
+    const std::string& name = function_name(frames_for(key).back());
     return name.starts_with("bpf_prog_") || name.starts_with("bpf_trace_run") || name.starts_with("__bpf_trace_") ||
            name.starts_with("__traceiter_") || name.starts_with("bpf_trampoline_");
   }

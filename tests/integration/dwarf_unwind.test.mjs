@@ -56,6 +56,20 @@ function checksCompletenessAndLoads(getRec, name) {
     metrics[name] = { ...(metrics[name] ?? {}), complete: c.meta };
     assert.equal(typeof c.meta, 'number');
     assert.ok(Math.abs(c.meta - c.stderr) < 0.001);
+    // ... and they are the share of on-CPU samples whose stack does not begin with [truncated].
+    const view = getRec().view;
+    let total = 0;
+    let complete = 0;
+    for (const th of view.threads) {
+      for (const s of view.samples(th)) {
+        const user = s.frames.filter((f) => f.category === 'User' || f.name === '[truncated]');
+        if (!user.length || /^\[(sleeping|I\/O wait|waiting for CPU)\]$/.test(s.frames.at(-1)?.name)) continue;
+        total += s.weight;
+        if (s.frames[0].name !== '[truncated]') complete += s.weight;
+      }
+    }
+    t.diagnostic(`${name}: the profile's own share ${pct(complete / total)} of ${total}`);
+    assert.ok(Math.abs(c.meta - complete / total) < 0.02, `stored ${pct(c.meta)}, profile ${pct(complete / total)}`);
   });
   it('profiler-cli loads it', async (t) => {
     if (!requireRecorder(t)) return;
@@ -127,6 +141,25 @@ describe('a call through the PLT into a shared library (unwind_plt)', () => {
     assert.ok(r.total > 100 && r.share >= 0.99, pct(r.share));
   });
   checksCompletenessAndLoads(() => rec, 'plt');
+});
+
+describe('a thread whose stack mapping ends a few KiB above sp (stack_edge)', () => {
+  let rec;
+  before(async () => { rec = await record('stack_edge')(); });
+  it('>= 99% of edge_spin samples read clone3 > start_thread > edge_thread_main > edge_outer > edge_spin', (t) => {
+    if (!requireRecorder(t)) return;
+    const th = rec.view.threads.find((x) => x.name === 'edge-worker');
+    assert.ok(th, 'edge-worker thread');
+    const r = shareAmong(rec.view, th, 'edge_spin', (f) => {
+      const n = names(f);
+      return /^(__)?clone3?$/.test(n[0]) && n[1] === 'start_thread' && n[2] === 'edge_thread_main' &&
+        n[3] === 'edge_outer' && n[4] === 'edge_spin';
+    });
+    t.diagnostic(`stack_edge: ${r.total} edge_spin samples, ${pct(r.share)} complete`);
+    metrics.stackEdge = { share: r.share };
+    assert.ok(r.total > 100 && r.share >= 0.99, pct(r.share));
+  });
+  checksCompletenessAndLoads(() => rec, 'stack_edge');
 });
 
 describe("a thread's stacks end at start_thread/clone3 (threads)", () => {
