@@ -260,7 +260,7 @@ class ProfileBuilder {
         frame.inline_depth = static_cast<int32_t>(s.inline_depth);
         if (s.line) frame.line = *s.line;
         frames.push_back(add_frame(frame));
-        if (s.name.empty()) unnamed_frames_.insert(frames.back());
+        if (s.name.empty() || s.named_by_address) unnamed_frames_.insert(frames.back());
       }
     }
     return tables_.frame_index.emplace(key, std::move(frames)).first->second;
