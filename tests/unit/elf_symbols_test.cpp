@@ -13,11 +13,14 @@
 
 #include "symbols/elf_file.h"
 #include "symbols/symbol_cache.h"
+#include "tests/unit/test_commands.h"
 
 namespace bpfprof {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_helpers::run_command;
+using testing_helpers::write_file;
 
 constexpr char kLibcPath[] = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
@@ -44,16 +47,6 @@ int main(int argc, char** argv) {
 #endif
 )";
 
-std::string run_command(const std::string& command) {
-  std::string output;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) return output;
-  char buffer[4096];
-  size_t got = 0;
-  while ((got = fread(buffer, 1, sizeof buffer, pipe.get())) > 0) output.append(buffer, got);
-  return output;
-}
-
 // name -> address, as `nm` (or `nm -D`) reports defined symbols.
 std::map<std::string, uint64_t> nm_addresses(const std::string& path, bool dynamic = false) {
   std::map<std::string, uint64_t> addresses;
@@ -75,10 +68,6 @@ std::string readelf_build_id(const std::string& path) {
     if (label != std::string::npos) return line.substr(label + 10);
   }
   return "";
-}
-
-void write_file(const fs::path& path, std::string_view contents) {
-  std::ofstream(path, std::ios::binary).write(contents.data(), contents.size());
 }
 
 std::string read_file(const fs::path& path) {
