@@ -24,6 +24,8 @@ struct ProfileSummary {
   std::vector<std::pair<std::string, double>> top_self_functions;
   // Libraries whose code could not be named, with their share of on-CPU sample weight.
   std::vector<std::pair<std::string, double>> unnamed_share_by_library;
+  // The paths of the first three of them with at least 1%: where debug information would help.
+  std::vector<std::string> unnamed_library_paths;
 };
 
 enum class OutputFormat {

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "symbols/debug_hint.h"
 #include "symbols/dwarf_module.h"
 #include "symbols/elf_file.h"
 #include "symbols/symbolizer.h"
@@ -218,6 +219,19 @@ TEST_F(StrippedNamesTest, UnnamedCodeIsGroupedByFde) {
   EXPECT_NE(mix.name, spin_start.name);
   EXPECT_TRUE(mix.name.starts_with("fn_0x")) << mix.name;
   EXPECT_NE(mix.symbol->relative_address, spin_start.symbol->relative_address);
+}
+
+TEST(DebugHintTest, NamesTheDebianDbgsymPackage) {
+  EXPECT_EQ(debug_info_hint({}), "");
+  if (run_command("command -v dpkg-query").empty() || !fs::exists("/usr/lib/x86_64-linux-gnu/libc.so.6")) {
+    GTEST_SKIP() << "not a Debian x86-64 system";
+  }
+  // dpkg knows /lib/...; merged /usr reaches the same file as /usr/lib/...
+  EXPECT_EQ(debian_package_of("/usr/lib/x86_64-linux-gnu/libc.so.6"), "libc6");
+  EXPECT_EQ(debian_package_of("/nonexistent/libnothing.so"), "");
+  const std::string hint = debug_info_hint({"/usr/lib/x86_64-linux-gnu/libc.so.6"});
+  EXPECT_NE(hint.find("libc6-dbgsym"), std::string::npos) << hint;
+  EXPECT_NE(hint.find("DEBUGINFOD_URLS"), std::string::npos) << hint;
 }
 
 }  // namespace
