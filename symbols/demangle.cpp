@@ -39,6 +39,11 @@ std::string_view strip_symbol_version(std::string_view symbol) {
 }
 
 std::string demangle(std::string_view symbol) {
+  // PLT slots, named `name@plt` by bpfprof as by objdump: "plt" is not a symbol version.
+  constexpr std::string_view kPltSuffix = "@plt";
+  if (symbol.size() > kPltSuffix.size() && symbol.ends_with(kPltSuffix)) {
+    return demangle(symbol.substr(0, symbol.size() - kPltSuffix.size())) + std::string(kPltSuffix);
+  }
   const std::string name(strip_symbol_version(symbol));
   // libiberty reads a C string: a name with an embedded NUL is not a symbol we can demangle.
   if (name.size() < 3 || name.find('\0') != std::string::npos) return name;

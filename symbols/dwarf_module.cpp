@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "symbols/symbol_table.h"
+
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
@@ -161,32 +163,38 @@ void descend(Dwarf_Die* die, Dwarf_Addr pc, std::vector<Dwarf_Die>& path, int de
 
 }  // namespace
 
-const std::vector<DwarfModule::TableSymbol>& DwarfModule::table_symbols() const {
+const std::vector<Symbol>& DwarfModule::table_symbols() const {
   if (table_symbols_) return *table_symbols_;
-  table_symbols_.emplace();
+  std::vector<SymbolEntry> entries;
   const int count = dwfl_module_getsymtab(module_);
   for (int i = 0; i < count; ++i) {
     GElf_Sym symbol;
     GElf_Addr address = 0;
-    const char* name = dwfl_module_getsym_info(module_, i, &symbol, &address, nullptr, nullptr, nullptr);
-    const int type = GELF_ST_TYPE(symbol.st_info);
-    if (!name || !*name || (type != STT_FUNC && type != STT_GNU_IFUNC) || address < bias_) continue;
-    table_symbols_->push_back(TableSymbol{name, address - bias_, symbol.st_size});
+    GElf_Word section_index = 0;
+    Elf* elf = nullptr;
+    const char* name = dwfl_module_getsym_info(module_, i, &symbol, &address, &section_index, &elf, nullptr);
+    if (!name || !elf || address < bias_) continue;
+    auto entry = code_symbol_entry(elf, symbol, section_index, name);
+    if (!entry) continue;
+    // The table's own addresses (its section's too) are moved to the file's.
+    const uint64_t shift = address - bias_ - entry->address;
+    entry->address += shift;
+    if (entry->section_end) entry->section_end += shift;
+    entries.push_back(std::move(*entry));
   }
-  std::stable_sort(table_symbols_->begin(), table_symbols_->end(),
-                   [](const TableSymbol& a, const TableSymbol& b) { return a.vaddr < b.vaddr; });
+  table_symbols_ = build_symbol_table(std::move(entries));
   return *table_symbols_;
 }
 
-std::optional<DwarfModule::TableSymbol> DwarfModule::symbol_at(uint64_t vaddr) const {
-  const std::vector<TableSymbol>& symbols = table_symbols();
-  auto after = std::upper_bound(symbols.begin(), symbols.end(), vaddr,
-                                [](uint64_t v, const TableSymbol& s) { return v < s.vaddr; });
-  if (after == symbols.begin()) return std::nullopt;
-  const TableSymbol& symbol = *std::prev(after);
-  // A sized symbol covers its size; a size-0 one (hand-written assembly) reaches the next.
-  if (symbol.size && vaddr >= symbol.vaddr + symbol.size) return std::nullopt;
-  return symbol;
+const Symbol* DwarfModule::symbol_at(uint64_t vaddr) const { return find_symbol(table_symbols(), vaddr); }
+
+const CodeRange* DwarfModule::cfi_function_at(uint64_t vaddr) const {
+  if (!cfi_functions_) {
+    GElf_Addr bias = 0;
+    Elf* elf = dwfl_module_getelf(module_, &bias);
+    cfi_functions_ = elf ? read_cfi_functions(elf) : std::vector<CodeRange>{};
+  }
+  return find_code_range(*cfi_functions_, vaddr);
 }
 
 const std::vector<DwarfModule::FunctionRange>& DwarfModule::function_ranges(Dwarf_Die* cu) const {

@@ -14,6 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "symbols/cfi_functions.h"
+#include "symbols/elf_file.h"
+
 namespace bpfprof {
 
 struct SourceFunction {
@@ -36,13 +39,13 @@ class DwarfModule {
   std::vector<SourceFunction> functions_at(uint64_t vaddr) const;
 
   // The symbol libdwfl finds for `vaddr` in any table it can read (.symtab, .dynsym, a
-  // debug file's, or MiniDebugInfo's xz-compressed .gnu_debugdata): {name, vaddr, size}.
-  struct TableSymbol {
-    std::string name;
-    uint64_t vaddr;
-    uint64_t size;
-  };
-  std::optional<TableSymbol> symbol_at(uint64_t vaddr) const;
+  // debug file's, or MiniDebugInfo's xz-compressed .gnu_debugdata), by the same rules as
+  // ElfFile (symbol_table.h); nullptr when none covers it.
+  const Symbol* symbol_at(uint64_t vaddr) const;
+
+  // The function that the call-frame information says holds `vaddr`: its .eh_frame FDE's
+  // [start, end), in file addresses; nullptr when no FDE covers it.
+  const CodeRange* cfi_function_at(uint64_t vaddr) const;
 
   // Whether `vaddr` is in the outermost frame of a thread: the call-frame information says
   // the return address is undefined there (glibc's _start, clone and clone3 mark it so), or
@@ -73,8 +76,9 @@ class DwarfModule {
 
   // libdwfl's function symbols sorted by address, read once: its own address lookup scans
   // the whole table every time (~30 us per address in a 10k-symbol library).
-  const std::vector<TableSymbol>& table_symbols() const;
-  mutable std::optional<std::vector<TableSymbol>> table_symbols_;
+  const std::vector<Symbol>& table_symbols() const;
+  mutable std::optional<std::vector<Symbol>> table_symbols_;
+  mutable std::optional<std::vector<CodeRange>> cfi_functions_;  // read on first use
 
   std::string debuginfo_path_;  // what libdwfl's standard search walks
   char* debuginfo_path_ptr_ = nullptr;

@@ -8,11 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 #include <tuple>
 
+#include "symbols/plt_symbols.h"
+#include "symbols/symbol_table.h"
 #include "symbols/unique_handle.h"
 
 namespace bpfprof {
@@ -103,60 +106,6 @@ std::vector<uint8_t> read_build_id(Elf* elf, const std::vector<GElf_Phdr>& note_
   return {};
 }
 
-struct SectionInfo {
-  bool executable = false;
-  uint64_t end_address = 0;  // sh_addr + sh_size, to bound a size-0 symbol at the section end
-};
-
-// A symbol-table entry that passed the filters, before aliases are merged.
-struct SymbolCandidate {
-  uint64_t address;
-  uint64_t size;
-  std::string_view name;  // points into the mmapped string table; copied before elf_end
-  int binding_rank;       // lower is preferred as display name
-  uint64_t section_end;
-};
-
-int binding_rank(unsigned char binding) {
-  switch (binding) {
-    case STB_GLOBAL:
-    case STB_GNU_UNIQUE: return 0;
-    case STB_WEAK: return 1;
-    default: return 2;  // STB_LOCAL
-  }
-}
-
-size_t leading_underscores(std::string_view name) {
-  const size_t count = name.find_first_not_of('_');
-  return count == std::string_view::npos ? name.size() : count;
-}
-
-// Display name choice among aliases at one address: global over weak over local, then the
-// least "internal" looking name (fewest leading underscores, e.g. malloc over __libc_malloc),
-// then shortest, then alphabetical so the result does not depend on table order.
-bool is_better_name(const SymbolCandidate& a, const SymbolCandidate& b) {
-  const auto key = [](const SymbolCandidate& c) {
-    return std::make_tuple(c.binding_rank, c.size == 0, leading_underscores(c.name),
-                           c.name.size(), c.name);
-  };
-  return key(a) < key(b);
-}
-
-std::vector<SectionInfo> read_section_infos(Elf* elf) {
-  std::vector<SectionInfo> sections;
-  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
-       section = elf_nextscn(elf, section)) {
-    GElf_Shdr header;
-    if (gelf_getshdr(section, &header) == nullptr) continue;
-    const size_t index = elf_ndxscn(section);
-    if (index >= sections.size()) sections.resize(index + 1);
-    sections[index].executable =
-        (header.sh_flags & SHF_ALLOC) != 0 && (header.sh_flags & SHF_EXECINSTR) != 0;
-    sections[index].end_address = header.sh_addr + header.sh_size;
-  }
-  return sections;
-}
-
 Elf_Scn* find_section(Elf* elf, uint32_t type) {
   for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
        section = elf_nextscn(elf, section)) {
@@ -180,14 +129,13 @@ Elf_Data* find_extended_index_data(Elf* elf, Elf_Scn* symbol_table) {
   return nullptr;
 }
 
-std::vector<SymbolCandidate> read_function_symbols(Elf* elf, Elf_Scn* symbol_table,
-                                                   const std::vector<SectionInfo>& sections) {
-  std::vector<SymbolCandidate> candidates;
+std::vector<SymbolEntry> read_function_symbols(Elf* elf, Elf_Scn* symbol_table) {
+  std::vector<SymbolEntry> entries;
   GElf_Shdr table_header;
-  if (gelf_getshdr(symbol_table, &table_header) == nullptr) return candidates;
+  if (gelf_getshdr(symbol_table, &table_header) == nullptr) return entries;
   Elf_Data* data = elf_getdata(symbol_table, nullptr);
   const size_t entry_size = gelf_fsize(elf, ELF_T_SYM, 1, EV_CURRENT);
-  if (data == nullptr || entry_size == 0) return candidates;
+  if (data == nullptr || entry_size == 0) return entries;
   Elf_Data* extended_index_data = find_extended_index_data(elf, symbol_table);
 
   const size_t count = data->d_size / entry_size;
@@ -198,70 +146,32 @@ std::vector<SymbolCandidate> read_function_symbols(Elf* elf, Elf_Scn* symbol_tab
                          &extended_index) == nullptr) {
       continue;
     }
-    if (symbol.st_value == 0 || symbol.st_shndx == SHN_UNDEF) continue;
-    size_t section_index = symbol.st_shndx;
-    if (symbol.st_shndx == SHN_XINDEX) {
-      section_index = extended_index;
-    } else if (symbol.st_shndx >= SHN_LORESERVE) {
-      section_index = sections.size();  // SHN_ABS, SHN_COMMON: not in any section
-    }
-    const SectionInfo* section =
-        section_index < sections.size() ? &sections[section_index] : nullptr;
-
-    const unsigned char type = GELF_ST_TYPE(symbol.st_info);
-    const bool is_function = type == STT_FUNC || type == STT_GNU_IFUNC;
-    // Untyped labels in code (hand-written assembly) still name code.
-    const bool is_code_label = type == STT_NOTYPE && section != nullptr && section->executable;
-    if (!is_function && !is_code_label) continue;
-
+    const size_t section_index = symbol.st_shndx == SHN_XINDEX ? extended_index : symbol.st_shndx;
     const char* name = elf_strptr(elf, table_header.sh_link, symbol.st_name);
-    if (name == nullptr || name[0] == '\0') continue;
-    // ARM/RISC-V mapping symbols ($x, $d) and tool markers (.annobin_*) are not functions.
-    if (is_code_label && (name[0] == '$' || name[0] == '.')) continue;
-
-    candidates.push_back({symbol.st_value, symbol.st_size, name,
-                          binding_rank(GELF_ST_BIND(symbol.st_info)),
-                          section != nullptr ? section->end_address : 0});
+    if (auto entry = code_symbol_entry(elf, symbol, section_index, name)) entries.push_back(std::move(*entry));
   }
-  return candidates;
+  return entries;
 }
 
-// Sorts, merges aliases at the same address into one Symbol, and gives size-0 symbols the
-// extent up to the next symbol (or their section's end).
-std::vector<Symbol> build_symbol_table(std::vector<SymbolCandidate> candidates) {
-  std::sort(candidates.begin(), candidates.end(),
-            [](const SymbolCandidate& a, const SymbolCandidate& b) {
-              if (a.address != b.address) return a.address < b.address;
-              return is_better_name(a, b);
-            });
-
-  std::vector<Symbol> symbols;
-  std::vector<uint64_t> section_ends;
-  for (size_t first = 0; first < candidates.size();) {
-    size_t last = first;
-    uint64_t largest_size = 0;
-    uint64_t section_end = 0;
-    while (last < candidates.size() && candidates[last].address == candidates[first].address) {
-      largest_size = std::max(largest_size, candidates[last].size);
-      section_end = std::max(section_end, candidates[last].section_end);
-      ++last;
-    }
-    // The best name sorts first within the group; the group's size is the largest alias's.
-    symbols.push_back({candidates[first].address, largest_size,
-                       std::string(candidates[first].name)});
-    section_ends.push_back(section_end);
-    first = last;
+// The end (sh_addr + sh_size) of the allocated section holding `vaddr`; 0 if none does.
+uint64_t section_end_at(Elf* elf, uint64_t vaddr) {
+  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
+       section = elf_nextscn(elf, section)) {
+    GElf_Shdr header;
+    if (gelf_getshdr(section, &header) == nullptr || (header.sh_flags & SHF_ALLOC) == 0) continue;
+    if (vaddr >= header.sh_addr && vaddr - header.sh_addr < header.sh_size) return header.sh_addr + header.sh_size;
   }
+  return 0;
+}
 
-  for (size_t i = 0; i < symbols.size(); ++i) {
-    Symbol& symbol = symbols[i];
-    if (symbol.size != 0) continue;
-    uint64_t end = std::numeric_limits<uint64_t>::max();
-    if (i + 1 < symbols.size()) end = symbols[i + 1].address;
-    if (section_ends[i] > symbol.address) end = std::min(end, section_ends[i]);
-    if (end != std::numeric_limits<uint64_t>::max()) symbol.size = end - symbol.address;
+// Stripped executables rarely export _start, and without a name of its own the entry point
+// would take the name of whatever symbol precedes it (gcc's driver: strcmp).
+void add_entry_point(Elf* elf, uint64_t entry, std::vector<SymbolEntry>& entries) {
+  if (entry == 0) return;
+  for (const SymbolEntry& e : entries) {
+    if (e.address == entry) return;
   }
-  return symbols;
+  entries.push_back({entry, 0, "_start", kSyntheticBindingRank, section_end_at(elf, entry)});
 }
 
 }  // namespace
@@ -316,6 +226,7 @@ class ElfReader {
       return fail("bad program headers: " + libelf_error());
     }
     std::vector<GElf_Phdr> note_segments;
+    bool has_interpreter = false;  // PIE executables are ET_DYN, but have a PT_INTERP
     for (size_t i = 0; i < program_header_count; ++i) {
       GElf_Phdr program_header;
       if (gelf_getphdr(elf.get(), static_cast<int>(i), &program_header) == nullptr) {
@@ -327,6 +238,8 @@ class ElfReader {
                                         program_header.p_flags});
       } else if (program_header.p_type == PT_NOTE) {
         note_segments.push_back(program_header);
+      } else if (program_header.p_type == PT_INTERP) {
+        has_interpreter = true;
       }
     }
     if ((header.e_type == ET_EXEC || header.e_type == ET_DYN) && file->load_segments_.empty()) {
@@ -340,26 +253,27 @@ class ElfReader {
     }
 
     file->build_id_ = read_build_id(elf.get(), note_segments);
-    read_symbols(elf.get(), *file);
+    read_symbols(elf.get(), header, header.e_type == ET_EXEC || has_interpreter, *file);
     return file;
   }
 
  private:
   // .symtab is the complete table; .dynsym (exported symbols only) is the fallback for
-  // stripped files such as Debian's libc.
-  static void read_symbols(Elf* elf, ElfFile& file) {
-    const std::vector<SectionInfo> sections = read_section_infos(elf);
-    if (Elf_Scn* symtab = find_section(elf, SHT_SYMTAB)) {
-      file.symbols_ = build_symbol_table(read_function_symbols(elf, symtab, sections));
-      if (!file.symbols_.empty()) {
-        file.symbol_source_ = "symtab";
-        return;
+  // stripped files such as Debian's libc. Either way PLT slots and the entry point of an
+  // executable get names of their own, as objdump gives them.
+  static void read_symbols(Elf* elf, const GElf_Ehdr& header, bool is_executable, ElfFile& file) {
+    std::vector<SymbolEntry> entries;
+    for (const auto& [type, source] : {std::pair{SHT_SYMTAB, "symtab"}, std::pair{SHT_DYNSYM, "dynsym"}}) {
+      if (Elf_Scn* table = find_section(elf, type)) entries = read_function_symbols(elf, table);
+      if (!entries.empty()) {
+        file.symbol_source_ = source;
+        break;
       }
     }
-    if (Elf_Scn* dynsym = find_section(elf, SHT_DYNSYM)) {
-      file.symbols_ = build_symbol_table(read_function_symbols(elf, dynsym, sections));
-      if (!file.symbols_.empty()) file.symbol_source_ = "dynsym";
-    }
+    std::vector<SymbolEntry> plt = plt_symbol_entries(elf, header.e_machine);
+    std::move(plt.begin(), plt.end(), std::back_inserter(entries));
+    if (is_executable) add_entry_point(elf, header.e_entry, entries);
+    file.symbols_ = build_symbol_table(std::move(entries));
   }
 };
 
@@ -421,15 +335,7 @@ std::optional<uint64_t> ElfFile::vaddr_to_file_offset(uint64_t vaddr) const {
   return std::nullopt;
 }
 
-const Symbol* ElfFile::lookup(uint64_t vaddr) const {
-  auto after = std::upper_bound(symbols_.begin(), symbols_.end(), vaddr,
-                                [](uint64_t value, const Symbol& s) { return value < s.address; });
-  if (after == symbols_.begin()) return nullptr;
-  const Symbol& candidate = *std::prev(after);
-  // A size-0 symbol with nothing after it still names its own first byte.
-  const uint64_t extent = std::max<uint64_t>(candidate.size, 1);
-  return vaddr - candidate.address < extent ? &candidate : nullptr;
-}
+const Symbol* ElfFile::lookup(uint64_t vaddr) const { return find_symbol(symbols_, vaddr); }
 
 std::vector<uint8_t> read_elf_build_id(int fd) {
   if (!libelf_ready()) return {};

@@ -17,6 +17,7 @@ struct Symbol {
   uint64_t address = 0;  // virtual address (st_value) in the file's own address space
   uint64_t size = 0;     // sizes of 0 in the file are widened to reach the next symbol
   std::string name;      // mangled; demangling is the caller's job
+  bool widened = false;  // size 0 in the file: `size` only reaches the next symbol
 };
 
 // A PT_LOAD program header.
@@ -56,7 +57,8 @@ class ElfFile {
   // "x86_64", "aarch64", ...; "unknown" for machines not listed.
   std::string_view architecture() const { return architecture_; }
 
-  // Function symbols sorted by address, one per address.
+  // Function symbols sorted by address, one per address: those of the symbol table, plus
+  // name@plt for PLT slots and _start at the entry point when no symbol is there.
   const std::vector<Symbol>& symbols() const { return symbols_; }
   // The symbol whose [address, address + size) range holds `vaddr`, or nullptr.
   const Symbol* lookup(uint64_t vaddr) const;

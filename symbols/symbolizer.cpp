@@ -148,17 +148,9 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& li
   std::optional<uint64_t> vaddr = elf->file_offset_to_vaddr(file_offset);
   if (!vaddr) return {outer};
   outer.relative_address = *vaddr - elf->base_vaddr();
-  if (const Symbol* symbol = symbol_source_for(elf).lookup(*vaddr)) {
-    outer.symbol = NativeSymbolInfo{demangle(symbol->name), symbol->address - elf->base_vaddr(), symbol->size};
-    outer.name = outer.symbol->name;
-  }
   const DwarfModule* dwarf = dwarf_for(path);
-  if (!outer.symbol && dwarf) {
-    if (auto found = dwarf->symbol_at(*vaddr)) {
-      outer.symbol = NativeSymbolInfo{demangle(found->name), found->vaddr - elf->base_vaddr(), found->size};
-      outer.name = outer.symbol->name;
-    }
-  }
+  outer.symbol = native_symbol_at(elf, dwarf, *vaddr, &outer.named_by_address);
+  if (outer.symbol) outer.name = outer.symbol->name;
   std::vector<SourceFunction> functions;
   if (dwarf) functions = dwarf->functions_at(*vaddr);
   if (functions.empty()) return {outer};
@@ -170,6 +162,7 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& li
     f.file = functions[depth].file;
     f.line = functions[depth].line;
     f.inline_depth = static_cast<uint32_t>(depth);
+    f.named_by_address = false;  // DWARF names it
     frames.push_back(std::move(f));
   }
   return frames;
@@ -181,6 +174,31 @@ bool Symbolizer::is_thread_root(const std::string& library_path, uint64_t file_o
   std::optional<uint64_t> vaddr = elf ? elf->file_offset_to_vaddr(file_offset) : std::nullopt;
   const DwarfModule* dwarf = vaddr ? dwarf_for(path) : nullptr;
   return dwarf && dwarf->is_thread_root(*vaddr);
+}
+
+std::optional<NativeSymbolInfo> Symbolizer::native_symbol_at(const std::shared_ptr<const ElfFile>& binary,
+                                                             const DwarfModule* dwarf, uint64_t vaddr,
+                                                             bool* named_by_address) {
+  const CodeRange* cfi_function = dwarf ? dwarf->cfi_function_at(vaddr) : nullptr;
+  // The symbol table (a debug file's when the binary has none), the binary's own PLT and
+  // entry-point names, then libdwfl's tables (MiniDebugInfo).
+  for (const Symbol* symbol : {symbol_source_for(binary).lookup(vaddr), binary->lookup(vaddr),
+                               dwarf ? dwarf->symbol_at(vaddr) : nullptr}) {
+    // A size-0 symbol widened to the next one stops where the CFI says another function
+    // starts: stripped executables' few exported symbols would otherwise cover megabytes.
+    if (!symbol || (symbol->widened && cfi_function && cfi_function->start > symbol->address)) continue;
+    uint64_t size = symbol->size;
+    if (symbol->widened && dwarf) {
+      const CodeRange* own = dwarf->cfi_function_at(symbol->address);
+      if (own && own->start == symbol->address) size = std::min(size, own->end - own->start);
+    }
+    return NativeSymbolInfo{demangle(symbol->name), symbol->address - binary->base_vaddr(), size};
+  }
+  if (!cfi_function) return std::nullopt;
+  *named_by_address = true;
+  char name[32];
+  snprintf(name, sizeof name, "fn_0x%llx", static_cast<unsigned long long>(cfi_function->start));
+  return NativeSymbolInfo{name, cfi_function->start - binary->base_vaddr(), cfi_function->end - cfi_function->start};
 }
 
 const ElfFile& Symbolizer::symbol_source_for(const std::shared_ptr<const ElfFile>& binary) {

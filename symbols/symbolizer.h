@@ -38,6 +38,9 @@ struct SymbolizedFrame {
   std::optional<uint32_t> line;
   uint32_t inline_depth = 0;
   std::optional<NativeSymbolInfo> symbol;
+  // Named `fn_0xSTART` after the call-frame information's function start: grouped, but
+  // not a real name (no symbol or debug information names this code).
+  bool named_by_address = false;
   // A kernel frame in a module: the module's name; its addresses are then relative to the
   // module's lowest symbol (the module is its own library).
   std::string kernel_module;
@@ -92,6 +95,11 @@ class Symbolizer {
   // build-id) when the binary itself has no .symtab, else the binary.
   const ElfFile& symbol_source_for(const std::shared_ptr<const ElfFile>& binary);
   const DwarfModule* dwarf_for(const std::string& path);
+  // The symbol that names `vaddr` in `binary` (nullopt: none), *named_by_address set when
+  // only the call-frame information groups it.
+  std::optional<NativeSymbolInfo> native_symbol_at(const std::shared_ptr<const ElfFile>& binary,
+                                                   const DwarfModule* dwarf, uint64_t vaddr,
+                                                   bool* named_by_address);
   // Where to read a library's file ("[vdso]": vdso_image_path()).
   const std::string& file_for(const std::string& path);
 

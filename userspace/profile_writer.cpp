@@ -299,7 +299,7 @@ class ProfileBuilder {
         frame.inline_depth = static_cast<int32_t>(s.inline_depth);
         if (s.line) frame.line = *s.line;
         frames.push_back(add_frame(frame));
-        if (s.name.empty()) unnamed_frames_.insert(frames.back());
+        if (s.name.empty() || s.named_by_address) unnamed_frames_.insert(frames.back());
       }
     }
     return tables_.frame_index.emplace(key, std::move(frames)).first->second;
@@ -332,6 +332,7 @@ class ProfileBuilder {
   std::unordered_set<int32_t> unnamed_frames_;
   std::vector<std::pair<std::string, double>> unnamed_share_by_library_;
   void measure_unnamed(const std::vector<const Thread*>& threads);
+  std::vector<std::string> unnamed_library_paths() const;
   void write_loss_marker_schema(JsonWriter& w);
   void write_markers(JsonWriter& w, const Thread& thread);
   void assign_losses(const std::vector<const Thread*>& threads);
@@ -759,6 +760,20 @@ void ProfileBuilder::measure_unnamed(const std::vector<const Thread*>& threads) 
             [](const auto& a, const auto& b) { return a.second > b.second; });
 }
 
+std::vector<std::string> ProfileBuilder::unnamed_library_paths() const {
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < unnamed_share_by_library_.size() && i < 3; ++i) {
+    if (unnamed_share_by_library_[i].second < 0.01) break;
+    for (const LibraryDescription& lib : tables_.libs) {
+      if (lib.name == unnamed_share_by_library_[i].first && !lib.path.empty()) {
+        paths.push_back(lib.path);
+        break;
+      }
+    }
+  }
+  return paths;
+}
+
 // "name (pid): count, ..." for the processes with the highest counts.
 std::string ProfileBuilder::describe_by_process(const std::unordered_map<Pid, uint64_t>& counts) const {
   std::vector<std::pair<Pid, uint64_t>> sorted(counts.begin(), counts.end());
@@ -987,6 +1002,7 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
   measure_completeness(threads, summary);
   user_stacks_ = summary.user_stacks;
   incomplete_by_process_ = summary.incomplete_user_stacks_by_process;
+  summary.unnamed_library_paths = unnamed_library_paths();
 
   JsonWriter w(sink);
   w.begin_object();

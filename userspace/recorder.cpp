@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "bpf/events.h"
+#include "symbols/debug_hint.h"
 #include "symbols/unwinder.h"
 #include "userspace/bpf_programs.h"
 #include "userspace/event_log.h"
@@ -519,6 +520,8 @@ int run_record(const RecordOptions& options) {
       }
       fprintf(stderr, "bpfprof: %.1f%% of on-CPU samples are in code without a symbol (no debug information?): %s\n",
               100.0 * total, where.c_str());
+      if (const std::string hint = debug_info_hint(summary.unnamed_library_paths); !hint.empty())
+        fprintf(stderr, "bpfprof:   %s\n", hint.c_str());
     }
     print_top_processes(model, 5);
     if (!summary.top_self_functions.empty()) {

@@ -63,6 +63,12 @@ TEST(DemangleTest, SymbolVersionIsRemoved) {
   EXPECT_EQ(strip_symbol_version("pthread_create"), "pthread_create");
 }
 
+TEST(DemangleTest, PltSuffixStays) {
+  EXPECT_EQ(demangle("labs@plt"), "labs@plt");
+  EXPECT_EQ(demangle("_ZN2ns5Class6methodEv@plt"), "ns::Class::method@plt");
+  EXPECT_EQ(demangle("@plt"), "@plt");
+}
+
 TEST(DemangleTest, EmbeddedNulIsNotDemangled) {
   const std::string with_nul("_Z3foo\0v", 8);
   EXPECT_EQ(demangle(with_nul), with_nul);

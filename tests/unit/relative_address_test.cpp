@@ -12,6 +12,8 @@
 #include <memory>
 #include <sstream>
 
+#include "tests/unit/test_commands.h"
+
 namespace fs = std::filesystem;
 
 // Looked up by name in this test binary's own symbol table.
@@ -22,15 +24,7 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 
-std::string run_command(const std::string& command) {
-  std::string output;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  if (!pipe) return output;
-  char buffer[4096];
-  size_t got = 0;
-  while ((got = fread(buffer, 1, sizeof buffer, pipe.get())) > 0) output.append(buffer, got);
-  return output;
-}
+using testing_helpers::run_command;
 
 uint64_t nm_address(const std::string& path, const std::string& wanted) {
   std::istringstream lines(run_command("nm --defined-only " + path + " 2>/dev/null"));
