@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "symbols/elf_file.h"
+#include "symbols/mapping_ranges.h"
 #include "symbols/symbolizer.h"
 
 namespace bpfprof {
@@ -153,10 +154,7 @@ DwarfUnwinder::~DwarfUnwinder() = default;
 
 void DwarfUnwinder::add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset,
                                 const std::string& readable_path) {
-  auto& m = mappings_[pid];
-  // Drop what the new mapping covers (as mmap does).
-  for (auto it = m.lower_bound(start); it != m.end() && it->first < end;) it = m.erase(it);
-  m[start] = Mapping{end, file_offset, readable_path};
+  insert_replacing_overlaps(mappings_[pid], Mapping{start, end, file_offset, readable_path});
   sessions_.erase(pid);  // rebuilt with the new module on next use
 }
 
@@ -208,7 +206,11 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
     // The load bias: where the file's virtual address 0 is in this process.
     std::optional<uint64_t> vaddr = vaddr_of_file_offset(file, mapping.file_offset);
     if (!vaddr) continue;
-    dwfl_report_elf(process->dwfl, mapping.path.c_str(), file.c_str(), -1, start - *vaddr, false);
+    // A file libdwfl cannot use (not ELF, or overlapping one reported before) is left out,
+    // and may be tried again through another of its mappings: frames in it are cut there,
+    // and such stacks are shown truncated.
+    if (!dwfl_report_elf(process->dwfl, mapping.path.c_str(), file.c_str(), -1, start - *vaddr, false))
+      reported.erase(file);
   }
   dwfl_report_end(process->dwfl, nullptr, nullptr);
   process->attached = dwfl_attach_state(process->dwfl, nullptr, pid, &kThreadCallbacks, &process->current);

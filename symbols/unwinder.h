@@ -71,6 +71,7 @@ class DwarfUnwinder {
 
  private:
   struct Mapping {
+    uint64_t start;
     uint64_t end;
     uint64_t file_offset;
     std::string path;

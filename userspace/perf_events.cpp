@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <charconv>
 #include <fstream>
+#include <optional>
+#include <string_view>
 #include <stdexcept>
 
 namespace bpfprof {
@@ -20,36 +23,32 @@ int perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group_fd, uns
   return static_cast<int>(syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags));
 }
 
-// Parses "0-3,5,7-8" as in /sys/devices/system/cpu/online.
-std::vector<int> parse_cpu_list(const std::string& text) {
+}  // namespace
+
+std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
   std::vector<int> cpus;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find(',', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string part = text.substr(pos, end - pos);
-    size_t dash = part.find('-');
-    try {
-      if (dash == std::string::npos) {
-        cpus.push_back(std::stoi(part));
-      } else {
-        int first = std::stoi(part.substr(0, dash)), last = std::stoi(part.substr(dash + 1));
-        for (int c = first; c <= last; ++c) cpus.push_back(c);
-      }
-    } catch (const std::exception&) {
-    }
-    pos = end + 1;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view part = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    const char* const part_end = part.data() + part.size();
+    int first = 0, last = 0;
+    std::from_chars_result read = std::from_chars(part.data(), part_end, first);
+    last = first;
+    if (read.ec == std::errc{} && read.ptr != part_end && *read.ptr == '-') read = std::from_chars(read.ptr + 1, part_end, last);
+    if (read.ec != std::errc{} || read.ptr != part_end || first < 0 || last < first || last > 65535) return std::nullopt;
+    for (int c = first; c <= last; ++c) cpus.push_back(c);
   }
   return cpus;
 }
-
-}  // namespace
 
 std::vector<int> online_cpus() {
   std::ifstream in("/sys/devices/system/cpu/online");
   std::string text;
   std::getline(in, text);
-  std::vector<int> cpus = parse_cpu_list(text);
+  // Malformed (never seen): every CPU the system counts, rather than some of them.
+  std::vector<int> cpus = parse_cpu_list(text).value_or(std::vector<int>{});
   if (cpus.empty()) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     for (int c = 0; c < n; ++c) cpus.push_back(c);
@@ -127,6 +126,25 @@ SideBandReader::SideBandReader(const std::vector<int>& cpus) {
   }
 }
 
+PerfRingRead read_perf_ring(const uint8_t* data, uint64_t data_size, uint64_t tail, uint64_t head,
+                            std::vector<uint8_t>& scratch, const std::function<void(const uint8_t*, size_t)>& on_record) {
+  PerfRingRead read;
+  while (tail < head) {
+    perf_event_header header;
+    for (size_t i = 0; i < sizeof(header); ++i) reinterpret_cast<uint8_t*>(&header)[i] = data[(tail + i) % data_size];
+    if (header.size < sizeof(header) || header.size > head - tail) {
+      read.corrupt = true;
+      break;
+    }
+    scratch.resize(header.size);
+    for (size_t i = 0; i < header.size; ++i) scratch[i] = data[(tail + i) % data_size];
+    on_record(scratch.data(), header.size);
+    tail += header.size;
+    ++read.records;
+  }
+  return read;
+}
+
 SideBandReader::~SideBandReader() {
   for (Ring& r : rings_)
     if (r.base && r.base != MAP_FAILED) munmap(r.base, r.size);
@@ -138,21 +156,12 @@ size_t SideBandReader::drain(std::vector<LifecycleEvent>& out) {
   for (Ring& ring : rings_) {
     auto* meta = static_cast<perf_event_mmap_page*>(ring.base);
     const uint8_t* data = static_cast<const uint8_t*>(ring.base) + meta->data_offset;
-    const uint64_t data_size = meta->data_size;
-    uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = meta->data_tail;
-    while (tail < head) {
-      perf_event_header header;
-      for (size_t i = 0; i < sizeof(header); ++i)
-        reinterpret_cast<uint8_t*>(&header)[i] = data[(tail + i) % data_size];
-      if (header.size < sizeof(header)) break;  // corrupt: give up on this ring for now
-      scratch_.resize(header.size);
-      for (size_t i = 0; i < header.size; ++i) scratch_[i] = data[(tail + i) % data_size];
-      decode(scratch_.data(), header.size, out);
-      tail += header.size;
-      ++count;
-    }
-    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+    const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    const PerfRingRead read = read_perf_ring(data, meta->data_size, meta->data_tail, head, scratch_,
+                                             [&](const uint8_t* record, size_t size) { decode(record, size, out); });
+    count += read.records;
+    if (read.corrupt) ++lost_;
+    __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
   }
   // One ring per CPU: a process that moved between CPUs has its exec (address-space reset)
   // and its first mmaps in different rings. In time order, the unwinder never applies a

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@
 namespace bpfprof {
 
 std::vector<int> online_cpus();
+// "0-3,5,7-8" as in /sys/devices/system/cpu/online; nullopt when malformed.
+std::optional<std::vector<int>> parse_cpu_list(std::string_view text);
 
 // One sampling event per online CPU, system-wide, in frequency mode. Hardware cycles when
 // the machine has a PMU, else the cpu-clock software timer.
@@ -22,6 +26,17 @@ struct SamplingEvents {
 };
 // Throws std::runtime_error with a one-line message when no event can be opened.
 SamplingEvents open_sampling_events(uint32_t frequency_hz, const std::vector<int>& cpus);
+
+// Reads the records between `tail` and `head` of a perf ring's data area (`data_size`
+// bytes, a power of two; positions grow without wrapping), each copied whole into `scratch`
+// and passed to `on_record`. A record whose size is impossible (smaller than its header, or
+// reaching past head) means the rest cannot be trusted: it is skipped, and `corrupt` set.
+struct PerfRingRead {
+  size_t records = 0;
+  bool corrupt = false;
+};
+PerfRingRead read_perf_ring(const uint8_t* data, uint64_t data_size, uint64_t tail, uint64_t head,
+                            std::vector<uint8_t>& scratch, const std::function<void(const uint8_t*, size_t)>& on_record);
 
 // Receives MMAP2 (executable mappings, with build-ids) and COMM records of all processes,
 // timestamped with CLOCK_MONOTONIC like the BPF events.
@@ -34,6 +49,8 @@ class SideBandReader {
 
   // Appends the records available now to `out`; returns the number read.
   size_t drain(std::vector<LifecycleEvent>& out);
+  // Records the kernel dropped (ring full), plus one for each stretch of a ring that was
+  // skipped as corrupt.
   uint64_t lost_records() const { return lost_; }
   const std::vector<int>& fds_for_poll() const { return poll_fds_; }
 

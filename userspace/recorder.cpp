@@ -351,7 +351,15 @@ int run_record(const RecordOptions& options) {
       for (Pid pid : targets) {
         if (!options.system_wide) {
           bpf->track_process(pid);
-          target_pidfds.push_back(open_pidfd(pid));
+          // Without it the recording could not tell when its targets are gone, and would
+          // never end by itself.
+          UniqueFd pidfd = open_pidfd(pid);
+          if (!pidfd.valid()) {
+            fprintf(stderr, "bpfprof: cannot follow pid %d: %s\n", pid.value,
+                    errno == ESRCH ? "it exited before the recording started" : strerror(errno));
+            return 2;
+          }
+          target_pidfds.push_back(std::move(pidfd));
         }
       }
       for (Pid pid : targets) {

@@ -1,5 +1,7 @@
 #include "userspace/session_model.h"
 
+#include "symbols/mapping_ranges.h"
+
 #include <algorithm>
 
 namespace bpfprof {
@@ -23,30 +25,7 @@ std::string base_name(const std::string& path) {
 void AddressSpace::add(const Mapping& mapping) {
   if (mapping.end <= mapping.start) return;
   version_ = next_version();
-  // Trim or drop every mapping that overlaps the new one, as mmap(MAP_FIXED) does.
-  auto it = by_start_.lower_bound(mapping.start);
-  if (it != by_start_.begin()) --it;
-  while (it != by_start_.end() && it->second.start < mapping.end) {
-    Mapping old = it->second;
-    if (old.end <= mapping.start) {
-      ++it;
-      continue;
-    }
-    it = by_start_.erase(it);
-    if (old.start < mapping.start) {
-      Mapping head = old;
-      head.end = mapping.start;
-      by_start_.emplace(head.start, head);
-    }
-    if (old.end > mapping.end) {
-      Mapping tail = old;
-      tail.file_offset += mapping.end - old.start;
-      tail.start = mapping.end;
-      by_start_.emplace(tail.start, tail);
-      break;
-    }
-  }
-  by_start_.emplace(mapping.start, mapping);
+  insert_replacing_overlaps(by_start_, mapping);
 }
 
 const Mapping* AddressSpace::find(uint64_t address) const {
