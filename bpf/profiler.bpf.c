@@ -117,12 +117,14 @@ static __always_inline void count_lost_for(__u32 tgid)
   if (lost)
     __sync_fetch_and_add(lost, 1);
   __u64 *of_process = bpf_map_lookup_elem(&lost_events_by_process, &tgid);
-  if (of_process) {
-    __sync_fetch_and_add(of_process, 1);
-  } else {
-    __u64 one = 1;
-    bpf_map_update_elem(&lost_events_by_process, &tgid, &one, BPF_NOEXIST);
+  if (!of_process) {
+    /* Another CPU may create it first: then its entry is the one to add to. */
+    __u64 zero_count = 0;
+    bpf_map_update_elem(&lost_events_by_process, &tgid, &zero_count, BPF_NOEXIST);
+    of_process = bpf_map_lookup_elem(&lost_events_by_process, &tgid);
   }
+  if (of_process)
+    __sync_fetch_and_add(of_process, 1);
 }
 
 /* For the task running now. */
@@ -467,7 +469,9 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
   __u32 child_tgid = child->tgid;
   if (!track_all && child_tgid != parent_tgid) {
     __u8 one = 1;
-    bpf_map_update_elem(&tracked_processes, &child_tgid, &one, BPF_ANY);
+    /* The map is full: the child goes unsampled; counted as lost, so the summary says so. */
+    if (bpf_map_update_elem(&tracked_processes, &child_tgid, &one, BPF_ANY))
+      count_lost_for(child_tgid);
   }
   struct bpfprof_fork_event *e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {

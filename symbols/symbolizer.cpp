@@ -203,11 +203,19 @@ std::optional<NativeSymbolInfo> Symbolizer::native_symbol_at(const std::shared_p
 
 const ElfFile& Symbolizer::symbol_source_for(const std::shared_ptr<const ElfFile>& binary) {
   auto [it, inserted] = symbol_sources_.try_emplace(binary.get(), binary);
-  if (inserted && binary->symbol_source() != "symtab" && binary->build_id().size() > 1) {
-    std::string hex = hex_string(binary->build_id());
-    std::string path = "/usr/lib/debug/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug";
-    std::shared_ptr<const ElfFile> debug = elf_cache_.get(path);
-    if (debug && debug->build_id() == binary->build_id() && !debug->symbols().empty()) it->second = debug;
+  if (!inserted || binary->symbol_source() == "symtab" || binary->build_id().size() <= 1) return *it->second;
+  // Where DWARF's debug files are looked for by build-id: /usr/lib/debug, then each
+  // --symbol-dir (a debug file may hold just .symtab, which libdwfl does not report).
+  const std::string hex = hex_string(binary->build_id());
+  std::vector<std::string> roots{"/usr/lib/debug"};
+  roots.insert(roots.end(), options_.symbol_dirs.begin(), options_.symbol_dirs.end());
+  for (const std::string& root : roots) {
+    std::shared_ptr<const ElfFile> debug =
+        elf_cache_.get(root + "/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug");
+    if (debug && debug->build_id() == binary->build_id() && !debug->symbols().empty()) {
+      it->second = debug;
+      break;
+    }
   }
   return *it->second;
 }

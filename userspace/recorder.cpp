@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -33,13 +34,17 @@ namespace bpfprof {
 
 namespace {
 
-volatile sig_atomic_t g_signal_count = 0;
-volatile sig_atomic_t g_last_signal = 0;
-volatile sig_atomic_t g_signal_from_process = 0;  // sent with kill(), not by the terminal
+// Lock-free atomics: safe in a signal handler, and two signals handled at once on two
+// threads both count.
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
+std::atomic<int> g_signal_count{0};
+std::atomic<int> g_last_signal{0};
+std::atomic<bool> g_signal_from_process{false};  // sent with kill(), not by the terminal
 
 // Set while the profile is written; then the temporary file to remove if the user insists
-// on stopping (only async-signal-safe calls in the handler).
-volatile sig_atomic_t g_writing = 0;
+// on stopping (only async-signal-safe calls in the handler). The path is complete before
+// g_writing is set (release), and read only after the handler sees it set (acquire).
+std::atomic<bool> g_writing{false};
 char g_writing_temp_path[4096];
 
 void write_stderr(const char* text) {
@@ -50,11 +55,11 @@ void write_stderr(const char* text) {
 void on_stop_signal(int sig, siginfo_t* info, void*) {
   g_last_signal = sig;
   g_signal_from_process = info && info->si_code <= 0;  // SI_USER, SI_QUEUE, SI_TKILL
-  g_signal_count = g_signal_count + 1;
-  if (!g_writing) return;
+  const int count = g_signal_count.fetch_add(1) + 1;
+  if (!g_writing.load(std::memory_order_acquire)) return;
   // What was recorded is being written: a signal is not a reason to lose it, unless it is
   // the third one.
-  if (g_signal_count < 3) {
+  if (count < 3) {
     write_stderr("\nbpfprof: still writing the profile; a third Ctrl-C aborts without it\n");
     return;
   }
@@ -485,7 +490,7 @@ int run_record(const RecordOptions& options) {
 
   int status = command_exited ? command->exit_status() : stop_signal ? 128 + stop_signal : 0;
   snprintf(g_writing_temp_path, sizeof g_writing_temp_path, "%s", output->temp_path().c_str());
-  g_writing = 1;
+  g_writing.store(true, std::memory_order_release);
   fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
           static_cast<double>(recording.end_time.value - recording.start_time.value) / 1e9);
   try {
@@ -493,7 +498,7 @@ int run_record(const RecordOptions& options) {
     model.finish(recording.end_time);
     ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs, options.format});
     output->commit();
-    g_writing = 0;
+    g_writing.store(false, std::memory_order_release);
     if (invoking_user && chown(options.output_path.c_str(), invoking_user->uid, invoking_user->gid) != 0)
       fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", options.output_path.c_str(), invoking_user->name.c_str(),
               strerror(errno));

@@ -236,3 +236,42 @@ TEST(DebugHintTest, NamesTheDebianDbgsymPackage) {
 
 }  // namespace
 }  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+// A debug file that holds only .symtab (objcopy --only-keep-debug of a binary built without
+// -g), found by build-id under a --symbol-dir, names the stripped binary's static functions.
+TEST(SymbolDir, ASymtabOnlyDebugFileUnderASymbolDirNamesAStrippedBinary) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testing::TempDir()) / "bpfprof-symbol-dir";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  testing_helpers::write_file(dir / "p.c",
+                              "static __attribute__((noinline)) int quiet_helper(int x) { return x * 7 + 1; }\n"
+                              "int main(int argc, char** argv) { (void)argv; return quiet_helper(argc); }\n");
+  const std::string d = dir.string();
+  ASSERT_EQ(std::system(("cc -O2 -Wl,--build-id -o " + d + "/p " + d + "/p.c && cp " + d + "/p " + d + "/p.full && " +
+                         "objcopy --only-keep-debug " + d + "/p " + d + "/p.debug && strip " + d + "/p")
+                            .c_str()),
+            0);
+  std::string build_id = testing_helpers::run_command("readelf -n " + d + "/p | sed -n 's/.*Build ID: //p'");
+  while (!build_id.empty() && build_id.back() == '\n') build_id.pop_back();
+  ASSERT_GT(build_id.size(), 2u);
+  fs::create_directories(dir / "syms/.build-id" / build_id.substr(0, 2));
+  // Moved: libdwfl would find p.debug next to p by its name.
+  fs::rename(dir / "p.debug", dir / "syms/.build-id" / build_id.substr(0, 2) / (build_id.substr(2) + ".debug"));
+  const std::string nm = testing_helpers::run_command("nm " + d + "/p.full | sed -n 's/ t quiet_helper$//p'");
+  const uint64_t vaddr = std::stoull(nm, nullptr, 16);
+  std::unique_ptr<ElfFile> stripped = ElfFile::open(d + "/p", nullptr);
+  ASSERT_NE(stripped, nullptr);
+  const uint64_t offset = stripped->vaddr_to_file_offset(vaddr + 1).value();
+
+  Symbolizer without(SymbolizerOptions{});
+  EXPECT_NE(without.symbolize_in_file(d + "/p", offset).front().name, "quiet_helper");
+  Symbolizer with(SymbolizerOptions{{(dir / "syms").string()}});
+  EXPECT_EQ(with.symbolize_in_file(d + "/p", offset).front().name, "quiet_helper");
+}
+
+}  // namespace
+}  // namespace bpfprof
