@@ -178,10 +178,16 @@ LifecycleEvent decode_lifecycle_event(const uint8_t* data, size_t size) {
 }
 
 EventLogWriter::EventLogWriter(const std::string& path, const RecordingSettings& settings) : path_(path) {
-  file_.reset(fopen(path.c_str(), "wbe"));
-  if (!file_) throw std::runtime_error("cannot create the event log " + path + ": " + strerror(errno));
+  // Raw user stacks can hold keys and passwords: readable by the owner only.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0) file_.reset(fdopen(fd, "wb"));
+  if (!file_) {
+    const int error = errno;
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("cannot create the event log " + path + ": " + strerror(error));
+  }
   setvbuf(file_.get(), nullptr, _IOFBF, 1 << 20);
-  fwrite(kMagic, 1, kMagicSize, file_.get());
+  if (fwrite(kMagic, 1, kMagicSize, file_.get()) != kMagicSize) note_failure();
   ByteWriter w(scratch_);
   w.put(settings.frequency_hz), w.put(settings.sampling_event), w.put<uint8_t>(settings.off_cpu);
   w.put(settings.call_graph), w.put(settings.start_time), w.put(settings.start_wall_clock_ms);
@@ -194,7 +200,7 @@ void EventLogWriter::write_record(uint8_t type, const void* data, size_t size) {
   FILE* f = file_.get();
   if (fwrite(&type, 1, 1, f) != 1 || fwrite(&length, sizeof(length), 1, f) != 1 ||
       (size && fwrite(data, 1, size, f) != size))
-    failed_ = true;
+    note_failure();
   bytes_ += 1 + sizeof(length) + size;
 }
 
@@ -212,8 +218,12 @@ void EventLogWriter::finish(const RecordingTrailer& trailer) {
   w.put(trailer.end_time), w.put(trailer.lost_bpf_events), w.put(trailer.lost_sideband_records);
   std::vector<uint8_t> record = std::move(scratch_);
   write_record(kTrailer, record.data(), record.size());
-  if (fflush(file_.get()) != 0 || failed_)
-    throw std::runtime_error("cannot write the event log " + path_ + ": " + strerror(errno));
+  if (fflush(file_.get()) != 0) note_failure();
+  if (failed_errno_) throw std::runtime_error("cannot write the event log " + path_ + ": " + strerror(failed_errno_));
+}
+
+void EventLogWriter::note_failure() {
+  if (!failed_errno_) failed_errno_ = errno ? errno : EIO;  // the first failure's reason, not a later errno
 }
 
 void EventLogReader::Unmapper::operator()(void* p) const {

@@ -41,7 +41,8 @@ using UniqueFile = std::unique_ptr<FILE, FileCloser>;
 
 class EventLogWriter {
  public:
-  // Throws std::runtime_error with a one-line message if the file cannot be created.
+  // Creates the file readable by its owner only (it holds raw stack bytes). Throws
+  // std::runtime_error with a one-line message if the file cannot be created.
   EventLogWriter(const std::string& path, const RecordingSettings& settings);
 
   void write_bpf_event(const void* data, size_t size);
@@ -52,12 +53,13 @@ class EventLogWriter {
 
  private:
   void write_record(uint8_t type, const void* data, size_t size);
+  void note_failure();
 
   UniqueFile file_;
   std::string path_;
   std::vector<uint8_t> scratch_;
   uint64_t bytes_ = 0;
-  bool failed_ = false;
+  int failed_errno_ = 0;  // of the first write that failed
 };
 
 class EventLogReader {

@@ -53,8 +53,14 @@ std::optional<RunAsUser> sudo_invoking_user() {
   if (!user) throw std::runtime_error("SUDO_UID " + std::to_string(uid) + " is no user of this system");
   RunAsUser run_as;
   run_as.uid = user->pw_uid;
-  const char* gid_text = getenv("SUDO_GID");
-  run_as.gid = gid_text && *gid_text ? static_cast<gid_t>(strtoul(gid_text, nullptr, 10)) : user->pw_gid;
+  run_as.gid = user->pw_gid;
+  if (const char* gid_text = getenv("SUDO_GID"); gid_text && *gid_text) {
+    // Garbage must not become gid 0.
+    const unsigned long gid = strtoul(gid_text, &end, 10);
+    if (*end != '\0' || gid_text[0] < '0' || gid_text[0] > '9' || gid > UINT32_MAX - 1)
+      throw std::runtime_error(std::string("SUDO_GID is not a group id: ") + gid_text);
+    run_as.gid = static_cast<gid_t>(gid);
+  }
   run_as.name = user->pw_name;
   run_as.home = user->pw_dir;
   int count = 64;
@@ -65,6 +71,14 @@ std::optional<RunAsUser> sudo_invoking_user() {
   }
   run_as.groups.resize(static_cast<size_t>(std::max(count, 0)));
   return run_as;
+}
+
+int become_user(const RunAsUser& user) {
+  errno = 0;
+  if (setgroups(user.groups.size(), user.groups.data()) != 0 || setgid(user.gid) != 0 || setuid(user.uid) != 0 ||
+      getuid() != user.uid || geteuid() != user.uid)
+    return errno ? errno : EPERM;
+  return 0;
 }
 
 LaunchedCommand::LaunchedCommand(const std::vector<std::string>& argv, const std::optional<RunAsUser>& run_as) {
@@ -115,9 +129,7 @@ LaunchedCommand::LaunchedCommand(const std::vector<std::string>& argv, const std
     while (n < 0 && errno == EINTR);
     if (n != 1) _exit(127);  // the profiler went away before starting us
     int err = 0;
-    if (run_as && (setgroups(run_as->groups.size(), run_as->groups.data()) != 0 || setgid(run_as->gid) != 0 ||
-                   setuid(run_as->uid) != 0 || getuid() != run_as->uid || geteuid() != run_as->uid))
-      err = errno ? errno : EPERM;
+    if (run_as) err = become_user(*run_as);
     if (!err) {
       execvpe(args[0], args.data(), envp.data());
       err = errno;

@@ -29,6 +29,10 @@ struct RunAsUser {
 // else nullopt. Throws std::runtime_error when sudo's variables name no valid user.
 std::optional<RunAsUser> sudo_invoking_user();
 
+// In a child process before exec: becomes `user` (supplementary groups, gid, uid), checked.
+// Returns 0, or the errno of what failed. Async-signal-safe.
+int become_user(const RunAsUser& user);
+
 class LaunchedCommand {
  public:
   // Forks the child, which blocks before exec; it runs as `run_as` when given (groups, gid,

@@ -15,6 +15,7 @@
 #include <iterator>
 #include <string_view>
 
+#include "userspace/launcher.h"
 #include "userspace/unique_fd.h"
 
 namespace bpfprof {
@@ -27,6 +28,25 @@ void on_stop(int) { g_stop = 1; }
 std::string base_name(const std::string& path) {
   size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The browser runs as the user who ran sudo, never as root.
+void open_in_browser(const std::string& link) {
+  std::optional<RunAsUser> user;
+  try {
+    user = sudo_invoking_user();
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bpfprof: not opening a browser: %s\n", e.what());
+    return;
+  }
+  const pid_t child = fork();
+  if (child < 0) {
+    fprintf(stderr, "bpfprof: cannot start a browser: %s\n", strerror(errno));
+  } else if (child == 0) {
+    if (user && become_user(*user) != 0) _exit(127);
+    execl("/usr/bin/xdg-open", "xdg-open", link.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
 }
 
 void send_all(int fd, std::string_view data) {
@@ -124,12 +144,8 @@ int run_serve(const ServeOptions& options) {
   const std::string link = profiler_link(url);
   printf("bpfprof: serving %s at %s (Ctrl-C to stop)\n%s\n", options.path.c_str(), url.c_str(), link.c_str());
   fflush(stdout);
-  if (options.open_browser && (getenv("DISPLAY") || getenv("WAYLAND_DISPLAY")) && access("/usr/bin/xdg-open", X_OK) == 0) {
-    if (fork() == 0) {
-      execl("/usr/bin/xdg-open", "xdg-open", link.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
+  if (options.open_browser && (getenv("DISPLAY") || getenv("WAYLAND_DISPLAY")) && access("/usr/bin/xdg-open", X_OK) == 0)
+    open_in_browser(link);
   struct sigaction sa{};
   sa.sa_handler = on_stop;
   sigaction(SIGINT, &sa, nullptr);

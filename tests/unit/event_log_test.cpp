@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -123,6 +124,38 @@ TEST(EventLog, NotALogOrCutShortGivesAClearError) {
   EventLogReader reader(path);
   EXPECT_THROW(reader.next(), std::runtime_error);
   std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+// Saved streams hold raw stack bytes (secrets): owner-only whatever the umask; and a full
+// disk is reported with its own reason, not a stale errno.
+TEST(EventLog, CreatedOwnerOnlyAndAFullDiskIsReported) {
+  const std::string path = testing::TempDir() + "/bpfprof-event-log-mode";
+  const mode_t old_umask = umask(0);
+  {
+    EventLogWriter writer(path, RecordingSettings{});
+    writer.finish(RecordingTrailer{});
+  }
+  umask(old_umask);
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  unlink(path.c_str());
+
+  EventLogWriter full("/dev/full", RecordingSettings{});
+  std::vector<uint8_t> event(4096, 7);
+  for (int i = 0; i < 1024; ++i) full.write_bpf_event(event.data(), event.size());
+  try {
+    full.finish(RecordingTrailer{});
+    ADD_FAILURE() << "no error writing to /dev/full";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
