@@ -14,8 +14,8 @@
 #include <string>
 
 #include "bpf/events.h"
-#include "symbols/proc_maps.h"
-#include "userspace/event_log.h"
+#include "symbols/util/proc_maps.h"
+#include "userspace/capture/event_log.h"
 
 using namespace bpfprof;
 

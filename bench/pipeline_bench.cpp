@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <random>
 
-#include "symbols/proc_maps.h"
-#include "userspace/output_file.h"
-#include "userspace/profile_writer.h"
-#include "userspace/session_model.h"
+#include "symbols/util/proc_maps.h"
+#include "userspace/output/output_file.h"
+#include "userspace/output/profile_writer.h"
+#include "userspace/model/session_model.h"
 
 namespace bpfprof {
 namespace {

@@ -24,8 +24,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "symbols/elf_file.h"
-#include "symbols/kallsyms.h"
+#include "symbols/elf/elf_file.h"
+#include "symbols/kernel/kallsyms.h"
 #include "symbols/symbolizer.h"
 
 namespace bpfprof {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "symbols/elf_file.h"
-#include "symbols/proc_maps.h"
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/proc_maps.h"
 
 namespace bpfprof {
 

@@ -1,7 +1,8 @@
 #include "symbols/symbolizer.h"
 
 #include "symbols/demangle.h"
-#include "symbols/proc_maps.h"
+#include "symbols/util/proc_maps.h"
+#include "symbols/util/text.h"
 
 #include <sys/mman.h>
 #include <sys/utsname.h>
@@ -17,10 +18,6 @@ namespace bpfprof {
 
 namespace {
 
-std::string base_name(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 std::string machine_arch() {
   utsname u{};
@@ -28,17 +25,6 @@ std::string machine_arch() {
 }
 
 }  // namespace
-
-std::string hex_string(const std::vector<uint8_t>& bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (uint8_t b : bytes) {
-    out.push_back(digits[b >> 4]);
-    out.push_back(digits[b & 15]);
-  }
-  return out;
-}
 
 std::string breakpad_id_from_build_id(const std::vector<uint8_t>& build_id) {
   if (build_id.empty()) return {};

@@ -10,10 +10,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "symbols/dwarf_module.h"
-#include "symbols/kallsyms.h"
-#include "symbols/perf_map.h"
-#include "symbols/symbol_cache.h"
+#include "symbols/dwarf/dwarf_module.h"
+#include "symbols/kernel/kallsyms.h"
+#include "symbols/jit/perf_map.h"
+#include "symbols/elf/symbol_cache.h"
+#include "symbols/util/text.h"
 
 namespace bpfprof {
 
@@ -58,7 +59,6 @@ struct LibraryDescription {
 
 // The Breakpad id of a GNU build-id: the first 16 bytes read as a little-endian GUID.
 std::string breakpad_id_from_build_id(const std::vector<uint8_t>& build_id);
-std::string hex_string(const std::vector<uint8_t>& bytes);
 // A readable file holding the vDSO image ("/proc/self/fd/N"; empty if unavailable): the
 // kernel maps the same image into every process, so bpfprof's own copy serves for all.
 const std::string& vdso_image_path();

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <string>
 
-#include "symbols/dwarf_module.h"
-#include "symbols/elf_file.h"
-#include "symbols/unwinder.h"
+#include "symbols/dwarf/dwarf_module.h"
+#include "symbols/elf/elf_file.h"
+#include "symbols/dwarf/unwinder.h"
 
 using namespace bpfprof;
 

@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "symbols/kallsyms.h"
-#include "symbols/perf_map.h"
-#include "symbols/proc_maps.h"
+#include "symbols/kernel/kallsyms.h"
+#include "symbols/jit/perf_map.h"
+#include "symbols/util/proc_maps.h"
 
 using namespace bpfprof;
 

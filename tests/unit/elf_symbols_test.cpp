@@ -11,8 +11,8 @@
 #include <sstream>
 #include <string>
 
-#include "symbols/elf_file.h"
-#include "symbols/symbol_cache.h"
+#include "symbols/elf/elf_file.h"
+#include "symbols/elf/symbol_cache.h"
 #include "tests/unit/test_commands.h"
 
 namespace bpfprof {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "userspace/event_log.h"
+#include "userspace/capture/event_log.h"
 
 namespace bpfprof {
 namespace {

@@ -1,4 +1,4 @@
-#include "userspace/json_writer.h"
+#include "userspace/output/json_writer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

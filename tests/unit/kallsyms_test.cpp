@@ -1,4 +1,4 @@
-#include "symbols/kallsyms.h"
+#include "symbols/kernel/kallsyms.h"
 
 #include <gtest/gtest.h>
 

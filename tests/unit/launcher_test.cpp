@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "userspace/launcher.h"
+#include "userspace/session/launcher.h"
 
 namespace bpfprof {
 namespace {

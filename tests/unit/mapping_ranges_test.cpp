@@ -4,7 +4,7 @@
 #include <map>
 #include <vector>
 
-#include "symbols/mapping_ranges.h"
+#include "symbols/util/mapping_ranges.h"
 
 namespace bpfprof {
 namespace {

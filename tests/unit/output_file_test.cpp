@@ -1,4 +1,4 @@
-#include "userspace/output_file.h"
+#include "userspace/output/output_file.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "userspace/json_writer.h"
+#include "userspace/output/json_writer.h"
 
 namespace bpfprof {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "userspace/perf_events.h"
+#include "userspace/capture/perf_events.h"
 
 namespace bpfprof {
 namespace {

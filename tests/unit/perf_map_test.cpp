@@ -1,4 +1,4 @@
-#include "symbols/perf_map.h"
+#include "symbols/jit/perf_map.h"
 
 #include <gtest/gtest.h>
 

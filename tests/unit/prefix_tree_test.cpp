@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "userspace/prefix_tree.h"
-#include "userspace/string_table.h"
+#include "userspace/model/prefix_tree.h"
+#include "userspace/output/string_table.h"
 
 namespace bpfprof {
 namespace {

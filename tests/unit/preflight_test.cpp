@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include "userspace/preflight.h"
+#include "userspace/session/preflight.h"
 
 namespace bpfprof {
 namespace {

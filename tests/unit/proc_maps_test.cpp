@@ -1,4 +1,4 @@
-#include "symbols/proc_maps.h"
+#include "symbols/util/proc_maps.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "userspace/session_model.h"
+#include "userspace/model/session_model.h"
 
 namespace bpfprof {
 namespace {

@@ -2,7 +2,7 @@
 // the copy's end, learnt per executable, kept across fork, forgotten at exit.
 #include <gtest/gtest.h>
 
-#include "userspace/stack_copy_sizer.h"
+#include "userspace/capture/stack_copy_sizer.h"
 
 namespace bpfprof {
 namespace {

@@ -12,9 +12,9 @@
 #include <sstream>
 #include <string>
 
-#include "symbols/debug_hint.h"
-#include "symbols/dwarf_module.h"
-#include "symbols/elf_file.h"
+#include "symbols/dwarf/debug_hint.h"
+#include "symbols/dwarf/dwarf_module.h"
+#include "symbols/elf/elf_file.h"
 #include "symbols/symbolizer.h"
 #include "tests/unit/test_commands.h"
 

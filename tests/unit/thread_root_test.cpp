@@ -9,9 +9,9 @@
 #include <fstream>
 #include <string>
 
-#include "symbols/dwarf_module.h"
-#include "symbols/elf_file.h"
-#include "symbols/proc_maps.h"
+#include "symbols/dwarf/dwarf_module.h"
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/proc_maps.h"
 
 namespace bpfprof {
 namespace {

@@ -1,0 +1,147 @@
+#include "symbols/dwarf/cfi_functions.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <libelf.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+
+namespace bpfprof {
+namespace {
+
+// The .eh_frame section: its data and address.
+struct EhFrame {
+  Elf_Data* data = nullptr;
+  uint64_t address = 0;
+};
+
+std::optional<EhFrame> find_eh_frame(Elf* elf) {
+  size_t section_names = 0;
+  if (elf_getshdrstrndx(elf, &section_names) != 0) return std::nullopt;
+  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr; section = elf_nextscn(elf, section)) {
+    GElf_Shdr header;
+    if (gelf_getshdr(section, &header) == nullptr || header.sh_type != SHT_PROGBITS) continue;
+    const char* name = elf_strptr(elf, section_names, header.sh_name);
+    if (name == nullptr || std::string_view(name) != ".eh_frame") continue;
+    Elf_Data* data = elf_getdata(section, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) return std::nullopt;
+    return EhFrame{data, header.sh_addr};
+  }
+  return std::nullopt;
+}
+
+size_t encoded_size(uint8_t encoding) {
+  switch (encoding & 0x0f) {
+    case DW_EH_PE_absptr: return 8;
+    case DW_EH_PE_udata2:
+    case DW_EH_PE_sdata2: return 2;
+    case DW_EH_PE_udata4:
+    case DW_EH_PE_sdata4: return 4;
+    case DW_EH_PE_udata8:
+    case DW_EH_PE_sdata8: return 8;
+    default: return 0;  // LEB128 forms: not used for code addresses by any toolchain we meet
+  }
+}
+
+// The FDE pointer encoding (augmentation 'R') of a CIE; absptr when it has none.
+std::optional<uint8_t> fde_encoding(const Dwarf_CIE& cie) {
+  const std::string_view augmentation = cie.augmentation != nullptr ? cie.augmentation : "";
+  if (augmentation.empty() || augmentation[0] != 'z') return uint8_t{DW_EH_PE_absptr};
+  size_t at = 0;
+  for (char letter : augmentation.substr(1)) {
+    if (cie.augmentation_data == nullptr || at >= cie.augmentation_data_size) return std::nullopt;
+    if (letter == 'R') return cie.augmentation_data[at];
+    if (letter == 'L') at += 1;
+    if (letter == 'P') {  // personality: encoding byte, then the pointer
+      const size_t size = encoded_size(cie.augmentation_data[at]);
+      if (size == 0) return std::nullopt;
+      at += 1 + size;
+    }
+  }
+  return uint8_t{DW_EH_PE_absptr};
+}
+
+// A value of `encoding`'s format (sign-extended where signed), without its application.
+std::optional<uint64_t> read_value(const uint8_t* at, const uint8_t* end, uint8_t encoding) {
+  const size_t size = encoded_size(encoding);
+  if (size == 0 || end - at < static_cast<ptrdiff_t>(size)) return std::nullopt;
+  uint64_t value = 0;
+  std::memcpy(&value, at, size);  // little-endian hosts and files: x86-64, aarch64
+  const bool is_signed = (encoding & DW_EH_PE_signed) != 0 && size < 8;
+  if (is_signed && (value >> (size * 8 - 1)) != 0) value |= ~uint64_t{0} << (size * 8);
+  return value;
+}
+
+class FdeReader {
+ public:
+  FdeReader(Elf* elf, EhFrame eh_frame) : eh_frame_(eh_frame) {
+    const char* ident = elf_getident(elf, nullptr);
+    if (ident != nullptr) std::memcpy(ident_, ident, sizeof ident_);
+  }
+
+  std::vector<CodeRange> read_all() {
+    std::vector<CodeRange> ranges;
+    Dwarf_Off offset = 0;
+    Dwarf_Off next = 0;
+    Dwarf_CFI_Entry entry;
+    while (dwarf_next_cfi(ident_, eh_frame_.data, true, offset, &next, &entry) == 0) {
+      if (!dwarf_cfi_cie_p(&entry)) {
+        if (auto range = fde_range(entry.fde)) ranges.push_back(*range);
+      }
+      offset = next;
+    }
+    std::sort(ranges.begin(), ranges.end(), [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
+    return ranges;
+  }
+
+ private:
+  std::optional<uint8_t> encoding_of_cie(Dwarf_Off cie_offset) {
+    auto [it, inserted] = encodings_.try_emplace(cie_offset);
+    Dwarf_Off next = 0;
+    Dwarf_CFI_Entry cie;
+    if (inserted && dwarf_next_cfi(ident_, eh_frame_.data, true, cie_offset, &next, &cie) == 0 && dwarf_cfi_cie_p(&cie)) {
+      it->second = fde_encoding(cie.cie);
+    }
+    return it->second;
+  }
+
+  // initial_location (with its pc-relative application) and address_range.
+  std::optional<CodeRange> fde_range(const Dwarf_FDE& fde) {
+    const std::optional<uint8_t> encoding = encoding_of_cie(fde.CIE_pointer);
+    if (!encoding || (*encoding & 0x70) > DW_EH_PE_pcrel) return std::nullopt;  // textrel, datarel: not in .eh_frame FDEs
+    const auto* base = static_cast<const uint8_t*>(eh_frame_.data->d_buf);
+    const std::optional<uint64_t> location = read_value(fde.start, fde.end, *encoding);
+    const std::optional<uint64_t> length = read_value(fde.start + encoded_size(*encoding), fde.end, *encoding & 0x0f);
+    if (!location || !length || *length == 0) return std::nullopt;
+    uint64_t start = *location;
+    if ((*encoding & 0x70) == DW_EH_PE_pcrel) start += eh_frame_.address + static_cast<uint64_t>(fde.start - base);
+    if (start == 0) return std::nullopt;  // discarded by the linker
+    return CodeRange{start, start + *length};
+  }
+
+  EhFrame eh_frame_;
+  unsigned char ident_[EI_NIDENT] = {};
+  std::unordered_map<Dwarf_Off, std::optional<uint8_t>> encodings_;
+};
+
+}  // namespace
+
+std::vector<CodeRange> read_cfi_functions(Elf* elf) {
+  const std::optional<EhFrame> eh_frame = find_eh_frame(elf);
+  if (!eh_frame) return {};
+  return FdeReader(elf, *eh_frame).read_all();
+}
+
+const CodeRange* find_code_range(const std::vector<CodeRange>& ranges, uint64_t vaddr) {
+  auto after = std::upper_bound(ranges.begin(), ranges.end(), vaddr,
+                                [](uint64_t value, const CodeRange& r) { return value < r.start; });
+  if (after == ranges.begin()) return nullptr;
+  const CodeRange& candidate = *std::prev(after);
+  return vaddr < candidate.end ? &candidate : nullptr;
+}
+
+}  // namespace bpfprof

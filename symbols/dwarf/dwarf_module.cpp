@@ -1,0 +1,293 @@
+#include "symbols/dwarf/dwarf_module.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "symbols/elf/symbol_table.h"
+
+#include <cstdlib>
+#include <algorithm>
+#include <cstring>
+
+namespace bpfprof {
+
+namespace {
+
+// The CRC-32 that .gnu_debuglink records for its debug file.
+uint32_t file_crc32(int fd) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  unsigned char buf[65536];
+  ssize_t n;
+  off_t offset = 0;
+  while ((n = pread(fd, buf, sizeof(buf), offset)) > 0) {
+    crc = crc32(crc, buf, static_cast<uInt>(n));
+    offset += n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::optional<std::string> string_attribute(Dwarf_Die* die, unsigned int name) {
+  Dwarf_Attribute attribute;
+  if (!dwarf_attr_integrate(die, name, &attribute)) return std::nullopt;
+  const char* s = dwarf_formstring(&attribute);
+  return s ? std::optional<std::string>(s) : std::nullopt;
+}
+
+std::string function_name(Dwarf_Die* die) {
+  if (auto linkage = string_attribute(die, DW_AT_linkage_name)) return *linkage;
+  if (auto linkage = string_attribute(die, DW_AT_MIPS_linkage_name)) return *linkage;
+  if (auto name = string_attribute(die, DW_AT_name)) return *name;
+  return "??";
+}
+
+// Where a function was inlined from: the call site recorded on its inlined_subroutine DIE.
+void call_site(Dwarf_Die* inlined, Dwarf_Die* cu, SourceFunction& caller) {
+  Dwarf_Attribute attribute;
+  Dwarf_Word value;
+  if (dwarf_attr(inlined, DW_AT_call_line, &attribute) && dwarf_formudata(&attribute, &value) == 0)
+    caller.line = static_cast<uint32_t>(value);
+  if (dwarf_attr(inlined, DW_AT_call_file, &attribute) && dwarf_formudata(&attribute, &value) == 0) {
+    Dwarf_Files* files;
+    size_t count;
+    if (dwarf_getsrcfiles(cu, &files, &count) == 0 && value < count) {
+      if (const char* file = dwarf_filesrc(files, value, nullptr, nullptr)) caller.file = file;
+    }
+  }
+}
+
+}  // namespace
+
+int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char* module_name, Dwarf_Addr base,
+                                const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                                char** debuginfo_file_name) {
+  int fd = dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name, debuglink_file,
+                                        debuglink_crc, debuginfo_file_name);
+  if (fd >= 0) return fd;
+  // The standard search can leave a name behind when it finds nothing; nobody frees it
+  // then (found by tests/fuzz: fuzz_elf, a file with a .gnu_debuglink).
+  free(*debuginfo_file_name);
+  *debuginfo_file_name = nullptr;
+  if (!debuglink_file) return fd;
+  // libdwfl looks for a debuglink file next to the binary and under the path's directories
+  // joined with the binary's own directory; a --symbol-dir may also hold it directly.
+  auto* self = static_cast<DwarfModule*>(*userdata);
+  if (!self) return -1;
+  for (const std::string& dir : self->symbol_dirs_) {
+    std::string candidate = dir + "/" + debuglink_file;
+    int candidate_fd = ::open(candidate.c_str(), O_RDONLY | O_CLOEXEC);
+    if (candidate_fd < 0) continue;
+    if (debuglink_crc == 0 || file_crc32(candidate_fd) == debuglink_crc) {
+      *debuginfo_file_name = strdup(candidate.c_str());
+      return candidate_fd;
+    }
+    close(candidate_fd);
+  }
+  return -1;
+}
+
+std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path, const std::vector<std::string>& symbol_dirs) {
+  std::unique_ptr<DwarfModule> m(new DwarfModule());
+  m->symbol_dirs_ = symbol_dirs;
+  // Searched: next to the file, its .debug/ dir, /usr/lib/debug, then each --symbol-dir
+  // (each also as DIR/.build-id/xx/rest.debug).
+  m->debuginfo_path_ = ":.debug:/usr/lib/debug";
+  for (const std::string& dir : symbol_dirs) m->debuginfo_path_ += ":" + dir;
+  m->debuginfo_path_ptr_ = m->debuginfo_path_.data();
+  m->callbacks_.find_elf = dwfl_build_id_find_elf;
+  m->callbacks_.find_debuginfo = &DwarfModule::find_debuginfo;
+  m->callbacks_.section_address = dwfl_offline_section_address;
+  m->callbacks_.debuginfo_path = &m->debuginfo_path_ptr_;
+  m->dwfl_ = dwfl_begin(&m->callbacks_);
+  if (!m->dwfl_) return nullptr;
+  dwfl_report_begin(m->dwfl_);
+  m->module_ = dwfl_report_offline(m->dwfl_, path.c_str(), path.c_str(), -1);
+  dwfl_report_end(m->dwfl_, nullptr, nullptr);
+  if (!m->module_) return nullptr;
+  // find_debuginfo reaches its DwarfModule through the module's userdata.
+  void** userdata = nullptr;
+  dwfl_module_info(m->module_, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  if (userdata) *userdata = m.get();
+  GElf_Addr bias = 0;
+  if (!dwfl_module_getelf(m->module_, &bias)) return nullptr;
+  m->bias_ = bias;
+  Dwarf_Addr dwarf_bias;
+  if (dwfl_module_getdwarf(m->module_, &dwarf_bias)) {
+    const char* debug_file = nullptr;
+    dwfl_module_info(m->module_, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &debug_file);
+    if (debug_file) m->debug_file_ = debug_file;
+  }
+  return m;
+}
+
+DwarfModule::~DwarfModule() {
+  if (dwfl_) dwfl_end(dwfl_);
+}
+
+namespace {
+
+
+// Collects the concrete functions (with code) below `die`, through namespaces and classes.
+void collect_function_ranges(Dwarf_Die* die, std::vector<DwarfModule::FunctionRangeEntry>& out, int depth) {
+  Dwarf_Die child;
+  if (depth > 16 || dwarf_child(die, &child) != 0) return;
+  do {
+    int tag = dwarf_tag(&child);
+    if (tag == DW_TAG_subprogram) {
+      Dwarf_Addr base, low, high;
+      ptrdiff_t offset = 0;
+      while ((offset = dwarf_ranges(&child, offset, &base, &low, &high)) > 0)
+        if (high > low) out.push_back({low, high, dwarf_dieoffset(&child)});
+    } else if (tag == DW_TAG_namespace || tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
+               tag == DW_TAG_union_type || tag == DW_TAG_module) {
+      collect_function_ranges(&child, out, depth + 1);
+    }
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+// The chain of scopes from `die` down to the innermost one containing `pc`.
+void descend(Dwarf_Die* die, Dwarf_Addr pc, std::vector<Dwarf_Die>& path, int depth) {
+  Dwarf_Die child;
+  if (depth > 64 || dwarf_child(die, &child) != 0) return;
+  do {
+    int tag = dwarf_tag(&child);
+    if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) && dwarf_haspc(&child, pc) == 1) {
+      if (tag == DW_TAG_inlined_subroutine) path.push_back(child);
+      descend(&child, pc, path, depth + 1);
+      return;
+    }
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+}  // namespace
+
+const std::vector<Symbol>& DwarfModule::table_symbols() const {
+  if (table_symbols_) return *table_symbols_;
+  std::vector<SymbolEntry> entries;
+  const int count = dwfl_module_getsymtab(module_);
+  for (int i = 0; i < count; ++i) {
+    GElf_Sym symbol;
+    GElf_Addr address = 0;
+    GElf_Word section_index = 0;
+    Elf* elf = nullptr;
+    const char* name = dwfl_module_getsym_info(module_, i, &symbol, &address, &section_index, &elf, nullptr);
+    if (!name || !elf || address < bias_) continue;
+    auto entry = code_symbol_entry(elf, symbol, section_index, name);
+    if (!entry) continue;
+    // The table's own addresses (its section's too) are moved to the file's.
+    const uint64_t shift = address - bias_ - entry->address;
+    entry->address += shift;
+    if (entry->section_end) entry->section_end += shift;
+    entries.push_back(std::move(*entry));
+  }
+  table_symbols_ = build_symbol_table(std::move(entries));
+  return *table_symbols_;
+}
+
+const Symbol* DwarfModule::symbol_at(uint64_t vaddr) const { return find_symbol(table_symbols(), vaddr); }
+
+const CodeRange* DwarfModule::cfi_function_at(uint64_t vaddr) const {
+  if (!cfi_functions_) {
+    GElf_Addr bias = 0;
+    Elf* elf = dwfl_module_getelf(module_, &bias);
+    cfi_functions_ = elf ? read_cfi_functions(elf) : std::vector<CodeRange>{};
+  }
+  return find_code_range(*cfi_functions_, vaddr);
+}
+
+const std::vector<DwarfModule::FunctionRange>& DwarfModule::function_ranges(Dwarf_Die* cu) const {
+  auto [it, inserted] = function_ranges_.try_emplace(dwarf_dieoffset(cu));
+  if (inserted) {
+    std::vector<FunctionRangeEntry> entries;
+    collect_function_ranges(cu, entries, 0);
+    it->second.reserve(entries.size());
+    for (const auto& e : entries) it->second.push_back({e.low, e.high, e.die});
+    std::sort(it->second.begin(), it->second.end(), [](const auto& a, const auto& b) { return a.low < b.low; });
+  }
+  return it->second;
+}
+
+std::vector<SourceFunction> DwarfModule::functions_at(uint64_t vaddr) const {
+  const Dwarf_Addr address = vaddr + bias_;
+  Dwarf_Addr cu_bias = 0;
+  Dwarf_Die* cu = dwfl_module_addrdie(module_, address, &cu_bias);
+  if (!cu) return {};
+  const Dwarf_Addr pc = address - cu_bias;
+  Dwarf* dwarf = dwarf_cu_getdwarf(cu->cu);
+  if (!dwarf) return {};
+
+  // The function whose code holds pc (ranges sorted by start; functions do not overlap).
+  const std::vector<FunctionRange>& ranges = function_ranges(cu);
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), pc, [](Dwarf_Addr a, const FunctionRange& r) { return a < r.low; });
+  std::vector<Dwarf_Die> path;  // the function, then each function inlined into the previous
+  for (auto candidate = it; candidate != ranges.begin();) {
+    --candidate;
+    if (pc >= candidate->low && pc < candidate->high) {
+      Dwarf_Die function;
+      if (dwarf_offdie(dwarf, candidate->die, &function)) {
+        path.push_back(function);
+        descend(&function, pc, path, 0);
+      }
+      break;
+    }
+    if (it - candidate > 8) break;  // far before pc: no function holds it
+  }
+  if (path.empty()) return {};
+
+  std::vector<SourceFunction> functions;
+  for (size_t i = 0; i < path.size(); ++i) {
+    SourceFunction f{function_name(&path[i]), std::nullopt, std::nullopt};
+    if (i + 1 < path.size()) call_site(&path[i + 1], cu, f);  // where the next one was inlined
+    functions.push_back(std::move(f));
+  }
+  // The innermost function's own line comes from the line table.
+  if (Dwfl_Line* line = dwfl_module_getsrc(module_, address)) {
+    int lineno = 0;
+    if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+      functions.back().file = file;
+      if (lineno > 0) functions.back().line = static_cast<uint32_t>(lineno);
+    }
+  }
+  return functions;
+}
+
+namespace {
+
+// The frame's return-address rule is "undefined": nothing called it.
+bool return_address_undefined(Dwarf_Frame* frame) {
+  Dwarf_Addr start = 0, end = 0;
+  bool signal_frame = false;
+  const int return_address = dwarf_frame_info(frame, &start, &end, &signal_frame);
+  Dwarf_Op ops_mem[3];
+  Dwarf_Op* ops = nullptr;
+  size_t op_count = 0;
+  if (return_address < 0 || dwarf_frame_register(frame, return_address, ops_mem, &ops, &op_count) != 0) return false;
+  return op_count == 0 && ops == ops_mem;  // (a null ops would be "same value")
+}
+
+// An entry point without CFI is a stub that calls into the real start-up code at once.
+constexpr uint64_t kEntryStubBytes = 64;
+
+}  // namespace
+
+bool DwarfModule::is_thread_root(uint64_t vaddr) const {
+  const Dwarf_Addr address = vaddr + bias_;
+  for (bool eh_frame : {true, false}) {
+    Dwarf_Addr cfi_bias = 0;
+    Dwarf_CFI* cfi = eh_frame ? dwfl_module_eh_cfi(module_, &cfi_bias) : dwfl_module_dwarf_cfi(module_, &cfi_bias);
+    Dwarf_Frame* frame = nullptr;
+    if (!cfi || dwarf_cfi_addrframe(cfi, address - cfi_bias, &frame) != 0) continue;
+    const bool root = return_address_undefined(frame);
+    free(frame);
+    return root;
+  }
+  GElf_Addr elf_bias = 0;
+  Elf* elf = dwfl_module_getelf(module_, &elf_bias);
+  GElf_Ehdr header;
+  if (!elf || !gelf_getehdr(elf, &header) || header.e_entry == 0) return false;
+  return vaddr >= header.e_entry && vaddr - header.e_entry < kEntryStubBytes;
+}
+
+}  // namespace bpfprof

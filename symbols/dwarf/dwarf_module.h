@@ -1,0 +1,97 @@
+// One ELF file read through libdwfl: its DWARF (found in the file, or in a separate debug
+// file by build-id or .gnu_debuglink, under /usr/lib/debug, next to the file, in the
+// --symbol-dir directories, or through debuginfod when DEBUGINFOD_URLS is set), giving for
+// an address the chain of functions inlined there, with source file and line.
+#pragma once
+
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "symbols/dwarf/cfi_functions.h"
+#include "symbols/elf/elf_file.h"
+
+namespace bpfprof {
+
+struct SourceFunction {
+  std::string name;  // linkage name when DWARF has one (mangled), else the plain name
+  std::optional<std::string> file;
+  std::optional<uint32_t> line;
+};
+
+class DwarfModule {
+ public:
+  // nullptr when libdwfl cannot read the file at all.
+  static std::unique_ptr<DwarfModule> open(const std::string& path, const std::vector<std::string>& symbol_dirs);
+  ~DwarfModule();
+  DwarfModule(const DwarfModule&) = delete;
+  DwarfModule& operator=(const DwarfModule&) = delete;
+
+  // The functions at `vaddr` (an address of the file's own address space), outermost
+  // first: the real function, then each function inlined into the previous one. Empty when
+  // there is no DWARF for that address.
+  std::vector<SourceFunction> functions_at(uint64_t vaddr) const;
+
+  // The symbol libdwfl finds for `vaddr` in any table it can read (.symtab, .dynsym, a
+  // debug file's, or MiniDebugInfo's xz-compressed .gnu_debugdata), by the same rules as
+  // ElfFile (symbol_table.h); nullptr when none covers it.
+  const Symbol* symbol_at(uint64_t vaddr) const;
+
+  // The function that the call-frame information says holds `vaddr`: its .eh_frame FDE's
+  // [start, end), in file addresses; nullptr when no FDE covers it.
+  const CodeRange* cfi_function_at(uint64_t vaddr) const;
+
+  // Whether `vaddr` is in the outermost frame of a thread: the call-frame information says
+  // the return address is undefined there (glibc's _start, clone and clone3 mark it so), or
+  // no CFI covers it and it is the entry point's stub (the dynamic loader's _start, whose
+  // call to _dl_start returns a few bytes past the entry point).
+  bool is_thread_root(uint64_t vaddr) const;
+
+  // The separate debug file that was found, if any.
+  const std::string& debug_file() const { return debug_file_; }
+
+ private:
+  DwarfModule() = default;
+
+  // The address ranges of a compilation unit's functions, built on first use, so that a
+  // lookup descends into one function instead of walking the whole unit.
+  struct FunctionRange {
+    Dwarf_Addr low;
+    Dwarf_Addr high;
+    Dwarf_Off die;
+  };
+
+ public:
+  using FunctionRangeEntry = FunctionRange;
+
+ private:
+  const std::vector<FunctionRange>& function_ranges(Dwarf_Die* cu) const;
+  mutable std::unordered_map<Dwarf_Off, std::vector<FunctionRange>> function_ranges_;
+
+  // libdwfl's function symbols sorted by address, read once: its own address lookup scans
+  // the whole table every time (~30 us per address in a 10k-symbol library).
+  const std::vector<Symbol>& table_symbols() const;
+  mutable std::optional<std::vector<Symbol>> table_symbols_;
+  mutable std::optional<std::vector<CodeRange>> cfi_functions_;  // read on first use
+
+  std::string debuginfo_path_;  // what libdwfl's standard search walks
+  char* debuginfo_path_ptr_ = nullptr;
+  std::vector<std::string> symbol_dirs_;
+  Dwfl_Callbacks callbacks_{};
+  Dwfl* dwfl_ = nullptr;
+  Dwfl_Module* module_ = nullptr;
+  Dwarf_Addr bias_ = 0;  // libdwfl address = file vaddr + bias
+  std::string debug_file_;
+
+  static int find_debuginfo(Dwfl_Module* module, void** userdata, const char* module_name, Dwarf_Addr base,
+                            const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                            char** debuginfo_file_name);
+};
+
+}  // namespace bpfprof

@@ -1,0 +1,237 @@
+#include "symbols/dwarf/unwinder.h"
+
+#include <dwarf.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/mapping_ranges.h"
+#include "symbols/symbolizer.h"
+
+namespace bpfprof {
+
+namespace {
+
+// What libdwfl's callbacks read during one unwind.
+struct CurrentSample {
+  int tid = 0;
+  UserRegisters registers;
+  const uint8_t* stack = nullptr;
+  size_t stack_size = 0;
+  std::vector<uint64_t>* pcs = nullptr;
+  size_t max_frames = 0;
+  uint64_t stack_bytes_needed = 0;  // see UnwoundStack
+};
+
+pid_t next_thread(Dwfl*, void* arg, void** thread_arg) {
+  auto* sample = static_cast<CurrentSample*>(arg);
+  if (*thread_arg) return 0;  // one thread: the sampled one
+  *thread_arg = arg;
+  return sample->tid;
+}
+
+bool get_thread(Dwfl*, pid_t, void* arg, void** thread_arg) {
+  *thread_arg = arg;
+  return true;
+}
+
+// Stack memory comes from the copy taken with the sample; nothing else is readable.
+bool memory_read(Dwfl*, Dwarf_Addr address, Dwarf_Word* result, void* arg) {
+  auto* sample = static_cast<CurrentSample*>(arg);
+  const uint64_t sp = sample->registers.sp();
+  // Written without sums that can wrap around (found by tests/fuzz: an sp near 2^64).
+  if (address < sp) return false;
+  if (address - sp > sample->stack_size || sample->stack_size - (address - sp) < sizeof(Dwarf_Word)) {
+    if (address - sp < (uint64_t{1} << 32))  // a plausible stack distance, not junk
+      sample->stack_bytes_needed = std::max<uint64_t>(sample->stack_bytes_needed, address - sp + sizeof(Dwarf_Word));
+    return false;
+  }
+  memcpy(result, sample->stack + (address - sp), sizeof(Dwarf_Word));
+  return true;
+}
+
+bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
+  auto* sample = static_cast<CurrentSample*>(thread_arg);
+  static_assert(sizeof(Dwarf_Word) == sizeof(uint64_t));
+  const UserRegisters& r = sample->registers;
+  dwfl_thread_state_register_pc(thread, r.ip());
+  return dwfl_thread_state_registers(thread, 0, UserRegisters::kCount, r.dwarf.data());
+}
+
+const Dwfl_Thread_Callbacks kThreadCallbacks = {next_thread, get_thread, memory_read, set_initial_registers,
+                                                nullptr, nullptr};
+
+// Profiles nudge every frame but the leaf back by one byte, into its call instruction. A
+// frame interrupted by a signal holds an exact pc, and so does the signal trampoline the
+// handler returns to: those get one byte more so the nudge lands on them.
+int collect_frame(Dwfl_Frame* frame, void* arg) {
+  auto* sample = static_cast<CurrentSample*>(arg);
+  Dwarf_Addr pc;
+  bool activation;
+  if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
+  std::vector<uint64_t>& pcs = *sample->pcs;
+  if (activation && !pcs.empty()) {
+    pcs.back() += 1;  // the trampoline
+    pc += 1;          // the interrupted instruction
+  }
+  pcs.push_back(pc);
+  return sample->pcs->size() >= sample->max_frames ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
+// Unwinding needs call-frame information, which .eh_frame in the mapped file itself has
+// almost always; a separate debug file (for .debug_frame) is looked for only when it does
+// not: opening libc's debug file cost ~80 ms of the recorder's CPU per process.
+int find_debuginfo_without_eh_frame(Dwfl_Module* module, void** userdata, const char* module_name, Dwarf_Addr base,
+                                    const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                                    char** debuginfo_file_name) {
+  Dwarf_Addr bias = 0;
+  if (Elf* elf = dwfl_module_getelf(module, &bias)) {
+    size_t section_names = 0;
+    if (elf_getshdrstrndx(elf, &section_names) == 0) {
+      for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+        GElf_Shdr header;
+        if (!gelf_getshdr(scn, &header)) continue;
+        const char* name = elf_strptr(elf, section_names, header.sh_name);
+        if (name && strcmp(name, ".eh_frame") == 0 && header.sh_type != SHT_NOBITS) return -1;
+      }
+    }
+  }
+  return dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name, debuglink_file, debuglink_crc,
+                                      debuginfo_file_name);
+}
+
+// Each session holds its files open and mapped (~2 fds and ~0.3 MB of mapped pages per
+// process): only the most recently used are kept, or a recording of thousands of short
+// processes would run out of fds and memory (a stress run of 1250 processes reached 600 MB).
+// An evicted session is rebuilt if its process is sampled again.
+constexpr size_t kMaxSessions = 128;
+
+}  // namespace
+
+// Found once per version of the file: every forked child needs a session of its own, and
+// opening each of its files again (ELF headers, symbols) was ~40% of the recorder's CPU in a
+// fork storm of 200 processes a second.
+std::optional<uint64_t> DwarfUnwinder::vaddr_of_file_offset(const std::string& file, uint64_t file_offset) {
+  std::map<FileVersionOffset, uint64_t>& cache = vaddr_cache_;
+  struct stat status;
+  if (stat(file.c_str(), &status) != 0) return std::nullopt;
+  FileVersionOffset key{file, status.st_dev, status.st_ino, status.st_size, status.st_mtim.tv_sec,
+                        status.st_mtim.tv_nsec, file_offset};
+  auto found = cache.find(key);
+  if (found != cache.end()) return found->second;
+  std::string error;
+  std::unique_ptr<ElfFile> elf = ElfFile::open(file, &error);
+  std::optional<uint64_t> vaddr = elf ? elf->file_offset_to_vaddr(file_offset) : std::nullopt;
+  if (!vaddr) return std::nullopt;  // not cached: it may be readable later
+  if (cache.size() >= 4096) cache.clear();  // bounded; files seen again are read again
+  cache.emplace(std::move(key), *vaddr);
+  return vaddr;
+}
+
+// A libdwfl session for one process: its modules reported once, its state attached with
+// callbacks that read the current sample.
+struct DwarfUnwinder::Process {
+  Dwfl_Callbacks callbacks{};
+  char* debuginfo_path = nullptr;
+  Dwfl* dwfl = nullptr;
+  CurrentSample current;
+  bool attached = false;
+  uint64_t last_use = 0;
+
+  ~Process() {
+    if (dwfl) dwfl_end(dwfl);
+  }
+};
+
+DwarfUnwinder::DwarfUnwinder() = default;
+DwarfUnwinder::~DwarfUnwinder() = default;
+
+void DwarfUnwinder::add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset,
+                                const std::string& readable_path) {
+  insert_replacing_overlaps(mappings_[pid], Mapping{start, end, file_offset, readable_path});
+  sessions_.erase(pid);  // rebuilt with the new module on next use
+}
+
+void DwarfUnwinder::reset(int pid) {
+  mappings_.erase(pid);
+  sessions_.erase(pid);
+}
+
+void DwarfUnwinder::copy(int parent_pid, int child_pid) {
+  // The child's own mappings (after its exec) may already be known when the fork is read.
+  if (mappings_.contains(child_pid)) return;
+  auto it = mappings_.find(parent_pid);
+  if (it != mappings_.end()) mappings_[child_pid] = it->second;
+  sessions_.erase(child_pid);
+}
+
+void DwarfUnwinder::remove(int pid) {
+  mappings_.erase(pid);
+  sessions_.erase(pid);
+}
+
+DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
+  auto found = sessions_.find(pid);
+  if (found != sessions_.end()) {
+    found->second->last_use = ++session_uses_;
+    return found->second.get();
+  }
+  auto maps = mappings_.find(pid);
+  if (maps == mappings_.end()) return nullptr;
+  if (sessions_.size() >= kMaxSessions) {
+    auto least_recent = std::min_element(sessions_.begin(), sessions_.end(), [](const auto& a, const auto& b) {
+      return a.second->last_use < b.second->last_use;
+    });
+    sessions_.erase(least_recent);
+  }
+
+  auto process = std::make_unique<Process>();
+  process->callbacks.find_elf = dwfl_build_id_find_elf;
+  process->callbacks.find_debuginfo = find_debuginfo_without_eh_frame;
+  process->callbacks.section_address = dwfl_offline_section_address;
+  process->callbacks.debuginfo_path = &process->debuginfo_path;
+  process->dwfl = dwfl_begin(&process->callbacks);
+  if (!process->dwfl) return nullptr;
+  dwfl_report_begin(process->dwfl);
+  std::set<std::string> reported;
+  for (const auto& [start, mapping] : maps->second) {
+    const std::string& file = mapping.path == "[vdso]" ? vdso_image_path() : mapping.path;
+    if (file.empty() || file[0] != '/' || !reported.insert(file).second) continue;
+    // The load bias: where the file's virtual address 0 is in this process.
+    std::optional<uint64_t> vaddr = vaddr_of_file_offset(file, mapping.file_offset);
+    if (!vaddr) continue;
+    // A file libdwfl cannot use (not ELF, or overlapping one reported before) is left out,
+    // and may be tried again through another of its mappings: frames in it are cut there,
+    // and such stacks are shown truncated.
+    if (!dwfl_report_elf(process->dwfl, mapping.path.c_str(), file.c_str(), -1, start - *vaddr, false))
+      reported.erase(file);
+  }
+  dwfl_report_end(process->dwfl, nullptr, nullptr);
+  process->attached = dwfl_attach_state(process->dwfl, nullptr, pid, &kThreadCallbacks, &process->current);
+  if (!process->attached) return nullptr;
+  process->last_use = ++session_uses_;
+  return sessions_.emplace(pid, std::move(process)).first->second.get();
+}
+
+UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& registers, const uint8_t* stack,
+                                   size_t stack_size, size_t max_frames) {
+  UnwoundStack result;
+  Process* process = session_for(pid);
+  if (!process || registers.ip() == 0) {
+    if (registers.ip()) result.pcs.push_back(registers.ip());
+    return result;
+  }
+  process->current = CurrentSample{tid, registers, stack, stack_size, &result.pcs, max_frames};
+  dwfl_getthread_frames(process->dwfl, tid, collect_frame, &process->current);
+  result.stack_bytes_needed = process->current.stack_bytes_needed;
+  if (result.pcs.empty()) result.pcs.push_back(registers.ip());
+  return result;
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,18 @@
+# The sources of bpfprof_symbols, also compiled by the fuzzing build (tests/fuzz), which
+# includes this file with BPFPROF_SYMBOLS_DIR set.
+set(BPFPROF_SYMBOLS_SOURCES
+  ${BPFPROF_SYMBOLS_DIR}/util/read_file.cpp
+  ${BPFPROF_SYMBOLS_DIR}/util/proc_maps.cpp
+  ${BPFPROF_SYMBOLS_DIR}/elf/elf_file.cpp
+  ${BPFPROF_SYMBOLS_DIR}/elf/symbol_table.cpp
+  ${BPFPROF_SYMBOLS_DIR}/elf/plt_symbols.cpp
+  ${BPFPROF_SYMBOLS_DIR}/elf/symbol_cache.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/dwarf_module.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/cfi_functions.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/unwinder.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/debug_hint.cpp
+  ${BPFPROF_SYMBOLS_DIR}/kernel/kallsyms.cpp
+  ${BPFPROF_SYMBOLS_DIR}/jit/perf_map.cpp
+  ${BPFPROF_SYMBOLS_DIR}/demangle.cpp
+  ${BPFPROF_SYMBOLS_DIR}/relative_address.cpp
+  ${BPFPROF_SYMBOLS_DIR}/symbolizer.cpp)

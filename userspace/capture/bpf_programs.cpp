@@ -1,0 +1,180 @@
+#include "userspace/capture/bpf_programs.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+#include "bpf/events.h"
+#include "profiler.skel.h"
+#include "userspace/capture/event_log.h"
+
+namespace bpfprof {
+
+namespace {
+
+std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
+
+}  // namespace
+
+void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const { profiler_bpf__destroy(skel); }
+void BpfPrograms::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
+void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
+
+BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
+                         uint32_t user_stack_copy_bytes, DwarfUnwinder* unwinder, uint32_t ring_buffer_bytes)
+    : user_stack_copy_bytes_(unwinder ? user_stack_copy_bytes : 0), decoder_(unwinder) {
+  libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
+    if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
+    return 0;
+  });
+  skeleton_.reset(profiler_bpf__open());
+  if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
+  skeleton_->rodata->track_all = track_all_processes ? 1 : 0;
+  skeleton_->rodata->record_off_cpu = record_off_cpu ? 1 : 0;
+  skeleton_->rodata->off_cpu_stack_interval_ns = sampling_interval_ns;
+  skeleton_->rodata->user_stack_copy_bytes = unwinder ? user_stack_copy_bytes : 0;
+  skeleton_->rodata->wakeup_threshold = ring_buffer_bytes / 4;
+  skeleton_->rodata->self_tgid = static_cast<uint32_t>(getpid());
+  if (int err = bpf_map__set_max_entries(skeleton_->maps.events, ring_buffer_bytes))
+    throw std::runtime_error("cannot size the ring buffer to " + std::to_string(ring_buffer_bytes) + " bytes: " + errno_text(err));
+  const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) throw std::runtime_error("cannot count the possible CPUs: " + errno_text(-cpus));
+  for (bpf_map* scratch : {skeleton_->maps.dwarf_scratch, skeleton_->maps.dwarf_switch_scratch})
+    if (int err = bpf_map__set_max_entries(scratch, static_cast<uint32_t>(cpus)))
+      throw std::runtime_error("cannot size the stack-copy space: " + errno_text(err));
+  if (int err = profiler_bpf__load(skeleton_.get()))
+    throw std::runtime_error("cannot load the BPF programs (" + errno_text(err) +
+                             "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
+  // libbpf reads its rings in the order they were added: forks and execs first, so that a
+  // new process's mappings are known before its samples are unwound.
+  ring_buffer_.reset(
+      ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events), &BpfPrograms::on_event, this, nullptr));
+  if (!ring_buffer_) throw std::runtime_error("cannot set up the BPF lifecycle ring buffer: " + errno_text(errno));
+  if (int err = ring_buffer__add(ring_buffer_.get(), bpf_map__fd(skeleton_->maps.events), &BpfPrograms::on_event, this))
+    throw std::runtime_error("cannot set up the BPF ring buffer: " + errno_text(err));
+}
+
+BpfPrograms::~BpfPrograms() = default;
+
+void BpfPrograms::attach_lifecycle() {
+  if (int err = profiler_bpf__attach(skeleton_.get()))
+    throw std::runtime_error("cannot attach the process-lifecycle tracepoints: " + errno_text(err));
+}
+
+void BpfPrograms::attach_sampling(const std::vector<UniqueFd>& perf_event_fds) {
+  for (const UniqueFd& fd : perf_event_fds) {
+    bpf_link* link = bpf_program__attach_perf_event(skeleton_->progs.on_sample, fd.get());
+    if (!link) throw std::runtime_error("cannot attach the sample program to a perf event: " + errno_text(errno));
+    sample_links_.emplace_back(link);
+  }
+}
+
+void BpfPrograms::detach_sampling() { sample_links_.clear(); }
+
+void BpfPrograms::track_process(Pid pid) {
+  uint32_t key = static_cast<uint32_t>(pid.value);
+  uint8_t one = 1;
+  if (bpf_map__update_elem(skeleton_->maps.tracked_processes, &key, sizeof(key), &one, sizeof(one), BPF_ANY))
+    throw std::runtime_error("cannot track pid " + std::to_string(pid.value) + ": " + errno_text(errno));
+}
+
+namespace {
+// Returned by the event callback to make libbpf stop consuming (the event it was called for
+// is consumed): a poll must come back to the recorder's loop (signals, deadline, side band)
+// even when events arrive faster than they are processed.
+constexpr int kPollBudgetSpent = -EAGAIN;
+constexpr auto kPollBudget = std::chrono::milliseconds(100);
+}  // namespace
+
+void BpfPrograms::wait(int timeout_ms) {
+  // Events are submitted without waking the reader (see bpf/profiler.bpf.c): this returns at
+  // the timeout, at a signal, or when the buffer is filling up.
+  pollfd fd{ring_buffer__epoll_fd(ring_buffer_.get()), POLLIN, 0};
+  ::poll(&fd, 1, timeout_ms);
+}
+
+int BpfPrograms::consume(Recording& recording) {
+  decoder_.forget_exited_processes();
+  target_ = &recording;
+  poll_deadline_ = std::chrono::steady_clock::now() + kPollBudget;
+  events_this_poll_ = 0;
+  int n = ring_buffer__consume(ring_buffer_.get());
+  poll_deadline_.reset();
+  target_ = nullptr;
+  apply_stack_copy_changes(recording);
+  return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
+}
+
+int BpfPrograms::drain(Recording& recording) {
+  target_ = &recording;
+  int n = ring_buffer__consume(ring_buffer_.get());
+  target_ = nullptr;
+  return n;
+}
+
+void BpfPrograms::adapt_stack_copies() {
+  if (user_stack_copy_bytes_) decoder_.adapt_stack_copies(user_stack_copy_bytes_, BPFPROF_MAX_STACK_COPY);
+}
+
+void BpfPrograms::apply_stack_copy_changes(Recording& recording) {
+  for (auto [pid, bytes] : decoder_.take_stack_copy_changes()) {
+    const uint32_t key = static_cast<uint32_t>(pid.value);
+    if (bpf_map__update_elem(skeleton_->maps.stack_copy_bytes_by_process, &key, sizeof(key), &bytes, sizeof(bytes),
+                             BPF_ANY) == 0 && bytes > user_stack_copy_bytes_)
+      recording.stats.raised_stack_copies[pid] = bytes;
+  }
+}
+
+std::vector<uint64_t> BpfPrograms::lost_events_per_cpu() const {
+  int ncpus = libbpf_num_possible_cpus();
+  if (ncpus <= 0) return {};
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
+  uint32_t zero = 0;
+  if (bpf_map__lookup_elem(skeleton_->maps.lost_events, &zero, sizeof(zero), per_cpu.data(),
+                           per_cpu.size() * sizeof(uint64_t), 0))
+    return {};
+  return per_cpu;
+}
+
+uint64_t BpfPrograms::lost_events() const {
+  uint64_t total = 0;
+  for (uint64_t v : lost_events_per_cpu()) total += v;
+  return total;
+}
+
+std::unordered_map<Pid, uint64_t> BpfPrograms::lost_events_by_process() const {
+  std::unordered_map<Pid, uint64_t> result;
+  const bpf_map* map = skeleton_->maps.lost_events_by_process;
+  uint32_t key = 0;
+  uint32_t next = 0;
+  const void* previous = nullptr;
+  while (bpf_map__get_next_key(map, previous, &next, sizeof(next)) == 0) {
+    uint64_t value = 0;
+    if (bpf_map__lookup_elem(map, &next, sizeof(next), &value, sizeof(value), 0) == 0)
+      result[Pid{static_cast<int32_t>(next)}] = value;
+    key = next;
+    previous = &key;
+  }
+  return result;
+}
+
+int BpfPrograms::on_event(void* context, void* data, size_t size) {
+  auto* self = static_cast<BpfPrograms*>(context);
+  if (!self->target_) return 0;
+  if (self->event_log_) self->event_log_->write_bpf_event(data, size);
+  self->decoder_.decode(data, size, *self->target_);
+  // Checking the clock every 256 events keeps its cost out of the per-event path.
+  if (self->poll_deadline_ && ++self->events_this_poll_ % 256 == 0 &&
+      std::chrono::steady_clock::now() > *self->poll_deadline_)
+    return kPollBudgetSpent;
+  return 0;
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,85 @@
+// Owns the loaded BPF programs (through the libbpf skeleton), their links and the event
+// ring buffer, and decodes ring-buffer events into the Recording.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "userspace/capture/event_decoder.h"
+#include "userspace/model/recording.h"
+#include "symbols/util/unique_handle.h"
+
+struct profiler_bpf;
+namespace bpfprof {
+class DwarfUnwinder;
+class EventLogWriter;
+}
+struct bpf_link;
+struct ring_buffer;
+
+namespace bpfprof {
+
+class BpfPrograms {
+ public:
+  // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
+  // user_stack_copy_bytes: 0 for frame-pointer user stacks, else how much of the user stack
+  // to copy per sample for `unwinder`.
+  // ring_buffer_bytes: a power of two, at least a page.
+  BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
+              uint32_t user_stack_copy_bytes = 0, DwarfUnwinder* unwinder = nullptr,
+              uint32_t ring_buffer_bytes = kDefaultRingBufferBytes);
+  static constexpr uint32_t kDefaultRingBufferBytes = 16 << 20;
+  ~BpfPrograms();
+  BpfPrograms(const BpfPrograms&) = delete;
+  BpfPrograms& operator=(const BpfPrograms&) = delete;
+
+  // Attaches the lifecycle tracepoints (fork, exec, exit, rename).
+  void attach_lifecycle();
+  // Attaches the sample program to each sampling perf event.
+  void attach_sampling(const std::vector<UniqueFd>& perf_event_fds);
+  void detach_sampling();
+  void track_process(Pid pid);
+
+  // Waits until events are pending (the buffer is filling up), a signal, or the timeout.
+  void wait(int timeout_ms);
+  // Decodes the pending events into `recording`, for at most ~100 ms (the rest stays for the
+  // next call). Returns the number of events consumed, or a negative errno.
+  int consume(Recording& recording);
+  // Consumes everything already in the ring buffer without waiting.
+  int drain(Recording& recording);
+  // Events that did not fit in the ring buffer: in all, per CPU, and per process (tgid).
+  uint64_t lost_events() const;
+  std::vector<uint64_t> lost_events_per_cpu() const;
+  std::unordered_map<Pid, uint64_t> lost_events_by_process() const;
+
+  // DWARF mode: a process whose stacks are cut at the copy's end gets larger copies (up to
+  // the largest), instead of a fixed size for all.
+  void adapt_stack_copies();
+
+  // Every event read from now on is also written to `log` (raw, for replay); null stops.
+  void save_events_to(EventLogWriter* log) { event_log_ = log; }
+
+ private:
+  static int on_event(void* context, void* data, size_t size);
+  void apply_stack_copy_changes(Recording& recording);
+  uint32_t user_stack_copy_bytes_;
+
+  struct SkeletonDeleter { void operator()(profiler_bpf* skel) const; };
+  struct LinkDeleter { void operator()(bpf_link* link) const; };
+  struct RingBufferDeleter { void operator()(ring_buffer* rb) const; };
+
+  std::unique_ptr<profiler_bpf, SkeletonDeleter> skeleton_;
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
+  std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
+  Recording* target_ = nullptr;  // where on_event appends, valid during poll/drain
+  EventDecoder decoder_;
+  std::optional<std::chrono::steady_clock::time_point> poll_deadline_;  // set during poll()
+  uint64_t events_this_poll_ = 0;
+  EventLogWriter* event_log_ = nullptr;
+};
+
+}  // namespace bpfprof

@@ -1,0 +1,56 @@
+// Turns the BPF programs' ring-buffer events (bpf/events.h) into the Recording: lifecycle
+// events, and samples whose stacks are interned (DWARF samples unwound first). The same path
+// serves a live recording and the replay of a saved event log.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "userspace/model/recording.h"
+#include "userspace/capture/stack_copy_sizer.h"
+
+namespace bpfprof {
+
+class DwarfUnwinder;
+
+class EventDecoder {
+ public:
+  // `unwinder`: for DWARF samples (their user stacks are unwound as they arrive); without
+  // one, DWARF samples are dropped.
+  explicit EventDecoder(DwarfUnwinder* unwinder = nullptr) : unwinder_(unwinder) {}
+
+  // Decodes one event into `recording`. Malformed or truncated events are ignored.
+  void decode(const void* data, size_t size, Recording& recording);
+
+  // Drops the unwinder's state of the processes whose exit was decoded before: call it
+  // before reading the next batch. Exits travel in their own ring buffer, read before the
+  // samples, so the process's last samples come after its exit within a batch.
+  void forget_exited_processes();
+
+  // From now on, processes whose stacks are cut at the copy's end get larger copies
+  // (StackCopySizer); the changes are collected for the kernel side.
+  void adapt_stack_copies(uint32_t initial_bytes, uint32_t max_bytes) { sizer_.emplace(initial_bytes, max_bytes); }
+  // The processes whose copy size changed since the last call, with their new sizes.
+  std::vector<std::pair<Pid, uint32_t>> take_stack_copy_changes() {
+    return sizer_ ? sizer_->take_changes() : std::vector<std::pair<Pid, uint32_t>>{};
+  }
+
+ private:
+  RawStackId intern_stack(RawStackTree& tree, const uint64_t* ips, size_t available, uint32_t user_depth,
+                          uint32_t kernel_depth);
+
+  DwarfUnwinder* unwinder_;
+  std::vector<uint64_t> scratch_ips_;
+  std::vector<uint64_t> scratch_path_;
+  std::vector<int> exited_processes_;
+  std::optional<StackCopySizer> sizer_;
+};
+
+// Keeps the unwinder's view of each process's mappings current (exec, mmap) with the
+// lifecycle events from index `from` on.
+void update_unwinder_mappings(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events, size_t from);
+
+}  // namespace bpfprof

@@ -1,0 +1,461 @@
+#include "userspace/model/session_model.h"
+
+#include "symbols/util/mapping_ranges.h"
+#include "symbols/util/text.h"
+
+#include <algorithm>
+
+namespace bpfprof {
+
+namespace {
+
+// Executable memory that is no file: JIT code (perf reports "//anon"; memfd files and
+// /proc's "[anon:...]" names are the same thing).
+bool is_anonymous_memory(const std::string& path) {
+  return path.empty() || path.starts_with("//anon") || path.starts_with("[anon") || path.starts_with("/memfd:") ||
+         path == "[heap]" || path == "[stack]";
+}
+
+
+}  // namespace
+
+void AddressSpace::add(const Mapping& mapping) {
+  if (mapping.end <= mapping.start) return;
+  version_ = next_version();
+  insert_replacing_overlaps(by_start_, mapping);
+}
+
+const Mapping* AddressSpace::find(uint64_t address) const {
+  auto it = by_start_.upper_bound(address);
+  if (it == by_start_.begin()) return nullptr;
+  --it;
+  return address < it->second.end ? &it->second : nullptr;
+}
+
+SessionModel::SessionModel() {
+  libraries_.push_back(Library{"[kernel.kallsyms]", 0, 0, 0, {}, 0, {}});  // kKernelLib
+}
+
+void SessionModel::configure_for(const Recording& recording) {
+  configure(recording.frequency_hz ? 1000000000ull / recording.frequency_hz : 1000000, recording.off_cpu);
+}
+
+void SessionModel::consume(Recording& recording, MonotonicNs until) {
+  // What is left after a call is sorted; what arrived since is nearly in order (CPUs'
+  // events interleave within microseconds), so each new item moves back a step or two at
+  // most: insertion, stable for equal times, instead of sorting the whole window each time.
+  auto sort_new_and_split = [&](auto& items, size_t already_sorted) {
+    for (size_t i = std::min(already_sorted, items.size()); i < items.size(); ++i)
+      for (size_t j = i; j > 0 && items[j - 1].time > items[j].time; --j) std::swap(items[j - 1], items[j]);
+    return std::partition_point(items.begin(), items.end(), [&](const auto& item) { return item.time <= until; });
+  };
+  auto events_end = sort_new_and_split(recording.events, sorted_pending_events_);
+  auto samples_end = sort_new_and_split(recording.samples, sorted_pending_samples_);
+  auto sample = recording.samples.begin();
+  for (auto e = recording.events.begin(); e != events_end; ++e) {
+    // An event at the same time as a sample comes first: a fork precedes the child's samples.
+    for (; sample != samples_end && sample->time < e->time; ++sample) add_sample(*sample, recording.raw_stacks);
+    apply(e->time, e->payload);
+  }
+  for (; sample != samples_end; ++sample) add_sample(*sample, recording.raw_stacks);
+  recording.events.erase(recording.events.begin(), events_end);
+  recording.samples.erase(recording.samples.begin(), samples_end);
+  sorted_pending_events_ = recording.events.size();
+  sorted_pending_samples_ = recording.samples.size();
+}
+
+void SessionModel::replay(const Recording& recording) {
+  configure_for(recording);
+  // Stable sorts: events that share a timestamp keep the order they arrived in.
+  std::vector<const LifecycleEvent*> events;
+  events.reserve(recording.events.size());
+  for (const auto& e : recording.events) events.push_back(&e);
+  std::stable_sort(events.begin(), events.end(),
+                   [](const auto* a, const auto* b) { return a->time < b->time; });
+  std::vector<const SampleRecord*> samples;
+  samples.reserve(recording.samples.size());
+  for (const auto& s : recording.samples) samples.push_back(&s);
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const auto* a, const auto* b) { return a->time < b->time; });
+
+  size_t next_sample = 0;
+  for (const LifecycleEvent* e : events) {
+    // An event at the same time as a sample comes first: a fork precedes the child's samples.
+    while (next_sample < samples.size() && samples[next_sample]->time < e->time)
+      add_sample(*samples[next_sample++], recording.raw_stacks);
+    apply(e->time, e->payload);
+  }
+  while (next_sample < samples.size()) add_sample(*samples[next_sample++], recording.raw_stacks);
+  finish(recording.end_time);
+}
+
+void SessionModel::finish(MonotonicNs end) {
+  for (Thread& th : threads_) {
+    const MonotonicNs thread_end = th.end && *th.end < end ? *th.end : end;
+    if (th.off_cpu) switch_in(th, thread_end);
+    if (th.short_off_cpu_ns) {
+      // Shown when the latest of the waits began (never before the thread's last sample).
+      MonotonicNs at = th.last_short_off_cpu;
+      if (!th.samples.empty() && th.samples.back().time > at) at = th.samples.back().time;
+      if (th.last_sample_is_tick && th.last_tick > at) at = th.last_tick;
+      flush_short_off_cpu(th, at);
+    }
+    if (th.samples.empty() || th.unattributed_cpu_ns == 0) continue;
+    th.samples.back().cpu_delta_ns += th.unattributed_cpu_ns;
+    th.unattributed_cpu_ns = 0;
+  }
+}
+
+void SessionModel::apply(MonotonicNs time, const LifecyclePayload& event) {
+  std::visit([&](const auto& e) { on(time, e); }, event);
+}
+
+ProcessIndex SessionModel::start_process(MonotonicNs t, Pid pid, std::string name,
+                                         std::string executable) {
+  if (auto it = live_processes_.find(pid); it != live_processes_.end())
+    end_process(t, it->second);  // the pid was reused without our seeing the exit
+  ProcessIndex index{static_cast<uint32_t>(processes_.size())};
+  Process p;
+  p.pid = pid;
+  p.name = std::move(name);
+  p.executable = std::move(executable);
+  p.start = t;
+  processes_.push_back(std::move(p));
+  live_processes_[pid] = index;
+  return index;
+}
+
+ThreadIndex SessionModel::start_thread(MonotonicNs t, ProcessIndex process_index, Tid tid,
+                                       std::string name) {
+  if (auto it = live_threads_.find(tid); it != live_threads_.end()) {
+    Thread& stale = thread(it->second);
+    if (!stale.end) stale.end = t;
+  }
+  exited_threads_.erase(tid);
+  ThreadIndex index{static_cast<uint32_t>(threads_.size())};
+  Thread th;
+  th.tid = tid;
+  th.process = process_index;
+  th.name = std::move(name);
+  th.start = t;
+  threads_.push_back(std::move(th));
+  process(process_index).threads.push_back(index);
+  live_threads_[tid] = index;
+  return index;
+}
+
+void SessionModel::end_process(MonotonicNs t, ProcessIndex index) {
+  Process& p = process(index);
+  if (!p.end) p.end = t;
+  for (ThreadIndex ti : p.threads) {
+    Thread& th = thread(ti);
+    if (!th.end) th.end = t;
+    auto it = live_threads_.find(th.tid);
+    if (it != live_threads_.end() && it->second == ti) {
+      live_threads_.erase(it);
+      exited_threads_[th.tid] = ti;
+    }
+  }
+  auto it = live_processes_.find(p.pid);
+  if (it != live_processes_.end() && it->second == index) live_processes_.erase(it);
+}
+
+ProcessIndex SessionModel::live_process(MonotonicNs t, Pid pid) {
+  if (auto it = live_processes_.find(pid); it != live_processes_.end()) return it->second;
+  ProcessIndex index = start_process(t, pid, "pid " + std::to_string(pid.value), "");
+  address_spaces_.try_emplace(pid);
+  return index;
+}
+
+ThreadIndex SessionModel::live_thread(MonotonicNs t, Pid pid, Tid tid) {
+  if (auto it = live_threads_.find(tid); it != live_threads_.end()) {
+    if (thread(it->second).process == live_process(t, pid)) return it->second;
+  } else if (auto gone = exited_threads_.find(tid); gone != exited_threads_.end()) {
+    if (processes_[thread(gone->second).process.value].pid == pid) return gone->second;
+  }
+  ProcessIndex p = live_process(t, pid);
+  return start_thread(t, p, tid, process(p).name);
+}
+
+void SessionModel::on(MonotonicNs t, const ProcessStartEvent& e) {
+  ProcessIndex p = start_process(t, e.pid, e.name, "");
+  process(p).is_launcher = e.is_launcher;
+  ThreadIndex ti = start_thread(t, p, Tid{e.pid.value}, e.name);
+  thread(ti).last_cpu_time = CpuTimeNs{0};  // forked just now: all its runtime is ours to count
+  address_spaces_[e.pid] = AddressSpace{};
+}
+
+void SessionModel::on(MonotonicNs t, const ExistingProcessEvent& e) {
+  ProcessIndex p = start_process(t, e.pid, e.name, e.executable);
+  address_spaces_[e.pid] = AddressSpace{};
+  for (const ThreadState& ts : e.threads) {
+    ThreadIndex ti = start_thread(t, p, ts.tid, ts.comm);
+    thread(ti).last_cpu_time = ts.cpu_time;  // only CPU used from now on is counted
+  }
+}
+
+void SessionModel::on(MonotonicNs t, const ForkEvent& e) {
+  ProcessIndex parent = live_process(t, e.parent_pid);
+  if (e.child_pid == e.parent_pid) {
+    ThreadIndex ti = start_thread(t, parent, e.child_tid, e.child_comm);
+    thread(ti).last_cpu_time = CpuTimeNs{0};  // a new task starts with no runtime
+    return;
+  }
+  std::string name = process(parent).name;
+  std::string executable = process(parent).executable;
+  ProcessIndex child = start_process(t, e.child_pid, std::move(name), std::move(executable));
+  ThreadIndex ti = start_thread(t, child, e.child_tid, e.child_comm);
+  thread(ti).last_cpu_time = CpuTimeNs{0};
+  // A forked child starts with a copy of its parent's address space.
+  address_spaces_[e.child_pid] = address_spaces_[e.parent_pid];
+}
+
+void SessionModel::on(MonotonicNs t, const ExecEvent& e) {
+  std::optional<CpuTimeNs> runtime;
+  auto old_thread = live_threads_.find(e.old_tid);
+  if (old_thread != live_threads_.end()) {
+    const Thread& before = thread(old_thread->second);
+    // The launcher's moments before the exec are left out of the profile, but the kernel
+    // counts them as this task's: the command's entry takes its runtime from the fork on.
+    runtime = processes_[before.process.value].is_launcher ? std::optional(CpuTimeNs{0}) : before.last_cpu_time;
+  }
+  if (auto it = live_processes_.find(e.pid); it != live_processes_.end()) end_process(t, it->second);
+
+  std::string name = e.filename.empty() ? e.comm : base_name(e.filename);
+  ProcessIndex p = start_process(t, e.pid, std::move(name), e.filename);
+  ThreadIndex ti = start_thread(t, p, e.tid, e.comm);
+  thread(ti).last_cpu_time = runtime;  // the same task goes on running
+  address_spaces_.try_emplace(e.pid);  // emptied by the reset that preceded the exec
+}
+
+void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
+  auto it = live_threads_.find(e.tid);
+  if (it != live_threads_.end()) {
+    Thread& th = thread(it->second);
+    if (th.off_cpu) switch_in(th, t);
+    th.end = t;
+    th.final_cpu_time = e.cpu_time;
+    if (th.last_cpu_time && e.cpu_time.value > th.last_cpu_time->value) {
+      th.unattributed_cpu_ns += e.cpu_time.value - th.last_cpu_time->value;
+      th.last_cpu_time = e.cpu_time;
+    }
+    if (!e.comm.empty()) th.name = e.comm;
+    exited_threads_[e.tid] = it->second;
+    live_threads_.erase(it);
+  }
+  if (e.group_dead) {
+    if (auto p = live_processes_.find(e.pid); p != live_processes_.end()) {
+      process(p->second).exit_code = e.exit_code;
+      end_process(t, p->second);
+    }
+    address_spaces_.erase(e.pid);
+  }
+}
+
+void SessionModel::on(MonotonicNs, const CommEvent& e) {
+  if (auto it = live_threads_.find(e.tid); it != live_threads_.end()) thread(it->second).name = e.comm;
+}
+
+void SessionModel::on(MonotonicNs, const MmapEvent& e) {
+  auto space = address_spaces_.find(e.pid);
+  if (space == address_spaces_.end()) return;  // not a process we follow
+  Mapping m;
+  m.start = e.mapping.start;
+  m.end = e.mapping.start + e.mapping.length;
+  m.file_offset = e.mapping.file_offset;
+  if (is_anonymous_memory(e.mapping.path)) {
+    m.lib = anonymous_library(e.pid);
+    m.file_offset = m.start;  // frames keep their absolute address
+  } else {
+    m.lib = intern_library(e.mapping);
+  }
+  space->second.add(m);
+}
+
+void SessionModel::on(MonotonicNs, const AddressSpaceResetEvent& e) {
+  auto space = address_spaces_.find(e.pid);
+  if (space != address_spaces_.end()) space->second = AddressSpace{};
+}
+
+LibId SessionModel::intern_library(const MappingInfo& mapping) {
+  // The same path in two mount namespaces, or a file replaced under the same path, is a
+  // different library. A file is known by its build-id where it has one: the kernel's MMAP2
+  // records carry the build-id instead of device and inode, /proc snapshots the other way
+  // round (MappedFiles adds the build-id), and both must name one library.
+  const bool by_build_id = !mapping.build_id.empty();
+  auto key = std::make_tuple(mapping.path, mapping.mount_namespace, mapping.build_id,
+                             by_build_id ? 0 : mapping.dev_major, by_build_id ? 0 : mapping.dev_minor,
+                             by_build_id ? 0 : mapping.inode);
+  auto [it, inserted] = library_index_.try_emplace(key, LibId{static_cast<int32_t>(libraries_.size())});
+  if (inserted) {
+    libraries_.push_back(Library{mapping.path, mapping.dev_major, mapping.dev_minor, mapping.inode,
+                                 mapping.build_id, mapping.mount_namespace, mapping.access_path});
+  }
+  return it->second;
+}
+
+LibId SessionModel::anonymous_library(Pid pid) {
+  auto [it, inserted] = anonymous_libraries_.try_emplace(pid, LibId{static_cast<int32_t>(libraries_.size())});
+  if (inserted) {
+    Library lib;
+    lib.path = "[anon]";
+    lib.anonymous_memory_of = pid;
+    libraries_.push_back(std::move(lib));
+  }
+  return it->second;
+}
+
+void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks) {
+  Thread& th = thread(live_thread(sample.time, sample.pid, sample.tid));
+  switch (sample.kind) {
+    case SampleKind::kOnCpu:
+      if (th.off_cpu) switch_in(th, sample.time);  // its switch-in was lost
+      add_on_cpu_sample(th, sample, raw_stacks);
+      break;
+    case SampleKind::kSwitchOut:
+      if (th.off_cpu) switch_in(th, sample.time);
+      switch_out(th, sample, raw_stacks);
+      break;
+    case SampleKind::kSwitchIn:
+      if (th.off_cpu) switch_in(th, sample.time);
+      break;
+  }
+}
+
+void SessionModel::record_runtime(Thread& th, CpuTimeNs runtime) {
+  if (th.last_cpu_time && runtime.value >= th.last_cpu_time->value)
+    th.unattributed_cpu_ns += runtime.value - th.last_cpu_time->value;
+  th.last_cpu_time = runtime;
+}
+
+uint64_t SessionModel::take_cpu(Thread& th, MonotonicNs t) {
+  const MonotonicNs previous = th.last_sample_is_tick ? th.last_tick
+                               : th.samples.empty()   ? th.start
+                                                      : th.samples.back().time;
+  const uint64_t wall = t.value > previous.value ? t.value - previous.value : 0;
+  const uint64_t delta = std::min(th.unattributed_cpu_ns, wall);
+  th.unattributed_cpu_ns -= delta;
+  return delta;
+}
+
+void SessionModel::add_on_cpu_sample(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks) {
+  record_runtime(th, sample.cpu_time);
+  StackId stack = resolve(sample.pid, sample.stack, raw_stacks);
+  const uint64_t cpu = take_cpu(th, sample.time);
+  if (collapse_repeated_samples_ && th.last_sample_is_tick && th.samples.back().stack == stack &&
+      sample.time.value - th.last_tick.value < 2 * interval_ns_) {
+    th.samples.back().weight += 1.0;
+    th.samples.back().cpu_delta_ns += cpu;
+  } else {
+    th.samples.push_back(ThreadSample{sample.time, stack, cpu, 1.0});
+  }
+  th.last_sample_is_tick = true;
+  th.last_tick = sample.time;
+}
+
+void SessionModel::switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks) {
+  record_runtime(th, sample.cpu_time);  // exact here: the scheduler just brought it up to date
+  StackId where;
+  if (sample.reuses_last_stack && th.last_off_cpu_where) {
+    where = *th.last_off_cpu_where;
+  } else {
+    where = resolve(sample.pid, sample.stack, raw_stacks);
+    th.last_off_cpu_where = where;
+  }
+  StackId stack = stacks_.intern(where, FrameKey{kOffCpuStateFrame, static_cast<uint64_t>(sample.off_cpu_state)});
+  if (off_cpu_) {
+    th.off_cpu = OffCpuInterval{sample.time, stack};
+  } else {
+    // No switch-in will come: only mark where the last running stack ends.
+    th.samples.push_back(ThreadSample{sample.time, stack, take_cpu(th, sample.time), 0.0});
+    th.last_sample_is_tick = false;
+  }
+}
+
+void SessionModel::switch_in(Thread& th, MonotonicNs t) {
+  const OffCpuInterval interval = *th.off_cpu;
+  th.off_cpu.reset();
+  const uint64_t blocked = t.value > interval.since.value ? t.value - interval.since.value : 0;
+  if (blocked >= interval_ns_) {
+    flush_short_off_cpu(th, interval.since);
+    th.samples.push_back(ThreadSample{interval.since, interval.stack, take_cpu(th, interval.since),
+                                      static_cast<double>(blocked) / static_cast<double>(interval_ns_)});
+    th.last_sample_is_tick = false;
+    return;
+  }
+  // Shorter than an interval: summed with the thread's other short waits, shown with the
+  // stack of the longest of them once they add up to an interval.
+  th.short_off_cpu_ns += blocked;
+  th.last_short_off_cpu = interval.since;
+  if (blocked >= th.longest_short_off_cpu_ns) {
+    th.longest_short_off_cpu_ns = blocked;
+    th.short_off_cpu_stack = interval.stack;
+  }
+  if (th.short_off_cpu_ns >= interval_ns_) flush_short_off_cpu(th, interval.since);
+}
+
+void SessionModel::flush_short_off_cpu(Thread& th, MonotonicNs t) {
+  if (th.short_off_cpu_ns == 0) return;
+  th.samples.push_back(ThreadSample{t, th.short_off_cpu_stack, take_cpu(th, t),
+                                    static_cast<double>(th.short_off_cpu_ns) / static_cast<double>(interval_ns_)});
+  th.last_sample_is_tick = false;
+  th.short_off_cpu_ns = 0;
+  th.longest_short_off_cpu_ns = 0;
+}
+
+StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks) {
+  const AddressSpace* space = nullptr;
+  if (auto it = address_spaces_.find(pid); it != address_spaces_.end()) space = &it->second;
+  const uint64_t version = space ? space->version() : 0;
+  const uint64_t cache_key = static_cast<uint64_t>(static_cast<uint32_t>(pid.value)) << 32 | raw;
+  if (auto it = resolved_.find(cache_key); it != resolved_.end() && it->second.address_space_version == version)
+    return it->second.stack;
+  const StackId resolved = resolve_uncached(space, raw, raw_stacks);
+  resolved_[cache_key] = ResolvedStack{version, resolved};
+  return resolved;
+}
+
+StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw, const RawStackTree& raw_stacks) {
+  std::vector<uint64_t> leaf_to_root = raw_stacks.leaf_to_root(raw);
+  // The innermost user frame is the instruction the thread was at (sampled, or where it
+  // entered the kernel), also below kernel frames: it is exact, not a return address.
+  size_t innermost_user = 0;
+  while (innermost_user < leaf_to_root.size() && is_kernel_address(leaf_to_root[innermost_user])) ++innermost_user;
+  StackId node = ResolvedStackTree::kRoot;
+  for (size_t i = leaf_to_root.size(); i-- > 0;) {
+    uint64_t address = leaf_to_root[i];
+    // Every other frame is a return address: point into the call.
+    if (i != 0 && i != innermost_user && address > 0) address -= 1;
+    FrameKey key{kNoLib, address};
+    if (is_kernel_address(address)) {
+      key.lib = kKernelLib;
+    } else if (const Mapping* m = space ? space->find(address) : nullptr) {
+      key = FrameKey{m->lib, address - m->start + m->file_offset};
+    }  // else outside any executable mapping (often a frame-pointer walk gone astray): kNoLib
+    node = stacks_.intern(node, key);
+  }
+  return node;
+}
+
+std::vector<ThreadIndex> SessionModel::display_order() const {
+  std::vector<ProcessIndex> order;
+  for (uint32_t i = 0; i < processes_.size(); ++i) order.push_back(ProcessIndex{i});
+  std::stable_sort(order.begin(), order.end(), [&](ProcessIndex a, ProcessIndex b) {
+    return processes_[a.value].start < processes_[b.value].start;
+  });
+  std::vector<ThreadIndex> result;
+  for (ProcessIndex pi : order) {
+    const Process& p = processes_[pi.value];
+    std::vector<ThreadIndex> threads = p.threads;
+    std::stable_sort(threads.begin(), threads.end(), [&](ThreadIndex a, ThreadIndex b) {
+      bool a_main = threads_[a.value].tid.value == p.pid.value;
+      bool b_main = threads_[b.value].tid.value == p.pid.value;
+      if (a_main != b_main) return a_main;
+      return threads_[a.value].start < threads_[b.value].start;
+    });
+    result.insert(result.end(), threads.begin(), threads.end());
+  }
+  return result;
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,237 @@
+// The session model: processes and threads over time, their address spaces, and each
+// thread's samples with stacks resolved to (library, offset) frames. Built by replaying a
+// Recording's events and samples in timestamp order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "userspace/model/ids.h"
+#include "userspace/model/prefix_tree.h"
+#include "userspace/model/recording.h"
+
+namespace bpfprof {
+
+using ProcessIndex = StrongId<struct ProcessIndexTag, uint32_t>;
+using ThreadIndex = StrongId<struct ThreadIndexTag, uint32_t>;
+using LibId = StrongId<struct LibIdTag, int32_t>;
+
+inline constexpr LibId kNoLib{-1};
+inline constexpr LibId kKernelLib{0};
+// A pseudo-frame naming why a thread is off the CPU; its address is the OffCpuState.
+inline constexpr LibId kOffCpuStateFrame{-2};
+// The root of a user stack that could not be unwound completely.
+inline constexpr LibId kTruncatedStackFrame{-3};
+
+struct Library {
+  std::string path;  // as the kernel reported it
+  uint32_t dev_major = 0;
+  uint32_t dev_minor = 0;
+  uint64_t inode = 0;
+  std::string build_id;  // raw bytes, when reported with the mapping
+  uint64_t mount_namespace = 0;  // non-zero: the path is another mount namespace's
+  std::string access_path;       // where to read the file, when not at `path`
+
+  // Set for the "[anon]" library of a process: its anonymous executable memory (JIT code),
+  // named through the process's /tmp/perf-PID.map if it writes one.
+  std::optional<Pid> anonymous_memory_of;
+
+  const std::string& readable_path() const { return access_path.empty() ? path : access_path; }
+};
+
+// One frame before symbolization. For a library, `address` is the offset in the file;
+// for the kernel and for addresses outside any mapping it is the absolute address.
+// Return addresses are already nudged (minus one) into their call instruction.
+struct FrameKey {
+  LibId lib;
+  uint64_t address;
+  bool operator==(const FrameKey&) const = default;
+};
+struct FrameKeyHash {
+  size_t operator()(const FrameKey& k) const noexcept {
+    return std::hash<uint64_t>{}(k.address * 31 + static_cast<uint64_t>(k.lib.value));
+  }
+};
+using ResolvedStackTree = PrefixTree<FrameKey, FrameKeyHash>;
+using StackId = ResolvedStackTree::NodeId;
+
+struct Mapping {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t file_offset = 0;
+  LibId lib;
+};
+
+// The executable mappings of one process at the current replay time.
+class AddressSpace {
+ public:
+  void add(const Mapping& mapping);  // replaces whatever it overlaps
+  const Mapping* find(uint64_t address) const;
+  size_t size() const { return by_start_.size(); }
+  // Changes with every change of the mappings, unique across all address spaces: stacks
+  // resolved against one version stay valid until the next.
+  uint64_t version() const { return version_; }
+
+ private:
+  static uint64_t next_version() {
+    static uint64_t counter = 0;
+    return ++counter;
+  }
+  std::map<uint64_t, Mapping> by_start_;
+  uint64_t version_ = next_version();
+};
+
+struct ThreadSample {
+  MonotonicNs time;
+  StackId stack;
+  uint64_t cpu_delta_ns;  // CPU time used since the thread's previous sample (or its start)
+  // In sampling intervals: 1 for a timer sample; for an off-CPU sample, how long the thread
+  // was off the CPU (may be fractional); 0 for a mere "left the CPU here" marker.
+  double weight = 1.0;
+};
+
+// A thread off the CPU since `since`, waiting in `stack` (which ends in a state frame).
+struct OffCpuInterval {
+  MonotonicNs since;
+  StackId stack;
+};
+
+struct Thread {
+  Tid tid;
+  ProcessIndex process;
+  std::string name;
+  MonotonicNs start;
+  std::optional<MonotonicNs> end;
+  std::optional<CpuTimeNs> last_cpu_time;  // the runtime at the previous sample
+  std::optional<CpuTimeNs> final_cpu_time; // the runtime at exit
+  // The kernel brings a running task's runtime up to date only at scheduler ticks, so a
+  // sample can report CPU time that belongs to earlier samples. Runtime not yet given to a
+  // sample waits here; no sample gets more than the wall time since the one before.
+  uint64_t unattributed_cpu_ns = 0;
+  std::optional<OffCpuInterval> off_cpu;  // open while the thread is off the CPU
+  std::optional<StackId> last_off_cpu_where;  // its latest captured off-CPU stack
+  // Blocked intervals shorter than a sampling interval, summed until they make one.
+  uint64_t short_off_cpu_ns = 0;
+  MonotonicNs last_short_off_cpu;  // when the latest of them began
+  StackId short_off_cpu_stack = 0;
+  uint64_t longest_short_off_cpu_ns = 0;
+  std::vector<ThreadSample> samples;
+  // The last sample is a timer sample that the next one joins (weight + 1) when it has the
+  // same stack and follows within two intervals: runs of identical samples become one.
+  bool last_sample_is_tick = false;
+  MonotonicNs last_tick;  // the latest timer sample's time, also when it joined the one before
+};
+
+struct Process {
+  Pid pid;
+  std::string name;        // executable's base name, else the main thread's comm
+  std::string executable;  // path from exec, empty if unknown
+  MonotonicNs start;
+  std::optional<MonotonicNs> end;
+  std::optional<int> exit_code;
+  std::vector<ThreadIndex> threads;
+  // The profiler's own child between fork and the exec of the launched command: its
+  // samples are the profiler's, not the user's, and it is left out of the profile.
+  bool is_launcher = false;
+};
+
+class SessionModel {
+ public:
+  SessionModel();
+
+  // Replays everything in timestamp order, then finish(). May be called once.
+  void replay(const Recording& recording);
+  // Closes what is still open at `end` (off-CPU intervals), and gives each thread's
+  // remaining CPU time to its last sample.
+  void finish(MonotonicNs end);
+
+  // The sampling interval (off-CPU weights are in its units) and whether switch-in events
+  // come (off-CPU recording) or a switch-out is a mere marker.
+  void configure(uint64_t interval_ns, bool off_cpu) {
+    interval_ns_ = interval_ns;
+    off_cpu_ = off_cpu;
+  }
+  void configure_for(const Recording& recording);
+  // Consecutive identical timer samples of a thread become one sample with their summed
+  // weight and CPU time (on by default).
+  void set_collapse_repeated_samples(bool collapse) { collapse_repeated_samples_ = collapse; }
+
+  // Applies the recording's events and samples up to `until`, in time order, and removes
+  // them from `recording`: a live recording calls it as it goes, so memory holds the recent
+  // samples and the model, not every raw sample. configure_for() first.
+  void consume(Recording& recording, MonotonicNs until);
+
+  const std::vector<Process>& processes() const { return processes_; }
+  const std::vector<Thread>& threads() const { return threads_; }
+  const std::vector<Library>& libraries() const { return libraries_; }
+  const ResolvedStackTree& stacks() const { return stacks_; }
+  const Library& library(LibId id) const { return libraries_[static_cast<size_t>(id.value)]; }
+
+  // Threads ordered for display: by process start time, each process's main thread first.
+  std::vector<ThreadIndex> display_order() const;
+
+  // Individual steps, public so that tests can drive the model without a recording.
+  void apply(MonotonicNs time, const LifecyclePayload& event);
+  void add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks);
+
+ private:
+  void on(MonotonicNs t, const ForkEvent& e);
+  void on(MonotonicNs t, const ExecEvent& e);
+  void on(MonotonicNs t, const ExitEvent& e);
+  void on(MonotonicNs t, const CommEvent& e);
+  void on(MonotonicNs t, const MmapEvent& e);
+  void on(MonotonicNs t, const AddressSpaceResetEvent& e);
+  void on(MonotonicNs t, const ProcessStartEvent& e);
+  void on(MonotonicNs t, const ExistingProcessEvent& e);
+
+  ProcessIndex start_process(MonotonicNs t, Pid pid, std::string name, std::string executable);
+  ThreadIndex start_thread(MonotonicNs t, ProcessIndex process, Tid tid, std::string name);
+  void end_process(MonotonicNs t, ProcessIndex process);
+  ProcessIndex live_process(MonotonicNs t, Pid pid);  // creates an entry if none is live
+  ThreadIndex live_thread(MonotonicNs t, Pid pid, Tid tid);
+  LibId intern_library(const MappingInfo& mapping);
+  LibId anonymous_library(Pid pid);
+  StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
+  StackId resolve_uncached(const AddressSpace* space, RawStackId raw, const RawStackTree& raw_stacks);
+  void add_on_cpu_sample(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
+  void switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
+  void switch_in(Thread& th, MonotonicNs t);
+  void record_runtime(Thread& th, CpuTimeNs runtime);
+  uint64_t take_cpu(Thread& th, MonotonicNs t);  // CPU time for a sample at t
+  void flush_short_off_cpu(Thread& th, MonotonicNs t);
+
+  Process& process(ProcessIndex i) { return processes_[i.value]; }
+  Thread& thread(ThreadIndex i) { return threads_[i.value]; }
+
+  std::vector<Process> processes_;
+  std::vector<Thread> threads_;
+  std::vector<Library> libraries_;
+  std::map<std::tuple<std::string, uint64_t, std::string, uint32_t, uint32_t, uint64_t>, LibId> library_index_;
+  std::unordered_map<Pid, LibId> anonymous_libraries_;
+  std::unordered_map<Pid, ProcessIndex> live_processes_;
+  std::unordered_map<Tid, ThreadIndex> live_threads_;
+  // Threads whose exit was seen: a task still samples on its way out after the exit
+  // tracepoint, and those samples are its own.
+  std::unordered_map<Tid, ThreadIndex> exited_threads_;
+  std::unordered_map<Pid, AddressSpace> address_spaces_;
+  ResolvedStackTree stacks_;
+  // Raw stacks already resolved in a process, with the address-space version they used.
+  struct ResolvedStack {
+    uint64_t address_space_version;
+    StackId stack;
+  };
+  std::unordered_map<uint64_t, ResolvedStack> resolved_;  // by pid << 32 | raw stack
+  uint64_t interval_ns_ = 1000000;
+  bool off_cpu_ = false;
+  bool collapse_repeated_samples_ = true;
+  // consume(): how much of the recording's pending events and samples is already in order.
+  size_t sorted_pending_events_ = 0;
+  size_t sorted_pending_samples_ = 0;
+};
+
+}  // namespace bpfprof

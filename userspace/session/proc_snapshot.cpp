@@ -1,0 +1,91 @@
+#include "userspace/session/proc_snapshot.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "symbols/util/read_file.h"
+#include "symbols/util/text.h"
+
+namespace bpfprof {
+
+namespace {
+
+std::string trim_newline(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+std::vector<int> numeric_entries(const std::string& dir) {
+  std::vector<int> ids;
+  std::unique_ptr<DIR, int (*)(DIR*)> d(opendir(dir.c_str()), closedir);
+  if (!d) return ids;
+  while (dirent* e = readdir(d.get())) {
+    char* end = nullptr;
+    long v = strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0' && v > 0) ids.push_back(static_cast<int>(v));
+  }
+  return ids;
+}
+
+
+}  // namespace
+
+std::vector<Pid> list_processes() {
+  std::vector<Pid> pids;
+  for (int id : numeric_entries("/proc")) pids.push_back(Pid{id});
+  return pids;
+}
+
+std::optional<ProcessSnapshot> snapshot_process(Pid pid, std::string* error) {
+  const std::string dir = "/proc/" + std::to_string(pid.value);
+  ProcessSnapshot s;
+  s.pid = pid;
+  std::optional<std::string> comm = read_entire_file(dir + "/comm");
+  if (!comm) {
+    if (error) *error = "no process with pid " + std::to_string(pid.value);
+    return std::nullopt;
+  }
+  s.comm = trim_newline(*comm);
+  char exe[4096];
+  ssize_t n = readlink((dir + "/exe").c_str(), exe, sizeof(exe) - 1);
+  if (n > 0) s.executable.assign(exe, static_cast<size_t>(n));
+
+  for (int tid : numeric_entries(dir + "/task")) {
+    const std::string task = dir + "/task/" + std::to_string(tid);
+    std::optional<std::string> thread_comm = read_entire_file(task + "/comm");
+    if (!thread_comm) continue;  // exited meanwhile
+    ThreadState t{Tid{tid}, trim_newline(*thread_comm), CpuTimeNs{0}};
+    // schedstat's first field is the thread's sum_exec_runtime, the clock BPF samples read.
+    if (std::optional<std::string> schedstat = read_entire_file(task + "/schedstat"))
+      t.cpu_time = CpuTimeNs{strtoull(schedstat->c_str(), nullptr, 10)};
+    s.threads.push_back(std::move(t));
+  }
+  if (std::optional<std::vector<MapEntry>> maps = read_proc_maps(pid.value)) {
+    for (MapEntry& m : *maps)
+      if (m.executable) s.executable_mappings.push_back(std::move(m));
+  }
+  return s;
+}
+
+void append_snapshot_events(MonotonicNs time, ProcessSnapshot snapshot, std::vector<LifecycleEvent>& out) {
+  std::string name = snapshot.executable.empty() ? snapshot.comm : base_name(snapshot.executable);
+  if (name.size() > 10 && name.ends_with(" (deleted)")) name.resize(name.size() - 10);
+  out.push_back(LifecycleEvent{time, ExistingProcessEvent{snapshot.pid, std::move(name),
+                                                          std::move(snapshot.executable),
+                                                          std::move(snapshot.threads)}});
+  for (MapEntry& m : snapshot.executable_mappings) {
+    MmapEvent e;
+    e.pid = snapshot.pid;
+    e.tid = Tid{snapshot.pid.value};
+    e.mapping = MappingInfo{m.start, m.end - m.start, m.file_offset, m.dev_major, m.dev_minor,
+                            m.inode, std::move(m.path), {}};
+    out.push_back(LifecycleEvent{time, std::move(e)});
+  }
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,51 @@
+// Session control for `bpfprof record`: sets up sampling and BPF, launches the command,
+// collects events until it ends, then builds and writes the profile.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "userspace/output/profile_writer.h"
+
+namespace bpfprof {
+
+struct RecordOptions {
+  uint32_t frequency_hz = 1000;
+  std::string output_path = "profile.json.gz";
+  std::optional<double> duration_seconds;
+  // Exactly one of these three says what to record.
+  std::vector<std::string> command;  // launch it and follow its process tree
+  std::vector<int> attach_pids;      // -p: running processes, their threads and children
+  bool system_wide = false;          // -a: every process and kernel thread
+  bool keep_idle_threads = false;    // also write threads that got no sample
+  // Stacks of threads while they wait, and for how long. Unset: on for a command and -p,
+  // off for -a.
+  std::optional<bool> off_cpu;
+  std::vector<std::string> symbol_dirs;  // --symbol-dir: more places to look for debug files
+  // User stacks: walked along frame pointers in the kernel (0), or this many bytes of the
+  // stack copied per sample and unwound with DWARF CFI.
+  uint32_t user_stack_copy_bytes = 0;
+  // DWARF: the copy size was given (dwarf,SIZE) and stays; else processes whose stacks are
+  // cut at the copy's end get larger copies.
+  bool fixed_stack_copy_size = false;
+  // --save-events: also write the raw event stream there, for `bpfprof replay`.
+  std::string save_events_path;
+  // --buffer-size: the BPF ring buffer (a power of two); events that do not fit are lost.
+  uint32_t ring_buffer_bytes = 16 << 20;
+  // --format collapsed: folded stacks instead of a Firefox Profiler profile.
+  OutputFormat format = OutputFormat::kFirefox;
+  // --open: serve the written profile for the Firefox Profiler until Ctrl-C.
+  bool open = false;
+  // --run-as-root: under sudo, run the command as root rather than as the invoking user.
+  bool run_as_root = false;
+  // --no-collapse: one sample per timer tick, even when consecutive ones are identical.
+  bool no_collapse = false;
+};
+
+// Returns the exit status for bpfprof: the command's status when one was launched; 2 for
+// errors before the recording started; 128+signal when a signal ended the recording.
+int run_record(const RecordOptions& options);
+
+}  // namespace bpfprof
