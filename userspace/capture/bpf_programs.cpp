@@ -28,8 +28,8 @@ void BpfPrograms::LinkDeleter::operator()(bpf_link* link) const { bpf_link__dest
 void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 
 BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
-                         uint32_t user_stack_copy_bytes, DwarfUnwinder* unwinder, uint32_t ring_buffer_bytes)
-    : user_stack_copy_bytes_(unwinder ? user_stack_copy_bytes : 0), decoder_(unwinder) {
+                         uint32_t user_stack_copy_bytes, uint32_t ring_buffer_bytes)
+    : user_stack_copy_bytes_(user_stack_copy_bytes) {
   libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
     return 0;
@@ -39,7 +39,7 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t
   skeleton_->rodata->track_all = track_all_processes ? 1 : 0;
   skeleton_->rodata->record_off_cpu = record_off_cpu ? 1 : 0;
   skeleton_->rodata->off_cpu_stack_interval_ns = sampling_interval_ns;
-  skeleton_->rodata->user_stack_copy_bytes = unwinder ? user_stack_copy_bytes : 0;
+  skeleton_->rodata->user_stack_copy_bytes = user_stack_copy_bytes;
   skeleton_->rodata->wakeup_threshold = ring_buffer_bytes / 4;
   skeleton_->rodata->self_tgid = static_cast<uint32_t>(getpid());
   if (int err = bpf_map__set_max_entries(skeleton_->maps.events, ring_buffer_bytes))
@@ -100,31 +100,31 @@ void BpfPrograms::wait(int timeout_ms) {
   ::poll(&fd, 1, timeout_ms);
 }
 
-int BpfPrograms::consume(Recording& recording) {
-  decoder_.forget_exited_processes();
-  target_ = &recording;
+int BpfPrograms::consume(IngestPipeline& pipeline) {
+  target_ = &pipeline;
   poll_deadline_ = std::chrono::steady_clock::now() + kPollBudget;
   events_this_poll_ = 0;
   int n = ring_buffer__consume(ring_buffer_.get());
   poll_deadline_.reset();
   target_ = nullptr;
-  apply_stack_copy_changes(recording);
+  apply_stack_copy_changes(pipeline);
   return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
 }
 
-int BpfPrograms::drain(Recording& recording) {
-  target_ = &recording;
+int BpfPrograms::drain(IngestPipeline& pipeline) {
+  target_ = &pipeline;
   int n = ring_buffer__consume(ring_buffer_.get());
   target_ = nullptr;
   return n;
 }
 
-void BpfPrograms::adapt_stack_copies() {
-  if (user_stack_copy_bytes_) decoder_.adapt_stack_copies(user_stack_copy_bytes_, BPFPROF_MAX_STACK_COPY);
+void BpfPrograms::adapt_stack_copies(IngestPipeline& pipeline) {
+  if (user_stack_copy_bytes_) pipeline.decoder().adapt_stack_copies(user_stack_copy_bytes_, BPFPROF_MAX_STACK_COPY);
 }
 
-void BpfPrograms::apply_stack_copy_changes(Recording& recording) {
-  for (auto [pid, bytes] : decoder_.take_stack_copy_changes()) {
+void BpfPrograms::apply_stack_copy_changes(IngestPipeline& pipeline) {
+  Recording& recording = pipeline.recording();
+  for (auto [pid, bytes] : pipeline.decoder().take_stack_copy_changes()) {
     const uint32_t key = static_cast<uint32_t>(pid.value);
     if (bpf_map__update_elem(skeleton_->maps.stack_copy_bytes_by_process, &key, sizeof(key), &bytes, sizeof(bytes),
                              BPF_ANY) == 0 && bytes > user_stack_copy_bytes_)
@@ -169,7 +169,7 @@ int BpfPrograms::on_event(void* context, void* data, size_t size) {
   auto* self = static_cast<BpfPrograms*>(context);
   if (!self->target_) return 0;
   if (self->event_log_) self->event_log_->write_bpf_event(data, size);
-  self->decoder_.decode(data, size, *self->target_);
+  self->target_->take_bpf_event(data, size);
   // Checking the clock every 256 events keeps its cost out of the per-event path.
   if (self->poll_deadline_ && ++self->events_this_poll_ % 256 == 0 &&
       std::chrono::steady_clock::now() > *self->poll_deadline_)

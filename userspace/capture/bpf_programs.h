@@ -1,5 +1,5 @@
 // Owns the loaded BPF programs (through the libbpf skeleton), their links and the event
-// ring buffer, and decodes ring-buffer events into the Recording.
+// ring buffers, and feeds the events it reads into the ingest pipeline.
 #pragma once
 
 #include <chrono>
@@ -9,13 +9,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "userspace/capture/event_decoder.h"
+#include "userspace/capture/ingest.h"
 #include "userspace/model/recording.h"
 #include "symbols/util/unique_handle.h"
 
 struct profiler_bpf;
 namespace bpfprof {
-class DwarfUnwinder;
 class EventLogWriter;
 }
 struct bpf_link;
@@ -27,11 +26,10 @@ class BpfPrograms {
  public:
   // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
   // user_stack_copy_bytes: 0 for frame-pointer user stacks, else how much of the user stack
-  // to copy per sample for `unwinder`.
+  // to copy per sample (at first; see adapt_stack_copies) for unwinding in userspace.
   // ring_buffer_bytes: a power of two, at least a page.
   BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
-              uint32_t user_stack_copy_bytes = 0, DwarfUnwinder* unwinder = nullptr,
-              uint32_t ring_buffer_bytes = kDefaultRingBufferBytes);
+              uint32_t user_stack_copy_bytes = 0, uint32_t ring_buffer_bytes = kDefaultRingBufferBytes);
   static constexpr uint32_t kDefaultRingBufferBytes = 16 << 20;
   ~BpfPrograms();
   BpfPrograms(const BpfPrograms&) = delete;
@@ -46,11 +44,11 @@ class BpfPrograms {
 
   // Waits until events are pending (the buffer is filling up), a signal, or the timeout.
   void wait(int timeout_ms);
-  // Decodes the pending events into `recording`, for at most ~100 ms (the rest stays for the
+  // Feeds the pending events into `pipeline`, for at most ~100 ms (the rest stays for the
   // next call). Returns the number of events consumed, or a negative errno.
-  int consume(Recording& recording);
+  int consume(IngestPipeline& pipeline);
   // Consumes everything already in the ring buffer without waiting.
-  int drain(Recording& recording);
+  int drain(IngestPipeline& pipeline);
   // Events that did not fit in the ring buffer: in all, per CPU, and per process (tgid).
   uint64_t lost_events() const;
   std::vector<uint64_t> lost_events_per_cpu() const;
@@ -58,14 +56,14 @@ class BpfPrograms {
 
   // DWARF mode: a process whose stacks are cut at the copy's end gets larger copies (up to
   // the largest), instead of a fixed size for all.
-  void adapt_stack_copies();
+  void adapt_stack_copies(IngestPipeline& pipeline);
 
   // Every event read from now on is also written to `log` (raw, for replay); null stops.
   void save_events_to(EventLogWriter* log) { event_log_ = log; }
 
  private:
   static int on_event(void* context, void* data, size_t size);
-  void apply_stack_copy_changes(Recording& recording);
+  void apply_stack_copy_changes(IngestPipeline& pipeline);
   uint32_t user_stack_copy_bytes_;
 
   struct SkeletonDeleter { void operator()(profiler_bpf* skel) const; };
@@ -75,8 +73,7 @@ class BpfPrograms {
   std::unique_ptr<profiler_bpf, SkeletonDeleter> skeleton_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
-  Recording* target_ = nullptr;  // where on_event appends, valid during poll/drain
-  EventDecoder decoder_;
+  IngestPipeline* target_ = nullptr;  // where on_event sends events, during consume/drain
   std::optional<std::chrono::steady_clock::time_point> poll_deadline_;  // set during poll()
   uint64_t events_this_poll_ = 0;
   EventLogWriter* event_log_ = nullptr;

@@ -20,7 +20,7 @@
 #include "symbols/dwarf/unwinder.h"
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/event_log.h"
-#include "userspace/capture/mapped_files.h"
+#include "userspace/capture/ingest.h"
 #include "userspace/session/launcher.h"
 #include "userspace/output/output_file.h"
 #include "userspace/capture/perf_events.h"
@@ -114,9 +114,6 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
   return std::nullopt;
 }
 
-// Events older than this go into the model: the ring buffer and the side band are read
-// every 50 ms (a read stops after 100 ms of work), so anything older is in.
-constexpr uint64_t kReorderWindowNs = 500000000;
 constexpr int kReaderNiceBoost = 5;
 
 // CPU time of this process (not of the command it waits for).
@@ -288,16 +285,16 @@ int run_record(const RecordOptions& options) {
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
   recording.call_graph = options.user_stack_copy_bytes ? "dwarf" : "fp";
   recording.fixed_stack_copy_size = options.fixed_stack_copy_size;
-  std::unique_ptr<DwarfUnwinder> unwinder;
-  if (options.user_stack_copy_bytes) unwinder = std::make_unique<DwarfUnwinder>();
+  IngestPipeline pipeline(recording, /*dwarf=*/options.user_stack_copy_bytes != 0, !options.no_collapse);
+  SessionModel& model = pipeline.model();
   try {
     output = open_output(options.output_path);  // fails now if the directory is not writable
     bpf.emplace(/*track_all_processes=*/options.system_wide, recording.off_cpu,
-                1000000000ull / options.frequency_hz, options.user_stack_copy_bytes, unwinder.get(),
+                1000000000ull / options.frequency_hz, options.user_stack_copy_bytes,
                 options.ring_buffer_bytes);
     std::vector<int> cpus = online_cpus();
     side_band.emplace(cpus);
-    if (!options.fixed_stack_copy_size) bpf->adapt_stack_copies();
+    if (!options.fixed_stack_copy_size) bpf->adapt_stack_copies(pipeline);
     bpf->attach_lifecycle();
     sampling = open_sampling_events(options.frequency_hz, cpus);
     recording.sampling_event = sampling.event_name;
@@ -393,13 +390,7 @@ int run_record(const RecordOptions& options) {
                                       static_cast<uint64_t>(*options.duration_seconds * 1e9)})
           : std::nullopt;
   if (event_log) event_log->write_lifecycle_events(recording.events, 0);
-  MappedFiles mapped_files;  // holds files that will not be at their path at the end
-  mapped_files.resolve(recording.events, 0);
-  if (unwinder) update_unwinder_mappings(*unwinder, recording.events, 0);
-  size_t resolved_events = recording.events.size();
-  SessionModel model;
-  model.configure_for(recording);
-  model.set_collapse_repeated_samples(!options.no_collapse);
+  pipeline.take_lifecycle_events();
   int handled_signals = 0;
   int stop_signal = 0;
   bool command_exited = false;
@@ -429,15 +420,13 @@ int run_record(const RecordOptions& options) {
     // Mappings first: the samples read next come after them, and a DWARF sample is unwound
     // with the mappings of its process as they are then.
     drain_side_band();
-    mapped_files.resolve(recording.events, resolved_events);
-    if (unwinder) update_unwinder_mappings(*unwinder, recording.events, resolved_events);
-    if (int n = bpf->consume(recording); n < 0) {
+    pipeline.take_lifecycle_events();
+    if (int n = bpf->consume(pipeline); n < 0) {
       fprintf(stderr, "bpfprof: reading BPF events failed: %s\n", strerror(-n));
       break;
     }
     note_losses();
-    model.consume(recording, MonotonicNs{monotonic_now().value - kReorderWindowNs});
-    resolved_events = recording.events.size();
+    pipeline.advance(monotonic_now());
     while (handled_signals < g_signal_count) {
       ++handled_signals;
       // A terminal's Ctrl-C already reached the command (same process group); a signal sent
@@ -466,9 +455,9 @@ int run_record(const RecordOptions& options) {
   bpf->detach_sampling();
   sampling.fds.clear();
   // Collect what is still in flight: the exit events of the last threads.
-  bpf->drain(recording);
+  bpf->drain(pipeline);
   drain_side_band();
-  mapped_files.resolve(recording.events, resolved_events);
+  pipeline.take_lifecycle_events();
   note_losses();
   recording.stats.lost_bpf_events = bpf->lost_events();
   recording.stats.lost_bpf_events_per_cpu = bpf->lost_events_per_cpu();
@@ -491,8 +480,7 @@ int run_record(const RecordOptions& options) {
   fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
           static_cast<double>(recording.end_time.value - recording.start_time.value) / 1e9);
   try {
-    model.consume(recording, MonotonicNs{UINT64_MAX});
-    model.finish(recording.end_time);
+    pipeline.finish(recording.end_time);
     ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs, options.format});
     output->commit();
     g_writing.store(false, std::memory_order_release);

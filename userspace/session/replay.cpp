@@ -8,9 +8,8 @@
 #include <stdexcept>
 
 #include "symbols/dwarf/unwinder.h"
-#include "userspace/capture/event_decoder.h"
 #include "userspace/capture/event_log.h"
-#include "userspace/capture/mapped_files.h"
+#include "userspace/capture/ingest.h"
 #include "userspace/output/output_file.h"
 #include "userspace/output/profile_writer.h"
 #include "userspace/model/session_model.h"
@@ -24,6 +23,10 @@ double thread_cpu_ms() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
+
+// A live recording reads its ring buffer every 50 ms; a replay makes batches of this many
+// events (the model and the unwinder's forgetting work per batch).
+constexpr uint64_t kEventsPerBatch = 4096;
 
 }  // namespace
 
@@ -39,43 +42,28 @@ int run_replay(const ReplayOptions& options) {
     recording.start_time = settings.start_time;
     recording.end_time = settings.start_time;
     recording.start_wall_clock_ms = settings.start_wall_clock_ms;
-    std::unique_ptr<DwarfUnwinder> unwinder;
-    if (settings.call_graph == "dwarf") unwinder = std::make_unique<DwarfUnwinder>();
-    EventDecoder decoder(unwinder.get());
-    MappedFiles mapped_files;
-    std::unique_ptr<CommittableSink> output = open_output(options.output_path);
-
-    SessionModel model;
-    model.configure_for(recording);
-    model.set_collapse_repeated_samples(!options.no_collapse);
-    MonotonicNs latest = recording.start_time;  // the latest event time seen
-    double model_ms = 0;  // of the CPU time while decoding, the part spent in the model
+    IngestPipeline pipeline(recording, settings.call_graph == "dwarf", !options.no_collapse);
     uint64_t bpf_events = 0;
     uint64_t lifecycle_events = 0;
+    MonotonicNs latest = recording.start_time;  // the latest event time seen
     bool complete = false;
+    std::unique_ptr<CommittableSink> output = open_output(options.output_path);
     const double cpu_start = thread_cpu_ms();
     while (std::optional<EventLogReader::Record> record = reader.next()) {
       switch (record->type) {
         case EventLogReader::Record::Type::kBpfEvent:
-          decoder.decode(record->data, record->size, recording);
-          // As a live recording does: what is a second older than the newest event goes into
-          // the model (checked every 4096 events).
-          if (++bpf_events % 4096 == 0) decoder.forget_exited_processes();
-          if (bpf_events % 4096 == 0 && !recording.samples.empty()) {
+          pipeline.take_bpf_event(record->data, record->size);
+          // A batch as a live recording's poll would have it.
+          if (++bpf_events % kEventsPerBatch == 0 && !recording.samples.empty()) {
             latest = std::max(latest, recording.samples.back().time);
-            const double before = thread_cpu_ms();
-            model.consume(recording, MonotonicNs{latest.value - std::min<uint64_t>(latest.value, 1000000000)});
-            model_ms += thread_cpu_ms() - before;
+            pipeline.advance(latest);
           }
           break;
-        case EventLogReader::Record::Type::kLifecycle: {
-          const size_t index = recording.events.size();
+        case EventLogReader::Record::Type::kLifecycle:
           recording.events.push_back(std::move(*record->lifecycle));
-          mapped_files.resolve(recording.events, index);
-          if (unwinder) update_unwinder_mappings(*unwinder, recording.events, index);
+          pipeline.take_lifecycle_events();
           ++lifecycle_events;
           break;
-        }
         case EventLogReader::Record::Type::kTrailer:
           recording.end_time = record->trailer.end_time;
           recording.stats.lost_bpf_events = record->trailer.lost_bpf_events;
@@ -90,10 +78,10 @@ int run_replay(const ReplayOptions& options) {
       for (const SampleRecord& s : recording.samples) recording.end_time = std::max(recording.end_time, s.time);
     }
     const double cpu_decoded = thread_cpu_ms();
-    model.consume(recording, MonotonicNs{UINT64_MAX});
-    model.finish(recording.end_time);
+    pipeline.finish(recording.end_time);
     const double cpu_modelled = thread_cpu_ms();
-    model_ms += cpu_modelled - cpu_decoded;
+    const double model_ms = pipeline.model_cpu_ms();
+    const SessionModel& model = pipeline.model();
     ProfileSummary summary =
         write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs});
     output->commit();

@@ -1,0 +1,66 @@
+#include "userspace/capture/ingest.h"
+
+#include <time.h>
+
+#include <algorithm>
+
+#include "symbols/dwarf/unwinder.h"
+
+namespace bpfprof {
+
+namespace {
+
+double thread_cpu_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+}  // namespace
+
+IngestPipeline::IngestPipeline(Recording& recording, bool dwarf, bool collapse_repeated_samples)
+    : recording_(recording),
+      unwinder_(dwarf ? std::make_unique<DwarfUnwinder>() : nullptr),
+      decoder_(unwinder_.get()) {
+  model_.configure_for(recording_);
+  model_.set_collapse_repeated_samples(collapse_repeated_samples);
+}
+
+IngestPipeline::~IngestPipeline() = default;
+
+void IngestPipeline::take_lifecycle_events() {
+  std::vector<LifecycleEvent>& events = recording_.events;
+  if (resolved_events_ >= events.size()) return;
+  mapped_files_.resolve(events, resolved_events_);
+  if (unwinder_) update_unwinder_mappings(*unwinder_, events, resolved_events_);
+  resolved_events_ = events.size();
+}
+
+void IngestPipeline::take_bpf_event(const void* data, size_t size) {
+  decoder_.decode(data, size, recording_);
+  // Forks, execs and exits the decoder appended: before anything can reorder them.
+  take_lifecycle_events();
+}
+
+void IngestPipeline::advance(MonotonicNs now) {
+  consume_into_model(MonotonicNs{now.value - std::min(now.value, kReorderWindowNs)});
+  decoder_.forget_exited_processes();
+}
+
+void IngestPipeline::finish(MonotonicNs end) {
+  take_lifecycle_events();
+  consume_into_model(MonotonicNs{UINT64_MAX});
+  const double before = thread_cpu_ms();
+  model_.finish(end);
+  model_cpu_ms_ += thread_cpu_ms() - before;
+}
+
+void IngestPipeline::consume_into_model(MonotonicNs until) {
+  take_lifecycle_events();  // the model sorts and erases what it takes: no index survives it
+  const double before = thread_cpu_ms();
+  model_.consume(recording_, until);
+  model_cpu_ms_ += thread_cpu_ms() - before;
+  resolved_events_ = recording_.events.size();
+}
+
+}  // namespace bpfprof

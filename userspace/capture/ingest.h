@@ -1,0 +1,61 @@
+// The one way events become the session model, for a live recording and for the replay of
+// a saved stream alike, so that a replay gives the very profile the recording wrote:
+//   lifecycle events (side band, /proc snapshots, and the forks/execs/exits the decoder
+//   appends) get their files pinned (MappedFiles) and update the unwinder's mappings;
+//   BPF events are decoded (DWARF stacks unwound with the mappings as they are then);
+//   the model takes, in time order, what is older than the reorder window.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "userspace/capture/event_decoder.h"
+#include "userspace/capture/mapped_files.h"
+#include "userspace/model/recording.h"
+#include "userspace/model/session_model.h"
+
+namespace bpfprof {
+
+class DwarfUnwinder;
+
+class IngestPipeline {
+ public:
+  // Events older than this go into the model: a recording reads its rings every 50 ms (a
+  // read stops after 100 ms of work), so anything older is in; the CPUs' rings interleave.
+  static constexpr uint64_t kReorderWindowNs = 500'000'000;
+
+  // DWARF recordings need an unwinder; `collapse_repeated_samples`: see SessionModel.
+  IngestPipeline(Recording& recording, bool dwarf, bool collapse_repeated_samples);
+  ~IngestPipeline();
+  IngestPipeline(const IngestPipeline&) = delete;
+  IngestPipeline& operator=(const IngestPipeline&) = delete;
+
+  // Lifecycle events appended to recording().events since the last call: their files are
+  // pinned and the unwinder's mappings updated. Call before the BPF events that follow them.
+  void take_lifecycle_events();
+  void take_bpf_event(const void* data, size_t size);
+  // The end of a batch of events (a poll): the model takes what is older than `now` minus
+  // the reorder window, and the processes that exited are forgotten by the unwinder.
+  void advance(MonotonicNs now);
+  // Everything into the model; the recording ends at `end`.
+  void finish(MonotonicNs end);
+
+  Recording& recording() { return recording_; }
+  SessionModel& model() { return model_; }
+  EventDecoder& decoder() { return decoder_; }
+  double model_cpu_ms() const { return model_cpu_ms_; }  // the model's share of the work
+
+ private:
+  void consume_into_model(MonotonicNs until);
+
+  Recording& recording_;
+  std::unique_ptr<DwarfUnwinder> unwinder_;
+  EventDecoder decoder_;
+  MappedFiles mapped_files_;  // holds files that will not be at their path at the end
+  SessionModel model_;
+  size_t resolved_events_ = 0;  // recording_.events before this index were taken
+  double model_cpu_ms_ = 0;
+};
+
+}  // namespace bpfprof
