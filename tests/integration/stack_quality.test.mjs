@@ -152,13 +152,19 @@ my worker  100/101
 
 swapper  0/0
 	ffffffff81234567 default_idle ([kernel.kallsyms])
+
+big_frame  300/300
+	            1329 hot_leaf (/tmp/big_frame)
+	            1377 big_frame (/tmp/big_frame)
+	ffffffffffffffff [unknown] ([unknown])
 `;
 
 describe('stack_quality: perf script output', () => {
   it('parses comm, pid/tid and the frames, telling kernel from user by address', () => {
     const samples = parsePerfScript(PERF_TEXT);
-    assert.equal(samples.length, 6);
-    assert.deepEqual(samples.map((s) => s.comm), ['perf-exec', 'sqlite3', 'sqlite3', 'sqlite3', 'my worker', 'swapper']);
+    assert.equal(samples.length, 7);
+    assert.deepEqual(samples.map((s) => s.comm), ['perf-exec', 'sqlite3', 'sqlite3', 'sqlite3', 'my worker', 'swapper', 'big_frame']);
+    assert.deepEqual(samples[6].frames.map((f) => f.kernel), [false, false, false], "perf's end-of-unwind marker is no kernel frame");
     assert.deepEqual([samples[4].pid, samples[4].tid], ['100', '101']);
     assert.deepEqual(samples[1].frames.map((f) => f.kernel), [true, false, false, false]);
     assert.equal(samples[1].frames[3].sym, '__libc_start_main@@GLIBC_2.34');
@@ -167,7 +173,7 @@ describe('stack_quality: perf script output', () => {
 
   it('classifies by the outermost user frame: root, [unknown] = marked cut, else silent; perf-exec aside', () => {
     const q = perfStackQuality(parsePerfScript(PERF_TEXT));
-    assert.deepEqual([q.overall.root, q.overall.truncated, q.overall.silent, q.overall.kernelOnly], [2, 1, 1, 1]);
+    assert.deepEqual([q.overall.root, q.overall.truncated, q.overall.silent, q.overall.kernelOnly], [2, 2, 1, 1]);
     const sqlite = q.byName.find((g) => g.name === 'sqlite3');
     assert.deepEqual([sqlite.root, sqlite.truncated, sqlite.silent], [1, 1, 1]);
     assert.deepEqual(q.overall.silentOutermost.map((s) => s.name), ['sqlite3VdbeExec']);

@@ -230,6 +230,8 @@ export function printedCompleteness(stderr) {
 export const PERF_SCRIPT_ARGS = ['-F', 'comm,pid,tid,ip,sym,dso', '--no-inline'];
 
 const KERNEL_ADDRESS = /^ffff[89a-f]/i;
+// What perf writes where a DWARF unwind stopped early: `ffffffffffffffff [unknown] ([unknown])`.
+const PERF_CUT_MARKER = 'ffffffffffffffff';
 
 // Parses `perf script` output (PERF_SCRIPT_ARGS) into [{ comm, pid, tid, frames: [{ address,
 // sym, dso, kernel }] leaf first }].
@@ -250,13 +252,15 @@ export function parsePerfScript(text) {
     if (!current) continue;
     const m = /^\s*([0-9a-f]+)\s+(.*?)\s+\(([^()]*)\)\s*$/i.exec(line);
     if (!m) continue;
-    current.frames.push({ address: m[1], sym: m[2], dso: m[3], kernel: KERNEL_ADDRESS.test(m[1].padStart(16, '0')) });
+    const address = m[1].padStart(16, '0').toLowerCase();
+    current.frames.push({ address: m[1], sym: m[2], dso: m[3],
+                          kernel: address !== PERF_CUT_MARKER && KERNEL_ADDRESS.test(address) });
   }
   return samples;
 }
 
-// One perf sample -> 'root' | 'truncated' (outermost user frame [unknown]) | 'silent' |
-// 'kernel-only'.
+// One perf sample -> 'root' | 'truncated' (outermost user frame [unknown], e.g. perf's
+// ffffffffffffffff end-of-unwind marker) | 'silent' | 'kernel-only'.
 export function classifyPerfSample(sample) {
   const user = sample.frames.filter((f) => !f.kernel);
   if (!user.length) return 'kernel-only';
