@@ -75,7 +75,7 @@ export function generateFastImport(commits = 5800, files = 40, linesPerFile = 12
 
 // A text file for xz: words from a fixed vocabulary with numbers, compressible but not
 // trivially (about `bytes` long).
-export function generateText(bytes = 1 << 20, seed = 3) {
+export function generateText(bytes = 2 << 20, seed = 3) {
   const rnd = lcg(seed);
   const parts = [];
   let n = 0;
@@ -139,9 +139,9 @@ export function prepareWorkload(workload, dir, fixtures, { ccFunctions = 3000 } 
   switch (w.name) {
     case 'sqlite3':
       return { ...w, argv: ['sqlite3', ':memory:',
-        'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 6000000) SELECT sum(x) FROM c;'] };
+        'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 12000000) SELECT sum(x) FROM c;'] };
     case 'pipeline':
-      return { ...w, argv: ['sh', '-c', 'seq 1 3000000 | sort -n | uniq -c | wc -l'] };
+      return { ...w, argv: ['sh', '-c', 'seq 1 5000000 | sort -n | uniq -c | wc -l'] };
     case 'cc1': {
       const c = join(dir, `generated_${ccFunctions}.c`);
       writeFileSync(c, generateCFile(ccFunctions));
@@ -158,7 +158,7 @@ export function prepareWorkload(workload, dir, fixtures, { ccFunctions = 3000 } 
                argv: ['sh', '-c', `git -C '${repo}' log -p >/dev/null && git -C '${repo}' gc -q`] };
     }
     case 'python3':
-      return { ...w, argv: [python3(), '-c', 's = 0\nfor i in range(10000000):\n    s += i * i % 7\nprint(s)'] };
+      return { ...w, argv: [python3(), '-c', 's = 0\nfor i in range(20000000):\n    s += i * i % 7\nprint(s)'] };
     case 'plt_loop':
       return { ...w, argv: [join(fixtures, 'plt_loop'), '1500'] };
     case 'big_frame':
