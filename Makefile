@@ -31,6 +31,7 @@ clean:
 # Every benchmark of bench/ (root; about 10 minutes); the tables go to the terminal and to
 # $(BUILD_DIR)/bench-results.md, from which bench/RESULTS.md is updated.
 bench: build
+	@scripts/install-deps.sh --bench
 	@{ echo "# make bench, $$(date -u '+%Y-%m-%d %H:%M UTC'), $$(nproc) CPUs, $$(uname -r)"; \
 	  echo; echo "## Overhead (bench/overhead.sh)"; bench/overhead.sh 2>/dev/null; \
 	  echo; echo "## Capacity (bench/capacity.sh)"; bench/capacity.sh; \
@@ -40,4 +41,5 @@ bench: build
 	  echo; echo "## System-wide scale (bench/system_wide_scale.sh)"; bench/system_wide_scale.sh; \
 	  echo; echo "## Off-CPU overhead (bench/offcpu_overhead.sh)"; bench/offcpu_overhead.sh; \
 	  echo; echo "## Symbolization ($(BUILD_DIR)/bench/symbolize_bench)"; $(BUILD_DIR)/bench/symbolize_bench; \
+	  echo; echo "## Stacks on real programs (bench/real_programs.sh)"; BUILD_DIR=$(BUILD_DIR) bench/real_programs.sh; \
 	} 2>&1 | tee $(BUILD_DIR)/bench-results.md

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what bpfprof needs to build and test on Debian 12 (run as root). Idempotent:
-# installs only the packages that are missing.
+# installs only the packages that are missing. With --bench, also what bench/ needs beyond
+# that (perf, for bench/real_programs.sh and bench/perf_pipeline.sh).
 set -euo pipefail
 
 packages=(
@@ -8,7 +9,12 @@ packages=(
   libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
   libcli11-dev libgtest-dev libbenchmark-dev libiberty-dev
   nodejs npm
+  # the real programs tests/integration/real_programs.test.mjs records
+  sqlite3 xz-utils git coreutils python3
 )
+if [[ "${1:-}" == --bench ]]; then
+  packages+=(linux-perf)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -6,9 +6,12 @@ import { writeFileSync } from 'node:fs';
 
 const KERNEL = 0;
 const USER = 1;
+const OTHER = 2;
 
 // threads: [{ pid, tid, name, processName, isMainThread,
-//             samples: [{ stack: [[funcName, 'K' | 'U'], ...] (root first), cpuNs }] }]
+//             samples: [{ stack: [[funcName, 'K' | 'U' | 'O'], ...] (root first), cpuNs,
+//                         weight (optional: then samples.weight is written, 1 by default) }] }]
+// 'O' is the Other category (bpfprof's [truncated] and [waiting for CPU] frames).
 export function makeProfile(threads, { intervalMs = 1 } = {}) {
   const stringArray = [];
   const strings = new Map();
@@ -48,7 +51,7 @@ export function makeProfile(threads, { intervalMs = 1 } = {}) {
       frameTable.address.push(-1);
       frameTable.lib.push(-1);
       frameTable.inlineDepth.push(0);
-      frameTable.category.push(kind === 'K' ? KERNEL : USER);
+      frameTable.category.push({ K: KERNEL, O: OTHER }[kind] ?? USER);
       frameTable.subcategory.push(0);
       frameTable.func.push(funcIndex(name));
       frameTable.nativeSymbol.push(null);
@@ -79,9 +82,11 @@ export function makeProfile(threads, { intervalMs = 1 } = {}) {
 
   const startTime = Date.now();
   const outThreads = threads.map((t) => {
-    const samples = { stack: [], time: [], weight: null, weightType: 'samples', threadCPUDelta: [], length: 0 };
+    const weighted = t.samples.some((s) => s.weight !== undefined);
+    const samples = { stack: [], time: [], weight: weighted ? [] : null, weightType: 'samples', threadCPUDelta: [], length: 0 };
     t.samples.forEach((s, i) => {
       samples.stack.push(s.stack.length ? stackIndex(s.stack) : null);
+      if (weighted) samples.weight.push(s.weight ?? 1);
       samples.time.push(i * intervalMs);
       samples.threadCPUDelta.push(s.cpuNs);
       samples.length++;
