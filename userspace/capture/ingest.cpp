@@ -1,22 +1,11 @@
 #include "userspace/capture/ingest.h"
 
-#include <time.h>
-
 #include <algorithm>
 
 #include "symbols/dwarf/unwinder.h"
+#include "userspace/model/clocks.h"
 
 namespace bpfprof {
-
-namespace {
-
-double thread_cpu_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
-
-}  // namespace
 
 IngestPipeline::IngestPipeline(Recording& recording, bool dwarf, bool collapse_repeated_samples)
     : recording_(recording),

@@ -21,6 +21,7 @@
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/event_log.h"
 #include "userspace/capture/ingest.h"
+#include "userspace/model/clocks.h"
 #include "userspace/session/launcher.h"
 #include "userspace/output/output_file.h"
 #include "userspace/capture/perf_events.h"
@@ -77,17 +78,6 @@ void install_signal_handlers() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
 }
 
-MonotonicNs monotonic_now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return MonotonicNs{static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec)};
-}
-
-double wall_clock_ms_now() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
 
 
 // A running process we attached to; readable once it has exited (immune to pid reuse).
@@ -116,13 +106,6 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
 
 constexpr int kReaderNiceBoost = 5;
 
-// CPU time of this process (not of the command it waits for).
-double own_cpu_ms() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto ms = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) * 1e3 + static_cast<double>(tv.tv_usec) / 1e3; };
-  return ms(usage.ru_utime) + ms(usage.ru_stime);
-}
 
 std::string human_size(uint64_t bytes) {
   char text[32];
@@ -309,7 +292,7 @@ int run_record(const RecordOptions& options) {
   std::optional<LaunchedCommand> command;
   std::vector<UniqueFd> target_pidfds;
   recording.start_time = monotonic_now();
-  const double own_cpu_at_start_ms = own_cpu_ms();
+  const double own_cpu_at_start_ms = process_cpu_ms();
   recording.start_wall_clock_ms = wall_clock_ms_now();
   std::unique_ptr<EventLogWriter> event_log;
   if (!options.save_events_path.empty()) {
@@ -384,11 +367,10 @@ int run_record(const RecordOptions& options) {
   errno = 0;
   if (const int nice_now = getpriority(PRIO_PROCESS, 0); errno == 0)
     setpriority(PRIO_PROCESS, 0, std::max(-20, nice_now - kReaderNiceBoost));
-  const std::optional<MonotonicNs> deadline =
-      options.duration_seconds
-          ? std::optional(MonotonicNs{recording.start_time.value +
-                                      static_cast<uint64_t>(*options.duration_seconds * 1e9)})
-          : std::nullopt;
+  // Without -d, never.
+  const MonotonicNs deadline{options.duration_seconds ? recording.start_time.value +
+                                                            static_cast<uint64_t>(*options.duration_seconds * 1e9)
+                                                      : UINT64_MAX};
   if (event_log) event_log->write_lifecycle_events(recording.events, 0);
   pipeline.take_lifecycle_events();
   int handled_signals = 0;
@@ -447,11 +429,11 @@ int run_record(const RecordOptions& options) {
       break;
     }
     if (all_exited(target_pidfds)) break;
-    if (deadline && monotonic_now() >= *deadline) break;
+    if (monotonic_now() >= deadline) break;
   }
   recording.end_time = monotonic_now();
   if (show_status) fputs("\r\033[K", stderr);
-  const double own_cpu_while_recording_ms = own_cpu_ms() - own_cpu_at_start_ms;
+  const double own_cpu_while_recording_ms = process_cpu_ms() - own_cpu_at_start_ms;
   bpf->detach_sampling();
   sampling.fds.clear();
   // Collect what is still in flight: the exit events of the last threads.
@@ -496,7 +478,7 @@ int run_record(const RecordOptions& options) {
     fprintf(stderr, "bpfprof: its own CPU time: %.0f ms while recording (%.2f%% of one CPU), %.0f ms writing the profile\n",
             own_cpu_while_recording_ms,
             100.0 * own_cpu_while_recording_ms / std::max(1.0, ms_between(recording.start_time, recording.end_time)),
-            own_cpu_ms() - own_cpu_while_recording_ms - own_cpu_at_start_ms);
+            process_cpu_ms() - own_cpu_while_recording_ms - own_cpu_at_start_ms);
     fprintf(stderr, "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events lost\n",
             static_cast<unsigned long long>(recording.stats.samples), recording.sampling_event.c_str(),
             recording.frequency_hz, summary.processes, summary.threads,

@@ -10,6 +10,7 @@
 #include "symbols/dwarf/unwinder.h"
 #include "userspace/capture/event_log.h"
 #include "userspace/capture/ingest.h"
+#include "userspace/model/clocks.h"
 #include "userspace/output/output_file.h"
 #include "userspace/output/profile_writer.h"
 #include "userspace/model/session_model.h"
@@ -17,12 +18,6 @@
 namespace bpfprof {
 
 namespace {
-
-double thread_cpu_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
 
 // A live recording reads its ring buffer every 50 ms; a replay makes batches of this many
 // events (the model and the unwinder's forgetting work per batch).
@@ -77,7 +72,6 @@ int run_replay(const ReplayOptions& options) {
               options.events_path.c_str());
       for (const SampleRecord& s : recording.samples) recording.end_time = std::max(recording.end_time, s.time);
     }
-    const double cpu_decoded = thread_cpu_ms();
     pipeline.finish(recording.end_time);
     const double cpu_modelled = thread_cpu_ms();
     const double model_ms = pipeline.model_cpu_ms();

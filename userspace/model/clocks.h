@@ -1,0 +1,41 @@
+// The clocks bpfprof reads: CLOCK_MONOTONIC (the one time base of events and samples), the
+// wall clock (the profile's start time), and CPU time (what the recorder itself costs).
+#pragma once
+
+#include <time.h>
+
+#include "userspace/model/ids.h"
+
+namespace bpfprof {
+
+inline MonotonicNs monotonic_now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return MonotonicNs{static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec)};
+}
+
+inline double milliseconds(const timespec& ts) {
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+inline double wall_clock_ms_now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return milliseconds(ts);
+}
+
+// CPU time of the calling thread.
+inline double thread_cpu_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return milliseconds(ts);
+}
+
+// CPU time of this process, all threads (not of the command it waits for).
+inline double process_cpu_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return milliseconds(ts);
+}
+
+}  // namespace bpfprof
