@@ -124,7 +124,7 @@ for (const spec of WORKLOADS) {
     });
 
     if (spec.minTruncated !== undefined) {
-      it(`>= ${pct(spec.minTruncated)} of the user stacks are marked [truncated] (the 20 KB frame is beyond the 8 KB stack copy)`, (t) => {
+      it(`>= ${pct(spec.minTruncated)} of the user stacks are marked [truncated] (the 20 KB frame is beyond the fixed 8 KB stack copy)`, (t) => {
         if (!ready(t)) return;
         const q = rec.quality.overall;
         assert.ok(q.truncatedShare >= w.minTruncated,
