@@ -1,17 +1,30 @@
 #include "userspace/capture/event_decoder.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "bpf/events.h"
 #include "symbols/dwarf/unwinder.h"
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/text.h"
+#include "symbols/util/unique_handle.h"
 
 namespace bpfprof {
 
 namespace {
 
 std::string bounded_string(const char* s, size_t max) { return std::string(s, strnlen(s, max)); }
+
+// The program behind a path, whatever the path: git runs as /usr/bin/git and, for its
+// subcommands, as /usr/lib/git-core/git, two copies of one build.
+std::string program_identity(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const std::vector<uint8_t> build_id = fd.valid() ? read_elf_build_id(fd.get()) : std::vector<uint8_t>{};
+  return build_id.empty() ? path : "build-id " + hex_string(build_id);
+}
 
 // A uniform sample of the unwind times (reservoir sampling): the median stays meaningful and
 // memory stays bounded however long the recording.
@@ -153,7 +166,7 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
     case BPFPROF_EVENT_EXEC: {
       if (size < sizeof(bpfprof_exec_event)) return;
       const auto* e = static_cast<const bpfprof_exec_event*>(data);
-      if (sizer_) sizer_->on_exec(pid, bounded_string(e->filename, sizeof(e->filename)));
+      if (sizer_) sizer_->on_exec(pid, program_identity(bounded_string(e->filename, sizeof(e->filename))));
       rec.events.push_back(LifecycleEvent{
           time, ExecEvent{pid, tid, Tid{static_cast<int32_t>(e->old_tid)}, bounded_string(e->comm, sizeof(e->comm)),
                           bounded_string(e->filename, sizeof(e->filename))}});
