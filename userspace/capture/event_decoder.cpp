@@ -80,115 +80,130 @@ RawStackId EventDecoder::intern_stack(RawStackTree& tree, const uint64_t* ips, s
   return tree.intern_path(path);
 }
 
+namespace {
+
+OffCpuState off_cpu_state(uint32_t state) {
+  return state >= 1 && state <= 3 ? static_cast<OffCpuState>(state) : OffCpuState::kSleeping;
+}
+
+}  // namespace
+
 void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
   if (size < sizeof(bpfprof_event_header)) return;
-  bpfprof_event_header header;
-  memcpy(&header, data, sizeof(header));
-  const MonotonicNs time{header.timestamp_ns};
-  const Pid pid{static_cast<int32_t>(header.pid)};
-  const Tid tid{static_cast<int32_t>(header.tid)};
-
-  switch (header.kind) {
-    case BPFPROF_EVENT_SAMPLE: {
-      constexpr size_t kFixed = offsetof(bpfprof_sample_event, ips);
-      if (size < kFixed) return;
-      const auto* e = static_cast<const bpfprof_sample_event*>(data);
-      RawStackId stack = intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips), (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
-      rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack});
-      ++rec.stats.samples;
-      if (!rec.stats.first_sample_time.value) rec.stats.first_sample_time = time;
-      break;
-    }
+  bpfprof_event_header raw;
+  memcpy(&raw, data, sizeof(raw));
+  const Header h{MonotonicNs{raw.timestamp_ns}, Pid{static_cast<int32_t>(raw.pid)}, Tid{static_cast<int32_t>(raw.tid)},
+                 Cpu{raw.cpu}};
+  switch (raw.kind) {
+    case BPFPROF_EVENT_SAMPLE:
+      return decode_sample(h, data, size, rec);
     case BPFPROF_EVENT_DWARF_SWITCH_OUT:
-    case BPFPROF_EVENT_DWARF_SAMPLE: {
-      constexpr size_t kFixed = offsetof(bpfprof_dwarf_sample_event, stack);
-      if (size < kFixed || !unwinder_) return;
-      const auto* e = static_cast<const bpfprof_dwarf_sample_event*>(data);
-      const bool switch_out = header.kind == BPFPROF_EVENT_DWARF_SWITCH_OUT;
-      const size_t stack_size = std::min<size_t>(e->stack_size, size - kFixed);
-      UnwoundStack user;
-      const UserRegisters registers = user_registers(*e);
-      if (registers.ip()) {
-        const auto unwind_start = std::chrono::steady_clock::now();
-        user = unwinder_->unwind(pid.value, tid.value, registers, e->stack, stack_size, kMaxUnwoundFrames);
-        record_unwind_time(rec.stats, static_cast<uint32_t>(std::min<int64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - unwind_start).count(),
-            UINT32_MAX)));
-        const uint64_t more_needed = (e->flags & BPFPROF_STACK_COPY_AT_LIMIT) ? user.stack_bytes_needed : 0;
-        count_stack_copy(rec.stats, size, stack_size, more_needed != 0);
-        if (sizer_) sizer_->observe(pid, more_needed, e->stack_copy_limit);
-      }
-      // Same layout as a frame-pointer sample: user frames, then kernel frames.
-      std::vector<uint64_t>& ips = scratch_ips_;
-      ips.assign(user.pcs.begin(), user.pcs.end());
-      const uint32_t kernel = std::min<uint32_t>(e->kernel_depth, BPFPROF_MAX_STACK_DEPTH);
-      ips.insert(ips.end(), e->kernel_ips, e->kernel_ips + kernel);
-      RawStackId stack = intern_stack(rec.raw_stacks, ips.data(), ips.size(), static_cast<uint32_t>(user.pcs.size()), kernel);
-      if (switch_out) {
-        OffCpuState state = e->state >= 1 && e->state <= 3 ? static_cast<OffCpuState>(e->state) : OffCpuState::kSleeping;
-        rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack,
-                                           SampleKind::kSwitchOut, state,
-                                           (e->flags & BPFPROF_SWITCH_STACK_REUSED) != 0});
-        ++rec.stats.switch_outs;
-      } else {
-        rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack});
-        ++rec.stats.samples;
-        if (!rec.stats.first_sample_time.value) rec.stats.first_sample_time = time;
-      }
-      break;
-    }
-    case BPFPROF_EVENT_SWITCH_OUT: {
-      constexpr size_t kFixed = offsetof(bpfprof_switch_out_event, ips);
-      if (size < kFixed) return;
-      const auto* e = static_cast<const bpfprof_switch_out_event*>(data);
-      RawStackId stack = intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips), (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
-      OffCpuState state = e->state >= 1 && e->state <= 3 ? static_cast<OffCpuState>(e->state) : OffCpuState::kSleeping;
-      rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{e->cpu_time_ns}, stack,
-                                         SampleKind::kSwitchOut, state,
-                                         (e->flags & BPFPROF_SWITCH_STACK_REUSED) != 0});
-      ++rec.stats.switch_outs;
-      break;
-    }
+    case BPFPROF_EVENT_DWARF_SAMPLE:
+      return decode_dwarf_sample(h, raw.kind == BPFPROF_EVENT_DWARF_SWITCH_OUT, data, size, rec);
+    case BPFPROF_EVENT_SWITCH_OUT:
+      return decode_switch_out(h, data, size, rec);
     case BPFPROF_EVENT_SWITCH_IN:
-      rec.samples.push_back(SampleRecord{time, pid, tid, Cpu{header.cpu}, CpuTimeNs{0}, RawStackTree::kRoot,
+      rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0}, RawStackTree::kRoot,
                                          SampleKind::kSwitchIn});
-      break;
-    case BPFPROF_EVENT_FORK: {
-      if (size < sizeof(bpfprof_fork_event)) return;
-      const auto* e = static_cast<const bpfprof_fork_event*>(data);
-      if (unwinder_ && e->child_pid != header.pid) unwinder_->copy(pid.value, static_cast<int>(e->child_pid));
-      if (sizer_ && e->child_pid != header.pid) sizer_->on_fork(pid, Pid{static_cast<int32_t>(e->child_pid)});
-      rec.events.push_back(LifecycleEvent{
-          time, ForkEvent{pid, tid, Pid{static_cast<int32_t>(e->child_pid)}, Tid{static_cast<int32_t>(e->child_tid)},
-                          bounded_string(e->child_comm, sizeof(e->child_comm))}});
-      break;
-    }
-    case BPFPROF_EVENT_EXEC: {
-      if (size < sizeof(bpfprof_exec_event)) return;
-      const auto* e = static_cast<const bpfprof_exec_event*>(data);
-      if (sizer_) sizer_->on_exec(pid, program_identity(bounded_string(e->filename, sizeof(e->filename))));
-      rec.events.push_back(LifecycleEvent{
-          time, ExecEvent{pid, tid, Tid{static_cast<int32_t>(e->old_tid)}, bounded_string(e->comm, sizeof(e->comm)),
-                          bounded_string(e->filename, sizeof(e->filename))}});
-      break;
-    }
-    case BPFPROF_EVENT_EXIT: {
-      if (size < sizeof(bpfprof_exit_event)) return;
-      const auto* e = static_cast<const bpfprof_exit_event*>(data);
-      rec.events.push_back(LifecycleEvent{time, ExitEvent{pid, tid, CpuTimeNs{e->cpu_time_ns}, e->exit_code,
-                                                          e->group_dead != 0, bounded_string(e->comm, sizeof(e->comm))}});
-      if (unwinder_ && e->group_dead) exited_processes_.push_back(pid.value);
-      if (sizer_ && e->group_dead) sizer_->on_exit(pid);
-      break;
-    }
-    case BPFPROF_EVENT_COMM: {
-      if (size < sizeof(bpfprof_comm_event)) return;
-      const auto* e = static_cast<const bpfprof_comm_event*>(data);
-      rec.events.push_back(LifecycleEvent{time, CommEvent{pid, tid, bounded_string(e->comm, sizeof(e->comm))}});
-      break;
-    }
+      return;
+    case BPFPROF_EVENT_FORK:
+    case BPFPROF_EVENT_EXEC:
+    case BPFPROF_EVENT_EXIT:
+    case BPFPROF_EVENT_COMM:
+      return decode_lifecycle(h, raw.kind, data, size, rec);
     default:
-      break;
+      return;
+  }
+}
+
+void EventDecoder::add_timer_sample(const Header& h, CpuTimeNs cpu_time, RawStackId stack, Recording& rec) {
+  rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, cpu_time, stack});
+  ++rec.stats.samples;
+  if (!rec.stats.first_sample_time.value) rec.stats.first_sample_time = h.time;
+}
+
+void EventDecoder::decode_sample(const Header& h, const void* data, size_t size, Recording& rec) {
+  constexpr size_t kFixed = offsetof(bpfprof_sample_event, ips);
+  if (size < kFixed) return;
+  const auto* e = static_cast<const bpfprof_sample_event*>(data);
+  const RawStackId stack = intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips),
+                                       (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
+  add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
+}
+
+void EventDecoder::decode_switch_out(const Header& h, const void* data, size_t size, Recording& rec) {
+  constexpr size_t kFixed = offsetof(bpfprof_switch_out_event, ips);
+  if (size < kFixed) return;
+  const auto* e = static_cast<const bpfprof_switch_out_event*>(data);
+  const RawStackId stack = intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips),
+                                       (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
+  rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{e->cpu_time_ns}, stack,
+                                     SampleKind::kSwitchOut, off_cpu_state(e->state),
+                                     (e->flags & BPFPROF_SWITCH_STACK_REUSED) != 0});
+  ++rec.stats.switch_outs;
+}
+
+void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const void* data, size_t size,
+                                       Recording& rec) {
+  constexpr size_t kFixed = offsetof(bpfprof_dwarf_sample_event, stack);
+  if (size < kFixed || !unwinder_) return;
+  const auto* e = static_cast<const bpfprof_dwarf_sample_event*>(data);
+  const std::vector<uint64_t> user = unwind_user_stack(h, *e, size, rec.stats);
+  // Same layout as a frame-pointer sample: user frames, then kernel frames.
+  std::vector<uint64_t>& ips = scratch_ips_;
+  ips.assign(user.begin(), user.end());
+  const uint32_t kernel = std::min<uint32_t>(e->kernel_depth, BPFPROF_MAX_STACK_DEPTH);
+  ips.insert(ips.end(), e->kernel_ips, e->kernel_ips + kernel);
+  const RawStackId stack =
+      intern_stack(rec.raw_stacks, ips.data(), ips.size(), static_cast<uint32_t>(user.size()), kernel);
+  if (!switch_out) return add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
+  rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{e->cpu_time_ns}, stack,
+                                     SampleKind::kSwitchOut, off_cpu_state(e->state),
+                                     (e->flags & BPFPROF_SWITCH_STACK_REUSED) != 0});
+  ++rec.stats.switch_outs;
+}
+
+// The user stack's pcs, innermost first (none without a user context); the copy's cost
+// and whether it was cut at its end are counted, and the process's copy size adapted.
+std::vector<uint64_t> EventDecoder::unwind_user_stack(const Header& h, const bpfprof_dwarf_sample_event& e,
+                                                      size_t event_size, RecordingStats& stats) {
+  const UserRegisters registers = user_registers(e);
+  if (!registers.ip()) return {};
+  const size_t copied = std::min<size_t>(e.stack_size, event_size - offsetof(bpfprof_dwarf_sample_event, stack));
+  const auto start = std::chrono::steady_clock::now();
+  UnwoundStack user = unwinder_->unwind(h.pid.value, h.tid.value, registers, e.stack, copied, kMaxUnwoundFrames);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+  record_unwind_time(stats, static_cast<uint32_t>(std::min<int64_t>(ns.count(), UINT32_MAX)));
+  const uint64_t more_needed = (e.flags & BPFPROF_STACK_COPY_AT_LIMIT) ? user.stack_bytes_needed : 0;
+  count_stack_copy(stats, event_size, copied, more_needed != 0);
+  if (sizer_) sizer_->observe(h.pid, more_needed, e.stack_copy_limit);
+  return std::move(user.pcs);
+}
+
+void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size, Recording& rec) {
+  auto event = [&](auto payload) { rec.events.push_back(LifecycleEvent{h.time, std::move(payload)}); };
+  if (kind == BPFPROF_EVENT_FORK && size >= sizeof(bpfprof_fork_event)) {
+    const auto* e = static_cast<const bpfprof_fork_event*>(data);
+    const Pid child{static_cast<int32_t>(e->child_pid)};
+    if (unwinder_ && child != h.pid) unwinder_->copy(h.pid.value, child.value);
+    if (sizer_ && child != h.pid) sizer_->on_fork(h.pid, child);
+    event(ForkEvent{h.pid, h.tid, child, Tid{static_cast<int32_t>(e->child_tid)},
+                    bounded_string(e->child_comm, sizeof(e->child_comm))});
+  } else if (kind == BPFPROF_EVENT_EXEC && size >= sizeof(bpfprof_exec_event)) {
+    const auto* e = static_cast<const bpfprof_exec_event*>(data);
+    std::string filename = bounded_string(e->filename, sizeof(e->filename));
+    if (sizer_) sizer_->on_exec(h.pid, program_identity(filename));
+    event(ExecEvent{h.pid, h.tid, Tid{static_cast<int32_t>(e->old_tid)}, bounded_string(e->comm, sizeof(e->comm)),
+                    std::move(filename)});
+  } else if (kind == BPFPROF_EVENT_EXIT && size >= sizeof(bpfprof_exit_event)) {
+    const auto* e = static_cast<const bpfprof_exit_event*>(data);
+    event(ExitEvent{h.pid, h.tid, CpuTimeNs{e->cpu_time_ns}, e->exit_code, e->group_dead != 0,
+                    bounded_string(e->comm, sizeof(e->comm))});
+    if (unwinder_ && e->group_dead) exited_processes_.push_back(h.pid.value);
+    if (sizer_ && e->group_dead) sizer_->on_exit(h.pid);
+  } else if (kind == BPFPROF_EVENT_COMM && size >= sizeof(bpfprof_comm_event)) {
+    const auto* e = static_cast<const bpfprof_comm_event*>(data);
+    event(CommEvent{h.pid, h.tid, bounded_string(e->comm, sizeof(e->comm))});
   }
 }
 

@@ -1,0 +1,119 @@
+// The BPF programs' events (bpf/events.h) into the recording, without BPF: samples with
+// their stacks root first, lifecycle events, and events cut short or of unknown kinds.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <variant>
+#include <vector>
+
+#include "bpf/events.h"
+#include "userspace/capture/event_decoder.h"
+
+namespace bpfprof {
+namespace {
+
+template <typename Event>
+Event with_header(uint32_t kind, uint64_t time, uint32_t pid, uint32_t tid) {
+  Event e;
+  memset(&e, 0, sizeof e);
+  e.header = bpfprof_event_header{kind, 1, time, pid, tid};
+  return e;
+}
+
+TEST(EventDecoder, ASampleBecomesARootFirstStackOfUserThenKernelFrames) {
+  auto e = with_header<bpfprof_sample_event>(BPFPROF_EVENT_SAMPLE, 100, 7, 8);
+  e.cpu_time_ns = 5000;
+  e.user_depth = 3;
+  e.kernel_depth = 1;
+  const uint64_t ips[] = {0x1003, 0x1002, 0x1001, 0xffffffff81000010ull};  // innermost first
+  memcpy(e.ips, ips, sizeof ips);
+  Recording rec;
+  EventDecoder decoder;
+  decoder.decode(&e, offsetof(bpfprof_sample_event, ips) + sizeof ips, rec);  // only the used part is sent
+  ASSERT_EQ(rec.samples.size(), 1u);
+  const SampleRecord& s = rec.samples[0];
+  EXPECT_EQ(s.time, MonotonicNs{100});
+  EXPECT_EQ(s.pid, Pid{7});
+  EXPECT_EQ(s.tid, Tid{8});
+  EXPECT_EQ(s.cpu_time, CpuTimeNs{5000});
+  EXPECT_EQ(rec.raw_stacks.leaf_to_root(s.stack), (std::vector<uint64_t>{0xffffffff81000010ull, 0x1003, 0x1002, 0x1001}));
+  EXPECT_EQ(rec.stats.samples, 1u);
+  EXPECT_EQ(rec.stats.first_sample_time, MonotonicNs{100});
+}
+
+// A frame-pointer walk that wanders into data: nothing beyond a non-canonical address.
+TEST(EventDecoder, NonCanonicalUserAddressesEndTheUserStack) {
+  auto e = with_header<bpfprof_sample_event>(BPFPROF_EVENT_SAMPLE, 1, 7, 7);
+  e.user_depth = 3;
+  const uint64_t ips[] = {0x1003, 0xdead000000000000ull, 0x1001};
+  memcpy(e.ips, ips, sizeof ips);
+  Recording rec;
+  EventDecoder().decode(&e, sizeof e, rec);
+  ASSERT_EQ(rec.samples.size(), 1u);
+  EXPECT_EQ(rec.raw_stacks.leaf_to_root(rec.samples[0].stack), (std::vector<uint64_t>{0x1003}));
+}
+
+TEST(EventDecoder, LifecycleEventsKeepTheirFields) {
+  Recording rec;
+  EventDecoder decoder;
+  auto fork = with_header<bpfprof_fork_event>(BPFPROF_EVENT_FORK, 10, 7, 7);
+  fork.child_pid = 9;
+  fork.child_tid = 9;
+  memcpy(fork.child_comm, "child", 6);
+  decoder.decode(&fork, sizeof fork, rec);
+  auto exec = with_header<bpfprof_exec_event>(BPFPROF_EVENT_EXEC, 11, 9, 9);
+  exec.old_tid = 9;
+  memcpy(exec.comm, "sort", 5);
+  memset(exec.filename, 'x', sizeof exec.filename);  // no terminator: bounded, not overrun
+  decoder.decode(&exec, sizeof exec, rec);
+  auto exit = with_header<bpfprof_exit_event>(BPFPROF_EVENT_EXIT, 12, 9, 9);
+  exit.cpu_time_ns = 77;
+  exit.group_dead = 1;
+  decoder.decode(&exit, sizeof exit, rec);
+  ASSERT_EQ(rec.events.size(), 3u);
+  const auto& f = std::get<ForkEvent>(rec.events[0].payload);
+  EXPECT_EQ(f.child_pid, Pid{9});
+  EXPECT_EQ(f.child_comm, "child");
+  const auto& x = std::get<ExecEvent>(rec.events[1].payload);
+  EXPECT_EQ(x.comm, "sort");
+  EXPECT_EQ(x.filename.size(), sizeof exec.filename);
+  const auto& d = std::get<ExitEvent>(rec.events[2].payload);
+  EXPECT_TRUE(d.group_dead);
+  EXPECT_EQ(d.cpu_time, CpuTimeNs{77});
+}
+
+TEST(EventDecoder, ShortUnknownAndUnwinderlessEventsAreDroppedNotMisread) {
+  Recording rec;
+  EventDecoder decoder;  // no unwinder: DWARF samples cannot be used
+  auto fork = with_header<bpfprof_fork_event>(BPFPROF_EVENT_FORK, 10, 7, 7);
+  for (size_t cut = 0; cut < sizeof fork; ++cut) decoder.decode(&fork, cut, rec);
+  auto unknown = with_header<bpfprof_fork_event>(99, 10, 7, 7);
+  decoder.decode(&unknown, sizeof unknown, rec);
+  std::vector<uint8_t> dwarf(sizeof(bpfprof_dwarf_sample_event));
+  auto header = bpfprof_event_header{BPFPROF_EVENT_DWARF_SAMPLE, 0, 1, 7, 7};
+  memcpy(dwarf.data(), &header, sizeof header);
+  decoder.decode(dwarf.data(), dwarf.size(), rec);
+  EXPECT_TRUE(rec.events.empty());
+  EXPECT_TRUE(rec.samples.empty());
+}
+
+TEST(EventDecoder, SwitchOutsCarryTheirStateAndSwitchInsNoStack) {
+  Recording rec;
+  EventDecoder decoder;
+  auto out = with_header<bpfprof_switch_out_event>(BPFPROF_EVENT_SWITCH_OUT, 5, 7, 7);
+  out.state = BPFPROF_OFF_CPU_IO_WAIT;
+  out.flags = BPFPROF_SWITCH_STACK_REUSED;
+  decoder.decode(&out, offsetof(bpfprof_switch_out_event, ips), rec);
+  auto in = bpfprof_event_header{BPFPROF_EVENT_SWITCH_IN, 0, 6, 7, 7};
+  decoder.decode(&in, sizeof in, rec);
+  ASSERT_EQ(rec.samples.size(), 2u);
+  EXPECT_EQ(rec.samples[0].kind, SampleKind::kSwitchOut);
+  EXPECT_EQ(rec.samples[0].off_cpu_state, OffCpuState::kIoWait);
+  EXPECT_TRUE(rec.samples[0].reuses_last_stack);
+  EXPECT_EQ(rec.samples[1].kind, SampleKind::kSwitchIn);
+  EXPECT_EQ(rec.stats.switch_outs, 1u);
+  EXPECT_EQ(rec.stats.samples, 0u);
+}
+
+}  // namespace
+}  // namespace bpfprof
