@@ -191,11 +191,10 @@ struct {
   __type(value, struct bpfprof_dwarf_sample_event);
 } dwarf_switch_scratch SEC(".maps");
 
-/* The current task's saved user registers (also when it is in the kernel), in DWARF order. */
+/* The current task's saved user registers (also when it is in the kernel), in DWARF order;
+ * `r` stays as it is (zeroed by the caller) for a task without a user context. */
 static __always_inline void read_user_registers(struct task_struct *task, __u64 *r)
 {
-  for (int i = 0; i < BPFPROF_USER_REGS; i++)
-    r[i] = 0;
   if (!task->mm)
     return;
   struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -292,11 +291,10 @@ static __always_inline void capture_dwarf_stacks(void *ctx, struct bpfprof_dwarf
   e->stack_size = 0;
   e->stack_copy_limit = 0;
   e->stack_bytes_wanted = 0;
+  for (int i = 0; i < BPFPROF_USER_REGS; i++)
+    e->user_regs[i] = 0;
   if (with_user)
     read_user_registers(task, e->user_regs);
-  else
-    for (int i = 0; i < BPFPROF_USER_REGS; i++)
-      e->user_regs[i] = 0;
   e->kernel_depth = with_user ? capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f : 0;
   if (e->user_regs[BPFPROF_REG_SP])
     copy_user_stack(task, e);

@@ -25,7 +25,8 @@ inline constexpr LibId kNoLib{-1};
 inline constexpr LibId kKernelLib{0};
 // A pseudo-frame naming why a thread is off the CPU; its address is the OffCpuState.
 inline constexpr LibId kOffCpuStateFrame{-2};
-// The root of a user stack that could not be unwound completely.
+// The [truncated] frame the profile writer puts at the root of a user stack that does not
+// reach a thread root (the model never makes one itself).
 inline constexpr LibId kTruncatedStackFrame{-3};
 
 struct Library {

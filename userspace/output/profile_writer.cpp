@@ -164,7 +164,7 @@ class ProfileBuilder {
         // short (stack copy too small, no CFI, a frame-pointer walk gone astray) and says so.
         root_of_.push_back(classify_outermost(node.key));
         OutputStackTree::NodeId out = OutputStackTree::kRoot;
-        if (root_of_.back() == StackRoot::kTruncated && node.key.lib != kTruncatedStackFrame)
+        if (root_of_.back() == StackRoot::kTruncated)
           out = output_stacks_.intern(out, truncated_frame());
         for (int32_t frame : frames_for(node.key)) out = output_stacks_.intern(out, frame);
         output_stack_of_.push_back(out);
@@ -192,7 +192,7 @@ class ProfileBuilder {
 
   StackRoot classify_outermost(const FrameKey& key) {
     if (key.lib == kKernelLib || key.lib == kOffCpuStateFrame) return StackRoot::kNoUserFrames;
-    if (key.lib == kTruncatedStackFrame || key.lib == kNoLib) return StackRoot::kTruncated;
+    if (key.lib == kNoLib) return StackRoot::kTruncated;
     const Library& library = model_.library(key.lib);
     if (library.anonymous_memory_of) return StackRoot::kTruncated;  // JIT code starts no thread
     if (symbolizer_.is_thread_root(library.readable_path(), key.address)) return StackRoot::kThreadRoot;
