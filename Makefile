@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo test bench clean format format-check
 
 all: build
 
@@ -27,6 +27,13 @@ test: build
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# The tree's C, C++ and BPF sources in the style of .clang-format.
+FORMAT_SOURCES = $(shell git ls-files '*.c' '*.cpp' '*.h')
+format:
+	@clang-format-14 -i $(FORMAT_SOURCES)
+format-check:
+	@clang-format-14 --dry-run --Werror $(FORMAT_SOURCES)
 
 # Every benchmark of bench/ (root; about 10 minutes); the tables go to the terminal and to
 # $(BUILD_DIR)/bench-results.md, from which bench/RESULTS.md is updated.

@@ -33,14 +33,21 @@ int main(int argc, char** argv) {
   std::vector<LifecycleEvent> events;
   ExistingProcessEvent process{pid, "synthetic", "/proc/self/exe", {}};
   for (int i = 0; i < 4; ++i)
-    process.threads.push_back(ThreadState{Tid{pid.value + i}, "worker-" + std::to_string(i), CpuTimeNs{0}});
+    process.threads.push_back(
+        ThreadState{Tid{pid.value + i}, "worker-" + std::to_string(i), CpuTimeNs{0}});
   events.push_back(LifecycleEvent{start, process});
   std::vector<uint64_t> code;
   for (const MapEntry& m : read_proc_maps(getpid()).value_or(std::vector<MapEntry>{})) {
     if (!m.executable || m.path.empty() || m.path[0] != '/') continue;
-    events.push_back(LifecycleEvent{
-        start, MmapEvent{pid, Tid{pid.value},
-                         MappingInfo{m.start, m.end - m.start, m.file_offset, m.dev_major, m.dev_minor, m.inode, m.path, {}}}});
+    events.push_back(LifecycleEvent{start, MmapEvent{pid, Tid{pid.value},
+                                                     MappingInfo{m.start,
+                                                                 m.end - m.start,
+                                                                 m.file_offset,
+                                                                 m.dev_major,
+                                                                 m.dev_minor,
+                                                                 m.inode,
+                                                                 m.path,
+                                                                 {}}}});
     for (uint64_t a = m.start + 64; a < m.end; a += 4096 + 37) code.push_back(a);
   }
   log.write_lifecycle_events(events, 0);
@@ -52,7 +59,8 @@ int main(int argc, char** argv) {
   for (auto& ips : stacks) {
     for (uint32_t depth = 0; depth < kUserDepth; ++depth)  // innermost first
       ips.push_back(depth >= 10 ? code[depth % code.size()] : code[rng() % code.size()]);
-    for (uint32_t depth = 0; depth < kKernelDepth; ++depth) ips.push_back(0xffffffff81000000ull + (rng() % 0x800000));
+    for (uint32_t depth = 0; depth < kKernelDepth; ++depth)
+      ips.push_back(0xffffffff81000000ull + (rng() % 0x800000));
   }
   bpfprof_sample_event event{};
   uint64_t cpu_time[4] = {};
@@ -69,10 +77,12 @@ int main(int argc, char** argv) {
     event.user_depth = kUserDepth;
     event.kernel_depth = kKernelDepth;
     std::copy(ips.begin(), ips.end(), event.ips);
-    log.write_bpf_event(&event, offsetof(bpfprof_sample_event, ips) + ips.size() * sizeof(uint64_t));
+    log.write_bpf_event(&event,
+                        offsetof(bpfprof_sample_event, ips) + ips.size() * sizeof(uint64_t));
   }
   log.finish(RecordingTrailer{MonotonicNs{start.value + 2000000 + samples * 250000}, 0, 0});
-  fprintf(stderr, "make_event_log: %llu samples over %llu stacks, %.1f MB\n", static_cast<unsigned long long>(samples),
-          static_cast<unsigned long long>(unique), static_cast<double>(log.bytes_written()) / 1e6);
+  fprintf(stderr, "make_event_log: %llu samples over %llu stacks, %.1f MB\n",
+          static_cast<unsigned long long>(samples), static_cast<unsigned long long>(unique),
+          static_cast<double>(log.bytes_written()) / 1e6);
   return 0;
 }

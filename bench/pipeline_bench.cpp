@@ -11,9 +11,9 @@
 #include <random>
 
 #include "symbols/util/proc_maps.h"
+#include "userspace/model/session_model.h"
 #include "userspace/output/output_file.h"
 #include "userspace/output/profile_writer.h"
-#include "userspace/model/session_model.h"
 
 namespace bpfprof {
 namespace {
@@ -38,7 +38,8 @@ Recording make_recording(size_t samples, size_t unique_stacks) {
     MmapEvent e;
     e.pid = pid;
     e.tid = Tid{pid.value};
-    e.mapping = MappingInfo{m.start, m.end - m.start, m.file_offset, m.dev_major, m.dev_minor, m.inode, m.path, {}};
+    e.mapping = MappingInfo{m.start,     m.end - m.start, m.file_offset, m.dev_major,
+                            m.dev_minor, m.inode,         m.path,        {}};
     rec.events.push_back(LifecycleEvent{MonotonicNs{0}, std::move(e)});
     for (uint64_t a = m.start + 64; a < m.end; a += 4096 + 37) code_addresses.push_back(a);
   }
@@ -74,14 +75,19 @@ void BM_ReplayAndWrite(benchmark::State& state) {
     bytes = sink.bytes;
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * samples));
-  state.counters["json_bytes_per_sample"] = static_cast<double>(bytes) / static_cast<double>(samples);
+  state.counters["json_bytes_per_sample"] =
+      static_cast<double>(bytes) / static_cast<double>(samples);
 }
-BENCHMARK(BM_ReplayAndWrite)->Args({100000, 1000})->Args({100000, 20000})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReplayAndWrite)
+    ->Args({100000, 1000})
+    ->Args({100000, 20000})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_ReplayAndWriteGzip(benchmark::State& state) {
   const size_t samples = static_cast<size_t>(state.range(0));
   Recording rec = make_recording(samples, 1000);
-  std::string path = std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + "/bpfprof-bench.json.gz";
+  std::string path =
+      std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + "/bpfprof-bench.json.gz";
   for (auto _ : state) {
     SessionModel model;
     model.replay(rec);

@@ -11,7 +11,7 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   uint64_t start = now_ns();
   uint64_t run_ns = (uint64_t)(argc > 1 ? atoi(argv[1]) : 300) * 1000000u;
   volatile uint64_t x = 0;

@@ -141,9 +141,9 @@ void symbolize_all(Symbolizer& sym, const Target& target, const std::vector<uint
 }
 
 void report(benchmark::State& state, const Tally& tally, size_t n) {
-  state.counters["per_address"] = benchmark::Counter(
-      static_cast<double>(n) * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_address"] =
+      benchmark::Counter(static_cast<double>(n) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["named"] = static_cast<double>(tally.named) / static_cast<double>(n);
   state.counters["with_line"] = static_cast<double>(tally.with_line) / static_cast<double>(n);
   state.counters["frames"] = static_cast<double>(tally.frames) / static_cast<double>(n);
@@ -188,7 +188,8 @@ void register_all() {
       std::fprintf(stderr, "symbolize_bench: %s not found, its cases are left out\n", target.path);
       continue;
     }
-    for (auto [kind, fn] : {std::pair{"cold", &BM_SymbolizeCold}, std::pair{"warm", &BM_SymbolizeWarm}}) {
+    for (auto [kind, fn] :
+         {std::pair{"cold", &BM_SymbolizeCold}, std::pair{"warm", &BM_SymbolizeWarm}}) {
       const std::string name = std::string("symbolize/") + target.label + "/" + kind;
       benchmark::RegisterBenchmark(name.c_str(), fn, target)
           ->Arg(1000)

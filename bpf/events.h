@@ -16,11 +16,11 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_SAMPLE = 1,
   BPFPROF_EVENT_FORK = 2, /* a new thread or process */
   BPFPROF_EVENT_EXEC = 3,
-  BPFPROF_EVENT_EXIT = 4, /* a thread exits (group_dead: the last one of its process) */
-  BPFPROF_EVENT_COMM = 5, /* a thread was renamed (prctl, pthread_setname_np, exec) */
-  BPFPROF_EVENT_SWITCH_OUT = 6, /* a thread left the CPU (bpfprof_switch_out_event) */
-  BPFPROF_EVENT_SWITCH_IN = 7,  /* it runs again (just the header) */
-  BPFPROF_EVENT_DWARF_SAMPLE = 8, /* a timer sample with user registers and stack bytes */
+  BPFPROF_EVENT_EXIT = 4,             /* a thread exits (group_dead: the last one of its process) */
+  BPFPROF_EVENT_COMM = 5,             /* a thread was renamed (prctl, pthread_setname_np, exec) */
+  BPFPROF_EVENT_SWITCH_OUT = 6,       /* a thread left the CPU (bpfprof_switch_out_event) */
+  BPFPROF_EVENT_SWITCH_IN = 7,        /* it runs again (just the header) */
+  BPFPROF_EVENT_DWARF_SAMPLE = 8,     /* a timer sample with user registers and stack bytes */
   BPFPROF_EVENT_DWARF_SWITCH_OUT = 9, /* a switch-out, stacks as in a DWARF sample */
 };
 
@@ -70,9 +70,9 @@ struct bpfprof_dwarf_sample_event {
   __u64 user_regs[BPFPROF_USER_REGS]; /* DWARF numbering; all 0 without a user context */
   __u32 kernel_depth;
   __u32 stack_size;
-  __u32 state; /* BPFPROF_EVENT_DWARF_SWITCH_OUT: enum bpfprof_off_cpu_state */
-  __u32 flags; /* BPFPROF_SWITCH_STACK_REUSED, BPFPROF_STACK_COPY_* */
-  __u32 stack_copy_limit; /* the most bytes this copy could take (the process's size then) */
+  __u32 state;              /* BPFPROF_EVENT_DWARF_SWITCH_OUT: enum bpfprof_off_cpu_state */
+  __u32 flags;              /* BPFPROF_SWITCH_STACK_REUSED, BPFPROF_STACK_COPY_* */
+  __u32 stack_copy_limit;   /* the most bytes this copy could take (the process's size then) */
   __u32 stack_bytes_wanted; /* what it tried to copy: the limit, or less where the stack ends */
   __u64 kernel_ips[BPFPROF_MAX_STACK_DEPTH];
   __u8 stack[BPFPROF_STACK_BUFFER];
@@ -98,7 +98,7 @@ struct bpfprof_switch_out_event {
   __u32 state;       /* enum bpfprof_off_cpu_state */
   __u32 user_depth;
   __u32 kernel_depth;
-  __u32 flags;       /* BPFPROF_SWITCH_STACK_REUSED */
+  __u32 flags; /* BPFPROF_SWITCH_STACK_REUSED */
   __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
 };
 

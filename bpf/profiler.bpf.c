@@ -3,6 +3,7 @@
  * the set of tracked processes in the kernel, so that a child of a tracked process is
  * sampled from its first instruction. */
 #include "vmlinux.h"
+
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -54,7 +55,7 @@ struct {
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 65536);
-  __type(key, __u32);  /* tgid */
+  __type(key, __u32); /* tgid */
   __type(value, __u8);
 } tracked_processes SEC(".maps");
 
@@ -110,28 +111,22 @@ struct {
   __type(value, __u64);
 } lost_events_by_process SEC(".maps");
 
-static __always_inline void count_lost_for(__u32 tgid)
-{
+static __always_inline void count_lost_for(__u32 tgid) {
   __u32 zero = 0;
-  __u64 *lost = bpf_map_lookup_elem(&lost_events, &zero);
-  if (lost)
-    __sync_fetch_and_add(lost, 1);
-  __u64 *of_process = bpf_map_lookup_elem(&lost_events_by_process, &tgid);
+  __u64* lost = bpf_map_lookup_elem(&lost_events, &zero);
+  if (lost) __sync_fetch_and_add(lost, 1);
+  __u64* of_process = bpf_map_lookup_elem(&lost_events_by_process, &tgid);
   if (!of_process) {
     /* Another CPU may create it first: then its entry is the one to add to. */
     __u64 zero_count = 0;
     bpf_map_update_elem(&lost_events_by_process, &tgid, &zero_count, BPF_NOEXIST);
     of_process = bpf_map_lookup_elem(&lost_events_by_process, &tgid);
   }
-  if (of_process)
-    __sync_fetch_and_add(of_process, 1);
+  if (of_process) __sync_fetch_and_add(of_process, 1);
 }
 
 /* For the task running now. */
-static __always_inline void count_lost(void)
-{
-  count_lost_for(bpf_get_current_pid_tgid() >> 32);
-}
+static __always_inline void count_lost(void) { count_lost_for(bpf_get_current_pid_tgid() >> 32); }
 
 /* Waking the reader for every event would interrupt the profiled threads with IPIs at the
  * sampling rate; userspace polls on a timer instead, and is woken only when the buffer
@@ -139,8 +134,7 @@ static __always_inline void count_lost(void)
 /* Set before load: a quarter of the ring buffer's size. */
 const volatile __u64 wakeup_threshold = 4 * 1024 * 1024;
 
-static __always_inline __u64 submit_flags(void)
-{
+static __always_inline __u64 submit_flags(void) {
   return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_threshold ? BPF_RB_FORCE_WAKEUP
                                                                           : BPF_RB_NO_WAKEUP;
 }
@@ -149,22 +143,19 @@ static __always_inline __u64 submit_flags(void)
  * be events it has to read, unwind and write: a feedback loop at high rates). */
 const volatile __u32 self_tgid = 0;
 
-static __always_inline __u64 lifecycle_submit_flags(void)
-{
+static __always_inline __u64 lifecycle_submit_flags(void) {
   return bpf_ringbuf_query(&lifecycle_events, BPF_RB_AVAIL_DATA) > 256 * 1024 ? BPF_RB_FORCE_WAKEUP
                                                                               : BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline bool is_tracked(__u32 tgid)
-{
+static __always_inline bool is_tracked(__u32 tgid) {
   if (tgid == 0 || tgid == self_tgid) /* the per-CPU idle tasks; the profiler itself */
     return false;
   return track_all || bpf_map_lookup_elem(&tracked_processes, &tgid) != NULL;
 }
 
-static __always_inline void fill_header(struct bpfprof_event_header *h, __u32 kind,
-                                        __u32 pid, __u32 tid)
-{
+static __always_inline void fill_header(struct bpfprof_event_header* h, __u32 kind, __u32 pid,
+                                        __u32 tid) {
   h->kind = kind;
   h->cpu = bpf_get_smp_processor_id();
   h->timestamp_ns = bpf_ktime_get_ns();
@@ -176,9 +167,8 @@ struct stack_end {
   __u64 end;
 };
 
-static long find_stack_end(struct task_struct *task, struct vm_area_struct *vma, void *data)
-{
-  ((struct stack_end *)data)->end = vma->vm_end;
+static long find_stack_end(struct task_struct* task, struct vm_area_struct* vma, void* data) {
+  ((struct stack_end*)data)->end = vma->vm_end;
   return 0;
 }
 
@@ -193,13 +183,10 @@ struct {
 
 /* The current task's saved user registers (also when it is in the kernel), in DWARF order;
  * `r` stays as it is (zeroed by the caller) for a task without a user context. */
-static __always_inline void read_user_registers(struct task_struct *task, __u64 *r)
-{
-  if (!task->mm)
-    return;
-  struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-  if (!regs)
-    return;
+static __always_inline void read_user_registers(struct task_struct* task, __u64* r) {
+  if (!task->mm) return;
+  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
+  if (!regs) return;
   r[0] = BPF_CORE_READ(regs, ax);
   r[1] = BPF_CORE_READ(regs, dx);
   r[2] = BPF_CORE_READ(regs, cx);
@@ -224,26 +211,22 @@ static __always_inline void read_user_registers(struct task_struct *task, __u64 
 /* What a page's copy reads lives in the event (a map value, whose contents the verifier
  * does not track), not on the stack: so bpf_loop's callback is verified in a few passes. */
 struct stack_copy {
-  struct bpfprof_dwarf_sample_event *event;
+  struct bpfprof_dwarf_sample_event* event;
 };
 
 /* Page `index` of the copy: from sp to the first page boundary, then whole pages. */
-static long copy_stack_page(__u64 index, void *context)
-{
-  struct bpfprof_dwarf_sample_event *e = ((struct stack_copy *)context)->event;
+static long copy_stack_page(__u64 index, void* context) {
+  struct bpfprof_dwarf_sample_event* e = ((struct stack_copy*)context)->event;
   const __u64 sp = e->user_regs[BPFPROF_REG_SP];
   const __u64 wanted = e->stack_bytes_wanted;
   const __u64 first = PAGE_BYTES - (sp & (PAGE_BYTES - 1));
   __u64 offset = index == 0 ? 0 : first + (index - 1) * PAGE_BYTES;
-  if (offset >= wanted)
-    return 1;
+  if (offset >= wanted) return 1;
   __u64 chunk = index == 0 ? first : PAGE_BYTES;
-  if (chunk > wanted - offset)
-    chunk = wanted - offset;
-  if (offset > BPFPROF_MAX_STACK_COPY || chunk > PAGE_BYTES || chunk == 0)
-    return 1;
+  if (chunk > wanted - offset) chunk = wanted - offset;
+  if (offset > BPFPROF_MAX_STACK_COPY || chunk > PAGE_BYTES || chunk == 0) return 1;
   /* On failure the helper zeroes the destination. */
-  if (bpf_probe_read_user(e->stack + offset, chunk, (void *)(sp + offset)) == 0)
+  if (bpf_probe_read_user(e->stack + offset, chunk, (void*)(sp + offset)) == 0)
     e->stack_size = offset + chunk;
   else
     e->flags |= BPFPROF_STACK_COPY_UNREADABLE;
@@ -255,16 +238,14 @@ static long copy_stack_page(__u64 index, void *context)
  * fault (never touched: the middle of a large local array, or past the end of the mapping
  * when its lock was busy and the end is unknown) is left zeroed and the copy goes on: the
  * frames above it are still there. The copy ends after the last page that was read. */
-static __always_inline void copy_user_stack(struct task_struct *task, struct bpfprof_dwarf_sample_event *e)
-{
+static __always_inline void copy_user_stack(struct task_struct* task,
+                                            struct bpfprof_dwarf_sample_event* e) {
   const __u64 sp = e->user_regs[BPFPROF_REG_SP];
   __u64 limit = user_stack_copy_bytes;
   __u32 tgid = e->header.pid;
-  __u32 *raised = bpf_map_lookup_elem(&stack_copy_bytes_by_process, &tgid);
-  if (raised)
-    limit = *raised;
-  if (limit > BPFPROF_MAX_STACK_COPY)
-    limit = BPFPROF_MAX_STACK_COPY;
+  __u32* raised = bpf_map_lookup_elem(&stack_copy_bytes_by_process, &tgid);
+  if (raised) limit = *raised;
+  if (limit > BPFPROF_MAX_STACK_COPY) limit = BPFPROF_MAX_STACK_COPY;
   e->stack_copy_limit = limit;
   e->stack_bytes_wanted = limit;
   bool end_known = false;
@@ -279,44 +260,38 @@ static __always_inline void copy_user_stack(struct task_struct *task, struct bpf
   e->stack_size = 0;
   struct stack_copy c = {.event = e};
   bpf_loop(BPFPROF_MAX_STACK_COPY / PAGE_BYTES + 2, copy_stack_page, &c, 0);
-  if (!end_known && e->stack_size >= limit)
-    e->flags |= BPFPROF_STACK_COPY_AT_LIMIT;
+  if (!end_known && e->stack_size >= limit) e->flags |= BPFPROF_STACK_COPY_AT_LIMIT;
 }
 
 /* The current task's user registers and stack copy, for unwinding with CFI in userspace; and
  * its kernel stack. */
-static __always_inline void capture_dwarf_stacks(void *ctx, struct bpfprof_dwarf_sample_event *e, bool with_user)
-{
-  struct task_struct *task = bpf_get_current_task_btf();
+static __always_inline void capture_dwarf_stacks(void* ctx, struct bpfprof_dwarf_sample_event* e,
+                                                 bool with_user) {
+  struct task_struct* task = bpf_get_current_task_btf();
   e->stack_size = 0;
   e->stack_copy_limit = 0;
   e->stack_bytes_wanted = 0;
-  for (int i = 0; i < BPFPROF_USER_REGS; i++)
-    e->user_regs[i] = 0;
-  if (with_user)
-    read_user_registers(task, e->user_regs);
-  e->kernel_depth = with_user ? capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f : 0;
-  if (e->user_regs[BPFPROF_REG_SP])
-    copy_user_stack(task, e);
+  for (int i = 0; i < BPFPROF_USER_REGS; i++) e->user_regs[i] = 0;
+  if (with_user) read_user_registers(task, e->user_regs);
+  e->kernel_depth =
+      with_user ? capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f : 0;
+  if (e->user_regs[BPFPROF_REG_SP]) copy_user_stack(task, e);
 }
 
-static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event *e)
-{
+static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event* e) {
   __u64 out = offsetof(struct bpfprof_dwarf_sample_event, stack) + e->stack_size;
   if (out > offsetof(struct bpfprof_dwarf_sample_event, stack) + BPFPROF_MAX_STACK_COPY)
     out = offsetof(struct bpfprof_dwarf_sample_event, stack) + BPFPROF_MAX_STACK_COPY;
-  if (bpf_ringbuf_output(&events, e, out, submit_flags()))
-    count_lost_for(e->header.pid);
+  if (bpf_ringbuf_output(&events, e, out, submit_flags())) count_lost_for(e->header.pid);
 }
 
-static __always_inline int send_dwarf_sample(struct bpf_perf_event_data *ctx, __u32 tgid, __u32 tid)
-{
+static __always_inline int send_dwarf_sample(struct bpf_perf_event_data* ctx, __u32 tgid,
+                                             __u32 tid) {
   __u32 cpu = bpf_get_smp_processor_id();
-  struct bpfprof_dwarf_sample_event *e = bpf_map_lookup_elem(&dwarf_scratch, &cpu);
-  if (!e)
-    return 0;
+  struct bpfprof_dwarf_sample_event* e = bpf_map_lookup_elem(&dwarf_scratch, &cpu);
+  if (!e) return 0;
   fill_header(&e->header, BPFPROF_EVENT_DWARF_SAMPLE, tgid, tid);
-  struct task_struct *task = bpf_get_current_task_btf();
+  struct task_struct* task = bpf_get_current_task_btf();
   e->cpu_time_ns = task->se.sum_exec_runtime;
   e->state = 0;
   e->flags = 0;
@@ -326,83 +301,74 @@ static __always_inline int send_dwarf_sample(struct bpf_perf_event_data *ctx, __
 }
 
 SEC("perf_event")
-int on_sample(struct bpf_perf_event_data *ctx)
-{
+int on_sample(struct bpf_perf_event_data* ctx) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   __u32 tgid = pid_tgid >> 32;
-  if (!is_tracked(tgid))
-    return 0;
+  if (!is_tracked(tgid)) return 0;
 
   __u32 zero = 0;
-  __u32 *last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
-  if (last_sampled)
-    *last_sampled = (__u32)pid_tgid;
-  if (user_stack_copy_bytes)
-    return send_dwarf_sample(ctx, tgid, (__u32)pid_tgid);
-  struct bpfprof_sample_event *e = bpf_map_lookup_elem(&sample_scratch, &zero);
-  if (!e)
-    return 0;
+  __u32* last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
+  if (last_sampled) *last_sampled = (__u32)pid_tgid;
+  if (user_stack_copy_bytes) return send_dwarf_sample(ctx, tgid, (__u32)pid_tgid);
+  struct bpfprof_sample_event* e = bpf_map_lookup_elem(&sample_scratch, &zero);
+  if (!e) return 0;
   fill_header(&e->header, BPFPROF_EVENT_SAMPLE, tgid, (__u32)pid_tgid);
-  struct task_struct *task = bpf_get_current_task_btf();
+  struct task_struct* task = bpf_get_current_task_btf();
   e->cpu_time_ns = task->se.sum_exec_runtime;
 
   __u32 user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH);
   /* bpf_get_stack never returns more than 127 frames; the mask lets the verifier see the
    * bound of the offset at which the kernel frames go (127 == 0x7f). */
   user_depth &= 0x7f;
-  __u32 kernel_depth =
-      capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH);
+  __u32 kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH);
   kernel_depth &= 0x7f;
   e->user_depth = user_depth;
   e->kernel_depth = kernel_depth;
 
   __u64 size = offsetof(struct bpfprof_sample_event, ips) +
                (__u64)(user_depth + kernel_depth) * sizeof(__u64);
-  if (size > sizeof(*e))
-    size = sizeof(*e);
-  if (bpf_ringbuf_output(&events, e, size, submit_flags()))
-    count_lost_for(e->header.pid);
+  if (size > sizeof(*e)) size = sizeof(*e);
+  if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(e->header.pid);
   return 0;
 }
 
 #define TASK_RUNNING_STATE 0x0000
 #define TASK_UNINTERRUPTIBLE_STATE 0x0002
 #define TASK_DEAD_STATE 0x0080
-#define TASK_NOLOAD_STATE 0x0400 /* with UNINTERRUPTIBLE: TASK_IDLE, a kernel thread's idle wait */
+/* With UNINTERRUPTIBLE: TASK_IDLE, a kernel thread's idle wait. */
+#define TASK_NOLOAD_STATE 0x0400
 
-static __always_inline __u32 off_cpu_state(bool preempt, unsigned int prev_state)
-{
-  if (preempt || prev_state == TASK_RUNNING_STATE)
-    return BPFPROF_OFF_CPU_WAITING_CPU;
+static __always_inline __u32 off_cpu_state(bool preempt, unsigned int prev_state) {
+  if (preempt || prev_state == TASK_RUNNING_STATE) return BPFPROF_OFF_CPU_WAITING_CPU;
   if ((prev_state & TASK_UNINTERRUPTIBLE_STATE) && !(prev_state & TASK_NOLOAD_STATE))
     return BPFPROF_OFF_CPU_IO_WAIT;
   return BPFPROF_OFF_CPU_SLEEPING;
 }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-             unsigned int prev_state)
-{
+int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
+             unsigned int prev_state) {
   __u32 zero = 0;
   __u32 prev_tgid = prev->tgid;
   __u32 prev_tid = prev->pid;
-  __u32 *last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
+  __u32* last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
   bool was_sampled = last_sampled && *last_sampled == prev_tid;
-  if (last_sampled)
-    *last_sampled = 0;
+  if (last_sampled) *last_sampled = 0;
 
   /* A dying thread's exit event ends it; anything else leaving the CPU is off-CPU time. */
-  bool leaving = !(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid) && (record_off_cpu || was_sampled);
+  bool leaving =
+      !(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid) && (record_off_cpu || was_sampled);
   if (leaving && record_off_cpu && user_stack_copy_bytes) {
     /* Off-CPU stacks unwound like timer samples: registers and stack bytes. */
     __u32 cpu = bpf_get_smp_processor_id();
-    struct bpfprof_dwarf_sample_event *d = bpf_map_lookup_elem(&dwarf_switch_scratch, &cpu);
+    struct bpfprof_dwarf_sample_event* d = bpf_map_lookup_elem(&dwarf_switch_scratch, &cpu);
     if (d) {
       fill_header(&d->header, BPFPROF_EVENT_DWARF_SWITCH_OUT, prev_tgid, prev_tid);
       d->cpu_time_ns = prev->se.sum_exec_runtime;
       d->state = off_cpu_state(preempt, prev_state);
       d->flags = 0;
-      __u64 *taken = bpf_task_storage_get(&off_cpu_stack_taken, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+      __u64* taken =
+          bpf_task_storage_get(&off_cpu_stack_taken, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
       __u64 now = d->header.timestamp_ns;
       bool reuse = taken && *taken && now - *taken < off_cpu_stack_interval_ns;
       if (reuse)
@@ -415,7 +381,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
     leaving = false;
   }
   if (leaving) {
-    struct bpfprof_switch_out_event *e = bpf_map_lookup_elem(&switch_scratch, &zero);
+    struct bpfprof_switch_out_event* e = bpf_map_lookup_elem(&switch_scratch, &zero);
     if (e) {
       fill_header(&e->header, BPFPROF_EVENT_SWITCH_OUT, prev_tgid, prev_tid);
       e->cpu_time_ns = prev->se.sum_exec_runtime;
@@ -423,31 +389,30 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
       e->flags = 0;
       __u32 user_depth = 0, kernel_depth = 0;
       if (record_off_cpu) {
-        __u64 *taken = bpf_task_storage_get(&off_cpu_stack_taken, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+        __u64* taken =
+            bpf_task_storage_get(&off_cpu_stack_taken, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
         __u64 now = e->header.timestamp_ns;
         if (taken && *taken && now - *taken < off_cpu_stack_interval_ns) {
           e->flags = BPFPROF_SWITCH_STACK_REUSED;
         } else {
-          if (taken)
-            *taken = now;
+          if (taken) *taken = now;
           /* prev is still the current task here: these are the stacks it sleeps in. */
           user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
-          kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+          kernel_depth =
+              capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
         }
       }
       e->user_depth = user_depth;
       e->kernel_depth = kernel_depth;
       __u64 size = offsetof(struct bpfprof_switch_out_event, ips) +
                    (__u64)(user_depth + kernel_depth) * sizeof(__u64);
-      if (size > sizeof(*e))
-        size = sizeof(*e);
-      if (bpf_ringbuf_output(&events, e, size, submit_flags()))
-        count_lost_for(e->header.pid);
+      if (size > sizeof(*e)) size = sizeof(*e);
+      if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(e->header.pid);
     }
   }
 
   if (record_off_cpu && is_tracked(next->tgid)) {
-    struct bpfprof_event_header *h = bpf_ringbuf_reserve(&events, sizeof(*h), 0);
+    struct bpfprof_event_header* h = bpf_ringbuf_reserve(&events, sizeof(*h), 0);
     if (!h) {
       count_lost_for(next->tgid);
       return 0;
@@ -459,11 +424,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 }
 
 SEC("tp_btf/sched_process_fork")
-int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
-{
+int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   __u32 parent_tgid = parent->tgid;
-  if (!is_tracked(parent_tgid))
-    return 0;
+  if (!is_tracked(parent_tgid)) return 0;
   __u32 child_tgid = child->tgid;
   if (!track_all && child_tgid != parent_tgid) {
     __u8 one = 1;
@@ -471,7 +434,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
     if (bpf_map_update_elem(&tracked_processes, &child_tgid, &one, BPF_ANY))
       count_lost_for(child_tgid);
   }
-  struct bpfprof_fork_event *e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
+  struct bpfprof_fork_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();
     return 0;
@@ -485,12 +448,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 }
 
 SEC("tp_btf/sched_process_exec")
-int BPF_PROG(on_exec, struct task_struct *task, pid_t old_tid, struct linux_binprm *bprm)
-{
+int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binprm* bprm) {
   __u32 tgid = task->tgid;
-  if (!is_tracked(tgid))
-    return 0;
-  struct bpfprof_exec_event *e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
+  if (!is_tracked(tgid)) return 0;
+  struct bpfprof_exec_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();
     return 0;
@@ -505,12 +466,10 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_tid, struct linux_binp
 }
 
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
-{
+int BPF_PROG(on_exit, struct task_struct* task, bool group_dead) {
   __u32 tgid = task->tgid;
-  if (!is_tracked(tgid))
-    return 0;
-  struct bpfprof_exit_event *e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
+  if (!is_tracked(tgid)) return 0;
+  struct bpfprof_exit_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (e) {
     fill_header(&e->header, BPFPROF_EVENT_EXIT, tgid, task->pid);
     e->cpu_time_ns = task->se.sum_exec_runtime;
@@ -521,22 +480,18 @@ int BPF_PROG(on_exit, struct task_struct *task, bool group_dead)
   } else {
     count_lost();
   }
-  if (group_dead && !track_all)
-    bpf_map_delete_elem(&tracked_processes, &tgid);
+  if (group_dead && !track_all) bpf_map_delete_elem(&tracked_processes, &tgid);
   return 0;
 }
 
 SEC("tp_btf/task_rename")
-int BPF_PROG(on_rename, struct task_struct *task, const char *comm)
-{
+int BPF_PROG(on_rename, struct task_struct* task, const char* comm) {
   __u32 tgid = task->tgid;
-  if (!is_tracked(tgid))
-    return 0;
+  if (!is_tracked(tgid)) return 0;
   /* exec renames the task before its exec event; that name belongs to the new image and
    * comes with the exec event itself. */
-  if (BPF_CORE_READ_BITFIELD(task, in_execve))
-    return 0;
-  struct bpfprof_comm_event *e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
+  if (BPF_CORE_READ_BITFIELD(task, in_execve)) return 0;
+  struct bpfprof_comm_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();
     return 0;

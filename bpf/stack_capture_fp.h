@@ -4,14 +4,12 @@
 #ifndef BPFPROF_STACK_CAPTURE_FP_H
 #define BPFPROF_STACK_CAPTURE_FP_H
 
-static __always_inline __u32 capture_user_stack(void *ctx, __u64 *ips, __u32 max_depth)
-{
+static __always_inline __u32 capture_user_stack(void* ctx, __u64* ips, __u32 max_depth) {
   long bytes = bpf_get_stack(ctx, ips, max_depth * sizeof(__u64), BPF_F_USER_STACK);
   return bytes > 0 ? (__u32)(bytes / sizeof(__u64)) : 0;
 }
 
-static __always_inline __u32 capture_kernel_stack(void *ctx, __u64 *ips, __u32 max_depth)
-{
+static __always_inline __u32 capture_kernel_stack(void* ctx, __u64* ips, __u32 max_depth) {
   long bytes = bpf_get_stack(ctx, ips, max_depth * sizeof(__u64), 0);
   return bytes > 0 ? (__u32)(bytes / sizeof(__u64)) : 0;
 }

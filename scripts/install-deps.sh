@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config clang
+  build-essential cmake pkg-config clang clang-format
   libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev
   libcli11-dev libgtest-dev libbenchmark-dev libiberty-dev
   nodejs npm

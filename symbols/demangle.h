@@ -10,7 +10,8 @@ namespace bpfprof {
 
 // The demangled form of `symbol`. A symbol-version suffix (`@VER`, `@@VER`, as in
 // `clock_gettime@@GLIBC_2.17`) is removed first; a name that is not mangled, or that the
-// demangler rejects, comes back otherwise unchanged; a PLT slot's `@plt` stays. Never throws on malformed input.
+// demangler rejects, comes back otherwise unchanged; a PLT slot's `@plt` stays. Never throws on
+// malformed input.
 std::string demangle(std::string_view symbol);
 
 // `symbol` without a trailing symbol-version suffix (`foo@GLIBC_2.2.5` -> `foo`).

@@ -8,8 +8,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -17,7 +17,6 @@
 namespace bpfprof {
 
 namespace {
-
 
 std::string machine_arch() {
   utsname u{};
@@ -43,7 +42,8 @@ std::string breakpad_id_from_build_id(const std::vector<uint8_t>& build_id) {
 
 std::vector<uint8_t> kernel_build_id() {
   std::ifstream in("/sys/kernel/notes", std::ios::binary);
-  std::vector<uint8_t> notes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> notes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   size_t pos = 0;
   auto align4 = [](size_t n) { return (n + 3) & ~size_t{3}; };
   while (pos + 12 <= notes.size()) {
@@ -61,7 +61,8 @@ std::vector<uint8_t> kernel_build_id() {
   return {};
 }
 
-LibraryDescription Symbolizer::describe_library(const std::string& path, const std::string& readable_path,
+LibraryDescription Symbolizer::describe_library(const std::string& path,
+                                                const std::string& readable_path,
                                                 const std::string& reported_build_id) {
   LibraryDescription d;
   d.path = path;
@@ -125,7 +126,8 @@ const DwarfModule* Symbolizer::dwarf_for(const std::string& path) {
   return it->second.get();
 }
 
-std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& library_path, uint64_t file_offset) {
+std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& library_path,
+                                                           uint64_t file_offset) {
   const std::string& path = file_for(library_path);
   SymbolizedFrame outer;
   outer.relative_address = file_offset;  // right for most PIE/.so segments when unreadable
@@ -162,9 +164,9 @@ bool Symbolizer::is_thread_root(const std::string& library_path, uint64_t file_o
   return dwarf && dwarf->is_thread_root(*vaddr);
 }
 
-std::optional<NativeSymbolInfo> Symbolizer::native_symbol_at(const std::shared_ptr<const ElfFile>& binary,
-                                                             const DwarfModule* dwarf, uint64_t vaddr,
-                                                             bool* named_by_address) {
+std::optional<NativeSymbolInfo> Symbolizer::native_symbol_at(
+    const std::shared_ptr<const ElfFile>& binary, const DwarfModule* dwarf, uint64_t vaddr,
+    bool* named_by_address) {
   const CodeRange* cfi_function = dwarf ? dwarf->cfi_function_at(vaddr) : nullptr;
   // The symbol table (a debug file's when the binary has none), the binary's own PLT and
   // entry-point names, then libdwfl's tables (MiniDebugInfo).
@@ -172,7 +174,8 @@ std::optional<NativeSymbolInfo> Symbolizer::native_symbol_at(const std::shared_p
                                dwarf ? dwarf->symbol_at(vaddr) : nullptr}) {
     // A size-0 symbol widened to the next one stops where the CFI says another function
     // starts: stripped executables' few exported symbols would otherwise cover megabytes.
-    if (!symbol || (symbol->widened && cfi_function && cfi_function->start > symbol->address)) continue;
+    if (!symbol || (symbol->widened && cfi_function && cfi_function->start > symbol->address))
+      continue;
     uint64_t size = symbol->size;
     if (symbol->widened && dwarf) {
       const CodeRange* own = dwarf->cfi_function_at(symbol->address);
@@ -184,12 +187,14 @@ std::optional<NativeSymbolInfo> Symbolizer::native_symbol_at(const std::shared_p
   *named_by_address = true;
   char name[32];
   snprintf(name, sizeof name, "fn_0x%llx", static_cast<unsigned long long>(cfi_function->start));
-  return NativeSymbolInfo{name, cfi_function->start - binary->base_vaddr(), cfi_function->end - cfi_function->start};
+  return NativeSymbolInfo{name, cfi_function->start - binary->base_vaddr(),
+                          cfi_function->end - cfi_function->start};
 }
 
 const ElfFile& Symbolizer::symbol_source_for(const std::shared_ptr<const ElfFile>& binary) {
   auto [it, inserted] = symbol_sources_.try_emplace(binary.get(), binary);
-  if (!inserted || binary->symbol_source() == "symtab" || binary->build_id().size() <= 1) return *it->second;
+  if (!inserted || binary->symbol_source() == "symtab" || binary->build_id().size() <= 1)
+    return *it->second;
   // Where DWARF's debug files are looked for by build-id: /usr/lib/debug, then each
   // --symbol-dir (a debug file may hold just .symtab, which libdwfl does not report).
   const std::string hex = hex_string(binary->build_id());
@@ -218,7 +223,9 @@ const KernelSymbols* Symbolizer::kernel_symbols() {
       }
     }
     if (kernel_symbols_ && kernel_symbols_->addresses_hidden())
-      fprintf(stderr, "bpfprof: kernel addresses are hidden (kernel.kptr_restrict); kernel frames are named [kernel]\n");
+      fprintf(stderr,
+              "bpfprof: kernel addresses are hidden (kernel.kptr_restrict); kernel frames are "
+              "named [kernel]\n");
   }
   return kernel_symbols_ && !kernel_symbols_->addresses_hidden() ? &*kernel_symbols_ : nullptr;
 }
@@ -256,8 +263,9 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel(uint64_t address) {
   frame.relative_address = address - base;
   if (symbol) {
     frame.name = symbol->name;
-    frame.symbol = NativeSymbolInfo{symbol->name, symbol->address - base,
-                                    symbol->end > symbol->address ? symbol->end - symbol->address : 0};
+    frame.symbol =
+        NativeSymbolInfo{symbol->name, symbol->address - base,
+                         symbol->end > symbol->address ? symbol->end - symbol->address : 0};
   }
   return {frame};
 }

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "symbols/dwarf/dwarf_module.h"
-#include "symbols/kernel/kallsyms.h"
-#include "symbols/jit/perf_map.h"
 #include "symbols/elf/symbol_cache.h"
+#include "symbols/jit/perf_map.h"
+#include "symbols/kernel/kallsyms.h"
 #include "symbols/util/text.h"
 
 namespace bpfprof {
@@ -33,7 +33,7 @@ struct NativeSymbolInfo {
 // One frame of what an address resolves to. An address where functions were inlined gives
 // several, outermost first, all with the same relative address and symbol.
 struct SymbolizedFrame {
-  std::string name;  // demangled; empty when nothing names the address
+  std::string name;               // demangled; empty when nothing names the address
   uint64_t relative_address = 0;  // relative to the library's load base
   std::optional<std::string> file;
   std::optional<uint32_t> line;
@@ -48,12 +48,12 @@ struct SymbolizedFrame {
 };
 
 struct LibraryDescription {
-  std::string name;        // base name
+  std::string name;  // base name
   std::string path;
   std::string debug_name;
   std::string debug_path;
-  std::string code_id;     // GNU build-id, hex
-  std::string breakpad_id; // GUID form of the build-id plus age 0
+  std::string code_id;      // GNU build-id, hex
+  std::string breakpad_id;  // GUID form of the build-id plus age 0
   std::string arch;
 };
 

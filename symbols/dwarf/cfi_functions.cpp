@@ -22,7 +22,8 @@ struct EhFrame {
 std::optional<EhFrame> find_eh_frame(Elf* elf) {
   size_t section_names = 0;
   if (elf_getshdrstrndx(elf, &section_names) != 0) return std::nullopt;
-  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr; section = elf_nextscn(elf, section)) {
+  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
+       section = elf_nextscn(elf, section)) {
     GElf_Shdr header;
     if (gelf_getshdr(section, &header) == nullptr || header.sh_type != SHT_PROGBITS) continue;
     const char* name = elf_strptr(elf, section_names, header.sh_name);
@@ -36,14 +37,19 @@ std::optional<EhFrame> find_eh_frame(Elf* elf) {
 
 size_t encoded_size(uint8_t encoding) {
   switch (encoding & 0x0f) {
-    case DW_EH_PE_absptr: return 8;
+    case DW_EH_PE_absptr:
+      return 8;
     case DW_EH_PE_udata2:
-    case DW_EH_PE_sdata2: return 2;
+    case DW_EH_PE_sdata2:
+      return 2;
     case DW_EH_PE_udata4:
-    case DW_EH_PE_sdata4: return 4;
+    case DW_EH_PE_sdata4:
+      return 4;
     case DW_EH_PE_udata8:
-    case DW_EH_PE_sdata8: return 8;
-    default: return 0;  // LEB128 forms: not used for code addresses by any toolchain we meet
+    case DW_EH_PE_sdata8:
+      return 8;
+    default:
+      return 0;  // LEB128 forms: not used for code addresses by any toolchain we meet
   }
 }
 
@@ -94,7 +100,8 @@ class FdeReader {
       }
       offset = next;
     }
-    std::sort(ranges.begin(), ranges.end(), [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
+    std::sort(ranges.begin(), ranges.end(),
+              [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
     return ranges;
   }
 
@@ -103,7 +110,8 @@ class FdeReader {
     auto [it, inserted] = encodings_.try_emplace(cie_offset);
     Dwarf_Off next = 0;
     Dwarf_CFI_Entry cie;
-    if (inserted && dwarf_next_cfi(ident_, eh_frame_.data, true, cie_offset, &next, &cie) == 0 && dwarf_cfi_cie_p(&cie)) {
+    if (inserted && dwarf_next_cfi(ident_, eh_frame_.data, true, cie_offset, &next, &cie) == 0 &&
+        dwarf_cfi_cie_p(&cie)) {
       it->second = fde_encoding(cie.cie);
     }
     return it->second;
@@ -112,13 +120,16 @@ class FdeReader {
   // initial_location (with its pc-relative application) and address_range.
   std::optional<CodeRange> fde_range(const Dwarf_FDE& fde) {
     const std::optional<uint8_t> encoding = encoding_of_cie(fde.CIE_pointer);
-    if (!encoding || (*encoding & 0x70) > DW_EH_PE_pcrel) return std::nullopt;  // textrel, datarel: not in .eh_frame FDEs
+    if (!encoding || (*encoding & 0x70) > DW_EH_PE_pcrel)
+      return std::nullopt;  // textrel, datarel: not in .eh_frame FDEs
     const auto* base = static_cast<const uint8_t*>(eh_frame_.data->d_buf);
     const std::optional<uint64_t> location = read_value(fde.start, fde.end, *encoding);
-    const std::optional<uint64_t> length = read_value(fde.start + encoded_size(*encoding), fde.end, *encoding & 0x0f);
+    const std::optional<uint64_t> length =
+        read_value(fde.start + encoded_size(*encoding), fde.end, *encoding & 0x0f);
     if (!location || !length || *length == 0) return std::nullopt;
     uint64_t start = *location;
-    if ((*encoding & 0x70) == DW_EH_PE_pcrel) start += eh_frame_.address + static_cast<uint64_t>(fde.start - base);
+    if ((*encoding & 0x70) == DW_EH_PE_pcrel)
+      start += eh_frame_.address + static_cast<uint64_t>(fde.start - base);
     if (start == 0) return std::nullopt;  // discarded by the linker
     return CodeRange{start, start + *length};
   }

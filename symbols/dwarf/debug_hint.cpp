@@ -24,8 +24,8 @@ std::string dpkg_query_search(const std::string& path) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  std::array<char*, 4> argv{const_cast<char*>("dpkg-query"), const_cast<char*>("-S"), const_cast<char*>(path.c_str()),
-                            nullptr};
+  std::array<char*, 4> argv{const_cast<char*>("dpkg-query"), const_cast<char*>("-S"),
+                            const_cast<char*>(path.c_str()), nullptr};
   pid_t pid = 0;
   const int spawned = posix_spawnp(&pid, "dpkg-query", &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -34,7 +34,8 @@ std::string dpkg_query_search(const std::string& path) {
   std::string output;
   char buffer[512];
   ssize_t got = 0;
-  while ((got = read(read_end.get(), buffer, sizeof buffer)) > 0) output.append(buffer, static_cast<size_t>(got));
+  while ((got = read(read_end.get(), buffer, sizeof buffer)) > 0)
+    output.append(buffer, static_cast<size_t>(got));
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? output : std::string();
@@ -60,7 +61,8 @@ std::string debug_info_hint(const std::vector<std::string>& library_paths) {
   }
   const std::string debuginfod = "set DEBUGINFOD_URLS (e.g. https://debuginfod.debian.net)";
   if (packages.empty()) return "for names there, " + debuginfod;
-  return "for names there, install " + packages + " (Debian's debian-debug archive) or " + debuginfod;
+  return "for names there, install " + packages + " (Debian's debian-debug archive) or " +
+         debuginfod;
 }
 
 }  // namespace bpfprof

@@ -8,8 +8,8 @@
 
 #include "symbols/elf/symbol_table.h"
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 namespace bpfprof {
@@ -49,7 +49,8 @@ void call_site(Dwarf_Die* inlined, Dwarf_Die* cu, SourceFunction& caller) {
   Dwarf_Word value;
   if (dwarf_attr(inlined, DW_AT_call_line, &attribute) && dwarf_formudata(&attribute, &value) == 0)
     caller.line = static_cast<uint32_t>(value);
-  if (dwarf_attr(inlined, DW_AT_call_file, &attribute) && dwarf_formudata(&attribute, &value) == 0) {
+  if (dwarf_attr(inlined, DW_AT_call_file, &attribute) &&
+      dwarf_formudata(&attribute, &value) == 0) {
     Dwarf_Files* files;
     size_t count;
     if (dwarf_getsrcfiles(cu, &files, &count) == 0 && value < count) {
@@ -60,11 +61,11 @@ void call_site(Dwarf_Die* inlined, Dwarf_Die* cu, SourceFunction& caller) {
 
 }  // namespace
 
-int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char* module_name, Dwarf_Addr base,
-                                const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
-                                char** debuginfo_file_name) {
-  int fd = dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name, debuglink_file,
-                                        debuglink_crc, debuginfo_file_name);
+int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char* module_name,
+                                Dwarf_Addr base, const char* file_name, const char* debuglink_file,
+                                GElf_Word debuglink_crc, char** debuginfo_file_name) {
+  int fd = dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name,
+                                        debuglink_file, debuglink_crc, debuginfo_file_name);
   if (fd >= 0) return fd;
   // The standard search can leave a name behind when it finds nothing; nobody frees it
   // then (found by tests/fuzz: fuzz_elf, a file with a .gnu_debuglink).
@@ -88,7 +89,8 @@ int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char
   return -1;
 }
 
-std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path, const std::vector<std::string>& symbol_dirs) {
+std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path,
+                                               const std::vector<std::string>& symbol_dirs) {
   std::unique_ptr<DwarfModule> m(new DwarfModule());
   m->symbol_dirs_ = symbol_dirs;
   // Searched: next to the file, its .debug/ dir, /usr/lib/debug, then each --symbol-dir
@@ -128,9 +130,9 @@ DwarfModule::~DwarfModule() {
 
 namespace {
 
-
 // Collects the concrete functions (with code) below `die`, through namespaces and classes.
-void collect_function_ranges(Dwarf_Die* die, std::vector<DwarfModule::FunctionRangeEntry>& out, int depth) {
+void collect_function_ranges(Dwarf_Die* die, std::vector<DwarfModule::FunctionRangeEntry>& out,
+                             int depth) {
   Dwarf_Die child;
   if (depth > 16 || dwarf_child(die, &child) != 0) return;
   do {
@@ -140,8 +142,8 @@ void collect_function_ranges(Dwarf_Die* die, std::vector<DwarfModule::FunctionRa
       ptrdiff_t offset = 0;
       while ((offset = dwarf_ranges(&child, offset, &base, &low, &high)) > 0)
         if (high > low) out.push_back({low, high, dwarf_dieoffset(&child)});
-    } else if (tag == DW_TAG_namespace || tag == DW_TAG_class_type || tag == DW_TAG_structure_type ||
-               tag == DW_TAG_union_type || tag == DW_TAG_module) {
+    } else if (tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+               tag == DW_TAG_structure_type || tag == DW_TAG_union_type || tag == DW_TAG_module) {
       collect_function_ranges(&child, out, depth + 1);
     }
   } while (dwarf_siblingof(&child, &child) == 0);
@@ -153,7 +155,8 @@ void descend(Dwarf_Die* die, Dwarf_Addr pc, std::vector<Dwarf_Die>& path, int de
   if (depth > 64 || dwarf_child(die, &child) != 0) return;
   do {
     int tag = dwarf_tag(&child);
-    if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) && dwarf_haspc(&child, pc) == 1) {
+    if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) &&
+        dwarf_haspc(&child, pc) == 1) {
       if (tag == DW_TAG_inlined_subroutine) path.push_back(child);
       descend(&child, pc, path, depth + 1);
       return;
@@ -172,7 +175,8 @@ const std::vector<Symbol>& DwarfModule::table_symbols() const {
     GElf_Addr address = 0;
     GElf_Word section_index = 0;
     Elf* elf = nullptr;
-    const char* name = dwfl_module_getsym_info(module_, i, &symbol, &address, &section_index, &elf, nullptr);
+    const char* name =
+        dwfl_module_getsym_info(module_, i, &symbol, &address, &section_index, &elf, nullptr);
     if (!name || !elf || address < bias_) continue;
     auto entry = code_symbol_entry(elf, symbol, section_index, name);
     if (!entry) continue;
@@ -186,7 +190,9 @@ const std::vector<Symbol>& DwarfModule::table_symbols() const {
   return *table_symbols_;
 }
 
-const Symbol* DwarfModule::symbol_at(uint64_t vaddr) const { return find_symbol(table_symbols(), vaddr); }
+const Symbol* DwarfModule::symbol_at(uint64_t vaddr) const {
+  return find_symbol(table_symbols(), vaddr);
+}
 
 const CodeRange* DwarfModule::cfi_function_at(uint64_t vaddr) const {
   if (!cfi_functions_) {
@@ -204,7 +210,8 @@ const std::vector<DwarfModule::FunctionRange>& DwarfModule::function_ranges(Dwar
     collect_function_ranges(cu, entries, 0);
     it->second.reserve(entries.size());
     for (const auto& e : entries) it->second.push_back({e.low, e.high, e.die});
-    std::sort(it->second.begin(), it->second.end(), [](const auto& a, const auto& b) { return a.low < b.low; });
+    std::sort(it->second.begin(), it->second.end(),
+              [](const auto& a, const auto& b) { return a.low < b.low; });
   }
   return it->second;
 }
@@ -220,7 +227,8 @@ std::vector<SourceFunction> DwarfModule::functions_at(uint64_t vaddr) const {
 
   // The function whose code holds pc (ranges sorted by start; functions do not overlap).
   const std::vector<FunctionRange>& ranges = function_ranges(cu);
-  auto it = std::upper_bound(ranges.begin(), ranges.end(), pc, [](Dwarf_Addr a, const FunctionRange& r) { return a < r.low; });
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), pc,
+                             [](Dwarf_Addr a, const FunctionRange& r) { return a < r.low; });
   std::vector<Dwarf_Die> path;  // the function, then each function inlined into the previous
   for (auto candidate = it; candidate != ranges.begin();) {
     --candidate;
@@ -263,7 +271,9 @@ bool return_address_undefined(Dwarf_Frame* frame) {
   Dwarf_Op ops_mem[3];
   Dwarf_Op* ops = nullptr;
   size_t op_count = 0;
-  if (return_address < 0 || dwarf_frame_register(frame, return_address, ops_mem, &ops, &op_count) != 0) return false;
+  if (return_address < 0 ||
+      dwarf_frame_register(frame, return_address, ops_mem, &ops, &op_count) != 0)
+    return false;
   return op_count == 0 && ops == ops_mem;  // (a null ops would be "same value")
 }
 
@@ -276,7 +286,8 @@ bool DwarfModule::is_thread_root(uint64_t vaddr) const {
   const Dwarf_Addr address = vaddr + bias_;
   for (bool eh_frame : {true, false}) {
     Dwarf_Addr cfi_bias = 0;
-    Dwarf_CFI* cfi = eh_frame ? dwfl_module_eh_cfi(module_, &cfi_bias) : dwfl_module_dwarf_cfi(module_, &cfi_bias);
+    Dwarf_CFI* cfi = eh_frame ? dwfl_module_eh_cfi(module_, &cfi_bias)
+                              : dwfl_module_dwarf_cfi(module_, &cfi_bias);
     Dwarf_Frame* frame = nullptr;
     if (!cfi || dwarf_cfi_addrframe(cfi, address - cfi_bias, &frame) != 0) continue;
     const bool root = return_address_undefined(frame);

@@ -28,7 +28,8 @@ struct SourceFunction {
 class DwarfModule {
  public:
   // nullptr when libdwfl cannot read the file at all.
-  static std::unique_ptr<DwarfModule> open(const std::string& path, const std::vector<std::string>& symbol_dirs);
+  static std::unique_ptr<DwarfModule> open(const std::string& path,
+                                           const std::vector<std::string>& symbol_dirs);
   ~DwarfModule();
   DwarfModule(const DwarfModule&) = delete;
   DwarfModule& operator=(const DwarfModule&) = delete;
@@ -89,9 +90,9 @@ class DwarfModule {
   Dwarf_Addr bias_ = 0;  // libdwfl address = file vaddr + bias
   std::string debug_file_;
 
-  static int find_debuginfo(Dwfl_Module* module, void** userdata, const char* module_name, Dwarf_Addr base,
-                            const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
-                            char** debuginfo_file_name);
+  static int find_debuginfo(Dwfl_Module* module, void** userdata, const char* module_name,
+                            Dwarf_Addr base, const char* file_name, const char* debuglink_file,
+                            GElf_Word debuglink_crc, char** debuginfo_file_name);
 };
 
 }  // namespace bpfprof

@@ -11,8 +11,8 @@
 #include <tuple>
 
 #include "symbols/elf/elf_file.h"
-#include "symbols/util/mapping_ranges.h"
 #include "symbols/symbolizer.h"
+#include "symbols/util/mapping_ranges.h"
 
 namespace bpfprof {
 
@@ -47,9 +47,11 @@ bool memory_read(Dwfl*, Dwarf_Addr address, Dwarf_Word* result, void* arg) {
   const uint64_t sp = sample->registers.sp();
   // Written without sums that can wrap around (found by tests/fuzz: an sp near 2^64).
   if (address < sp) return false;
-  if (address - sp > sample->stack_size || sample->stack_size - (address - sp) < sizeof(Dwarf_Word)) {
+  if (address - sp > sample->stack_size ||
+      sample->stack_size - (address - sp) < sizeof(Dwarf_Word)) {
     if (address - sp < (uint64_t{1} << 32))  // a plausible stack distance, not junk
-      sample->stack_bytes_needed = std::max<uint64_t>(sample->stack_bytes_needed, address - sp + sizeof(Dwarf_Word));
+      sample->stack_bytes_needed =
+          std::max<uint64_t>(sample->stack_bytes_needed, address - sp + sizeof(Dwarf_Word));
     return false;
   }
   memcpy(result, sample->stack + (address - sp), sizeof(Dwarf_Word));
@@ -64,8 +66,8 @@ bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
   return dwfl_thread_state_registers(thread, 0, UserRegisters::kCount, r.dwarf.data());
 }
 
-const Dwfl_Thread_Callbacks kThreadCallbacks = {next_thread, get_thread, memory_read, set_initial_registers,
-                                                nullptr, nullptr};
+const Dwfl_Thread_Callbacks kThreadCallbacks = {next_thread,           get_thread, memory_read,
+                                                set_initial_registers, nullptr,    nullptr};
 
 // Profiles nudge every frame but the leaf back by one byte, into its call instruction. A
 // frame interrupted by a signal holds an exact pc, and so does the signal trampoline the
@@ -87,8 +89,9 @@ int collect_frame(Dwfl_Frame* frame, void* arg) {
 // Unwinding needs call-frame information, which .eh_frame in the mapped file itself has
 // almost always; a separate debug file (for .debug_frame) is looked for only when it does
 // not: opening libc's debug file cost ~80 ms of the recorder's CPU per process.
-int find_debuginfo_without_eh_frame(Dwfl_Module* module, void** userdata, const char* module_name, Dwarf_Addr base,
-                                    const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+int find_debuginfo_without_eh_frame(Dwfl_Module* module, void** userdata, const char* module_name,
+                                    Dwarf_Addr base, const char* file_name,
+                                    const char* debuglink_file, GElf_Word debuglink_crc,
                                     char** debuginfo_file_name) {
   Dwarf_Addr bias = 0;
   if (Elf* elf = dwfl_module_getelf(module, &bias)) {
@@ -102,8 +105,8 @@ int find_debuginfo_without_eh_frame(Dwfl_Module* module, void** userdata, const 
       }
     }
   }
-  return dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name, debuglink_file, debuglink_crc,
-                                      debuginfo_file_name);
+  return dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name,
+                                      debuglink_file, debuglink_crc, debuginfo_file_name);
 }
 
 // Each session holds its files open and mapped (~2 fds and ~0.3 MB of mapped pages per
@@ -117,18 +120,20 @@ constexpr size_t kMaxSessions = 128;
 // Found once per version of the file: every forked child needs a session of its own, and
 // opening each of its files again (ELF headers, symbols) was ~40% of the recorder's CPU in a
 // fork storm of 200 processes a second.
-std::optional<uint64_t> DwarfUnwinder::vaddr_of_file_offset(const std::string& file, uint64_t file_offset) {
+std::optional<uint64_t> DwarfUnwinder::vaddr_of_file_offset(const std::string& file,
+                                                            uint64_t file_offset) {
   std::map<FileVersionOffset, uint64_t>& cache = vaddr_cache_;
   struct stat status;
   if (stat(file.c_str(), &status) != 0) return std::nullopt;
-  FileVersionOffset key{file, status.st_dev, status.st_ino, status.st_size, status.st_mtim.tv_sec,
-                        status.st_mtim.tv_nsec, file_offset};
+  FileVersionOffset key{file,           status.st_dev,         status.st_ino,
+                        status.st_size, status.st_mtim.tv_sec, status.st_mtim.tv_nsec,
+                        file_offset};
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
   std::string error;
   std::unique_ptr<ElfFile> elf = ElfFile::open(file, &error);
   std::optional<uint64_t> vaddr = elf ? elf->file_offset_to_vaddr(file_offset) : std::nullopt;
-  if (!vaddr) return std::nullopt;  // not cached: it may be readable later
+  if (!vaddr) return std::nullopt;          // not cached: it may be readable later
   if (cache.size() >= 4096) cache.clear();  // bounded; files seen again are read again
   cache.emplace(std::move(key), *vaddr);
   return vaddr;
@@ -185,9 +190,9 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
   auto maps = mappings_.find(pid);
   if (maps == mappings_.end()) return nullptr;
   if (sessions_.size() >= kMaxSessions) {
-    auto least_recent = std::min_element(sessions_.begin(), sessions_.end(), [](const auto& a, const auto& b) {
-      return a.second->last_use < b.second->last_use;
-    });
+    auto least_recent = std::min_element(
+        sessions_.begin(), sessions_.end(),
+        [](const auto& a, const auto& b) { return a.second->last_use < b.second->last_use; });
     sessions_.erase(least_recent);
   }
 
@@ -209,18 +214,20 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
     // A file libdwfl cannot use (not ELF, or overlapping one reported before) is left out,
     // and may be tried again through another of its mappings: frames in it are cut there,
     // and such stacks are shown truncated.
-    if (!dwfl_report_elf(process->dwfl, mapping.path.c_str(), file.c_str(), -1, start - *vaddr, false))
+    if (!dwfl_report_elf(process->dwfl, mapping.path.c_str(), file.c_str(), -1, start - *vaddr,
+                         false))
       reported.erase(file);
   }
   dwfl_report_end(process->dwfl, nullptr, nullptr);
-  process->attached = dwfl_attach_state(process->dwfl, nullptr, pid, &kThreadCallbacks, &process->current);
+  process->attached =
+      dwfl_attach_state(process->dwfl, nullptr, pid, &kThreadCallbacks, &process->current);
   if (!process->attached) return nullptr;
   process->last_use = ++session_uses_;
   return sessions_.emplace(pid, std::move(process)).first->second.get();
 }
 
-UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& registers, const uint8_t* stack,
-                                   size_t stack_size, size_t max_frames) {
+UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& registers,
+                                   const uint8_t* stack, size_t stack_size, size_t max_frames) {
   UnwoundStack result;
   Process* process = session_for(pid);
   if (!process || registers.ip() == 0) {

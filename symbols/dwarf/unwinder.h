@@ -6,15 +6,15 @@
 
 #include <elfutils/libdwfl.h>
 
-#include <cstdint>
 #include <sys/types.h>
+#include <cstdint>
 
 #include <array>
 #include <map>
-#include <optional>
-#include <tuple>
 #include <memory>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -61,13 +61,14 @@ class DwarfUnwinder {
 
   // The executable mappings of each process, kept current as the recording goes on.
   // `readable_path` is where the file can be opened (may differ from its path).
-  void add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset, const std::string& readable_path);
-  void reset(int pid);                      // exec: a new address space
+  void add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset,
+                   const std::string& readable_path);
+  void reset(int pid);                       // exec: a new address space
   void copy(int parent_pid, int child_pid);  // fork
-  void remove(int pid);                     // the process is gone
+  void remove(int pid);                      // the process is gone
 
-  UnwoundStack unwind(int pid, int tid, const UserRegisters& registers, const uint8_t* stack, size_t stack_size,
-                      size_t max_frames);
+  UnwoundStack unwind(int pid, int tid, const UserRegisters& registers, const uint8_t* stack,
+                      size_t stack_size, size_t max_frames);
 
  private:
   struct Mapping {
@@ -85,7 +86,8 @@ class DwarfUnwinder {
 
   // The virtual address of a file offset, per version of the file (path, device, inode,
   // size, modification time) and offset.
-  using FileVersionOffset = std::tuple<std::string, dev_t, ino_t, off_t, int64_t, int64_t, uint64_t>;
+  using FileVersionOffset =
+      std::tuple<std::string, dev_t, ino_t, off_t, int64_t, int64_t, uint64_t>;
   std::map<FileVersionOffset, uint64_t> vaddr_cache_;
   std::optional<uint64_t> vaddr_of_file_offset(const std::string& file, uint64_t file_offset);
 };

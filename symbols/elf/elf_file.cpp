@@ -8,16 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <iterator>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <tuple>
 
 #include "symbols/elf/plt_symbols.h"
 #include "symbols/elf/symbol_table.h"
-#include "symbols/util/unique_handle.h"
 #include "symbols/util/text.h"
+#include "symbols/util/unique_handle.h"
 
 namespace bpfprof {
 namespace {
@@ -56,16 +56,26 @@ std::string_view architecture_name(const GElf_Ehdr& header) {
   const bool is_64bit = header.e_ident[EI_CLASS] == ELFCLASS64;
   const bool is_little_endian = header.e_ident[EI_DATA] == ELFDATA2LSB;
   switch (header.e_machine) {
-    case EM_X86_64: return "x86_64";
-    case EM_386: return "x86";
-    case EM_AARCH64: return "aarch64";
-    case EM_ARM: return "arm";
-    case EM_RISCV: return is_64bit ? "riscv64" : "riscv32";
-    case EM_PPC64: return is_little_endian ? "ppc64le" : "ppc64";
-    case EM_PPC: return "ppc";
-    case EM_S390: return is_64bit ? "s390x" : "s390";
-    case EM_MIPS: return is_64bit ? "mips64" : "mips";
-    default: return "unknown";
+    case EM_X86_64:
+      return "x86_64";
+    case EM_386:
+      return "x86";
+    case EM_AARCH64:
+      return "aarch64";
+    case EM_ARM:
+      return "arm";
+    case EM_RISCV:
+      return is_64bit ? "riscv64" : "riscv32";
+    case EM_PPC64:
+      return is_little_endian ? "ppc64le" : "ppc64";
+    case EM_PPC:
+      return "ppc";
+    case EM_S390:
+      return is_64bit ? "s390x" : "s390";
+    case EM_MIPS:
+      return is_64bit ? "mips64" : "mips";
+    default:
+      return "unknown";
   }
 }
 
@@ -149,7 +159,8 @@ std::vector<SymbolEntry> read_function_symbols(Elf* elf, Elf_Scn* symbol_table) 
     }
     const size_t section_index = symbol.st_shndx == SHN_XINDEX ? extended_index : symbol.st_shndx;
     const char* name = elf_strptr(elf, table_header.sh_link, symbol.st_name);
-    if (auto entry = code_symbol_entry(elf, symbol, section_index, name)) entries.push_back(std::move(*entry));
+    if (auto entry = code_symbol_entry(elf, symbol, section_index, name))
+      entries.push_back(std::move(*entry));
   }
   return entries;
 }
@@ -160,7 +171,8 @@ uint64_t section_end_at(Elf* elf, uint64_t vaddr) {
        section = elf_nextscn(elf, section)) {
     GElf_Shdr header;
     if (gelf_getshdr(section, &header) == nullptr || (header.sh_flags & SHF_ALLOC) == 0) continue;
-    if (vaddr >= header.sh_addr && vaddr - header.sh_addr < header.sh_size) return header.sh_addr + header.sh_size;
+    if (vaddr >= header.sh_addr && vaddr - header.sh_addr < header.sh_size)
+      return header.sh_addr + header.sh_size;
   }
   return 0;
 }
@@ -218,8 +230,8 @@ class ElfReader {
     }
     // Likewise for sections (e_shnum == 0 means "none" or "count stored elsewhere").
     const uint64_t claimed_section_table_size = uint64_t{header.e_shnum} * header.e_shentsize;
-    if (header.e_shnum != 0 && (header.e_shoff > file_size ||
-                                file_size - header.e_shoff < claimed_section_table_size)) {
+    if (header.e_shnum != 0 &&
+        (header.e_shoff > file_size || file_size - header.e_shoff < claimed_section_table_size)) {
       return fail("truncated: section headers extend past the end of the file");
     }
     size_t program_header_count = 0;
@@ -264,7 +276,8 @@ class ElfReader {
   // executable get names of their own, as objdump gives them.
   static void read_symbols(Elf* elf, const GElf_Ehdr& header, bool is_executable, ElfFile& file) {
     std::vector<SymbolEntry> entries;
-    for (const auto& [type, source] : {std::pair{SHT_SYMTAB, "symtab"}, std::pair{SHT_DYNSYM, "dynsym"}}) {
+    for (const auto& [type, source] :
+         {std::pair{SHT_SYMTAB, "symtab"}, std::pair{SHT_DYNSYM, "dynsym"}}) {
       if (Elf_Scn* table = find_section(elf, type)) entries = read_function_symbols(elf, table);
       if (!entries.empty()) {
         file.symbol_source_ = source;
@@ -337,7 +350,8 @@ std::vector<uint8_t> read_elf_build_id(int fd) {
   std::vector<GElf_Phdr> note_segments;
   for (size_t i = 0; i < count; ++i) {
     GElf_Phdr header;
-    if (gelf_getphdr(elf.get(), static_cast<int>(i), &header) && header.p_type == PT_NOTE) note_segments.push_back(header);
+    if (gelf_getphdr(elf.get(), static_cast<int>(i), &header) && header.p_type == PT_NOTE)
+      note_segments.push_back(header);
   }
   return read_build_id(elf.get(), note_segments);
 }

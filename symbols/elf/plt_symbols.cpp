@@ -21,7 +21,9 @@ void add_got_slot_names(Elf* elf, Elf_Scn* section, const GElf_Shdr& header,
   Elf_Data* data = elf_getdata(section, nullptr);
   Elf_Scn* symbol_section = elf_getscn(elf, header.sh_link);
   GElf_Shdr symbol_header;
-  if (data == nullptr || symbol_section == nullptr || gelf_getshdr(symbol_section, &symbol_header) == nullptr) return;
+  if (data == nullptr || symbol_section == nullptr ||
+      gelf_getshdr(symbol_section, &symbol_header) == nullptr)
+    return;
   Elf_Data* symbols = elf_getdata(symbol_section, nullptr);
   const size_t entry_size = gelf_fsize(elf, ELF_T_RELA, 1, EV_CURRENT);
   if (symbols == nullptr || entry_size == 0) return;
@@ -32,7 +34,8 @@ void add_got_slot_names(Elf* elf, Elf_Scn* section, const GElf_Shdr& header,
     const auto type = GELF_R_TYPE(relocation.r_info);
     // JUMP_SLOT: .plt/.plt.sec slots (.rela.plt); GLOB_DAT: .plt.got slots (.rela.dyn).
     if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
-    if (gelf_getsym(symbols, static_cast<int>(GELF_R_SYM(relocation.r_info)), &symbol) == nullptr) continue;
+    if (gelf_getsym(symbols, static_cast<int>(GELF_R_SYM(relocation.r_info)), &symbol) == nullptr)
+      continue;
     const char* name = elf_strptr(elf, symbol_header.sh_link, symbol.st_name);
     if (name != nullptr && name[0] != '\0') names.emplace(relocation.r_offset, name);
   }
@@ -41,7 +44,8 @@ void add_got_slot_names(Elf* elf, Elf_Scn* section, const GElf_Shdr& header,
 // GOT entry address -> the function a relocation binds it to.
 std::unordered_map<uint64_t, std::string> got_slot_names(Elf* elf) {
   std::unordered_map<uint64_t, std::string> names;
-  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr; section = elf_nextscn(elf, section)) {
+  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
+       section = elf_nextscn(elf, section)) {
     GElf_Shdr header;
     if (gelf_getshdr(section, &header) != nullptr && header.sh_type == SHT_RELA) {
       add_got_slot_names(elf, section, header, names);
@@ -52,7 +56,8 @@ std::unordered_map<uint64_t, std::string> got_slot_names(Elf* elf) {
 
 // The GOT entry a slot's `jmp *disp(%rip)` (ff 25) reads, at the slot's start or after a
 // bnd prefix and/or an endbr64 (the .plt.sec form).
-std::optional<uint64_t> jump_slot_target(const uint8_t* slot, uint64_t size, uint64_t slot_address) {
+std::optional<uint64_t> jump_slot_target(const uint8_t* slot, uint64_t size,
+                                         uint64_t slot_address) {
   for (uint64_t at : {0, 1, 4, 5}) {
     if (at + 6 > size || slot[at] != 0xff || slot[at + 1] != 0x25) continue;
     int32_t displacement;
@@ -67,7 +72,8 @@ bool is_plt_section(const char* name) {
   return view == ".plt" || view == ".plt.sec" || view == ".plt.got";
 }
 
-void add_slots(Elf_Data* code, const GElf_Shdr& header, const std::unordered_map<uint64_t, std::string>& got_names,
+void add_slots(Elf_Data* code, const GElf_Shdr& header,
+               const std::unordered_map<uint64_t, std::string>& got_names,
                std::vector<SymbolEntry>& entries) {
   const auto* bytes = static_cast<const uint8_t*>(code->d_buf);
   const uint64_t slot_size = header.sh_entsize != 0 ? header.sh_entsize : kDefaultSlotSize;
@@ -89,10 +95,12 @@ std::vector<SymbolEntry> plt_symbol_entries(Elf* elf, uint16_t machine) {
   size_t section_names = 0;
   if (machine != EM_X86_64 || elf_getshdrstrndx(elf, &section_names) != 0) return entries;
   std::optional<std::unordered_map<uint64_t, std::string>> got_names;  // read once a PLT is found
-  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr; section = elf_nextscn(elf, section)) {
+  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
+       section = elf_nextscn(elf, section)) {
     GElf_Shdr header;
     if (gelf_getshdr(section, &header) == nullptr || header.sh_type != SHT_PROGBITS ||
-        (header.sh_flags & SHF_EXECINSTR) == 0 || !is_plt_section(elf_strptr(elf, section_names, header.sh_name))) {
+        (header.sh_flags & SHF_EXECINSTR) == 0 ||
+        !is_plt_section(elf_strptr(elf, section_names, header.sh_name))) {
       continue;
     }
     Elf_Data* code = elf_getdata(section, nullptr);

@@ -22,8 +22,8 @@ std::shared_ptr<const ElfFile> ElfCache::get(const std::string& path, std::strin
 
   struct stat file_status;
   if (::stat(path.c_str(), &file_status) != 0) {
-    return remember(std::make_shared<const Entry>(
-        Entry{nullptr, path + ": " + std::strerror(errno)}));
+    return remember(
+        std::make_shared<const Entry>(Entry{nullptr, path + ": " + std::strerror(errno)}));
   }
   const FileIdentity identity{file_status.st_dev, file_status.st_ino};
   if (auto known = by_identity_.find(identity); known != by_identity_.end()) {

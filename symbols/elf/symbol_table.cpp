@@ -14,9 +14,12 @@ namespace {
 int binding_rank(unsigned char binding) {
   switch (binding) {
     case STB_GLOBAL:
-    case STB_GNU_UNIQUE: return 0;
-    case STB_WEAK: return 1;
-    default: return 2;  // STB_LOCAL
+    case STB_GNU_UNIQUE:
+      return 0;
+    case STB_WEAK:
+      return 1;
+    default:
+      return 2;  // STB_LOCAL
   }
 }
 
@@ -37,7 +40,8 @@ bool is_better_name(const SymbolEntry& a, const SymbolEntry& b) {
 }
 
 // Widens each size-0 symbol up to the next symbol, bounded by its section's end.
-void widen_size_zero_symbols(std::vector<Symbol>& symbols, const std::vector<uint64_t>& section_ends) {
+void widen_size_zero_symbols(std::vector<Symbol>& symbols,
+                             const std::vector<uint64_t>& section_ends) {
   for (size_t i = 0; i < symbols.size(); ++i) {
     Symbol& symbol = symbols[i];
     if (symbol.size != 0) continue;
@@ -61,8 +65,8 @@ std::optional<SymbolEntry> code_symbol_entry(Elf* elf, const GElf_Sym& symbol, s
   const bool in_section = symbol.st_shndx < SHN_LORESERVE || symbol.st_shndx == SHN_XINDEX;
   Elf_Scn* scn = in_section ? elf_getscn(elf, section_index) : nullptr;  // not SHN_ABS, SHN_COMMON
   const bool has_section = scn != nullptr && gelf_getshdr(scn, &section) != nullptr;
-  const bool executable = has_section && (section.sh_flags & SHF_ALLOC) != 0 &&
-                          (section.sh_flags & SHF_EXECINSTR) != 0;
+  const bool executable =
+      has_section && (section.sh_flags & SHF_ALLOC) != 0 && (section.sh_flags & SHF_EXECINSTR) != 0;
 
   const unsigned char type = GELF_ST_TYPE(symbol.st_info);
   const bool is_function = type == STT_FUNC || type == STT_GNU_IFUNC;
@@ -70,7 +74,8 @@ std::optional<SymbolEntry> code_symbol_entry(Elf* elf, const GElf_Sym& symbol, s
   // $d) and tool markers (.annobin_*) do not.
   const bool is_code_label = type == STT_NOTYPE && executable && name[0] != '$' && name[0] != '.';
   if (!is_function && !is_code_label) return std::nullopt;
-  return SymbolEntry{symbol.st_value, symbol.st_size, name, binding_rank(GELF_ST_BIND(symbol.st_info)),
+  return SymbolEntry{symbol.st_value, symbol.st_size, name,
+                     binding_rank(GELF_ST_BIND(symbol.st_info)),
                      has_section ? section.sh_addr + section.sh_size : 0};
 }
 

@@ -49,8 +49,7 @@ struct Owned {
 };
 
 // Makes [start, end) belong to `entry`, taking it away from whatever owned parts of it.
-void assign_range(std::map<uint64_t, Owned>& ranges, uint64_t start, uint64_t end,
-                  uint32_t entry) {
+void assign_range(std::map<uint64_t, Owned>& ranges, uint64_t start, uint64_t end, uint32_t entry) {
   auto it = ranges.lower_bound(start);
   // A range that starts before `start` and reaches into it: keep its head, and its tail
   // when it runs past `end`.

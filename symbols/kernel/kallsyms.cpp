@@ -55,9 +55,15 @@ bool is_text_type(char type) { return type == 't' || type == 'T' || type == 'w' 
 uint8_t alias_rank(char type, std::string_view name) {
   int type_rank = 3;  // 'w'
   switch (type) {
-    case 'T': type_rank = 0; break;
-    case 'W': type_rank = 1; break;
-    case 't': type_rank = 2; break;
+    case 'T':
+      type_rank = 0;
+      break;
+    case 'W':
+      type_rank = 1;
+      break;
+    case 't':
+      type_rank = 2;
+      break;
   }
   const size_t underscores = std::min<size_t>(name.find_first_not_of('_'), 15);
   return static_cast<uint8_t>(type_rank * 16 + underscores);
@@ -90,11 +96,10 @@ KernelSymbols KernelSymbols::parse(std::string_view text) {
   if (result.addresses_hidden_) return result;
 
   // Among aliases at one address the best display name sorts first; ties keep file order.
-  std::sort(text_lines.begin(), text_lines.end(),
-            [](const KallsymsLine& a, const KallsymsLine& b) {
-              return std::tie(a.address, a.alias_rank, a.line_index) <
-                     std::tie(b.address, b.alias_rank, b.line_index);
-            });
+  std::sort(text_lines.begin(), text_lines.end(), [](const KallsymsLine& a, const KallsymsLine& b) {
+    return std::tie(a.address, a.alias_rank, a.line_index) <
+           std::tie(b.address, b.alias_rank, b.line_index);
+  });
 
   uint64_t stext = 0;
   uint64_t lowest_vmlinux_text = 0;
@@ -109,15 +114,14 @@ KernelSymbols KernelSymbols::parse(std::string_view text) {
   result.symbols_.reserve(text_lines.size());
   for (const KallsymsLine& line : text_lines) {
     if (!result.symbols_.empty() && result.symbols_.back().address == line.address) continue;
-    result.symbols_.push_back(
-        {line.address, 0, std::string(line.name), std::string(line.module)});
+    result.symbols_.push_back({line.address, 0, std::string(line.name), std::string(line.module)});
   }
 
   for (size_t i = 0; i < result.symbols_.size(); ++i) {
     KernelSymbol& symbol = result.symbols_[i];
     const KernelSymbol* next = i + 1 < result.symbols_.size() ? &result.symbols_[i + 1] : nullptr;
-    const uint64_t capped_end = symbol.address + std::min<uint64_t>(
-                                                     kMaxSpanAtModuleEnd, ~symbol.address);
+    const uint64_t capped_end =
+        symbol.address + std::min<uint64_t>(kMaxSpanAtModuleEnd, ~symbol.address);
     if (next == nullptr) {
       symbol.end = capped_end;
     } else if (next->module != symbol.module) {

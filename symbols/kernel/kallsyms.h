@@ -11,7 +11,7 @@ namespace bpfprof {
 
 struct KernelSymbol {
   uint64_t address = 0;
-  uint64_t end = 0;    // the next symbol's address: kallsyms has no sizes
+  uint64_t end = 0;  // the next symbol's address: kallsyms has no sizes
   std::string name;
   std::string module;  // from a "[module]" suffix; empty for vmlinux itself
 };

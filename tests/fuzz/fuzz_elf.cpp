@@ -12,8 +12,8 @@
 #include <string>
 
 #include "symbols/dwarf/dwarf_module.h"
-#include "symbols/elf/elf_file.h"
 #include "symbols/dwarf/unwinder.h"
+#include "symbols/elf/elf_file.h"
 
 using namespace bpfprof;
 
@@ -66,12 +66,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   MemoryFile file(data, elf_size);
   uint64_t ip_sp_bp[3];
   memcpy(ip_sp_bp, data + elf_size, sizeof ip_sp_bp);
-  const UserRegisters registers = UserRegisters::with_ip_sp_bp(ip_sp_bp[0], ip_sp_bp[1], ip_sp_bp[2]);
+  const UserRegisters registers =
+      UserRegisters::with_ip_sp_bp(ip_sp_bp[0], ip_sp_bp[1], ip_sp_bp[2]);
   const uint8_t* stack = data + elf_size + 24;
   const size_t stack_size = size - elf_size - 24;
   DwarfUnwinder unwinder;
   constexpr int kPid = 4242;
-  unwinder.add_mapping(kPid, 0x400000, 0x400000 + (elf_size + 0xfff) / 0x1000 * 0x1000 + 0x1000, 0, file.path());
+  unwinder.add_mapping(kPid, 0x400000, 0x400000 + (elf_size + 0xfff) / 0x1000 * 0x1000 + 0x1000, 0,
+                       file.path());
   UnwoundStack unwound = unwinder.unwind(kPid, kPid, registers, stack, stack_size, 64);
   if (unwound.pcs.size() > 64 + 1) abort();
 #else

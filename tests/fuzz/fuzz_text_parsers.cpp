@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "symbols/kernel/kallsyms.h"
 #include "symbols/jit/perf_map.h"
+#include "symbols/kernel/kallsyms.h"
 #include "symbols/util/proc_maps.h"
 
 using namespace bpfprof;

@@ -11,7 +11,8 @@ namespace {
 TEST(DemangleTest, CppWithoutParameterList) {
   EXPECT_EQ(demangle("_ZN2ns5ClassIiE6methodEv"), "ns::Class<int>::method");
   EXPECT_EQ(demangle("_Z3fooi"), "foo");
-  EXPECT_EQ(demangle("_ZNSt6vectorIiSaIiEE9push_backERKi"), "std::vector<int, std::allocator<int> >::push_back");
+  EXPECT_EQ(demangle("_ZNSt6vectorIiSaIiEE9push_backERKi"),
+            "std::vector<int, std::allocator<int> >::push_back");
   EXPECT_EQ(demangle("_ZN2ns1AC2Ev"), "ns::A::A");
   EXPECT_EQ(demangle("_ZN2ns1AD1Ev"), "ns::A::~A");
   EXPECT_EQ(demangle("_ZNK2ns1A3getEv"), "ns::A::get");
@@ -34,7 +35,8 @@ TEST(DemangleTest, CppWithSymbolVersion) {
 TEST(DemangleTest, RustLegacyDropsTheHash) {
   EXPECT_EQ(demangle("_ZN4core3fmt5write17h0123456789abcdefE"), "core::fmt::write");
   EXPECT_EQ(demangle("_ZN1r4main17h086b0cfd890a8ea9E"), "r::main");
-  EXPECT_EQ(demangle("_ZN60_$LT$alloc..string..String$u20$as$u20$core..fmt..Display$GT$3fmt17h1234567890abcdefE"),
+  EXPECT_EQ(demangle("_ZN60_$LT$alloc..string..String$u20$as$u20$core..fmt..Display$GT$"
+                     "3fmt17h1234567890abcdefE"),
             "<alloc::string::String as core::fmt::Display>::fmt");
 }
 
@@ -46,9 +48,9 @@ TEST(DemangleTest, RustV0) {
 }
 
 TEST(DemangleTest, PlainNamesAreUnchanged) {
-  for (const char* name : {"main", "inner_spin", "Foo", "__libc_start_call_main", "_start",
-                           "foo__bar", "main.cold", "_Z", "_R", "_Zfoo", "_RX", "", "@", "a@",
-                           "operator new", "0x7f0012345678", "[unknown]"})
+  for (const char* name :
+       {"main", "inner_spin", "Foo", "__libc_start_call_main", "_start", "foo__bar", "main.cold",
+        "_Z", "_R", "_Zfoo", "_RX", "", "@", "a@", "operator new", "0x7f0012345678", "[unknown]"})
     EXPECT_EQ(demangle(name), name) << name;
 }
 

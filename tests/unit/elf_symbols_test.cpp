@@ -88,11 +88,12 @@ class CompiledProgramsTest : public ::testing::Test {
         std::system((common + "-fPIE -pie " + source + " -o " + path("pie")).c_str()) == 0 &&
         std::system((common + "-fno-pie -no-pie " + source + " -o " + path("nopie")).c_str()) ==
             0 &&
-        std::system((common + "-DNO_MAIN -fPIC -shared " + source + " -o " + path("lib.so"))
-                        .c_str()) == 0 &&
-        std::system((common + "-fPIE -pie -rdynamic -s " + source + " -o " +
-                     path("pie_stripped_rdynamic"))
-                        .c_str()) == 0 &&
+        std::system(
+            (common + "-DNO_MAIN -fPIC -shared " + source + " -o " + path("lib.so")).c_str()) ==
+            0 &&
+        std::system(
+            (common + "-fPIE -pie -rdynamic -s " + source + " -o " + path("pie_stripped_rdynamic"))
+                .c_str()) == 0 &&
         std::system((common + "-fPIE -pie -s " + source + " -o " + path("pie_stripped")).c_str()) ==
             0;
   }
@@ -203,9 +204,9 @@ TEST_F(CompiledProgramsTest, UntypedLabelExtendsToNextSymbol) {
   ASSERT_NE(symbol, nullptr);
   EXPECT_GE(symbol->size, 5u);
   // It stops where the next symbol begins.
-  const auto next = std::upper_bound(
-      file->symbols().begin(), file->symbols().end(), label,
-      [](uint64_t value, const Symbol& s) { return value < s.address; });
+  const auto next =
+      std::upper_bound(file->symbols().begin(), file->symbols().end(), label,
+                       [](uint64_t value, const Symbol& s) { return value < s.address; });
   if (next != file->symbols().end()) {
     EXPECT_EQ(label + symbol->size, next->address);
   }
@@ -283,8 +284,8 @@ TEST_F(CompiledProgramsTest, TruncatedAndCorruptedFilesDoNotCrash) {
     const int flips = 1 + static_cast<int>(random() % 16);
     for (int i = 0; i < flips; ++i) {
       // Half the time hit the headers, where corruption matters most.
-      const size_t limit = (random() % 2) ? std::min<size_t>(corrupted.size(), 512)
-                                          : corrupted.size();
+      const size_t limit =
+          (random() % 2) ? std::min<size_t>(corrupted.size(), 512) : corrupted.size();
       corrupted[random() % limit] = static_cast<char>(random());
     }
     write_file(path("corrupted"), corrupted);
@@ -372,12 +373,16 @@ TEST(ElfFileTest, BadFilesGiveOneLineErrors) {
   const fs::path directory = directory_template;
   write_file(directory / "empty", "");
   write_file(directory / "text", "hello, this is not an ELF file\n");
-  write_file(directory / "magic_only", "\x7f" "ELF");
-  write_file(directory / "magic_garbage", std::string("\x7f" "ELF\x02\x01\x01", 7) +
+  write_file(directory / "magic_only",
+             "\x7f"
+             "ELF");
+  write_file(directory / "magic_garbage", std::string("\x7f"
+                                                      "ELF\x02\x01\x01",
+                                                      7) +
                                               std::string(200, '\xff'));
-  for (const fs::path& path : {directory / "empty", directory / "text", directory / "magic_only",
-                              directory / "magic_garbage", directory / "does_not_exist",
-                              directory}) {
+  for (const fs::path& path :
+       {directory / "empty", directory / "text", directory / "magic_only",
+        directory / "magic_garbage", directory / "does_not_exist", directory}) {
     std::string error;
     EXPECT_EQ(ElfFile::open(path.string(), &error), nullptr) << path;
     EXPECT_FALSE(error.empty()) << path;

@@ -29,14 +29,16 @@ TEST(EventDecoder, ASampleBecomesARootFirstStackOfUserThenKernelFrames) {
   memcpy(e.ips, ips, sizeof ips);
   Recording rec;
   EventDecoder decoder;
-  decoder.decode(&e, offsetof(bpfprof_sample_event, ips) + sizeof ips, rec);  // only the used part is sent
+  decoder.decode(&e, offsetof(bpfprof_sample_event, ips) + sizeof ips,
+                 rec);  // only the used part is sent
   ASSERT_EQ(rec.samples.size(), 1u);
   const SampleRecord& s = rec.samples[0];
   EXPECT_EQ(s.time, MonotonicNs{100});
   EXPECT_EQ(s.pid, Pid{7});
   EXPECT_EQ(s.tid, Tid{8});
   EXPECT_EQ(s.cpu_time, CpuTimeNs{5000});
-  EXPECT_EQ(rec.raw_stacks.leaf_to_root(s.stack), (std::vector<uint64_t>{0xffffffff81000010ull, 0x1003, 0x1002, 0x1001}));
+  EXPECT_EQ(rec.raw_stacks.leaf_to_root(s.stack),
+            (std::vector<uint64_t>{0xffffffff81000010ull, 0x1003, 0x1002, 0x1001}));
   EXPECT_EQ(rec.stats.samples, 1u);
   EXPECT_EQ(rec.stats.first_sample_time, MonotonicNs{100});
 }

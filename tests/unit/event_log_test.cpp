@@ -37,11 +37,13 @@ TEST(EventLog, EveryLifecycleEventSurvivesEncoding) {
   EXPECT_EQ(exit.cpu_time, CpuTimeNs{10});
   EXPECT_EQ(exit.exit_code, -11);
   EXPECT_TRUE(exit.group_dead);
-  EXPECT_EQ(round_trip(CommEvent{Pid{1}, Tid{1}, std::string("n\0ul", 4)}).comm, std::string("n\0ul", 4));
+  EXPECT_EQ(round_trip(CommEvent{Pid{1}, Tid{1}, std::string("n\0ul", 4)}).comm,
+            std::string("n\0ul", 4));
   MmapEvent mmap;
   mmap.pid = Pid{12};
-  mmap.mapping = MappingInfo{0x1000, 0x2000, 0x3000, 8, 1, 99, "/lib/x.so", std::string("\x01\x02\0\x03", 4), 7,
-                             "/proc/self/fd/3"};
+  mmap.mapping = MappingInfo{
+      0x1000, 0x2000,           0x3000, 8, 1, 99, "/lib/x.so", std::string("\x01\x02\0\x03", 4),
+      7,      "/proc/self/fd/3"};
   MmapEvent mmap_out = round_trip(mmap);
   EXPECT_EQ(mmap_out.mapping.length, 0x2000u);
   EXPECT_EQ(mmap_out.mapping.inode, 99u);
@@ -49,7 +51,10 @@ TEST(EventLog, EveryLifecycleEventSurvivesEncoding) {
   EXPECT_EQ(mmap_out.mapping.access_path, "/proc/self/fd/3");
   EXPECT_EQ(round_trip(AddressSpaceResetEvent{Pid{13}, Tid{14}}).tid, Tid{14});
   EXPECT_TRUE(round_trip(ProcessStartEvent{Pid{15}, "launcher", true}).is_launcher);
-  ExistingProcessEvent existing{Pid{16}, "name", "/bin/name", {{Tid{16}, "main", CpuTimeNs{5}}, {Tid{17}, "w", CpuTimeNs{6}}}};
+  ExistingProcessEvent existing{Pid{16},
+                                "name",
+                                "/bin/name",
+                                {{Tid{16}, "main", CpuTimeNs{5}}, {Tid{17}, "w", CpuTimeNs{6}}}};
   ExistingProcessEvent existing_out = round_trip(existing);
   ASSERT_EQ(existing_out.threads.size(), 2u);
   EXPECT_EQ(existing_out.threads[1].comm, "w");
@@ -57,7 +62,8 @@ TEST(EventLog, EveryLifecycleEventSurvivesEncoding) {
 }
 
 TEST(EventLog, ATruncatedLifecycleRecordIsAnErrorNotACrash) {
-  std::vector<uint8_t> bytes = encode_lifecycle_event(LifecycleEvent{MonotonicNs{1}, ExecEvent{Pid{1}, Tid{1}, Tid{1}, "c", "/f"}});
+  std::vector<uint8_t> bytes = encode_lifecycle_event(
+      LifecycleEvent{MonotonicNs{1}, ExecEvent{Pid{1}, Tid{1}, Tid{1}, "c", "/f"}});
   for (size_t n = 0; n < bytes.size(); ++n)
     EXPECT_THROW(decode_lifecycle_event(bytes.data(), n), std::runtime_error) << n;
   bytes[8] = 200;  // unknown event type
@@ -68,10 +74,12 @@ TEST(EventLog, AWrittenLogReadsBackInOrder) {
   const std::string path = temp_path("events");
   const uint8_t raw[] = {1, 2, 3, 4, 5};
   {
-    EventLogWriter writer(path, RecordingSettings{997, "cpu-clock", true, "dwarf", MonotonicNs{42}, 1.5e12});
+    EventLogWriter writer(
+        path, RecordingSettings{997, "cpu-clock", true, "dwarf", MonotonicNs{42}, 1.5e12});
     writer.write_bpf_event(raw, sizeof(raw));
-    std::vector<LifecycleEvent> events{LifecycleEvent{MonotonicNs{1}, CommEvent{Pid{1}, Tid{1}, "a"}},
-                                       LifecycleEvent{MonotonicNs{2}, CommEvent{Pid{1}, Tid{1}, "b"}}};
+    std::vector<LifecycleEvent> events{
+        LifecycleEvent{MonotonicNs{1}, CommEvent{Pid{1}, Tid{1}, "a"}},
+        LifecycleEvent{MonotonicNs{2}, CommEvent{Pid{1}, Tid{1}, "b"}}};
     writer.write_lifecycle_events(events, 1);  // only from index 1
     writer.finish(RecordingTrailer{MonotonicNs{77}, 3, 4});
   }
@@ -114,7 +122,8 @@ TEST(EventLog, NotALogOrCutShortGivesAClearError) {
   EXPECT_THROW(EventLogReader{path + ".missing"}, std::runtime_error);
 
   {
-    EventLogWriter writer(path, RecordingSettings{1000, "cpu-clock", false, "fp", MonotonicNs{0}, 0});
+    EventLogWriter writer(path,
+                          RecordingSettings{1000, "cpu-clock", false, "fp", MonotonicNs{0}, 0});
     const uint8_t raw[64] = {};
     writer.write_bpf_event(raw, sizeof(raw));
     writer.finish(RecordingTrailer{});

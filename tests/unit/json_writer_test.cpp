@@ -69,17 +69,25 @@ bool is_complete_valid_sequence(std::string_view s) {
   auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(s[i])); };
   uint32_t cp;
   switch (s.size()) {
-    case 2: cp = (b(0) & 0x1F) << 6 | (b(1) & 0x3F); break;
-    case 3: cp = (b(0) & 0x0F) << 12 | (b(1) & 0x3F) << 6 | (b(2) & 0x3F); break;
-    case 4: cp = (b(0) & 0x07) << 18 | (b(1) & 0x3F) << 12 | (b(2) & 0x3F) << 6 | (b(3) & 0x3F); break;
-    default: return false;
+    case 2:
+      cp = (b(0) & 0x1F) << 6 | (b(1) & 0x3F);
+      break;
+    case 3:
+      cp = (b(0) & 0x0F) << 12 | (b(1) & 0x3F) << 6 | (b(2) & 0x3F);
+      break;
+    case 4:
+      cp = (b(0) & 0x07) << 18 | (b(1) & 0x3F) << 12 | (b(2) & 0x3F) << 6 | (b(3) & 0x3F);
+      break;
+    default:
+      return false;
   }
   return is_scalar_value(cp) && encode_utf8(cp) == s;
 }
 
 uint32_t prefix_key(std::string_view s) {
   uint32_t key = static_cast<uint32_t>(s.size()) << 24;
-  for (size_t i = 0; i < s.size(); ++i) key |= static_cast<uint32_t>(static_cast<unsigned char>(s[i])) << (8 * (2 - i));
+  for (size_t i = 0; i < s.size(); ++i)
+    key |= static_cast<uint32_t>(static_cast<unsigned char>(s[i])) << (8 * (2 - i));
   return key;
 }
 
@@ -89,7 +97,8 @@ const std::unordered_set<uint32_t>& valid_proper_prefixes() {
     for (uint32_t cp = 0x80; cp <= 0x10FFFF; ++cp) {
       if (!is_scalar_value(cp)) continue;
       std::string e = encode_utf8(cp);
-      for (size_t k = 1; k < e.size(); ++k) set->insert(prefix_key(std::string_view(e).substr(0, k)));
+      for (size_t k = 1; k < e.size(); ++k)
+        set->insert(prefix_key(std::string_view(e).substr(0, k)));
     }
     return set;
   }();
@@ -129,13 +138,20 @@ std::string reference_json_string(std::string_view bytes) {
   std::string out = "\"";
   for (size_t i = 0; i < valid.size(); ++i) {
     unsigned char c = valid[i];
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\b') out += "\\b";
-    else if (c == '\f') out += "\\f";
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\b')
+      out += "\\b";
+    else if (c == '\f')
+      out += "\\f";
     else if (c < 0x20) {
       char escape[8];
       std::snprintf(escape, sizeof escape, "\\u%04x", c);
@@ -188,7 +204,8 @@ class StrictJsonParser {
     ++pos_;
   }
   void skip_whitespace() {
-    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r')) ++pos_;
+    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r'))
+      ++pos_;
   }
   void expect_literal(std::string_view word) {
     if (in_.substr(pos_, word.size()) != word) fail("bad literal");
@@ -199,15 +216,28 @@ class StrictJsonParser {
     if (depth > 200) fail("too deep");
     Json v;
     switch (peek()) {
-      case '{': parse_object(v, depth); break;
-      case '[': parse_array(v, depth); break;
+      case '{':
+        parse_object(v, depth);
+        break;
+      case '[':
+        parse_array(v, depth);
+        break;
       case '"':
         v.kind = Json::Kind::String;
         v.text = parse_string();
         break;
-      case 't': expect_literal("true"); v.kind = Json::Kind::Bool; v.boolean = true; break;
-      case 'f': expect_literal("false"); v.kind = Json::Kind::Bool; break;
-      case 'n': expect_literal("null"); break;
+      case 't':
+        expect_literal("true");
+        v.kind = Json::Kind::Bool;
+        v.boolean = true;
+        break;
+      case 'f':
+        expect_literal("false");
+        v.kind = Json::Kind::Bool;
+        break;
+      case 'n':
+        expect_literal("null");
+        break;
       default:
         v.kind = Json::Kind::Number;
         v.text = parse_number();
@@ -232,7 +262,10 @@ class StrictJsonParser {
       skip_whitespace();
       v.members.emplace_back(std::move(name), parse_value(depth + 1));
       skip_whitespace();
-      if (peek() == ',') { ++pos_; continue; }
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
       expect('}');
       return;
     }
@@ -250,7 +283,10 @@ class StrictJsonParser {
       skip_whitespace();
       v.items.push_back(parse_value(depth + 1));
       skip_whitespace();
-      if (peek() == ',') { ++pos_; continue; }
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
       expect(']');
       return;
     }
@@ -287,10 +323,14 @@ class StrictJsonParser {
     for (int i = 0; i < 4; ++i) {
       char c = in_[pos_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= c - '0';
-      else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-      else fail("bad hex digit");
+      if (c >= '0' && c <= '9')
+        v |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        v |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        v |= c - 'A' + 10;
+      else
+        fail("bad hex digit");
     }
     return v;
   }
@@ -311,14 +351,30 @@ class StrictJsonParser {
         char e = peek();
         ++pos_;
         switch (e) {
-          case '"': out += '"'; break;
-          case '\\': out += '\\'; break;
-          case '/': out += '/'; break;
-          case 'b': out += '\b'; break;
-          case 'f': out += '\f'; break;
-          case 'n': out += '\n'; break;
-          case 'r': out += '\r'; break;
-          case 't': out += '\t'; break;
+          case '"':
+            out += '"';
+            break;
+          case '\\':
+            out += '\\';
+            break;
+          case '/':
+            out += '/';
+            break;
+          case 'b':
+            out += '\b';
+            break;
+          case 'f':
+            out += '\f';
+            break;
+          case 'n':
+            out += '\n';
+            break;
+          case 'r':
+            out += '\r';
+            break;
+          case 't':
+            out += '\t';
+            break;
           case 'u': {
             uint32_t cp = parse_hex4();
             if (cp >= 0xDC00 && cp <= 0xDFFF) fail("unpaired low surrogate");
@@ -332,7 +388,8 @@ class StrictJsonParser {
             out += encode_utf8(cp);
             break;
           }
-          default: fail("bad escape");
+          default:
+            fail("bad escape");
         }
         continue;
       }
@@ -361,11 +418,21 @@ TEST(JsonWriterEscaping, EveryControlCharacter) {
   for (int c = 0; c < 0x20; ++c) {
     std::string expected;
     switch (c) {
-      case '\b': expected = "\\b"; break;
-      case '\t': expected = "\\t"; break;
-      case '\n': expected = "\\n"; break;
-      case '\f': expected = "\\f"; break;
-      case '\r': expected = "\\r"; break;
+      case '\b':
+        expected = "\\b";
+        break;
+      case '\t':
+        expected = "\\t";
+        break;
+      case '\n':
+        expected = "\\n";
+        break;
+      case '\f':
+        expected = "\\f";
+        break;
+      case '\r':
+        expected = "\\r";
+        break;
       default: {
         char buf[8];
         std::snprintf(buf, sizeof buf, "\\u%04x", c);
@@ -399,8 +466,9 @@ TEST(JsonWriterEscaping, QuoteBackslashAndPlainAscii) {
 TEST(JsonWriterEscaping, SpecialByteAtEveryPositionOfTheWordScan) {
   // The writer scans 8 bytes at a time; put each kind of special byte at every offset
   // relative to those words, and check the bytes around it survive.
-  const std::vector<std::string> specials = {"\"", "\\", "\n", std::string(1, '\0'), "\x1F",
-                                             "\x80", "\xC3\xA9", "\xE2\x80\xA8", "\xFF", "\xF0\x9F\x98\x80"};
+  const std::vector<std::string> specials = {
+      "\"",       "\\",           "\n",   std::string(1, '\0'), "\x1F", "\x80",
+      "\xC3\xA9", "\xE2\x80\xA8", "\xFF", "\xF0\x9F\x98\x80"};
   for (const auto& special : specials) {
     for (size_t before = 0; before < 20; ++before) {
       for (size_t after : {0, 1, 7, 8, 9, 16}) {
@@ -414,11 +482,13 @@ TEST(JsonWriterEscaping, SpecialByteAtEveryPositionOfTheWordScan) {
 TEST(JsonWriterEscaping, ViewsIntoLargerBuffersStopAtTheirEnd) {
   // string_views are not NUL-terminated: bytes right after the view must never be read
   // into the output, whether they are plain ASCII or the tail of a multibyte character.
-  const std::string backing = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ\xC3\xA9\xE4\xB8\xAD\"\\\nKLMNOPQRSTUVWXYZ";
+  const std::string backing =
+      "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ\xC3\xA9\xE4\xB8\xAD\"\\\nKLMNOPQRSTUVWXYZ";
   for (size_t start = 0; start < backing.size(); ++start) {
     for (size_t length = 0; start + length <= backing.size(); ++length) {
       std::string_view view = std::string_view(backing).substr(start, length);
-      EXPECT_EQ(json_string(view), reference_json_string(std::string(view))) << start << "+" << length;
+      EXPECT_EQ(json_string(view), reference_json_string(std::string(view)))
+          << start << "+" << length;
     }
   }
 }
@@ -428,7 +498,8 @@ TEST(JsonWriterUtf8, ValidMultibytePassesThroughUnchanged) {
     EXPECT_EQ(json_string(s), "\"" + s + "\"");
   }
   // Boundaries of each encoding length and around the surrogate gap.
-  for (uint32_t cp : {0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xE000u, 0xFFFDu, 0xFFFFu, 0x10000u, 0x10FFFFu, 0x2027u, 0x202Au}) {
+  for (uint32_t cp : {0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xE000u, 0xFFFDu, 0xFFFFu, 0x10000u,
+                      0x10FFFFu, 0x2027u, 0x202Au}) {
     std::string s = encode_utf8(cp);
     EXPECT_EQ(json_string(s), "\"" + s + "\"") << std::hex << cp;
   }
@@ -455,7 +526,10 @@ std::string with_replacements(std::string_view pattern) {
 TEST(JsonWriterUtf8, InvalidSequencesBecomeReplacementCharacters) {
   const std::vector<InvalidCase> cases = {
       {"stray continuation", "\x80", "R"},
-      {"stray continuation inside text", "a\x80" "b", "aRb"},
+      {"stray continuation inside text",
+       "a\x80"
+       "b",
+       "aRb"},
       {"two stray continuations", "\x80\xBF", "RR"},
       {"C0 lead (always overlong)", "\xC0\xAF", "RR"},
       {"C1 lead (always overlong)", "\xC1\xBF", "RR"},
@@ -473,11 +547,17 @@ TEST(JsonWriterUtf8, InvalidSequencesBecomeReplacementCharacters) {
       {"6-byte form", "\xFC\x84\x80\x80\x80\x80", "RRRRRR"},
       {"FE", "\xFE", "R"},
       {"FF", "\xFF", "R"},
-      {"lead then ASCII", "\xC3" "A", "RA"},
+      {"lead then ASCII",
+       "\xC3"
+       "A",
+       "RA"},
       {"lead then quote", "\xC3\"", "R\\\""},
       {"lead then newline", "\xC3\n", "R\\n"},
       {"lead then valid 2-byte", "\xC3\xC3\xA9", "R\xC3\xA9"},
-      {"truncated 3-byte then ASCII", "\xE4\xB8" "A", "RA"},
+      {"truncated 3-byte then ASCII",
+       "\xE4\xB8"
+       "A",
+       "RA"},
       {"truncated 3-byte then euro", "\xE2\x82\xE2\x82\xAC", "R\xE2\x82\xAC"},
       {"truncated 4-byte then valid 2-byte", "\xF0\x9F\x98\xC3\xA9", "R\xC3\xA9"},
       {"truncated 4-byte then emoji", "\xF0\x9F\xF0\x9F\x98\x80", "R\xF0\x9F\x98\x80"},
@@ -516,15 +596,16 @@ TEST(JsonWriterUtf8, AllShortByteStringsMatchReference) {
     inputs.push_back(std::string(1, static_cast<char>(a)));
     for (int b = 0; b < 256; ++b) inputs.push_back({static_cast<char>(a), static_cast<char>(b)});
   }
-  const unsigned char interesting[] = {0x00, 0x22, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F,
-                                       0xA0, 0xA8, 0xBF, 0xC0, 0xC2, 0xE0, 0xED, 0xF4, 0xFF};
+  const unsigned char interesting[] = {0x00, 0x22, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0,
+                                       0xA8, 0xBF, 0xC0, 0xC2, 0xE0, 0xED, 0xF4, 0xFF};
   for (int a = 0xE0; a <= 0xF7; ++a) {
     for (int b = 0; b < 256; ++b) {
       for (unsigned char c : interesting) {
         inputs.push_back({static_cast<char>(a), static_cast<char>(b), static_cast<char>(c)});
         if (a >= 0xF0)
           for (unsigned char d : interesting)
-            inputs.push_back({static_cast<char>(a), static_cast<char>(b), static_cast<char>(c), static_cast<char>(d)});
+            inputs.push_back({static_cast<char>(a), static_cast<char>(b), static_cast<char>(c),
+                              static_cast<char>(d)});
       }
     }
   }
@@ -534,12 +615,15 @@ TEST(JsonWriterUtf8, AllShortByteStringsMatchReference) {
     w.end_array();
   });
   std::string expected = "[";
-  for (size_t i = 0; i < inputs.size(); ++i) expected += (i ? "," : "") + reference_json_string(inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    expected += (i ? "," : "") + reference_json_string(inputs[i]);
   expected += "]";
   ASSERT_EQ(output.size(), expected.size());
   if (output != expected) {
-    size_t at = std::mismatch(output.begin(), output.end(), expected.begin()).first - output.begin();
-    FAIL() << "first difference at byte " << at << ": ..." << output.substr(at > 40 ? at - 40 : 0, 80);
+    size_t at =
+        std::mismatch(output.begin(), output.end(), expected.begin()).first - output.begin();
+    FAIL() << "first difference at byte " << at << ": ..."
+           << output.substr(at > 40 ? at - 40 : 0, 80);
   }
   EXPECT_NO_THROW(parse_strict(output));
 }
@@ -592,13 +676,22 @@ TEST(JsonWriterStructure, NestedContainersGetCommasRight) {
     w.end_array();
     w.end_object();
   });
-  EXPECT_EQ(out, R"({"a":[1,[],{},[2,3],{"b":null}],"c":{"d":true,"e":false},"f":"x","g":[[[]],[]]})");
+  EXPECT_EQ(out,
+            R"({"a":[1,[],{},[2,3],{"b":null}],"c":{"d":true,"e":false},"f":"x","g":[[[]],[]]})");
   EXPECT_NO_THROW(parse_strict(out));
 }
 
 TEST(JsonWriterStructure, TopLevelScalarsAndEmptyContainers) {
-  EXPECT_EQ(to_json([](JsonWriter& w) { w.begin_object(); w.end_object(); }), "{}");
-  EXPECT_EQ(to_json([](JsonWriter& w) { w.begin_array(); w.end_array(); }), "[]");
+  EXPECT_EQ(to_json([](JsonWriter& w) {
+              w.begin_object();
+              w.end_object();
+            }),
+            "{}");
+  EXPECT_EQ(to_json([](JsonWriter& w) {
+              w.begin_array();
+              w.end_array();
+            }),
+            "[]");
   EXPECT_EQ(to_json([](JsonWriter& w) { w.null(); }), "null");
   EXPECT_EQ(to_json([](JsonWriter& w) { w.boolean(true); }), "true");
   EXPECT_EQ(to_json([](JsonWriter& w) { w.number(7); }), "7");
@@ -640,10 +733,9 @@ TEST(JsonWriterStructure, FieldOverloadsPickTheRightType) {
     w.field("null", nullptr);
     w.end_object();
   });
-  EXPECT_EQ(out,
-            R"({"literal":"lit","pointer":"ptr","string":"own","view":"view","bool":false,)"
-            R"("int":42,"negative_short":-3,"uint8":255,"unsigned":7,"size":1099511627776,)"
-            R"("double":2.5,"float":0.1,"null":null})");
+  EXPECT_EQ(out, R"({"literal":"lit","pointer":"ptr","string":"own","view":"view","bool":false,)"
+                 R"("int":42,"negative_short":-3,"uint8":255,"unsigned":7,"size":1099511627776,)"
+                 R"("double":2.5,"float":0.1,"null":null})");
 }
 
 // ---- Numbers --------------------------------------------------------------------------
@@ -783,12 +875,38 @@ TEST(JsonWriterMisuseDeathTest, AssertsInDebugBuilds) {
     fn(w);
   };
   EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) { w.end_object(); }), "without a matching begin");
-  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) { w.begin_array(); w.end_object(); }), "closing an array");
-  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) { w.begin_object(); w.number(1); }), "needs a key");
-  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) { w.begin_array(); w.key("k"); }), "outside an object");
-  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) { w.begin_object(); w.key("a"); w.key("b"); }), "twice");
-  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) { w.begin_object(); w.key("a"); w.end_object(); }), "without its value");
-  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) { w.null(); w.null(); }), "one top-level value");
+  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) {
+                       w.begin_array();
+                       w.end_object();
+                     }),
+                     "closing an array");
+  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) {
+                       w.begin_object();
+                       w.number(1);
+                     }),
+                     "needs a key");
+  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) {
+                       w.begin_array();
+                       w.key("k");
+                     }),
+                     "outside an object");
+  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) {
+                       w.begin_object();
+                       w.key("a");
+                       w.key("b");
+                     }),
+                     "twice");
+  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) {
+                       w.begin_object();
+                       w.key("a");
+                       w.end_object();
+                     }),
+                     "without its value");
+  EXPECT_DEBUG_DEATH(misuse([](JsonWriter& w) {
+                       w.null();
+                       w.null();
+                     }),
+                     "one top-level value");
 }
 
 // ---- Random documents -----------------------------------------------------------------
@@ -796,8 +914,8 @@ TEST(JsonWriterMisuseDeathTest, AssertsInDebugBuilds) {
 struct Expected {
   Json::Kind kind = Json::Kind::Null;
   bool boolean = false;
-  std::string text;               // integer text, or sanitized string
-  std::optional<double> dbl;      // a finite double, compared by value bits
+  std::string text;           // integer text, or sanitized string
+  std::optional<double> dbl;  // a finite double, compared by value bits
   std::vector<Expected> items;
   std::vector<std::pair<std::string, Expected>> members;
 };
@@ -820,7 +938,8 @@ class RandomDocument {
           break;
         case 2: {  // valid UTF-8 from random scalar values, sometimes chopped
           uint32_t cp;
-          do cp = static_cast<uint32_t>(rng_() % 0x110000); while (!is_scalar_value(cp));
+          do cp = static_cast<uint32_t>(rng_() % 0x110000);
+          while (!is_scalar_value(cp));
           if (chance(4)) cp = cp % 0x800;
           std::string e = encode_utf8(cp);
           if (chance(20)) e.pop_back();
@@ -828,9 +947,9 @@ class RandomDocument {
           break;
         }
         default: {  // bytes that stress the decoder
-          static const unsigned char tricky[] = {0x80, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE2, 0xED,
-                                                 0xEF, 0xF0, 0xF4, 0xF5, 0xFF, 0xA0, 0x9F, 0x8F, 0x90,
-                                                 0xA8, 0xA9, '"', '\\', 0x00, 0x1F, 'a'};
+          static const unsigned char tricky[] = {
+              0x80, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE2, 0xED, 0xEF, 0xF0, 0xF4, 0xF5,
+              0xFF, 0xA0, 0x9F, 0x8F, 0x90, 0xA8, 0xA9, '"',  '\\', 0x00, 0x1F, 'a'};
           s += static_cast<char>(tricky[rng_() % sizeof tricky]);
         }
       }
@@ -920,13 +1039,19 @@ class RandomDocument {
 void expect_matches(const Expected& expected, const Json& actual, const std::string& where) {
   ASSERT_EQ(static_cast<int>(expected.kind), static_cast<int>(actual.kind)) << where;
   switch (expected.kind) {
-    case Json::Kind::Null: break;
-    case Json::Kind::Bool: ASSERT_EQ(expected.boolean, actual.boolean) << where; break;
-    case Json::Kind::String: ASSERT_EQ(expected.text, actual.text) << where; break;
+    case Json::Kind::Null:
+      break;
+    case Json::Kind::Bool:
+      ASSERT_EQ(expected.boolean, actual.boolean) << where;
+      break;
+    case Json::Kind::String:
+      ASSERT_EQ(expected.text, actual.text) << where;
+      break;
     case Json::Kind::Number:
       if (expected.dbl) {
         double back = std::strtod(actual.text.c_str(), nullptr);
-        ASSERT_EQ(std::memcmp(&back, &*expected.dbl, sizeof back), 0) << where << " " << actual.text;
+        ASSERT_EQ(std::memcmp(&back, &*expected.dbl, sizeof back), 0)
+            << where << " " << actual.text;
       } else {
         ASSERT_EQ(expected.text, actual.text) << where;
       }
@@ -940,7 +1065,8 @@ void expect_matches(const Expected& expected, const Json& actual, const std::str
       ASSERT_EQ(expected.members.size(), actual.members.size()) << where;
       for (size_t i = 0; i < expected.members.size(); ++i) {
         ASSERT_EQ(expected.members[i].first, actual.members[i].first) << where << " key " << i;
-        expect_matches(expected.members[i].second, actual.members[i].second, where + "." + std::to_string(i));
+        expect_matches(expected.members[i].second, actual.members[i].second,
+                       where + "." + std::to_string(i));
       }
       break;
   }
@@ -965,7 +1091,8 @@ TEST(JsonWriterRandom, LargeRandomDocumentIsValidAndRoundTrips) {
   {
     JsonWriter w(sink);
     w.begin_array();
-    while (sink.str().size() < 4 * 1024 * 1024) expected.items.push_back(generator.write_value(w, 0));
+    while (sink.str().size() < 4 * 1024 * 1024)
+      expected.items.push_back(generator.write_value(w, 0));
     w.end_array();
     EXPECT_TRUE(w.complete());
   }
@@ -985,7 +1112,8 @@ TEST(JsonWriterRandom, LargeRandomDocumentIsValidAndRoundTrips) {
   std::string path = write_temp_file(text);
   // A second, independent parser: strict UTF-8 decode, then json.
   std::string command =
-      "python3 -c 'import json,sys; json.loads(sys.stdin.buffer.read().decode(\"utf-8\"))' < " + path;
+      "python3 -c 'import json,sys; json.loads(sys.stdin.buffer.read().decode(\"utf-8\"))' < " +
+      path;
   int status = std::system(command.c_str());
   ::unlink(path.c_str());
   EXPECT_EQ(status, 0) << "python rejected the document";
@@ -1020,7 +1148,8 @@ TEST(JsonWriterRandom, ReplacementMatchesPythonsMaximalSubpartDecoder) {
       "pairs = json.loads(sys.stdin.buffer.read().decode(\"utf-8\"))\n"
       "bad = [p for p in pairs if bytes.fromhex(p[0]).decode(\"utf-8\", \"replace\") != p[1]]\n"
       "print(\"mismatches:\", len(bad), bad[:3]) if bad else None\n"
-      "sys.exit(1 if bad else 0)' < " + path;
+      "sys.exit(1 if bad else 0)' < " +
+      path;
   int status = std::system(command.c_str());
   ::unlink(path.c_str());
   EXPECT_EQ(status, 0);

@@ -14,11 +14,11 @@ constexpr std::string_view kSyntheticKallsyms =
     "ffffffff81000000 T startup_64\n"
     "ffffffff81000100 t local_fn\n"
     "ffffffff81000200 W weak_fn\n"
-    "ffffffff81000300 D some_data\n"      // data: ignored, weak_fn runs on to 0x400
+    "ffffffff81000300 D some_data\n"  // data: ignored, weak_fn runs on to 0x400
     "ffffffff81000380 b some_bss\n"
     "ffffffff81000400 T last_core_fn\n"
     "this line is garbage\n"
-    "ffffffff81000500 T\n"               // no name
+    "ffffffff81000500 T\n"  // no name
     "zzzzffff81000600 T bad_address\n"
     "ffffffff81000700 T bad_module\t[oops\n"
     "ffffffffc0001100 T mod_fn2\t[nf_tables]\n"  // modules are not sorted in the file

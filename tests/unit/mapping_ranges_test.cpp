@@ -27,8 +27,10 @@ TEST(MappingRanges, ANewMappingTrimsSplitsAndDropsWhatItOverlaps) {
   insert_replacing_overlaps(m, Range{0x6000, 0x7000, 0, 2});
   // Starts inside 1 and covers 2 whole: 1 keeps its head and its tail, 2 is gone.
   insert_replacing_overlaps(m, Range{0x2000, 0x3000, 0x100, 3});
-  EXPECT_EQ(ranges(m), (std::vector<Range>{{0x1000, 0x2000, 0, 1}, {0x2000, 0x3000, 0x100, 3},
-                                           {0x3000, 0x5000, 0x2000, 1}, {0x6000, 0x7000, 0, 2}}));
+  EXPECT_EQ(ranges(m), (std::vector<Range>{{0x1000, 0x2000, 0, 1},
+                                           {0x2000, 0x3000, 0x100, 3},
+                                           {0x3000, 0x5000, 0x2000, 1},
+                                           {0x6000, 0x7000, 0, 2}}));
   // One that starts before 2 and ends inside it.
   insert_replacing_overlaps(m, Range{0x5800, 0x6800, 0, 4});
   EXPECT_EQ(ranges(m).back(), (Range{0x6800, 0x7000, 0x800, 2}));

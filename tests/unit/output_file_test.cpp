@@ -37,7 +37,8 @@ class OutputFileTest : public ::testing::Test {
 
   std::set<std::string> entries() const {
     std::set<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename().string());
+    for (const auto& entry : fs::directory_iterator(dir_))
+      names.insert(entry.path().filename().string());
     return names;
   }
 
@@ -67,7 +68,8 @@ std::string read_gzip(const std::string& path) {
 
 bool is_gzip(const std::string& path) {
   std::string raw = read_raw(path);
-  return raw.size() >= 18 && static_cast<unsigned char>(raw[0]) == 0x1F && static_cast<unsigned char>(raw[1]) == 0x8B;
+  return raw.size() >= 18 && static_cast<unsigned char>(raw[0]) == 0x1F &&
+         static_cast<unsigned char>(raw[1]) == 0x8B;
 }
 
 std::string random_bytes(size_t n, uint64_t seed) {
@@ -86,7 +88,8 @@ std::string write_mixed_content(OutputSink& sink) {
     all.append(piece);
   };
   for (int i = 0; i < 150000; ++i) {
-    put("{\"sample\":" + std::to_string(i) + ",\"stack\":" + std::to_string(i * 7919 % 1000) + "},\n");
+    put("{\"sample\":" + std::to_string(i) + ",\"stack\":" + std::to_string(i * 7919 % 1000) +
+        "},\n");
     if (i % 50000 == 0) put(random_bytes(700 * 1024, i));  // larger than the internal buffer
     if (i % 1000 == 0) put("");
   }
@@ -128,7 +131,8 @@ TEST_F(OutputFileTest, GzipLevelsAllRoundTrip) {
   for (int level : {0, 1, 6, 9, Z_DEFAULT_COMPRESSION}) {
     std::string name = "level" + std::to_string(level) + ".gz";
     GzipFileSink sink(path(name), level);
-    for (size_t at = 0; at < text.size(); at += 1000) sink.write(std::string_view(text).substr(at, 1000));
+    for (size_t at = 0; at < text.size(); at += 1000)
+      sink.write(std::string_view(text).substr(at, 1000));
     sink.commit();
     EXPECT_EQ(read_gzip(path(name)), text) << "level " << level;
     sizes[level] = fs::file_size(path(name));
@@ -164,7 +168,9 @@ TEST_F(OutputFileTest, TargetAppearsOnlyOnCommit) {
     std::string prefix = name + ".tmp.";
     ASSERT_EQ(temp.size(), prefix.size() + 6) << temp;
     EXPECT_EQ(temp.substr(0, prefix.size()), prefix);
-    EXPECT_TRUE(std::all_of(temp.begin() + prefix.size(), temp.end(), [](char c) { return std::isalnum(c); })) << temp;
+    EXPECT_TRUE(std::all_of(temp.begin() + prefix.size(), temp.end(), [](char c) {
+      return std::isalnum(c);
+    })) << temp;
     EXPECT_GT(fs::file_size(path(temp)), 0u);
     sink->commit();
     EXPECT_TRUE(fs::exists(path(name)));
@@ -293,7 +299,8 @@ TEST_F(OutputFileTest, WriteErrorsAreReportedWithPathAndReason) {
       } catch (const std::runtime_error& e) {
         message = e.what();
       }
-      EXPECT_NE(message.find("cannot write " + name + ": File too large"), std::string::npos) << message;
+      EXPECT_NE(message.find("cannot write " + name + ": File too large"), std::string::npos)
+          << message;
       EXPECT_THROW(sink->write("more"), std::runtime_error);
       EXPECT_THROW(sink->commit(), std::runtime_error);
       EXPECT_FALSE(fs::exists(name));

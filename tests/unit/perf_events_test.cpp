@@ -23,8 +23,9 @@ TEST(PerfRing, ReadsWholeRecordsAcrossTheWrap) {
   put_record(ring, 56, 24, 0xb2);  // 56..79: wraps
   std::vector<uint8_t> scratch;
   std::vector<std::vector<uint8_t>> seen;
-  PerfRingRead read = read_perf_ring(ring.data(), ring.size(), 40, 80, scratch,
-                                     [&](const uint8_t* r, size_t n) { seen.emplace_back(r, r + n); });
+  PerfRingRead read =
+      read_perf_ring(ring.data(), ring.size(), 40, 80, scratch,
+                     [&](const uint8_t* r, size_t n) { seen.emplace_back(r, r + n); });
   EXPECT_EQ(read.records, 2u);
   EXPECT_FALSE(read.corrupt);
   ASSERT_EQ(seen.size(), 2u);
@@ -40,7 +41,8 @@ TEST(PerfRing, ACorruptRecordEndsTheReadAndIsReported) {
   put_record(ring, 16, 4, 2);  // smaller than a header
   std::vector<uint8_t> scratch;
   size_t calls = 0;
-  PerfRingRead read = read_perf_ring(ring.data(), ring.size(), 0, 40, scratch, [&](const uint8_t*, size_t) { ++calls; });
+  PerfRingRead read = read_perf_ring(ring.data(), ring.size(), 0, 40, scratch,
+                                     [&](const uint8_t*, size_t) { ++calls; });
   EXPECT_EQ(read.records, 1u);
   EXPECT_EQ(calls, 1u);
   EXPECT_TRUE(read.corrupt);

@@ -36,11 +36,11 @@ TEST(PerfMapTest, ParsesLinesWithAndWithout0x) {
 TEST(PerfMapTest, LaterEntriesWin) {
   const PerfMap map = PerfMap::parse(
       "1000 100 old\n"
-      "1000 100 new\n"        // the same range, re-emitted
+      "1000 100 new\n"  // the same range, re-emitted
       "2000 100 wide\n"
-      "2040 20 narrow\n"      // inside wide: splits it
+      "2040 20 narrow\n"  // inside wide: splits it
       "3000 100 a\n"
-      "3080 100 b\n");        // overlaps a's tail
+      "3080 100 b\n");  // overlaps a's tail
   EXPECT_EQ(map.lookup(0x1000)->name, "new");
   EXPECT_EQ(map.lookup(0x10ff)->name, "new");
   EXPECT_EQ(map.lookup(0x2000)->name, "wide");
@@ -80,9 +80,9 @@ TEST(PerfMapTest, SkipsGarbage) {
   const PerfMap map = PerfMap::parse(
       "\n"
       "garbage\n"
-      "1000\n"                 // no size
-      "1000 20\n"              // no name
-      "1000 20   \n"           // blank name
+      "1000\n"        // no size
+      "1000 20\n"     // no name
+      "1000 20   \n"  // blank name
       "zz00 20 bad_start\n"
       "1000 2g bad_size\n"
       "1000 0 empty\n"

@@ -35,7 +35,9 @@ TEST(PrefixTree, ParentsComeBeforeChildren) {
   for (uint64_t i = 0; i < 50; ++i) tree.intern_path(std::vector<uint64_t>{i % 3, i % 7, i});
   for (Tree::NodeId i = 0; i < tree.size(); ++i) {
     Tree::NodeId parent = tree.node(i).parent;
-    if (parent != Tree::kRoot) EXPECT_LT(parent, i);
+    if (parent != Tree::kRoot) {
+      EXPECT_LT(parent, i);
+    }
   }
 }
 
@@ -48,7 +50,8 @@ TEST(PrefixTree, LeafToRootWalksBack) {
 
 TEST(PrefixTree, GrowsWithUniqueStacksNotWithRepeats) {
   Tree tree;
-  for (int repeat = 0; repeat < 10000; ++repeat) tree.intern_path(std::vector<uint64_t>{1, 2, 3, 4, 5});
+  for (int repeat = 0; repeat < 10000; ++repeat)
+    tree.intern_path(std::vector<uint64_t>{1, 2, 3, 4, 5});
   EXPECT_EQ(tree.size(), 5u);
 }
 

@@ -11,7 +11,9 @@ constexpr uint64_t kBpf = uint64_t{1} << 39;
 constexpr uint64_t kPerfmon = uint64_t{1} << 38;
 constexpr uint64_t kSysAdmin = uint64_t{1} << 21;
 
-PreflightEnvironment good() { return PreflightEnvironment{0, kBpf | kPerfmon | kSysAdmin, true, "6.18.0"}; }
+PreflightEnvironment good() {
+  return PreflightEnvironment{0, kBpf | kPerfmon | kSysAdmin, true, "6.18.0"};
+}
 
 TEST(Preflight, AGoodMachinePasses) {
   EXPECT_FALSE(check_environment(good()));

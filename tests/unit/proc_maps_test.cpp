@@ -85,20 +85,20 @@ TEST(ProcMapsTest, SkipsMalformedLines) {
   const auto entries = parse_proc_maps(
       "\n"
       "garbage\n"
-      "400000-401000\n"                                            // truncated
-      "400000 401000 r-xp 00000000 08:02 42 /a\n"                  // no dash
-      "400000-401000 rwzp 00000000 08:02 42 /a\n"                  // bad permission
-      "400000-401000 r-xq 00000000 08:02 42 /a\n"                  // bad sharing flag
-      "400000-401000 r-x 00000000 08:02 42 /a\n"                   // short permissions
-      "40000g-401000 r-xp 00000000 08:02 42 /a\n"                  // non-hex
-      "401000-400000 r-xp 00000000 08:02 42 /a\n"                  // start > end
-      "400000-400000 r-xp 00000000 08:02 42 /a\n"                  // empty range
-      "1ffffffffffffffff-2ffffffffffffffff r-xp 0 08:02 42 /a\n"   // overflows 64 bits
-      "400000-401000 r-xp 00000000 0802 42 /a\n"                   // no dev colon
-      "400000-401000 r-xp 00000000 08:02 /a\n"                     // no inode
-      "400000-401000 r-xp 00000000 08:02 42x /a\n"                 // junk after inode
-      "400000-401000 r-xp 00000000 08:02 -42 /a\n"                 // negative inode
-      "400000-401000 r-xp 00000000 1ffffffff:02 42 /a\n"           // dev major > 32 bits
+      "400000-401000\n"                                           // truncated
+      "400000 401000 r-xp 00000000 08:02 42 /a\n"                 // no dash
+      "400000-401000 rwzp 00000000 08:02 42 /a\n"                 // bad permission
+      "400000-401000 r-xq 00000000 08:02 42 /a\n"                 // bad sharing flag
+      "400000-401000 r-x 00000000 08:02 42 /a\n"                  // short permissions
+      "40000g-401000 r-xp 00000000 08:02 42 /a\n"                 // non-hex
+      "401000-400000 r-xp 00000000 08:02 42 /a\n"                 // start > end
+      "400000-400000 r-xp 00000000 08:02 42 /a\n"                 // empty range
+      "1ffffffffffffffff-2ffffffffffffffff r-xp 0 08:02 42 /a\n"  // overflows 64 bits
+      "400000-401000 r-xp 00000000 0802 42 /a\n"                  // no dev colon
+      "400000-401000 r-xp 00000000 08:02 /a\n"                    // no inode
+      "400000-401000 r-xp 00000000 08:02 42x /a\n"                // junk after inode
+      "400000-401000 r-xp 00000000 08:02 -42 /a\n"                // negative inode
+      "400000-401000 r-xp 00000000 1ffffffff:02 42 /a\n"          // dev major > 32 bits
       "500000-501000 r-xp 00000000 08:02 42 /good\n"
       "-\n"
       "\xff\xfe\n"
@@ -127,8 +127,9 @@ TEST(ProcMapsTest, ReadsOwnMaps) {
   ASSERT_NE(code_map, entries->end());
   EXPECT_TRUE(code_map->executable);
   EXPECT_TRUE(code_map->is_file_backed());
-  EXPECT_TRUE(std::is_sorted(entries->begin(), entries->end(),
-                             [](const MapEntry& a, const MapEntry& b) { return a.start < b.start; }));
+  EXPECT_TRUE(
+      std::is_sorted(entries->begin(), entries->end(),
+                     [](const MapEntry& a, const MapEntry& b) { return a.start < b.start; }));
 }
 
 TEST(ProcMapsTest, UnreadablePidGivesNullopt) {

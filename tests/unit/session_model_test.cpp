@@ -41,7 +41,7 @@ TEST(AddressSpace, NewMappingReplacesTheOverlappedPart) {
   const Mapping* tail = space.find(0x4000);
   ASSERT_NE(tail, nullptr);
   EXPECT_EQ(tail->lib, LibId{1});
-  EXPECT_EQ(tail->file_offset, 0x3000u);  // the tail keeps its place in the file
+  EXPECT_EQ(tail->file_offset, 0x3000u);         // the tail keeps its place in the file
   space.add(Mapping{0x0, 0xa000, 0, LibId{3}});  // covers everything
   EXPECT_EQ(space.size(), 1u);
 }
@@ -84,7 +84,8 @@ TEST(SessionModel, ForkExecExitMakeProcessEntriesOverTime) {
 
   const Thread& child = model.threads()[processes[3].threads[0].value];
   ASSERT_EQ(child.samples.size(), 1u);
-  EXPECT_EQ(child.samples[0].cpu_delta_ns, 6000000u);  // all its runtime since the fork, to its exit
+  EXPECT_EQ(child.samples[0].cpu_delta_ns,
+            6000000u);  // all its runtime since the fork, to its exit
   EXPECT_EQ(child.final_cpu_time, CpuTimeNs{6000000});
   // The sample resolves against the child's own image, not the parent's.
   const auto& frame = model.stacks().node(child.samples[0].stack).key;
@@ -137,7 +138,8 @@ TEST(SessionModel, OneLibraryPerFileWhetherSeenInASnapshotOrAnMmapRecord) {
   replaced.mapping.build_id = "\x03\x04";
   for (const MmapEvent& e : {snapshot, record, replaced}) model.apply(ms(0), e);
   auto lib_of_sample = [&](int pid, uint64_t address) {
-    model.add_sample(SampleRecord{ms(1), Pid{pid}, Tid{pid}, Cpu{0}, CpuTimeNs{1}, raw.intern_path(std::vector<uint64_t>{address})},
+    model.add_sample(SampleRecord{ms(1), Pid{pid}, Tid{pid}, Cpu{0}, CpuTimeNs{1},
+                                  raw.intern_path(std::vector<uint64_t>{address})},
                      raw);
     for (const Thread& t : model.threads())
       if (t.tid == Tid{pid}) return model.stacks().leaf_to_root(t.samples.back().stack)[0].lib;
@@ -160,7 +162,9 @@ TEST(SessionModel, CpuDeltasFollowTheKernelRuntime) {
   RawStackTree raw;
   model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
   for (uint64_t i = 1; i <= 3; ++i)
-    model.add_sample(SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{i * 700000}, RawStackTree::kRoot}, raw);
+    model.add_sample(
+        SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{i * 700000}, RawStackTree::kRoot},
+        raw);
   model.finish(ms(1000));
   const Thread& t = thread_with_tid(model, 2);
   ASSERT_EQ(t.samples.size(), 3u);
@@ -175,7 +179,8 @@ TEST(SessionModel, TickLumpsAreSpreadOverSamplesWithoutLosingTime) {
   model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
   for (uint64_t i = 1; i <= 12; ++i) {
     uint64_t runtime = (i / 4) * 4000000;
-    model.add_sample(SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{runtime}, RawStackTree::kRoot}, raw);
+    model.add_sample(
+        SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{runtime}, RawStackTree::kRoot}, raw);
   }
   model.apply(ms(13), ExitEvent{Pid{1}, Tid{2}, CpuTimeNs{13000000}, 0, false, "t"});
   model.finish(ms(1000));
@@ -183,9 +188,11 @@ TEST(SessionModel, TickLumpsAreSpreadOverSamplesWithoutLosingTime) {
   uint64_t total = 0;
   for (size_t i = 0; i < t.samples.size(); ++i) {
     total += t.samples[i].cpu_delta_ns;
-    if (i + 1 < t.samples.size()) EXPECT_LE(t.samples[i].cpu_delta_ns, 1000000u) << i;  // never > 100%
+    if (i + 1 < t.samples.size()) {
+      EXPECT_LE(t.samples[i].cpu_delta_ns, 1000000u) << i;  // never > 100%
+    }
   }
-  EXPECT_EQ(total, 13000000u);  // all of the kernel's runtime, up to the exit
+  EXPECT_EQ(total, 13000000u);                     // all of the kernel's runtime, up to the exit
   EXPECT_EQ(t.samples[5].cpu_delta_ns, 1000000u);  // smooth once the first tick has landed
 }
 
@@ -199,15 +206,18 @@ TEST(SessionModel, SamplesOnTheWayOutStayWithTheExitedThread) {
   SessionModel model;
   RawStackTree raw;
   model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{50}, Tid{50}, "short"});
-  model.add_sample(SampleRecord{ms(1), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{100}, RawStackTree::kRoot}, raw);
+  model.add_sample(
+      SampleRecord{ms(1), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{100}, RawStackTree::kRoot}, raw);
   model.apply(ms(2), ExitEvent{Pid{50}, Tid{50}, CpuTimeNs{300}, 0, true, "short"});
-  model.add_sample(SampleRecord{ms(3), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{350}, RawStackTree::kRoot}, raw);
+  model.add_sample(
+      SampleRecord{ms(3), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{350}, RawStackTree::kRoot}, raw);
   size_t entries_for_50 = 0;
   for (const Process& p : model.processes()) entries_for_50 += p.pid == Pid{50} ? 1 : 0;
   EXPECT_EQ(entries_for_50, 1u);
   // A later process that reuses the pid is a new entry.
   model.apply(ms(4), ForkEvent{Pid{1}, Tid{1}, Pid{50}, Tid{50}, "reused"});
-  model.add_sample(SampleRecord{ms(5), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{10}, RawStackTree::kRoot}, raw);
+  model.add_sample(
+      SampleRecord{ms(5), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{10}, RawStackTree::kRoot}, raw);
   entries_for_50 = 0;
   for (const Process& p : model.processes()) entries_for_50 += p.pid == Pid{50} ? 1 : 0;
   EXPECT_EQ(entries_for_50, 2u);
@@ -222,14 +232,27 @@ namespace bpfprof {
 namespace {
 
 SampleRecord switch_out(uint64_t at_ms, int tid, uint64_t runtime_ns, OffCpuState state) {
-  return SampleRecord{ms(at_ms), Pid{1}, Tid{tid}, Cpu{0}, CpuTimeNs{runtime_ns}, RawStackTree::kRoot,
-                      SampleKind::kSwitchOut, state};
+  return SampleRecord{ms(at_ms),
+                      Pid{1},
+                      Tid{tid},
+                      Cpu{0},
+                      CpuTimeNs{runtime_ns},
+                      RawStackTree::kRoot,
+                      SampleKind::kSwitchOut,
+                      state};
 }
 SampleRecord switch_in(uint64_t at_ms, int tid) {
-  return SampleRecord{ms(at_ms), Pid{1}, Tid{tid}, Cpu{0}, CpuTimeNs{0}, RawStackTree::kRoot, SampleKind::kSwitchIn};
+  return SampleRecord{ms(at_ms),
+                      Pid{1},
+                      Tid{tid},
+                      Cpu{0},
+                      CpuTimeNs{0},
+                      RawStackTree::kRoot,
+                      SampleKind::kSwitchIn};
 }
 SampleRecord on_cpu(uint64_t at_ms, int tid, uint64_t runtime_ns) {
-  return SampleRecord{ms(at_ms), Pid{1}, Tid{tid}, Cpu{0}, CpuTimeNs{runtime_ns}, RawStackTree::kRoot};
+  return SampleRecord{ms(at_ms),          Pid{1}, Tid{tid}, Cpu{0}, CpuTimeNs{runtime_ns},
+                      RawStackTree::kRoot};
 }
 
 OffCpuState leaf_state(const SessionModel& model, StackId stack) {
@@ -255,7 +278,7 @@ TEST(OffCpu, ABlockedIntervalIsOneSampleWeightedByItsLength) {
   EXPECT_EQ(leaf_state(model, t.samples[1].stack), OffCpuState::kIoWait);
   EXPECT_EQ(t.samples[1].cpu_delta_ns, 1000000u);  // what it ran since the previous sample
   EXPECT_DOUBLE_EQ(t.samples[2].weight, 1.0);
-  EXPECT_EQ(t.samples[2].cpu_delta_ns, 500000u);    // 0.5 ms over 51 ms: ~0% while blocked
+  EXPECT_EQ(t.samples[2].cpu_delta_ns, 500000u);  // 0.5 ms over 51 ms: ~0% while blocked
 }
 
 TEST(OffCpu, ShortWaitsAreSummedNotDropped) {
@@ -266,11 +289,12 @@ TEST(OffCpu, ShortWaitsAreSummedNotDropped) {
   // 8 waits of 0.25 ms each: 2 ms in all, in two samples of weight 1.
   for (uint64_t i = 0; i < 8; ++i) {
     uint64_t at_us = 1000 + i * 1000;
-    model.add_sample(SampleRecord{MonotonicNs{at_us * 1000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{i * 750000},
-                                  RawStackTree::kRoot, SampleKind::kSwitchOut, OffCpuState::kSleeping},
-                     raw);
-    model.add_sample(SampleRecord{MonotonicNs{(at_us + 250) * 1000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{0},
-                                  RawStackTree::kRoot, SampleKind::kSwitchIn},
+    model.add_sample(
+        SampleRecord{MonotonicNs{at_us * 1000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{i * 750000},
+                     RawStackTree::kRoot, SampleKind::kSwitchOut, OffCpuState::kSleeping},
+        raw);
+    model.add_sample(SampleRecord{MonotonicNs{(at_us + 250) * 1000}, Pid{1}, Tid{2}, Cpu{0},
+                                  CpuTimeNs{0}, RawStackTree::kRoot, SampleKind::kSwitchIn},
                      raw);
   }
   model.finish(ms(100));
@@ -306,7 +330,8 @@ TEST(OffCpu, WithoutOffCpuASwitchOutIsAZeroWeightMarker) {
   ASSERT_EQ(t.samples.size(), 2u);
   EXPECT_DOUBLE_EQ(t.samples[1].weight, 0.0);
   EXPECT_EQ(leaf_state(model, t.samples[1].stack), OffCpuState::kWaitingForCpu);
-  EXPECT_EQ(model.stacks().node(t.samples[1].stack).parent, ResolvedStackTree::kRoot);  // the state alone
+  EXPECT_EQ(model.stacks().node(t.samples[1].stack).parent,
+            ResolvedStackTree::kRoot);  // the state alone
 }
 
 }  // namespace
@@ -324,8 +349,8 @@ TEST(OffCpu, ShortWaitsLeftAtTheEndAreShownWhenTheyHappened) {
   model.add_sample(switch_in(201, 2), raw);  // a long wait: one sample at 1 ms
   // A short wait at 210 ms, then the thread ends without another sample.
   model.add_sample(switch_out(210, 2, 1500000, OffCpuState::kWaitingForCpu), raw);
-  model.add_sample(SampleRecord{MonotonicNs{210500000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{0}, RawStackTree::kRoot,
-                                SampleKind::kSwitchIn},
+  model.add_sample(SampleRecord{MonotonicNs{210500000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{0},
+                                RawStackTree::kRoot, SampleKind::kSwitchIn},
                    raw);
   model.finish(ms(300));
   const Thread& t = thread_with_tid(model, 2);
@@ -340,9 +365,12 @@ TEST(SessionModel, TheLaunchedCommandsCpuIsCountedFromItsFork) {
   RawStackTree raw;
   model.apply(ms(0), ProcessStartEvent{Pid{9}, "cmd", true});
   // A sample of the launcher before its exec: left out of the profile, its CPU is not.
-  model.add_sample(SampleRecord{MonotonicNs{500000}, Pid{9}, Tid{9}, Cpu{0}, CpuTimeNs{400000}, RawStackTree::kRoot}, raw);
+  model.add_sample(SampleRecord{MonotonicNs{500000}, Pid{9}, Tid{9}, Cpu{0}, CpuTimeNs{400000},
+                                RawStackTree::kRoot},
+                   raw);
   model.apply(ms(1), ExecEvent{Pid{9}, Tid{9}, Tid{9}, "cmd", "/bin/cmd"});
-  model.add_sample(SampleRecord{ms(5), Pid{9}, Tid{9}, Cpu{0}, CpuTimeNs{3000000}, RawStackTree::kRoot}, raw);
+  model.add_sample(
+      SampleRecord{ms(5), Pid{9}, Tid{9}, Cpu{0}, CpuTimeNs{3000000}, RawStackTree::kRoot}, raw);
   model.finish(ms(10));
   EXPECT_EQ(thread_with_tid(model, 9).samples.at(0).cpu_delta_ns, 3000000u);
 }
@@ -362,7 +390,9 @@ TEST(CollapsedSamples, ConsecutiveIdenticalTicksBecomeOneWeightedSample) {
   // a a a b a, then a after a 10 ms gap (not consecutive in time).
   const RawStackId order[] = {a, a, a, b, a};
   for (uint64_t i = 0; i < 5; ++i)
-    model.add_sample(SampleRecord{ms(i + 1), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{(i + 1) * 1000000}, order[i]}, raw);
+    model.add_sample(
+        SampleRecord{ms(i + 1), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{(i + 1) * 1000000}, order[i]},
+        raw);
   model.add_sample(SampleRecord{ms(15), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{6000000}, a}, raw);
   model.finish(ms(20));
   const Thread& t = thread_with_tid(model, 2);
@@ -388,13 +418,21 @@ TEST(CollapsedSamples, AWaitInBetweenKeepsSamplesApart) {
   model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
   const RawStackId a = raw.intern(RawStackTree::kRoot, 0xffffffff81000000ull);
   model.add_sample(SampleRecord{ms(1), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{1000000}, a}, raw);
-  SampleRecord out{ms(1) , Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{1100000}, a, SampleKind::kSwitchOut, OffCpuState::kSleeping};
+  SampleRecord out{ms(1),
+                   Pid{1},
+                   Tid{2},
+                   Cpu{0},
+                   CpuTimeNs{1100000},
+                   a,
+                   SampleKind::kSwitchOut,
+                   OffCpuState::kSleeping};
   out.time = MonotonicNs{1100000};
   model.add_sample(out, raw);
-  model.add_sample(SampleRecord{MonotonicNs{2500000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{0}, RawStackTree::kRoot,
-                                SampleKind::kSwitchIn},
+  model.add_sample(SampleRecord{MonotonicNs{2500000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{0},
+                                RawStackTree::kRoot, SampleKind::kSwitchIn},
                    raw);
-  model.add_sample(SampleRecord{MonotonicNs{2600000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{1200000}, a}, raw);
+  model.add_sample(
+      SampleRecord{MonotonicNs{2600000}, Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{1200000}, a}, raw);
   model.finish(ms(3));
   const Thread& t = thread_with_tid(model, 2);
   ASSERT_EQ(t.samples.size(), 3u);  // tick, 1.4 ms wait, tick
@@ -411,10 +449,12 @@ TEST(SessionModel, ConsumingAsTheRecordingGoesEqualsReplayingAtTheEnd) {
     for (uint64_t i = 1; i <= 40; ++i) {
       // Out of order by one position, as two CPUs' events interleave.
       const uint64_t at = (i % 2) ? i + 1 : i - 1;
-      rec.samples.push_back(SampleRecord{ms(at), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{at * 1000000},
-                                         rec.raw_stacks.intern(RawStackTree::kRoot, 0xffffffff81000000ull + (at / 3))});
+      rec.samples.push_back(SampleRecord{
+          ms(at), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{at * 1000000},
+          rec.raw_stacks.intern(RawStackTree::kRoot, 0xffffffff81000000ull + (at / 3))});
     }
-    rec.events.push_back(LifecycleEvent{ms(45), ExitEvent{Pid{1}, Tid{2}, CpuTimeNs{45000000}, 0, false, "t"}});
+    rec.events.push_back(
+        LifecycleEvent{ms(45), ExitEvent{Pid{1}, Tid{2}, CpuTimeNs{45000000}, 0, false, "t"}});
     rec.end_time = ms(50);
     return rec;
   };

@@ -57,7 +57,8 @@ Addresses nm_symbols(const std::string& path) {
   static const std::regex kLine(R"(^([0-9a-f]+) [A-Za-z] (\S+)$)");
   std::smatch match;
   while (std::getline(lines, line)) {
-    if (std::regex_match(line, match, kLine)) addresses.emplace(match[2], std::stoull(match[1], nullptr, 16));
+    if (std::regex_match(line, match, kLine))
+      addresses.emplace(match[2], std::stoull(match[1], nullptr, 16));
   }
   return addresses;
 }
@@ -65,12 +66,14 @@ Addresses nm_symbols(const std::string& path) {
 // objdump's "0000000000401030 <labs@plt>:" lines.
 Addresses objdump_plt_slots(const std::string& path) {
   Addresses slots;
-  std::istringstream lines(run_command("objdump -d -j .plt -j .plt.sec -j .plt.got " + path + " 2>/dev/null"));
+  std::istringstream lines(
+      run_command("objdump -d -j .plt -j .plt.sec -j .plt.got " + path + " 2>/dev/null"));
   std::string line;
   static const std::regex kLabel(R"(^([0-9a-f]+) <([^>+-]+@plt)>:$)");
   std::smatch match;
   while (std::getline(lines, line)) {
-    if (std::regex_match(line, match, kLabel)) slots.emplace(match[2], std::stoull(match[1], nullptr, 16));
+    if (std::regex_match(line, match, kLabel))
+      slots.emplace(match[2], std::stoull(match[1], nullptr, 16));
   }
   return slots;
 }
@@ -104,11 +107,13 @@ class StrippedNamesTest : public ::testing::Test {
     if (mkdtemp(directory_template) == nullptr) return;
     directory_ = directory_template;
     write_file(directory_ / "program.c", kProgramSource);
-    const std::string compile = "cc -O2 -fno-builtin -fomit-frame-pointer -fno-pie -no-pie " + (directory_ / "program.c").string();
+    const std::string compile = "cc -O2 -fno-builtin -fomit-frame-pointer -fno-pie -no-pie " +
+                                (directory_ / "program.c").string();
     compiled_ = std::system((compile + " -o " + path("full")).c_str()) == 0 &&
                 std::system(("strip -o " + path("stripped") + " " + path("full")).c_str()) == 0;
     // .plt.sec (lazy stubs in .plt, the called slots with endbr64 in .plt.sec), if ld knows it.
-    std::system((compile + " -fcf-protection -Wl,-z,ibtplt -s -o " + path("ibt") + " 2>/dev/null").c_str());
+    std::system(
+        (compile + " -fcf-protection -Wl,-z,ibtplt -s -o " + path("ibt") + " 2>/dev/null").c_str());
   }
   static void TearDownTestSuite() {
     std::error_code ignored;
@@ -134,7 +139,8 @@ class StrippedNamesTest : public ::testing::Test {
 TEST_F(StrippedNamesTest, PltSlotsAreNamedLikeObjdump) {
   expect_plt_names_as_objdump(path("stripped"));
   EXPECT_TRUE(objdump_plt_slots(path("stripped")).contains("labs@plt"));
-  if (fs::exists(path("ibt")) && !objdump_plt_slots(path("ibt")).empty()) expect_plt_names_as_objdump(path("ibt"));
+  if (fs::exists(path("ibt")) && !objdump_plt_slots(path("ibt")).empty())
+    expect_plt_names_as_objdump(path("ibt"));
 }
 
 TEST(StrippedSystemBinariesTest, PltSlotsAreNamedLikeObjdump) {
@@ -157,15 +163,18 @@ TEST_F(StrippedNamesTest, EntryPointIsStartWithItsFdeExtent) {
   EXPECT_GT(start.symbol->size, 0u);
   EXPECT_LT(start.symbol->size, 64u);  // its FDE, not everything up to the end of .text
   // main follows in another FDE: not _start's.
-  const SymbolizedFrame main_frame = symbolize_stripped(symbolizer, nm_symbols(path("full")).at("main") + 1);
+  const SymbolizedFrame main_frame =
+      symbolize_stripped(symbolizer, nm_symbols(path("full")).at("main") + 1);
   EXPECT_NE(main_frame.name, "_start");
 }
 
 TEST_F(StrippedNamesTest, UndefinedSymbolsNeverNameCode) {
   const std::string dynsym = run_command("readelf -W --dyn-syms " + path("stripped"));
   std::smatch match;
-  ASSERT_TRUE(std::regex_search(dynsym, match, std::regex(R"(: ([0-9a-f]+)\s+0 FUNC\s+GLOBAL DEFAULT\s+UND labs)")))
-      << "expected labs undefined with the PLT slot as its value:\n" << dynsym;
+  ASSERT_TRUE(std::regex_search(
+      dynsym, match, std::regex(R"(: ([0-9a-f]+)\s+0 FUNC\s+GLOBAL DEFAULT\s+UND labs)")))
+      << "expected labs undefined with the PLT slot as its value:\n"
+      << dynsym;
   const uint64_t labs_value = std::stoull(match[1], nullptr, 16);
   ASSERT_NE(labs_value, 0u);
 
@@ -176,7 +185,8 @@ TEST_F(StrippedNamesTest, UndefinedSymbolsNeverNameCode) {
   Symbolizer symbolizer;
   EXPECT_EQ(symbolize_stripped(symbolizer, labs_value).name, "labs@plt");
   for (const char* function : {"main", "spin", "mix"}) {
-    EXPECT_NE(symbolize_stripped(symbolizer, nm_symbols(path("full")).at(function)).name, "labs") << function;
+    EXPECT_NE(symbolize_stripped(symbolizer, nm_symbols(path("full")).at(function)).name, "labs")
+        << function;
   }
 }
 
@@ -186,8 +196,9 @@ TEST_F(StrippedNamesTest, SizeZeroSymbolsStopAtTheNextSymbolAndTheirSection) {
   auto dwarf = DwarfModule::open(path("full"), {});
   ASSERT_NE(file, nullptr);
   ASSERT_NE(dwarf, nullptr);
-  for (auto lookup : {std::function<const Symbol*(uint64_t)>([&](uint64_t a) { return file->lookup(a); }),
-                      std::function<const Symbol*(uint64_t)>([&](uint64_t a) { return dwarf->symbol_at(a); })}) {
+  for (auto lookup :
+       {std::function<const Symbol*(uint64_t)>([&](uint64_t a) { return file->lookup(a); }),
+        std::function<const Symbol*(uint64_t)>([&](uint64_t a) { return dwarf->symbol_at(a); })}) {
     const Symbol* zero_one = lookup(nm.at("zero_one"));
     ASSERT_NE(zero_one, nullptr);
     EXPECT_EQ(zero_one->size, 3u);  // nop, nop, ret: the end of .text_one
@@ -223,7 +234,8 @@ TEST_F(StrippedNamesTest, UnnamedCodeIsGroupedByFde) {
 
 TEST(DebugHintTest, NamesTheDebianDbgsymPackage) {
   EXPECT_EQ(debug_info_hint({}), "");
-  if (run_command("command -v dpkg-query").empty() || !fs::exists("/usr/lib/x86_64-linux-gnu/libc.so.6")) {
+  if (run_command("command -v dpkg-query").empty() ||
+      !fs::exists("/usr/lib/x86_64-linux-gnu/libc.so.6")) {
     GTEST_SKIP() << "not a Debian x86-64 system";
   }
   // dpkg knows /lib/...; merged /usr reaches the same file as /usr/lib/...
@@ -247,21 +259,26 @@ TEST(SymbolDir, ASymtabOnlyDebugFileUnderASymbolDirNamesAStrippedBinary) {
   const fs::path dir = fs::path(testing::TempDir()) / "bpfprof-symbol-dir";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  testing_helpers::write_file(dir / "p.c",
-                              "static __attribute__((noinline)) int quiet_helper(int x) { return x * 7 + 1; }\n"
-                              "int main(int argc, char** argv) { (void)argv; return quiet_helper(argc); }\n");
+  testing_helpers::write_file(
+      dir / "p.c",
+      "static __attribute__((noinline)) int quiet_helper(int x) { return x * 7 + 1; }\n"
+      "int main(int argc, char** argv) { (void)argv; return quiet_helper(argc); }\n");
   const std::string d = dir.string();
-  ASSERT_EQ(std::system(("cc -O2 -Wl,--build-id -o " + d + "/p " + d + "/p.c && cp " + d + "/p " + d + "/p.full && " +
-                         "objcopy --only-keep-debug " + d + "/p " + d + "/p.debug && strip " + d + "/p")
+  ASSERT_EQ(std::system(("cc -O2 -Wl,--build-id -o " + d + "/p " + d + "/p.c && cp " + d + "/p " +
+                         d + "/p.full && " + "objcopy --only-keep-debug " + d + "/p " + d +
+                         "/p.debug && strip " + d + "/p")
                             .c_str()),
             0);
-  std::string build_id = testing_helpers::run_command("readelf -n " + d + "/p | sed -n 's/.*Build ID: //p'");
+  std::string build_id =
+      testing_helpers::run_command("readelf -n " + d + "/p | sed -n 's/.*Build ID: //p'");
   while (!build_id.empty() && build_id.back() == '\n') build_id.pop_back();
   ASSERT_GT(build_id.size(), 2u);
   fs::create_directories(dir / "syms/.build-id" / build_id.substr(0, 2));
   // Moved: libdwfl would find p.debug next to p by its name.
-  fs::rename(dir / "p.debug", dir / "syms/.build-id" / build_id.substr(0, 2) / (build_id.substr(2) + ".debug"));
-  const std::string nm = testing_helpers::run_command("nm " + d + "/p.full | sed -n 's/ t quiet_helper$//p'");
+  fs::rename(dir / "p.debug",
+             dir / "syms/.build-id" / build_id.substr(0, 2) / (build_id.substr(2) + ".debug"));
+  const std::string nm =
+      testing_helpers::run_command("nm " + d + "/p.full | sed -n 's/ t quiet_helper$//p'");
   const uint64_t vaddr = std::stoull(nm, nullptr, 16);
   std::unique_ptr<ElfFile> stripped = ElfFile::open(d + "/p", nullptr);
   ASSERT_NE(stripped, nullptr);

@@ -22,7 +22,8 @@ inline std::string run_command(const std::string& command) {
 }
 
 inline void write_file(const std::filesystem::path& path, std::string_view contents) {
-  std::ofstream(path, std::ios::binary).write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(contents.data(), static_cast<std::streamsize>(contents.size()));
 }
 
 }  // namespace bpfprof::testing_helpers

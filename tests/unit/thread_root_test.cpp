@@ -22,7 +22,8 @@ struct CodeLocation {
   uint64_t vaddr = 0;
 };
 CodeLocation locate(uint64_t address) {
-  const std::vector<MapEntry> maps = read_proc_maps(getpid()).value();  // (a temporary's value() would dangle)
+  const std::vector<MapEntry> maps =
+      read_proc_maps(getpid()).value();  // (a temporary's value() would dangle)
   for (const MapEntry& m : maps) {
     if (!m.contains(address)) continue;
     std::string error;
@@ -72,7 +73,8 @@ TEST(ThreadRoot, CloneAndClone3StartThreadsInLibc) {
       clone_has_root = clone_has_root || module->is_thread_root(a);
   }
   EXPECT_TRUE(clone_has_root);
-  for (uint64_t a = libc.vaddr; a < libc.vaddr + 64; ++a) EXPECT_FALSE(module->is_thread_root(a)) << a;
+  for (uint64_t a = libc.vaddr; a < libc.vaddr + 64; ++a)
+    EXPECT_FALSE(module->is_thread_root(a)) << a;
 }
 
 }  // namespace

@@ -23,12 +23,15 @@ std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
 
 }  // namespace
 
-void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const { profiler_bpf__destroy(skel); }
+void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const {
+  profiler_bpf__destroy(skel);
+}
 void BpfPrograms::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 
-BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
-                         uint32_t user_stack_copy_bytes, uint32_t ring_buffer_bytes)
+BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu,
+                         uint64_t sampling_interval_ns, uint32_t user_stack_copy_bytes,
+                         uint32_t ring_buffer_bytes)
     : user_stack_copy_bytes_(user_stack_copy_bytes) {
   libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
@@ -43,21 +46,25 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t
   skeleton_->rodata->wakeup_threshold = ring_buffer_bytes / 4;
   skeleton_->rodata->self_tgid = static_cast<uint32_t>(getpid());
   if (int err = bpf_map__set_max_entries(skeleton_->maps.events, ring_buffer_bytes))
-    throw std::runtime_error("cannot size the ring buffer to " + std::to_string(ring_buffer_bytes) + " bytes: " + errno_text(err));
+    throw std::runtime_error("cannot size the ring buffer to " + std::to_string(ring_buffer_bytes) +
+                             " bytes: " + errno_text(err));
   const int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) throw std::runtime_error("cannot count the possible CPUs: " + errno_text(-cpus));
   for (bpf_map* scratch : {skeleton_->maps.dwarf_scratch, skeleton_->maps.dwarf_switch_scratch})
     if (int err = bpf_map__set_max_entries(scratch, static_cast<uint32_t>(cpus)))
       throw std::runtime_error("cannot size the stack-copy space: " + errno_text(err));
   if (int err = profiler_bpf__load(skeleton_.get()))
-    throw std::runtime_error("cannot load the BPF programs (" + errno_text(err) +
-                             "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
+    throw std::runtime_error(
+        "cannot load the BPF programs (" + errno_text(err) +
+        "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
   // libbpf reads its rings in the order they were added: forks and execs first, so that a
   // new process's mappings are known before its samples are unwound.
-  ring_buffer_.reset(
-      ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events), &BpfPrograms::on_event, this, nullptr));
-  if (!ring_buffer_) throw std::runtime_error("cannot set up the BPF lifecycle ring buffer: " + errno_text(errno));
-  if (int err = ring_buffer__add(ring_buffer_.get(), bpf_map__fd(skeleton_->maps.events), &BpfPrograms::on_event, this))
+  ring_buffer_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events),
+                                      &BpfPrograms::on_event, this, nullptr));
+  if (!ring_buffer_)
+    throw std::runtime_error("cannot set up the BPF lifecycle ring buffer: " + errno_text(errno));
+  if (int err = ring_buffer__add(ring_buffer_.get(), bpf_map__fd(skeleton_->maps.events),
+                                 &BpfPrograms::on_event, this))
     throw std::runtime_error("cannot set up the BPF ring buffer: " + errno_text(err));
 }
 
@@ -71,7 +78,9 @@ void BpfPrograms::attach_lifecycle() {
 void BpfPrograms::attach_sampling(const std::vector<UniqueFd>& perf_event_fds) {
   for (const UniqueFd& fd : perf_event_fds) {
     bpf_link* link = bpf_program__attach_perf_event(skeleton_->progs.on_sample, fd.get());
-    if (!link) throw std::runtime_error("cannot attach the sample program to a perf event: " + errno_text(errno));
+    if (!link)
+      throw std::runtime_error("cannot attach the sample program to a perf event: " +
+                               errno_text(errno));
     sample_links_.emplace_back(link);
   }
 }
@@ -81,8 +90,10 @@ void BpfPrograms::detach_sampling() { sample_links_.clear(); }
 void BpfPrograms::track_process(Pid pid) {
   uint32_t key = static_cast<uint32_t>(pid.value);
   uint8_t one = 1;
-  if (bpf_map__update_elem(skeleton_->maps.tracked_processes, &key, sizeof(key), &one, sizeof(one), BPF_ANY))
-    throw std::runtime_error("cannot track pid " + std::to_string(pid.value) + ": " + errno_text(errno));
+  if (bpf_map__update_elem(skeleton_->maps.tracked_processes, &key, sizeof(key), &one, sizeof(one),
+                           BPF_ANY))
+    throw std::runtime_error("cannot track pid " + std::to_string(pid.value) + ": " +
+                             errno_text(errno));
 }
 
 namespace {
@@ -119,15 +130,17 @@ int BpfPrograms::drain(IngestPipeline& pipeline) {
 }
 
 void BpfPrograms::adapt_stack_copies(IngestPipeline& pipeline) {
-  if (user_stack_copy_bytes_) pipeline.decoder().adapt_stack_copies(user_stack_copy_bytes_, BPFPROF_MAX_STACK_COPY);
+  if (user_stack_copy_bytes_)
+    pipeline.decoder().adapt_stack_copies(user_stack_copy_bytes_, BPFPROF_MAX_STACK_COPY);
 }
 
 void BpfPrograms::apply_stack_copy_changes(IngestPipeline& pipeline) {
   Recording& recording = pipeline.recording();
   for (auto [pid, bytes] : pipeline.decoder().take_stack_copy_changes()) {
     const uint32_t key = static_cast<uint32_t>(pid.value);
-    if (bpf_map__update_elem(skeleton_->maps.stack_copy_bytes_by_process, &key, sizeof(key), &bytes, sizeof(bytes),
-                             BPF_ANY) == 0 && bytes > user_stack_copy_bytes_)
+    if (bpf_map__update_elem(skeleton_->maps.stack_copy_bytes_by_process, &key, sizeof(key), &bytes,
+                             sizeof(bytes), BPF_ANY) == 0 &&
+        bytes > user_stack_copy_bytes_)
       recording.stats.raised_stack_copies[pid] = bytes;
   }
 }

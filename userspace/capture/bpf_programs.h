@@ -9,9 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "symbols/util/unique_handle.h"
 #include "userspace/capture/ingest.h"
 #include "userspace/model/recording.h"
-#include "symbols/util/unique_handle.h"
 
 struct profiler_bpf;
 namespace bpfprof {
@@ -29,7 +29,8 @@ class BpfPrograms {
   // to copy per sample (at first; see adapt_stack_copies) for unwinding in userspace.
   // ring_buffer_bytes: a power of two, at least a page.
   BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
-              uint32_t user_stack_copy_bytes = 0, uint32_t ring_buffer_bytes = kDefaultRingBufferBytes);
+              uint32_t user_stack_copy_bytes = 0,
+              uint32_t ring_buffer_bytes = kDefaultRingBufferBytes);
   static constexpr uint32_t kDefaultRingBufferBytes = 16 << 20;
   ~BpfPrograms();
   BpfPrograms(const BpfPrograms&) = delete;
@@ -66,9 +67,15 @@ class BpfPrograms {
   void apply_stack_copy_changes(IngestPipeline& pipeline);
   uint32_t user_stack_copy_bytes_;
 
-  struct SkeletonDeleter { void operator()(profiler_bpf* skel) const; };
-  struct LinkDeleter { void operator()(bpf_link* link) const; };
-  struct RingBufferDeleter { void operator()(ring_buffer* rb) const; };
+  struct SkeletonDeleter {
+    void operator()(profiler_bpf* skel) const;
+  };
+  struct LinkDeleter {
+    void operator()(bpf_link* link) const;
+  };
+  struct RingBufferDeleter {
+    void operator()(ring_buffer* rb) const;
+  };
 
   std::unique_ptr<profiler_bpf, SkeletonDeleter> skeleton_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;

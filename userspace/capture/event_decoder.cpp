@@ -22,7 +22,8 @@ std::string bounded_string(const char* s, size_t max) { return std::string(s, st
 // subcommands, as /usr/lib/git-core/git, two copies of one build.
 std::string program_identity(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  const std::vector<uint8_t> build_id = fd.valid() ? read_elf_build_id(fd.get()) : std::vector<uint8_t>{};
+  const std::vector<uint8_t> build_id =
+      fd.valid() ? read_elf_build_id(fd.get()) : std::vector<uint8_t>{};
   return build_id.empty() ? path : "build-id " + hex_string(build_id);
 }
 
@@ -35,7 +36,8 @@ void record_unwind_time(RecordingStats& stats, uint32_t ns) {
     return;
   }
   // user_stacks counts the unwinds before this one.
-  uint64_t mixed = stats.user_stacks + 0x9E3779B97F4A7C15ull;  // splitmix64: a fixed pseudo-random slot
+  uint64_t mixed =
+      stats.user_stacks + 0x9E3779B97F4A7C15ull;  // splitmix64: a fixed pseudo-random slot
   mixed = (mixed ^ (mixed >> 30)) * 0xBF58476D1CE4E5B9ull;
   mixed = (mixed ^ (mixed >> 27)) * 0x94D049BB133111EBull;
   const uint64_t slot = (mixed ^ (mixed >> 31)) % (stats.user_stacks + 1);
@@ -43,14 +45,16 @@ void record_unwind_time(RecordingStats& stats, uint32_t ns) {
 }
 
 UserRegisters user_registers(const bpfprof_dwarf_sample_event& e) {
-  static_assert(BPFPROF_USER_REGS == UserRegisters::kCount && BPFPROF_REG_IP == UserRegisters::kIp &&
-                BPFPROF_REG_SP == UserRegisters::kSp && BPFPROF_REG_BP == UserRegisters::kBp);
+  static_assert(BPFPROF_USER_REGS == UserRegisters::kCount &&
+                BPFPROF_REG_IP == UserRegisters::kIp && BPFPROF_REG_SP == UserRegisters::kSp &&
+                BPFPROF_REG_BP == UserRegisters::kBp);
   UserRegisters registers;
   memcpy(registers.dwarf.data(), e.user_regs, sizeof e.user_regs);
   return registers;
 }
 
-void count_stack_copy(RecordingStats& stats, size_t event_bytes, size_t stack_bytes, bool cut_at_copy_end) {
+void count_stack_copy(RecordingStats& stats, size_t event_bytes, size_t stack_bytes,
+                      bool cut_at_copy_end) {
   ++stats.user_stacks;
   stats.dwarf_sample_bytes += event_bytes;
   stats.stack_copy_bytes += stack_bytes;
@@ -63,8 +67,8 @@ void count_stack_copy(RecordingStats& stats, size_t event_bytes, size_t stack_by
 constexpr size_t kMaxUnwoundFrames = 1024;
 
 // Interns `ips` (user frames, then kernel frames, each innermost first) as a root-first path.
-RawStackId EventDecoder::intern_stack(RawStackTree& tree, const uint64_t* ips, size_t available, uint32_t user_depth,
-                                      uint32_t kernel_depth) {
+RawStackId EventDecoder::intern_stack(RawStackTree& tree, const uint64_t* ips, size_t available,
+                                      uint32_t user_depth, uint32_t kernel_depth) {
   size_t user = std::min<size_t>(user_depth, available);
   size_t kernel = std::min<size_t>(kernel_depth, available - user);
   // A frame-pointer walk that wanders into data yields non-canonical addresses; nothing
@@ -92,8 +96,8 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
   if (size < sizeof(bpfprof_event_header)) return;
   bpfprof_event_header raw;
   memcpy(&raw, data, sizeof(raw));
-  const Header h{MonotonicNs{raw.timestamp_ns}, Pid{static_cast<int32_t>(raw.pid)}, Tid{static_cast<int32_t>(raw.tid)},
-                 Cpu{raw.cpu}};
+  const Header h{MonotonicNs{raw.timestamp_ns}, Pid{static_cast<int32_t>(raw.pid)},
+                 Tid{static_cast<int32_t>(raw.tid)}, Cpu{raw.cpu}};
   switch (raw.kind) {
     case BPFPROF_EVENT_SAMPLE:
       return decode_sample(h, data, size, rec);
@@ -103,8 +107,8 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
     case BPFPROF_EVENT_SWITCH_OUT:
       return decode_switch_out(h, data, size, rec);
     case BPFPROF_EVENT_SWITCH_IN:
-      rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0}, RawStackTree::kRoot,
-                                         SampleKind::kSwitchIn});
+      rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0},
+                                         RawStackTree::kRoot, SampleKind::kSwitchIn});
       return;
     case BPFPROF_EVENT_FORK:
     case BPFPROF_EVENT_EXEC:
@@ -116,7 +120,8 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
   }
 }
 
-void EventDecoder::add_timer_sample(const Header& h, CpuTimeNs cpu_time, RawStackId stack, Recording& rec) {
+void EventDecoder::add_timer_sample(const Header& h, CpuTimeNs cpu_time, RawStackId stack,
+                                    Recording& rec) {
   rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, cpu_time, stack});
   ++rec.stats.samples;
   if (!rec.stats.first_sample_time.value) rec.stats.first_sample_time = h.time;
@@ -126,25 +131,28 @@ void EventDecoder::decode_sample(const Header& h, const void* data, size_t size,
   constexpr size_t kFixed = offsetof(bpfprof_sample_event, ips);
   if (size < kFixed) return;
   const auto* e = static_cast<const bpfprof_sample_event*>(data);
-  const RawStackId stack = intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips),
-                                       (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
+  const RawStackId stack =
+      intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips),
+                   (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
   add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
 }
 
-void EventDecoder::decode_switch_out(const Header& h, const void* data, size_t size, Recording& rec) {
+void EventDecoder::decode_switch_out(const Header& h, const void* data, size_t size,
+                                     Recording& rec) {
   constexpr size_t kFixed = offsetof(bpfprof_switch_out_event, ips);
   if (size < kFixed) return;
   const auto* e = static_cast<const bpfprof_switch_out_event*>(data);
-  const RawStackId stack = intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips),
-                                       (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
+  const RawStackId stack =
+      intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips),
+                   (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
   rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{e->cpu_time_ns}, stack,
                                      SampleKind::kSwitchOut, off_cpu_state(e->state),
                                      (e->flags & BPFPROF_SWITCH_STACK_REUSED) != 0});
   ++rec.stats.switch_outs;
 }
 
-void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const void* data, size_t size,
-                                       Recording& rec) {
+void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const void* data,
+                                       size_t size, Recording& rec) {
   constexpr size_t kFixed = offsetof(bpfprof_dwarf_sample_event, stack);
   if (size < kFixed || !unwinder_) return;
   const auto* e = static_cast<const bpfprof_dwarf_sample_event*>(data);
@@ -154,8 +162,8 @@ void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const v
   ips.assign(user.begin(), user.end());
   const uint32_t kernel = std::min<uint32_t>(e->kernel_depth, BPFPROF_MAX_STACK_DEPTH);
   ips.insert(ips.end(), e->kernel_ips, e->kernel_ips + kernel);
-  const RawStackId stack =
-      intern_stack(rec.raw_stacks, ips.data(), ips.size(), static_cast<uint32_t>(user.size()), kernel);
+  const RawStackId stack = intern_stack(rec.raw_stacks, ips.data(), ips.size(),
+                                        static_cast<uint32_t>(user.size()), kernel);
   if (!switch_out) return add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
   rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{e->cpu_time_ns}, stack,
                                      SampleKind::kSwitchOut, off_cpu_state(e->state),
@@ -165,23 +173,31 @@ void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const v
 
 // The user stack's pcs, innermost first (none without a user context); the copy's cost
 // and whether it was cut at its end are counted, and the process's copy size adapted.
-std::vector<uint64_t> EventDecoder::unwind_user_stack(const Header& h, const bpfprof_dwarf_sample_event& e,
+std::vector<uint64_t> EventDecoder::unwind_user_stack(const Header& h,
+                                                      const bpfprof_dwarf_sample_event& e,
                                                       size_t event_size, RecordingStats& stats) {
   const UserRegisters registers = user_registers(e);
   if (!registers.ip()) return {};
-  const size_t copied = std::min<size_t>(e.stack_size, event_size - offsetof(bpfprof_dwarf_sample_event, stack));
+  const size_t copied =
+      std::min<size_t>(e.stack_size, event_size - offsetof(bpfprof_dwarf_sample_event, stack));
   const auto start = std::chrono::steady_clock::now();
-  UnwoundStack user = unwinder_->unwind(h.pid.value, h.tid.value, registers, e.stack, copied, kMaxUnwoundFrames);
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+  UnwoundStack user =
+      unwinder_->unwind(h.pid.value, h.tid.value, registers, e.stack, copied, kMaxUnwoundFrames);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now() - start);
   record_unwind_time(stats, static_cast<uint32_t>(std::min<int64_t>(ns.count(), UINT32_MAX)));
-  const uint64_t more_needed = (e.flags & BPFPROF_STACK_COPY_AT_LIMIT) ? user.stack_bytes_needed : 0;
+  const uint64_t more_needed =
+      (e.flags & BPFPROF_STACK_COPY_AT_LIMIT) ? user.stack_bytes_needed : 0;
   count_stack_copy(stats, event_size, copied, more_needed != 0);
   if (sizer_) sizer_->observe(h.pid, more_needed, e.stack_copy_limit);
   return std::move(user.pcs);
 }
 
-void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size, Recording& rec) {
-  auto event = [&](auto payload) { rec.events.push_back(LifecycleEvent{h.time, std::move(payload)}); };
+void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size,
+                                    Recording& rec) {
+  auto event = [&](auto payload) {
+    rec.events.push_back(LifecycleEvent{h.time, std::move(payload)});
+  };
   if (kind == BPFPROF_EVENT_FORK && size >= sizeof(bpfprof_fork_event)) {
     const auto* e = static_cast<const bpfprof_fork_event*>(data);
     const Pid child{static_cast<int32_t>(e->child_pid)};
@@ -193,8 +209,8 @@ void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* 
     const auto* e = static_cast<const bpfprof_exec_event*>(data);
     std::string filename = bounded_string(e->filename, sizeof(e->filename));
     if (sizer_) sizer_->on_exec(h.pid, program_identity(filename));
-    event(ExecEvent{h.pid, h.tid, Tid{static_cast<int32_t>(e->old_tid)}, bounded_string(e->comm, sizeof(e->comm)),
-                    std::move(filename)});
+    event(ExecEvent{h.pid, h.tid, Tid{static_cast<int32_t>(e->old_tid)},
+                    bounded_string(e->comm, sizeof(e->comm)), std::move(filename)});
   } else if (kind == BPFPROF_EVENT_EXIT && size >= sizeof(bpfprof_exit_event)) {
     const auto* e = static_cast<const bpfprof_exit_event*>(data);
     event(ExitEvent{h.pid, h.tid, CpuTimeNs{e->cpu_time_ns}, e->exit_code, e->group_dead != 0,
@@ -213,7 +229,8 @@ void EventDecoder::forget_exited_processes() {
   exited_processes_.clear();
 }
 
-void update_unwinder_mappings(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events, size_t from) {
+void update_unwinder_mappings(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events,
+                              size_t from) {
   for (size_t i = from; i < events.size(); ++i) {
     if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&events[i].payload)) {
       unwinder.reset(reset->pid.value);

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "userspace/model/recording.h"
 #include "userspace/capture/stack_copy_sizer.h"
+#include "userspace/model/recording.h"
 
 struct bpfprof_dwarf_sample_event;
 
@@ -34,7 +34,9 @@ class EventDecoder {
 
   // From now on, processes whose stacks are cut at the copy's end get larger copies
   // (StackCopySizer); the changes are collected for the kernel side.
-  void adapt_stack_copies(uint32_t initial_bytes, uint32_t max_bytes) { sizer_.emplace(initial_bytes, max_bytes); }
+  void adapt_stack_copies(uint32_t initial_bytes, uint32_t max_bytes) {
+    sizer_.emplace(initial_bytes, max_bytes);
+  }
   // The processes whose copy size changed since the last call, with their new sizes.
   std::vector<std::pair<Pid, uint32_t>> take_stack_copy_changes() {
     return sizer_ ? sizer_->take_changes() : std::vector<std::pair<Pid, uint32_t>>{};
@@ -49,13 +51,15 @@ class EventDecoder {
   };
   void decode_sample(const Header& h, const void* data, size_t size, Recording& rec);
   void decode_switch_out(const Header& h, const void* data, size_t size, Recording& rec);
-  void decode_dwarf_sample(const Header& h, bool switch_out, const void* data, size_t size, Recording& rec);
-  std::vector<uint64_t> unwind_user_stack(const Header& h, const bpfprof_dwarf_sample_event& e, size_t event_size,
-                                          RecordingStats& stats);
-  void decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size, Recording& rec);
+  void decode_dwarf_sample(const Header& h, bool switch_out, const void* data, size_t size,
+                           Recording& rec);
+  std::vector<uint64_t> unwind_user_stack(const Header& h, const bpfprof_dwarf_sample_event& e,
+                                          size_t event_size, RecordingStats& stats);
+  void decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size,
+                        Recording& rec);
   void add_timer_sample(const Header& h, CpuTimeNs cpu_time, RawStackId stack, Recording& rec);
-  RawStackId intern_stack(RawStackTree& tree, const uint64_t* ips, size_t available, uint32_t user_depth,
-                          uint32_t kernel_depth);
+  RawStackId intern_stack(RawStackTree& tree, const uint64_t* ips, size_t available,
+                          uint32_t user_depth, uint32_t kernel_depth);
 
   DwarfUnwinder* unwinder_;
   std::vector<uint64_t> scratch_ips_;
@@ -66,6 +70,7 @@ class EventDecoder {
 
 // Keeps the unwinder's view of each process's mappings current (exec, mmap) with the
 // lifecycle events from index `from` on.
-void update_unwinder_mappings(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events, size_t from);
+void update_unwinder_mappings(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events,
+                              size_t from);
 
 }  // namespace bpfprof

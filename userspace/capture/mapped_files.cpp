@@ -68,16 +68,18 @@ void MappedFiles::resolve(std::vector<LifecycleEvent>& events, size_t from) {
       // Reported by the kernel as it was mapped: opened now, while the process surely has
       // it mapped, so that a binary deleted or replaced before the end is still read.
       char range[64];
-      snprintf(range, sizeof(range), "/map_files/%" PRIx64 "-%" PRIx64, m.start, m.start + m.length);
+      snprintf(range, sizeof(range), "/map_files/%" PRIx64 "-%" PRIx64, m.start,
+               m.start + m.length);
       fd = hold("build-id " + hex_string(m.build_id) + ":" + m.path, pid_dir + range);
     } else if (m.inode != 0) {
       // A mapping from a /proc snapshot at attach (MMAP2 records come with a build-id
       // instead): its file is opened now, so that replacing or deleting it later changes
       // nothing. One fd per file, however many processes map it.
       char range[64];
-      snprintf(range, sizeof(range), "/map_files/%" PRIx64 "-%" PRIx64, m.start, m.start + m.length);
-      const std::string key = "file " + std::to_string(m.dev_major) + ":" + std::to_string(m.dev_minor) + ":" +
-                              std::to_string(m.inode);
+      snprintf(range, sizeof(range), "/map_files/%" PRIx64 "-%" PRIx64, m.start,
+               m.start + m.length);
+      const std::string key = "file " + std::to_string(m.dev_major) + ":" +
+                              std::to_string(m.dev_minor) + ":" + std::to_string(m.inode);
       fd = hold(key, pid_dir + range);
       // With its build-id, the file is the same library as in the kernel's later MMAP2
       // records of other processes (which carry the build-id instead of device and inode).

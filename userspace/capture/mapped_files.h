@@ -14,9 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "symbols/util/unique_handle.h"
 #include "userspace/model/ids.h"
 #include "userspace/model/recording.h"
-#include "symbols/util/unique_handle.h"
 
 namespace bpfprof {
 

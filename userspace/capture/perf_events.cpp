@@ -8,12 +8,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <optional>
-#include <string_view>
 #include <stdexcept>
+#include <string_view>
 
 namespace bpfprof {
 
@@ -36,8 +36,10 @@ std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
     int first = 0, last = 0;
     std::from_chars_result read = std::from_chars(part.data(), part_end, first);
     last = first;
-    if (read.ec == std::errc{} && read.ptr != part_end && *read.ptr == '-') read = std::from_chars(read.ptr + 1, part_end, last);
-    if (read.ec != std::errc{} || read.ptr != part_end || first < 0 || last < first || last > 65535) return std::nullopt;
+    if (read.ec == std::errc{} && read.ptr != part_end && *read.ptr == '-')
+      read = std::from_chars(read.ptr + 1, part_end, last);
+    if (read.ec != std::errc{} || read.ptr != part_end || first < 0 || last < first || last > 65535)
+      return std::nullopt;
     for (int c = first; c <= last; ++c) cpus.push_back(c);
   }
   return cpus;
@@ -81,7 +83,8 @@ SamplingEvents open_sampling_events(uint32_t frequency_hz, const std::vector<int
       attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
       int fd = perf_event_open(&attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
       if (fd < 0) {
-        last_error = std::string(c.name) + " on CPU " + std::to_string(cpu) + ": " + strerror(errno);
+        last_error =
+            std::string(c.name) + " on CPU " + std::to_string(cpu) + ": " + strerror(errno);
         ok = false;
         break;
       }
@@ -120,18 +123,21 @@ SideBandReader::SideBandReader(const std::vector<int>& cpus) {
     ring.size = (kDataPages + 1) * page;
     ring.base = mmap(nullptr, ring.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (ring.base == MAP_FAILED)
-      throw std::runtime_error(std::string("cannot map the side-band ring buffer: ") + strerror(errno));
+      throw std::runtime_error(std::string("cannot map the side-band ring buffer: ") +
+                               strerror(errno));
     poll_fds_.push_back(fd);
     rings_.push_back(std::move(ring));
   }
 }
 
 PerfRingRead read_perf_ring(const uint8_t* data, uint64_t data_size, uint64_t tail, uint64_t head,
-                            std::vector<uint8_t>& scratch, const std::function<void(const uint8_t*, size_t)>& on_record) {
+                            std::vector<uint8_t>& scratch,
+                            const std::function<void(const uint8_t*, size_t)>& on_record) {
   PerfRingRead read;
   while (tail < head) {
     perf_event_header header;
-    for (size_t i = 0; i < sizeof(header); ++i) reinterpret_cast<uint8_t*>(&header)[i] = data[(tail + i) % data_size];
+    for (size_t i = 0; i < sizeof(header); ++i)
+      reinterpret_cast<uint8_t*>(&header)[i] = data[(tail + i) % data_size];
     if (header.size < sizeof(header) || header.size > head - tail) {
       read.corrupt = true;
       break;
@@ -157,8 +163,9 @@ size_t SideBandReader::drain(std::vector<LifecycleEvent>& out) {
     auto* meta = static_cast<perf_event_mmap_page*>(ring.base);
     const uint8_t* data = static_cast<const uint8_t*>(ring.base) + meta->data_offset;
     const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-    const PerfRingRead read = read_perf_ring(data, meta->data_size, meta->data_tail, head, scratch_,
-                                             [&](const uint8_t* record, size_t size) { decode(record, size, out); });
+    const PerfRingRead read =
+        read_perf_ring(data, meta->data_size, meta->data_tail, head, scratch_,
+                       [&](const uint8_t* record, size_t size) { decode(record, size, out); });
     count += read.records;
     if (read.corrupt) ++lost_;
     __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
@@ -166,8 +173,9 @@ size_t SideBandReader::drain(std::vector<LifecycleEvent>& out) {
   // One ring per CPU: a process that moved between CPUs has its exec (address-space reset)
   // and its first mmaps in different rings. In time order, the unwinder never applies a
   // reset after the mappings that followed it.
-  std::stable_sort(out.begin() + static_cast<std::ptrdiff_t>(first_new), out.end(),
-                   [](const LifecycleEvent& a, const LifecycleEvent& b) { return a.time < b.time; });
+  std::stable_sort(
+      out.begin() + static_cast<std::ptrdiff_t>(first_new), out.end(),
+      [](const LifecycleEvent& a, const LifecycleEvent& b) { return a.time < b.time; });
   return count;
 }
 
@@ -227,8 +235,9 @@ void SideBandReader::decode(const uint8_t* record, size_t size, std::vector<Life
       if (size < sizeof(header) + 8 + kTrailer) return;
       uint32_t ids[2];
       memcpy(ids, record + sizeof(header), 8);
-      out.push_back(LifecycleEvent{read_time(), AddressSpaceResetEvent{Pid{static_cast<int32_t>(ids[0])},
-                                                                     Tid{static_cast<int32_t>(ids[1])}}});
+      out.push_back(
+          LifecycleEvent{read_time(), AddressSpaceResetEvent{Pid{static_cast<int32_t>(ids[0])},
+                                                             Tid{static_cast<int32_t>(ids[1])}}});
       break;
     }
     case PERF_RECORD_LOST: {

@@ -5,12 +5,12 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "userspace/model/recording.h"
 #include "symbols/util/unique_handle.h"
+#include "userspace/model/recording.h"
 
 namespace bpfprof {
 
@@ -36,7 +36,8 @@ struct PerfRingRead {
   bool corrupt = false;
 };
 PerfRingRead read_perf_ring(const uint8_t* data, uint64_t data_size, uint64_t tail, uint64_t head,
-                            std::vector<uint8_t>& scratch, const std::function<void(const uint8_t*, size_t)>& on_record);
+                            std::vector<uint8_t>& scratch,
+                            const std::function<void(const uint8_t*, size_t)>& on_record);
 
 // Receives MMAP2 (executable mappings, with build-ids) and COMM records of all processes,
 // timestamped with CLOCK_MONOTONIC like the BPF events.

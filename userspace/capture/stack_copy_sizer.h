@@ -20,7 +20,8 @@ namespace bpfprof {
 
 class StackCopySizer {
  public:
-  StackCopySizer(uint32_t initial_bytes, uint32_t max_bytes) : initial_(initial_bytes), max_(max_bytes) {}
+  StackCopySizer(uint32_t initial_bytes, uint32_t max_bytes)
+      : initial_(initial_bytes), max_(max_bytes) {}
 
   // One unwound sample of `pid` whose copy could take `copy_limit` bytes; `bytes_needed` is
   // non-zero when the copy ended below the end of the stack and the unwinder needed that

@@ -11,7 +11,8 @@ namespace bpfprof {
 inline MonotonicNs monotonic_now() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return MonotonicNs{static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec)};
+  return MonotonicNs{static_cast<uint64_t>(ts.tv_sec) * 1000000000ull +
+                     static_cast<uint64_t>(ts.tv_nsec)};
 }
 
 inline double milliseconds(const timespec& ts) {

@@ -30,12 +30,12 @@ struct MappingInfo {
   uint32_t dev_major = 0;
   uint32_t dev_minor = 0;
   uint64_t inode = 0;
-  std::string path;
-  std::string build_id;  // raw bytes when the kernel reported it with the mapping
+  std::string path{};
+  std::string build_id{};  // raw bytes when the kernel reported it with the mapping
   // For a process in another mount namespace: that namespace, and where bpfprof can read
   // the file (an fd it holds). Empty/0 when the path is valid as it is.
   uint64_t mount_namespace = 0;
-  std::string access_path;
+  std::string access_path{};
 };
 
 struct ForkEvent {
@@ -43,14 +43,14 @@ struct ForkEvent {
   Tid parent_tid;
   Pid child_pid;
   Tid child_tid;
-  std::string child_comm;
+  std::string child_comm{};
 };
 struct ExecEvent {
   Pid pid;
   Tid tid;
   Tid old_tid;
-  std::string comm;
-  std::string filename;
+  std::string comm{};
+  std::string filename{};
 };
 struct ExitEvent {
   Pid pid;
@@ -58,12 +58,12 @@ struct ExitEvent {
   CpuTimeNs cpu_time;
   int exit_code = 0;
   bool group_dead = false;
-  std::string comm;
+  std::string comm{};
 };
 struct CommEvent {
   Pid pid;
   Tid tid;
-  std::string comm;
+  std::string comm{};
 };
 struct MmapEvent {
   Pid pid;
@@ -79,26 +79,27 @@ struct AddressSpaceResetEvent {
 // profiler's own child that will exec the command to profile.
 struct ProcessStartEvent {
   Pid pid;
-  std::string name;
+  std::string name{};
   bool is_launcher = false;
 };
 
 // A thread of a process that already runs when the recording attaches.
 struct ThreadState {
   Tid tid;
-  std::string comm;
+  std::string comm{};
   CpuTimeNs cpu_time;  // its runtime so far
 };
 // A process that already runs when the recording attaches (-p, -a), as /proc showed it.
 struct ExistingProcessEvent {
   Pid pid;
-  std::string name;
-  std::string executable;
-  std::vector<ThreadState> threads;
+  std::string name{};
+  std::string executable{};
+  std::vector<ThreadState> threads{};
 };
 
-using LifecyclePayload = std::variant<ForkEvent, ExecEvent, ExitEvent, CommEvent, MmapEvent,
-                                      AddressSpaceResetEvent, ProcessStartEvent, ExistingProcessEvent>;
+using LifecyclePayload =
+    std::variant<ForkEvent, ExecEvent, ExitEvent, CommEvent, MmapEvent, AddressSpaceResetEvent,
+                 ProcessStartEvent, ExistingProcessEvent>;
 
 struct LifecycleEvent {
   MonotonicNs time;
@@ -130,20 +131,20 @@ struct SampleRecord {
 
 struct RecordingStats {
   uint64_t samples = 0;
-  MonotonicNs first_sample_time;      // 0 until a timer sample arrives
+  MonotonicNs first_sample_time;  // 0 until a timer sample arrives
   uint64_t switch_outs = 0;
-  uint64_t user_stacks = 0;           // samples with a user stack to unwind (DWARF mode)
-  uint64_t dwarf_sample_bytes = 0;    // ring-buffer bytes of those samples
-  uint64_t stack_copy_bytes = 0;      // of those, user-stack bytes copied
+  uint64_t user_stacks = 0;         // samples with a user stack to unwind (DWARF mode)
+  uint64_t dwarf_sample_bytes = 0;  // ring-buffer bytes of those samples
+  uint64_t stack_copy_bytes = 0;    // of those, user-stack bytes copied
   // Stacks the unwinder could not finish because the copy ended (at its size) below the
   // end of the stack.
   uint64_t stacks_cut_at_copy_end = 0;
   // Processes whose stacks needed a larger copy than the configured one, and its new size.
   std::unordered_map<Pid, uint32_t> raised_stack_copies;
-  std::vector<uint32_t> unwind_ns;    // time unwinds took (a uniform sample of at most 64k)
+  std::vector<uint32_t> unwind_ns{};  // time unwinds took (a uniform sample of at most 64k)
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
-  std::vector<uint64_t> lost_bpf_events_per_cpu;
-  uint64_t lost_sideband_records = 0; // perf MMAP/COMM records lost
+  std::vector<uint64_t> lost_bpf_events_per_cpu{};
+  uint64_t lost_sideband_records = 0;  // perf MMAP/COMM records lost
 };
 
 // Events of a process lost in the ring buffer (it was full), noticed at `time` (the
@@ -155,20 +156,20 @@ struct LossRecord {
 };
 
 struct Recording {
-  MonotonicNs start_time;        // time zero of the profile
+  MonotonicNs start_time;  // time zero of the profile
   MonotonicNs end_time;
   double start_wall_clock_ms = 0;  // the wall clock at start_time, ms since the epoch
   uint32_t frequency_hz = 0;
-  std::string sampling_event;      // "cycles" or "cpu-clock"
-  bool off_cpu = false;            // switch-out stacks and switch-in events were recorded
-  std::string call_graph = "fp";   // how user stacks were taken: "fp" or "dwarf"
+  std::string sampling_event{};        // "cycles" or "cpu-clock"
+  bool off_cpu = false;                // switch-out stacks and switch-in events were recorded
+  std::string call_graph = "fp";       // how user stacks were taken: "fp" or "dwarf"
   bool fixed_stack_copy_size = false;  // dwarf,SIZE given: no process got a larger copy
-  std::vector<LifecycleEvent> events;
+  std::vector<LifecycleEvent> events{};
   // A deque: a live recording takes samples from the front as they go into the model.
   std::deque<SampleRecord> samples;
   RawStackTree raw_stacks;
   RecordingStats stats;
-  std::vector<LossRecord> losses;
+  std::vector<LossRecord> losses{};
 };
 
 }  // namespace bpfprof

@@ -12,10 +12,9 @@ namespace {
 // Executable memory that is no file: JIT code (perf reports "//anon"; memfd files and
 // /proc's "[anon:...]" names are the same thing).
 bool is_anonymous_memory(const std::string& path) {
-  return path.empty() || path.starts_with("//anon") || path.starts_with("[anon") || path.starts_with("/memfd:") ||
-         path == "[heap]" || path == "[stack]";
+  return path.empty() || path.starts_with("//anon") || path.starts_with("[anon") ||
+         path.starts_with("/memfd:") || path == "[heap]" || path == "[stack]";
 }
-
 
 }  // namespace
 
@@ -33,11 +32,12 @@ const Mapping* AddressSpace::find(uint64_t address) const {
 }
 
 SessionModel::SessionModel() {
-  libraries_.push_back(Library{"[kernel.kallsyms]", 0, 0, 0, {}, 0, {}});  // kKernelLib
+  libraries_.push_back(Library{.path = "[kernel.kallsyms]"});  // kKernelLib
 }
 
 void SessionModel::configure_for(const Recording& recording) {
-  configure(recording.frequency_hz ? 1000000000ull / recording.frequency_hz : 1000000, recording.off_cpu);
+  configure(recording.frequency_hz ? 1000000000ull / recording.frequency_hz : 1000000,
+            recording.off_cpu);
 }
 
 void SessionModel::consume(Recording& recording, MonotonicNs until) {
@@ -46,15 +46,18 @@ void SessionModel::consume(Recording& recording, MonotonicNs until) {
   // most: insertion, stable for equal times, instead of sorting the whole window each time.
   auto sort_new_and_split = [&](auto& items, size_t already_sorted) {
     for (size_t i = std::min(already_sorted, items.size()); i < items.size(); ++i)
-      for (size_t j = i; j > 0 && items[j - 1].time > items[j].time; --j) std::swap(items[j - 1], items[j]);
-    return std::partition_point(items.begin(), items.end(), [&](const auto& item) { return item.time <= until; });
+      for (size_t j = i; j > 0 && items[j - 1].time > items[j].time; --j)
+        std::swap(items[j - 1], items[j]);
+    return std::partition_point(items.begin(), items.end(),
+                                [&](const auto& item) { return item.time <= until; });
   };
   auto events_end = sort_new_and_split(recording.events, sorted_pending_events_);
   auto samples_end = sort_new_and_split(recording.samples, sorted_pending_samples_);
   auto sample = recording.samples.begin();
   for (auto e = recording.events.begin(); e != events_end; ++e) {
     // An event at the same time as a sample comes first: a fork precedes the child's samples.
-    for (; sample != samples_end && sample->time < e->time; ++sample) add_sample(*sample, recording.raw_stacks);
+    for (; sample != samples_end && sample->time < e->time; ++sample)
+      add_sample(*sample, recording.raw_stacks);
     apply(e->time, e->payload);
   }
   for (; sample != samples_end; ++sample) add_sample(*sample, recording.raw_stacks);
@@ -217,9 +220,11 @@ void SessionModel::on(MonotonicNs t, const ExecEvent& e) {
     const Thread& before = thread(old_thread->second);
     // The launcher's moments before the exec are left out of the profile, but the kernel
     // counts them as this task's: the command's entry takes its runtime from the fork on.
-    runtime = processes_[before.process.value].is_launcher ? std::optional(CpuTimeNs{0}) : before.last_cpu_time;
+    runtime = processes_[before.process.value].is_launcher ? std::optional(CpuTimeNs{0})
+                                                           : before.last_cpu_time;
   }
-  if (auto it = live_processes_.find(e.pid); it != live_processes_.end()) end_process(t, it->second);
+  if (auto it = live_processes_.find(e.pid); it != live_processes_.end())
+    end_process(t, it->second);
 
   std::string name = e.filename.empty() ? e.comm : base_name(e.filename);
   ProcessIndex p = start_process(t, e.pid, std::move(name), e.filename);
@@ -253,7 +258,8 @@ void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
 }
 
 void SessionModel::on(MonotonicNs, const CommEvent& e) {
-  if (auto it = live_threads_.find(e.tid); it != live_threads_.end()) thread(it->second).name = e.comm;
+  if (auto it = live_threads_.find(e.tid); it != live_threads_.end())
+    thread(it->second).name = e.comm;
 }
 
 void SessionModel::on(MonotonicNs, const MmapEvent& e) {
@@ -284,18 +290,25 @@ LibId SessionModel::intern_library(const MappingInfo& mapping) {
   // round (MappedFiles adds the build-id), and both must name one library.
   const bool by_build_id = !mapping.build_id.empty();
   auto key = std::make_tuple(mapping.path, mapping.mount_namespace, mapping.build_id,
-                             by_build_id ? 0 : mapping.dev_major, by_build_id ? 0 : mapping.dev_minor,
-                             by_build_id ? 0 : mapping.inode);
-  auto [it, inserted] = library_index_.try_emplace(key, LibId{static_cast<int32_t>(libraries_.size())});
+                             by_build_id ? 0 : mapping.dev_major,
+                             by_build_id ? 0 : mapping.dev_minor, by_build_id ? 0 : mapping.inode);
+  auto [it, inserted] =
+      library_index_.try_emplace(key, LibId{static_cast<int32_t>(libraries_.size())});
   if (inserted) {
-    libraries_.push_back(Library{mapping.path, mapping.dev_major, mapping.dev_minor, mapping.inode,
-                                 mapping.build_id, mapping.mount_namespace, mapping.access_path});
+    libraries_.push_back(Library{.path = mapping.path,
+                                 .dev_major = mapping.dev_major,
+                                 .dev_minor = mapping.dev_minor,
+                                 .inode = mapping.inode,
+                                 .build_id = mapping.build_id,
+                                 .mount_namespace = mapping.mount_namespace,
+                                 .access_path = mapping.access_path});
   }
   return it->second;
 }
 
 LibId SessionModel::anonymous_library(Pid pid) {
-  auto [it, inserted] = anonymous_libraries_.try_emplace(pid, LibId{static_cast<int32_t>(libraries_.size())});
+  auto [it, inserted] =
+      anonymous_libraries_.try_emplace(pid, LibId{static_cast<int32_t>(libraries_.size())});
   if (inserted) {
     Library lib;
     lib.path = "[anon]";
@@ -338,7 +351,8 @@ uint64_t SessionModel::take_cpu(Thread& th, MonotonicNs t) {
   return delta;
 }
 
-void SessionModel::add_on_cpu_sample(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks) {
+void SessionModel::add_on_cpu_sample(Thread& th, const SampleRecord& sample,
+                                     const RawStackTree& raw_stacks) {
   record_runtime(th, sample.cpu_time);
   StackId stack = resolve(sample.pid, sample.stack, raw_stacks);
   const uint64_t cpu = take_cpu(th, sample.time);
@@ -353,7 +367,8 @@ void SessionModel::add_on_cpu_sample(Thread& th, const SampleRecord& sample, con
   th.last_tick = sample.time;
 }
 
-void SessionModel::switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks) {
+void SessionModel::switch_out(Thread& th, const SampleRecord& sample,
+                              const RawStackTree& raw_stacks) {
   record_runtime(th, sample.cpu_time);  // exact here: the scheduler just brought it up to date
   StackId where;
   if (sample.reuses_last_stack && th.last_off_cpu_where) {
@@ -362,7 +377,8 @@ void SessionModel::switch_out(Thread& th, const SampleRecord& sample, const RawS
     where = resolve(sample.pid, sample.stack, raw_stacks);
     th.last_off_cpu_where = where;
   }
-  StackId stack = stacks_.intern(where, FrameKey{kOffCpuStateFrame, static_cast<uint64_t>(sample.off_cpu_state)});
+  StackId stack = stacks_.intern(
+      where, FrameKey{kOffCpuStateFrame, static_cast<uint64_t>(sample.off_cpu_state)});
   if (off_cpu_) {
     th.off_cpu = OffCpuInterval{sample.time, stack};
   } else {
@@ -378,8 +394,9 @@ void SessionModel::switch_in(Thread& th, MonotonicNs t) {
   const uint64_t blocked = t.value > interval.since.value ? t.value - interval.since.value : 0;
   if (blocked >= interval_ns_) {
     flush_short_off_cpu(th, interval.since);
-    th.samples.push_back(ThreadSample{interval.since, interval.stack, take_cpu(th, interval.since),
-                                      static_cast<double>(blocked) / static_cast<double>(interval_ns_)});
+    th.samples.push_back(
+        ThreadSample{interval.since, interval.stack, take_cpu(th, interval.since),
+                     static_cast<double>(blocked) / static_cast<double>(interval_ns_)});
     th.last_sample_is_tick = false;
     return;
   }
@@ -396,8 +413,9 @@ void SessionModel::switch_in(Thread& th, MonotonicNs t) {
 
 void SessionModel::flush_short_off_cpu(Thread& th, MonotonicNs t) {
   if (th.short_off_cpu_ns == 0) return;
-  th.samples.push_back(ThreadSample{t, th.short_off_cpu_stack, take_cpu(th, t),
-                                    static_cast<double>(th.short_off_cpu_ns) / static_cast<double>(interval_ns_)});
+  th.samples.push_back(
+      ThreadSample{t, th.short_off_cpu_stack, take_cpu(th, t),
+                   static_cast<double>(th.short_off_cpu_ns) / static_cast<double>(interval_ns_)});
   th.last_sample_is_tick = false;
   th.short_off_cpu_ns = 0;
   th.longest_short_off_cpu_ns = 0;
@@ -408,19 +426,22 @@ StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_s
   if (auto it = address_spaces_.find(pid); it != address_spaces_.end()) space = &it->second;
   const uint64_t version = space ? space->version() : 0;
   const uint64_t cache_key = static_cast<uint64_t>(static_cast<uint32_t>(pid.value)) << 32 | raw;
-  if (auto it = resolved_.find(cache_key); it != resolved_.end() && it->second.address_space_version == version)
+  if (auto it = resolved_.find(cache_key);
+      it != resolved_.end() && it->second.address_space_version == version)
     return it->second.stack;
   const StackId resolved = resolve_uncached(space, raw, raw_stacks);
   resolved_[cache_key] = ResolvedStack{version, resolved};
   return resolved;
 }
 
-StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw, const RawStackTree& raw_stacks) {
+StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw,
+                                       const RawStackTree& raw_stacks) {
   std::vector<uint64_t> leaf_to_root = raw_stacks.leaf_to_root(raw);
   // The innermost user frame is the instruction the thread was at (sampled, or where it
   // entered the kernel), also below kernel frames: it is exact, not a return address.
   size_t innermost_user = 0;
-  while (innermost_user < leaf_to_root.size() && is_kernel_address(leaf_to_root[innermost_user])) ++innermost_user;
+  while (innermost_user < leaf_to_root.size() && is_kernel_address(leaf_to_root[innermost_user]))
+    ++innermost_user;
   StackId node = ResolvedStackTree::kRoot;
   for (size_t i = leaf_to_root.size(); i-- > 0;) {
     uint64_t address = leaf_to_root[i];

@@ -30,17 +30,17 @@ inline constexpr LibId kOffCpuStateFrame{-2};
 inline constexpr LibId kTruncatedStackFrame{-3};
 
 struct Library {
-  std::string path;  // as the kernel reported it
+  std::string path{};  // as the kernel reported it
   uint32_t dev_major = 0;
   uint32_t dev_minor = 0;
   uint64_t inode = 0;
-  std::string build_id;  // raw bytes, when reported with the mapping
+  std::string build_id{};        // raw bytes, when reported with the mapping
   uint64_t mount_namespace = 0;  // non-zero: the path is another mount namespace's
-  std::string access_path;       // where to read the file, when not at `path`
+  std::string access_path{};     // where to read the file, when not at `path`
 
   // Set for the "[anon]" library of a process: its anonymous executable memory (JIT code),
   // named through the process's /tmp/perf-PID.map if it writes one.
-  std::optional<Pid> anonymous_memory_of;
+  std::optional<Pid> anonymous_memory_of{};
 
   const std::string& readable_path() const { return access_path.empty() ? path : access_path; }
 };
@@ -108,13 +108,13 @@ struct Thread {
   std::string name;
   MonotonicNs start;
   std::optional<MonotonicNs> end;
-  std::optional<CpuTimeNs> last_cpu_time;  // the runtime at the previous sample
-  std::optional<CpuTimeNs> final_cpu_time; // the runtime at exit
+  std::optional<CpuTimeNs> last_cpu_time;   // the runtime at the previous sample
+  std::optional<CpuTimeNs> final_cpu_time;  // the runtime at exit
   // The kernel brings a running task's runtime up to date only at scheduler ticks, so a
   // sample can report CPU time that belongs to earlier samples. Runtime not yet given to a
   // sample waits here; no sample gets more than the wall time since the one before.
   uint64_t unattributed_cpu_ns = 0;
-  std::optional<OffCpuInterval> off_cpu;  // open while the thread is off the CPU
+  std::optional<OffCpuInterval> off_cpu;      // open while the thread is off the CPU
   std::optional<StackId> last_off_cpu_where;  // its latest captured off-CPU stack
   // Blocked intervals shorter than a sampling interval, summed until they make one.
   uint64_t short_off_cpu_ns = 0;
@@ -198,7 +198,8 @@ class SessionModel {
   LibId intern_library(const MappingInfo& mapping);
   LibId anonymous_library(Pid pid);
   StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
-  StackId resolve_uncached(const AddressSpace* space, RawStackId raw, const RawStackTree& raw_stacks);
+  StackId resolve_uncached(const AddressSpace* space, RawStackId raw,
+                           const RawStackTree& raw_stacks);
   void add_on_cpu_sample(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
   void switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
   void switch_in(Thread& th, MonotonicNs t);
@@ -212,7 +213,8 @@ class SessionModel {
   std::vector<Process> processes_;
   std::vector<Thread> threads_;
   std::vector<Library> libraries_;
-  std::map<std::tuple<std::string, uint64_t, std::string, uint32_t, uint32_t, uint64_t>, LibId> library_index_;
+  std::map<std::tuple<std::string, uint64_t, std::string, uint32_t, uint32_t, uint64_t>, LibId>
+      library_index_;
   std::unordered_map<Pid, LibId> anonymous_libraries_;
   std::unordered_map<Pid, ProcessIndex> live_processes_;
   std::unordered_map<Tid, ThreadIndex> live_threads_;

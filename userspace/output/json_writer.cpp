@@ -220,13 +220,27 @@ void JsonWriter::write_quoted(std::string_view s) {
     if (c < 0x80) {
       end_run_at_i();
       switch (c) {
-        case '"': append("\\\""); break;
-        case '\\': append("\\\\"); break;
-        case '\b': append("\\b"); break;
-        case '\f': append("\\f"); break;
-        case '\n': append("\\n"); break;
-        case '\r': append("\\r"); break;
-        case '\t': append("\\t"); break;
+        case '"':
+          append("\\\"");
+          break;
+        case '\\':
+          append("\\\\");
+          break;
+        case '\b':
+          append("\\b");
+          break;
+        case '\f':
+          append("\\f");
+          break;
+        case '\n':
+          append("\\n");
+          break;
+        case '\r':
+          append("\\r");
+          break;
+        case '\t':
+          append("\\t");
+          break;
         default: {
           static constexpr char kHex[] = "0123456789abcdef";
           char escape[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]};

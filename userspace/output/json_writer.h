@@ -43,8 +43,7 @@ class JsonWriter {
   void number(float v);
   // Any other integer type, so that number(42) is not ambiguous.
   template <std::integral T>
-    requires(!std::same_as<T, bool>)
-  void number(T v) {
+  requires(!std::same_as<T, bool>) void number(T v) {
     if constexpr (std::is_signed_v<T>)
       number(static_cast<std::int64_t>(v));
     else
@@ -60,8 +59,7 @@ class JsonWriter {
   void value(bool b) { boolean(b); }
   void value(std::nullptr_t) { null(); }
   template <typename T>
-    requires(std::integral<T> || std::floating_point<T>) && (!std::same_as<T, bool>)
-  void value(T v) {
+  requires(std::integral<T> || std::floating_point<T>) && (!std::same_as<T, bool>)void value(T v) {
     number(v);
   }
   template <typename T>

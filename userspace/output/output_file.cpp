@@ -86,7 +86,8 @@ void AtomicReplaceFile::commit() {
   if (::fsync(fd_.get()) != 0) fail("sync", errno);
   // close() can report deferred write errors (NFS); it must not be retried on EINTR.
   if (::close(fd_.release()) != 0) fail("close", errno);
-  if (::rename(temp_path_.c_str(), target_path_.c_str()) != 0) fail("rename temporary file to", errno);
+  if (::rename(temp_path_.c_str(), target_path_.c_str()) != 0)
+    fail("rename temporary file to", errno);
   committed_ = true;
   // Make the rename itself durable. Best effort: the file is complete either way, and
   // some filesystems refuse fsync on directories.
@@ -176,7 +177,8 @@ void GzipFileSink::deflate_input(std::string_view input, int flush_mode) {
       stream_.next_out = output_buffer_.get();
       stream_.avail_out = static_cast<uInt>(kBufferSize);
       rc = deflate(&stream_, mode);
-      if (rc == Z_STREAM_ERROR) throw std::runtime_error("cannot compress " + path() + ": zlib stream error");
+      if (rc == Z_STREAM_ERROR)
+        throw std::runtime_error("cannot compress " + path() + ": zlib stream error");
       size_t produced = kBufferSize - stream_.avail_out;
       file_.write_all({reinterpret_cast<const char*>(output_buffer_.get()), produced});
       compressed_bytes_ += produced;

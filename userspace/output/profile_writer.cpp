@@ -3,16 +3,16 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
+#include <cstdio>
 #include <fstream>
 #include <map>
-#include <tuple>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "symbols/symbolizer.h"
 #include "userspace/output/json_writer.h"
@@ -35,7 +35,10 @@ struct CategoryInfo {
   const char* color;
 };
 constexpr CategoryInfo kCategories[] = {
-    {"Other", "grey"}, {"User", "yellow"}, {"Kernel", "orange"}, {"Idle", "transparent"},
+    {"Other", "grey"},
+    {"User", "yellow"},
+    {"Kernel", "orange"},
+    {"Idle", "transparent"},
     {"Waiting for CPU", "lightblue"},
 };
 
@@ -95,7 +98,8 @@ struct SharedTables {
     int32_t source;  // index into sources, -1 → null
   };
   std::vector<Func> funcs;
-  std::map<std::tuple<int32_t, std::string, int32_t>, int32_t> func_index;  // (resource, name, source)
+  std::map<std::tuple<int32_t, std::string, int32_t>, int32_t>
+      func_index;  // (resource, name, source)
 
   std::vector<StringIndex> source_filenames;  // the sources table
   std::unordered_map<std::string, int32_t> source_index;
@@ -116,7 +120,7 @@ struct SharedTables {
     int32_t func;
     int32_t native_symbol;  // -1 → null
     int32_t inline_depth = 0;
-    int64_t line = -1;      // -1 → null
+    int64_t line = -1;  // -1 → null
   };
   std::vector<Frame> frames;
   // The frames one address becomes, outermost first (several where functions were inlined).
@@ -124,17 +128,20 @@ struct SharedTables {
 
   int32_t source_for(const std::optional<std::string>& filename) {
     if (!filename) return -1;
-    auto [it, inserted] = source_index.try_emplace(*filename, static_cast<int32_t>(source_filenames.size()));
+    auto [it, inserted] =
+        source_index.try_emplace(*filename, static_cast<int32_t>(source_filenames.size()));
     if (inserted) source_filenames.push_back(strings.intern(*filename));
     return it->second;
   }
   int32_t func_for(int32_t resource, const std::string& name, int32_t source = -1) {
-    auto [it, inserted] = func_index.try_emplace({resource, name, source}, static_cast<int32_t>(funcs.size()));
+    auto [it, inserted] =
+        func_index.try_emplace({resource, name, source}, static_cast<int32_t>(funcs.size()));
     if (inserted) funcs.push_back(Func{strings.intern(name), resource, source});
     return it->second;
   }
   int32_t native_symbol_for(int32_t lib, uint64_t address, const std::string& name, uint64_t size) {
-    auto [it, inserted] = native_symbol_index.try_emplace({lib, address}, static_cast<int32_t>(native_symbols.size()));
+    auto [it, inserted] = native_symbol_index.try_emplace(
+        {lib, address}, static_cast<int32_t>(native_symbols.size()));
     if (inserted) native_symbols.push_back(NativeSymbol{lib, address, strings.intern(name), size});
     return it->second;
   }
@@ -142,8 +149,12 @@ struct SharedTables {
 
 class ProfileBuilder {
  public:
-  ProfileBuilder(const SessionModel& model, const Recording& recording, const ProfileOptions& options)
-      : model_(model), recording_(recording), options_(options), symbolizer_(SymbolizerOptions{options.symbol_dirs}) {}
+  ProfileBuilder(const SessionModel& model, const Recording& recording,
+                 const ProfileOptions& options)
+      : model_(model),
+        recording_(recording),
+        options_(options),
+        symbolizer_(SymbolizerOptions{options.symbol_dirs}) {}
 
   // Maps every stack of the model to a stack of output frames: a model frame becomes one
   // output frame per function inlined at its address.
@@ -175,8 +186,10 @@ class ProfileBuilder {
       // An off-CPU stack is taken from inside our sched_switch program: the tracing frames
       // between __schedule and the state frame are the profiler's, not the thread's.
       if (node.key.lib == kOffCpuStateFrame)
-        while (prefix != ResolvedStackTree::kRoot && is_tracing_frame(nodes[prefix].key)) prefix = nodes[prefix].parent;
-      OutputStackTree::NodeId out = prefix == ResolvedStackTree::kRoot ? OutputStackTree::kRoot : output_stack_of_[prefix];
+        while (prefix != ResolvedStackTree::kRoot && is_tracing_frame(nodes[prefix].key))
+          prefix = nodes[prefix].parent;
+      OutputStackTree::NodeId out =
+          prefix == ResolvedStackTree::kRoot ? OutputStackTree::kRoot : output_stack_of_[prefix];
       for (int32_t frame : frames_for(node.key)) out = output_stacks_.intern(out, frame);
       output_stack_of_.push_back(out);
     }
@@ -195,20 +208,23 @@ class ProfileBuilder {
     if (key.lib == kNoLib) return StackRoot::kTruncated;
     const Library& library = model_.library(key.lib);
     if (library.anonymous_memory_of) return StackRoot::kTruncated;  // JIT code starts no thread
-    if (symbolizer_.is_thread_root(library.readable_path(), key.address)) return StackRoot::kThreadRoot;
+    if (symbolizer_.is_thread_root(library.readable_path(), key.address))
+      return StackRoot::kThreadRoot;
     // glibc's start-up functions under main and a thread's function: all the program's own
     // frames are there (a frame-pointer walk ends here, as libc has no frame pointers).
     const std::string& name = function_name(frames_for(key).front());
-    return name == "__libc_start_call_main" || name == "__libc_start_main" || name == "__libc_start_main_impl" ||
-                   name == "start_thread"
+    return name == "__libc_start_call_main" || name == "__libc_start_main" ||
+                   name == "__libc_start_main_impl" || name == "start_thread"
                ? StackRoot::kThreadRoot
                : StackRoot::kTruncated;
   }
   const std::string& function_name(int32_t frame) const {
-    return tables_.strings.strings()[tables_.funcs[tables_.frames[static_cast<size_t>(frame)].func].name.value];
+    return tables_.strings
+        .strings()[tables_.funcs[tables_.frames[static_cast<size_t>(frame)].func].name.value];
   }
   int32_t truncated_frame() { return frames_for(FrameKey{kTruncatedStackFrame, 0}).front(); }
-  void measure_completeness(const std::vector<const Thread*>& threads, ProfileSummary& summary) const;
+  void measure_completeness(const std::vector<const Thread*>& threads,
+                            ProfileSummary& summary) const;
   StackCompleteness user_stacks_;
   std::vector<std::pair<std::string, StackCompleteness>> incomplete_by_process_;
 
@@ -233,7 +249,8 @@ class ProfileBuilder {
 
   // A kernel module is its own library, named like perf does: "[module]".
   int32_t module_lib(const std::string& module) {
-    auto [it, inserted] = module_lib_index_.try_emplace(module, static_cast<int32_t>(tables_.libs.size()));
+    auto [it, inserted] =
+        module_lib_index_.try_emplace(module, static_cast<int32_t>(tables_.libs.size()));
     if (inserted) {
       LibraryDescription d;
       d.name = d.path = d.debug_name = d.debug_path = "[" + module + "]";
@@ -246,8 +263,9 @@ class ProfileBuilder {
   bool is_tracing_frame(const FrameKey& key) {
     if (key.lib != kKernelLib) return false;
     const std::string& name = function_name(frames_for(key).back());
-    return name.starts_with("bpf_prog_") || name.starts_with("bpf_trace_run") || name.starts_with("__bpf_trace_") ||
-           name.starts_with("__traceiter_") || name.starts_with("bpf_trampoline_");
+    return name.starts_with("bpf_prog_") || name.starts_with("bpf_trace_run") ||
+           name.starts_with("__bpf_trace_") || name.starts_with("__traceiter_") ||
+           name.starts_with("bpf_trampoline_");
   }
 
   int32_t add_frame(const SharedTables::Frame& frame) {
@@ -264,23 +282,28 @@ class ProfileBuilder {
       StateFrame state = state_frame(key.address);
       frames.push_back(add_frame({-1, -1, state.category, tables_.func_for(-1, state.name), -1}));
     } else if (key.lib == kTruncatedStackFrame) {
-      frames.push_back(add_frame({-1, -1, kCategoryOther, tables_.func_for(-1, "[truncated]"), -1}));
+      frames.push_back(
+          add_frame({-1, -1, kCategoryOther, tables_.func_for(-1, "[truncated]"), -1}));
     } else if (key.lib == kNoLib) {
-      frames.push_back(add_frame({-1, -1, kCategoryUser, tables_.func_for(-1, hex_address(key.address)), -1}));
+      frames.push_back(
+          add_frame({-1, -1, kCategoryUser, tables_.func_for(-1, hex_address(key.address)), -1}));
       unnamed_frames_.insert(frames.back());
     } else {
       const bool kernel = key.lib == kKernelLib;
       const int32_t library_lib = output_lib(key.lib);
       const Library& library = model_.library(key.lib);
       std::vector<SymbolizedFrame> symbolized =
-          kernel                        ? symbolizer_.symbolize_kernel(key.address)
-          : library.anonymous_memory_of ? symbolizer_.symbolize_jit(library.anonymous_memory_of->value, key.address)
-                                        : symbolizer_.symbolize_in_file(library.readable_path(), key.address);
+          kernel ? symbolizer_.symbolize_kernel(key.address)
+          : library.anonymous_memory_of
+              ? symbolizer_.symbolize_jit(library.anonymous_memory_of->value, key.address)
+              : symbolizer_.symbolize_in_file(library.readable_path(), key.address);
       if (library.anonymous_memory_of) {
         const uint64_t base = anonymous_base_.at(key.lib.value);
         for (SymbolizedFrame& f : symbolized) {
           f.relative_address -= base;
-          if (f.symbol) f.symbol->relative_address = f.symbol->relative_address >= base ? f.symbol->relative_address - base : 0;
+          if (f.symbol)
+            f.symbol->relative_address =
+                f.symbol->relative_address >= base ? f.symbol->relative_address - base : 0;
         }
       }
       for (const SymbolizedFrame& s : symbolized) {
@@ -290,12 +313,14 @@ class ProfileBuilder {
           frame.address = static_cast<int64_t>(s.relative_address);
           frame.lib = lib;
         }
-        std::string name = !s.name.empty()                       ? s.name
-                           : kernel || library.anonymous_memory_of ? hex_address(key.address)
-                                                                   : tables_.libs[lib].name + "+" + hex_address(s.relative_address);
+        std::string name = !s.name.empty() ? s.name
+                           : kernel || library.anonymous_memory_of
+                               ? hex_address(key.address)
+                               : tables_.libs[lib].name + "+" + hex_address(s.relative_address);
         frame.func = tables_.func_for(lib, name, tables_.source_for(s.file));
         if (s.symbol && frame.lib >= 0 && s.symbol->relative_address <= kMaxRelativeAddress)
-          frame.native_symbol = tables_.native_symbol_for(lib, s.symbol->relative_address, s.symbol->name, s.symbol->size);
+          frame.native_symbol = tables_.native_symbol_for(lib, s.symbol->relative_address,
+                                                          s.symbol->name, s.symbol->size);
         frame.inline_depth = static_cast<int32_t>(s.inline_depth);
         if (s.line) frame.line = *s.line;
         frames.push_back(add_frame(frame));
@@ -323,8 +348,8 @@ class ProfileBuilder {
   std::unordered_map<int32_t, uint64_t> anonymous_base_;
   std::unordered_map<std::string, int32_t> module_lib_index_;  // [anon] LibId -> its base address
   using OutputStackTree = PrefixTree<int32_t>;  // of frame indices: the profile's stackTable
-  std::vector<std::pair<std::string, double>> top_self_functions(const std::vector<const Thread*>& threads,
-                                                                 size_t count) const;
+  std::vector<std::pair<std::string, double>> top_self_functions(
+      const std::vector<const Thread*>& threads, size_t count) const;
   std::string describe_by_process(const std::unordered_map<Pid, uint64_t>& counts) const;
   std::vector<const Thread*> threads_to_write(ProfileSummary& summary) const;
   // Frames named only by their address (no symbol found), and the share of on-CPU sample
@@ -352,7 +377,8 @@ void write_column(JsonWriter& w, std::string_view name, const std::vector<T>& ro
 }
 
 // An empty struct-of-arrays table: each column an empty array, length 0.
-void write_empty_table(JsonWriter& w, std::string_view name, std::initializer_list<const char*> columns) {
+void write_empty_table(JsonWriter& w, std::string_view name,
+                       std::initializer_list<const char*> columns) {
   w.key(name);
   w.begin_object();
   for (const char* column : columns) {
@@ -463,7 +489,8 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
   entry("Call graph", "string", recording_.call_graph);
   entry("Sampling event", "string", recording_.sampling_event);
   entry("Samples", "integer", recording_.stats.samples);
-  entry("Lost events", "integer", recording_.stats.lost_bpf_events + recording_.stats.lost_sideband_records);
+  entry("Lost events", "integer",
+        recording_.stats.lost_bpf_events + recording_.stats.lost_sideband_records);
   if (user_stacks_.total > 0) entry("User stacks complete", "percentage", user_stacks_.share());
   if (recording_.stats.lost_bpf_events) {
     std::string per_cpu;
@@ -491,7 +518,8 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
     for (size_t i = 0; i < incomplete_by_process_.size() && i < 10; ++i) {
       const auto& [process, stacks] = incomplete_by_process_[i];
       char share[96];
-      snprintf(share, sizeof share, ": %.1f%% of %.0f", 100.0 * (1.0 - stacks.share()), stacks.total);
+      snprintf(share, sizeof share, ": %.1f%% of %.0f", 100.0 * (1.0 - stacks.share()),
+               stacks.total);
       text += (i ? ", " : "") + process + share;
     }
     entry("Truncated user stacks by process", "string", text);
@@ -610,9 +638,11 @@ void ProfileBuilder::write_shared(JsonWriter& w) {
 
   w.key("resourceTable");
   w.begin_object();
-  write_column(w, "name", tables_.resource_name, [&](StringIndex s) { w.number(uint64_t{s.value}); });
+  write_column(w, "name", tables_.resource_name,
+               [&](StringIndex s) { w.number(uint64_t{s.value}); });
   nulls("host", tables_.resource_name.size());
-  write_column(w, "type", tables_.resource_name, [&](StringIndex) { w.number(int64_t{1}); });  // library
+  write_column(w, "type", tables_.resource_name,
+               [&](StringIndex) { w.number(int64_t{1}); });  // library
   length(tables_.resource_name.size());
   w.end_object();
 
@@ -696,10 +726,13 @@ void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
   });
   // Microsecond precision is what the front end shows, and shorter numbers write and
   // compress faster than nanoseconds.
-  write_column(w, "time", samples,
-               [&](const ThreadSample& s) { w.number(std::round(ms_since(zero, s.time) * 1000.0) / 1000.0); });
-  write_column(w, "threadCPUDelta", samples, [&](const ThreadSample& s) { w.number(s.cpu_delta_ns); });
-  const bool weighted = std::any_of(samples.begin(), samples.end(), [](const ThreadSample& s) { return s.weight != 1.0; });
+  write_column(w, "time", samples, [&](const ThreadSample& s) {
+    w.number(std::round(ms_since(zero, s.time) * 1000.0) / 1000.0);
+  });
+  write_column(w, "threadCPUDelta", samples,
+               [&](const ThreadSample& s) { w.number(s.cpu_delta_ns); });
+  const bool weighted = std::any_of(samples.begin(), samples.end(),
+                                    [](const ThreadSample& s) { return s.weight != 1.0; });
   if (weighted) {
     write_column(w, "weight", samples, [&](const ThreadSample& s) { w.number(s.weight); });
   } else {
@@ -716,11 +749,14 @@ void ProfileBuilder::write_thread(JsonWriter& w, const Thread& thread) {
   w.end_object();
 }
 
-void ProfileBuilder::measure_completeness(const std::vector<const Thread*>& threads, ProfileSummary& summary) const {
+void ProfileBuilder::measure_completeness(const std::vector<const Thread*>& threads,
+                                          ProfileSummary& summary) const {
   std::map<uint32_t, StackCompleteness> by_process;  // by ProcessIndex
   for (const Thread* th : threads) {
     for (const ThreadSample& s : th->samples) {
-      if (s.stack == ResolvedStackTree::kRoot || model_.stacks().node(s.stack).key.lib == kOffCpuStateFrame) continue;
+      if (s.stack == ResolvedStackTree::kRoot ||
+          model_.stacks().node(s.stack).key.lib == kOffCpuStateFrame)
+        continue;
       const StackRoot root = root_of_[s.stack];
       if (root == StackRoot::kNoUserFrames) continue;
       StackCompleteness& process = by_process[th->process.value];
@@ -734,9 +770,11 @@ void ProfileBuilder::measure_completeness(const std::vector<const Thread*>& thre
   for (const auto& [process, stacks] : by_process) {
     if (stacks.complete >= stacks.total) continue;
     const Process& p = model_.processes()[process];
-    summary.incomplete_user_stacks_by_process.emplace_back(p.name + " (" + std::to_string(p.pid.value) + ")", stacks);
+    summary.incomplete_user_stacks_by_process.emplace_back(
+        p.name + " (" + std::to_string(p.pid.value) + ")", stacks);
   }
-  std::stable_sort(summary.incomplete_user_stacks_by_process.begin(), summary.incomplete_user_stacks_by_process.end(),
+  std::stable_sort(summary.incomplete_user_stacks_by_process.begin(),
+                   summary.incomplete_user_stacks_by_process.end(),
                    [](const auto& a, const auto& b) {
                      return a.second.total - a.second.complete > b.second.total - b.second.complete;
                    });
@@ -747,15 +785,19 @@ void ProfileBuilder::measure_unnamed(const std::vector<const Thread*>& threads) 
   double total = 0;
   for (const Thread* th : threads) {
     for (const ThreadSample& s : th->samples) {
-      if (s.stack == ResolvedStackTree::kRoot || model_.stacks().node(s.stack).key.lib == kOffCpuStateFrame) continue;
+      if (s.stack == ResolvedStackTree::kRoot ||
+          model_.stacks().node(s.stack).key.lib == kOffCpuStateFrame)
+        continue;
       total += s.weight;
       const int32_t frame = output_stacks_.node(output_stack_of_[s.stack]).key;
-      if (unnamed_frames_.contains(frame)) by_lib[tables_.frames[static_cast<size_t>(frame)].lib] += s.weight;
+      if (unnamed_frames_.contains(frame))
+        by_lib[tables_.frames[static_cast<size_t>(frame)].lib] += s.weight;
     }
   }
   for (const auto& [lib, weight] : by_lib)
-    unnamed_share_by_library_.emplace_back(lib >= 0 ? tables_.libs[static_cast<size_t>(lib)].name : "(outside any mapping)",
-                                           weight / total);
+    unnamed_share_by_library_.emplace_back(
+        lib >= 0 ? tables_.libs[static_cast<size_t>(lib)].name : "(outside any mapping)",
+        weight / total);
   std::sort(unnamed_share_by_library_.begin(), unnamed_share_by_library_.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
 }
@@ -775,15 +817,18 @@ std::vector<std::string> ProfileBuilder::unnamed_library_paths() const {
 }
 
 // "name (pid): count, ..." for the processes with the highest counts.
-std::string ProfileBuilder::describe_by_process(const std::unordered_map<Pid, uint64_t>& counts) const {
+std::string ProfileBuilder::describe_by_process(
+    const std::unordered_map<Pid, uint64_t>& counts) const {
   std::vector<std::pair<Pid, uint64_t>> sorted(counts.begin(), counts.end());
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string text;
   for (size_t i = 0; i < sorted.size() && i < 10; ++i) {
     std::string name = "?";
     for (const Process& p : model_.processes())
       if (p.pid == sorted[i].first) name = p.name;  // the latest entry of the pid
-    text += (i ? ", " : "") + name + " (" + std::to_string(sorted[i].first.value) + "): " + std::to_string(sorted[i].second);
+    text += (i ? ", " : "") + name + " (" + std::to_string(sorted[i].first.value) +
+            "): " + std::to_string(sorted[i].second);
   }
   if (sorted.size() > 10) text += ", ...";
   return text;
@@ -804,8 +849,9 @@ void ProfileBuilder::write_loss_marker_schema(JsonWriter& w) {
   w.key("tableLabel");
   w.string("{marker.data.count} events lost in {marker.data.process}");
   w.key("description");
-  w.string("Samples and other events of this process that bpfprof lost because its ring buffer was full "
-           "(noticed within ~50 ms after they happened); try a larger --buffer-size or a lower -F.");
+  w.string(
+      "Samples and other events of this process that bpfprof lost because its ring buffer was full "
+      "(noticed within ~50 ms after they happened); try a larger --buffer-size or a lower -F.");
   w.key("fields");
   w.begin_array();
   auto field = [&](const char* key, const char* label, const char* format) {
@@ -842,11 +888,13 @@ void ProfileBuilder::write_markers(JsonWriter& w, const Thread& thread) {
     w.key("count");
     w.number(loss->count);
     w.key("process");
-    w.string(model_.processes()[thread.process.value].name + " (" + std::to_string(loss->pid.value) + ")");
+    w.string(model_.processes()[thread.process.value].name + " (" +
+             std::to_string(loss->pid.value) + ")");
     w.end_object();
   });
   write_column(w, "name", losses, [&](const LossRecord*) { w.number(uint64_t{name.value}); });
-  write_column(w, "startTime", losses, [&](const LossRecord* loss) { w.number(ms_since(zero, loss->time)); });
+  write_column(w, "startTime", losses,
+               [&](const LossRecord* loss) { w.number(ms_since(zero, loss->time)); });
   write_column(w, "endTime", losses, [&](const LossRecord*) { w.null(); });
   write_column(w, "phase", losses, [&](const LossRecord*) { w.number(int64_t{0}); });  // instant
   write_column(w, "category", losses, [&](const LossRecord*) { w.number(int64_t{0}); });
@@ -866,7 +914,9 @@ void ProfileBuilder::assign_losses(const std::vector<const Thread*>& threads) {
       for (const Thread* th : threads) {
         const Process& p = model_.processes()[th->process.value];
         if (p.pid != loss.pid) continue;
-        if (alive_then && (loss.time < p.start || (p.end && p.end->value + 200000000 < loss.time.value))) continue;
+        if (alive_then &&
+            (loss.time < p.start || (p.end && p.end->value + 200000000 < loss.time.value)))
+          continue;
         if (!target || th->tid.value == p.pid.value) target = th;
       }
       return target;
@@ -897,27 +947,31 @@ void ProfileBuilder::assign_pid_strings(const std::vector<const Thread*>& thread
   }
 }
 
-std::vector<std::pair<std::string, double>> ProfileBuilder::top_self_functions(const std::vector<const Thread*>& threads,
-                                                                                size_t count) const {
+std::vector<std::pair<std::string, double>> ProfileBuilder::top_self_functions(
+    const std::vector<const Thread*>& threads, size_t count) const {
   std::unordered_map<int32_t, double> weight_by_func;
   double total = 0;
   for (const Thread* th : threads) {
     for (const ThreadSample& s : th->samples) {
-      if (s.stack == ResolvedStackTree::kRoot || model_.stacks().node(s.stack).key.lib == kOffCpuStateFrame) continue;
+      if (s.stack == ResolvedStackTree::kRoot ||
+          model_.stacks().node(s.stack).key.lib == kOffCpuStateFrame)
+        continue;
       const int32_t frame = output_stacks_.node(output_stack_of_[s.stack]).key;
       weight_by_func[tables_.frames[static_cast<size_t>(frame)].func] += s.weight;
       total += s.weight;
     }
   }
   std::vector<std::pair<int32_t, double>> ranked(weight_by_func.begin(), weight_by_func.end());
-  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::sort(ranked.begin(), ranked.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
   if (ranked.size() > count) ranked.resize(count);
   std::vector<std::pair<std::string, double>> result;
   const auto& strings = tables_.strings.strings();
   for (const auto& [func, weight] : ranked) {
     const SharedTables::Func& f = tables_.funcs[static_cast<size_t>(func)];
     std::string name = strings[f.name.value];
-    if (f.resource >= 0) name += " (" + strings[tables_.resource_name[static_cast<size_t>(f.resource)].value] + ")";
+    if (f.resource >= 0)
+      name += " (" + strings[tables_.resource_name[static_cast<size_t>(f.resource)].value] + ")";
     result.emplace_back(std::move(name), weight / total);
   }
   return result;
@@ -947,8 +1001,10 @@ ProfileSummary ProfileBuilder::write_collapsed(OutputSink& sink) {
   std::vector<const Thread*> threads = threads_to_write(summary);
   auto clean = [](std::string name) {
     for (char& ch : name)
-      if (ch == ';') ch = ',';  // the frame separator
-      else if (ch == '\n' || ch == '\r') ch = ' ';
+      if (ch == ';')
+        ch = ',';  // the frame separator
+      else if (ch == '\n' || ch == '\r')
+        ch = ' ';
     return name;
   };
   const auto& strings = tables_.strings.strings();
@@ -956,7 +1012,8 @@ ProfileSummary ProfileBuilder::write_collapsed(OutputSink& sink) {
   std::vector<std::string> names;
   for (const Thread* th : threads) {
     const Process& p = model_.processes()[th->process.value];
-    const std::string prefix = clean(p.name) + " (" + std::to_string(p.pid.value) + ");" + clean(th->name);
+    const std::string prefix =
+        clean(p.name) + " (" + std::to_string(p.pid.value) + ");" + clean(th->name);
     std::unordered_map<StackId, std::string> line_of;  // the same stack recurs often
     for (const ThreadSample& s : th->samples) {
       if (s.weight <= 0) continue;
@@ -964,8 +1021,11 @@ ProfileSummary ProfileBuilder::write_collapsed(OutputSink& sink) {
       if (inserted) {
         names.clear();
         if (s.stack != ResolvedStackTree::kRoot)
-          for (auto n = output_stack_of_[s.stack]; n != OutputStackTree::kRoot; n = output_stacks_.node(n).parent)
-            names.push_back(clean(strings[tables_.funcs[tables_.frames[output_stacks_.node(n).key].func].name.value]));
+          for (auto n = output_stack_of_[s.stack]; n != OutputStackTree::kRoot;
+               n = output_stacks_.node(n).parent)
+            names.push_back(
+                clean(strings[tables_.funcs[tables_.frames[output_stacks_.node(n).key].func]
+                                  .name.value]));
         it->second = prefix;
         for (auto name = names.rbegin(); name != names.rend(); ++name) it->second += ";" + *name;
       }
@@ -1024,10 +1084,11 @@ ProfileSummary ProfileBuilder::write(OutputSink& sink) {
 
 }  // namespace
 
-ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink,
-                             const ProfileOptions& options) {
+ProfileSummary write_profile(const SessionModel& model, const Recording& recording,
+                             OutputSink& sink, const ProfileOptions& options) {
   ProfileBuilder builder(model, recording, options);
-  return options.format == OutputFormat::kCollapsed ? builder.write_collapsed(sink) : builder.write(sink);
+  return options.format == OutputFormat::kCollapsed ? builder.write_collapsed(sink)
+                                                    : builder.write(sink);
 }
 
 }  // namespace bpfprof

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "userspace/output/output_file.h"
 #include "userspace/model/recording.h"
 #include "userspace/model/session_model.h"
+#include "userspace/output/output_file.h"
 
 namespace bpfprof {
 
@@ -46,12 +46,12 @@ enum class OutputFormat {
 };
 
 struct ProfileOptions {
-  bool keep_idle_threads = false;  // threads without samples are left out unless set
+  bool keep_idle_threads = false;        // threads without samples are left out unless set
   std::vector<std::string> symbol_dirs;  // more places to look for debug files
   OutputFormat format = OutputFormat::kFirefox;
 };
 
-ProfileSummary write_profile(const SessionModel& model, const Recording& recording, OutputSink& sink,
-                             const ProfileOptions& options = {});
+ProfileSummary write_profile(const SessionModel& model, const Recording& recording,
+                             OutputSink& sink, const ProfileOptions& options = {});
 
 }  // namespace bpfprof

@@ -30,7 +30,9 @@ class StringTable {
   std::vector<std::string> strings_;
   struct Hash {
     using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
   };
   std::unordered_map<std::string, StringIndex, Hash, std::equal_to<>> index_;
 };

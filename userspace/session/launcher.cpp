@@ -1,8 +1,8 @@
 #include "userspace/session/launcher.h"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -50,7 +50,8 @@ std::optional<RunAsUser> sudo_invoking_user() {
   if (*end != '\0') throw std::runtime_error(std::string("SUDO_UID is not a user id: ") + uid_text);
   if (uid == 0) return std::nullopt;  // sudo from root: nothing to drop
   const passwd* user = getpwuid(static_cast<uid_t>(uid));
-  if (!user) throw std::runtime_error("SUDO_UID " + std::to_string(uid) + " is no user of this system");
+  if (!user)
+    throw std::runtime_error("SUDO_UID " + std::to_string(uid) + " is no user of this system");
   RunAsUser run_as;
   run_as.uid = user->pw_uid;
   run_as.gid = user->pw_gid;
@@ -75,13 +76,14 @@ std::optional<RunAsUser> sudo_invoking_user() {
 
 int become_user(const RunAsUser& user) {
   errno = 0;
-  if (setgroups(user.groups.size(), user.groups.data()) != 0 || setgid(user.gid) != 0 || setuid(user.uid) != 0 ||
-      getuid() != user.uid || geteuid() != user.uid)
+  if (setgroups(user.groups.size(), user.groups.data()) != 0 || setgid(user.gid) != 0 ||
+      setuid(user.uid) != 0 || getuid() != user.uid || geteuid() != user.uid)
     return errno ? errno : EPERM;
   return 0;
 }
 
-LaunchedCommand::LaunchedCommand(const std::vector<std::string>& argv, const std::optional<RunAsUser>& run_as) {
+LaunchedCommand::LaunchedCommand(const std::vector<std::string>& argv,
+                                 const std::optional<RunAsUser>& run_as) {
   if (argv.empty()) throw std::runtime_error("no command given");
   int go[2], exec_error[2];
   if (pipe2(go, O_CLOEXEC) != 0 || pipe2(exec_error, O_CLOEXEC) != 0)
@@ -97,7 +99,9 @@ LaunchedCommand::LaunchedCommand(const std::vector<std::string>& argv, const std
   std::vector<std::string> environment;
   for (char** e = environ; *e; ++e) {
     std::string_view entry(*e);
-    if (run_as && (entry.starts_with("HOME=") || entry.starts_with("USER=") || entry.starts_with("LOGNAME="))) continue;
+    if (run_as &&
+        (entry.starts_with("HOME=") || entry.starts_with("USER=") || entry.starts_with("LOGNAME=")))
+      continue;
     environment.emplace_back(entry);
   }
   if (run_as) {
@@ -151,7 +155,8 @@ LaunchedCommand::~LaunchedCommand() {
 std::optional<std::string> LaunchedCommand::release() {
   released_ = true;
   char byte = 1;
-  if (write(go_write_.get(), &byte, 1) != 1) return std::string("cannot start the command: ") + strerror(errno);
+  if (write(go_write_.get(), &byte, 1) != 1)
+    return std::string("cannot start the command: ") + strerror(errno);
   go_write_.reset();
   int err = 0;
   ssize_t n;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "userspace/model/ids.h"
 #include "symbols/util/unique_handle.h"
+#include "userspace/model/ids.h"
 
 namespace bpfprof {
 
@@ -37,7 +37,8 @@ class LaunchedCommand {
  public:
   // Forks the child, which blocks before exec; it runs as `run_as` when given (groups, gid,
   // uid, and HOME/USER/LOGNAME from the user database). Throws std::runtime_error.
-  explicit LaunchedCommand(const std::vector<std::string>& argv, const std::optional<RunAsUser>& run_as = std::nullopt);
+  explicit LaunchedCommand(const std::vector<std::string>& argv,
+                           const std::optional<RunAsUser>& run_as = std::nullopt);
   ~LaunchedCommand();  // a child never released or reaped is killed and reaped
   LaunchedCommand(const LaunchedCommand&) = delete;
   LaunchedCommand& operator=(const LaunchedCommand&) = delete;

@@ -32,7 +32,6 @@ std::vector<int> numeric_entries(const std::string& dir) {
   return ids;
 }
 
-
 }  // namespace
 
 std::vector<Pid> list_processes() {
@@ -72,18 +71,19 @@ std::optional<ProcessSnapshot> snapshot_process(Pid pid, std::string* error) {
   return s;
 }
 
-void append_snapshot_events(MonotonicNs time, ProcessSnapshot snapshot, std::vector<LifecycleEvent>& out) {
+void append_snapshot_events(MonotonicNs time, ProcessSnapshot snapshot,
+                            std::vector<LifecycleEvent>& out) {
   std::string name = snapshot.executable.empty() ? snapshot.comm : base_name(snapshot.executable);
   if (name.size() > 10 && name.ends_with(" (deleted)")) name.resize(name.size() - 10);
-  out.push_back(LifecycleEvent{time, ExistingProcessEvent{snapshot.pid, std::move(name),
-                                                          std::move(snapshot.executable),
-                                                          std::move(snapshot.threads)}});
+  out.push_back(LifecycleEvent{
+      time, ExistingProcessEvent{snapshot.pid, std::move(name), std::move(snapshot.executable),
+                                 std::move(snapshot.threads)}});
   for (MapEntry& m : snapshot.executable_mappings) {
     MmapEvent e;
     e.pid = snapshot.pid;
     e.tid = Tid{snapshot.pid.value};
-    e.mapping = MappingInfo{m.start, m.end - m.start, m.file_offset, m.dev_major, m.dev_minor,
-                            m.inode, std::move(m.path), {}};
+    e.mapping = MappingInfo{m.start,     m.end - m.start, m.file_offset,     m.dev_major,
+                            m.dev_minor, m.inode,         std::move(m.path), {}};
     out.push_back(LifecycleEvent{time, std::move(e)});
   }
 }

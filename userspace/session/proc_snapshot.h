@@ -28,6 +28,7 @@ std::optional<ProcessSnapshot> snapshot_process(Pid pid, std::string* error = nu
 std::vector<Pid> list_processes();
 
 // Appends the events that make the model know `snapshot` at `time`.
-void append_snapshot_events(MonotonicNs time, ProcessSnapshot snapshot, std::vector<LifecycleEvent>& out);
+void append_snapshot_events(MonotonicNs time, ProcessSnapshot snapshot,
+                            std::vector<LifecycleEvent>& out);
 
 }  // namespace bpfprof

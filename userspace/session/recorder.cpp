@@ -18,19 +18,19 @@
 #include "bpf/events.h"
 #include "symbols/dwarf/debug_hint.h"
 #include "symbols/dwarf/unwinder.h"
+#include "symbols/util/text.h"
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/event_log.h"
 #include "userspace/capture/ingest.h"
-#include "userspace/model/clocks.h"
-#include "userspace/session/launcher.h"
-#include "userspace/output/output_file.h"
 #include "userspace/capture/perf_events.h"
+#include "userspace/model/clocks.h"
+#include "userspace/model/session_model.h"
+#include "userspace/output/output_file.h"
+#include "userspace/output/profile_writer.h"
+#include "userspace/session/launcher.h"
 #include "userspace/session/preflight.h"
 #include "userspace/session/proc_snapshot.h"
-#include "userspace/output/profile_writer.h"
 #include "userspace/session/serve.h"
-#include "userspace/model/session_model.h"
-#include "symbols/util/text.h"
 
 namespace bpfprof {
 
@@ -71,17 +71,17 @@ void on_stop_signal(int sig, siginfo_t* info, void*) {
 }
 
 void install_signal_handlers() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_sigaction = on_stop_signal;
   sa.sa_flags = SA_SIGINFO;  // no SA_RESTART: poll() returns early with EINTR
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
 }
 
-
-
 // A running process we attached to; readable once it has exited (immune to pid reuse).
-UniqueFd open_pidfd(Pid pid) { return UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid.value, 0))); }
+UniqueFd open_pidfd(Pid pid) {
+  return UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid.value, 0)));
+}
 
 bool all_exited(const std::vector<UniqueFd>& pidfds) {
   if (pidfds.empty()) return false;
@@ -106,7 +106,6 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
 
 constexpr int kReaderNiceBoost = 5;
 
-
 std::string human_size(uint64_t bytes) {
   char text[32];
   if (bytes >= 10 << 20)
@@ -121,10 +120,12 @@ std::string human_size(uint64_t bytes) {
 void print_status_line(const Recording& recording, const SessionModel& model, uint64_t lost) {
   size_t processes = 0;
   for (const Process& p : model.processes()) processes += p.is_launcher ? 0 : 1;
-  const double elapsed = static_cast<double>(monotonic_now().value - recording.start_time.value) / 1e9;
-  fprintf(stderr, "\r\033[Kbpfprof: recording %.0f s, %llu samples, %llu lost, %zu processes, %zu threads", elapsed,
-          static_cast<unsigned long long>(recording.stats.samples), static_cast<unsigned long long>(lost), processes,
-          model.threads().size());
+  const double elapsed =
+      static_cast<double>(monotonic_now().value - recording.start_time.value) / 1e9;
+  fprintf(stderr,
+          "\r\033[Kbpfprof: recording %.0f s, %llu samples, %llu lost, %zu processes, %zu threads",
+          elapsed, static_cast<unsigned long long>(recording.stats.samples),
+          static_cast<unsigned long long>(lost), processes, model.threads().size());
   fflush(stderr);
 }
 
@@ -139,21 +140,27 @@ std::string process_label(const SessionModel& model, Pid pid) {
 void print_losses(const Recording& recording, const SessionModel& model) {
   auto top = [&](const std::unordered_map<Pid, uint64_t>& counts) {
     std::vector<std::pair<Pid, uint64_t>> sorted(counts.begin(), counts.end());
-    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
     std::string text;
     for (size_t i = 0; i < sorted.size() && i < 3; ++i)
-      text += (i ? ", " : "") + process_label(model, sorted[i].first) + " " + std::to_string(sorted[i].second);
+      text += (i ? ", " : "") + process_label(model, sorted[i].first) + " " +
+              std::to_string(sorted[i].second);
     return text;
   };
   if (recording.stats.lost_bpf_events) {
     std::string per_cpu;
     for (size_t cpu = 0; cpu < recording.stats.lost_bpf_events_per_cpu.size(); ++cpu)
       if (uint64_t n = recording.stats.lost_bpf_events_per_cpu[cpu])
-        per_cpu += (per_cpu.empty() ? "" : ", ") + ("CPU " + std::to_string(cpu)) + " " + std::to_string(n);
+        per_cpu += (per_cpu.empty() ? "" : ", ") + ("CPU " + std::to_string(cpu)) + " " +
+                   std::to_string(n);
     std::unordered_map<Pid, uint64_t> by_process;
     for (const LossRecord& loss : recording.losses) by_process[loss.pid] += loss.count;
-    fprintf(stderr, "bpfprof: %llu events lost (ring buffer full; try a larger --buffer-size or a lower -F): %s; in %s\n",
-            static_cast<unsigned long long>(recording.stats.lost_bpf_events), per_cpu.c_str(), top(by_process).c_str());
+    fprintf(stderr,
+            "bpfprof: %llu events lost (ring buffer full; try a larger --buffer-size or a lower "
+            "-F): %s; in %s\n",
+            static_cast<unsigned long long>(recording.stats.lost_bpf_events), per_cpu.c_str(),
+            top(by_process).c_str());
   }
 }
 
@@ -169,30 +176,42 @@ void print_stack_completeness(const Recording& recording, const ProfileSummary& 
     snprintf(text, sizeof text, " %.1f%%", 100.0 * of_process.share());
     worst += (i ? ", " : "; least complete: ") + process + text;
   }
-  fprintf(stderr, "bpfprof: user stacks complete: %.1f%% of %.0f on-CPU samples reach a thread root (the rest begin "
-          "with [truncated])%s\n", 100.0 * stacks.share(), stacks.total, worst.c_str());
+  fprintf(stderr,
+          "bpfprof: user stacks complete: %.1f%% of %.0f on-CPU samples reach a thread root (the "
+          "rest begin "
+          "with [truncated])%s\n",
+          100.0 * stacks.share(), stacks.total, worst.c_str());
   if (recording.call_graph == "fp" && stacks.share() < 0.9)
-    fprintf(stderr, "bpfprof: most code here has no frame pointers, so frame-pointer stacks stop early; the default "
+    fprintf(stderr,
+            "bpfprof: most code here has no frame pointers, so frame-pointer stacks stop early; "
+            "the default "
             "--call-graph dwarf unwinds without them\n");
   const RecordingStats& s = recording.stats;
   if (!s.user_stacks) return;
   std::vector<uint32_t> times = s.unwind_ns;
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   const double per_stack = 1.0 / static_cast<double>(s.user_stacks);
-  fprintf(stderr, "bpfprof: unwinding %.1f us per stack (median); %.0f bytes of stack copied per sample (%.0f bytes "
-          "per event)\n", times.empty() ? 0.0 : times[times.size() / 2] / 1000.0,
-          static_cast<double>(s.stack_copy_bytes) * per_stack, static_cast<double>(s.dwarf_sample_bytes) * per_stack);
+  fprintf(stderr,
+          "bpfprof: unwinding %.1f us per stack (median); %.0f bytes of stack copied per sample "
+          "(%.0f bytes "
+          "per event)\n",
+          times.empty() ? 0.0 : times[times.size() / 2] / 1000.0,
+          static_cast<double>(s.stack_copy_bytes) * per_stack,
+          static_cast<double>(s.dwarf_sample_bytes) * per_stack);
   if (!s.raised_stack_copies.empty()) {
     std::string raised;
     for (const auto& [pid, bytes] : s.raised_stack_copies)
-      raised += (raised.empty() ? "" : ", ") + std::to_string(pid.value) + ": " + std::to_string(bytes);
-    fprintf(stderr, "bpfprof: stacks cut at the copy's end got larger copies (pid: bytes): %s\n", raised.c_str());
+      raised +=
+          (raised.empty() ? "" : ", ") + std::to_string(pid.value) + ": " + std::to_string(bytes);
+    fprintf(stderr, "bpfprof: stacks cut at the copy's end got larger copies (pid: bytes): %s\n",
+            raised.c_str());
   }
   if (s.stacks_cut_at_copy_end * 100 > s.user_stacks)
     fprintf(stderr, "bpfprof: %.1f%% of the stacks were cut where their copy ended%s\n",
             100.0 * static_cast<double>(s.stacks_cut_at_copy_end) * per_stack,
-            recording.fixed_stack_copy_size ? "; a larger --call-graph dwarf,SIZE (up to 65528) reaches further"
-                                            : " (before their process got a larger copy)");
+            recording.fixed_stack_copy_size
+                ? "; a larger --call-graph dwarf,SIZE (up to 65528) reaches further"
+                : " (before their process got a larger copy)");
 }
 
 // The processes that used the most CPU time (the kernel's accounting, summed over threads).
@@ -206,7 +225,8 @@ void print_top_processes(const SessionModel& model, size_t count) {
     if (cpu) by_cpu.emplace_back(cpu, &p);
   }
   if (by_cpu.empty()) return;
-  std::sort(by_cpu.begin(), by_cpu.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(by_cpu.begin(), by_cpu.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string line = "bpfprof: top processes by CPU time:";
   for (size_t i = 0; i < by_cpu.size() && i < count; ++i) {
     char entry[320];
@@ -233,7 +253,8 @@ int run_record(const RecordOptions& options) {
   const MonotonicNs invoked = monotonic_now();
   raise_file_limit();
   const bool launch = !options.command.empty();
-  const int modes = (launch ? 1 : 0) + (options.attach_pids.empty() ? 0 : 1) + (options.system_wide ? 1 : 0);
+  const int modes =
+      (launch ? 1 : 0) + (options.attach_pids.empty() ? 0 : 1) + (options.system_wide ? 1 : 0);
   if (modes != 1) {
     fprintf(stderr, "bpfprof: give exactly one of -- CMD, -p PID or -a\n");
     return 2;
@@ -268,7 +289,8 @@ int run_record(const RecordOptions& options) {
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
   recording.call_graph = options.user_stack_copy_bytes ? "dwarf" : "fp";
   recording.fixed_stack_copy_size = options.fixed_stack_copy_size;
-  IngestPipeline pipeline(recording, /*dwarf=*/options.user_stack_copy_bytes != 0, !options.no_collapse);
+  IngestPipeline pipeline(recording, /*dwarf=*/options.user_stack_copy_bytes != 0,
+                          !options.no_collapse);
   SessionModel& model = pipeline.model();
   try {
     output = open_output(options.output_path);  // fails now if the directory is not writable
@@ -298,9 +320,10 @@ int run_record(const RecordOptions& options) {
   if (!options.save_events_path.empty()) {
     try {
       event_log = std::make_unique<EventLogWriter>(
-          options.save_events_path, RecordingSettings{recording.frequency_hz, recording.sampling_event, recording.off_cpu,
-                                                      recording.call_graph, recording.start_time,
-                                                      recording.start_wall_clock_ms});
+          options.save_events_path,
+          RecordingSettings{recording.frequency_hz, recording.sampling_event, recording.off_cpu,
+                            recording.call_graph, recording.start_time,
+                            recording.start_wall_clock_ms});
     } catch (const std::exception& e) {
       fprintf(stderr, "bpfprof: %s\n", e.what());
       return 2;
@@ -319,7 +342,8 @@ int run_record(const RecordOptions& options) {
       command.emplace(options.command, options.run_as_root ? std::nullopt : invoking_user);
       bpf->track_process(command->pid());
       recording.events.push_back(LifecycleEvent{
-          recording.start_time, ProcessStartEvent{command->pid(), base_name(options.command[0]), /*is_launcher=*/true}});
+          recording.start_time,
+          ProcessStartEvent{command->pid(), base_name(options.command[0]), /*is_launcher=*/true}});
       if (std::optional<std::string> error = command->release()) {
         fprintf(stderr, "bpfprof: cannot run %s: %s\n", options.command[0].c_str(), error->c_str());
         return 127;
@@ -368,9 +392,10 @@ int run_record(const RecordOptions& options) {
   if (const int nice_now = getpriority(PRIO_PROCESS, 0); errno == 0)
     setpriority(PRIO_PROCESS, 0, std::max(-20, nice_now - kReaderNiceBoost));
   // Without -d, never.
-  const MonotonicNs deadline{options.duration_seconds ? recording.start_time.value +
-                                                            static_cast<uint64_t>(*options.duration_seconds * 1e9)
-                                                      : UINT64_MAX};
+  const MonotonicNs deadline{options.duration_seconds
+                                 ? recording.start_time.value +
+                                       static_cast<uint64_t>(*options.duration_seconds * 1e9)
+                                 : UINT64_MAX};
   if (event_log) event_log->write_lifecycle_events(recording.events, 0);
   pipeline.take_lifecycle_events();
   int handled_signals = 0;
@@ -449,7 +474,8 @@ int run_record(const RecordOptions& options) {
     try {
       event_log->finish(RecordingTrailer{recording.end_time, recording.stats.lost_bpf_events,
                                          recording.stats.lost_sideband_records});
-      fprintf(stderr, "bpfprof: saved %.1f MB of events to %s\n", static_cast<double>(event_log->bytes_written()) / 1e6,
+      fprintf(stderr, "bpfprof: saved %.1f MB of events to %s\n",
+              static_cast<double>(event_log->bytes_written()) / 1e6,
               options.save_events_path.c_str());
     } catch (const std::exception& e) {
       fprintf(stderr, "bpfprof: %s\n", e.what());
@@ -463,27 +489,41 @@ int run_record(const RecordOptions& options) {
           static_cast<double>(recording.end_time.value - recording.start_time.value) / 1e9);
   try {
     pipeline.finish(recording.end_time);
-    ProfileSummary summary = write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs, options.format});
+    ProfileSummary summary = write_profile(
+        model, recording, *output,
+        ProfileOptions{options.keep_idle_threads, options.symbol_dirs, options.format});
     output->commit();
     g_writing.store(false, std::memory_order_release);
-    if (invoking_user && chown(options.output_path.c_str(), invoking_user->uid, invoking_user->gid) != 0)
-      fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", options.output_path.c_str(), invoking_user->name.c_str(),
-              strerror(errno));
-    auto ms_between = [](MonotonicNs a, MonotonicNs b) { return (static_cast<double>(b.value) - a.value) / 1e6; };
-    fprintf(stderr, "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms, first sample after %.0f ms; "
+    if (invoking_user &&
+        chown(options.output_path.c_str(), invoking_user->uid, invoking_user->gid) != 0)
+      fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", options.output_path.c_str(),
+              invoking_user->name.c_str(), strerror(errno));
+    auto ms_between = [](MonotonicNs a, MonotonicNs b) {
+      return (static_cast<double>(b.value) - a.value) / 1e6;
+    };
+    fprintf(stderr,
+            "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms, first sample "
+            "after %.0f ms; "
             "profile written %.0f ms after the end\n",
             ms_between(invoked, sampling_started), ms_between(invoked, targets_known),
-            recording.stats.first_sample_time.value ? ms_between(invoked, recording.stats.first_sample_time) : 0.0,
+            recording.stats.first_sample_time.value
+                ? ms_between(invoked, recording.stats.first_sample_time)
+                : 0.0,
             ms_between(recording.end_time, monotonic_now()));
-    fprintf(stderr, "bpfprof: its own CPU time: %.0f ms while recording (%.2f%% of one CPU), %.0f ms writing the profile\n",
+    fprintf(stderr,
+            "bpfprof: its own CPU time: %.0f ms while recording (%.2f%% of one CPU), %.0f ms "
+            "writing the profile\n",
             own_cpu_while_recording_ms,
-            100.0 * own_cpu_while_recording_ms / std::max(1.0, ms_between(recording.start_time, recording.end_time)),
+            100.0 * own_cpu_while_recording_ms /
+                std::max(1.0, ms_between(recording.start_time, recording.end_time)),
             process_cpu_ms() - own_cpu_while_recording_ms - own_cpu_at_start_ms);
-    fprintf(stderr, "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events lost\n",
-            static_cast<unsigned long long>(recording.stats.samples), recording.sampling_event.c_str(),
-            recording.frequency_hz, summary.processes, summary.threads,
-            static_cast<unsigned long long>(recording.stats.lost_bpf_events +
-                                            recording.stats.lost_sideband_records));
+    fprintf(
+        stderr,
+        "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events lost\n",
+        static_cast<unsigned long long>(recording.stats.samples), recording.sampling_event.c_str(),
+        recording.frequency_hz, summary.processes, summary.threads,
+        static_cast<unsigned long long>(recording.stats.lost_bpf_events +
+                                        recording.stats.lost_sideband_records));
     print_stack_completeness(recording, summary);
     print_losses(recording, model);
     if (!summary.unnamed_share_by_library.empty()) {
@@ -498,7 +538,9 @@ int run_record(const RecordOptions& options) {
           where += (i ? ", " : "") + lib + text;
         }
       }
-      fprintf(stderr, "bpfprof: %.1f%% of on-CPU samples are in code without a symbol (no debug information?): %s\n",
+      fprintf(stderr,
+              "bpfprof: %.1f%% of on-CPU samples are in code without a symbol (no debug "
+              "information?): %s\n",
               100.0 * total, where.c_str());
       if (const std::string hint = debug_info_hint(summary.unnamed_library_paths); !hint.empty())
         fprintf(stderr, "bpfprof:   %s\n", hint.c_str());
@@ -506,9 +548,10 @@ int run_record(const RecordOptions& options) {
     print_top_processes(model, 5);
     if (!summary.top_self_functions.empty()) {
       fprintf(stderr, "bpfprof: top functions by on-CPU samples (self):\n");
-      for (const auto& [name, share] : summary.top_self_functions) fprintf(stderr, "  %5.1f%%  %s\n", 100.0 * share, name.c_str());
+      for (const auto& [name, share] : summary.top_self_functions)
+        fprintf(stderr, "  %5.1f%%  %s\n", 100.0 * share, name.c_str());
     }
-    struct stat written{};
+    struct stat written {};
     stat(options.output_path.c_str(), &written);
     fprintf(stderr, "bpfprof: wrote %s (%s) — %s\n", options.output_path.c_str(),
             human_size(static_cast<uint64_t>(written.st_size)).c_str(),
@@ -519,7 +562,8 @@ int run_record(const RecordOptions& options) {
     fprintf(stderr, "bpfprof: cannot write the profile: %s\n", e.what());
     return command_exited && status != 0 ? status : 1;
   }
-  if (options.open && options.format == OutputFormat::kFirefox) run_serve(ServeOptions{options.output_path});
+  if (options.open && options.format == OutputFormat::kFirefox)
+    run_serve(ServeOptions{options.output_path});
   return status;
 }
 

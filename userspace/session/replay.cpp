@@ -11,9 +11,9 @@
 #include "userspace/capture/event_log.h"
 #include "userspace/capture/ingest.h"
 #include "userspace/model/clocks.h"
+#include "userspace/model/session_model.h"
 #include "userspace/output/output_file.h"
 #include "userspace/output/profile_writer.h"
-#include "userspace/model/session_model.h"
 
 namespace bpfprof {
 
@@ -68,16 +68,18 @@ int run_replay(const ReplayOptions& options) {
       }
     }
     if (!complete) {
-      fprintf(stderr, "bpfprof: %s ends early (the recording was cut short); replaying what it holds\n",
+      fprintf(stderr,
+              "bpfprof: %s ends early (the recording was cut short); replaying what it holds\n",
               options.events_path.c_str());
-      for (const SampleRecord& s : recording.samples) recording.end_time = std::max(recording.end_time, s.time);
+      for (const SampleRecord& s : recording.samples)
+        recording.end_time = std::max(recording.end_time, s.time);
     }
     pipeline.finish(recording.end_time);
     const double cpu_modelled = thread_cpu_ms();
     const double model_ms = pipeline.model_cpu_ms();
     const SessionModel& model = pipeline.model();
-    ProfileSummary summary =
-        write_profile(model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs});
+    ProfileSummary summary = write_profile(
+        model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs});
     output->commit();
     const double cpu_written = thread_cpu_ms();
 
@@ -85,15 +87,17 @@ int run_replay(const ReplayOptions& options) {
     getrusage(RUSAGE_SELF, &usage);
     const uint64_t events = bpf_events + lifecycle_events;
     const double total_ms = cpu_written - cpu_start;
-    fprintf(stderr,
-            "bpfprof: replayed %llu events (%llu samples, %llu switch-outs, %s stacks) in %.0f ms CPU: "
-            "%.0f events/s; decode+unwind %.0f ms, model %.0f ms, symbolize+write %.0f ms; "
-            "%zu unique stacks, %zu samples written, peak RSS %.1f MB\n",
-            static_cast<unsigned long long>(events), static_cast<unsigned long long>(recording.stats.samples),
-            static_cast<unsigned long long>(recording.stats.switch_outs), settings.call_graph.c_str(), total_ms,
-            static_cast<double>(events) / (total_ms / 1e3), cpu_modelled - cpu_start - model_ms, model_ms,
-            cpu_written - cpu_modelled, model.stacks().size(), summary.samples,
-            static_cast<double>(usage.ru_maxrss) / 1024.0);
+    fprintf(
+        stderr,
+        "bpfprof: replayed %llu events (%llu samples, %llu switch-outs, %s stacks) in %.0f ms CPU: "
+        "%.0f events/s; decode+unwind %.0f ms, model %.0f ms, symbolize+write %.0f ms; "
+        "%zu unique stacks, %zu samples written, peak RSS %.1f MB\n",
+        static_cast<unsigned long long>(events),
+        static_cast<unsigned long long>(recording.stats.samples),
+        static_cast<unsigned long long>(recording.stats.switch_outs), settings.call_graph.c_str(),
+        total_ms, static_cast<double>(events) / (total_ms / 1e3),
+        cpu_modelled - cpu_start - model_ms, model_ms, cpu_written - cpu_modelled,
+        model.stacks().size(), summary.samples, static_cast<double>(usage.ru_maxrss) / 1024.0);
     return 0;
   } catch (const std::exception& e) {
     fprintf(stderr, "bpfprof: %s\n", e.what());

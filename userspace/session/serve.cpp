@@ -15,9 +15,9 @@
 #include <iterator>
 #include <string_view>
 
-#include "userspace/session/launcher.h"
-#include "symbols/util/unique_handle.h"
 #include "symbols/util/text.h"
+#include "symbols/util/unique_handle.h"
+#include "userspace/session/launcher.h"
 
 namespace bpfprof {
 
@@ -25,7 +25,6 @@ namespace {
 
 volatile sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
-
 
 // The browser runs as the user who ran sudo, never as root.
 void open_in_browser(const std::string& link) {
@@ -60,7 +59,8 @@ constexpr char kCors[] =
     "Access-Control-Allow-Headers: *\r\n";
 
 // One request per connection; only GET/HEAD of `served_path` succeed.
-void answer(int client, const std::string& served_path, const std::string& body, const char* content_type) {
+void answer(int client, const std::string& served_path, const std::string& body,
+            const char* content_type) {
   std::string request;
   char buffer[4096];
   while (request.find("\r\n\r\n") == std::string::npos && request.size() < 16384) {
@@ -81,16 +81,19 @@ void answer(int client, const std::string& served_path, const std::string& body,
   const std::string method = line.substr(0, space1);
   const std::string target = line.substr(space1 + 1, space2 - space1 - 1);
   if (method == "OPTIONS") {
-    send_all(client, std::string("HTTP/1.1 204 No Content\r\n") + kCors + "Content-Length: 0\r\nConnection: close\r\n\r\n");
+    send_all(client, std::string("HTTP/1.1 204 No Content\r\n") + kCors +
+                         "Content-Length: 0\r\nConnection: close\r\n\r\n");
     return;
   }
   if ((method != "GET" && method != "HEAD") || target != served_path) {
     send_all(client, std::string("HTTP/1.1 404 Not Found\r\n") + kCors +
-                         "Content-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\nnot found\n");
+                         "Content-Type: text/plain\r\nContent-Length: 10\r\nConnection: "
+                         "close\r\n\r\nnot found\n");
     return;
   }
   std::string head = std::string("HTTP/1.1 200 OK\r\n") + kCors + "Content-Type: " + content_type +
-                     "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+                     "\r\nContent-Length: " + std::to_string(body.size()) +
+                     "\r\nConnection: close\r\n\r\n";
   send_all(client, head);
   if (method == "GET") send_all(client, body);
 }
@@ -111,7 +114,9 @@ std::string url_encode(const std::string& text) {
   return out;
 }
 
-std::string profiler_link(const std::string& url) { return "https://profiler.firefox.com/from-url/" + url_encode(url) + "/"; }
+std::string profiler_link(const std::string& url) {
+  return "https://profiler.firefox.com/from-url/" + url_encode(url) + "/";
+}
 
 int run_serve(const ServeOptions& options) {
   std::ifstream in(options.path, std::ios::binary);
@@ -129,7 +134,8 @@ int run_serve(const ServeOptions& options) {
   address.sin_family = AF_INET;
   address.sin_port = htons(options.port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // never reachable from other machines
-  if (!listener.valid() || bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+  if (!listener.valid() ||
+      bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
       listen(listener.get(), 16) != 0) {
     fprintf(stderr, "bpfprof: cannot listen on 127.0.0.1:%u: %s\n", options.port, strerror(errno));
     return 2;
@@ -137,13 +143,16 @@ int run_serve(const ServeOptions& options) {
   socklen_t length = sizeof address;
   getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length);
   const std::string served_path = "/" + url_encode(base_name(options.path));
-  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + served_path;
+  const std::string url =
+      "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + served_path;
   const std::string link = profiler_link(url);
-  printf("bpfprof: serving %s at %s (Ctrl-C to stop)\n%s\n", options.path.c_str(), url.c_str(), link.c_str());
+  printf("bpfprof: serving %s at %s (Ctrl-C to stop)\n%s\n", options.path.c_str(), url.c_str(),
+         link.c_str());
   fflush(stdout);
-  if (options.open_browser && (getenv("DISPLAY") || getenv("WAYLAND_DISPLAY")) && access("/usr/bin/xdg-open", X_OK) == 0)
+  if (options.open_browser && (getenv("DISPLAY") || getenv("WAYLAND_DISPLAY")) &&
+      access("/usr/bin/xdg-open", X_OK) == 0)
     open_in_browser(link);
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_stop;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -152,7 +161,8 @@ int run_serve(const ServeOptions& options) {
     pollfd p{listener.get(), POLLIN, 0};
     if (poll(&p, 1, 500) <= 0) continue;
     UniqueFd client(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (client.valid()) answer(client.get(), served_path, body, gzipped ? "application/gzip" : "application/json");
+    if (client.valid())
+      answer(client.get(), served_path, body, gzipped ? "application/gzip" : "application/json");
   }
   return 0;
 }

@@ -10,8 +10,8 @@ namespace bpfprof {
 
 struct ServeOptions {
   std::string path;
-  uint16_t port = 0;          // 0: any free port
-  bool open_browser = true;   // with xdg-open, when a display is set
+  uint16_t port = 0;         // 0: any free port
+  bool open_browser = true;  // with xdg-open, when a display is set
 };
 
 // Serves until SIGINT/SIGTERM; returns 0 then, or 2 with a one-line message when the file
