@@ -43,6 +43,7 @@ class IngestPipeline {
 
   Recording& recording() { return recording_; }
   SessionModel& model() { return model_; }
+  const SessionModel& model() const { return model_; }
   EventDecoder& decoder() { return decoder_; }
   double model_cpu_ms() const { return model_cpu_ms_; }  // the model's share of the work
 
