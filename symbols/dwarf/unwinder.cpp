@@ -12,6 +12,7 @@
 
 #include "symbols/elf/elf_file.h"
 #include "symbols/symbolizer.h"
+#include "symbols/util/mapping_kind.h"
 #include "symbols/util/mapping_ranges.h"
 
 namespace bpfprof {
@@ -206,8 +207,10 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
   dwfl_report_begin(process->dwfl);
   std::set<std::string> reported;
   for (const auto& [start, mapping] : maps->second) {
-    const std::string& file = mapping.path == "[vdso]" ? vdso_image_path() : mapping.path;
-    if (file.empty() || file[0] != '/' || !reported.insert(file).second) continue;
+    const MappingKind kind = classify_mapping(mapping.path);
+    if (kind != MappingKind::kFile && kind != MappingKind::kVdso) continue;
+    const std::string& file = kind == MappingKind::kVdso ? vdso_image_path() : mapping.path;
+    if (file.empty() || !reported.insert(file).second) continue;
     // The load bias: where the file's virtual address 0 is in this process.
     std::optional<uint64_t> vaddr = vaddr_of_file_offset(file, mapping.file_offset);
     if (!vaddr) continue;

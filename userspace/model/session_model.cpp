@@ -1,5 +1,6 @@
 #include "userspace/model/session_model.h"
 
+#include "symbols/util/mapping_kind.h"
 #include "symbols/util/mapping_ranges.h"
 #include "symbols/util/text.h"
 
@@ -7,16 +8,7 @@
 
 namespace bpfprof {
 
-namespace {
-
-// Executable memory that is no file: JIT code (perf reports "//anon"; memfd files and
-// /proc's "[anon:...]" names are the same thing).
-bool is_anonymous_memory(const std::string& path) {
-  return path.empty() || path.starts_with("//anon") || path.starts_with("[anon") ||
-         path.starts_with("/memfd:") || path == "[heap]" || path == "[stack]";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void AddressSpace::add(const Mapping& mapping) {
   if (mapping.end <= mapping.start) return;
@@ -269,7 +261,7 @@ void SessionModel::on(MonotonicNs, const MmapEvent& e) {
   m.start = e.mapping.start;
   m.end = e.mapping.start + e.mapping.length;
   m.file_offset = e.mapping.file_offset;
-  if (is_anonymous_memory(e.mapping.path)) {
+  if (classify_mapping(e.mapping.path) == MappingKind::kAnonymousCode) {
     m.lib = anonymous_library(e.pid);
     m.file_offset = m.start;  // frames keep their absolute address
   } else {

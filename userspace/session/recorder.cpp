@@ -283,7 +283,8 @@ class RecordSession {
       : options_(options),
         invoked_(monotonic_now()),
         recording_(recording_for(options)),
-        pipeline_(recording_, /*dwarf=*/options.user_stack_copy_bytes != 0, !options.no_collapse) {}
+        pipeline_(recording_, {.dwarf = options.user_stack_copy_bytes != 0,
+                               .collapse_repeated_samples = !options.no_collapse}) {}
 
   // Each throws RecordFailure.
   void set_up();

@@ -104,7 +104,9 @@ int run_replay(const ReplayOptions& options) {
   try {
     EventLogReader reader(options.events_path);
     Recording recording = recording_for(reader.settings());
-    IngestPipeline pipeline(recording, recording.call_graph == "dwarf", !options.no_collapse);
+    IngestPipeline pipeline(recording, {.dwarf = recording.call_graph == "dwarf",
+                                        .collapse_repeated_samples = !options.no_collapse,
+                                        .pin_mapped_files = false});
     std::unique_ptr<CommittableSink> output = open_output(options.output_path);
     const double cpu_start = thread_cpu_ms();
     const ReplayedEvents counts = replay_events(reader, pipeline);
