@@ -13,7 +13,6 @@
 #include "symbols/elf/elf_file.h"
 #include "symbols/symbolizer.h"
 #include "symbols/util/mapping_kind.h"
-#include "symbols/util/mapping_ranges.h"
 
 namespace bpfprof {
 
@@ -160,7 +159,7 @@ DwarfUnwinder::~DwarfUnwinder() = default;
 
 void DwarfUnwinder::add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset,
                                 const std::string& readable_path) {
-  insert_replacing_overlaps(mappings_[pid], Mapping{start, end, file_offset, readable_path});
+  mappings_[pid].add(Mapping{start, end, file_offset, readable_path});
   sessions_.erase(pid);  // rebuilt with the new module on next use
 }
 

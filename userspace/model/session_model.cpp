@@ -1,27 +1,11 @@
 #include "userspace/model/session_model.h"
 
 #include "symbols/util/mapping_kind.h"
-#include "symbols/util/mapping_ranges.h"
 #include "symbols/util/text.h"
 
 #include <algorithm>
 
 namespace bpfprof {
-
-namespace {}  // namespace
-
-void AddressSpace::add(const Mapping& mapping) {
-  if (mapping.end <= mapping.start) return;
-  version_ = next_version();
-  insert_replacing_overlaps(by_start_, mapping);
-}
-
-const Mapping* AddressSpace::find(uint64_t address) const {
-  auto it = by_start_.upper_bound(address);
-  if (it == by_start_.begin()) return nullptr;
-  --it;
-  return address < it->second.end ? &it->second : nullptr;
-}
 
 SessionModel::SessionModel() {
   libraries_.push_back(Library{.path = "[kernel.kallsyms]"});  // kKernelLib

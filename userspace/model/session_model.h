@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "symbols/util/mapping_ranges.h"
 #include "userspace/model/ids.h"
 #include "userspace/model/prefix_tree.h"
 #include "userspace/model/recording.h"
@@ -70,23 +71,7 @@ struct Mapping {
 };
 
 // The executable mappings of one process at the current replay time.
-class AddressSpace {
- public:
-  void add(const Mapping& mapping);  // replaces whatever it overlaps
-  const Mapping* find(uint64_t address) const;
-  size_t size() const { return by_start_.size(); }
-  // Changes with every change of the mappings, unique across all address spaces: stacks
-  // resolved against one version stay valid until the next.
-  uint64_t version() const { return version_; }
-
- private:
-  static uint64_t next_version() {
-    static uint64_t counter = 0;
-    return ++counter;
-  }
-  std::map<uint64_t, Mapping> by_start_;
-  uint64_t version_ = next_version();
-};
+using AddressSpace = AddressSpaceOf<Mapping>;
 
 // A thread's identity and its samples; how the samples are made from its events is its
 // accounting's business.
