@@ -377,8 +377,7 @@ void SessionModel::switch_out(Thread& th, const SampleRecord& sample,
     where = resolve(sample.pid, sample.stack, raw_stacks);
     th.last_off_cpu_where = where;
   }
-  StackId stack = stacks_.intern(
-      where, FrameKey{kOffCpuStateFrame, static_cast<uint64_t>(sample.off_cpu_state)});
+  StackId stack = stacks_.intern(where, FrameKey::off_cpu(sample.off_cpu_state));
   if (off_cpu_) {
     th.off_cpu = OffCpuInterval{sample.time, stack};
   } else {
@@ -447,12 +446,12 @@ StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw
     uint64_t address = leaf_to_root[i];
     // Every other frame is a return address: point into the call.
     if (i != 0 && i != innermost_user && address > 0) address -= 1;
-    FrameKey key{kNoLib, address};
+    FrameKey key = FrameKey::unmapped(address);
     if (is_kernel_address(address)) {
-      key.lib = kKernelLib;
+      key = FrameKey::kernel(address);
     } else if (const Mapping* m = space ? space->find(address) : nullptr) {
-      key = FrameKey{m->lib, address - m->start + m->file_offset};
-    }  // else outside any executable mapping (often a frame-pointer walk gone astray): kNoLib
+      key = FrameKey::native(m->lib, address - m->start + m->file_offset);
+    }
     node = stacks_.intern(node, key);
   }
   return node;
