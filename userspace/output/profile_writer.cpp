@@ -183,10 +183,15 @@ RunReport write_profile_with_report(const SessionModel& model, const Recording& 
   return report;
 }
 
+RunReport write_profile_with_report(const SessionModel& model, const Recording& recording,
+                                    OutputSink& sink, const ProfileOptions& options) {
+  SystemSymbolizer symbolizer(SymbolizerOptions{options.symbol_dirs});
+  return write_profile_with_report(model, recording, sink, options, symbolizer);
+}
+
 ProfileSummary write_profile(const SessionModel& model, const Recording& recording,
                              OutputSink& sink, const ProfileOptions& options) {
-  SystemSymbolizer symbolizer(SymbolizerOptions{options.symbol_dirs});
-  return write_profile_with_report(model, recording, sink, options, symbolizer).profile;
+  return write_profile_with_report(model, recording, sink, options).profile;
 }
 
 }  // namespace bpfprof

@@ -35,7 +35,12 @@ RunReport write_profile_with_report(const SessionModel& model, const Recording& 
                                     OutputSink& sink, const ProfileOptions& options,
                                     ProfileSymbolizer& symbolizer);
 
-// The same with the system's symbols (options.symbol_dirs); the figures measured on it.
+// The same with the system's symbols (options.symbol_dirs): what `record` calls, then
+// print_run_summary(report) (cli/summary.h) for the end-of-run summary.
+RunReport write_profile_with_report(const SessionModel& model, const Recording& recording,
+                                    OutputSink& sink, const ProfileOptions& options);
+
+// Only the figures measured on the profile (replay, tests).
 ProfileSummary write_profile(const SessionModel& model, const Recording& recording,
                              OutputSink& sink, const ProfileOptions& options = {});
 
