@@ -22,6 +22,9 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_SWITCH_IN = 7,        /* it runs again (just the header) */
   BPFPROF_EVENT_DWARF_SAMPLE = 8,     /* a timer sample with user registers and stack bytes */
   BPFPROF_EVENT_DWARF_SWITCH_OUT = 9, /* a switch-out, stacks as in a DWARF sample */
+  /* The Python frames of the sample or switch-out that follows it in the ring buffer (same
+   * header: cpu, timestamp, pid, tid): bpfprof_python_stack_event. */
+  BPFPROF_EVENT_PYTHON_STACK = 10,
 };
 
 /* The largest user-stack copy per sample (--call-graph dwarf,SIZE), as perf allows. */
@@ -128,6 +131,56 @@ struct bpfprof_exit_event {
 struct bpfprof_comm_event {
   struct bpfprof_event_header header;
   char comm[BPFPROF_COMM_LEN];
+};
+
+/* Python (CPython) frames. */
+#define BPFPROF_MAX_PYTHON_FRAMES 96
+
+/* The frame was the first one run by its C-level call of the interpreter loop (3.11:
+ * _PyInterpreterFrame.is_entry): the frames up to it belong to one native
+ * _PyEval_EvalFrameDefault activation. */
+#define BPFPROF_PYTHON_FRAME_ENTRY 1u
+
+struct bpfprof_python_frame {
+  __u64 code;        /* the PyCodeObject's address in the process */
+  __u32 instruction; /* bytes from the code's first instruction to the current one */
+  __s32 first_line;  /* co_firstlineno as the frame was read: checks a cached code object */
+  __u32 flags;       /* BPFPROF_PYTHON_FRAME_* */
+  __u32 reserved;
+};
+
+/* Why no (or not all) Python frames were read for a sample of a Python process. */
+enum bpfprof_python_stack_status {
+  BPFPROF_PYTHON_STACK_COMPLETE = 0,   /* read up to the outermost frame */
+  BPFPROF_PYTHON_STACK_NO_THREAD = 1,  /* the thread has no PyThreadState (yet, anymore) */
+  BPFPROF_PYTHON_STACK_UNREADABLE = 2, /* a read failed midway (frames freed, paged out) */
+  BPFPROF_PYTHON_STACK_AT_LIMIT = 3,   /* more than BPFPROF_MAX_PYTHON_FRAMES */
+};
+
+/* Only the used part of `frames` is sent. */
+struct bpfprof_python_stack_event {
+  struct bpfprof_event_header header;
+  __u32 depth;  /* frames, innermost first */
+  __u32 status; /* enum bpfprof_python_stack_status */
+  struct bpfprof_python_frame frames[BPFPROF_MAX_PYTHON_FRAMES];
+};
+
+/* What the BPF side needs to walk one process's Python frames: addresses in the process,
+ * and the offsets of the fields it reads (from userspace's per-version table). */
+struct bpfprof_python_process {
+  __u64 runtime;                   /* &_PyRuntime */
+  __u32 runtime_interpreters_head; /* _PyRuntimeState.interpreters.head */
+  __u32 interpreter_threads_head;  /* PyInterpreterState.threads.head */
+  __u32 thread_next;               /* PyThreadState.next */
+  __u32 thread_native_id;          /* PyThreadState.native_thread_id (the tid) */
+  __u32 thread_cframe;             /* PyThreadState.cframe */
+  __u32 cframe_current_frame;      /* _PyCFrame.current_frame */
+  __u32 frame_code;                /* _PyInterpreterFrame.f_code */
+  __u32 frame_previous;            /* .previous */
+  __u32 frame_prev_instr;          /* .prev_instr */
+  __u32 frame_is_entry;            /* .is_entry (a bool) */
+  __u32 code_first_line;           /* PyCodeObject.co_firstlineno */
+  __u32 code_instructions;         /* PyCodeObject.co_code_adaptive */
 };
 
 #endif

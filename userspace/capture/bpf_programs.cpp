@@ -112,6 +112,7 @@ void BpfPrograms::wait(int timeout_ms) {
 }
 
 int BpfPrograms::consume(IngestPipeline& pipeline) {
+  apply_python_changes(pipeline);  // interpreters found in the mappings taken just before
   target_ = &pipeline;
   poll_deadline_ = std::chrono::steady_clock::now() + kPollBudget;
   events_this_poll_ = 0;
@@ -119,6 +120,7 @@ int BpfPrograms::consume(IngestPipeline& pipeline) {
   poll_deadline_.reset();
   target_ = nullptr;
   apply_stack_copy_changes(pipeline);
+  apply_python_changes(pipeline);
   return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
 }
 
@@ -142,6 +144,19 @@ void BpfPrograms::apply_stack_copy_changes(IngestPipeline& pipeline) {
                              sizeof(bytes), BPF_ANY) == 0 &&
         bytes > user_stack_copy_bytes_)
       recording.stats.raised_stack_copies[pid] = bytes;
+  }
+}
+
+// The BPF side reads the Python frames of the interpreters userspace found, and forgets
+// those that exited or exec'd (their pids may be reused by other programs).
+void BpfPrograms::apply_python_changes(IngestPipeline& pipeline) {
+  for (const PythonProcesses::Change& change : pipeline.python_processes().take_changes()) {
+    const uint32_t key = static_cast<uint32_t>(change.pid.value);
+    if (change.entry)
+      bpf_map__update_elem(skeleton_->maps.python_processes, &key, sizeof(key), &*change.entry,
+                           sizeof(*change.entry), BPF_ANY);
+    else
+      bpf_map__delete_elem(skeleton_->maps.python_processes, &key, sizeof(key), 0);
   }
 }
 

@@ -65,6 +65,7 @@ class BpfPrograms {
  private:
   static int on_event(void* context, void* data, size_t size);
   void apply_stack_copy_changes(IngestPipeline& pipeline);
+  void apply_python_changes(IngestPipeline& pipeline);
   uint32_t user_stack_copy_bytes_;
 
   struct SkeletonDeleter {

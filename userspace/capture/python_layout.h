@@ -1,0 +1,99 @@
+// Where CPython keeps what a profiler reads, per interpreter version: the offsets of the
+// fields of _PyRuntimeState, PyInterpreterState, PyThreadState, _PyCFrame,
+// _PyInterpreterFrame, PyCodeObject, str and bytes that the frame walk (bpf/python_frames.h)
+// and the naming of code objects (python_code.cpp) read. Versions before 3.13 describe
+// themselves nowhere (no _Py_DebugOffsets), so the numbers come from the headers of each
+// release and are checked at attach time against what the binary does say (python_processes.cpp).
+// A version is one entry of kPythonLayouts.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace bpfprof {
+
+struct PythonVersion {
+  int major = 0;
+  int minor = 0;
+  bool operator==(const PythonVersion&) const = default;
+};
+
+struct PythonLayout {
+  PythonVersion version;
+  // The thread walk (bpf/events.h: bpfprof_python_process).
+  uint32_t runtime_interpreters_head;
+  uint32_t interpreter_threads_head;
+  uint32_t thread_next;
+  uint32_t thread_native_id;
+  uint32_t thread_cframe;
+  uint32_t cframe_current_frame;
+  // The frame walk.
+  uint32_t frame_code;
+  uint32_t frame_previous;
+  uint32_t frame_prev_instr;
+  uint32_t frame_is_entry;
+  // Code objects. `code_instructions` is also sizeof(PyCodeObject): PyCode_Type's
+  // tp_basicsize in the binary must say the same.
+  uint32_t code_first_line;
+  uint32_t code_filename;
+  uint32_t code_qualname;
+  uint32_t code_linetable;
+  uint32_t code_instructions;
+  // The parts of every object, str and bytes that naming reads.
+  uint32_t object_type;       // ob_type
+  uint32_t type_basic_size;   // PyTypeObject.tp_basicsize
+  uint32_t str_length;        // PyASCIIObject.length (code points)
+  uint32_t str_state;         // the state bit field: kind, compact, ascii
+  uint32_t str_ascii_data;    // sizeof(PyASCIIObject): compact ASCII text
+  uint32_t str_compact_data;  // sizeof(PyCompactUnicodeObject): other compact text
+  uint32_t bytes_size;        // ob_size
+  uint32_t bytes_data;        // ob_sval
+  uint32_t runtime_min_size;  // _PyRuntime's symbol must be at least this large
+};
+
+// Read off CPython v3.11's Include/internal/pycore_runtime.h, pycore_interp.h,
+// cpython/pystate.h, pycore_frame.h, cpython/code.h and cpython/unicodeobject.h (x86-64),
+// and confirmed on Debian's 3.11.7 with ctypes (tests/integration/python/offsets.py).
+inline constexpr PythonLayout kPython311{
+    .version = {3, 11},
+    .runtime_interpreters_head = 40,
+    .interpreter_threads_head = 16,
+    .thread_next = 8,
+    .thread_native_id = 160,
+    .thread_cframe = 56,
+    .cframe_current_frame = 8,
+    .frame_code = 32,
+    .frame_previous = 48,
+    .frame_prev_instr = 56,
+    .frame_is_entry = 68,
+    .code_first_line = 72,
+    .code_filename = 112,
+    .code_qualname = 128,
+    .code_linetable = 136,
+    .code_instructions = 184,
+    .object_type = 8,
+    .type_basic_size = 32,
+    .str_length = 16,
+    .str_state = 32,
+    .str_ascii_data = 48,
+    .str_compact_data = 72,
+    .bytes_size = 16,
+    .bytes_data = 32,
+    .runtime_min_size = 48,
+};
+
+inline constexpr PythonLayout kPythonLayouts[] = {kPython311};
+
+inline const PythonLayout* python_layout(PythonVersion version) {
+  for (const PythonLayout& layout : kPythonLayouts)
+    if (layout.version == version) return &layout;
+  return nullptr;
+}
+
+// The version in the name of an interpreter's file: "python3.11" (the executable, with
+// libpython linked in, as Debian builds it) or "libpython3.11.so.1.0"; nullopt for any other
+// name (python3, python3.11-config, ...).
+std::optional<PythonVersion> python_version_from_file_name(std::string_view base_name);
+
+}  // namespace bpfprof
