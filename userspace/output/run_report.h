@@ -67,6 +67,8 @@ struct RunReport {
   std::string debug_info_hint;  // what to install for names, when code was unnamed
 
   std::optional<UnwindCost> unwinding;
+  // How reading Python frames went (nothing when no interpreter was seen).
+  PythonStats python;
   // Processes that used CPU time, most first.
   std::vector<ProcessCpuTime> processes_by_cpu_time;
 };
