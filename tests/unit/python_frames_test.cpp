@@ -60,7 +60,7 @@ TEST(PythonText, EachKindBecomesUtf8) {
   EXPECT_EQ(python_text_as_utf8("h\xe9", 1), "h\xc3\xa9");
   EXPECT_EQ(python_text_as_utf8(std::string("\xac\x20", 2), 2), "\xe2\x82\xac");  // U+20AC
   EXPECT_EQ(python_text_as_utf8(std::string("\x00\xf6\x01\x00", 4), 4),
-            "\xf0\x9f\x98\x80");  // U+1F600
+            "\xf0\x9f\x98\x80");                                                  // U+1F600
   EXPECT_EQ(python_text_as_utf8(std::string("\x00\xd8", 2), 2), "\xef\xbf\xbd");  // a surrogate
 }
 

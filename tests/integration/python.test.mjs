@@ -1,0 +1,312 @@
+// python: an unmodified python3.11 (Debian's) running python/call_tree.py, a program with a
+// known call tree on three threads, recorded with `-- CMD`, `-p` and `-a`. The Python frames
+// must sit in place of the interpreter loop's native frames, in order, with lines inside
+// their functions, native frames under the Python function that called into C; a process
+// that is not Python is unchanged, and one that only looks like Python costs nothing.
+import assert from 'node:assert/strict';
+import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import {
+  INTEGRATION_DIR, REPO_DIR, RESULTS_DIR, checkWithProfilerCli, fixturePath, frameLib, funcSourceFile, osPid,
+  pct, recordWith, requireRecorder, recorderUnavailableReason, run, saveMetrics, sleep, startBackground,
+  STATE_FRAMES,
+} from './lib/harness.mjs';
+
+const PYTHON = '/usr/bin/python3.11';
+const SCRIPT = join(INTEGRATION_DIR, 'python', 'call_tree.py');
+const SECONDS = 1.0;
+const MIN_ORDERED_SHARE = 0.95;
+
+const BOOTSTRAP = ['Thread._bootstrap', 'Thread._bootstrap_inner', 'Thread.run'];
+// The innermost Python function of a sample -> the Python frames (root first) it must have.
+const EXPECTED = {
+  grove: { recursion_leaf: [...BOOTSTRAP, 'grove_worker', 'Grove.tend', 'orchard',
+    'orchard.<locals>.medlar', 'recurse', 'recurse', 'recurse', 'recurse', 'recursion_leaf'] },
+  late: { recursion_leaf: [...BOOTSTRAP, 'late_worker', 'recursion_leaf'] },
+  main: {
+    ripen: ['<module>', 'main', 'harvest', 'ripen'],
+    thrower: ['<module>', 'main', 'catcher', 'thrower', 'thrower', 'thrower', 'thrower'],
+    digest: ['<module>', 'main', 'digest'],
+  },
+};
+
+function pythonFrames(frames) {
+  return frames.filter((f) => f.category === 'Python');
+}
+function onCpu(frames) {
+  return !frames.some((f) => STATE_FRAMES.has(f.name));
+}
+// 3.11's threading names no native thread: the workers are told apart by their functions.
+function threadRole(view, thread) {
+  if (thread.isMainThread) return 'main';
+  for (const s of view.samples(thread)) {
+    const names = pythonFrames(s.frames).map((f) => f.name);
+    if (names.includes('grove_worker')) return 'grove';
+    if (names.includes('late_worker')) return 'late';
+  }
+  return null;
+}
+function pythonThreads(view) {
+  return view.threads.filter((th) => th.processName === 'python3.11');
+}
+
+// For each thread role and leaf: on-CPU samples whose innermost Python frame is the leaf, and
+// the share whose Python frames are exactly the expected chain.
+function orderedShares(view) {
+  const out = {};
+  for (const th of pythonThreads(view)) {
+    const role = threadRole(view, th);
+    if (!role) continue;
+    for (const [leaf, chain] of Object.entries(EXPECTED[role])) {
+      const key = `${role}:${leaf}`;
+      const r = out[key] ?? (out[key] = { total: 0, ordered: 0, examples: new Map() });
+      for (const s of view.samples(th)) {
+        if (!onCpu(s.frames)) continue;
+        const py = pythonFrames(s.frames).map((f) => f.name);
+        if (py.at(-1) !== leaf) continue;
+        r.total += 1;
+        if (py.join(' > ') === chain.join(' > ')) r.ordered += 1;
+        else r.examples.set(py.join(' > '), (r.examples.get(py.join(' > ')) ?? 0) + 1);
+      }
+    }
+  }
+  return out;
+}
+
+// On-CPU samples of Python threads in which a native interpreter-loop frame was left in place.
+function leftoverInterpreterShare(view) {
+  let total = 0;
+  let left = 0;
+  for (const th of pythonThreads(view)) {
+    for (const s of view.samples(th)) {
+      if (!onCpu(s.frames) || !pythonFrames(s.frames).length) continue;
+      total += 1;
+      if (s.frames.some((f) => f.name === '_PyEval_EvalFrameDefault')) left += 1;
+    }
+  }
+  return { total, left, share: total ? left / total : 0 };
+}
+
+function describeRanges() {
+  return JSON.parse(readFileSync(join(RESULTS_DIR, 'python-ranges.json'), 'utf8'));
+}
+
+describe('python', () => {
+  let rec;
+  const metrics = { fixture: 'python/call_tree.py', seconds: SECONDS };
+
+  after(() => {
+    if (rec) saveMetrics('python', metrics);
+  });
+
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(PYTHON)) return;
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    const described = await run(PYTHON, [SCRIPT, '--describe']);
+    assert.equal(described.code, 0, described.stderr);
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(join(RESULTS_DIR, 'python-ranges.json'), described.stdout);
+    rec = await recordWith('python-launch', ['--', PYTHON, SCRIPT, String(SECONDS)]);
+  });
+
+  function requirePython(t) {
+    if (!requireRecorder(t)) return false;
+    assert.ok(existsSync(PYTHON), `${PYTHON} is missing (Debian's python3.11)`);
+    return true;
+  }
+
+  it('the layout table matches what this python3.11 shows of itself (ctypes)', async (t) => {
+    if (!existsSync(PYTHON)) return t.skip(`${PYTHON} is missing`);
+    const r = await run(PYTHON, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
+      join(REPO_DIR, 'userspace', 'capture', 'python_layout.h')]);
+    t.diagnostic(r.stdout.trim());
+    assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
+  });
+
+  it('names the Python functions of each thread, in order, in place of the interpreter loop', (t) => {
+    if (!requirePython(t)) return;
+    const shares = orderedShares(rec.view);
+    const failures = [];
+    metrics.ordered = {};
+    for (const [key, r] of Object.entries(shares)) {
+      const share = r.total ? r.ordered / r.total : 0;
+      metrics.ordered[key] = { samples: r.total, share };
+      t.diagnostic(`${key}: ${r.total} on-CPU samples, ${pct(share)} with the expected Python frames`);
+      for (const [stack, n] of [...r.examples].sort((a, b) => b[1] - a[1]).slice(0, 3))
+        t.diagnostic(`${key}: other x${n}: ${stack}`);
+      if (r.total < 50) failures.push(`${key}: only ${r.total} samples`);
+      else if (share < MIN_ORDERED_SHARE) failures.push(`${key}: ${pct(share)} in order`);
+    }
+    const left = leftoverInterpreterShare(rec.view);
+    metrics.leftoverInterpreterFrames = left;
+    t.diagnostic(`native _PyEval_EvalFrameDefault left in ${pct(left.share)} of ${left.total} samples`);
+    if (left.share > 0.05) failures.push(`interpreter frames left native in ${pct(left.share)}`);
+    assert.deepEqual(failures, []);
+  });
+
+  it('a module imported by the program runs its top-level code under the importing function', (t) => {
+    if (!requirePython(t)) return;
+    const main = pythonThreads(rec.view).find((th) => th.isMainThread);
+    let total = 0;
+    let ok = 0;
+    for (const s of rec.view.samples(main)) {
+      const py = pythonFrames(s.frames);
+      if (!onCpu(s.frames) || py.at(-1)?.name !== 'ripen_on_import') continue;
+      total += 1;
+      const module = py.at(-2);
+      if (py[0].name === '<module>' && py[1].name === 'main' && module?.name === '<module>' &&
+          funcSourceFile(rec.view, module.func)?.endsWith('orchard_import.py')) ok += 1;
+    }
+    metrics.importShare = { samples: total, share: total ? ok / total : 0 };
+    t.diagnostic(`import: ${total} samples, ${pct(ok / (total || 1))} main > ... > <module> (orchard_import.py) > ripen_on_import`);
+    assert.ok(total >= 50, `only ${total} samples in ripen_on_import`);
+    assert.ok(ok / total >= MIN_ORDERED_SHARE, `${pct(ok / total)} under the import`);
+  });
+
+  it('puts the lines of Python frames inside their functions, and the files as sources', (t) => {
+    if (!requirePython(t)) return;
+    const ranges = describeRanges();
+    const view = rec.view;
+    const ft = view.frameTable;
+    let checked = 0;
+    const wrong = [];
+    for (let f = 0; f < ft.length; f++) {
+      if (view.categories[ft.category[f]] !== 'Python') continue;
+      const func = ft.func[f];
+      const name = view.funcName(func);
+      const file = funcSourceFile(view, func);
+      assert.equal(view.funcTable.isJS[func], true, `${name}: isJS`);
+      if (!file?.endsWith('call_tree.py') && !file?.endsWith('orchard_import.py')) continue;
+      if (!ranges[name]) continue;
+      checked += 1;
+      const [first, last] = ranges[name];
+      if (view.funcTable.lineNumber[func] !== first && name !== 'orchard.<locals>.medlar')
+        wrong.push(`${name}: funcTable.lineNumber ${view.funcTable.lineNumber[func]}, want ${first}`);
+      if (!(ft.line[f] >= first && ft.line[f] <= last)) wrong.push(`${name}: line ${ft.line[f]} not in ${first}-${last}`);
+    }
+    t.diagnostic(`${checked} Python frames of the program checked`);
+    assert.ok(checked >= 12, `only ${checked} frames of the program's functions`);
+    assert.deepEqual(wrong, []);
+  });
+
+  it('native frames of a C extension sit under the Python function that called it', (t) => {
+    if (!requirePython(t)) return;
+    const main = pythonThreads(rec.view).find((th) => th.isMainThread);
+    let total = 0;
+    let under = 0;
+    for (const s of rec.view.samples(main)) {
+      if (!onCpu(s.frames)) continue;
+      const at = s.frames.findLastIndex((f) => f.category === 'Python');
+      if (at < 0 || s.frames[at].name !== 'digest') continue;
+      total += 1;
+      const below = s.frames.slice(at + 1);
+      if (below.some((f) => /libcrypto|_hashlib/.test(frameLib(rec.view, f.frame)?.name ?? ''))) under += 1;
+    }
+    metrics.nativeUnderDigest = { samples: total, share: total ? under / total : 0 };
+    t.diagnostic(`digest: ${total} samples, ${pct(under / (total || 1))} with libcrypto/_hashlib frames under it`);
+    assert.ok(total >= 50, `only ${total} digest samples`);
+    assert.ok(under / total >= 0.8, `${pct(under / total)} with native hashing frames under digest`);
+  });
+
+  it('keeps stacks complete and says how Python frames went', (t) => {
+    if (!requirePython(t)) return;
+    const stderr = rec.result.stderr;
+    const m = stderr.match(/Python frames in ([\d.]+)% of their (\d+) stacks/);
+    assert.ok(m, `no python summary line:\n${stderr}`);
+    metrics.summaryShare = Number(m[1]) / 100;
+    assert.ok(Number(m[1]) >= 95, `Python frames in only ${m[1]}% of the stacks`);
+    const complete = stderr.match(/user stacks complete: ([\d.]+)%/);
+    assert.ok(complete && Number(complete[1]) >= 95, `completeness: ${complete?.[1]}`);
+    const extra = (rec.profile.meta.extra ?? []).flatMap((group) => group.entries ?? []);
+    assert.ok(extra.some((e) => e.label === 'Python stacks with Python frames'), 'meta.extra has the Python figure');
+  });
+
+  it('loads in profiler-cli, which lists the Python functions among the hottest', async (t) => {
+    if (!requirePython(t)) return;
+    const { list, samplesByHandle } = await checkWithProfilerCli(t, rec.file, rec.view);
+    const groveThread = pythonThreads(rec.view).find((th) => threadRole(rec.view, th) === 'grove');
+    const grove = list.find((e) => String(e.tid) === String(groveThread?.tid));
+    assert.ok(grove, 'profiler-cli lists the grove thread');
+    const names = samplesByHandle.get(grove.threadHandle).topFunctionsByTotal.map((f) => f.name);
+    for (const name of ['grove_worker', 'Grove.tend', 'orchard.<locals>.medlar', 'recursion_leaf'])
+      assert.ok(names.includes(name), `${name} not among grove's functions: ${names.slice(0, 20).join(', ')}`);
+  });
+
+  it('-p: attaches to a running interpreter (threads started before and after)', async (t) => {
+    if (!requirePython(t)) return;
+    // The grove thread starts before the recording attaches, the late one about 3 s after.
+    const bg = startBackground(PYTHON, [SCRIPT, '1']);
+    try {
+      await sleep(800);
+      const r = await recordWith('python-attach', ['-p', String(bg.pid), '-d', '15']);
+      const shares = orderedShares(r.view);
+      metrics.attach = Object.fromEntries(Object.entries(shares).map(([k, v]) => [k, { samples: v.total, share: v.total ? v.ordered / v.total : 0 }]));
+      for (const [key, v] of Object.entries(metrics.attach)) t.diagnostic(`-p ${key}: ${v.samples} samples, ${pct(v.share)} in order`);
+      for (const key of ['grove:recursion_leaf', 'late:recursion_leaf', 'main:digest']) {
+        assert.ok(metrics.attach[key]?.samples >= 50, `-p ${key}: ${metrics.attach[key]?.samples} samples`);
+        assert.ok(metrics.attach[key].share >= MIN_ORDERED_SHARE, `-p ${key}: ${pct(metrics.attach[key].share)}`);
+      }
+    } finally {
+      bg.child.kill('SIGKILL');
+      await bg.done;
+    }
+  });
+
+  it('-a: a Python program caught system-wide, a C program beside it unchanged', async (t) => {
+    if (!requirePython(t)) return;
+    const py = startBackground(PYTHON, [SCRIPT, '2']);
+    const busy = startBackground(fixturePath('busy'), ['3000']);
+    try {
+      await sleep(500);
+      const r = await recordWith('python-system', ['-a', '-d', '1.5']);
+      const threads = r.view.threads.filter((th) => osPid(th) === String(py.pid));
+      let total = 0;
+      let named = 0;
+      for (const th of threads) {
+        for (const s of r.view.samples(th)) {
+          if (!onCpu(s.frames)) continue;
+          total += 1;
+          if (pythonFrames(s.frames).length) named += 1;
+        }
+      }
+      metrics.systemWide = { samples: total, share: total ? named / total : 0 };
+      t.diagnostic(`-a: ${total} on-CPU samples of the interpreter, ${pct(named / (total || 1))} with Python frames`);
+      assert.ok(total >= 100 && named / total >= 0.9, `-a: ${pct(named / (total || 1))} of ${total}`);
+      const busyThreads = r.view.threads.filter((th) => osPid(th) === String(busy.pid));
+      assert.ok(busyThreads.length, 'the C program is in the profile');
+      for (const th of busyThreads)
+        for (const s of r.view.samples(th))
+          assert.equal(pythonFrames(s.frames).length, 0, 'a C program has no Python frames');
+    } finally {
+      py.child.kill('SIGKILL');
+      busy.child.kill('SIGKILL');
+      await Promise.all([py.done, busy.done]);
+    }
+  });
+
+  it('a program named python3.11 that is not Python is recorded as any other, and said so', async (t) => {
+    if (!requirePython(t)) return;
+    const dir = join(RESULTS_DIR, 'fake-python');
+    mkdirSync(dir, { recursive: true });
+    const fake = join(dir, 'python3.11');
+    copyFileSync(fixturePath('busy'), fake);
+    const r = await recordWith('python-fake', ['--', fake, '500']);
+    assert.match(r.result.stderr, /python 3\.11: not a CPython interpreter/);
+    const th = r.view.threads.find((x) => x.processName === 'python3.11');
+    assert.ok(th, 'the fake interpreter is in the profile');
+    const s = r.view.share(th, (frames) => frames.some((f) => f.name === 'inner_spin'));
+    t.diagnostic(`fake python3.11: ${pct(s.share)} of samples in inner_spin`);
+    assert.ok(s.share > 0.8, `its own functions: ${pct(s.share)}`);
+  });
+
+  it('interpreters starting up and shutting down do not break the recording', async (t) => {
+    if (!requirePython(t)) return;
+    const loop = `for i in 1 2 3 4 5 6 7 8 9 10; do ${PYTHON} -c 'import json, hashlib; json.dumps(list(range(9999)))'; done`;
+    const r = await recordWith('python-short-lived', ['--', '/bin/sh', '-c', loop]);
+    const interpreters = r.view.threads.filter((th) => th.processName === 'python3.11');
+    t.diagnostic(`${interpreters.length} interpreter threads; ${r.result.stderr.match(/bpfprof: python:.*/)?.[0] ?? 'no python line'}`);
+    assert.ok(interpreters.length >= 5, 'the short-lived interpreters are in the profile');
+  });
+});
