@@ -45,6 +45,7 @@ void PythonStacks::take_event(const void* data, size_t size, PythonStats& stats)
   const size_t depth = std::min<size_t>(
       {e.depth, BPFPROF_MAX_PYTHON_FRAMES, (size - kFixed) / sizeof(bpfprof_python_frame)});
   ++stats.stacks;
+  stats.event_bytes += size;
   if (e.status == BPFPROF_PYTHON_STACK_NO_THREAD) ++stats.no_thread_state;
   if (e.status == BPFPROF_PYTHON_STACK_UNREADABLE) ++stats.unreadable;
   if (e.status == BPFPROF_PYTHON_STACK_AT_LIMIT) ++stats.at_limit;

@@ -105,10 +105,11 @@ void print_python(const PythonStats& p, FILE* out) {
   if (!p.stacks) return;
   auto count = [](uint64_t n) { return static_cast<unsigned long long>(n); };
   fprintf(out,
-          "bpfprof: python: %llu interpreter(s); Python frames in %.1f%% of their %llu stacks; "
-          "%llu code objects read in %.1f ms\n",
+          "bpfprof: python: %llu interpreter(s); Python frames in %.1f%% of their %llu stacks "
+          "(%.0f bytes per stack); %llu code objects read and named in %.1f ms\n",
           count(p.interpreters),
           100.0 * static_cast<double>(p.merged) / static_cast<double>(p.stacks), count(p.stacks),
+          static_cast<double>(p.event_bytes) / static_cast<double>(p.stacks),
           count(p.code_objects_read), static_cast<double>(p.code_read_ns) / 1e6);
   if (p.no_thread_state || p.unreadable || p.at_limit || p.mismatched || p.unnamed_frames)
     fprintf(out,

@@ -185,6 +185,7 @@ struct PythonStats {
   uint64_t code_objects_read = 0;
   uint64_t code_read_ns = 0;  // time spent reading code objects (process_vm_readv, decoding)
   uint64_t interpreters = 0;  // processes whose frames were read
+  uint64_t event_bytes = 0;   // ring-buffer bytes of the Python-stack events
   // An interpreter whose frames were not read, by file: why ("python 3.12: no layout").
   std::map<std::string, std::string> not_read{};
 };

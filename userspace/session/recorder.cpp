@@ -147,7 +147,8 @@ class RecordSession {
         invoked_(monotonic_now()),
         recording_(recording_for(options)),
         pipeline_(recording_, {.dwarf = options.user_stack_copy_bytes != 0,
-                               .collapse_repeated_samples = !options.no_collapse}) {}
+                               .collapse_repeated_samples = !options.no_collapse,
+                               .python_frames = options.python_frames}) {}
 
   // Each throws RecordFailure.
   void set_up();
