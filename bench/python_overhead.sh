@@ -8,6 +8,7 @@
 #   ROUNDS=5 SCALE=30 bench/python_overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/rounds.sh
 BPFPROF=${BPFPROF:-build/bpfprof}
 PYTHON=${PYTHON:-/usr/bin/python3.11}
 ROUNDS=${ROUNDS:-5}
@@ -24,25 +25,21 @@ run_one() {
       "$PYTHON" bench/python_work.py "$SCALE" 2>/dev/null ;;
     python-frames) "$BPFPROF" record -F 1000 -o "$out/p.json.gz" -- \
       "$PYTHON" bench/python_work.py "$SCALE" 2>"$out/summary" ;;
-  esac | sed -n 's/^wall_ms=//p'
+  esac | sed -n 's/^wall_ms=\([0-9.]*\) cpu_ms=\([0-9.]*\)/\1 \2/p'
 }
 
-for round in $(seq "$ROUNDS"); do
-  for mode in "${modes[@]}"; do
-    ms=$(run_one "$mode")
-    echo "$mode $ms" >> "$out/results"
-    echo "round $round: $mode $ms ms" >&2
-  done
-done
-
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-base=$(awk '$1 == "alone" {print $2}' "$out/results" | median)
-off=$(awk '$1 == "no-python-frames" {print $2}' "$out/results" | median)
-echo "| mode | workload wall time (median of $ROUNDS) | vs alone | vs --no-python-frames |"
-echo "| --- | ---: | ---: | ---: |"
+run_rounds
+base=$(mode_median alone)
+off=$(mode_median no-python-frames)
+base_cpu=$(mode_median alone 3)
+off_cpu=$(mode_median no-python-frames 3)
+echo "| mode | wall time (median of $ROUNDS) | vs alone | vs --no-python-frames | CPU time | vs alone | vs --no-python-frames |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 for mode in "${modes[@]}"; do
-  m=$(awk -v m="$mode" '$1 == m {print $2}' "$out/results" | median)
-  printf '| %s | %.1f ms | %.3fx | %.3fx |\n' "$mode" "$m" "$(echo "$m / $base" | bc -l)" \
-    "$(echo "$m / $off" | bc -l)"
+  m=$(mode_median "$mode")
+  c=$(mode_median "$mode" 3)
+  printf '| %s | %.1f ms | %.3fx | %.3fx | %.1f ms | %.3fx | %.3fx |\n' "$mode" "$m" \
+    "$(echo "$m / $base" | bc -l)" "$(echo "$m / $off" | bc -l)" "$c" \
+    "$(echo "$c / $base_cpu" | bc -l)" "$(echo "$c / $off_cpu" | bc -l)"
 done
 grep -E 'bpfprof: python' "$out/summary" || true
