@@ -496,10 +496,6 @@ void RecordSession::give_to_invoking_user(const std::string& path) const {
             invoking_user_->name.c_str(), strerror(errno));
 }
 
-double ms_between(MonotonicNs a, MonotonicNs b) {
-  return (static_cast<double>(b.value) - static_cast<double>(a.value)) / 1e6;
-}
-
 void RecordSession::print_summary(const RunReport& report, const std::string& written,
                                   double own_cpu_writing_ms) const {
   const Recording& r = recording_;
