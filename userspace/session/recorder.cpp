@@ -18,6 +18,7 @@
 #include "bpf/events.h"
 #include "symbols/dwarf/debug_hint.h"
 #include "symbols/dwarf/unwinder.h"
+#include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/event_log.h"
@@ -52,6 +53,15 @@ bool all_exited(const std::vector<UniqueFd>& pidfds) {
   return true;
 }
 
+// The process (thread group) a task id belongs to, from /proc/ID/status.
+std::optional<int> thread_group_of(int id) {
+  std::optional<std::string> status = read_entire_file("/proc/" + std::to_string(id) + "/status");
+  if (!status) return std::nullopt;
+  const size_t at = status->find("\nTgid:");
+  if (at == std::string::npos) return std::nullopt;
+  return atoi(status->c_str() + at + 6);
+}
+
 // Checks the -p targets before anything starts: each must exist.
 std::optional<std::string> check_targets(const std::vector<int>& pids) {
   for (int pid : pids) {
@@ -59,6 +69,11 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
     if (kill(pid, 0) != 0 && errno == ESRCH) return "no process with pid " + std::to_string(pid);
     if (access(("/proc/" + std::to_string(pid) + "/maps").c_str(), R_OK) != 0)
       return "cannot read /proc/" + std::to_string(pid) + ": " + strerror(errno);
+    // A thread's id passes the checks above (kill and /proc accept it) but cannot be
+    // followed as a process.
+    if (std::optional<int> tgid = thread_group_of(pid); tgid && *tgid != pid)
+      return std::to_string(pid) + " is a thread of process " + std::to_string(*tgid) +
+             "; give the process id (-p " + std::to_string(*tgid) + ")";
   }
   return std::nullopt;
 }
