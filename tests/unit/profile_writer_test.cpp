@@ -114,13 +114,18 @@ TEST(ProfileTables, FramesWithoutAddressLibSymbolOrLineSayNone) {
 }
 
 TEST(ProfileTables, SampleWeightsAreNullWhenAllAreOne) {
-  SamplesTable samples;
-  samples.add({StackIndex{0}, 1.5, 100, 1.0});
-  samples.add({std::nullopt, 2.5, 200, 1.0});
+  // Model stack 1 is output stack 0; the model's root stack is the empty stack (null).
+  auto output_stack_of = std::make_shared<std::vector<StackIndex>>(
+      std::vector<StackIndex>{StackIndex{7}, StackIndex{0}});
+  const MonotonicNs zero{1000000000};
+  std::vector<ThreadSample> model_samples{
+      {MonotonicNs{zero.value + 1500000}, 1, 100, 1.0},
+      {MonotonicNs{zero.value + 2500400}, ResolvedStackTree::kRoot, 200, 1.0}};
+  const SamplesTable samples(model_samples, output_stack_of, zero);
   EXPECT_EQ(object_json([&](JsonWriter& w) { samples.write_json(w); }),
             R"({"samples":{"stack":[0,null],"time":[1.5,2.5],"threadCPUDelta":[100,200],)"
             R"("weight":null,"weightType":"samples","length":2}})");
-  samples.add({StackIndex{0}, 3.5, 300, 2.0});
+  model_samples.push_back({MonotonicNs{zero.value + 3500000}, 1, 300, 2.0});
   EXPECT_NE(object_json([&](JsonWriter& w) { samples.write_json(w); }).find(R"("weight":[1,1,2])"),
             std::string::npos);
 }
@@ -138,14 +143,14 @@ TEST(ProfileBuilder, ThreadsStacksAndWeightsComeFromTheModel) {
   EXPECT_FALSE(worker.is_main_thread);
 
   // Four consecutive identical ticks are one sample of weight 4.
-  ASSERT_EQ(main.samples.rows().size(), 3u);
-  EXPECT_EQ(main.samples.rows()[0].weight, 4.0);
-  EXPECT_EQ(main.samples.rows()[0].time_ms, 10.0);
-  EXPECT_EQ(stack_names(profile.shared, main.samples.rows()[0].stack),
+  ASSERT_EQ(main.samples.size(), 3u);
+  EXPECT_EQ(main.samples.row(0).weight, 4.0);
+  EXPECT_EQ(main.samples.row(0).time_ms, 10.0);
+  EXPECT_EQ(stack_names(profile.shared, main.samples.row(0).stack),
             (std::vector<std::string>{"_start", "main", "compute_hash"}));
   // A stack that does not reach a thread root says so.
-  ASSERT_EQ(worker.samples.rows().size(), 2u);
-  EXPECT_EQ(stack_names(profile.shared, worker.samples.rows()[0].stack),
+  ASSERT_EQ(worker.samples.size(), 2u);
+  EXPECT_EQ(stack_names(profile.shared, worker.samples.row(0).stack),
             (std::vector<std::string>{"[truncated]", "worker_loop"}));
 
   EXPECT_EQ(profile.summary.user_stacks.complete, 6.0);
@@ -179,8 +184,10 @@ TEST(ProfileBuilder, AnAddressOutsideAnyMappingIsNamedByItAndCutsTheStack) {
   const FrameKey leaf = demo.model.stacks().node(demo.model.threads()[0].samples.back().stack).key;
   EXPECT_EQ(leaf.kind, FrameKind::kUnmapped);
   const BuiltProfile profile = demo.build();
-  EXPECT_EQ(stack_names(profile.shared, profile.threads[0].samples.rows().back().stack),
-            (std::vector<std::string>{"[truncated]", "0x6fff", "0x7100"}));
+  EXPECT_EQ(
+      stack_names(profile.shared,
+                  profile.threads[0].samples.row(profile.threads[0].samples.size() - 1).stack),
+      (std::vector<std::string>{"[truncated]", "0x6fff", "0x7100"}));
 }
 
 TEST(ProfileWriter, FoldedStacksCountSamplingIntervals) {

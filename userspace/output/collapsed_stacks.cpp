@@ -40,7 +40,8 @@ void write_collapsed_stacks(const BuiltProfile& profile, OutputSink& sink) {
         clean(th.process_name) + " (" + std::to_string(th.pid.value) + ");" + clean(th.name);
     // The same stack recurs often; uint32 max stands for the empty stack.
     std::unordered_map<uint32_t, std::string> line_of;
-    for (const SamplesTable::Sample& s : th.samples.rows()) {
+    for (size_t i = 0; i < th.samples.size(); ++i) {
+      const SamplesTable::Sample s = th.samples.row(i);
       if (s.weight <= 0) continue;
       auto [it, inserted] = line_of.try_emplace(s.stack ? s.stack->value : UINT32_MAX);
       if (inserted) it->second = folded_line(profile.shared, prefix, s.stack);

@@ -25,10 +25,6 @@ std::string hex_address(uint64_t value) {
   return buf;
 }
 
-double ms_since(MonotonicNs start, MonotonicNs t) {
-  return (static_cast<double>(t.value) - static_cast<double>(start.value)) / 1e6;
-}
-
 struct StateFrame {
   const char* name;
   Category category;
@@ -104,7 +100,7 @@ class ProfileBuilder {
   std::vector<std::pair<std::string, double>> top_self_functions(
       const std::vector<const Thread*>& threads, size_t count) const;
   FrameIndex leaf_frame(StackId stack) const {
-    return out_.shared.stacks.frame(output_stack_of_[stack]);
+    return out_.shared.stacks.frame((*output_stack_of_)[stack]);
   }
 
   const SessionModel& model_;
@@ -121,8 +117,10 @@ class ProfileBuilder {
   std::unordered_map<int32_t, uint64_t> anonymous_base_;  // by LibId
   // The frames one address becomes, outermost first (several where functions were inlined).
   std::unordered_map<FrameKey, std::vector<FrameIndex>, FrameKeyHash> frame_index_;
-  std::vector<StackIndex> output_stack_of_;  // by model stack
-  std::vector<StackRoot> root_of_;           // by model stack
+  // The output stack of each model stack, shared with the threads' samples tables.
+  std::shared_ptr<std::vector<StackIndex>> output_stack_of_ =
+      std::make_shared<std::vector<StackIndex>>();
+  std::vector<StackRoot> root_of_;  // by model stack
   // Frames named only by their address (no symbol found): where symbolization failed.
   std::unordered_set<uint32_t> unnamed_frames_;
 
@@ -157,7 +155,7 @@ void ProfileBuilder::find_anonymous_bases() {
 void ProfileBuilder::build_stacks() {
   find_anonymous_bases();
   const auto& nodes = model_.stacks().nodes();
-  output_stack_of_.reserve(nodes.size());
+  output_stack_of_->reserve(nodes.size());
   root_of_.reserve(nodes.size());
   for (const auto& node : nodes) {
     if (node.parent == ResolvedStackTree::kRoot) {
@@ -167,7 +165,7 @@ void ProfileBuilder::build_stacks() {
       std::optional<StackIndex> out;
       if (root_of_.back() == StackRoot::kTruncated)
         out = out_.shared.stacks.add(out, frames_for(FrameKey::truncated()).front());
-      output_stack_of_.push_back(append_frames(out, node.key));
+      output_stack_of_->push_back(append_frames(out, node.key));
       continue;
     }
     root_of_.push_back(root_of_[node.parent]);
@@ -178,8 +176,8 @@ void ProfileBuilder::build_stacks() {
       while (prefix != ResolvedStackTree::kRoot && is_tracing_frame(nodes[prefix].key))
         prefix = nodes[prefix].parent;
     std::optional<StackIndex> out;
-    if (prefix != ResolvedStackTree::kRoot) out = output_stack_of_[prefix];
-    output_stack_of_.push_back(append_frames(out, node.key));
+    if (prefix != ResolvedStackTree::kRoot) out = (*output_stack_of_)[prefix];
+    output_stack_of_->push_back(append_frames(out, node.key));
   }
 }
 
@@ -421,7 +419,7 @@ ThreadTables ProfileBuilder::build_thread(const Thread& thread) {
   const MonotonicNs zero = recording_.start_time;
   auto ms_or_none = [&](const std::optional<MonotonicNs>& t) -> std::optional<double> {
     if (!t) return std::nullopt;
-    return ms_since(zero, *t);
+    return ms_between(zero, *t);
   };
   ThreadTables out;
   out.name = thread.name;
@@ -430,18 +428,11 @@ ThreadTables ProfileBuilder::build_thread(const Thread& thread) {
   out.pid_string = pid_string_.at(thread.process.value);
   out.tid = thread.tid;
   out.is_main_thread = thread.tid.value == process.pid.value;
-  out.process_start_ms = ms_since(zero, process.start);
+  out.process_start_ms = ms_between(zero, process.start);
   out.process_end_ms = ms_or_none(process.end);
-  out.register_ms = ms_since(zero, thread.start);
+  out.register_ms = ms_between(zero, thread.start);
   out.unregister_ms = ms_or_none(thread.end);
-  for (const ThreadSample& s : thread.samples) {
-    std::optional<StackIndex> stack;
-    if (s.stack != ResolvedStackTree::kRoot) stack = output_stack_of_[s.stack];
-    // Microsecond precision is what the front end shows, and shorter numbers write and
-    // compress faster than nanoseconds.
-    const double time_ms = std::round(ms_since(zero, s.time) * 1000.0) / 1000.0;
-    out.samples.add({stack, time_ms, s.cpu_delta_ns, s.weight});
-  }
+  out.samples = SamplesTable(thread.samples, output_stack_of_, zero);
   add_loss_markers(thread, out.markers);
   return out;
 }
@@ -453,7 +444,7 @@ void ProfileBuilder::add_loss_markers(const Thread& thread, MarkersTable& marker
   const std::string& process_name = model_.processes()[thread.process.value].name;
   for (const LossRecord* loss : found->second)
     markers.add({name,
-                 ms_since(recording_.start_time, loss->time),
+                 ms_between(recording_.start_time, loss->time),
                  {loss->count, process_name + " (" + std::to_string(loss->pid.value) + ")"}});
 }
 

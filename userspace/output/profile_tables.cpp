@@ -1,6 +1,7 @@
 #include "userspace/output/profile_tables.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace bpfprof {
 
@@ -264,23 +265,42 @@ void SharedTables::write_json(JsonWriter& w) const {
   w.end_object();
 }
 
+SamplesTable::Sample SamplesTable::row(size_t i) const {
+  const ThreadSample& s = (*samples_)[i];
+  std::optional<StackIndex> stack;
+  if (s.stack != ResolvedStackTree::kRoot) stack = (*output_stack_of_)[s.stack];
+  // Microsecond precision is what the front end shows, and shorter numbers write and
+  // compress faster than nanoseconds.
+  const double time_ms = std::round(ms_between(zero_, s.time) * 1000.0) / 1000.0;
+  return Sample{stack, time_ms, s.cpu_delta_ns, s.weight};
+}
+
+template <typename F>
+void SamplesTable::write_column(JsonWriter& w, std::string_view name, F value) const {
+  w.key(name);
+  w.begin_array();
+  for (size_t i = 0; i < size(); ++i) value(row(i));
+  w.end_array();
+}
+
 void SamplesTable::write_json(JsonWriter& w) const {
   w.key("samples");
   w.begin_object();
-  write_column(w, "stack", samples_, [&](const Sample& s) { number_or_null(w, s.stack); });
-  write_column(w, "time", samples_, [&](const Sample& s) { w.number(s.time_ms); });
-  write_column(w, "threadCPUDelta", samples_, [&](const Sample& s) { w.number(s.cpu_delta_ns); });
+  write_column(w, "stack", [&](const Sample& s) { number_or_null(w, s.stack); });
+  write_column(w, "time", [&](const Sample& s) { w.number(s.time_ms); });
+  write_column(w, "threadCPUDelta", [&](const Sample& s) { w.number(s.cpu_delta_ns); });
   // All weights 1 (the common case without collapsing or off-CPU samples): null is shorter.
-  const bool weighted = std::any_of(samples_.begin(), samples_.end(),
-                                    [](const Sample& s) { return s.weight != 1.0; });
+  const bool weighted =
+      samples_ && std::any_of(samples_->begin(), samples_->end(),
+                              [](const ThreadSample& s) { return s.weight != 1.0; });
   if (weighted) {
-    write_column(w, "weight", samples_, [&](const Sample& s) { w.number(s.weight); });
+    write_column(w, "weight", [&](const Sample& s) { w.number(s.weight); });
   } else {
     w.key("weight");
     w.null();
   }
   w.field("weightType", "samples");
-  write_length(w, samples_.size());
+  write_length(w, size());
   w.end_object();
 }
 

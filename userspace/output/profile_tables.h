@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,8 +16,10 @@
 #include <vector>
 
 #include "symbols/symbolizer.h"
+#include "userspace/model/clocks.h"
 #include "userspace/model/ids.h"
 #include "userspace/model/prefix_tree.h"
+#include "userspace/model/session_model.h"
 #include "userspace/output/json_writer.h"
 #include "userspace/output/string_table.h"
 
@@ -181,20 +184,34 @@ struct SharedTables {
 };
 
 // A thread's `samples`.
+// A thread's `samples`: the model's samples of the thread, turned into rows as they are
+// read (a long recording has tens of millions; a copy doubled the writer's peak memory).
 class SamplesTable {
  public:
   struct Sample {
     std::optional<StackIndex> stack;  // none: the empty stack
-    double time_ms;                   // since meta.startTime
+    double time_ms;                   // since meta.startTime, in whole microseconds
     uint64_t cpu_delta_ns;
     double weight;
   };
-  void add(const Sample& sample) { samples_.push_back(sample); }
-  const std::vector<Sample>& rows() const { return samples_; }
+  SamplesTable() = default;
+  // `output_stack_of`: the output stack of each model stack; `zero`: meta.startTime. The
+  // model's samples must outlive the table.
+  SamplesTable(const std::vector<ThreadSample>& samples,
+               std::shared_ptr<const std::vector<StackIndex>> output_stack_of, MonotonicNs zero)
+      : samples_(&samples), output_stack_of_(std::move(output_stack_of)), zero_(zero) {}
+
+  size_t size() const { return samples_ ? samples_->size() : 0; }
+  Sample row(size_t i) const;
   void write_json(JsonWriter& w) const;
 
  private:
-  std::vector<Sample> samples_;
+  template <typename F>
+  void write_column(JsonWriter& w, std::string_view name, F value) const;
+
+  const std::vector<ThreadSample>* samples_ = nullptr;
+  std::shared_ptr<const std::vector<StackIndex>> output_stack_of_;
+  MonotonicNs zero_{0};
 };
 
 // A thread's `markers`. The only markers so far: events lost in the ring buffer.

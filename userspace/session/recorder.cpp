@@ -18,6 +18,7 @@
 #include "bpf/events.h"
 #include "symbols/dwarf/debug_hint.h"
 #include "symbols/dwarf/unwinder.h"
+#include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/event_log.h"
@@ -52,6 +53,15 @@ bool all_exited(const std::vector<UniqueFd>& pidfds) {
   return true;
 }
 
+// The process (thread group) a task id belongs to, from /proc/ID/status.
+std::optional<int> thread_group_of(int id) {
+  std::optional<std::string> status = read_entire_file("/proc/" + std::to_string(id) + "/status");
+  if (!status) return std::nullopt;
+  const size_t at = status->find("\nTgid:");
+  if (at == std::string::npos) return std::nullopt;
+  return atoi(status->c_str() + at + 6);
+}
+
 // Checks the -p targets before anything starts: each must exist.
 std::optional<std::string> check_targets(const std::vector<int>& pids) {
   for (int pid : pids) {
@@ -59,6 +69,11 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
     if (kill(pid, 0) != 0 && errno == ESRCH) return "no process with pid " + std::to_string(pid);
     if (access(("/proc/" + std::to_string(pid) + "/maps").c_str(), R_OK) != 0)
       return "cannot read /proc/" + std::to_string(pid) + ": " + strerror(errno);
+    // A thread's id passes the checks above (kill and /proc accept it) but cannot be
+    // followed as a process.
+    if (std::optional<int> tgid = thread_group_of(pid); tgid && *tgid != pid)
+      return std::to_string(pid) + " is a thread of process " + std::to_string(*tgid) +
+             "; give the process id (-p " + std::to_string(*tgid) + ")";
   }
   return std::nullopt;
 }
@@ -166,8 +181,12 @@ class RecordSession {
   void note_losses();
   void drain_side_band();
   void stop_collecting();
-  void write_profile_and_summary();
-  void print_summary(const RunReport& report, double own_cpu_writing_ms) const;
+  std::optional<RunReport> write_profile_to(CommittableSink& sink, std::string* error);
+  std::vector<std::string> fallback_directories() const;
+  std::optional<std::string> write_profile_elsewhere(std::optional<RunReport>& report);
+  void give_to_invoking_user(const std::string& path) const;
+  void print_summary(const RunReport& report, const std::string& written,
+                     double own_cpu_writing_ms) const;
 
   const RecordOptions& options_;
   const RunReportPrinter& print_report_;
@@ -410,41 +429,91 @@ int RecordSession::finish() {
   const int status = command_exited_ ? command_->exit_status()
                      : stop_signal_  ? 128 + stop_signal_
                                      : 0;
+  const int failed_status = command_exited_ && status != 0 ? status : 1;
   fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
           static_cast<double>(recording_.end_time.value - recording_.start_time.value) / 1e9);
-  try {
-    write_profile_and_summary();
-  } catch (const std::exception& e) {
-    fprintf(stderr, "bpfprof: cannot write the profile: %s\n", e.what());
-    return command_exited_ && status != 0 ? status : 1;
+  std::string error;
+  pipeline_.finish(recording_.end_time);
+  std::optional<RunReport> report = write_profile_to(*output_, &error);
+  std::string written = options_.output_path;
+  if (!report) {
+    fprintf(stderr, "bpfprof: cannot write the profile: %s\n", error.c_str());
+    // What was recorded is not lost for a full disk or a directory removed meanwhile.
+    std::optional<std::string> fallback = write_profile_elsewhere(report);
+    if (!fallback) return failed_status;
+    written = *fallback;
+    fprintf(stderr, "bpfprof: wrote the profile to %s instead\n", written.c_str());
   }
+  give_to_invoking_user(written);
+  print_summary(*report, written,
+                process_cpu_ms() - own_cpu_while_recording_ms_ - own_cpu_at_start_ms_);
+  if (written != options_.output_path) return failed_status;
   if (options_.open && options_.format == OutputFormat::kFirefox)
     run_serve(ServeOptions{options_.output_path});
   return status;
 }
 
-void RecordSession::write_profile_and_summary() {
-  RunReport report;
-  {
-    WritingProfile writing(output_->temp_path());
-    pipeline_.finish(recording_.end_time);
-    report = write_profile_with_report(
-        pipeline_.model(), recording_, *output_,
+// The report, or nullopt with the reason in `error`.
+std::optional<RunReport> RecordSession::write_profile_to(CommittableSink& sink,
+                                                         std::string* error) {
+  try {
+    WritingProfile writing(sink.temp_path());
+    RunReport report = write_profile_with_report(
+        pipeline_.model(), recording_, sink,
         ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs, options_.format});
-    output_->commit();
+    sink.commit();
+    return report;
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return std::nullopt;
   }
-  if (invoking_user_ &&
-      chown(options_.output_path.c_str(), invoking_user_->uid, invoking_user_->gid) != 0)
-    fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", options_.output_path.c_str(),
+}
+
+// Where a profile goes when its own place fails: $TMPDIR (else /tmp), then the invoking
+// user's ~/.cache/bpfprof.
+std::vector<std::string> RecordSession::fallback_directories() const {
+  const char* tmpdir = getenv("TMPDIR");
+  std::vector<std::string> dirs{tmpdir && *tmpdir ? tmpdir : "/tmp"};
+  const char* home = invoking_user_ ? invoking_user_->home.c_str() : getenv("HOME");
+  if (home && *home) {
+    const std::string cache = std::string(home) + "/.cache";
+    for (const std::string& dir : {cache, cache + "/bpfprof"}) {
+      if (mkdir(dir.c_str(), 0755) == 0 && invoking_user_) give_to_invoking_user(dir);
+    }
+    dirs.push_back(cache + "/bpfprof");
+  }
+  return dirs;
+}
+
+// Writes the profile under the output's file name in the first fallback directory that takes
+// it; its path, or nullopt (each failure said in one line).
+std::optional<std::string> RecordSession::write_profile_elsewhere(
+    std::optional<RunReport>& report) {
+  for (const std::string& dir : fallback_directories()) {
+    const std::string path = dir + "/" + base_name(options_.output_path);
+    if (path == options_.output_path) continue;
+    std::string error;
+    try {
+      std::unique_ptr<CommittableSink> sink = open_output(path);
+      report = write_profile_to(*sink, &error);
+      if (report) return path;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    fprintf(stderr, "bpfprof: cannot write the profile there either: %s\n", error.c_str());
+  }
+  fprintf(stderr, "bpfprof: no profile written\n");
+  return std::nullopt;
+}
+
+void RecordSession::give_to_invoking_user(const std::string& path) const {
+  if (invoking_user_ && chown(path.c_str(), invoking_user_->uid, invoking_user_->gid) != 0)
+    fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", path.c_str(),
             invoking_user_->name.c_str(), strerror(errno));
-  print_summary(report, process_cpu_ms() - own_cpu_while_recording_ms_ - own_cpu_at_start_ms_);
 }
 
-double ms_between(MonotonicNs a, MonotonicNs b) {
-  return (static_cast<double>(b.value) - static_cast<double>(a.value)) / 1e6;
-}
-
-void RecordSession::print_summary(const RunReport& report, double own_cpu_writing_ms) const {
+void RecordSession::print_summary(const RunReport& report, const std::string& written,
+                                  double own_cpu_writing_ms) const {
   const Recording& r = recording_;
   fprintf(stderr,
           "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms, first sample "
@@ -459,7 +528,7 @@ void RecordSession::print_summary(const RunReport& report, double own_cpu_writin
           100.0 * own_cpu_while_recording_ms_ / std::max(1.0, ms_between(r.start_time, r.end_time)),
           own_cpu_writing_ms);
   print_report_(report);
-  print_written_file(options_.output_path, options_.format);
+  print_written_file(written, options_.format);
 }
 
 }  // namespace
