@@ -140,6 +140,15 @@ struct bpfprof_comm_event {
  * _PyInterpreterFrame.is_entry): the frames up to it belong to one native
  * _PyEval_EvalFrameDefault activation. */
 #define BPFPROF_PYTHON_FRAME_ENTRY 1u
+/* The frame is the interpreter loop's own marker of a C-level call (3.12+: owned by the C
+ * stack, "<interpreter trampoline>"): the frames inside it belong to that activation. */
+#define BPFPROF_PYTHON_FRAME_SHIM 2u
+
+/* How a version marks where each C-level call of the interpreter loop begins. */
+enum bpfprof_python_entry_marking {
+  BPFPROF_PYTHON_ENTRY_FLAG = 1,       /* a bool in the first frame of the call (3.11) */
+  BPFPROF_PYTHON_ENTRY_SHIM_FRAME = 2, /* a frame of its own whose owner byte says so (3.12) */
+};
 
 struct bpfprof_python_frame {
   __u64 code;        /* the PyCodeObject's address in the process */
@@ -178,7 +187,9 @@ struct bpfprof_python_process {
   __u32 frame_code;                /* _PyInterpreterFrame.f_code */
   __u32 frame_previous;            /* .previous */
   __u32 frame_prev_instr;          /* .prev_instr */
-  __u32 frame_is_entry;            /* .is_entry (a bool) */
+  __u32 frame_entry;               /* .is_entry (a bool), or .owner (a char) */
+  __u32 entry_marking;             /* enum bpfprof_python_entry_marking */
+  __u32 shim_owner;                /* with ENTRY_SHIM_FRAME: the owner value of a shim */
   __u32 code_first_line;           /* PyCodeObject.co_firstlineno */
   __u32 code_instructions;         /* PyCodeObject.co_code_adaptive */
 };

@@ -114,7 +114,7 @@ static long read_python_frame(__u64 index, void* context) {
   }
   const struct bpfprof_python_process* p = w->process;
   __u64 code = 0, previous = 0, prev_instr = 0;
-  __u32 entry_offset = p->frame_is_entry;
+  __u32 entry_offset = p->frame_entry;
   if (bpf_probe_read_user(w->scratch->window, PYTHON_FRAME_WINDOW, (void*)w->frame) ||
       !window_u64(w->scratch, p->frame_code, &code) ||
       !window_u64(w->scratch, p->frame_previous, &previous) ||
@@ -128,7 +128,11 @@ static long read_python_frame(__u64 index, void* context) {
   f->instruction = (__u32)(prev_instr - (code + p->code_instructions));
   f->first_line = 0;
   bpf_probe_read_user(&f->first_line, sizeof(f->first_line), (void*)(code + p->code_first_line));
-  f->flags = w->scratch->window[entry_offset] ? BPFPROF_PYTHON_FRAME_ENTRY : 0;
+  const __u8 entry = w->scratch->window[entry_offset];
+  if (p->entry_marking == BPFPROF_PYTHON_ENTRY_SHIM_FRAME)
+    f->flags = entry == p->shim_owner ? BPFPROF_PYTHON_FRAME_SHIM : 0;
+  else
+    f->flags = entry ? BPFPROF_PYTHON_FRAME_ENTRY : 0;
   f->reserved = 0;
   e->depth = index + 1;
   w->frame = previous;

@@ -378,11 +378,11 @@ std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
   const std::unordered_set<std::string> wanted(names.begin(), names.end());
   for (size_t i = 1; i < data->d_size / entry_size; ++i) {
     GElf_Sym symbol;
-    if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr || symbol.st_shndx == SHN_UNDEF)
-      continue;
+    if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) continue;
     const char* name = elf_strptr(elf.get(), table_header.sh_link, symbol.st_name);
     if (name != nullptr && wanted.contains(name))
-      found.emplace(name, DynamicSymbol{symbol.st_value, symbol.st_size});
+      found.emplace(name,
+                    DynamicSymbol{symbol.st_value, symbol.st_size, symbol.st_shndx != SHN_UNDEF});
   }
   return found;
 }

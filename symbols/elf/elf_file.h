@@ -89,9 +89,10 @@ std::vector<uint8_t> read_elf_build_id(int fd);
 struct DynamicSymbol {
   uint64_t address = 0;  // st_value: a virtual address in the file's own address space
   uint64_t size = 0;
+  bool defined = true;  // false: the file uses it from a library (SHN_UNDEF)
 };
-// The defined dynamic symbols among `names` of the ELF file open as `fd`; a name that is
-// absent (or undefined) is left out. Empty if the file is not ELF or has no .dynsym.
+// The dynamic symbols among `names` of the ELF file open as `fd`, defined or used; a name
+// that is absent is left out. Empty if the file is not ELF or has no .dynsym.
 std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
     int fd, const std::vector<std::string>& names);
 

@@ -15,6 +15,9 @@ import {
 } from './lib/harness.mjs';
 
 const PYTHON = '/usr/bin/python3.11';
+// Another version with a layout entry, where the machine has one (pyenv's shared build:
+// the interpreter is in libpython3.12.so, 3.12 marks activations with shim frames).
+const PYTHON312 = process.env.PYTHON312 ?? '/root/.pyenv/versions/3.12.1/bin/python3.12';
 const SCRIPT = join(INTEGRATION_DIR, 'python', 'call_tree.py');
 const SECONDS = 1.0;
 const MIN_ORDERED_SHARE = 0.95;
@@ -49,7 +52,7 @@ function threadRole(view, thread) {
   return null;
 }
 function pythonThreads(view) {
-  return view.threads.filter((th) => th.processName === 'python3.11');
+  return view.threads.filter((th) => /^python3\.1\d$/.test(th.processName));
 }
 
 // For each thread role and leaf: on-CPU samples whose innermost Python frame is the leaf, and
@@ -125,25 +128,43 @@ describe('python', () => {
     assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
   });
 
-  it('names the Python functions of each thread, in order, in place of the interpreter loop', (t) => {
-    if (!requirePython(t)) return;
-    const shares = orderedShares(rec.view);
+  // Fails the test unless each leaf has its Python frames in order in enough samples.
+  function checkOrdered(t, view, label) {
+    const shares = orderedShares(view);
     const failures = [];
-    metrics.ordered = {};
+    metrics[label] = {};
     for (const [key, r] of Object.entries(shares)) {
       const share = r.total ? r.ordered / r.total : 0;
-      metrics.ordered[key] = { samples: r.total, share };
+      metrics[label][key] = { samples: r.total, share };
       t.diagnostic(`${key}: ${r.total} on-CPU samples, ${pct(share)} with the expected Python frames`);
       for (const [stack, n] of [...r.examples].sort((a, b) => b[1] - a[1]).slice(0, 3))
         t.diagnostic(`${key}: other x${n}: ${stack}`);
       if (r.total < 50) failures.push(`${key}: only ${r.total} samples`);
       else if (share < MIN_ORDERED_SHARE) failures.push(`${key}: ${pct(share)} in order`);
     }
-    const left = leftoverInterpreterShare(rec.view);
-    metrics.leftoverInterpreterFrames = left;
+    const left = leftoverInterpreterShare(view);
+    metrics[label].leftoverInterpreterFrames = left;
     t.diagnostic(`native _PyEval_EvalFrameDefault left in ${pct(left.share)} of ${left.total} samples`);
     if (left.share > 0.05) failures.push(`interpreter frames left native in ${pct(left.share)}`);
+    assert.equal(Object.keys(shares).length, 5, `leaves found: ${Object.keys(shares).join(', ')}`);
     assert.deepEqual(failures, []);
+  }
+
+  it('names the Python functions of each thread, in order, in place of the interpreter loop', (t) => {
+    if (!requirePython(t)) return;
+    checkOrdered(t, rec.view, 'ordered');
+  });
+
+  it('python 3.12 (a second layout entry): the same call tree, and its layout checked', async (t) => {
+    if (!existsSync(PYTHON312)) return t.skip(`no ${PYTHON312} (PYTHON312)`);
+    if (!requireRecorder(t)) return;
+    const offsets = await run(PYTHON312, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
+      join(REPO_DIR, 'userspace', 'capture', 'python_layout.h')]);
+    t.diagnostic(offsets.stdout.trim());
+    assert.equal(offsets.code, 0, `${offsets.stdout}${offsets.stderr}`);
+    const r = await recordWith('python-launch-312', ['--', PYTHON312, SCRIPT, String(SECONDS)]);
+    assert.doesNotMatch(r.result.stderr, /not a CPython interpreter/, 'its launcher executable is not reported');
+    checkOrdered(t, r.view, 'ordered312');
   });
 
   it('a module imported by the program runs its top-level code under the importing function', (t) => {
@@ -261,18 +282,25 @@ describe('python', () => {
     try {
       await sleep(500);
       const r = await recordWith('python-system', ['-a', '-d', '1.5']);
+      // An interpreter already running is found in the /proc snapshot, after sampling began:
+      // the share counts from its first sample with Python frames on.
       const threads = r.view.threads.filter((th) => osPid(th) === String(py.pid));
+      const found = Math.min(...threads.flatMap((th) => r.view.samples(th)
+        .filter((s) => pythonFrames(s.frames).length).map((s) => s.time)));
       let total = 0;
       let named = 0;
+      let before = 0;
       for (const th of threads) {
         for (const s of r.view.samples(th)) {
           if (!onCpu(s.frames)) continue;
-          total += 1;
-          if (pythonFrames(s.frames).length) named += 1;
+          if (s.time < found) before += 1;
+          else total += 1;
+          if (s.time >= found && pythonFrames(s.frames).length) named += 1;
         }
       }
-      metrics.systemWide = { samples: total, share: total ? named / total : 0 };
-      t.diagnostic(`-a: ${total} on-CPU samples of the interpreter, ${pct(named / (total || 1))} with Python frames`);
+      metrics.systemWide = { samples: total, share: total ? named / total : 0, foundAtMs: found, samplesBefore: before };
+      t.diagnostic(`-a: interpreter found ${found.toFixed(0)} ms into the recording (${before} samples before); ` +
+                   `then ${total} on-CPU samples, ${pct(named / (total || 1))} with Python frames`);
       assert.ok(total >= 100 && named / total >= 0.9, `-a: ${pct(named / (total || 1))} of ${total}`);
       const busyThreads = r.view.threads.filter((th) => osPid(th) === String(busy.pid));
       assert.ok(busyThreads.length, 'the C program is in the profile');

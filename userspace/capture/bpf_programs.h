@@ -59,13 +59,17 @@ class BpfPrograms {
   // the largest), instead of a fixed size for all.
   void adapt_stack_copies(IngestPipeline& pipeline);
 
+  // The kernel side learns of the interpreters found (and forgets those gone): done at every
+  // consume(), and as soon as the targets of -p / -a are known.
+  void apply_python_changes(IngestPipeline& pipeline);
+
   // Every event read from now on is also written to `log` (raw, for replay); null stops.
   void save_events_to(EventLogWriter* log) { event_log_ = log; }
 
  private:
   static int on_event(void* context, void* data, size_t size);
   void apply_stack_copy_changes(IngestPipeline& pipeline);
-  void apply_python_changes(IngestPipeline& pipeline);
+
   uint32_t user_stack_copy_bytes_;
 
   struct SkeletonDeleter {

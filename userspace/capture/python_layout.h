@@ -11,6 +11,8 @@
 #include <optional>
 #include <string_view>
 
+#include "bpf/events.h"
+
 namespace bpfprof {
 
 struct PythonVersion {
@@ -32,7 +34,9 @@ struct PythonLayout {
   uint32_t frame_code;
   uint32_t frame_previous;
   uint32_t frame_prev_instr;
-  uint32_t frame_is_entry;
+  uint32_t frame_entry;  // the is_entry flag, or the owner byte (entry_marking)
+  bpfprof_python_entry_marking entry_marking;
+  uint32_t shim_owner;  // with BPFPROF_PYTHON_ENTRY_SHIM_FRAME: FRAME_OWNED_BY_CSTACK
   // Code objects. `code_instructions` is also sizeof(PyCodeObject): PyCode_Type's
   // tp_basicsize in the binary must say the same.
   uint32_t code_first_line;
@@ -66,7 +70,9 @@ inline constexpr PythonLayout kPython311{
     .frame_code = 32,
     .frame_previous = 48,
     .frame_prev_instr = 56,
-    .frame_is_entry = 68,
+    .frame_entry = 68,
+    .entry_marking = BPFPROF_PYTHON_ENTRY_FLAG,
+    .shim_owner = 0,
     .code_first_line = 72,
     .code_filename = 112,
     .code_qualname = 128,
@@ -83,7 +89,40 @@ inline constexpr PythonLayout kPython311{
     .runtime_min_size = 48,
 };
 
-inline constexpr PythonLayout kPythonLayouts[] = {kPython311};
+// 3.12: f_code first in the frame, is_entry gone: each C-level call of the interpreter loop
+// pushes a shim frame (owner FRAME_OWNED_BY_CSTACK) below its frames; PEP 623 took wstr out
+// of str objects. Read off v3.12's headers; confirmed on pyenv's 3.12.1 (offsets.py).
+inline constexpr PythonLayout kPython312{
+    .version = {3, 12},
+    .runtime_interpreters_head = 40,
+    .interpreter_threads_head = 72,
+    .thread_next = 8,
+    .thread_native_id = 144,
+    .thread_cframe = 56,
+    .cframe_current_frame = 0,
+    .frame_code = 0,
+    .frame_previous = 8,
+    .frame_prev_instr = 56,
+    .frame_entry = 70,
+    .entry_marking = BPFPROF_PYTHON_ENTRY_SHIM_FRAME,
+    .shim_owner = 3,
+    .code_first_line = 68,
+    .code_filename = 112,
+    .code_qualname = 128,
+    .code_linetable = 136,
+    .code_instructions = 192,
+    .object_type = 8,
+    .type_basic_size = 32,
+    .str_length = 16,
+    .str_state = 32,
+    .str_ascii_data = 40,
+    .str_compact_data = 56,
+    .bytes_size = 16,
+    .bytes_data = 32,
+    .runtime_min_size = 48,
+};
+
+inline constexpr PythonLayout kPythonLayouts[] = {kPython311, kPython312};
 
 inline const PythonLayout* python_layout(PythonVersion version) {
   for (const PythonLayout& layout : kPythonLayouts)

@@ -71,8 +71,8 @@ std::optional<PythonVersion> python_version_from_file_name(std::string_view name
   return std::nullopt;
 }
 
-std::variant<PythonBinary, PythonRejection> inspect_python_binary(const std::string& readable_path,
-                                                                  PythonVersion named_version) {
+PythonInspection inspect_python_binary(const std::string& readable_path,
+                                       PythonVersion named_version) {
   const std::string version = "python " + version_text(named_version) + ": ";
   const PythonLayout* layout = python_layout(named_version);
   if (!layout) return PythonRejection{version + "no layout for this version, frames not read"};
@@ -81,11 +81,14 @@ std::variant<PythonBinary, PythonRejection> inspect_python_binary(const std::str
   UniqueFd fd(open(readable_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!elf || !fd) return PythonRejection{version + "cannot read the binary " + error};
   const auto symbols = read_dynamic_symbols(
-      fd.get(), {"_PyRuntime", "PyCode_Type", "_PyEval_EvalFrameDefault", "Py_Version"});
+      fd.get(),
+      {"_PyRuntime", "PyCode_Type", "_PyEval_EvalFrameDefault", "Py_Version", "Py_BytesMain"});
   auto symbol = [&](const char* name) -> const DynamicSymbol* {
     auto it = symbols.find(name);
-    return it == symbols.end() ? nullptr : &it->second;
+    return it == symbols.end() || !it->second.defined ? nullptr : &it->second;
   };
+  if (auto main = symbols.find("Py_BytesMain"); main != symbols.end() && !main->second.defined)
+    return PythonLauncher{};
   const DynamicSymbol* runtime = symbol("_PyRuntime");
   const DynamicSymbol* code_type = symbol("PyCode_Type");
   const DynamicSymbol* eval = symbol("_PyEval_EvalFrameDefault");
@@ -119,7 +122,9 @@ bpfprof_python_process PythonInterpreter::bpf_entry() const {
       .frame_code = l.frame_code,
       .frame_previous = l.frame_previous,
       .frame_prev_instr = l.frame_prev_instr,
-      .frame_is_entry = l.frame_is_entry,
+      .frame_entry = l.frame_entry,
+      .entry_marking = static_cast<__u32>(l.entry_marking),
+      .shim_owner = l.shim_owner,
       .code_first_line = l.code_first_line,
       .code_instructions = l.code_instructions,
   };
@@ -153,8 +158,8 @@ void PythonProcesses::forget(Pid pid) {
   if (interpreters_.erase(pid)) changes_.push_back(Change{pid, std::nullopt});
 }
 
-const std::variant<PythonBinary, PythonRejection>& PythonProcesses::binary_for(
-    const MappingInfo& mapping, PythonVersion version) {
+const PythonInspection& PythonProcesses::binary_for(const MappingInfo& mapping,
+                                                    PythonVersion version) {
   const std::string& readable = mapping.access_path.empty() ? mapping.path : mapping.access_path;
   auto key = std::pair{mapping.path, mapping.inode};
   auto it = binaries_.find(key);
@@ -170,10 +175,9 @@ void PythonProcesses::on_mapping(Pid pid, const MappingInfo& mapping, PythonStat
       python_version_from_file_name(base_name(mapping.path));
   if (!version || interpreters_.contains(pid)) return;
   const auto& binary = binary_for(mapping, *version);
-  if (const auto* rejected = std::get_if<PythonRejection>(&binary)) {
+  if (const auto* rejected = std::get_if<PythonRejection>(&binary))
     stats.not_read.emplace(mapping.path, rejected->reason);
-    return;
-  }
+  if (!std::holds_alternative<PythonBinary>(binary)) return;
   const PythonBinary& b = std::get<PythonBinary>(binary);
   const std::optional<uint64_t> vaddr = b.elf->file_offset_to_vaddr(mapping.file_offset);
   if (!vaddr) return;

@@ -50,12 +50,16 @@ struct PythonBinary {
 struct PythonRejection {
   std::string reason;
 };
+// An executable that runs the interpreter of a libpython it links (pyenv's, python.org's
+// shared builds): the library's own mapping is the interpreter; nothing to say.
+struct PythonLauncher {};
+using PythonInspection = std::variant<PythonBinary, PythonRejection, PythonLauncher>;
 
 // Reads and checks an interpreter file: its version (name, and Py_Version where it has one)
 // must have a layout, the symbols must be there, and PyCode_Type's tp_basicsize must be the
 // layout's size of a code object.
-std::variant<PythonBinary, PythonRejection> inspect_python_binary(const std::string& readable_path,
-                                                                  PythonVersion named_version);
+PythonInspection inspect_python_binary(const std::string& readable_path,
+                                       PythonVersion named_version);
 
 class PythonProcesses {
  public:
@@ -77,12 +81,11 @@ class PythonProcesses {
  private:
   void on_mapping(Pid pid, const MappingInfo& mapping, PythonStats& stats);
   void forget(Pid pid);
-  const std::variant<PythonBinary, PythonRejection>& binary_for(const MappingInfo& mapping,
-                                                                PythonVersion version);
+  const PythonInspection& binary_for(const MappingInfo& mapping, PythonVersion version);
 
   std::unordered_map<Pid, PythonInterpreter> interpreters_;
   // By path and inode: a binary is read once however many processes run it.
-  std::map<std::pair<std::string, uint64_t>, std::variant<PythonBinary, PythonRejection>> binaries_;
+  std::map<std::pair<std::string, uint64_t>, PythonInspection> binaries_;
   std::vector<Pid> exited_;
   std::vector<Change> changes_;
 };

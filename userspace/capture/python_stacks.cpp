@@ -54,6 +54,12 @@ void PythonStacks::take_event(const void* data, size_t size, PythonStats& stats)
   pending.frames.clear();
   for (size_t i = 0; i < depth; ++i) {
     const bpfprof_python_frame& f = e.frames[i];
+    // A shim frame (3.12+) is no function: it says that the frame inside it began its
+    // activation, as 3.11's entry flag does.
+    if (f.flags & BPFPROF_PYTHON_FRAME_SHIM) {
+      if (!pending.frames.empty()) pending.frames.back().entry = true;
+      continue;
+    }
     pending.frames.push_back(PendingFrame{f.code, f.instruction, f.first_line,
                                           (f.flags & BPFPROF_PYTHON_FRAME_ENTRY) != 0});
   }

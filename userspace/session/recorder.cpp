@@ -287,6 +287,7 @@ void RecordSession::start_targets() {
   // programs' events are saved raw as they are read).
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, 0);
   pipeline_.take_lifecycle_events();
+  bpf_->apply_python_changes(pipeline_);  // interpreters already running: their frames now
 }
 
 void RecordSession::launch_command() {

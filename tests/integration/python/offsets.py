@@ -13,6 +13,7 @@ if not entry:
     print("no layout entry for python %d.%d" % sys.version_info[:2])
     sys.exit(1)
 L = {k: int(v) for k, v in re.findall(r"\.(\w+) = (\d+)", entry.group(1))}
+SHIM = "BPFPROF_PYTHON_ENTRY_SHIM_FRAME" in entry.group(1)
 api = ctypes.pythonapi
 api.PyThreadState_Get.restype = ctypes.c_void_p
 api.PyInterpreterState_Main.restype = ctypes.c_void_p
@@ -51,7 +52,10 @@ def inner(*_):
     previous = P.from_address(frame + L["frame_previous"]).value
     caller_code = P.from_address(previous + L["frame_code"]).value
     caller_instr = P.from_address(previous + L["frame_prev_instr"]).value
-    entry = ctypes.c_bool.from_address(frame + L["frame_is_entry"]).value
+    if SHIM:  # 3.12+: the frame below is the activation's shim frame
+        entry = ctypes.c_ubyte.from_address(previous + L["frame_entry"]).value == L["shim_owner"]
+    else:
+        entry = ctypes.c_bool.from_address(frame + L["frame_entry"]).value
     me = sys._getframe()
     return (code == id(me.f_code), caller_code == id(me.f_back.f_code),
             caller_instr - (caller_code + L["code_instructions"]) == me.f_back.f_lasti, entry)
