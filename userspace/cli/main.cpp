@@ -5,12 +5,30 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "bpf/events.h"
 #include "userspace/session/recorder.h"
 #include "userspace/session/replay.h"
 #include "userspace/session/serve.h"
+
+namespace {
+
+// The SIZE part of dwarf[,SIZE] and dwarf-copy[,SIZE] (empty without one); nullopt for any
+// other mode.
+std::optional<std::string_view> dwarf_copy_size(std::string_view call_graph) {
+  for (std::string_view mode : {"dwarf-copy", "dwarf"}) {
+    if (!call_graph.starts_with(mode)) continue;
+    std::string_view rest = call_graph.substr(mode.size());
+    if (rest.empty()) return rest;
+    if (rest[0] == ',') return rest.substr(1);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Sample tables grow to hundreds of MB: keep freed memory for reuse instead of mapping
@@ -64,9 +82,10 @@ int main(int argc, char** argv) {
   std::string call_graph = "dwarf";
   record
       ->add_option("--call-graph", call_graph,
-                   "User stacks: fp (frame pointers) or dwarf[,SIZE] (copy SIZE bytes of stack, "
-                   "default 8192, "
-                   "and unwind with DWARF CFI)")
+                   "User stacks: fp (frame pointers), dwarf[,SIZE] (walked in the kernel with "
+                   "unwind tables from the binaries' CFI; where that cannot finish, SIZE bytes "
+                   "of stack copied, default 8192, and unwound in userspace) or "
+                   "dwarf-copy[,SIZE] (always copied)")
       ->capture_default_str();
   auto* off_cpu = record->add_flag_callback(
       "--off-cpu", [&] { options.off_cpu = true; },
@@ -174,21 +193,24 @@ int main(int argc, char** argv) {
   }
   if (call_graph == "fp") {
     options.user_stack_copy_bytes = 0;
-  } else if (call_graph == "dwarf" || call_graph.starts_with("dwarf,")) {
+  } else if (const std::optional<std::string_view> size = dwarf_copy_size(call_graph)) {
     options.user_stack_copy_bytes = 8192;
-    if (call_graph.size() > 6) {
+    // Plain dwarf walks stacks in the kernel first; dwarf-copy always copies them.
+    options.walk_stacks_in_kernel = !call_graph.starts_with("dwarf-copy");
+    if (!size->empty()) {
+      const std::string text(*size);
       char* end = nullptr;
-      unsigned long size = strtoul(call_graph.c_str() + 6, &end, 0);
-      if (*end != '\0' || size < 64 || size > BPFPROF_MAX_STACK_COPY) {
+      unsigned long bytes = strtoul(text.c_str(), &end, 0);
+      if (*end != '\0' || bytes < 64 || bytes > BPFPROF_MAX_STACK_COPY) {
         fprintf(stderr, "bpfprof: --call-graph dwarf,SIZE: SIZE must be 64 to %d bytes\n",
                 BPFPROF_MAX_STACK_COPY);
         return 2;
       }
-      options.user_stack_copy_bytes = static_cast<uint32_t>(size) & ~7u;
+      options.user_stack_copy_bytes = static_cast<uint32_t>(bytes) & ~7u;
       options.fixed_stack_copy_size = true;
     }
   } else {
-    fprintf(stderr, "bpfprof: --call-graph must be fp or dwarf[,SIZE]\n");
+    fprintf(stderr, "bpfprof: --call-graph must be fp, dwarf[,SIZE] or dwarf-copy[,SIZE]\n");
     return 2;
   }
   return bpfprof::run_record(options);

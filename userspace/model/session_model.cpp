@@ -7,17 +7,6 @@
 
 namespace bpfprof {
 
-namespace {
-
-// Executable memory that is no file: JIT code (perf reports "//anon"; memfd files and
-// /proc's "[anon:...]" names are the same thing).
-bool is_anonymous_memory(const std::string& path) {
-  return path.empty() || path.starts_with("//anon") || path.starts_with("[anon") ||
-         path.starts_with("/memfd:") || path == "[heap]" || path == "[stack]";
-}
-
-}  // namespace
-
 void AddressSpace::add(const Mapping& mapping) {
   if (mapping.end <= mapping.start) return;
   version_ = next_version();

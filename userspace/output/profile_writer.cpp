@@ -1,4 +1,5 @@
 #include "userspace/output/profile_writer.h"
+#include "userspace/model/unwind_report.h"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -492,6 +493,8 @@ void ProfileBuilder::write_meta(JsonWriter& w, size_t thread_count) {
   entry("Lost events", "integer",
         recording_.stats.lost_bpf_events + recording_.stats.lost_sideband_records);
   if (user_stacks_.total > 0) entry("User stacks complete", "percentage", user_stacks_.share());
+  for (const auto& [label, value] : stack_source_report(recording_))
+    entry(label.c_str(), "string", value);
   if (recording_.stats.lost_bpf_events) {
     std::string per_cpu;
     for (size_t cpu = 0; cpu < recording_.stats.lost_bpf_events_per_cpu.size(); ++cpu) {

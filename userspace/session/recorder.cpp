@@ -22,9 +22,12 @@
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/event_log.h"
 #include "userspace/capture/ingest.h"
+#include "userspace/capture/interim_unwind_table.h"
+#include "userspace/capture/kernel_unwind.h"
 #include "userspace/capture/perf_events.h"
 #include "userspace/model/clocks.h"
 #include "userspace/model/session_model.h"
+#include "userspace/model/unwind_report.h"
 #include "userspace/output/output_file.h"
 #include "userspace/output/profile_writer.h"
 #include "userspace/session/launcher.h"
@@ -105,6 +108,10 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
 }
 
 constexpr int kReaderNiceBoost = 5;
+
+// Rows of unwind tables the kernel holds (16 bytes each in the array: 32 MiB): libc has
+// ~35k, python3.11 ~110k.
+constexpr uint32_t kUnwindRowCapacity = 2u << 20;
 
 std::string human_size(uint64_t bytes) {
   char text[32];
@@ -282,12 +289,15 @@ int run_record(const RecordOptions& options) {
 
   std::unique_ptr<CommittableSink> output;
   std::optional<BpfPrograms> bpf;
+  std::optional<KernelUnwindTables> kernel_unwind;  // after bpf: it writes into its maps
   std::optional<SideBandReader> side_band;
   SamplingEvents sampling;
   Recording recording;
   recording.frequency_hz = options.frequency_hz;
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
-  recording.call_graph = options.user_stack_copy_bytes ? "dwarf" : "fp";
+  recording.call_graph = !options.user_stack_copy_bytes  ? "fp"
+                         : options.walk_stacks_in_kernel ? "dwarf"
+                                                         : "dwarf-copy";
   recording.fixed_stack_copy_size = options.fixed_stack_copy_size;
   IngestPipeline pipeline(recording, /*dwarf=*/options.user_stack_copy_bytes != 0,
                           !options.no_collapse);
@@ -296,7 +306,12 @@ int run_record(const RecordOptions& options) {
     output = open_output(options.output_path);  // fails now if the directory is not writable
     bpf.emplace(/*track_all_processes=*/options.system_wide, recording.off_cpu,
                 1000000000ull / options.frequency_hz, options.user_stack_copy_bytes,
-                options.ring_buffer_bytes);
+                options.ring_buffer_bytes, options.walk_stacks_in_kernel ? kUnwindRowCapacity : 0);
+    if (options.walk_stacks_in_kernel) {
+      kernel_unwind.emplace(*bpf->unwind_maps(), interim_unwind_table);
+      pipeline.observe_lifecycle_events([&](const std::vector<LifecycleEvent>& events,
+                                            size_t from) { kernel_unwind->apply(events, from); });
+    }
     std::vector<int> cpus = online_cpus();
     side_band.emplace(cpus);
     if (!options.fixed_stack_copy_size) bpf->adapt_stack_copies(pipeline);
@@ -433,6 +448,7 @@ int run_record(const RecordOptions& options) {
       break;
     }
     note_losses();
+    if (kernel_unwind) kernel_unwind->flush();
     pipeline.advance(monotonic_now());
     while (handled_signals < g_signal_count) {
       ++handled_signals;
@@ -469,6 +485,13 @@ int run_record(const RecordOptions& options) {
   recording.stats.lost_bpf_events = bpf->lost_events();
   recording.stats.lost_bpf_events_per_cpu = bpf->lost_events_per_cpu();
   recording.stats.lost_sideband_records = side_band->lost_records();
+  if (kernel_unwind) {
+    kernel_unwind->flush();
+    KernelUnwindStats stats = kernel_unwind->stats();
+    stats.map_bytes = bpf->unwind_map_bytes();
+    stats.fallbacks_by_reason = bpf->unwind_fallbacks();
+    recording.stats.kernel_unwind = std::move(stats);
+  }
   if (event_log) {
     bpf->save_events_to(nullptr);
     try {
@@ -525,6 +548,8 @@ int run_record(const RecordOptions& options) {
         static_cast<unsigned long long>(recording.stats.lost_bpf_events +
                                         recording.stats.lost_sideband_records));
     print_stack_completeness(recording, summary);
+    for (const auto& [label, value] : stack_source_report(recording))
+      fprintf(stderr, "bpfprof: %s: %s\n", label.c_str(), value.c_str());
     print_losses(recording, model);
     if (!summary.unnamed_share_by_library.empty()) {
       double total = 0;

@@ -37,7 +37,7 @@ int run_replay(const ReplayOptions& options) {
     recording.start_time = settings.start_time;
     recording.end_time = settings.start_time;
     recording.start_wall_clock_ms = settings.start_wall_clock_ms;
-    IngestPipeline pipeline(recording, settings.call_graph == "dwarf", !options.no_collapse);
+    IngestPipeline pipeline(recording, settings.call_graph != "fp", !options.no_collapse);
     uint64_t bpf_events = 0;
     uint64_t lifecycle_events = 0;
     MonotonicNs latest = recording.start_time;  // the latest event time seen

@@ -1,0 +1,186 @@
+#include "userspace/capture/kernel_unwind.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "symbols/elf/elf_file.h"
+#include "symbols/relative_address.h"
+#include "symbols/util/mapping_ranges.h"
+#include "symbols/util/text.h"
+
+namespace bpfprof {
+
+std::string unwind_file_key(const MappingInfo& mapping) {
+  if (is_anonymous_memory(mapping.path) || mapping.path.empty() || mapping.path[0] != '/')
+    return {};
+  if (!mapping.build_id.empty()) return "build-id " + hex_string(mapping.build_id);
+  return "path " + std::to_string(mapping.mount_namespace) + ":" + mapping.path;
+}
+
+KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableSource source)
+    : sink_(sink), source_(std::move(source)) {
+  stats_.row_capacity = sink_.row_capacity();
+  worker_ = std::thread([this] { build_tables(); });
+}
+
+KernelUnwindTables::~KernelUnwindTables() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_worker_.notify_all();
+  worker_.join();
+}
+
+void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t from) {
+  for (size_t i = from; i < events.size(); ++i) {
+    const LifecyclePayload& payload = events[i].payload;
+    if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
+      add_mapping(mmap->pid, mmap->mapping);
+    } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
+      processes_[reset->pid].clear();  // exec: the new image's mappings follow
+      changed_.insert(reset->pid);
+    } else if (const auto* fork = std::get_if<ForkEvent>(&payload)) {
+      if (fork->child_pid == fork->parent_pid) continue;  // a thread shares the mappings
+      auto parent = processes_.find(fork->parent_pid);
+      processes_[fork->child_pid] =
+          parent == processes_.end() ? std::map<uint64_t, Mapping>{} : parent->second;
+      changed_.insert(fork->child_pid);
+    } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
+      if (!exit->group_dead) continue;
+      processes_.erase(exit->pid);
+      changed_.erase(exit->pid);
+      sink_.remove_process(exit->pid);
+    }
+  }
+}
+
+void KernelUnwindTables::add_mapping(Pid pid, const MappingInfo& info) {
+  Mapping mapping{info.start, info.start + info.length, info.file_offset, unwind_file_key(info),
+                  is_anonymous_memory(info.path)};
+  insert_replacing_overlaps(processes_[pid], mapping);
+  changed_.insert(pid);
+  if (mapping.file.empty() || files_.contains(mapping.file)) return;
+  files_.emplace(mapping.file, FileTable{});
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(
+        BuildJob{mapping.file, info.access_path.empty() ? info.path : info.access_path});
+    ++pending_;
+  }
+  wake_worker_.notify_one();
+}
+
+void KernelUnwindTables::build_tables() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wake_worker_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    if (stopping_) return;
+    BuildJob job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
+    BuildResult result{job.file, source_(job.path), ElfFile::open(job.path, nullptr)};
+    result.ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    lock.lock();
+    results_.push_back(std::move(result));
+    --pending_;
+    job_done_.notify_all();
+  }
+}
+
+void KernelUnwindTables::wait_for_tables() {
+  std::unique_lock lock(mutex_);
+  job_done_.wait(lock, [this] { return pending_ == 0; });
+}
+
+void KernelUnwindTables::flush() {
+  std::vector<BuildResult> results;
+  {
+    std::lock_guard lock(mutex_);
+    results.swap(results_);
+  }
+  for (BuildResult& result : results) load(result);
+  for (Pid pid : changed_) write_process(pid);
+  changed_.clear();
+}
+
+// Appends a built table to the row array (once per file, shared by every process mapping
+// it) and marks the processes that map the file for rewriting.
+void KernelUnwindTables::load(BuildResult& result) {
+  FileTable& file = files_[result.file];
+  stats_.table_ms += result.ms;
+  if (!result.table || !result.elf) {
+    file.status = TableStatus::kUnavailable;
+    ++stats_.tables_failed;
+  } else {
+    ++(result.table->from_cache ? stats_.tables_from_cache : stats_.tables_built);
+    const std::vector<bpfprof_unwind_row>& rows = result.table->rows;
+    file.elf = std::move(result.elf);
+    if (rows.empty()) {
+      file.status = TableStatus::kNoRows;
+    } else if (rows.size() > sink_.row_capacity() - next_row_) {
+      file.status = TableStatus::kOverCapacity;
+      ++stats_.files_over_capacity;
+    } else {
+      sink_.write_rows(next_row_, rows);
+      file.status = TableStatus::kLoaded;
+      file.first_row = next_row_;
+      file.row_count = static_cast<uint32_t>(rows.size());
+      next_row_ += file.row_count;
+      stats_.rows_loaded += rows.size();
+    }
+  }
+  for (const auto& [pid, mappings] : processes_)
+    for (const auto& [start, mapping] : mappings)
+      if (mapping.file == result.file) {
+        changed_.insert(pid);
+        break;
+      }
+}
+
+// How the walker steps through a frame in `mapping`.
+bpfprof_exec_mapping KernelUnwindTables::describe(const Mapping& mapping) const {
+  bpfprof_exec_mapping out{};
+  out.start = mapping.start;
+  out.end = mapping.end;
+  out.kind = mapping.anonymous ? BPFPROF_MAPPING_FRAME_POINTERS : BPFPROF_MAPPING_FALLBACK;
+  auto file = files_.find(mapping.file);
+  if (file == files_.end()) return out;
+  const FileTable& table = file->second;
+  // Like libdwfl, code in a file without call-frame information is walked with frame
+  // pointers.
+  if (table.status == TableStatus::kNoRows) out.kind = BPFPROF_MAPPING_FRAME_POINTERS;
+  if (table.status != TableStatus::kLoaded) return out;
+  MapEntry entry;
+  entry.start = mapping.start;
+  entry.end = mapping.end;
+  entry.file_offset = mapping.file_offset;
+  const std::optional<uint64_t> relative = relative_address(mapping.start, entry, *table.elf);
+  if (!relative) return out;  // no loaded segment there: nothing to look up
+  out.bias = mapping.start - vaddr_for_relative(*relative, *table.elf);
+  out.first_row = table.first_row;
+  out.row_count = table.row_count;
+  out.kind = BPFPROF_MAPPING_TABLE;
+  return out;
+}
+
+void KernelUnwindTables::write_process(Pid pid) {
+  auto process = processes_.find(pid);
+  if (process == processes_.end()) return;
+  auto value = std::make_unique<bpfprof_process_mappings>();
+  memset(value.get(), 0, sizeof(*value));
+  for (const auto& [start, mapping] : process->second) {
+    if (value->count == BPFPROF_MAX_PROCESS_MAPPINGS) {
+      // The lowest mappings are kept; a pc above them falls back to a stack copy.
+      if (over_mapping_limit_.insert(pid).second) ++stats_.processes_over_mapping_limit;
+      break;
+    }
+    value->mappings[value->count++] = describe(mapping);
+  }
+  if (!sink_.write_process(pid, *value)) ++stats_.processes_not_stored;
+}
+
+}  // namespace bpfprof
