@@ -18,8 +18,9 @@ std::string unwind_file_key(const MappingInfo& mapping) {
   return "path " + std::to_string(mapping.mount_namespace) + ":" + mapping.path;
 }
 
-KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableSource source)
-    : sink_(sink), source_(std::move(source)) {
+KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableSource source,
+                                       bool track_all)
+    : sink_(sink), source_(std::move(source)), track_all_(track_all) {
   stats_.row_capacity = sink_.row_capacity();
   worker_ = std::thread([this] { build_tables(); });
 }
@@ -36,17 +37,27 @@ KernelUnwindTables::~KernelUnwindTables() {
 void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t from) {
   for (size_t i = from; i < events.size(); ++i) {
     const LifecyclePayload& payload = events[i].payload;
+    latest_ = std::max(latest_, events[i].time);
     if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
-      add_mapping(mmap->pid, mmap->mapping);
+      add_mapping(events[i].time, mmap->pid, mmap->mapping);
     } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
-      processes_[reset->pid].clear();  // exec: the new image's mappings follow
-      changed_.insert(reset->pid);
+      Process& process = processes_[reset->pid];
+      process.mappings.clear();  // exec: the new image's mappings follow
+      process.last_change = events[i].time;
+      if (process.tracked) changed_.insert(reset->pid);
     } else if (const auto* fork = std::get_if<ForkEvent>(&payload)) {
-      if (fork->child_pid == fork->parent_pid) continue;  // a thread shares the mappings
+      // Forks come from BPF, for tracked parents only. A new thread shares the mappings.
+      if (fork->child_pid == fork->parent_pid) continue;
       auto parent = processes_.find(fork->parent_pid);
-      processes_[fork->child_pid] =
-          parent == processes_.end() ? std::map<uint64_t, Mapping>{} : parent->second;
-      changed_.insert(fork->child_pid);
+      processes_[fork->child_pid].mappings =
+          parent == processes_.end() ? std::map<uint64_t, Mapping>{} : parent->second.mappings;
+      track(fork->child_pid);
+    } else if (const auto* exec = std::get_if<ExecEvent>(&payload)) {
+      track(exec->pid);
+    } else if (const auto* start = std::get_if<ProcessStartEvent>(&payload)) {
+      track(start->pid);
+    } else if (const auto* existing = std::get_if<ExistingProcessEvent>(&payload)) {
+      track(existing->pid);
     } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
       if (!exit->group_dead) continue;
       processes_.erase(exit->pid);
@@ -56,20 +67,52 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
   }
 }
 
-void KernelUnwindTables::add_mapping(Pid pid, const MappingInfo& info) {
-  Mapping mapping{info.start, info.start + info.length, info.file_offset, unwind_file_key(info),
+void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info) {
+  Mapping mapping{info.start,
+                  info.start + info.length,
+                  info.file_offset,
+                  unwind_file_key(info),
+                  info.access_path.empty() ? info.path : info.access_path,
                   is_anonymous_memory(info.path)};
-  insert_replacing_overlaps(processes_[pid], mapping);
+  Process& process = processes_[pid];
+  insert_replacing_overlaps(process.mappings, mapping);
+  process.last_change = time;
+  if (!process.tracked && track_all_) process.tracked = true;
+  if (!process.tracked) return;
   changed_.insert(pid);
+  queue_table(mapping);
+}
+
+// A process whose samples the kernel takes: its mappings go to the kernel, its files' tables
+// are built.
+void KernelUnwindTables::track(Pid pid) {
+  Process& process = processes_[pid];
+  changed_.insert(pid);
+  if (process.tracked) return;
+  process.tracked = true;
+  for (const auto& [start, mapping] : process.mappings) queue_table(mapping);
+}
+
+void KernelUnwindTables::queue_table(const Mapping& mapping) {
   if (mapping.file.empty() || files_.contains(mapping.file)) return;
   files_.emplace(mapping.file, FileTable{});
   {
     std::lock_guard lock(mutex_);
-    jobs_.push_back(
-        BuildJob{mapping.file, info.access_path.empty() ? info.path : info.access_path});
+    jobs_.push_back(BuildJob{mapping.file, mapping.path});
     ++pending_;
   }
   wake_worker_.notify_one();
+}
+
+// The side band reports the mappings of every process on the machine; those of a process
+// that is not tracked are kept a while (its fork event, from another ring, may come a batch
+// later), then forgotten.
+void KernelUnwindTables::forget_untracked(MonotonicNs now) {
+  constexpr uint64_t kGraceNs = 2'000'000'000;
+  std::erase_if(processes_, [&](const auto& entry) {
+    const Process& p = entry.second;
+    return !p.tracked && now.value > p.last_change.value + kGraceNs;
+  });
 }
 
 void KernelUnwindTables::build_tables() {
@@ -96,6 +139,11 @@ void KernelUnwindTables::wait_for_tables() {
   job_done_.wait(lock, [this] { return pending_ == 0; });
 }
 
+bool KernelUnwindTables::building() {
+  std::lock_guard lock(mutex_);
+  return pending_ > 0 || !results_.empty();
+}
+
 void KernelUnwindTables::flush() {
   std::vector<BuildResult> results;
   {
@@ -105,6 +153,7 @@ void KernelUnwindTables::flush() {
   for (BuildResult& result : results) load(result);
   for (Pid pid : changed_) write_process(pid);
   changed_.clear();
+  forget_untracked(latest_);
 }
 
 // Appends a built table to the row array (once per file, shared by every process mapping
@@ -133,9 +182,9 @@ void KernelUnwindTables::load(BuildResult& result) {
       stats_.rows_loaded += rows.size();
     }
   }
-  for (const auto& [pid, mappings] : processes_)
-    for (const auto& [start, mapping] : mappings)
-      if (mapping.file == result.file) {
+  for (const auto& [pid, process] : processes_)
+    for (const auto& [start, mapping] : process.mappings)
+      if (process.tracked && mapping.file == result.file) {
         changed_.insert(pid);
         break;
       }
@@ -169,10 +218,10 @@ bpfprof_exec_mapping KernelUnwindTables::describe(const Mapping& mapping) const 
 
 void KernelUnwindTables::write_process(Pid pid) {
   auto process = processes_.find(pid);
-  if (process == processes_.end()) return;
+  if (process == processes_.end() || !process->second.tracked) return;
   auto value = std::make_unique<bpfprof_process_mappings>();
   memset(value.get(), 0, sizeof(*value));
-  for (const auto& [start, mapping] : process->second) {
+  for (const auto& [start, mapping] : process->second.mappings) {
     if (value->count == BPFPROF_MAX_PROCESS_MAPPINGS) {
       // The lowest mappings are kept; a pc above them falls back to a stack copy.
       if (over_mapping_limit_.insert(pid).second) ++stats_.processes_over_mapping_limit;

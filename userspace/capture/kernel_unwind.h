@@ -53,7 +53,9 @@ class UnwindMapsSink {
 
 class KernelUnwindTables {
  public:
-  KernelUnwindTables(UnwindMapsSink& sink, UnwindTableSource source);
+  // `track_all`: every process is sampled (-a); else only those the events introduce (the
+  // command, -p targets, children: the side band reports every process's mappings).
+  KernelUnwindTables(UnwindMapsSink& sink, UnwindTableSource source, bool track_all);
   ~KernelUnwindTables();
   KernelUnwindTables(const KernelUnwindTables&) = delete;
   KernelUnwindTables& operator=(const KernelUnwindTables&) = delete;
@@ -65,6 +67,8 @@ class KernelUnwindTables {
   void flush();
   // Blocks until every queued table is built (then flush() loads them).
   void wait_for_tables();
+  // Tables are queued or being built: their processes' samples fall back meanwhile.
+  bool building();
   const KernelUnwindStats& stats() const { return stats_; }
 
  private:
@@ -80,7 +84,13 @@ class KernelUnwindTables {
     uint64_t end = 0;
     uint64_t file_offset = 0;
     std::string file;  // key into files_; empty for anonymous or special memory
+    std::string path;  // where to read the file (a held fd's /proc/self/fd path, else its path)
     bool anonymous = false;
+  };
+  struct Process {
+    std::map<uint64_t, Mapping> mappings;
+    bool tracked = false;
+    MonotonicNs last_change;  // an untracked one is forgotten a while after it
   };
   struct BuildJob {
     std::string file;
@@ -93,7 +103,10 @@ class KernelUnwindTables {
     double ms = 0;
   };
 
-  void add_mapping(Pid pid, const MappingInfo& info);
+  void add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info);
+  void track(Pid pid);
+  void queue_table(const Mapping& mapping);
+  void forget_untracked(MonotonicNs now);
   void load(BuildResult& result);
   void write_process(Pid pid);
   bpfprof_exec_mapping describe(const Mapping& mapping) const;
@@ -104,7 +117,9 @@ class KernelUnwindTables {
   KernelUnwindStats stats_;
   uint32_t next_row_ = 0;
   std::unordered_map<std::string, FileTable> files_;
-  std::unordered_map<Pid, std::map<uint64_t, Mapping>> processes_;
+  std::unordered_map<Pid, Process> processes_;
+  const bool track_all_;
+  MonotonicNs latest_;  // the time of the latest event applied
   std::set<Pid> changed_;
   std::set<Pid> over_mapping_limit_;
 

@@ -308,7 +308,7 @@ int run_record(const RecordOptions& options) {
                 1000000000ull / options.frequency_hz, options.user_stack_copy_bytes,
                 options.ring_buffer_bytes, options.walk_stacks_in_kernel ? kUnwindRowCapacity : 0);
     if (options.walk_stacks_in_kernel) {
-      kernel_unwind.emplace(*bpf->unwind_maps(), interim_unwind_table);
+      kernel_unwind.emplace(*bpf->unwind_maps(), interim_unwind_table, options.system_wide);
       pipeline.observe_lifecycle_events([&](const std::vector<LifecycleEvent>& events,
                                             size_t from) { kernel_unwind->apply(events, from); });
     }
@@ -438,7 +438,12 @@ int run_record(const RecordOptions& options) {
       print_status_line(recording, model, bpf->lost_events() + side_band->lost_records());
       next_status.value += 1000000000;
     }
-    bpf->wait(50);
+    // Until a new process's mappings and tables are in the kernel its samples fall back to
+    // stack copies: in the first 200 ms, and while tables are being built, read sooner.
+    const bool settling =
+        kernel_unwind && (monotonic_now().value - recording.start_time.value < 200'000'000 ||
+                          kernel_unwind->building());
+    bpf->wait(settling ? 5 : 50);
     // Mappings first: the samples read next come after them, and a DWARF sample is unwound
     // with the mappings of its process as they are then.
     drain_side_band();
