@@ -48,9 +48,12 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
     } else if (const auto* fork = std::get_if<ForkEvent>(&payload)) {
       // Forks come from BPF, for tracked parents only. A new thread shares the mappings.
       if (fork->child_pid == fork->parent_pid) continue;
+      // The child's own mappings (an exec's, from the side band) may have come first: they
+      // are newer than the address space it inherited.
       auto parent = processes_.find(fork->parent_pid);
-      processes_[fork->child_pid].mappings =
-          parent == processes_.end() ? std::map<uint64_t, Mapping>{} : parent->second.mappings;
+      Process& child = processes_[fork->child_pid];
+      if (child.mappings.empty() && parent != processes_.end())
+        child.mappings = parent->second.mappings;
       track(fork->child_pid);
     } else if (const auto* exec = std::get_if<ExecEvent>(&payload)) {
       track(exec->pid);

@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
       options.fixed_stack_copy_size = true;
     }
   } else {
-    fprintf(stderr, "bpfprof: --call-graph must be fp, dwarf[,SIZE] or dwarf-copy[,SIZE]\n");
+    fprintf(stderr, "bpfprof: --call-graph must be fp or dwarf[,SIZE] (or dwarf-copy[,SIZE])\n");
     return 2;
   }
   return bpfprof::run_record(options);
