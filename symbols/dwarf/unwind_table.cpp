@@ -253,9 +253,15 @@ std::vector<UnwindRow> rows_of(const std::vector<Span>& spans) {
   return rows;
 }
 
+// An executable section with its bytes (owned by libelf).
+struct CodeSection {
+  SectionCoverage coverage;
+  const uint8_t* bytes = nullptr;  // section.end - section.start of them, or nullptr
+};
+
 // The executable sections that hold bytes of the file; nullopt if one lies above 4 GiB.
-std::optional<std::vector<SectionCoverage>> executable_sections(Elf* elf) {
-  std::vector<SectionCoverage> sections;
+std::optional<std::vector<CodeSection>> executable_sections(Elf* elf) {
+  std::vector<CodeSection> sections;
   size_t names = 0;
   if (elf_getshdrstrndx(elf, &names) != 0) return sections;
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
@@ -263,26 +269,69 @@ std::optional<std::vector<SectionCoverage>> executable_sections(Elf* elf) {
     if (gelf_getshdr(scn, &header) == nullptr || header.sh_type == SHT_NOBITS) continue;
     if ((header.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) != (SHF_ALLOC | SHF_EXECINSTR)) continue;
     if (header.sh_size == 0) continue;
-    if (header.sh_addr + header.sh_size > kRowPcLimit ||
-        header.sh_addr + header.sh_size < header.sh_addr)
-      return std::nullopt;
+    const uint64_t end = header.sh_addr + header.sh_size;
+    if (end > kRowPcLimit || end < header.sh_addr) return std::nullopt;
     const char* name = elf_strptr(elf, names, header.sh_name);
-    sections.push_back(
-        {name != nullptr ? name : "?", header.sh_addr, header.sh_addr + header.sh_size});
+    const Elf_Data* data = elf_getdata(scn, nullptr);
+    const bool whole = data != nullptr && data->d_buf != nullptr && data->d_size == header.sh_size;
+    sections.push_back({{name != nullptr ? name : "?", header.sh_addr, end},
+                        whole ? static_cast<const uint8_t*>(data->d_buf) : nullptr});
   }
   return sections;
 }
 
-void measure(SectionCoverage& section, const std::vector<Span>& spans) {
+// The length of the alignment fill instruction at `at` (the nop forms assemblers pad with:
+// 0x90, `0f 1f /0` with any addressing, 0x66/0x2e prefixes; int3), or 0.
+size_t fill_length(const uint8_t* at, size_t size) {
+  size_t prefixes = 0;
+  while (prefixes < size && prefixes < 14 && (at[prefixes] == 0x66 || at[prefixes] == 0x2e))
+    ++prefixes;
+  const uint8_t* op = at + prefixes;
+  const size_t left = size - prefixes;
+  if (left >= 1 && (op[0] == 0x90 || (op[0] == 0xcc && prefixes == 0))) return prefixes + 1;
+  if (left < 3 || op[0] != 0x0f || op[1] != 0x1f || (op[2] & 0x38) != 0) return 0;
+  const uint8_t mod = op[2] >> 6;
+  const uint8_t rm = op[2] & 7;
+  size_t length = 3 + (mod != 3 && rm == 4 ? 1 : 0);  // SIB byte
+  if (mod == 1) length += 1;
+  if (mod == 2 || (mod == 0 && rm == 5)) length += 4;
+  return length <= left ? prefixes + length : 0;
+}
+
+// Whether [from, to) of the section is alignment fill only (padding between functions).
+bool is_fill(const CodeSection& section, uint64_t from, uint64_t to) {
+  if (section.bytes == nullptr) return false;
+  const uint8_t* at = section.bytes + (from - section.coverage.start);
+  size_t left = to - from;
+  while (left > 0) {
+    const size_t length = fill_length(at, left);
+    if (length == 0) return false;
+    at += length;
+    left -= length;
+  }
+  return true;
+}
+
+void count_gap(CodeSection& section, uint64_t from, uint64_t to) {
+  if (from >= to) return;
+  if (is_fill(section, from, to))
+    section.coverage.padding_bytes += to - from;
+  else
+    section.coverage.uncovered_bytes[static_cast<size_t>(UnwindGap::kNoCfi)] += to - from;
+}
+
+void measure(CodeSection& code, const std::vector<Span>& spans) {
+  SectionCoverage& section = code.coverage;
   auto it = std::upper_bound(spans.begin(), spans.end(), section.start,
                              [](uint64_t value, const Span& s) { return value < s.start; });
   if (it != spans.begin()) --it;
-  uint64_t in_spans = 0;
+  uint64_t done = section.start;  // counted up to here
   for (; it != spans.end() && it->start < section.end; ++it) {
     const uint64_t from = std::max(it->start, section.start);
     const uint64_t to = std::min(it->end, section.end);
     if (from >= to) continue;
-    in_spans += to - from;
+    count_gap(code, done, from);
+    done = to;
     if (!is_usable(it->row)) {
       section.uncovered_bytes[static_cast<size_t>(it->gap)] += to - from;
       continue;
@@ -292,8 +341,7 @@ void measure(SectionCoverage& section, const std::vector<Span>& spans) {
         it->row.cfa_rule != BPFPROF_CFA_ROOT && it->row.cfa_rule != BPFPROF_CFA_SIGNAL;
     if (walks_on && it->row.rbp_rule == BPFPROF_RBP_UNKNOWN) section.rbp_unknown_bytes += to - from;
   }
-  section.uncovered_bytes[static_cast<size_t>(UnwindGap::kNoCfi)] +=
-      section.end - section.start - in_spans;
+  count_gap(code, done, section.end);
 }
 
 bool is_x86_64(Elf* elf) {
@@ -340,12 +388,16 @@ UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableO
   Elf* elf = module != nullptr ? module->elf() : nullptr;
   if (elf == nullptr) return UnwindTableError::kUnreadable;
   if (!is_x86_64(elf)) return UnwindTableError::kNotX86_64;
-  std::optional<std::vector<SectionCoverage>> sections = executable_sections(elf);
+  std::optional<std::vector<CodeSection>> sections = executable_sections(elf);
   if (!sections) return UnwindTableError::kAddressAbove4GiB;
   std::vector<Span> spans = collect_spans(*module);
   normalize(spans);
-  for (SectionCoverage& section : *sections) measure(section, spans);
-  return UnwindTable{rows_of(spans), std::move(*sections)};
+  UnwindTable table{rows_of(spans), {}};
+  for (CodeSection& section : *sections) {
+    measure(section, spans);
+    table.coverage.push_back(std::move(section.coverage));
+  }
+  return table;
 }
 
 const UnwindRow* find_unwind_row(const std::vector<UnwindRow>& rows, uint64_t pc) {

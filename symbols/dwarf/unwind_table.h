@@ -46,7 +46,12 @@ struct SectionCoverage {
   uint64_t end = 0;
   uint64_t covered_bytes = 0;      // under a row of rule RSP, RBP, PLT, ROOT or SIGNAL
   uint64_t rbp_unknown_bytes = 0;  // of those, how many have rbp rule UNKNOWN
+  // Alignment fill (nops, int3) between functions that no FDE covers: not code, so neither
+  // covered nor uncovered (in the tables as UNKNOWN rows all the same).
+  uint64_t padding_bytes = 0;
   std::array<uint64_t, kUnwindGapKinds> uncovered_bytes{};  // by UnwindGap
+
+  uint64_t code_bytes() const { return end - start - padding_bytes; }
 };
 
 struct UnwindTable {
