@@ -29,7 +29,10 @@ std::optional<FrameSection> find_frame_section(Elf* elf, CfiSection which) {
   for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
        section = elf_nextscn(elf, section)) {
     GElf_Shdr header;
-    if (gelf_getshdr(section, &header) == nullptr || header.sh_type != SHT_PROGBITS) continue;
+    // lld types .eh_frame SHT_X86_64_UNWIND (libLLVM-14.so.1 here); GNU ld, SHT_PROGBITS.
+    if (gelf_getshdr(section, &header) == nullptr ||
+        (header.sh_type != SHT_PROGBITS && header.sh_type != SHT_X86_64_UNWIND))
+      continue;
     const char* name = elf_strptr(elf, section_names, header.sh_name);
     if (name == nullptr || std::string_view(name) != wanted) continue;
     if ((header.sh_flags & SHF_COMPRESSED) != 0) return std::nullopt;
