@@ -87,7 +87,8 @@ std::string serialize_unwind_rows(const std::vector<UnwindRow>& rows) {
   header.row_count = rows.size();
   header.rows_crc32 = crc_of(rows.data(), rows.size() * sizeof(UnwindRow));
   std::string bytes(reinterpret_cast<const char*>(&header), sizeof header);
-  bytes.append(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(UnwindRow));
+  if (!rows.empty())
+    bytes.append(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(UnwindRow));
   return bytes;
 }
 
@@ -104,7 +105,7 @@ std::optional<std::vector<UnwindRow>> parse_unwind_rows(std::string_view bytes) 
     return std::nullopt;
   if (crc_of(bytes.data(), bytes.size()) != header.rows_crc32) return std::nullopt;
   std::vector<UnwindRow> rows(header.row_count);
-  std::memcpy(rows.data(), bytes.data(), bytes.size());
+  if (!rows.empty()) std::memcpy(rows.data(), bytes.data(), bytes.size());  // (never null)
   if (!rows_are_valid(rows)) return std::nullopt;
   return rows;
 }
