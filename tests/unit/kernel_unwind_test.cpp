@@ -72,10 +72,12 @@ struct Fixture {
       : sink(capacity),
         tables(
             sink,
-            [this, table_rows](const std::string& path) -> std::optional<UnwindTable> {
+            [this, table_rows](const std::string& path) -> CachedUnwindTableResult {
               ++builds;
-              if (path == "/nonexistent") return std::nullopt;
-              return UnwindTable{rows_of(table_rows), false};
+              if (path == "/nonexistent") return UnwindTableError::kUnreadable;
+              CachedUnwindTable table;
+              table.rows = rows_of(table_rows);
+              return table;
             },
             track_all) {}
   void apply(const std::vector<LifecycleEvent>& events) {

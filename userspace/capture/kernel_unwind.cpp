@@ -18,9 +18,9 @@ std::string unwind_file_key(const MappingInfo& mapping) {
   return "path " + std::to_string(mapping.mount_namespace) + ":" + mapping.path;
 }
 
-KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableSource source,
+KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider,
                                        bool track_all)
-    : sink_(sink), source_(std::move(source)), track_all_(track_all) {
+    : sink_(sink), provider_(std::move(provider)), track_all_(track_all) {
   stats_.row_capacity = sink_.row_capacity();
   worker_ = std::thread([this] { build_tables(); });
 }
@@ -126,10 +126,7 @@ void KernelUnwindTables::build_tables() {
     BuildJob job = std::move(jobs_.front());
     jobs_.pop_front();
     lock.unlock();
-    const auto start = std::chrono::steady_clock::now();
-    BuildResult result{job.file, source_(job.path), ElfFile::open(job.path, nullptr)};
-    result.ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    BuildResult result{job.file, provider_(job.path), ElfFile::open(job.path, nullptr)};
     lock.lock();
     results_.push_back(std::move(result));
     --pending_;
@@ -163,26 +160,26 @@ void KernelUnwindTables::flush() {
 // it) and marks the processes that map the file for rewriting.
 void KernelUnwindTables::load(BuildResult& result) {
   FileTable& file = files_[result.file];
-  stats_.table_ms += result.ms;
-  if (!result.table || !result.elf) {
+  const auto* table = std::get_if<CachedUnwindTable>(&result.table);
+  if (!table || !result.elf) {
     file.status = TableStatus::kUnavailable;
     ++stats_.tables_failed;
   } else {
-    ++(result.table->from_cache ? stats_.tables_from_cache : stats_.tables_built);
-    const std::vector<bpfprof_unwind_row>& rows = result.table->rows;
+    stats_.table_ms += std::chrono::duration<double, std::milli>(table->time).count();
+    ++(table->from_cache() ? stats_.tables_from_cache : stats_.tables_built);
     file.elf = std::move(result.elf);
-    if (rows.empty()) {
+    if (table->rows.empty()) {
       file.status = TableStatus::kNoRows;
-    } else if (rows.size() > sink_.row_capacity() - next_row_) {
+    } else if (table->rows.size() > sink_.row_capacity() - next_row_) {
       file.status = TableStatus::kOverCapacity;
       ++stats_.files_over_capacity;
     } else {
-      sink_.write_rows(next_row_, rows);
+      sink_.write_rows(next_row_, table->rows);
       file.status = TableStatus::kLoaded;
       file.first_row = next_row_;
-      file.row_count = static_cast<uint32_t>(rows.size());
+      file.row_count = static_cast<uint32_t>(table->rows.size());
       next_row_ += file.row_count;
-      stats_.rows_loaded += rows.size();
+      stats_.rows_loaded += table->rows.size();
     }
   }
   for (const auto& [pid, process] : processes_)

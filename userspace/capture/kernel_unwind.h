@@ -25,19 +25,16 @@
 
 #include "bpf/unwind_maps.h"
 #include "bpf/unwind_table.h"
+#include "symbols/dwarf/unwind_table_cache.h"
 #include "userspace/model/recording.h"
 
 namespace bpfprof {
 
 class ElfFile;
 
-// A file's compact unwind table, as the table builder gives it.
-struct UnwindTable {
-  std::vector<bpfprof_unwind_row> rows;
-  bool from_cache = false;  // read from the builder's on-disk cache, not built now
-};
-// The table of the ELF file at `path`; nullopt when it cannot be read or built.
-using UnwindTableSource = std::function<std::optional<UnwindTable>(const std::string& path)>;
+// The table of the ELF file at `path`: from the table builder's cache, else built (in the
+// recorder, UnwindTableCache::get).
+using UnwindTableProvider = std::function<CachedUnwindTableResult(const std::string& path)>;
 
 // The in-kernel unwinder's maps, as the bookkeeping writes them.
 class UnwindMapsSink {
@@ -55,7 +52,7 @@ class KernelUnwindTables {
  public:
   // `track_all`: every process is sampled (-a); else only those the events introduce (the
   // command, -p targets, children: the side band reports every process's mappings).
-  KernelUnwindTables(UnwindMapsSink& sink, UnwindTableSource source, bool track_all);
+  KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider, bool track_all);
   ~KernelUnwindTables();
   KernelUnwindTables(const KernelUnwindTables&) = delete;
   KernelUnwindTables& operator=(const KernelUnwindTables&) = delete;
@@ -98,9 +95,8 @@ class KernelUnwindTables {
   };
   struct BuildResult {
     std::string file;
-    std::optional<UnwindTable> table;
+    CachedUnwindTableResult table;
     std::shared_ptr<const ElfFile> elf;
-    double ms = 0;
   };
 
   void add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info);
@@ -113,7 +109,7 @@ class KernelUnwindTables {
   void build_tables();  // the worker thread
 
   UnwindMapsSink& sink_;
-  UnwindTableSource source_;
+  UnwindTableProvider provider_;
   KernelUnwindStats stats_;
   uint32_t next_row_ = 0;
   std::unordered_map<std::string, FileTable> files_;

@@ -22,7 +22,6 @@
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/event_log.h"
 #include "userspace/capture/ingest.h"
-#include "userspace/capture/interim_unwind_table.h"
 #include "userspace/capture/kernel_unwind.h"
 #include "userspace/capture/perf_events.h"
 #include "userspace/model/clocks.h"
@@ -308,7 +307,13 @@ int run_record(const RecordOptions& options) {
                 1000000000ull / options.frequency_hz, options.user_stack_copy_bytes,
                 options.ring_buffer_bytes, options.walk_stacks_in_kernel ? kUnwindRowCapacity : 0);
     if (options.walk_stacks_in_kernel) {
-      kernel_unwind.emplace(*bpf->unwind_maps(), interim_unwind_table, options.system_wide);
+      // Used by the table worker thread only (the cache is not thread-safe).
+      kernel_unwind.emplace(
+          *bpf->unwind_maps(),
+          [cache = std::make_shared<UnwindTableCache>(UnwindTableCache::default_directory(),
+                                                      UnwindTableOptions{options.symbol_dirs})](
+              const std::string& path) { return cache->get(path); },
+          options.system_wide);
       pipeline.observe_lifecycle_events([&](const std::vector<LifecycleEvent>& events,
                                             size_t from) { kernel_unwind->apply(events, from); });
     }
