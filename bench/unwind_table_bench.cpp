@@ -15,6 +15,7 @@
 #include <string>
 
 #include "symbols/dwarf/unwind_table_cache.h"
+#include "symbols/util/mapping_kind.h"
 #include "symbols/util/proc_maps.h"
 
 using namespace bpfprof;
@@ -68,7 +69,8 @@ std::set<std::string> mapped_executable_files() {
     const int pid = std::atoi(entry->d_name);
     if (pid <= 0) continue;
     for (const MapEntry& m : read_proc_maps(pid).value_or(std::vector<MapEntry>{}))
-      if (m.executable && m.is_file_backed() && !m.is_deleted()) files.insert(m.path);
+      if (m.executable && classify_mapping(m.path) == MappingKind::kFile && !m.is_deleted())
+        files.insert(m.path);
   }
   closedir(proc);
   return files;

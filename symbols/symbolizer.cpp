@@ -101,7 +101,7 @@ const std::string& vdso_image_path() {
   static const std::string path = [] {
     std::optional<std::vector<MapEntry>> maps = read_proc_maps(getpid());
     for (const MapEntry& m : maps.value_or(std::vector<MapEntry>{})) {
-      if (m.path != "[vdso]") continue;
+      if (m.kind() != MappingKind::kVdso) continue;
       int fd = memfd_create("bpfprof-vdso", MFD_CLOEXEC);  // kept open for the run
       if (fd < 0) break;
       const auto* image = reinterpret_cast<const char*>(m.start);
@@ -116,7 +116,7 @@ const std::string& vdso_image_path() {
 }
 
 const std::string& Symbolizer::file_for(const std::string& path) {
-  if (path != "[vdso]" || vdso_image_path().empty()) return path;
+  if (classify_mapping(path) != MappingKind::kVdso || vdso_image_path().empty()) return path;
   return vdso_image_path();
 }
 

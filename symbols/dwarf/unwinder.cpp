@@ -12,7 +12,7 @@
 
 #include "symbols/elf/elf_file.h"
 #include "symbols/symbolizer.h"
-#include "symbols/util/mapping_ranges.h"
+#include "symbols/util/mapping_kind.h"
 
 namespace bpfprof {
 
@@ -159,7 +159,7 @@ DwarfUnwinder::~DwarfUnwinder() = default;
 
 void DwarfUnwinder::add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset,
                                 const std::string& readable_path) {
-  insert_replacing_overlaps(mappings_[pid], Mapping{start, end, file_offset, readable_path});
+  mappings_[pid].add(Mapping{start, end, file_offset, readable_path});
   sessions_.erase(pid);  // rebuilt with the new module on next use
 }
 
@@ -206,8 +206,10 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
   dwfl_report_begin(process->dwfl);
   std::set<std::string> reported;
   for (const auto& [start, mapping] : maps->second) {
-    const std::string& file = mapping.path == "[vdso]" ? vdso_image_path() : mapping.path;
-    if (file.empty() || file[0] != '/' || !reported.insert(file).second) continue;
+    const MappingKind kind = classify_mapping(mapping.path);
+    if (kind != MappingKind::kFile && kind != MappingKind::kVdso) continue;
+    const std::string& file = kind == MappingKind::kVdso ? vdso_image_path() : mapping.path;
+    if (file.empty() || !reported.insert(file).second) continue;
     // The load bias: where the file's virtual address 0 is in this process.
     std::optional<uint64_t> vaddr = vaddr_of_file_offset(file, mapping.file_offset);
     if (!vaddr) continue;

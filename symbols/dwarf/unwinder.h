@@ -18,6 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "symbols/util/mapping_ranges.h"
+
 namespace bpfprof {
 
 // A thread's user registers, x86-64 DWARF numbering (rax rdx rcx rbx rsi rdi rbp rsp
@@ -80,7 +82,7 @@ class DwarfUnwinder {
   struct Process;
   Process* session_for(int pid);
 
-  std::unordered_map<int, std::map<uint64_t, Mapping>> mappings_;  // by start
+  std::unordered_map<int, AddressSpaceOf<Mapping>> mappings_;
   std::unordered_map<int, std::unique_ptr<Process>> sessions_;
   uint64_t session_uses_ = 0;  // orders sessions by last use (the least recent is evicted)
 

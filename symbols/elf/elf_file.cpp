@@ -198,7 +198,6 @@ class ElfReader {
       return nullptr;
     };
     if (!libelf_ready()) return fail("libelf initialization failed");
-
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) return fail(std::strerror(errno));
     struct stat file_status;
@@ -209,68 +208,75 @@ class ElfReader {
     UniqueElf elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
     if (!elf) return fail("elf_begin: " + libelf_error());
     if (elf_kind(elf.get()) != ELF_K_ELF) return fail("not an ELF file");
-
     GElf_Ehdr header;
-    if (gelf_getehdr(elf.get(), &header) == nullptr) {
+    if (gelf_getehdr(elf.get(), &header) == nullptr)
       return fail("bad ELF header: " + libelf_error());
-    }
+    if (std::optional<std::string> problem =
+            truncated_header_tables(header, static_cast<uint64_t>(file_status.st_size)))
+      return fail(*problem);
 
     auto file = std::unique_ptr<ElfFile>(new ElfFile());
     file->path_ = path;
     file->elf_type_ = header.e_type;
     file->architecture_ = architecture_name(header);
-
-    // libelf silently clamps the program header count to what fits in the file, so a
-    // truncated file would look like one without segments; reject it instead.
-    const uint64_t file_size = static_cast<uint64_t>(file_status.st_size);
-    const uint64_t claimed_table_size = uint64_t{header.e_phnum} * header.e_phentsize;
-    if (header.e_phnum != PN_XNUM &&
-        (header.e_phoff > file_size || file_size - header.e_phoff < claimed_table_size)) {
-      return fail("truncated: program headers extend past the end of the file");
-    }
-    // Likewise for sections (e_shnum == 0 means "none" or "count stored elsewhere").
-    const uint64_t claimed_section_table_size = uint64_t{header.e_shnum} * header.e_shentsize;
-    if (header.e_shnum != 0 &&
-        (header.e_shoff > file_size || file_size - header.e_shoff < claimed_section_table_size)) {
-      return fail("truncated: section headers extend past the end of the file");
-    }
-    size_t program_header_count = 0;
-    if (elf_getphdrnum(elf.get(), &program_header_count) != 0) {
-      return fail("bad program headers: " + libelf_error());
-    }
-    std::vector<GElf_Phdr> note_segments;
-    bool has_interpreter = false;  // PIE executables are ET_DYN, but have a PT_INTERP
-    for (size_t i = 0; i < program_header_count; ++i) {
-      GElf_Phdr program_header;
-      if (gelf_getphdr(elf.get(), static_cast<int>(i), &program_header) == nullptr) {
-        return fail("bad program header: " + libelf_error());
-      }
-      if (program_header.p_type == PT_LOAD) {
-        file->load_segments_.push_back({program_header.p_offset, program_header.p_vaddr,
-                                        program_header.p_filesz, program_header.p_memsz,
-                                        program_header.p_flags});
-      } else if (program_header.p_type == PT_NOTE) {
-        note_segments.push_back(program_header);
-      } else if (program_header.p_type == PT_INTERP) {
-        has_interpreter = true;
-      }
-    }
-    if ((header.e_type == ET_EXEC || header.e_type == ET_DYN) && file->load_segments_.empty()) {
+    Segments segments;
+    if (std::optional<std::string> problem = read_segments(elf.get(), *file, segments))
+      return fail(*problem);
+    if ((header.e_type == ET_EXEC || header.e_type == ET_DYN) && file->load_segments_.empty())
       return fail("no PT_LOAD segments");
-    }
-    if (!file->load_segments_.empty()) {
-      const auto lowest = std::min_element(
-          file->load_segments_.begin(), file->load_segments_.end(),
-          [](const LoadSegment& a, const LoadSegment& b) { return a.vaddr < b.vaddr; });
-      file->base_vaddr_ = round_down(lowest->vaddr, kBasePageSize);
-    }
-
-    file->build_id_ = read_build_id(elf.get(), note_segments);
-    read_symbols(elf.get(), header, header.e_type == ET_EXEC || has_interpreter, *file);
+    file->build_id_ = read_build_id(elf.get(), segments.notes);
+    read_symbols(elf.get(), header, header.e_type == ET_EXEC || segments.has_interpreter, *file);
     return file;
   }
 
  private:
+  // libelf silently clamps the program and section header counts to what fits in the file,
+  // so a truncated file would look like one without them; say so instead.
+  static std::optional<std::string> truncated_header_tables(const GElf_Ehdr& header,
+                                                            uint64_t file_size) {
+    const uint64_t program_table_size = uint64_t{header.e_phnum} * header.e_phentsize;
+    if (header.e_phnum != PN_XNUM &&
+        (header.e_phoff > file_size || file_size - header.e_phoff < program_table_size))
+      return "truncated: program headers extend past the end of the file";
+    // e_shnum == 0 means "none" or "count stored elsewhere".
+    const uint64_t section_table_size = uint64_t{header.e_shnum} * header.e_shentsize;
+    if (header.e_shnum != 0 &&
+        (header.e_shoff > file_size || file_size - header.e_shoff < section_table_size))
+      return "truncated: section headers extend past the end of the file";
+    return std::nullopt;
+  }
+
+  struct Segments {
+    std::vector<GElf_Phdr> notes;
+    bool has_interpreter = false;  // PIE executables are ET_DYN, but have a PT_INTERP
+  };
+
+  // PT_LOAD segments into `file` (and its base address), the notes and PT_INTERP into
+  // `segments`; the reason when the program headers cannot be read.
+  static std::optional<std::string> read_segments(Elf* elf, ElfFile& file, Segments& segments) {
+    size_t count = 0;
+    if (elf_getphdrnum(elf, &count) != 0) return "bad program headers: " + libelf_error();
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Phdr ph;
+      if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr)
+        return "bad program header: " + libelf_error();
+      if (ph.p_type == PT_LOAD)
+        file.load_segments_.push_back(
+            {ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_memsz, ph.p_flags});
+      else if (ph.p_type == PT_NOTE)
+        segments.notes.push_back(ph);
+      else if (ph.p_type == PT_INTERP)
+        segments.has_interpreter = true;
+    }
+    if (!file.load_segments_.empty()) {
+      const auto lowest = std::min_element(
+          file.load_segments_.begin(), file.load_segments_.end(),
+          [](const LoadSegment& a, const LoadSegment& b) { return a.vaddr < b.vaddr; });
+      file.base_vaddr_ = round_down(lowest->vaddr, kBasePageSize);
+    }
+    return std::nullopt;
+  }
+
   // .symtab is the complete table; .dynsym (exported symbols only) is the fallback for
   // stripped files such as Debian's libc. Either way PLT slots and the entry point of an
   // executable get names of their own, as objdump gives them.

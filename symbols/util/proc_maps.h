@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "symbols/util/mapping_kind.h"
+
 namespace bpfprof {
 
 struct MapEntry {
@@ -25,10 +27,7 @@ struct MapEntry {
   std::string path;
 
   bool contains(uint64_t address) const { return address >= start && address < end; }
-  // A real file (path starting with '/'), as opposed to anonymous or "[special]" memory.
-  bool is_file_backed() const { return !path.empty() && path.front() == '/'; }
-  // "[vdso]", "[stack]", "[heap]", "[anon:name]", ...
-  bool is_special() const { return !path.empty() && path.front() == '['; }
+  MappingKind kind() const { return classify_mapping(path); }
   bool is_deleted() const;
   // `path` without a trailing " (deleted)".
   std::string_view path_without_deleted_suffix() const;

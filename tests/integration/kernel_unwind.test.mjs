@@ -93,7 +93,9 @@ for (const [fixture, minKernelShare] of [
       if (!requireRecorder(t)) return;
       report(t, fixture, r);
       assert.equal(r.k.complete, 1, `${fixture}: ${pct(r.k.complete ?? 0)} complete`);
-      assert.equal(r.c.complete, 1);
+      // dwarf-copy, the baseline, loses one in a thousand now and then (a copy cut at its
+      // end before the process got larger ones; a new thread's first instant in clone3).
+      assert.ok(r.c.complete >= 0.99, `dwarf-copy: ${pct(r.c.complete ?? 0)} complete`);
       const kernelStacks = userStacks(r.kernel);
       const copyStacks = userStacks(r.copy);
       const same = sharedShare(kernelStacks, copyStacks);

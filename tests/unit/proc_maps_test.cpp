@@ -25,8 +25,7 @@ TEST(ProcMapsTest, ParsesFileBackedLine) {
   EXPECT_EQ(entry.dev_minor, 0x01u);
   EXPECT_EQ(entry.inode, 1837468u);
   EXPECT_EQ(entry.path, "/usr/bin/cat");
-  EXPECT_TRUE(entry.is_file_backed());
-  EXPECT_FALSE(entry.is_special());
+  EXPECT_EQ(entry.kind(), MappingKind::kFile);
   EXPECT_FALSE(entry.is_deleted());
   EXPECT_TRUE(entry.contains(0x55d4c1e00000u));
   EXPECT_TRUE(entry.contains(0x55d4c1e27fffu));
@@ -41,16 +40,29 @@ TEST(ProcMapsTest, ParsesAnonymousAndSpecialMappings) {
       "7ffc8a7f5000-7ffc8a7f7000 r-xp 00000000 00:00 0                          [vdso]\n");
   ASSERT_EQ(entries.size(), 4u);
   EXPECT_EQ(entries[0].path, "");
-  EXPECT_FALSE(entries[0].is_file_backed());
+  EXPECT_EQ(entries[0].kind(), MappingKind::kAnonymousCode);
   EXPECT_FALSE(entries[0].executable);
   EXPECT_TRUE(entries[0].writable);
   EXPECT_EQ(entries[1].path, "");
   EXPECT_FALSE(entries[1].is_private);
   EXPECT_EQ(entries[2].path, "[stack]");
-  EXPECT_TRUE(entries[2].is_special());
+  EXPECT_EQ(entries[2].kind(), MappingKind::kAnonymousCode);
   EXPECT_EQ(entries[3].path, "[vdso]");
   EXPECT_TRUE(entries[3].executable);
-  EXPECT_FALSE(entries[3].is_file_backed());
+  EXPECT_EQ(entries[3].kind(), MappingKind::kVdso);
+}
+
+TEST(MappingKind, OnePlaceTellsFilesFromAnonymousCodeAndSpecialMappings) {
+  EXPECT_EQ(classify_mapping("/usr/lib/x86_64-linux-gnu/libc.so.6"), MappingKind::kFile);
+  EXPECT_EQ(classify_mapping("/tmp/jit code.so (deleted)"), MappingKind::kFile);
+  EXPECT_EQ(classify_mapping(""), MappingKind::kAnonymousCode);
+  EXPECT_EQ(classify_mapping("//anon"), MappingKind::kAnonymousCode);
+  EXPECT_EQ(classify_mapping("[anon:v8 code]"), MappingKind::kAnonymousCode);
+  EXPECT_EQ(classify_mapping("/memfd:jit (deleted)"), MappingKind::kAnonymousCode);
+  EXPECT_EQ(classify_mapping("[heap]"), MappingKind::kAnonymousCode);
+  EXPECT_EQ(classify_mapping("[vdso]"), MappingKind::kVdso);
+  EXPECT_EQ(classify_mapping("[vvar]"), MappingKind::kOtherSpecial);
+  EXPECT_EQ(classify_mapping("[vsyscall]"), MappingKind::kOtherSpecial);
 }
 
 TEST(ProcMapsTest, KeepsSpacesAndDeletedSuffixInPath) {
@@ -126,7 +138,7 @@ TEST(ProcMapsTest, ReadsOwnMaps) {
                                      [&](const MapEntry& e) { return e.contains(code_address); });
   ASSERT_NE(code_map, entries->end());
   EXPECT_TRUE(code_map->executable);
-  EXPECT_TRUE(code_map->is_file_backed());
+  EXPECT_TRUE(code_map->kind() == MappingKind::kFile);
   EXPECT_TRUE(
       std::is_sorted(entries->begin(), entries->end(),
                      [](const MapEntry& a, const MapEntry& b) { return a.start < b.start; }));

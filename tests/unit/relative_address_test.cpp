@@ -186,7 +186,7 @@ TEST(RelativeAddressLiveTest, ResolvesOwnAndLibcFunctions) {
     const auto map = std::find_if(maps->begin(), maps->end(),
                                   [&](const MapEntry& m) { return m.contains(c.ip); });
     ASSERT_NE(map, maps->end()) << c.expected_name;
-    ASSERT_TRUE(map->is_file_backed()) << map->path;
+    ASSERT_EQ(map->kind(), MappingKind::kFile) << map->path;
     std::string error;
     auto file = ElfFile::open(map->path, &error);
     ASSERT_NE(file, nullptr) << error;

@@ -14,7 +14,9 @@ namespace bpfprof {
 
 namespace {
 
-constexpr char kMagic[] = "bpfprof event log 2\n";  // 2: DWARF samples carry all 17 registers
+// 2: DWARF samples carry all 17 registers; 3: mappings without this run's file handles
+// (access path, mount namespace), which mean nothing to a replay.
+constexpr char kMagic[] = "bpfprof event log 3\n";
 constexpr size_t kMagicSize = sizeof(kMagic) - 1;
 
 enum RecordType : uint8_t { kSettings = 1, kBpfEvent = 2, kLifecycle = 3, kTrailer = 4 };
@@ -71,15 +73,14 @@ class ByteReader {
 void put_mapping(ByteWriter& w, const MappingInfo& m) {
   w.put(m.start), w.put(m.length), w.put(m.file_offset), w.put(m.dev_major), w.put(m.dev_minor),
       w.put(m.inode);
-  w.put(m.path), w.put(m.build_id), w.put(m.mount_namespace), w.put(m.access_path);
+  w.put(m.path), w.put(m.build_id);
 }
 
 MappingInfo get_mapping(ByteReader& r) {
   MappingInfo m;
   m.start = r.get<uint64_t>(), m.length = r.get<uint64_t>(), m.file_offset = r.get<uint64_t>();
   m.dev_major = r.get<uint32_t>(), m.dev_minor = r.get<uint32_t>(), m.inode = r.get<uint64_t>();
-  m.path = r.get_string(), m.build_id = r.get_string(), m.mount_namespace = r.get<uint64_t>();
-  m.access_path = r.get_string();
+  m.path = r.get_string(), m.build_id = r.get_string();
   return m;
 }
 

@@ -7,12 +7,13 @@
 
 namespace bpfprof {
 
-IngestPipeline::IngestPipeline(Recording& recording, bool dwarf, bool collapse_repeated_samples)
+IngestPipeline::IngestPipeline(Recording& recording, const Options& options)
     : recording_(recording),
-      unwinder_(dwarf ? std::make_unique<DwarfUnwinder>() : nullptr),
-      decoder_(unwinder_.get()) {
+      unwinder_(options.dwarf ? std::make_unique<DwarfUnwinder>() : nullptr),
+      decoder_(unwinder_.get()),
+      pin_mapped_files_(options.pin_mapped_files) {
   model_.configure_for(recording_);
-  model_.set_collapse_repeated_samples(collapse_repeated_samples);
+  model_.set_collapse_repeated_samples(options.collapse_repeated_samples);
 }
 
 IngestPipeline::~IngestPipeline() = default;
@@ -20,7 +21,7 @@ IngestPipeline::~IngestPipeline() = default;
 void IngestPipeline::take_lifecycle_events() {
   std::vector<LifecycleEvent>& events = recording_.events;
   if (resolved_events_ >= events.size()) return;
-  mapped_files_.resolve(events, resolved_events_);
+  if (pin_mapped_files_) mapped_files_.resolve(events, resolved_events_);
   if (unwinder_) update_unwinder_mappings(*unwinder_, events, resolved_events_);
   if (observer_) observer_(events, resolved_events_);
   resolved_events_ = events.size();

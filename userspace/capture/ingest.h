@@ -26,8 +26,15 @@ class IngestPipeline {
   // read stops after 100 ms of work), so anything older is in; the CPUs' rings interleave.
   static constexpr uint64_t kReorderWindowNs = 500'000'000;
 
-  // DWARF recordings need an unwinder; `collapse_repeated_samples`: see SessionModel.
-  IngestPipeline(Recording& recording, bool dwarf, bool collapse_repeated_samples);
+  struct Options {
+    bool dwarf = false;                     // DWARF recordings need an unwinder
+    bool collapse_repeated_samples = true;  // see SessionModel
+    // A live recording opens the files that processes map while they still map them
+    // (MappedFiles). A replay must not: the pids of a saved stream are no longer (or are
+    // other) processes, so it reads the files at their paths.
+    bool pin_mapped_files = true;
+  };
+  IngestPipeline(Recording& recording, const Options& options);
   ~IngestPipeline();
   IngestPipeline(const IngestPipeline&) = delete;
   IngestPipeline& operator=(const IngestPipeline&) = delete;
@@ -47,6 +54,7 @@ class IngestPipeline {
 
   Recording& recording() { return recording_; }
   SessionModel& model() { return model_; }
+  const SessionModel& model() const { return model_; }
   EventDecoder& decoder() { return decoder_; }
   double model_cpu_ms() const { return model_cpu_ms_; }  // the model's share of the work
 
@@ -57,6 +65,7 @@ class IngestPipeline {
   std::unique_ptr<DwarfUnwinder> unwinder_;
   EventDecoder decoder_;
   MappedFiles mapped_files_;  // holds files that will not be at their path at the end
+  const bool pin_mapped_files_;
   SessionModel model_;
   LifecycleObserver observer_;
   size_t resolved_events_ = 0;  // recording_.events before this index were taken

@@ -6,14 +6,14 @@
 
 #include "symbols/elf/elf_file.h"
 #include "symbols/relative_address.h"
+#include "symbols/util/mapping_kind.h"
 #include "symbols/util/mapping_ranges.h"
 #include "symbols/util/text.h"
 
 namespace bpfprof {
 
 std::string unwind_file_key(const MappingInfo& mapping) {
-  if (is_anonymous_memory(mapping.path) || mapping.path.empty() || mapping.path[0] != '/')
-    return {};
+  if (classify_mapping(mapping.path) != MappingKind::kFile) return {};
   if (!mapping.build_id.empty()) return "build-id " + hex_string(mapping.build_id);
   return "path " + std::to_string(mapping.mount_namespace) + ":" + mapping.path;
 }
@@ -76,7 +76,7 @@ void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInf
                   info.file_offset,
                   unwind_file_key(info),
                   info.access_path.empty() ? info.path : info.access_path,
-                  is_anonymous_memory(info.path)};
+                  classify_mapping(info.path) == MappingKind::kAnonymousCode};
   Process& process = processes_[pid];
   insert_replacing_overlaps(process.mappings, mapping);
   process.last_change = time;

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/mapping_kind.h"
 #include "symbols/util/text.h"
 
 namespace bpfprof {
@@ -56,7 +57,7 @@ void MappedFiles::resolve(std::vector<LifecycleEvent>& events, size_t from) {
       continue;
     }
     auto* mmap = std::get_if<MmapEvent>(&events[i].payload);
-    if (!mmap || mmap->mapping.path.empty() || mmap->mapping.path[0] != '/') continue;
+    if (!mmap || classify_mapping(mmap->mapping.path) != MappingKind::kFile) continue;
     MappingInfo& m = mmap->mapping;
     const std::string pid_dir = "/proc/" + std::to_string(mmap->pid.value);
     const uint64_t ns = namespace_of(mmap->pid);

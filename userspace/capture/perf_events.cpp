@@ -163,9 +163,10 @@ size_t SideBandReader::drain(std::vector<LifecycleEvent>& out) {
     auto* meta = static_cast<perf_event_mmap_page*>(ring.base);
     const uint8_t* data = static_cast<const uint8_t*>(ring.base) + meta->data_offset;
     const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-    const PerfRingRead read =
-        read_perf_ring(data, meta->data_size, meta->data_tail, head, scratch_,
-                       [&](const uint8_t* record, size_t size) { decode(record, size, out); });
+    const PerfRingRead read = read_perf_ring(data, meta->data_size, meta->data_tail, head, scratch_,
+                                             [&](const uint8_t* record, size_t size) {
+                                               lost_ += decode_side_band_record(record, size, out);
+                                             });
     count += read.records;
     if (read.corrupt) ++lost_;
     __atomic_store_n(&meta->data_tail, head, __ATOMIC_RELEASE);
@@ -179,76 +180,94 @@ size_t SideBandReader::drain(std::vector<LifecycleEvent>& out) {
   return count;
 }
 
-void SideBandReader::decode(const uint8_t* record, size_t size, std::vector<LifecycleEvent>& out) {
-  perf_event_header header;
-  memcpy(&header, record, sizeof(header));
-  // sample_id_all appends {pid, tid, time} to every record (PERF_SAMPLE_TID | PERF_SAMPLE_TIME).
-  constexpr size_t kTrailer = 16;
-  auto read_time = [&]() {
-    uint64_t t;
-    memcpy(&t, record + size - 8, 8);
-    return MonotonicNs{t};
+namespace {
+
+// sample_id_all appends {pid, tid, time} to every record (PERF_SAMPLE_TID | PERF_SAMPLE_TIME).
+constexpr size_t kSampleIdTrailer = 16;
+
+MonotonicNs record_time(const uint8_t* record, size_t size) {
+  uint64_t t;
+  memcpy(&t, record + size - 8, 8);
+  return MonotonicNs{t};
+}
+
+// The body of PERF_RECORD_MMAP2 up to the file name.
+struct Mmap2Body {
+  uint32_t pid, tid;
+  uint64_t addr, len, pgoff;
+  union {
+    struct {
+      uint32_t maj, min;
+      uint64_t ino, ino_generation;
+    } file;
+    struct {
+      uint8_t build_id_size, reserved1;
+      uint16_t reserved2;
+      uint8_t build_id[20];
+    } id;
   };
+  uint32_t prot, flags;
+};
+
+void decode_mmap2(const perf_event_header& header, const uint8_t* record, size_t size,
+                  std::vector<LifecycleEvent>& out) {
+  Mmap2Body body;
+  if (size < sizeof(header) + sizeof(body) + kSampleIdTrailer) return;
+  memcpy(&body, record + sizeof(header), sizeof(body));
+  const char* name = reinterpret_cast<const char*>(record + sizeof(header) + sizeof(body));
+  const size_t max_name = size - sizeof(header) - sizeof(body) - kSampleIdTrailer;
+  MmapEvent e;
+  e.pid = Pid{static_cast<int32_t>(body.pid)};
+  e.tid = Tid{static_cast<int32_t>(body.tid)};
+  e.mapping.start = body.addr;
+  e.mapping.length = body.len;
+  e.mapping.file_offset = body.pgoff;
+  e.mapping.path.assign(name, strnlen(name, max_name));
+  if (header.misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
+    const size_t n = std::min<size_t>(body.id.build_id_size, sizeof(body.id.build_id));
+    e.mapping.build_id.assign(reinterpret_cast<const char*>(body.id.build_id), n);
+  } else {
+    e.mapping.dev_major = body.file.maj;
+    e.mapping.dev_minor = body.file.min;
+    e.mapping.inode = body.file.ino;
+  }
+  out.push_back(LifecycleEvent{record_time(record, size), std::move(e)});
+}
+
+// Only exec matters here (a new address space); renames come from BPF.
+void decode_comm(const perf_event_header& header, const uint8_t* record, size_t size,
+                 std::vector<LifecycleEvent>& out) {
+  if (!(header.misc & PERF_RECORD_MISC_COMM_EXEC)) return;
+  if (size < sizeof(header) + 8 + kSampleIdTrailer) return;
+  uint32_t ids[2];
+  memcpy(ids, record + sizeof(header), 8);
+  out.push_back(LifecycleEvent{record_time(record, size),
+                               AddressSpaceResetEvent{Pid{static_cast<int32_t>(ids[0])},
+                                                      Tid{static_cast<int32_t>(ids[1])}}});
+}
+
+}  // namespace
+
+uint64_t decode_side_band_record(const uint8_t* record, size_t size,
+                                 std::vector<LifecycleEvent>& out) {
+  perf_event_header header;
+  if (size < sizeof(header)) return 0;
+  memcpy(&header, record, sizeof(header));
   switch (header.type) {
-    case PERF_RECORD_MMAP2: {
-      struct Mmap2Body {
-        uint32_t pid, tid;
-        uint64_t addr, len, pgoff;
-        union {
-          struct {
-            uint32_t maj, min;
-            uint64_t ino, ino_generation;
-          } file;
-          struct {
-            uint8_t build_id_size, reserved1;
-            uint16_t reserved2;
-            uint8_t build_id[20];
-          } id;
-        };
-        uint32_t prot, flags;
-      } body;
-      if (size < sizeof(header) + sizeof(body) + kTrailer) return;
-      memcpy(&body, record + sizeof(header), sizeof(body));
-      const char* name = reinterpret_cast<const char*>(record + sizeof(header) + sizeof(body));
-      size_t max_name = size - sizeof(header) - sizeof(body) - kTrailer;
-      MmapEvent e;
-      e.pid = Pid{static_cast<int32_t>(body.pid)};
-      e.tid = Tid{static_cast<int32_t>(body.tid)};
-      e.mapping.start = body.addr;
-      e.mapping.length = body.len;
-      e.mapping.file_offset = body.pgoff;
-      e.mapping.path.assign(name, strnlen(name, max_name));
-      if (header.misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
-        size_t n = std::min<size_t>(body.id.build_id_size, sizeof(body.id.build_id));
-        e.mapping.build_id.assign(reinterpret_cast<const char*>(body.id.build_id), n);
-      } else {
-        e.mapping.dev_major = body.file.maj;
-        e.mapping.dev_minor = body.file.min;
-        e.mapping.inode = body.file.ino;
-      }
-      out.push_back(LifecycleEvent{read_time(), std::move(e)});
-      break;
-    }
-    case PERF_RECORD_COMM: {
-      // Only exec matters here (a new address space); renames come from BPF.
-      if (!(header.misc & PERF_RECORD_MISC_COMM_EXEC)) return;
-      if (size < sizeof(header) + 8 + kTrailer) return;
-      uint32_t ids[2];
-      memcpy(ids, record + sizeof(header), 8);
-      out.push_back(
-          LifecycleEvent{read_time(), AddressSpaceResetEvent{Pid{static_cast<int32_t>(ids[0])},
-                                                             Tid{static_cast<int32_t>(ids[1])}}});
-      break;
-    }
+    case PERF_RECORD_MMAP2:
+      decode_mmap2(header, record, size, out);
+      return 0;
+    case PERF_RECORD_COMM:
+      decode_comm(header, record, size, out);
+      return 0;
     case PERF_RECORD_LOST: {
-      uint64_t body[2];
-      if (size < sizeof(header) + sizeof(body)) return;
+      uint64_t body[2];  // id, lost
+      if (size < sizeof(header) + sizeof(body)) return 0;
       memcpy(body, record + sizeof(header), sizeof(body));
-      lost_ += body[1];
-      break;
+      return body[1];
     }
     default:
-      break;
+      return 0;
   }
 }
 

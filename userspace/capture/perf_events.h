@@ -39,6 +39,12 @@ PerfRingRead read_perf_ring(const uint8_t* data, uint64_t data_size, uint64_t ta
                             std::vector<uint8_t>& scratch,
                             const std::function<void(const uint8_t*, size_t)>& on_record);
 
+// One side-band record (a perf_event_header and its body, with sample_id_all's {pid, tid,
+// time} trailer): an MMAP2 becomes an MmapEvent, an exec's COMM an AddressSpaceResetEvent,
+// appended to `out`; a LOST record returns its count. Short or unknown records are skipped.
+uint64_t decode_side_band_record(const uint8_t* record, size_t size,
+                                 std::vector<LifecycleEvent>& out);
+
 // Receives MMAP2 (executable mappings, with build-ids) and COMM records of all processes,
 // timestamped with CLOCK_MONOTONIC like the BPF events.
 class SideBandReader {
@@ -61,7 +67,6 @@ class SideBandReader {
     void* base = nullptr;
     size_t size = 0;  // metadata page + data pages
   };
-  void decode(const uint8_t* record, size_t size, std::vector<LifecycleEvent>& out);
 
   std::vector<Ring> rings_;
   std::vector<int> poll_fds_;

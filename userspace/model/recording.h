@@ -24,13 +24,6 @@ inline bool is_kernel_address(uint64_t address) { return (address >> 63) != 0; }
 // Canonical user-space addresses (x86-64 with 5-level paging, arm64): below 2^56.
 inline bool is_user_address(uint64_t address) { return address < (uint64_t{1} << 56); }
 
-// Executable memory that is no file: JIT code (perf reports "//anon"; memfd files and
-// /proc's "[anon:...]" names are the same thing).
-inline bool is_anonymous_memory(const std::string& path) {
-  return path.empty() || path.starts_with("//anon") || path.starts_with("[anon") ||
-         path.starts_with("/memfd:") || path == "[heap]" || path == "[stack]";
-}
-
 struct MappingInfo {
   uint64_t start = 0;
   uint64_t length = 0;

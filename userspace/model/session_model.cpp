@@ -1,24 +1,11 @@
 #include "userspace/model/session_model.h"
 
-#include "symbols/util/mapping_ranges.h"
+#include "symbols/util/mapping_kind.h"
 #include "symbols/util/text.h"
 
 #include <algorithm>
 
 namespace bpfprof {
-
-void AddressSpace::add(const Mapping& mapping) {
-  if (mapping.end <= mapping.start) return;
-  version_ = next_version();
-  insert_replacing_overlaps(by_start_, mapping);
-}
-
-const Mapping* AddressSpace::find(uint64_t address) const {
-  auto it = by_start_.upper_bound(address);
-  if (it == by_start_.begin()) return nullptr;
-  --it;
-  return address < it->second.end ? &it->second : nullptr;
-}
 
 SessionModel::SessionModel() {
   libraries_.push_back(Library{.path = "[kernel.kallsyms]"});  // kKernelLib
@@ -84,17 +71,7 @@ void SessionModel::replay(const Recording& recording) {
 void SessionModel::finish(MonotonicNs end) {
   for (Thread& th : threads_) {
     const MonotonicNs thread_end = th.end && *th.end < end ? *th.end : end;
-    if (th.off_cpu) switch_in(th, thread_end);
-    if (th.short_off_cpu_ns) {
-      // Shown when the latest of the waits began (never before the thread's last sample).
-      MonotonicNs at = th.last_short_off_cpu;
-      if (!th.samples.empty() && th.samples.back().time > at) at = th.samples.back().time;
-      if (th.last_sample_is_tick && th.last_tick > at) at = th.last_tick;
-      flush_short_off_cpu(th, at);
-    }
-    if (th.samples.empty() || th.unattributed_cpu_ns == 0) continue;
-    th.samples.back().cpu_delta_ns += th.unattributed_cpu_ns;
-    th.unattributed_cpu_ns = 0;
+    th.accounting.finish(rules_, thread_end, th.samples);
   }
 }
 
@@ -118,7 +95,7 @@ ProcessIndex SessionModel::start_process(MonotonicNs t, Pid pid, std::string nam
 }
 
 ThreadIndex SessionModel::start_thread(MonotonicNs t, ProcessIndex process_index, Tid tid,
-                                       std::string name) {
+                                       std::string name, std::optional<CpuTimeNs> runtime) {
   if (auto it = live_threads_.find(tid); it != live_threads_.end()) {
     Thread& stale = thread(it->second);
     if (!stale.end) stale.end = t;
@@ -130,6 +107,7 @@ ThreadIndex SessionModel::start_thread(MonotonicNs t, ProcessIndex process_index
   th.process = process_index;
   th.name = std::move(name);
   th.start = t;
+  th.accounting = ThreadAccounting(t, runtime);
   threads_.push_back(std::move(th));
   process(process_index).threads.push_back(index);
   live_threads_[tid] = index;
@@ -166,38 +144,34 @@ ThreadIndex SessionModel::live_thread(MonotonicNs t, Pid pid, Tid tid) {
     if (processes_[thread(gone->second).process.value].pid == pid) return gone->second;
   }
   ProcessIndex p = live_process(t, pid);
-  return start_thread(t, p, tid, process(p).name);
+  return start_thread(t, p, tid, process(p).name, std::nullopt);
 }
 
 void SessionModel::on(MonotonicNs t, const ProcessStartEvent& e) {
   ProcessIndex p = start_process(t, e.pid, e.name, "");
   process(p).is_launcher = e.is_launcher;
-  ThreadIndex ti = start_thread(t, p, Tid{e.pid.value}, e.name);
-  thread(ti).last_cpu_time = CpuTimeNs{0};  // forked just now: all its runtime is ours to count
+  // Forked just now: all its runtime is ours to count.
+  start_thread(t, p, Tid{e.pid.value}, e.name, CpuTimeNs{0});
   address_spaces_[e.pid] = AddressSpace{};
 }
 
 void SessionModel::on(MonotonicNs t, const ExistingProcessEvent& e) {
   ProcessIndex p = start_process(t, e.pid, e.name, e.executable);
   address_spaces_[e.pid] = AddressSpace{};
-  for (const ThreadState& ts : e.threads) {
-    ThreadIndex ti = start_thread(t, p, ts.tid, ts.comm);
-    thread(ti).last_cpu_time = ts.cpu_time;  // only CPU used from now on is counted
-  }
+  // Only CPU used from now on is counted.
+  for (const ThreadState& ts : e.threads) start_thread(t, p, ts.tid, ts.comm, ts.cpu_time);
 }
 
 void SessionModel::on(MonotonicNs t, const ForkEvent& e) {
   ProcessIndex parent = live_process(t, e.parent_pid);
   if (e.child_pid == e.parent_pid) {
-    ThreadIndex ti = start_thread(t, parent, e.child_tid, e.child_comm);
-    thread(ti).last_cpu_time = CpuTimeNs{0};  // a new task starts with no runtime
+    start_thread(t, parent, e.child_tid, e.child_comm, CpuTimeNs{0});  // a new task: no runtime
     return;
   }
   std::string name = process(parent).name;
   std::string executable = process(parent).executable;
   ProcessIndex child = start_process(t, e.child_pid, std::move(name), std::move(executable));
-  ThreadIndex ti = start_thread(t, child, e.child_tid, e.child_comm);
-  thread(ti).last_cpu_time = CpuTimeNs{0};
+  start_thread(t, child, e.child_tid, e.child_comm, CpuTimeNs{0});
   // A forked child starts with a copy of its parent's address space.
   address_spaces_[e.child_pid] = address_spaces_[e.parent_pid];
 }
@@ -210,29 +184,24 @@ void SessionModel::on(MonotonicNs t, const ExecEvent& e) {
     // The launcher's moments before the exec are left out of the profile, but the kernel
     // counts them as this task's: the command's entry takes its runtime from the fork on.
     runtime = processes_[before.process.value].is_launcher ? std::optional(CpuTimeNs{0})
-                                                           : before.last_cpu_time;
+                                                           : before.accounting.runtime();
   }
   if (auto it = live_processes_.find(e.pid); it != live_processes_.end())
     end_process(t, it->second);
 
   std::string name = e.filename.empty() ? e.comm : base_name(e.filename);
   ProcessIndex p = start_process(t, e.pid, std::move(name), e.filename);
-  ThreadIndex ti = start_thread(t, p, e.tid, e.comm);
-  thread(ti).last_cpu_time = runtime;  // the same task goes on running
-  address_spaces_.try_emplace(e.pid);  // emptied by the reset that preceded the exec
+  start_thread(t, p, e.tid, e.comm, runtime);  // the same task goes on running
+  address_spaces_.try_emplace(e.pid);          // emptied by the reset that preceded the exec
 }
 
 void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
   auto it = live_threads_.find(e.tid);
   if (it != live_threads_.end()) {
     Thread& th = thread(it->second);
-    if (th.off_cpu) switch_in(th, t);
+    th.accounting.exited(rules_, t, e.cpu_time, th.samples);
     th.end = t;
     th.final_cpu_time = e.cpu_time;
-    if (th.last_cpu_time && e.cpu_time.value > th.last_cpu_time->value) {
-      th.unattributed_cpu_ns += e.cpu_time.value - th.last_cpu_time->value;
-      th.last_cpu_time = e.cpu_time;
-    }
     if (!e.comm.empty()) th.name = e.comm;
     exited_threads_[e.tid] = it->second;
     live_threads_.erase(it);
@@ -258,7 +227,7 @@ void SessionModel::on(MonotonicNs, const MmapEvent& e) {
   m.start = e.mapping.start;
   m.end = e.mapping.start + e.mapping.length;
   m.file_offset = e.mapping.file_offset;
-  if (is_anonymous_memory(e.mapping.path)) {
+  if (classify_mapping(e.mapping.path) == MappingKind::kAnonymousCode) {
     m.lib = anonymous_library(e.pid);
     m.file_offset = m.start;  // frames keep their absolute address
   } else {
@@ -311,103 +280,31 @@ void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& ra
   Thread& th = thread(live_thread(sample.time, sample.pid, sample.tid));
   switch (sample.kind) {
     case SampleKind::kOnCpu:
-      if (th.off_cpu) switch_in(th, sample.time);  // its switch-in was lost
-      add_on_cpu_sample(th, sample, raw_stacks);
+      th.accounting.on_cpu_sample(rules_, sample.time, sample.cpu_time,
+                                  resolve(sample.pid, sample.stack, raw_stacks), th.samples);
       break;
     case SampleKind::kSwitchOut:
-      if (th.off_cpu) switch_in(th, sample.time);
-      switch_out(th, sample, raw_stacks);
+      th.accounting.switched_out(rules_, sample.time, sample.cpu_time,
+                                 off_cpu_stack(th, sample, raw_stacks), th.samples);
       break;
     case SampleKind::kSwitchIn:
-      if (th.off_cpu) switch_in(th, sample.time);
+      th.accounting.switched_in(rules_, sample.time, th.samples);
       break;
   }
 }
 
-void SessionModel::record_runtime(Thread& th, CpuTimeNs runtime) {
-  if (th.last_cpu_time && runtime.value >= th.last_cpu_time->value)
-    th.unattributed_cpu_ns += runtime.value - th.last_cpu_time->value;
-  th.last_cpu_time = runtime;
-}
-
-uint64_t SessionModel::take_cpu(Thread& th, MonotonicNs t) {
-  const MonotonicNs previous = th.last_sample_is_tick ? th.last_tick
-                               : th.samples.empty()   ? th.start
-                                                      : th.samples.back().time;
-  const uint64_t wall = t.value > previous.value ? t.value - previous.value : 0;
-  const uint64_t delta = std::min(th.unattributed_cpu_ns, wall);
-  th.unattributed_cpu_ns -= delta;
-  return delta;
-}
-
-void SessionModel::add_on_cpu_sample(Thread& th, const SampleRecord& sample,
-                                     const RawStackTree& raw_stacks) {
-  record_runtime(th, sample.cpu_time);
-  StackId stack = resolve(sample.pid, sample.stack, raw_stacks);
-  const uint64_t cpu = take_cpu(th, sample.time);
-  if (collapse_repeated_samples_ && th.last_sample_is_tick && th.samples.back().stack == stack &&
-      sample.time.value - th.last_tick.value < 2 * interval_ns_) {
-    th.samples.back().weight += 1.0;
-    th.samples.back().cpu_delta_ns += cpu;
-  } else {
-    th.samples.push_back(ThreadSample{sample.time, stack, cpu, 1.0});
-  }
-  th.last_sample_is_tick = true;
-  th.last_tick = sample.time;
-}
-
-void SessionModel::switch_out(Thread& th, const SampleRecord& sample,
-                              const RawStackTree& raw_stacks) {
-  record_runtime(th, sample.cpu_time);  // exact here: the scheduler just brought it up to date
+// Where the thread waits, ending in its off-CPU state frame.
+StackId SessionModel::off_cpu_stack(Thread& th, const SampleRecord& switch_out,
+                                    const RawStackTree& raw_stacks) {
   StackId where;
-  if (sample.reuses_last_stack && th.last_off_cpu_where) {
+  if (switch_out.reuses_last_stack && th.last_off_cpu_where) {
     where = *th.last_off_cpu_where;
   } else {
-    where = resolve(sample.pid, sample.stack, raw_stacks);
+    where = resolve(switch_out.pid, switch_out.stack, raw_stacks);
     th.last_off_cpu_where = where;
   }
-  StackId stack = stacks_.intern(
-      where, FrameKey{kOffCpuStateFrame, static_cast<uint64_t>(sample.off_cpu_state)});
-  if (off_cpu_) {
-    th.off_cpu = OffCpuInterval{sample.time, stack};
-  } else {
-    // No switch-in will come: only mark where the last running stack ends.
-    th.samples.push_back(ThreadSample{sample.time, stack, take_cpu(th, sample.time), 0.0});
-    th.last_sample_is_tick = false;
-  }
-}
-
-void SessionModel::switch_in(Thread& th, MonotonicNs t) {
-  const OffCpuInterval interval = *th.off_cpu;
-  th.off_cpu.reset();
-  const uint64_t blocked = t.value > interval.since.value ? t.value - interval.since.value : 0;
-  if (blocked >= interval_ns_) {
-    flush_short_off_cpu(th, interval.since);
-    th.samples.push_back(
-        ThreadSample{interval.since, interval.stack, take_cpu(th, interval.since),
-                     static_cast<double>(blocked) / static_cast<double>(interval_ns_)});
-    th.last_sample_is_tick = false;
-    return;
-  }
-  // Shorter than an interval: summed with the thread's other short waits, shown with the
-  // stack of the longest of them once they add up to an interval.
-  th.short_off_cpu_ns += blocked;
-  th.last_short_off_cpu = interval.since;
-  if (blocked >= th.longest_short_off_cpu_ns) {
-    th.longest_short_off_cpu_ns = blocked;
-    th.short_off_cpu_stack = interval.stack;
-  }
-  if (th.short_off_cpu_ns >= interval_ns_) flush_short_off_cpu(th, interval.since);
-}
-
-void SessionModel::flush_short_off_cpu(Thread& th, MonotonicNs t) {
-  if (th.short_off_cpu_ns == 0) return;
-  th.samples.push_back(
-      ThreadSample{t, th.short_off_cpu_stack, take_cpu(th, t),
-                   static_cast<double>(th.short_off_cpu_ns) / static_cast<double>(interval_ns_)});
-  th.last_sample_is_tick = false;
-  th.short_off_cpu_ns = 0;
-  th.longest_short_off_cpu_ns = 0;
+  return stacks_.intern(
+      where, FrameKey{kOffCpuStateFrame, static_cast<uint64_t>(switch_out.off_cpu_state)});
 }
 
 StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks) {

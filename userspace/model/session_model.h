@@ -11,9 +11,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "symbols/util/mapping_ranges.h"
 #include "userspace/model/ids.h"
 #include "userspace/model/prefix_tree.h"
 #include "userspace/model/recording.h"
+#include "userspace/model/thread_accounting.h"
 
 namespace bpfprof {
 
@@ -59,7 +61,7 @@ struct FrameKeyHash {
   }
 };
 using ResolvedStackTree = PrefixTree<FrameKey, FrameKeyHash>;
-using StackId = ResolvedStackTree::NodeId;
+static_assert(std::is_same_v<StackId, ResolvedStackTree::NodeId>);
 
 struct Mapping {
   uint64_t start = 0;
@@ -69,63 +71,20 @@ struct Mapping {
 };
 
 // The executable mappings of one process at the current replay time.
-class AddressSpace {
- public:
-  void add(const Mapping& mapping);  // replaces whatever it overlaps
-  const Mapping* find(uint64_t address) const;
-  size_t size() const { return by_start_.size(); }
-  // Changes with every change of the mappings, unique across all address spaces: stacks
-  // resolved against one version stay valid until the next.
-  uint64_t version() const { return version_; }
+using AddressSpace = AddressSpaceOf<Mapping>;
 
- private:
-  static uint64_t next_version() {
-    static uint64_t counter = 0;
-    return ++counter;
-  }
-  std::map<uint64_t, Mapping> by_start_;
-  uint64_t version_ = next_version();
-};
-
-struct ThreadSample {
-  MonotonicNs time;
-  StackId stack;
-  uint64_t cpu_delta_ns;  // CPU time used since the thread's previous sample (or its start)
-  // In sampling intervals: 1 for a timer sample; for an off-CPU sample, how long the thread
-  // was off the CPU (may be fractional); 0 for a mere "left the CPU here" marker.
-  double weight = 1.0;
-};
-
-// A thread off the CPU since `since`, waiting in `stack` (which ends in a state frame).
-struct OffCpuInterval {
-  MonotonicNs since;
-  StackId stack;
-};
-
+// A thread's identity and its samples; how the samples are made from its events is its
+// accounting's business.
 struct Thread {
   Tid tid;
   ProcessIndex process;
   std::string name;
   MonotonicNs start;
   std::optional<MonotonicNs> end;
-  std::optional<CpuTimeNs> last_cpu_time;   // the runtime at the previous sample
   std::optional<CpuTimeNs> final_cpu_time;  // the runtime at exit
-  // The kernel brings a running task's runtime up to date only at scheduler ticks, so a
-  // sample can report CPU time that belongs to earlier samples. Runtime not yet given to a
-  // sample waits here; no sample gets more than the wall time since the one before.
-  uint64_t unattributed_cpu_ns = 0;
-  std::optional<OffCpuInterval> off_cpu;      // open while the thread is off the CPU
-  std::optional<StackId> last_off_cpu_where;  // its latest captured off-CPU stack
-  // Blocked intervals shorter than a sampling interval, summed until they make one.
-  uint64_t short_off_cpu_ns = 0;
-  MonotonicNs last_short_off_cpu;  // when the latest of them began
-  StackId short_off_cpu_stack = 0;
-  uint64_t longest_short_off_cpu_ns = 0;
   std::vector<ThreadSample> samples;
-  // The last sample is a timer sample that the next one joins (weight + 1) when it has the
-  // same stack and follows within two intervals: runs of identical samples become one.
-  bool last_sample_is_tick = false;
-  MonotonicNs last_tick;  // the latest timer sample's time, also when it joined the one before
+  ThreadAccounting accounting{MonotonicNs{0}, std::nullopt};
+  std::optional<StackId> last_off_cpu_where;  // its latest captured off-CPU stack (reused)
 };
 
 struct Process {
@@ -154,13 +113,13 @@ class SessionModel {
   // The sampling interval (off-CPU weights are in its units) and whether switch-in events
   // come (off-CPU recording) or a switch-out is a mere marker.
   void configure(uint64_t interval_ns, bool off_cpu) {
-    interval_ns_ = interval_ns;
-    off_cpu_ = off_cpu;
+    rules_.interval_ns = interval_ns;
+    rules_.off_cpu = off_cpu;
   }
   void configure_for(const Recording& recording);
   // Consecutive identical timer samples of a thread become one sample with their summed
   // weight and CPU time (on by default).
-  void set_collapse_repeated_samples(bool collapse) { collapse_repeated_samples_ = collapse; }
+  void set_collapse_repeated_samples(bool collapse) { rules_.collapse_repeated_samples = collapse; }
 
   // Applies the recording's events and samples up to `until`, in time order, and removes
   // them from `recording`: a live recording calls it as it goes, so memory holds the recent
@@ -191,7 +150,9 @@ class SessionModel {
   void on(MonotonicNs t, const ExistingProcessEvent& e);
 
   ProcessIndex start_process(MonotonicNs t, Pid pid, std::string name, std::string executable);
-  ThreadIndex start_thread(MonotonicNs t, ProcessIndex process, Tid tid, std::string name);
+  // `runtime`: the thread's runtime now, if known (see ThreadAccounting).
+  ThreadIndex start_thread(MonotonicNs t, ProcessIndex process, Tid tid, std::string name,
+                           std::optional<CpuTimeNs> runtime);
   void end_process(MonotonicNs t, ProcessIndex process);
   ProcessIndex live_process(MonotonicNs t, Pid pid);  // creates an entry if none is live
   ThreadIndex live_thread(MonotonicNs t, Pid pid, Tid tid);
@@ -200,12 +161,7 @@ class SessionModel {
   StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
   StackId resolve_uncached(const AddressSpace* space, RawStackId raw,
                            const RawStackTree& raw_stacks);
-  void add_on_cpu_sample(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
-  void switch_out(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
-  void switch_in(Thread& th, MonotonicNs t);
-  void record_runtime(Thread& th, CpuTimeNs runtime);
-  uint64_t take_cpu(Thread& th, MonotonicNs t);  // CPU time for a sample at t
-  void flush_short_off_cpu(Thread& th, MonotonicNs t);
+  StackId off_cpu_stack(Thread& th, const SampleRecord& switch_out, const RawStackTree& raw_stacks);
 
   Process& process(ProcessIndex i) { return processes_[i.value]; }
   Thread& thread(ThreadIndex i) { return threads_[i.value]; }
@@ -229,9 +185,7 @@ class SessionModel {
     StackId stack;
   };
   std::unordered_map<uint64_t, ResolvedStack> resolved_;  // by pid << 32 | raw stack
-  uint64_t interval_ns_ = 1000000;
-  bool off_cpu_ = false;
-  bool collapse_repeated_samples_ = true;
+  AccountingRules rules_;
   // consume(): how much of the recording's pending events and samples is already in order.
   size_t sorted_pending_events_ = 0;
   size_t sorted_pending_samples_ = 0;

@@ -33,52 +33,11 @@
 #include "userspace/session/preflight.h"
 #include "userspace/session/proc_snapshot.h"
 #include "userspace/session/serve.h"
+#include "userspace/session/signals.h"
 
 namespace bpfprof {
 
 namespace {
-
-// Lock-free atomics: safe in a signal handler, and two signals handled at once on two
-// threads both count.
-static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
-std::atomic<int> g_signal_count{0};
-std::atomic<int> g_last_signal{0};
-std::atomic<bool> g_signal_from_process{false};  // sent with kill(), not by the terminal
-
-// Set while the profile is written; then the temporary file to remove if the user insists
-// on stopping (only async-signal-safe calls in the handler). The path is complete before
-// g_writing is set (release), and read only after the handler sees it set (acquire).
-std::atomic<bool> g_writing{false};
-char g_writing_temp_path[4096];
-
-void write_stderr(const char* text) {
-  ssize_t ignored = write(STDERR_FILENO, text, strlen(text));
-  (void)ignored;
-}
-
-void on_stop_signal(int sig, siginfo_t* info, void*) {
-  g_last_signal = sig;
-  g_signal_from_process = info && info->si_code <= 0;  // SI_USER, SI_QUEUE, SI_TKILL
-  const int count = g_signal_count.fetch_add(1) + 1;
-  if (!g_writing.load(std::memory_order_acquire)) return;
-  // What was recorded is being written: a signal is not a reason to lose it, unless it is
-  // the third one.
-  if (count < 3) {
-    write_stderr("\nbpfprof: still writing the profile; a third Ctrl-C aborts without it\n");
-    return;
-  }
-  if (g_writing_temp_path[0]) unlink(g_writing_temp_path);
-  write_stderr("\nbpfprof: aborted; no profile written\n");
-  _exit(128 + sig);
-}
-
-void install_signal_handlers() {
-  struct sigaction sa {};
-  sa.sa_sigaction = on_stop_signal;
-  sa.sa_flags = SA_SIGINFO;  // no SA_RESTART: poll() returns early with EINTR
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
-}
 
 // A running process we attached to; readable once it has exited (immune to pid reuse).
 UniqueFd open_pidfd(Pid pid) {
@@ -107,10 +66,6 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
 }
 
 constexpr int kReaderNiceBoost = 5;
-
-// Rows of unwind tables the kernel holds (16 bytes each in the array: 32 MiB): libc has
-// ~35k, python3.11 ~110k.
-constexpr uint32_t kUnwindRowCapacity = 2u << 20;
 
 std::string human_size(uint64_t bytes) {
   char text[32];
@@ -253,44 +208,71 @@ void raise_file_limit() {
   }
 }
 
-}  // namespace
+// How much of the on-CPU time fell in code without a symbol, where, and how to get names.
+void print_unnamed_code(const ProfileSummary& summary) {
+  if (summary.unnamed_share_by_library.empty()) return;
+  double total = 0;
+  std::string where;
+  for (size_t i = 0; i < summary.unnamed_share_by_library.size(); ++i) {
+    const auto& [lib, share] = summary.unnamed_share_by_library[i];
+    total += share;
+    if (i < 3) {
+      char text[64];
+      snprintf(text, sizeof text, " %.1f%%", 100.0 * share);
+      where += (i ? ", " : "") + lib + text;
+    }
+  }
+  fprintf(stderr,
+          "bpfprof: %.1f%% of on-CPU samples are in code without a symbol (no debug "
+          "information?): %s\n",
+          100.0 * total, where.c_str());
+  if (const std::string hint = debug_info_hint(summary.unnamed_library_paths); !hint.empty())
+    fprintf(stderr, "bpfprof:   %s\n", hint.c_str());
+}
 
-int run_record(const RecordOptions& options) {
-  const MonotonicNs invoked = monotonic_now();
-  raise_file_limit();
+void print_top_functions(const ProfileSummary& summary) {
+  if (summary.top_self_functions.empty()) return;
+  fprintf(stderr, "bpfprof: top functions by on-CPU samples (self):\n");
+  for (const auto& [name, share] : summary.top_self_functions)
+    fprintf(stderr, "  %5.1f%%  %s\n", 100.0 * share, name.c_str());
+}
+
+void print_written_file(const std::string& path, OutputFormat format) {
+  struct stat written {};
+  stat(path.c_str(), &written);
+  fprintf(stderr, "bpfprof: wrote %s (%s) — %s\n", path.c_str(),
+          human_size(static_cast<uint64_t>(written.st_size)).c_str(),
+          format == OutputFormat::kCollapsed
+              ? "folded stacks for flamegraph.pl, inferno-flamegraph or speedscope"
+              : "open it at https://profiler.firefox.com (Load a profile from file)");
+}
+
+// A failure that ends `record` with one line on stderr and this exit status.
+struct RecordFailure : std::runtime_error {
+  RecordFailure(int status, const std::string& message)
+      : std::runtime_error(message), status(status) {}
+  int status;
+};
+
+// Checks the options and the machine before anything starts.
+void check_record_options(const RecordOptions& options) {
   const bool launch = !options.command.empty();
   const int modes =
       (launch ? 1 : 0) + (options.attach_pids.empty() ? 0 : 1) + (options.system_wide ? 1 : 0);
-  if (modes != 1) {
-    fprintf(stderr, "bpfprof: give exactly one of -- CMD, -p PID or -a\n");
-    return 2;
-  }
-  if (std::optional<std::string> problem = check_environment(current_environment())) {
-    fprintf(stderr, "bpfprof: %s\n", problem->c_str());
-    return 2;
-  }
-  // Through sudo, the command runs as the user who typed it, and the profile is theirs.
-  std::optional<RunAsUser> invoking_user;
-  try {
-    invoking_user = sudo_invoking_user();
-  } catch (const std::exception& e) {
-    fprintf(stderr, "bpfprof: %s\n", e.what());
-    return 2;
-  }
-  if (launch && !find_executable(options.command[0])) {
-    fprintf(stderr, "bpfprof: %s: command not found\n", options.command[0].c_str());
-    return 127;
-  }
-  if (std::optional<std::string> error = check_targets(options.attach_pids)) {
-    fprintf(stderr, "bpfprof: %s\n", error->c_str());
-    return 2;
-  }
+  if (modes != 1) throw RecordFailure(2, "give exactly one of -- CMD, -p PID or -a");
+  if (std::optional<std::string> problem = check_environment(current_environment()))
+    throw RecordFailure(2, *problem);
+  if (launch && !find_executable(options.command[0]))
+    throw RecordFailure(127, options.command[0] + ": command not found");
+  if (std::optional<std::string> error = check_targets(options.attach_pids))
+    throw RecordFailure(2, *error);
+}
 
-  std::unique_ptr<CommittableSink> output;
-  std::optional<BpfPrograms> bpf;
-  std::optional<KernelUnwindTables> kernel_unwind;  // after bpf: it writes into its maps
-  std::optional<SideBandReader> side_band;
-  SamplingEvents sampling;
+// Rows of unwind tables the kernel holds (16 bytes each in the array: 32 MiB). One
+// fixture with libc and ld.so needs ~31k; every file mapped on this machine, ~ TODO.
+constexpr uint32_t kUnwindRowCapacity = 2u << 20;
+
+Recording recording_for(const RecordOptions& options) {
   Recording recording;
   recording.frequency_hz = options.frequency_hz;
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
@@ -298,308 +280,386 @@ int run_record(const RecordOptions& options) {
                          : options.walk_stacks_in_kernel ? "dwarf"
                                                          : "dwarf-copy";
   recording.fixed_stack_copy_size = options.fixed_stack_copy_size;
-  IngestPipeline pipeline(recording, /*dwarf=*/options.user_stack_copy_bytes != 0,
-                          !options.no_collapse);
-  SessionModel& model = pipeline.model();
+  return recording;
+}
+
+// One `bpfprof record`: set up sampling and BPF, start or find the targets, collect events
+// until the recording ends, then write the profile and the summary.
+class RecordSession {
+ public:
+  explicit RecordSession(const RecordOptions& options)
+      : options_(options),
+        invoked_(monotonic_now()),
+        recording_(recording_for(options)),
+        pipeline_(recording_, {.dwarf = options.user_stack_copy_bytes != 0,
+                               .collapse_repeated_samples = !options.no_collapse}) {}
+
+  // Each throws RecordFailure.
+  void set_up();
+  void start_targets();
+  void collect();
+  // The exit status of `record`.
+  int finish();
+
+ private:
+  void open_event_log();
+  void start_kernel_unwinding();
+  void launch_command();
+  void attach_targets();
+  bool step();  // one poll of the event sources; false once the recording should end
+  bool handle_stop_signals();
+  void note_losses();
+  void drain_side_band();
+  void stop_collecting();
+  void write_profile_and_summary();
+  void print_summary(const ProfileSummary& summary, double own_cpu_writing_ms) const;
+
+  const RecordOptions& options_;
+  const MonotonicNs invoked_;
+  std::optional<RunAsUser> invoking_user_;  // through sudo: the user who typed the command
+  Recording recording_;
+  IngestPipeline pipeline_;
+  std::unique_ptr<CommittableSink> output_;
+  std::optional<BpfPrograms> bpf_;
+  std::optional<KernelUnwindTables> kernel_unwind_;  // --call-graph dwarf; writes bpf_'s maps
+  std::optional<SideBandReader> side_band_;
+  SamplingEvents sampling_;
+  std::unique_ptr<EventLogWriter> event_log_;
+  std::optional<LaunchedCommand> command_;
+  std::vector<UniqueFd> target_pidfds_;
+
+  MonotonicNs sampling_started_{0};
+  MonotonicNs targets_known_{0};
+  MonotonicNs deadline_{UINT64_MAX};  // without -d, never
+  double own_cpu_at_start_ms_ = 0;
+  double own_cpu_while_recording_ms_ = 0;
+
+  int handled_signals_ = 0;
+  int stop_signal_ = 0;
+  bool command_exited_ = false;
+  // Losses are noticed per poll and kept with their time and process (profile markers).
+  uint64_t lost_so_far_ = 0;
+  std::unordered_map<Pid, uint64_t> lost_by_process_so_far_;
+  // A terminal gets a status line, rewritten every second; a log file or pipe gets nothing.
+  const bool show_status_ = isatty(STDERR_FILENO) == 1;
+  MonotonicNs next_status_{0};
+};
+
+void RecordSession::set_up() {
+  raise_file_limit();
+  check_record_options(options_);
   try {
-    output = open_output(options.output_path);  // fails now if the directory is not writable
-    bpf.emplace(/*track_all_processes=*/options.system_wide, recording.off_cpu,
-                1000000000ull / options.frequency_hz, options.user_stack_copy_bytes,
-                options.ring_buffer_bytes, options.walk_stacks_in_kernel ? kUnwindRowCapacity : 0);
-    if (options.walk_stacks_in_kernel) {
-      // Used by the table worker thread only (the cache is not thread-safe).
-      kernel_unwind.emplace(
-          *bpf->unwind_maps(),
-          [cache = std::make_shared<UnwindTableCache>(UnwindTableCache::default_directory(),
-                                                      UnwindTableOptions{options.symbol_dirs})](
-              const std::string& path) { return cache->get(path); },
-          options.system_wide);
-      pipeline.observe_lifecycle_events([&](const std::vector<LifecycleEvent>& events,
-                                            size_t from) { kernel_unwind->apply(events, from); });
-    }
+    invoking_user_ = sudo_invoking_user();
+    output_ = open_output(options_.output_path);  // fails now if the directory is not writable
+    bpf_.emplace(/*track_all_processes=*/options_.system_wide, recording_.off_cpu,
+                 1000000000ull / options_.frequency_hz, options_.user_stack_copy_bytes,
+                 options_.ring_buffer_bytes,
+                 options_.walk_stacks_in_kernel ? kUnwindRowCapacity : 0);
+    if (options_.walk_stacks_in_kernel) start_kernel_unwinding();
     std::vector<int> cpus = online_cpus();
-    side_band.emplace(cpus);
-    if (!options.fixed_stack_copy_size) bpf->adapt_stack_copies(pipeline);
-    bpf->attach_lifecycle();
-    sampling = open_sampling_events(options.frequency_hz, cpus);
-    recording.sampling_event = sampling.event_name;
-    bpf->attach_sampling(sampling.fds);
+    side_band_.emplace(cpus);
+    if (!options_.fixed_stack_copy_size) bpf_->adapt_stack_copies(pipeline_);
+    bpf_->attach_lifecycle();
+    sampling_ = open_sampling_events(options_.frequency_hz, cpus);
+    recording_.sampling_event = sampling_.event_name;
+    bpf_->attach_sampling(sampling_.fds);
+  } catch (const RecordFailure&) {
+    throw;
   } catch (const std::exception& e) {
-    fprintf(stderr, "bpfprof: %s\n", e.what());
-    return 2;
+    throw RecordFailure(2, e.what());
   }
+  sampling_started_ = monotonic_now();
+  install_stop_signal_handlers();
+  recording_.start_time = monotonic_now();
+  own_cpu_at_start_ms_ = process_cpu_ms();
+  recording_.start_wall_clock_ms = wall_clock_ms_now();
+  open_event_log();
+}
 
-  const MonotonicNs sampling_started = monotonic_now();
-  install_signal_handlers();
-  std::optional<LaunchedCommand> command;
-  std::vector<UniqueFd> target_pidfds;
-  recording.start_time = monotonic_now();
-  const double own_cpu_at_start_ms = process_cpu_ms();
-  recording.start_wall_clock_ms = wall_clock_ms_now();
-  std::unique_ptr<EventLogWriter> event_log;
-  if (!options.save_events_path.empty()) {
-    try {
-      event_log = std::make_unique<EventLogWriter>(
-          options.save_events_path,
-          RecordingSettings{recording.frequency_hz, recording.sampling_event, recording.off_cpu,
-                            recording.call_graph, recording.start_time,
-                            recording.start_wall_clock_ms});
-    } catch (const std::exception& e) {
-      fprintf(stderr, "bpfprof: %s\n", e.what());
-      return 2;
-    }
-    bpf->save_events_to(event_log.get());
-  }
-  // Lifecycle events from the side band and /proc go to the event log as they are (the BPF
-  // programs' events are saved raw as they are read).
-  auto drain_side_band = [&] {
-    const size_t before = recording.events.size();
-    side_band->drain(recording.events);
-    if (event_log) event_log->write_lifecycle_events(recording.events, before);
-  };
+// Tables for the files the tracked processes map, built (or read from their cache) on a
+// worker thread as the mappings arrive, and the processes' mappings, into the BPF maps.
+void RecordSession::start_kernel_unwinding() {
+  // The cache is used by the worker thread only (it is not thread-safe).
+  auto cache = std::make_shared<UnwindTableCache>(UnwindTableCache::default_directory(),
+                                                  UnwindTableOptions{options_.symbol_dirs});
+  kernel_unwind_.emplace(
+      *bpf_->unwind_maps(), [cache](const std::string& path) { return cache->get(path); },
+      options_.system_wide);
+  pipeline_.observe_lifecycle_events([this](const std::vector<LifecycleEvent>& events,
+                                            size_t from) { kernel_unwind_->apply(events, from); });
+}
+
+void RecordSession::open_event_log() {
+  if (options_.save_events_path.empty()) return;
   try {
-    if (launch) {
-      command.emplace(options.command, options.run_as_root ? std::nullopt : invoking_user);
-      bpf->track_process(command->pid());
-      recording.events.push_back(LifecycleEvent{
-          recording.start_time,
-          ProcessStartEvent{command->pid(), base_name(options.command[0]), /*is_launcher=*/true}});
-      if (std::optional<std::string> error = command->release()) {
-        fprintf(stderr, "bpfprof: cannot run %s: %s\n", options.command[0].c_str(), error->c_str());
-        return 127;
-      }
-    } else {
-      // Track first, then read /proc: a thread or child created in between is seen by both,
-      // never by neither.
-      std::vector<Pid> targets;
-      for (int pid : options.attach_pids) targets.push_back(Pid{pid});
-      if (options.system_wide) targets = list_processes();
-      for (Pid pid : targets) {
-        if (!options.system_wide) {
-          bpf->track_process(pid);
-          // Without it the recording could not tell when its targets are gone, and would
-          // never end by itself.
-          UniqueFd pidfd = open_pidfd(pid);
-          if (!pidfd.valid()) {
-            fprintf(stderr, "bpfprof: cannot follow pid %d: %s\n", pid.value,
-                    errno == ESRCH ? "it exited before the recording started" : strerror(errno));
-            return 2;
-          }
-          target_pidfds.push_back(std::move(pidfd));
-        }
-      }
-      for (Pid pid : targets) {
-        std::string error;
-        std::optional<ProcessSnapshot> snapshot = snapshot_process(pid, &error);
-        if (snapshot) {
-          append_snapshot_events(recording.start_time, std::move(*snapshot), recording.events);
-        } else if (!options.system_wide) {
-          fprintf(stderr, "bpfprof: %s\n", error.c_str());
-          return 2;
-        }
-      }
-    }
+    event_log_ = std::make_unique<EventLogWriter>(
+        options_.save_events_path,
+        RecordingSettings{recording_.frequency_hz, recording_.sampling_event, recording_.off_cpu,
+                          recording_.call_graph, recording_.start_time,
+                          recording_.start_wall_clock_ms});
   } catch (const std::exception& e) {
-    fprintf(stderr, "bpfprof: %s\n", e.what());
-    return 2;
+    throw RecordFailure(2, e.what());
   }
+  bpf_->save_events_to(event_log_.get());
+}
 
-  const MonotonicNs targets_known = monotonic_now();
+void RecordSession::start_targets() {
+  try {
+    if (!options_.command.empty())
+      launch_command();
+    else
+      attach_targets();
+  } catch (const RecordFailure&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw RecordFailure(2, e.what());
+  }
+  targets_known_ = monotonic_now();
   // The reader must keep up with the ring buffer also when every CPU is busy (a stress run
   // on 2 CPUs with ~50 runnable threads left it ~4% of a CPU and lost half the events). The
   // command was forked before this and keeps its own priority.
   errno = 0;
   if (const int nice_now = getpriority(PRIO_PROCESS, 0); errno == 0)
     setpriority(PRIO_PROCESS, 0, std::max(-20, nice_now - kReaderNiceBoost));
-  // Without -d, never.
-  const MonotonicNs deadline{options.duration_seconds
-                                 ? recording.start_time.value +
-                                       static_cast<uint64_t>(*options.duration_seconds * 1e9)
-                                 : UINT64_MAX};
-  if (event_log) event_log->write_lifecycle_events(recording.events, 0);
-  pipeline.take_lifecycle_events();
-  int handled_signals = 0;
-  int stop_signal = 0;
-  bool command_exited = false;
-  // Losses are noticed per poll and kept with their time and process (profile markers).
-  uint64_t lost_so_far = 0;
-  std::unordered_map<Pid, uint64_t> lost_by_process_so_far;
-  auto note_losses = [&] {
-    const uint64_t lost = bpf->lost_events();
-    if (lost == lost_so_far) return;
-    lost_so_far = lost;
-    const MonotonicNs now = monotonic_now();
-    for (const auto& [pid, count] : bpf->lost_events_by_process()) {
-      uint64_t& before = lost_by_process_so_far[pid];
-      if (count > before) recording.losses.push_back(LossRecord{now, pid, count - before});
-      before = count;
-    }
-  };
-  // A terminal gets a status line, rewritten every second; a log file or pipe gets nothing.
-  const bool show_status = isatty(STDERR_FILENO) == 1;
-  MonotonicNs next_status{recording.start_time.value + 1000000000};
-  while (true) {
-    if (show_status && monotonic_now() >= next_status) {
-      print_status_line(recording, model, bpf->lost_events() + side_band->lost_records());
-      next_status.value += 1000000000;
-    }
-    // Until a new process's mappings and tables are in the kernel its samples fall back to
-    // stack copies: in the first 200 ms, and while tables are being built, read sooner.
-    const bool settling =
-        kernel_unwind && (monotonic_now().value - recording.start_time.value < 200'000'000 ||
-                          kernel_unwind->building());
-    bpf->wait(settling ? 5 : 50);
-    // Mappings first: the samples read next come after them, and a DWARF sample is unwound
-    // with the mappings of its process as they are then.
-    drain_side_band();
-    pipeline.take_lifecycle_events();
-    if (int n = bpf->consume(pipeline); n < 0) {
-      fprintf(stderr, "bpfprof: reading BPF events failed: %s\n", strerror(-n));
-      break;
-    }
-    note_losses();
-    if (kernel_unwind) kernel_unwind->flush();
-    pipeline.advance(monotonic_now());
-    while (handled_signals < g_signal_count) {
-      ++handled_signals;
-      // A terminal's Ctrl-C already reached the command (same process group); a signal sent
-      // to bpfprof alone is passed on, so the command can end and the profile be written.
-      if (command && g_signal_from_process) command->send_signal(g_last_signal);
-    }
-    if (handled_signals > 0 && !command) {
-      stop_signal = g_last_signal;  // attached or system-wide: a signal ends the recording
-      break;
-    }
-    if (handled_signals >= 3) {
-      fprintf(stderr, "bpfprof: stopping the recording; the command keeps running\n");
-      stop_signal = g_last_signal;
-      break;
-    }
-    if (command && command->poll_exited()) {
-      command_exited = true;
-      break;
-    }
-    if (all_exited(target_pidfds)) break;
-    if (monotonic_now() >= deadline) break;
-  }
-  recording.end_time = monotonic_now();
-  if (show_status) fputs("\r\033[K", stderr);
-  const double own_cpu_while_recording_ms = process_cpu_ms() - own_cpu_at_start_ms;
-  bpf->detach_sampling();
-  sampling.fds.clear();
-  // Collect what is still in flight: the exit events of the last threads.
-  bpf->drain(pipeline);
-  drain_side_band();
-  pipeline.take_lifecycle_events();
-  note_losses();
-  recording.stats.lost_bpf_events = bpf->lost_events();
-  recording.stats.lost_bpf_events_per_cpu = bpf->lost_events_per_cpu();
-  recording.stats.lost_sideband_records = side_band->lost_records();
-  if (kernel_unwind) {
-    kernel_unwind->flush();
-    KernelUnwindStats stats = kernel_unwind->stats();
-    stats.map_bytes = bpf->unwind_map_bytes();
-    stats.fallbacks_by_reason = bpf->unwind_fallbacks();
-    recording.stats.kernel_unwind = std::move(stats);
-  }
-  if (event_log) {
-    bpf->save_events_to(nullptr);
-    try {
-      event_log->finish(RecordingTrailer{recording.end_time, recording.stats.lost_bpf_events,
-                                         recording.stats.lost_sideband_records});
-      fprintf(stderr, "bpfprof: saved %.1f MB of events to %s\n",
-              static_cast<double>(event_log->bytes_written()) / 1e6,
-              options.save_events_path.c_str());
-    } catch (const std::exception& e) {
-      fprintf(stderr, "bpfprof: %s\n", e.what());
-    }
-  }
+  if (options_.duration_seconds)
+    deadline_ = MonotonicNs{recording_.start_time.value +
+                            static_cast<uint64_t>(*options_.duration_seconds * 1e9)};
+  // Lifecycle events from the side band and /proc go to the event log as they are (the BPF
+  // programs' events are saved raw as they are read).
+  if (event_log_) event_log_->write_lifecycle_events(recording_.events, 0);
+  pipeline_.take_lifecycle_events();
+}
 
-  int status = command_exited ? command->exit_status() : stop_signal ? 128 + stop_signal : 0;
-  snprintf(g_writing_temp_path, sizeof g_writing_temp_path, "%s", output->temp_path().c_str());
-  g_writing.store(true, std::memory_order_release);
-  fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
-          static_cast<double>(recording.end_time.value - recording.start_time.value) / 1e9);
+void RecordSession::launch_command() {
+  command_.emplace(options_.command, options_.run_as_root ? std::nullopt : invoking_user_);
+  bpf_->track_process(command_->pid());
+  recording_.events.push_back(LifecycleEvent{
+      recording_.start_time,
+      ProcessStartEvent{command_->pid(), base_name(options_.command[0]), /*is_launcher=*/true}});
+  if (std::optional<std::string> error = command_->release())
+    throw RecordFailure(127, "cannot run " + options_.command[0] + ": " + *error);
+}
+
+// -p and -a. Track first, then read /proc: a thread or child created in between is seen by
+// both, never by neither.
+void RecordSession::attach_targets() {
+  std::vector<Pid> targets;
+  for (int pid : options_.attach_pids) targets.push_back(Pid{pid});
+  if (options_.system_wide) targets = list_processes();
+  for (Pid pid : targets) {
+    if (options_.system_wide) continue;
+    bpf_->track_process(pid);
+    // Without it the recording could not tell when its targets are gone, and would never
+    // end by itself.
+    UniqueFd pidfd = open_pidfd(pid);
+    if (!pidfd.valid())
+      throw RecordFailure(
+          2, "cannot follow pid " + std::to_string(pid.value) + ": " +
+                 (errno == ESRCH ? "it exited before the recording started" : strerror(errno)));
+    target_pidfds_.push_back(std::move(pidfd));
+  }
+  for (Pid pid : targets) {
+    std::string error;
+    std::optional<ProcessSnapshot> snapshot = snapshot_process(pid, &error);
+    if (snapshot)
+      append_snapshot_events(recording_.start_time, std::move(*snapshot), recording_.events);
+    else if (!options_.system_wide)
+      throw RecordFailure(2, error);
+  }
+}
+
+void RecordSession::drain_side_band() {
+  const size_t before = recording_.events.size();
+  side_band_->drain(recording_.events);
+  if (event_log_) event_log_->write_lifecycle_events(recording_.events, before);
+}
+
+void RecordSession::note_losses() {
+  const uint64_t lost = bpf_->lost_events();
+  if (lost == lost_so_far_) return;
+  lost_so_far_ = lost;
+  const MonotonicNs now = monotonic_now();
+  for (const auto& [pid, count] : bpf_->lost_events_by_process()) {
+    uint64_t& before = lost_by_process_so_far_[pid];
+    if (count > before) recording_.losses.push_back(LossRecord{now, pid, count - before});
+    before = count;
+  }
+}
+
+void RecordSession::collect() {
+  next_status_ = MonotonicNs{recording_.start_time.value + 1000000000};
+  while (step()) {
+  }
+  recording_.end_time = monotonic_now();
+  if (show_status_) fputs("\r\033[K", stderr);
+  own_cpu_while_recording_ms_ = process_cpu_ms() - own_cpu_at_start_ms_;
+  stop_collecting();
+}
+
+bool RecordSession::step() {
+  if (show_status_ && monotonic_now() >= next_status_) {
+    print_status_line(recording_, pipeline_.model(),
+                      bpf_->lost_events() + side_band_->lost_records());
+    next_status_.value += 1000000000;
+  }
+  // Until a new process's mappings and tables are in the kernel its samples fall back to
+  // stack copies: in the first 200 ms, and while tables are being built, read sooner.
+  const bool settling =
+      kernel_unwind_ && (monotonic_now().value - recording_.start_time.value < 200'000'000 ||
+                         kernel_unwind_->building());
+  bpf_->wait(settling ? 5 : 50);
+  // Mappings first: the samples read next come after them, and a DWARF sample is unwound
+  // with the mappings of its process as they are then.
+  drain_side_band();
+  pipeline_.take_lifecycle_events();
+  if (int n = bpf_->consume(pipeline_); n < 0) {
+    fprintf(stderr, "bpfprof: reading BPF events failed: %s\n", strerror(-n));
+    return false;
+  }
+  note_losses();
+  if (kernel_unwind_) kernel_unwind_->flush();
+  pipeline_.advance(monotonic_now());
+  if (!handle_stop_signals()) return false;
+  if (command_ && command_->poll_exited()) {
+    command_exited_ = true;
+    return false;
+  }
+  return !all_exited(target_pidfds_) && monotonic_now() < deadline_;
+}
+
+// False when a signal ends the recording.
+bool RecordSession::handle_stop_signals() {
+  const StopSignals signals = stop_signals();
+  for (; handled_signals_ < signals.count; ++handled_signals_) {
+    // A terminal's Ctrl-C already reached the command (same process group); a signal sent
+    // to bpfprof alone is passed on, so the command can end and the profile be written.
+    if (command_ && signals.from_a_process) command_->send_signal(signals.last);
+  }
+  if (handled_signals_ > 0 && !command_) {
+    stop_signal_ = signals.last;  // attached or system-wide: a signal ends the recording
+    return false;
+  }
+  if (handled_signals_ >= 3) {
+    fprintf(stderr, "bpfprof: stopping the recording; the command keeps running\n");
+    stop_signal_ = signals.last;
+    return false;
+  }
+  return true;
+}
+
+// Stops sampling and takes in what is still in flight: the exit events of the last threads.
+void RecordSession::stop_collecting() {
+  bpf_->detach_sampling();
+  sampling_.fds.clear();
+  bpf_->drain(pipeline_);
+  drain_side_band();
+  pipeline_.take_lifecycle_events();
+  note_losses();
+  RecordingStats& stats = recording_.stats;
+  stats.lost_bpf_events = bpf_->lost_events();
+  stats.lost_bpf_events_per_cpu = bpf_->lost_events_per_cpu();
+  stats.lost_sideband_records = side_band_->lost_records();
+  if (kernel_unwind_) {
+    kernel_unwind_->flush();
+    KernelUnwindStats unwind = kernel_unwind_->stats();
+    unwind.map_bytes = bpf_->unwind_map_bytes();
+    unwind.fallbacks_by_reason = bpf_->unwind_fallbacks();
+    stats.kernel_unwind = std::move(unwind);
+  }
+  if (!event_log_) return;
+  bpf_->save_events_to(nullptr);
   try {
-    pipeline.finish(recording.end_time);
-    ProfileSummary summary = write_profile(
-        model, recording, *output,
-        ProfileOptions{options.keep_idle_threads, options.symbol_dirs, options.format});
-    output->commit();
-    g_writing.store(false, std::memory_order_release);
-    if (invoking_user &&
-        chown(options.output_path.c_str(), invoking_user->uid, invoking_user->gid) != 0)
-      fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", options.output_path.c_str(),
-              invoking_user->name.c_str(), strerror(errno));
-    auto ms_between = [](MonotonicNs a, MonotonicNs b) {
-      return (static_cast<double>(b.value) - a.value) / 1e6;
-    };
-    fprintf(stderr,
-            "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms, first sample "
-            "after %.0f ms; "
-            "profile written %.0f ms after the end\n",
-            ms_between(invoked, sampling_started), ms_between(invoked, targets_known),
-            recording.stats.first_sample_time.value
-                ? ms_between(invoked, recording.stats.first_sample_time)
-                : 0.0,
-            ms_between(recording.end_time, monotonic_now()));
-    fprintf(stderr,
-            "bpfprof: its own CPU time: %.0f ms while recording (%.2f%% of one CPU), %.0f ms "
-            "writing the profile\n",
-            own_cpu_while_recording_ms,
-            100.0 * own_cpu_while_recording_ms /
-                std::max(1.0, ms_between(recording.start_time, recording.end_time)),
-            process_cpu_ms() - own_cpu_while_recording_ms - own_cpu_at_start_ms);
-    fprintf(
-        stderr,
-        "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events lost\n",
-        static_cast<unsigned long long>(recording.stats.samples), recording.sampling_event.c_str(),
-        recording.frequency_hz, summary.processes, summary.threads,
-        static_cast<unsigned long long>(recording.stats.lost_bpf_events +
-                                        recording.stats.lost_sideband_records));
-    print_stack_completeness(recording, summary);
-    for (const auto& [label, value] : stack_source_report(recording))
-      fprintf(stderr, "bpfprof: %s: %s\n", label.c_str(), value.c_str());
-    print_losses(recording, model);
-    if (!summary.unnamed_share_by_library.empty()) {
-      double total = 0;
-      std::string where;
-      for (size_t i = 0; i < summary.unnamed_share_by_library.size(); ++i) {
-        const auto& [lib, share] = summary.unnamed_share_by_library[i];
-        total += share;
-        if (i < 3) {
-          char text[64];
-          snprintf(text, sizeof text, " %.1f%%", 100.0 * share);
-          where += (i ? ", " : "") + lib + text;
-        }
-      }
-      fprintf(stderr,
-              "bpfprof: %.1f%% of on-CPU samples are in code without a symbol (no debug "
-              "information?): %s\n",
-              100.0 * total, where.c_str());
-      if (const std::string hint = debug_info_hint(summary.unnamed_library_paths); !hint.empty())
-        fprintf(stderr, "bpfprof:   %s\n", hint.c_str());
-    }
-    print_top_processes(model, 5);
-    if (!summary.top_self_functions.empty()) {
-      fprintf(stderr, "bpfprof: top functions by on-CPU samples (self):\n");
-      for (const auto& [name, share] : summary.top_self_functions)
-        fprintf(stderr, "  %5.1f%%  %s\n", 100.0 * share, name.c_str());
-    }
-    struct stat written {};
-    stat(options.output_path.c_str(), &written);
-    fprintf(stderr, "bpfprof: wrote %s (%s) — %s\n", options.output_path.c_str(),
-            human_size(static_cast<uint64_t>(written.st_size)).c_str(),
-            options.format == OutputFormat::kCollapsed
-                ? "folded stacks for flamegraph.pl, inferno-flamegraph or speedscope"
-                : "open it at https://profiler.firefox.com (Load a profile from file)");
+    event_log_->finish(
+        RecordingTrailer{recording_.end_time, stats.lost_bpf_events, stats.lost_sideband_records});
+    fprintf(stderr, "bpfprof: saved %.1f MB of events to %s\n",
+            static_cast<double>(event_log_->bytes_written()) / 1e6,
+            options_.save_events_path.c_str());
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bpfprof: %s\n", e.what());
+  }
+}
+
+int RecordSession::finish() {
+  const int status = command_exited_ ? command_->exit_status()
+                     : stop_signal_  ? 128 + stop_signal_
+                                     : 0;
+  fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
+          static_cast<double>(recording_.end_time.value - recording_.start_time.value) / 1e9);
+  try {
+    write_profile_and_summary();
   } catch (const std::exception& e) {
     fprintf(stderr, "bpfprof: cannot write the profile: %s\n", e.what());
-    return command_exited && status != 0 ? status : 1;
+    return command_exited_ && status != 0 ? status : 1;
   }
-  if (options.open && options.format == OutputFormat::kFirefox)
-    run_serve(ServeOptions{options.output_path});
+  if (options_.open && options_.format == OutputFormat::kFirefox)
+    run_serve(ServeOptions{options_.output_path});
   return status;
+}
+
+void RecordSession::write_profile_and_summary() {
+  ProfileSummary summary;
+  {
+    WritingProfile writing(output_->temp_path());
+    pipeline_.finish(recording_.end_time);
+    summary = write_profile(
+        pipeline_.model(), recording_, *output_,
+        ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs, options_.format});
+    output_->commit();
+  }
+  if (invoking_user_ &&
+      chown(options_.output_path.c_str(), invoking_user_->uid, invoking_user_->gid) != 0)
+    fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", options_.output_path.c_str(),
+            invoking_user_->name.c_str(), strerror(errno));
+  print_summary(summary, process_cpu_ms() - own_cpu_while_recording_ms_ - own_cpu_at_start_ms_);
+}
+
+double ms_between(MonotonicNs a, MonotonicNs b) {
+  return (static_cast<double>(b.value) - static_cast<double>(a.value)) / 1e6;
+}
+
+void RecordSession::print_summary(const ProfileSummary& summary, double own_cpu_writing_ms) const {
+  const Recording& r = recording_;
+  fprintf(stderr,
+          "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms, first sample "
+          "after %.0f ms; profile written %.0f ms after the end\n",
+          ms_between(invoked_, sampling_started_), ms_between(invoked_, targets_known_),
+          r.stats.first_sample_time.value ? ms_between(invoked_, r.stats.first_sample_time) : 0.0,
+          ms_between(r.end_time, monotonic_now()));
+  fprintf(stderr,
+          "bpfprof: its own CPU time: %.0f ms while recording (%.2f%% of one CPU), %.0f ms "
+          "writing the profile\n",
+          own_cpu_while_recording_ms_,
+          100.0 * own_cpu_while_recording_ms_ / std::max(1.0, ms_between(r.start_time, r.end_time)),
+          own_cpu_writing_ms);
+  fprintf(
+      stderr,
+      "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events lost\n",
+      static_cast<unsigned long long>(r.stats.samples), r.sampling_event.c_str(), r.frequency_hz,
+      summary.processes, summary.threads,
+      static_cast<unsigned long long>(r.stats.lost_bpf_events + r.stats.lost_sideband_records));
+  print_stack_completeness(r, summary);
+  for (const auto& [label, value] : stack_source_report(r))
+    fprintf(stderr, "bpfprof: %s: %s\n", label.c_str(), value.c_str());
+  print_losses(r, pipeline_.model());
+  print_unnamed_code(summary);
+  print_top_processes(pipeline_.model(), 5);
+  print_top_functions(summary);
+  print_written_file(options_.output_path, options_.format);
+}
+
+}  // namespace
+
+int run_record(const RecordOptions& options) {
+  try {
+    RecordSession session(options);
+    session.set_up();
+    session.start_targets();
+    session.collect();
+    return session.finish();
+  } catch (const RecordFailure& failure) {
+    fprintf(stderr, "bpfprof: %s\n", failure.what());
+    return failure.status;
+  }
 }
 
 }  // namespace bpfprof

@@ -23,51 +23,94 @@ namespace {
 // events (the model and the unwinder's forgetting work per batch).
 constexpr uint64_t kEventsPerBatch = 4096;
 
+Recording recording_for(const RecordingSettings& settings) {
+  Recording recording;
+  recording.frequency_hz = settings.frequency_hz;
+  recording.sampling_event = settings.sampling_event;
+  recording.off_cpu = settings.off_cpu;
+  recording.call_graph = settings.call_graph;
+  recording.start_time = settings.start_time;
+  recording.end_time = settings.start_time;
+  recording.start_wall_clock_ms = settings.start_wall_clock_ms;
+  return recording;
+}
+
+struct ReplayedEvents {
+  uint64_t bpf_events = 0;
+  uint64_t lifecycle_events = 0;
+  bool complete = false;  // the stream had its trailer
+};
+
+// Feeds every record of the stream through the pipeline, in batches as a live recording's
+// polls would make them.
+ReplayedEvents replay_events(EventLogReader& reader, IngestPipeline& pipeline) {
+  Recording& recording = pipeline.recording();
+  ReplayedEvents counts;
+  MonotonicNs latest = recording.start_time;  // the latest event time seen
+  while (std::optional<EventLogReader::Record> record = reader.next()) {
+    switch (record->type) {
+      case EventLogReader::Record::Type::kBpfEvent:
+        pipeline.take_bpf_event(record->data, record->size);
+        if (++counts.bpf_events % kEventsPerBatch == 0 && !recording.samples.empty()) {
+          latest = std::max(latest, recording.samples.back().time);
+          pipeline.advance(latest);
+        }
+        break;
+      case EventLogReader::Record::Type::kLifecycle:
+        recording.events.push_back(std::move(*record->lifecycle));
+        pipeline.take_lifecycle_events();
+        ++counts.lifecycle_events;
+        break;
+      case EventLogReader::Record::Type::kTrailer:
+        recording.end_time = record->trailer.end_time;
+        recording.stats.lost_bpf_events = record->trailer.lost_bpf_events;
+        recording.stats.lost_sideband_records = record->trailer.lost_sideband_records;
+        counts.complete = true;
+        break;
+    }
+  }
+  return counts;
+}
+
+// CPU time of each stage, in ms of this thread.
+struct ReplayTimes {
+  double ingest = 0;  // decode + unwind + model
+  double model = 0;
+  double write = 0;  // symbolize + write
+};
+
+void print_replay_report(const Recording& recording, const ReplayedEvents& counts,
+                         const ReplayTimes& times, size_t unique_stacks, size_t samples_written) {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const uint64_t events = counts.bpf_events + counts.lifecycle_events;
+  const double total_ms = times.ingest + times.write;
+  fprintf(
+      stderr,
+      "bpfprof: replayed %llu events (%llu samples, %llu switch-outs, %s stacks) in %.0f ms CPU: "
+      "%.0f events/s; decode+unwind %.0f ms, model %.0f ms, symbolize+write %.0f ms; "
+      "%zu unique stacks, %zu samples written, peak RSS %.1f MB\n",
+      static_cast<unsigned long long>(events),
+      static_cast<unsigned long long>(recording.stats.samples),
+      static_cast<unsigned long long>(recording.stats.switch_outs), recording.call_graph.c_str(),
+      total_ms, static_cast<double>(events) / (total_ms / 1e3), times.ingest - times.model,
+      times.model, times.write, unique_stacks, samples_written,
+      static_cast<double>(usage.ru_maxrss) / 1024.0);
+}
+
 }  // namespace
 
 int run_replay(const ReplayOptions& options) {
   try {
     EventLogReader reader(options.events_path);
-    const RecordingSettings& settings = reader.settings();
-    Recording recording;
-    recording.frequency_hz = settings.frequency_hz;
-    recording.sampling_event = settings.sampling_event;
-    recording.off_cpu = settings.off_cpu;
-    recording.call_graph = settings.call_graph;
-    recording.start_time = settings.start_time;
-    recording.end_time = settings.start_time;
-    recording.start_wall_clock_ms = settings.start_wall_clock_ms;
-    IngestPipeline pipeline(recording, settings.call_graph != "fp", !options.no_collapse);
-    uint64_t bpf_events = 0;
-    uint64_t lifecycle_events = 0;
-    MonotonicNs latest = recording.start_time;  // the latest event time seen
-    bool complete = false;
+    Recording recording = recording_for(reader.settings());
+    IngestPipeline pipeline(recording, {.dwarf = recording.call_graph != "fp",  // dwarf, dwarf-copy
+                                        .collapse_repeated_samples = !options.no_collapse,
+                                        .pin_mapped_files = false});
     std::unique_ptr<CommittableSink> output = open_output(options.output_path);
     const double cpu_start = thread_cpu_ms();
-    while (std::optional<EventLogReader::Record> record = reader.next()) {
-      switch (record->type) {
-        case EventLogReader::Record::Type::kBpfEvent:
-          pipeline.take_bpf_event(record->data, record->size);
-          // A batch as a live recording's poll would have it.
-          if (++bpf_events % kEventsPerBatch == 0 && !recording.samples.empty()) {
-            latest = std::max(latest, recording.samples.back().time);
-            pipeline.advance(latest);
-          }
-          break;
-        case EventLogReader::Record::Type::kLifecycle:
-          recording.events.push_back(std::move(*record->lifecycle));
-          pipeline.take_lifecycle_events();
-          ++lifecycle_events;
-          break;
-        case EventLogReader::Record::Type::kTrailer:
-          recording.end_time = record->trailer.end_time;
-          recording.stats.lost_bpf_events = record->trailer.lost_bpf_events;
-          recording.stats.lost_sideband_records = record->trailer.lost_sideband_records;
-          complete = true;
-          break;
-      }
-    }
-    if (!complete) {
+    const ReplayedEvents counts = replay_events(reader, pipeline);
+    if (!counts.complete) {
       fprintf(stderr,
               "bpfprof: %s ends early (the recording was cut short); replaying what it holds\n",
               options.events_path.c_str());
@@ -76,28 +119,14 @@ int run_replay(const ReplayOptions& options) {
     }
     pipeline.finish(recording.end_time);
     const double cpu_modelled = thread_cpu_ms();
-    const double model_ms = pipeline.model_cpu_ms();
-    const SessionModel& model = pipeline.model();
-    ProfileSummary summary = write_profile(
-        model, recording, *output, ProfileOptions{options.keep_idle_threads, options.symbol_dirs});
+    ProfileSummary summary =
+        write_profile(pipeline.model(), recording, *output,
+                      ProfileOptions{options.keep_idle_threads, options.symbol_dirs});
     output->commit();
-    const double cpu_written = thread_cpu_ms();
-
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    const uint64_t events = bpf_events + lifecycle_events;
-    const double total_ms = cpu_written - cpu_start;
-    fprintf(
-        stderr,
-        "bpfprof: replayed %llu events (%llu samples, %llu switch-outs, %s stacks) in %.0f ms CPU: "
-        "%.0f events/s; decode+unwind %.0f ms, model %.0f ms, symbolize+write %.0f ms; "
-        "%zu unique stacks, %zu samples written, peak RSS %.1f MB\n",
-        static_cast<unsigned long long>(events),
-        static_cast<unsigned long long>(recording.stats.samples),
-        static_cast<unsigned long long>(recording.stats.switch_outs), settings.call_graph.c_str(),
-        total_ms, static_cast<double>(events) / (total_ms / 1e3),
-        cpu_modelled - cpu_start - model_ms, model_ms, cpu_written - cpu_modelled,
-        model.stacks().size(), summary.samples, static_cast<double>(usage.ru_maxrss) / 1024.0);
+    print_replay_report(recording, counts,
+                        ReplayTimes{cpu_modelled - cpu_start, pipeline.model_cpu_ms(),
+                                    thread_cpu_ms() - cpu_modelled},
+                        pipeline.model().stacks().size(), summary.samples);
     return 0;
   } catch (const std::exception& e) {
     fprintf(stderr, "bpfprof: %s\n", e.what());

@@ -1,0 +1,105 @@
+// MappedFiles pins the files that processes map, without BPF: mappings of this test process.
+#include "userspace/capture/mapped_files.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/proc_maps.h"
+
+namespace bpfprof {
+namespace {
+
+// Opening /proc/PID/map_files/ needs CAP_SYS_ADMIN, which bpfprof (root) has. Without it the
+// tests that pin files cannot run; in CI (root) they must.
+#define REQUIRE_MAP_FILES()                                                                \
+  if (geteuid() != 0) {                                                                    \
+    if (getenv("CI") && std::string(getenv("CI")) == "true") FAIL() << "needs root in CI"; \
+    GTEST_SKIP() << "opening /proc/PID/map_files needs root";                              \
+  }
+
+// This process's executable mappings of files.
+std::vector<MapEntry> own_file_mappings() {
+  std::vector<MapEntry> maps = read_proc_maps(getpid()).value();
+  std::erase_if(maps,
+                [](const MapEntry& m) { return !m.executable || m.kind() != MappingKind::kFile; });
+  return maps;
+}
+
+LifecycleEvent mmap_event(Pid pid, const MapEntry& m, bool with_device_and_inode) {
+  MmapEvent e;
+  e.pid = pid;
+  e.tid = Tid{pid.value};
+  e.mapping.start = m.start;
+  e.mapping.length = m.end - m.start;
+  e.mapping.file_offset = m.file_offset;
+  e.mapping.path = m.path;
+  if (with_device_and_inode) {
+    e.mapping.dev_major = m.dev_major, e.mapping.dev_minor = m.dev_minor;
+    e.mapping.inode = m.inode;
+  }
+  return LifecycleEvent{MonotonicNs{1}, std::move(e)};
+}
+
+const MappingInfo& mapping_of(const LifecycleEvent& event) {
+  return std::get<MmapEvent>(event.payload).mapping;
+}
+
+TEST(MappedFiles, AMappingFromASnapshotIsPinnedWithItsBuildId) {
+  REQUIRE_MAP_FILES();
+  const std::vector<MapEntry> maps = own_file_mappings();
+  ASSERT_FALSE(maps.empty());
+  std::vector<LifecycleEvent> events;
+  for (const MapEntry& m : maps) events.push_back(mmap_event(Pid{getpid()}, m, true));
+  MappedFiles files;
+  files.resolve(events, 0);
+  for (const LifecycleEvent& event : events) {
+    const MappingInfo& m = mapping_of(event);
+    ASSERT_TRUE(m.access_path.starts_with("/proc/self/fd/")) << m.path;
+    // The pinned fd is the very file: same build-id as the path gives now.
+    const UniqueFd fd(open(m.path.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid()) << m.path;
+    std::vector<uint8_t> expected = read_elf_build_id(fd.get());
+    EXPECT_EQ(m.build_id, std::string(expected.begin(), expected.end())) << m.path;
+    EXPECT_EQ(m.mount_namespace, 0u);  // our own namespace: the path is valid as it is
+  }
+  // One fd per file, however many mappings (and processes) it has.
+  std::vector<std::string> paths;
+  for (const MapEntry& m : maps) paths.push_back(m.path);
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  EXPECT_EQ(files.open_files(), paths.size());
+}
+
+TEST(MappedFiles, AnonymousCodeAndVanishedProcessesAreLeftAlone) {
+  const std::vector<MapEntry> maps = own_file_mappings();
+  ASSERT_FALSE(maps.empty());
+  std::vector<LifecycleEvent> events;
+  MapEntry memfd = maps[0];
+  memfd.path = "/memfd:jit (deleted)";
+  events.push_back(mmap_event(Pid{getpid()}, memfd, true));
+  // No process has this pid (above pid_max): its files cannot be opened.
+  events.push_back(mmap_event(Pid{1 << 30}, maps[0], true));
+  MappedFiles files;
+  files.resolve(events, 0);
+  EXPECT_EQ(mapping_of(events[0]).access_path, "");
+  EXPECT_EQ(mapping_of(events[1]).access_path, "");
+  EXPECT_EQ(files.open_files(), 0u);
+}
+
+TEST(MappedFiles, OnlyEventsFromTheGivenIndexOn) {
+  REQUIRE_MAP_FILES();
+  const std::vector<MapEntry> maps = own_file_mappings();
+  std::vector<LifecycleEvent> events{mmap_event(Pid{getpid()}, maps[0], true),
+                                     mmap_event(Pid{getpid()}, maps[0], true)};
+  MappedFiles files;
+  files.resolve(events, 1);
+  EXPECT_EQ(mapping_of(events[0]).access_path, "");
+  EXPECT_NE(mapping_of(events[1]).access_path, "");
+}
+
+}  // namespace
+}  // namespace bpfprof

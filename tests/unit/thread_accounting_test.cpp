@@ -1,0 +1,104 @@
+// The CPU and off-CPU accounting of one thread, driven directly.
+#include "userspace/model/thread_accounting.h"
+
+#include <gtest/gtest.h>
+
+namespace bpfprof {
+namespace {
+
+constexpr uint64_t kMs = 1000000;
+MonotonicNs at_ms(double ms) { return MonotonicNs{static_cast<uint64_t>(ms * kMs)}; }
+CpuTimeNs cpu_ms(double ms) { return CpuTimeNs{static_cast<uint64_t>(ms * kMs)}; }
+
+const AccountingRules kOffCpuRules{.interval_ns = kMs, .off_cpu = true};
+
+TEST(ThreadAccounting, RepeatedStacksCollapseAndCpuNeverExceedsWallTime) {
+  ThreadAccounting accounting(at_ms(0), cpu_ms(0));
+  std::vector<ThreadSample> samples;
+  // The kernel updated the runtime late: 3 ms arrive at the second sample.
+  accounting.on_cpu_sample(kOffCpuRules, at_ms(1), cpu_ms(0), 7, samples);
+  accounting.on_cpu_sample(kOffCpuRules, at_ms(2), cpu_ms(3), 7, samples);
+  accounting.on_cpu_sample(kOffCpuRules, at_ms(3), cpu_ms(3), 8, samples);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].weight, 2.0);  // two ticks of stack 7
+  // Never more than the wall time since the tick before: 1 ms at 2 ms, 1 ms at 3 ms.
+  EXPECT_EQ(samples[0].cpu_delta_ns, 1 * kMs);
+  EXPECT_EQ(samples[1].cpu_delta_ns, 1 * kMs);
+  accounting.finish(kOffCpuRules, at_ms(3), samples);  // the rest goes to the last sample
+  EXPECT_EQ(samples[1].cpu_delta_ns, 2 * kMs);
+}
+
+TEST(ThreadAccounting, ALongWaitIsOneSampleWeightedByItsLength) {
+  ThreadAccounting accounting(at_ms(0), cpu_ms(0));
+  std::vector<ThreadSample> samples;
+  accounting.switched_out(kOffCpuRules, at_ms(1), cpu_ms(1), 42, samples);
+  EXPECT_EQ(accounting.state(), ThreadAccounting::State::kOffCpu);
+  EXPECT_TRUE(samples.empty());  // written when it ends
+  accounting.switched_in(kOffCpuRules, at_ms(3.5), samples);
+  EXPECT_EQ(accounting.state(), ThreadAccounting::State::kOnCpu);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].time, at_ms(1));
+  EXPECT_EQ(samples[0].stack, 42u);
+  EXPECT_DOUBLE_EQ(samples[0].weight, 2.5);
+  EXPECT_EQ(samples[0].cpu_delta_ns, 1 * kMs);  // what ran before it left
+}
+
+TEST(ThreadAccounting, ShortWaitsAddUpUnderTheLongestOnesStack) {
+  ThreadAccounting accounting(at_ms(0), cpu_ms(0));
+  std::vector<ThreadSample> samples;
+  accounting.switched_out(kOffCpuRules, at_ms(1), cpu_ms(0), 1, samples);
+  accounting.switched_in(kOffCpuRules, at_ms(1.3), samples);
+  accounting.switched_out(kOffCpuRules, at_ms(2), cpu_ms(0), 2, samples);
+  accounting.switched_in(kOffCpuRules, at_ms(2.5), samples);
+  EXPECT_TRUE(samples.empty());  // 0.8 ms: not an interval yet
+  accounting.switched_out(kOffCpuRules, at_ms(3), cpu_ms(0), 3, samples);
+  accounting.switched_in(kOffCpuRules, at_ms(3.2), samples);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].stack, 2u);  // the longest of the three
+  EXPECT_NEAR(samples[0].weight, 1.0, 1e-9);
+}
+
+TEST(ThreadAccounting, ASampleWhileOffCpuClosesTheWaitItsSwitchInWasLost) {
+  ThreadAccounting accounting(at_ms(0), cpu_ms(0));
+  std::vector<ThreadSample> samples;
+  accounting.switched_out(kOffCpuRules, at_ms(1), cpu_ms(1), 5, samples);
+  accounting.on_cpu_sample(kOffCpuRules, at_ms(4), cpu_ms(1.5), 6, samples);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_DOUBLE_EQ(samples[0].weight, 3.0);
+  EXPECT_EQ(samples[1].stack, 6u);
+  EXPECT_EQ(accounting.state(), ThreadAccounting::State::kOnCpu);
+}
+
+TEST(ThreadAccounting, WithoutOffCpuRecordingASwitchOutIsAMarker) {
+  const AccountingRules rules{.interval_ns = kMs, .off_cpu = false};
+  ThreadAccounting accounting(at_ms(0), cpu_ms(0));
+  std::vector<ThreadSample> samples;
+  accounting.switched_out(rules, at_ms(1), cpu_ms(1), 9, samples);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].weight, 0.0);
+  EXPECT_EQ(accounting.state(), ThreadAccounting::State::kOnCpu);
+}
+
+TEST(ThreadAccounting, AnUnknownBaselineCountsOnlyFromTheFirstRuntimeSeen) {
+  ThreadAccounting accounting(at_ms(0), std::nullopt);
+  std::vector<ThreadSample> samples;
+  accounting.on_cpu_sample(kOffCpuRules, at_ms(1), cpu_ms(500), 1, samples);
+  accounting.on_cpu_sample(kOffCpuRules, at_ms(2), cpu_ms(501), 2, samples);
+  accounting.exited(kOffCpuRules, at_ms(2.5), cpu_ms(501.5), samples);
+  accounting.finish(kOffCpuRules, at_ms(3), samples);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].cpu_delta_ns, 0u);  // the 500 ms before it was seen are not ours
+  EXPECT_EQ(samples[1].cpu_delta_ns, kMs + kMs / 2);
+}
+
+TEST(ThreadAccounting, AWaitOpenAtTheEndIsClosedThere) {
+  ThreadAccounting accounting(at_ms(0), cpu_ms(0));
+  std::vector<ThreadSample> samples;
+  accounting.switched_out(kOffCpuRules, at_ms(1), cpu_ms(1), 4, samples);
+  accounting.finish(kOffCpuRules, at_ms(11), samples);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_DOUBLE_EQ(samples[0].weight, 10.0);
+}
+
+}  // namespace
+}  // namespace bpfprof

@@ -1,0 +1,253 @@
+#include "userspace/cli/options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "bpf/events.h"
+
+namespace bpfprof {
+
+namespace {
+
+// Record options given as text and checked after parsing.
+struct RecordOptionText {
+  std::string call_graph = "dwarf";
+  std::string buffer_size;
+};
+
+const char* const kAppFooter =
+    "Examples (as root):\n"
+    "  bpfprof record -- make -j2                 profile a command and all its children\n"
+    "  bpfprof record -p 1234,5678                attach to running processes (Ctrl-C to stop)\n"
+    "  bpfprof record -a -d 10                    the whole system for 10 seconds\n"
+    "  bpfprof record -o out.json.gz -F 4000 -- ./myprog\n"
+    "Then open the .json.gz at https://profiler.firefox.com (Load a profile from file).";
+
+// What to record, for how long, and where the profile goes.
+CLI::App* add_record_command(CLI::App& app, RecordOptions& options, RecordOptionText& text) {
+  CLI::App* record = app.add_subcommand(
+      "record",
+      "Record a profile: of a command and its children (-- CMD), of running processes (-p), or of "
+      "the whole system (-a)");
+  record->add_option("-F,--frequency", options.frequency_hz, "Samples per second per CPU")
+      ->check(CLI::Range(1u, 100000u))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // the last -F wins, as in perf
+      ->capture_default_str();
+  record
+      ->add_option("-o,--output", options.output_path,
+                   "Output file (.json.gz, or .json for plain JSON)")
+      ->capture_default_str();
+  record
+      ->add_option("-d,--duration", options.duration_seconds,
+                   "Stop recording after SECONDS (a launched command keeps running)")
+      ->check(CLI::PositiveNumber);
+  record
+      ->add_option("-p,--pid", options.attach_pids,
+                   "Attach to running processes (comma-separated pids)")
+      ->delimiter(',');
+  record->add_flag("-a,--all", options.system_wide, "Record every process of the system");
+  record->add_flag("--keep-idle-threads", options.keep_idle_threads,
+                   "Also write threads that got no sample");
+  record
+      ->add_option("--symbol-dir", options.symbol_dirs,
+                   "Also look for debug files in DIR (DIR/.build-id/xx/rest.debug, "
+                   "DIR/<debuglink>); repeatable")
+      ->check(CLI::ExistingDirectory)
+      ->type_name("DIR");
+  record
+      ->add_option("--call-graph", text.call_graph,
+                   "User stacks: fp (frame pointers), dwarf[,SIZE] (walked in the kernel with "
+                   "unwind tables from the binaries' CFI; where that cannot finish, SIZE bytes "
+                   "of stack copied, default 8192, and unwound in userspace) or "
+                   "dwarf-copy[,SIZE] (always copied)")
+      ->capture_default_str();
+  auto* off_cpu = record->add_flag_callback(
+      "--off-cpu", [&] { options.off_cpu = true; },
+      "Record where threads wait while off the CPU, and for how long "
+      "(default: on for a command and -p, off for -a)");
+  record
+      ->add_flag_callback(
+          "--no-off-cpu", [&] { options.off_cpu = false; }, "Do not record off-CPU time")
+      ->excludes(off_cpu);
+  record
+      ->add_option(
+          "--save-events", options.save_events_path,
+          "Also save the raw event stream to FILE (for bpfprof replay: benchmarks, debugging)")
+      ->type_name("FILE");
+  return record;
+}
+
+// How stacks are taken and what is written.
+void add_record_output_options(CLI::App* record, RecordOptions& options, RecordOptionText& text) {
+  std::map<std::string, OutputFormat> formats{{"firefox", OutputFormat::kFirefox},
+                                              {"collapsed", OutputFormat::kCollapsed}};
+  record
+      ->add_option(
+          "--format", options.format,
+          "firefox (a Firefox Profiler profile, the default) or collapsed (folded stacks, one "
+          "\"process (pid);thread;frame;...;frame COUNT\" line per unique stack, for "
+          "flamegraph.pl, inferno "
+          "and speedscope; counts in sampling intervals)")
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
+      ->type_name("FORMAT");
+  record
+      ->add_option(
+          "--buffer-size", text.buffer_size,
+          "Size of the kernel-to-bpfprof ring buffer, e.g. 64M (a power of two, 64K to 1G; default "
+          "16M). Events that find it full are lost, counted and marked in the profile")
+      ->type_name("SIZE");
+  record->add_flag(
+      "--run-as-root", options.run_as_root,
+      "Under sudo, run the command as root (by default it runs as the user who ran sudo, and the "
+      "profile is theirs)");
+  record->add_flag(
+      "--no-collapse", options.no_collapse,
+      "Write one sample per timer tick (by default consecutive identical samples of a thread are "
+      "one sample with a weight)");
+  record->add_flag(
+      "--open", options.open,
+      "After recording, serve the profile like bpfprof serve (until Ctrl-C) and open its link");
+  record->add_option("command", options.command, "The command to run, after --");
+  record->positionals_at_end();
+  record->footer(
+      "Examples:\n"
+      "  bpfprof record -- ./server --port 8080     a command and its children, until it exits\n"
+      "  bpfprof record -d 30 -- ./server           stop after 30 s and leave the command running\n"
+      "  bpfprof record -p 1234                     a running process, until Ctrl-C or its exit\n"
+      "  bpfprof record -a -d 10 -o system.json.gz  every process of the machine for 10 s\n"
+      "  bpfprof record --call-graph fp -F 4000 -- ./prog   frame-pointer stacks, 4 kHz");
+}
+
+CLI::App* add_replay_command(CLI::App& app, ReplayOptions& replay_options) {
+  CLI::App* replay = app.add_subcommand(
+      "replay",
+      "Turn an event stream saved with record --save-events into a profile again, and report the "
+      "speed of each stage (decode, unwind, model, symbolize, write); on the machine that recorded "
+      "it");
+  replay->add_option("events", replay_options.events_path, "The saved event stream")->required();
+  replay->add_option("-o,--output", replay_options.output_path, "Output file")
+      ->capture_default_str();
+  replay->add_option("--symbol-dir", replay_options.symbol_dirs, "As for record")->type_name("DIR");
+  replay->add_flag("--keep-idle-threads", replay_options.keep_idle_threads, "As for record");
+  replay->add_flag("--no-collapse", replay_options.no_collapse, "As for record");
+
+  return replay;
+}
+
+CLI::App* add_serve_command(CLI::App& app, ServeOptions& serve_options) {
+  CLI::App* serve = app.add_subcommand("serve",
+                                       "Serve a profile on 127.0.0.1 for the Firefox Profiler and "
+                                       "print (and open) its from-url link");
+  serve->add_option("file", serve_options.path, "The profile (.json.gz or .json)")->required();
+  serve->add_option("--port", serve_options.port, "Port on 127.0.0.1 (default: any free one)");
+  serve->add_flag_callback(
+      "--no-browser", [&] { serve_options.open_browser = false; }, "Only print the link");
+  return serve;
+}
+
+// The checks of `record`'s options that CLI11 cannot express.
+ParsedCommandLine finish_record_options(RecordOptions options, const RecordOptionText& text,
+                                        bool output_given) {
+  if (options.format == OutputFormat::kCollapsed && !output_given)
+    options.output_path = "profile.folded";
+  if (!text.buffer_size.empty()) {
+    std::optional<uint32_t> size = parse_ring_buffer_size(text.buffer_size);
+    if (!size)
+      return UsageError{"--buffer-size must be a power of two from 64K to 1G (e.g. 64M), not " +
+                        text.buffer_size};
+    options.ring_buffer_bytes = *size;
+  }
+  if (std::optional<std::string> error = apply_call_graph(text.call_graph, options))
+    return UsageError{*error};
+  return options;
+}
+
+}  // namespace
+
+std::optional<uint32_t> parse_ring_buffer_size(const std::string& text) {
+  if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long size = strtoull(text.c_str(), &end, 10);
+  if (errno == ERANGE) return std::nullopt;
+  int shift = 0;
+  if (*end == 'K' || *end == 'k')
+    shift = 10, ++end;
+  else if (*end == 'M' || *end == 'm')
+    shift = 20, ++end;
+  else if (*end == 'G' || *end == 'g')
+    shift = 30, ++end;
+  if (*end != '\0' || size > (1ull << 30)) return std::nullopt;
+  size <<= shift;
+  if (size < (64 << 10) || size > (1ull << 30) || (size & (size - 1)) != 0) return std::nullopt;
+  return static_cast<uint32_t>(size);
+}
+
+std::optional<std::string> apply_call_graph(const std::string& text, RecordOptions& options) {
+  options.fixed_stack_copy_size = false;
+  options.walk_stacks_in_kernel = false;
+  if (text == "fp") {
+    options.user_stack_copy_bytes = 0;
+    return std::nullopt;
+  }
+  // dwarf walks stacks in the kernel first and copies where the walk cannot finish;
+  // dwarf-copy always copies.
+  const bool copy_only = text.starts_with("dwarf-copy");
+  const std::string mode = copy_only ? "dwarf-copy" : "dwarf";
+  if (text != mode && !text.starts_with(mode + ","))
+    return "--call-graph must be fp or dwarf[,SIZE] (or dwarf-copy[,SIZE])";
+  // With the walk, copies are the exception: mostly a new process's first milliseconds,
+  // before its tables are in the kernel, when start-up code runs deep (python3.11's
+  // initialisation needs 8-16 KB: a fifth of its first copies were cut at 8 KB).
+  options.user_stack_copy_bytes = copy_only ? 8192 : 16384;
+  options.walk_stacks_in_kernel = !copy_only;
+  if (text == mode) return std::nullopt;
+  const std::string size_text = text.substr(mode.size() + 1);
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long size = strtoul(size_text.c_str(), &end, 0);
+  if (size_text.empty() || size_text[0] == '-' || *end != '\0' || errno == ERANGE || size < 64 ||
+      size > BPFPROF_MAX_STACK_COPY)
+    return "--call-graph " + mode + ",SIZE: SIZE must be 64 to " +
+           std::to_string(BPFPROF_MAX_STACK_COPY) + " bytes";
+  options.user_stack_copy_bytes = static_cast<uint32_t>(size) & ~7u;
+  options.fixed_stack_copy_size = true;
+  return std::nullopt;
+}
+
+ParsedCommandLine parse_command_line(int argc, const char* const* argv) {
+  CLI::App app{
+      "bpfprof: sample what processes are doing (kernel and user stacks) and write a "
+      "Firefox Profiler profile"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("bpfprof ") + BPFPROF_VERSION);
+  app.footer(kAppFooter);
+  RecordOptions record_options;
+  RecordOptionText record_text;
+  ReplayOptions replay_options;
+  ServeOptions serve_options;
+  CLI::App* record = add_record_command(app, record_options, record_text);
+  add_record_output_options(record, record_options, record_text);
+  CLI::App* replay = add_replay_command(app, replay_options);
+  CLI::App* serve = add_serve_command(app, serve_options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    if (app.exit(e, out, err) == 0) return InformationRequest{out.str()};
+    const std::string help =
+        app.get_subcommands().empty()
+            ? "bpfprof --help"
+            : "bpfprof " + app.get_subcommands().front()->get_name() + " --help";
+    return UsageError{std::string(e.what()) + " (see " + help + ")"};
+  }
+  if (replay->parsed()) return replay_options;
+  if (serve->parsed()) return serve_options;
+  return finish_record_options(std::move(record_options), record_text,
+                               record->count("--output") != 0);
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,113 @@
+#include "userspace/model/thread_accounting.h"
+
+#include <algorithm>
+
+namespace bpfprof {
+
+namespace {
+
+double in_intervals(uint64_t ns, const AccountingRules& rules) {
+  return static_cast<double>(ns) / static_cast<double>(rules.interval_ns);
+}
+
+}  // namespace
+
+void ThreadAccounting::add_runtime(CpuTimeNs runtime) {
+  if (runtime_ && runtime.value >= runtime_->value)
+    unattributed_cpu_ns_ += runtime.value - runtime_->value;
+  runtime_ = runtime;
+}
+
+uint64_t ThreadAccounting::take_cpu(MonotonicNs t, const std::vector<ThreadSample>& samples) {
+  const MonotonicNs previous = last_sample_is_tick_ ? last_tick_
+                               : samples.empty()    ? start_
+                                                    : samples.back().time;
+  const uint64_t wall = t.value > previous.value ? t.value - previous.value : 0;
+  const uint64_t delta = std::min(unattributed_cpu_ns_, wall);
+  unattributed_cpu_ns_ -= delta;
+  return delta;
+}
+
+void ThreadAccounting::push(std::vector<ThreadSample>& samples, const ThreadSample& sample) {
+  samples.push_back(sample);
+  last_sample_is_tick_ = false;
+}
+
+void ThreadAccounting::on_cpu_sample(const AccountingRules& rules, MonotonicNs t, CpuTimeNs runtime,
+                                     StackId stack, std::vector<ThreadSample>& samples) {
+  switched_in(rules, t, samples);  // running, so its switch-in was lost
+  add_runtime(runtime);
+  const uint64_t cpu = take_cpu(t, samples);
+  if (rules.collapse_repeated_samples && last_sample_is_tick_ && samples.back().stack == stack &&
+      t.value - last_tick_.value < 2 * rules.interval_ns) {
+    samples.back().weight += 1.0;
+    samples.back().cpu_delta_ns += cpu;
+  } else {
+    samples.push_back(ThreadSample{t, stack, cpu, 1.0});
+  }
+  last_sample_is_tick_ = true;
+  last_tick_ = t;
+}
+
+void ThreadAccounting::switched_out(const AccountingRules& rules, MonotonicNs t, CpuTimeNs runtime,
+                                    StackId stack, std::vector<ThreadSample>& samples) {
+  switched_in(rules, t, samples);  // two switch-outs in a row: the switch-in was lost
+  add_runtime(runtime);            // exact here: the scheduler just brought it up to date
+  if (rules.off_cpu)
+    off_cpu_ = OffCpuInterval{t, stack};
+  else
+    push(samples, ThreadSample{t, stack, take_cpu(t, samples), 0.0});
+}
+
+void ThreadAccounting::switched_in(const AccountingRules& rules, MonotonicNs t,
+                                   std::vector<ThreadSample>& samples) {
+  if (!off_cpu_) return;
+  const OffCpuInterval wait = *off_cpu_;
+  off_cpu_.reset();
+  const uint64_t blocked = t.value > wait.since.value ? t.value - wait.since.value : 0;
+  if (blocked >= rules.interval_ns) {
+    flush_short_waits(rules, wait.since, samples);
+    push(samples, ThreadSample{wait.since, wait.stack, take_cpu(wait.since, samples),
+                               in_intervals(blocked, rules)});
+    return;
+  }
+  short_waits_ns_ += blocked;
+  last_short_wait_ = wait.since;
+  if (blocked >= longest_short_wait_ns_) {
+    longest_short_wait_ns_ = blocked;
+    longest_short_wait_stack_ = wait.stack;
+  }
+  if (short_waits_ns_ >= rules.interval_ns) flush_short_waits(rules, wait.since, samples);
+}
+
+void ThreadAccounting::flush_short_waits(const AccountingRules& rules, MonotonicNs t,
+                                         std::vector<ThreadSample>& samples) {
+  if (short_waits_ns_ == 0) return;
+  push(samples, ThreadSample{t, longest_short_wait_stack_, take_cpu(t, samples),
+                             in_intervals(short_waits_ns_, rules)});
+  short_waits_ns_ = 0;
+  longest_short_wait_ns_ = 0;
+}
+
+void ThreadAccounting::exited(const AccountingRules& rules, MonotonicNs t, CpuTimeNs runtime,
+                              std::vector<ThreadSample>& samples) {
+  switched_in(rules, t, samples);
+  if (runtime_ && runtime.value > runtime_->value) add_runtime(runtime);
+}
+
+void ThreadAccounting::finish(const AccountingRules& rules, MonotonicNs end,
+                              std::vector<ThreadSample>& samples) {
+  switched_in(rules, end, samples);
+  if (short_waits_ns_) {
+    // Shown when the latest of the waits began (never before the thread's last sample).
+    MonotonicNs at = last_short_wait_;
+    if (!samples.empty() && samples.back().time > at) at = samples.back().time;
+    if (last_sample_is_tick_ && last_tick_ > at) at = last_tick_;
+    flush_short_waits(rules, at, samples);
+  }
+  if (samples.empty() || unattributed_cpu_ns_ == 0) return;
+  samples.back().cpu_delta_ns += unattributed_cpu_ns_;
+  unattributed_cpu_ns_ = 0;
+}
+
+}  // namespace bpfprof
