@@ -6,6 +6,7 @@
 
 #include "symbols/elf/elf_file.h"
 #include "symbols/relative_address.h"
+#include "symbols/symbolizer.h"
 #include "symbols/util/mapping_kind.h"
 #include "symbols/util/mapping_ranges.h"
 #include "symbols/util/text.h"
@@ -13,7 +14,10 @@
 namespace bpfprof {
 
 std::string unwind_file_key(const MappingInfo& mapping) {
-  if (classify_mapping(mapping.path) != MappingKind::kFile) return {};
+  const MappingKind kind = classify_mapping(mapping.path);
+  // The vdso is the same image in every process (clock_gettime: where timing loops sample).
+  if (kind == MappingKind::kVdso) return vdso_image_path().empty() ? "" : "vdso";
+  if (kind != MappingKind::kFile) return {};
   if (!mapping.build_id.empty()) return "build-id " + hex_string(mapping.build_id);
   return "path " + std::to_string(mapping.mount_namespace) + ":" + mapping.path;
 }
@@ -75,7 +79,9 @@ void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInf
                   info.start + info.length,
                   info.file_offset,
                   unwind_file_key(info),
-                  info.access_path.empty() ? info.path : info.access_path,
+                  classify_mapping(info.path) == MappingKind::kVdso ? vdso_image_path()
+                  : info.access_path.empty()                        ? info.path
+                                                                    : info.access_path,
                   classify_mapping(info.path) == MappingKind::kAnonymousCode};
   Process& process = processes_[pid];
   insert_replacing_overlaps(process.mappings, mapping);
