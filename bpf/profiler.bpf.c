@@ -513,6 +513,9 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binprm* bprm) {
   __u32 tgid = task->tgid;
   if (!is_tracked(tgid)) return 0;
+  /* The old image's mappings must not walk the new one's stacks: until userspace has the
+   * new mappings (from the side band), its samples fall back to stack copies. */
+  if (kernel_unwind) bpf_map_delete_elem(&unwind_processes, &tgid);
   struct bpfprof_exec_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();
@@ -543,6 +546,8 @@ int BPF_PROG(on_exit, struct task_struct* task, bool group_dead) {
     count_lost();
   }
   if (group_dead && !track_all) bpf_map_delete_elem(&tracked_processes, &tgid);
+  /* Userspace removes it too when it reads the exit; a reused pid must not find it meanwhile. */
+  if (group_dead && kernel_unwind) bpf_map_delete_elem(&unwind_processes, &tgid);
   return 0;
 }
 
