@@ -169,8 +169,8 @@ void EventDecoder::decode_unwound(const Header& h, bool switch_out, const void* 
   const RawStackId stack =
       intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips),
                    (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
+  if (e->user_depth) ++(switch_out ? rec.stats.off_cpu_stacks : rec.stats.on_cpu_stacks).kernel;
   if (!switch_out) {
-    if (e->user_depth) ++rec.stats.kernel_unwound_stacks;
     rec.stats.sample_event_bytes += size;
     return add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
   }
@@ -190,9 +190,9 @@ void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const v
   ips.insert(ips.end(), e->kernel_ips, e->kernel_ips + kernel);
   const RawStackId stack = intern_stack(rec.raw_stacks, ips.data(), ips.size(),
                                         static_cast<uint32_t>(user.size()), kernel);
+  if (!user.empty()) ++(switch_out ? rec.stats.off_cpu_stacks : rec.stats.on_cpu_stacks).copied;
   if (!switch_out) {
     rec.stats.sample_event_bytes += size;
-    if (!user.empty()) ++rec.stats.copied_user_stacks;
     return add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
   }
   add_switch_out(h, CpuTimeNs{e->cpu_time_ns}, stack, e->state, e->flags, rec);

@@ -146,15 +146,21 @@ struct KernelUnwindStats {
   std::vector<uint64_t> fallbacks_by_reason{};  // enum bpfprof_unwind_fallback
 };
 
+struct StackSources {
+  uint64_t kernel = 0;
+  uint64_t copied = 0;
+};
+
 struct RecordingStats {
   uint64_t samples = 0;
   MonotonicNs first_sample_time;  // 0 until a timer sample arrives
   uint64_t switch_outs = 0;
   uint64_t user_stacks = 0;  // samples with a user stack to unwind in userspace (DWARF mode)
-  // Timer samples whose user stack the kernel walked to a thread root (no copy).
-  uint64_t kernel_unwound_stacks = 0;
-  // Timer samples whose user stack was copied (with kernel unwinding: the walk fell back).
-  uint64_t copied_user_stacks = 0;
+  // User stacks of timer samples (on CPU) and of switch-outs (off CPU) by where they were
+  // unwound: walked by the kernel to a thread root (no copy), or copied (with kernel
+  // unwinding: the walk fell back) and unwound here.
+  StackSources on_cpu_stacks;
+  StackSources off_cpu_stacks;
   uint64_t sample_event_bytes = 0;  // ring-buffer bytes of every timer sample
   uint64_t dwarf_sample_bytes = 0;  // ring-buffer bytes of those samples
   uint64_t stack_copy_bytes = 0;    // of those, user-stack bytes copied

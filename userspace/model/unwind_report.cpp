@@ -58,14 +58,19 @@ std::vector<std::pair<std::string, std::string>> stack_source_report(const Recor
                      format("%.0f bytes per sample", static_cast<double>(s.sample_event_bytes) /
                                                          static_cast<double>(s.samples)));
   // A replay has the split (from the events) but not the tables (the recorder's own state).
-  const double with_user = static_cast<double>(s.kernel_unwound_stacks + s.copied_user_stacks);
-  if (recording.call_graph == "dwarf" && with_user > 0)
-    out.emplace_back(
-        "User stacks unwound in the kernel",
-        format("%.1f%% (%llu samples; %llu by fallback: stack copy unwound in userspace)",
-               100.0 * static_cast<double>(s.kernel_unwound_stacks) / with_user,
-               static_cast<unsigned long long>(s.kernel_unwound_stacks),
-               static_cast<unsigned long long>(s.copied_user_stacks)));
+  if (recording.call_graph != "dwarf") return out;
+  auto split = [&](const char* label, const StackSources& stacks) {
+    const uint64_t all = stacks.kernel + stacks.copied;
+    if (all)
+      out.emplace_back(label,
+                       format("%.1f%% (%llu; %llu by fallback: stack copy unwound in "
+                              "userspace)",
+                              100.0 * static_cast<double>(stacks.kernel) / static_cast<double>(all),
+                              static_cast<unsigned long long>(stacks.kernel),
+                              static_cast<unsigned long long>(stacks.copied)));
+  };
+  split("User stacks unwound in the kernel", s.on_cpu_stacks);
+  split("Off-CPU user stacks unwound in the kernel", s.off_cpu_stacks);
   if (s.kernel_unwind) describe_tables(*s.kernel_unwind, out);
   return out;
 }
