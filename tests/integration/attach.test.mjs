@@ -1,7 +1,7 @@
 // record -p: attach to a running late_thread fixture; the thread it starts after the attach
 // (late-worker: late_worker_main -> late_spin) must appear with its name and its CPU time.
 import assert from 'node:assert/strict';
-import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 
@@ -100,5 +100,25 @@ describe('attach (-p)', () => {
     assert.equal(result.code, 2);
     assert.equal(result.stderr.trim().split('\n').length, 1, `stderr: ${result.stderr}`);
     assert.match(result.stderr, /999999999/);
+  });
+
+  it('a thread id is refused with the id of its process (pidfd_open cannot follow it)', async (t) => {
+    if (!requireRecorder(t)) return;
+    const target = startBackground(fixturePath('threads'), ['1500']);
+    try {
+      let tid;
+      for (let i = 0; i < 50 && !tid; ++i) {
+        await sleep(20);
+        tid = readdirSync(`/proc/${target.pid}/task`).find((id) => id !== String(target.pid));
+      }
+      assert.ok(tid, 'the fixture started its threads');
+      const result = await run(BPFPROF, ['record', '-p', tid, '-o', '/tmp/bpfprof-tid.json.gz']);
+      assert.equal(result.code, 2);
+      assert.equal(result.stderr, `bpfprof: ${tid} is a thread of process ${target.pid}; ` +
+                                  `give the process id (-p ${target.pid})\n`);
+    } finally {
+      target.child.kill('SIGKILL');
+      await target.done;
+    }
   });
 });

@@ -2,7 +2,7 @@
 // the same profile as the live recording; collapsing consecutive identical samples keeps
 // every tick's weight and CPU time.
 import assert from 'node:assert/strict';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
@@ -80,6 +80,45 @@ for (const callGraph of ['dwarf', 'fp']) {
 }
 
 describe('replay of bad input', () => {
+  it('a stream cut anywhere or with a flipped byte: one line and exit 2, never a crash', async (t) => {
+    if (!requireRecorder(t)) return;
+    const events = join(RESULTS_DIR, 'damaged-source.events');
+    await recordWith('damaged-source', ['--save-events', events, '--', fixturePath('threads'), '200']);
+    const original = readFileSync(events);
+    const damaged = join(RESULTS_DIR, 'damaged.events');
+    const output = join(RESULTS_DIR, 'damaged.json.gz');
+    const outcomes = { refused: 0, endedEarly: 0 };
+    for (let i = 1; i <= 24; ++i) {
+      // Cuts and flips spread over the whole stream, the header included.
+      const at = Math.floor((original.length * i) / 25);
+      const cut = i % 2 === 0;
+      const bytes = cut ? original.subarray(0, at) : Buffer.from(original);
+      if (!cut) bytes[at] ^= 0x5a;
+      writeFileSync(damaged, bytes);
+      rmSync(output, { force: true });
+      const result = await run(BPFPROF, ['replay', damaged, '-o', output], { timeoutMs: 60_000 });
+      const what = `${cut ? 'cut' : 'flipped byte'} at ${at} of ${original.length}: exit ${result.code} ` +
+                   `signal ${result.signal}\n${result.stderr}`;
+      assert.equal(result.signal, null, what);
+      if (result.code === 2) {
+        // Refused: one line, and no profile.
+        assert.match(result.stderr, /^bpfprof: [^\n]+\n$/, what);
+        assert.ok(!existsSync(output), what);
+        ++outcomes.refused;
+      } else {
+        // Only a cut between two records leaves a stream that is whole up to where it
+        // ends (as a recording killed mid-way): replayed, and said so.
+        assert.equal(result.code, 0, what);
+        assert.ok(cut, `a flipped byte went unnoticed: ${what}`);
+        assert.match(result.stderr, /ends early \(the recording was cut short\)/, what);
+        ++outcomes.endedEarly;
+      }
+    }
+    t.diagnostic(`24 damaged streams: ${outcomes.refused} refused with one line, ` +
+                 `${outcomes.endedEarly} cut between records and replayed`);
+    assert.ok(outcomes.refused >= 12, 'every flipped byte is refused');
+  });
+
   it('a file that is not an event log: one line, exit 2', async () => {
     const result = await run(BPFPROF, ['replay', fixturePath('busy'), '-o', join(RESULTS_DIR, 'never.json.gz')]);
     assert.equal(result.code, 2);

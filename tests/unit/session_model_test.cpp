@@ -106,9 +106,9 @@ TEST(SessionModel, ReturnAddressesAreNudgedAndTheInnermostUserAndKernelFramesAre
   ASSERT_EQ(t.samples.size(), 1u);
   std::vector<FrameKey> frames = model.stacks().leaf_to_root(t.samples[0].stack);
   ASSERT_EQ(frames.size(), 3u);
-  EXPECT_EQ(frames[0], (FrameKey{kKernelLib, 0xffffffff81000010ull}));  // sampled ip
-  EXPECT_EQ(frames[1].address, 0x1200u - 0x1000 + 0x2000);              // user instruction, exact
-  EXPECT_EQ(frames[2].address, 0x1100u - 1 - 0x1000 + 0x2000);          // return address - 1
+  EXPECT_EQ(frames[0], FrameKey::kernel(0xffffffff81000010ull));  // sampled ip
+  EXPECT_EQ(frames[1].address, 0x1200u - 0x1000 + 0x2000);        // user instruction, exact
+  EXPECT_EQ(frames[2].address, 0x1100u - 1 - 0x1000 + 0x2000);    // return address - 1
 
   // Without kernel frames the user leaf is the sampled instruction.
   RawStackId user_only = raw.intern_path(std::vector<uint64_t>{0x1100, 0x1200});
@@ -257,8 +257,8 @@ SampleRecord on_cpu(uint64_t at_ms, int tid, uint64_t runtime_ns) {
 
 OffCpuState leaf_state(const SessionModel& model, StackId stack) {
   const FrameKey& leaf = model.stacks().node(stack).key;
-  EXPECT_EQ(leaf.lib, kOffCpuStateFrame);
-  return static_cast<OffCpuState>(leaf.address);
+  EXPECT_EQ(leaf.kind, FrameKind::kOffCpuState);
+  return leaf.off_cpu_state();
 }
 
 TEST(OffCpu, ABlockedIntervalIsOneSampleWeightedByItsLength) {

@@ -94,6 +94,13 @@ OffCpuState off_cpu_state(uint32_t state) {
 
 void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
   if (size < sizeof(bpfprof_event_header)) return;
+  // The ring buffer gives 8-byte aligned events; a saved stream's records lie at any offset,
+  // and the event structs are read in place: copy those first (found by fuzz_event_log).
+  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
+    aligned_copy_.resize((size + sizeof(uint64_t) - 1) / sizeof(uint64_t));
+    memcpy(aligned_copy_.data(), data, size);
+    data = aligned_copy_.data();
+  }
   bpfprof_event_header raw;
   memcpy(&raw, data, sizeof(raw));
   const Header h{MonotonicNs{raw.timestamp_ns}, Pid{static_cast<int32_t>(raw.pid)},

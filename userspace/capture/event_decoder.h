@@ -43,6 +43,7 @@ class EventDecoder {
   }
 
  private:
+  std::vector<uint64_t> aligned_copy_;  // an event that came unaligned, copied
   struct Header {
     MonotonicNs time;
     Pid pid;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include <cerrno>
 #include <cstring>
@@ -15,11 +16,21 @@ namespace bpfprof {
 namespace {
 
 // 2: DWARF samples carry all 17 registers; 3: mappings without this run's file handles
-// (access path, mount namespace), which mean nothing to a replay.
+// (access path, mount namespace), which mean nothing to a replay, and a checksum per record
+// so that a damaged stream is refused rather than replayed into a wrong profile.
 constexpr char kMagic[] = "bpfprof event log 3\n";
 constexpr size_t kMagicSize = sizeof(kMagic) - 1;
 
 enum RecordType : uint8_t { kSettings = 1, kBpfEvent = 2, kLifecycle = 3, kTrailer = 4 };
+
+// A record: type (1 byte), payload length (4), checksum of type and payload (4), payload.
+constexpr size_t kRecordHeaderSize = 1 + 4 + 4;
+
+// XXH3 (seeded with the type), low 32 bits: a replay reads hundreds of MB of records, and
+// zlib's CRC-32 doubled the time to read and decode them.
+uint32_t record_checksum(uint8_t type, const uint8_t* payload, uint32_t length) {
+  return static_cast<uint32_t>(XXH3_64bits_withSeed(payload, length, type));
+}
 
 class ByteWriter {
  public:
@@ -211,11 +222,12 @@ EventLogWriter::EventLogWriter(const std::string& path, const RecordingSettings&
 
 void EventLogWriter::write_record(uint8_t type, const void* data, size_t size) {
   const uint32_t length = static_cast<uint32_t>(size);
+  const uint32_t checksum = record_checksum(type, static_cast<const uint8_t*>(data), length);
   FILE* f = file_.get();
   if (fwrite(&type, 1, 1, f) != 1 || fwrite(&length, sizeof(length), 1, f) != 1 ||
-      (size && fwrite(data, 1, size, f) != size))
+      fwrite(&checksum, sizeof(checksum), 1, f) != 1 || (size && fwrite(data, 1, size, f) != size))
     note_failure();
-  bytes_ += 1 + sizeof(length) + size;
+  bytes_ += kRecordHeaderSize + size;
 }
 
 void EventLogWriter::write_bpf_event(const void* data, size_t size) {
@@ -282,15 +294,21 @@ EventLogReader::EventLogReader(const std::string& path) : path_(path) {
 
 bool EventLogReader::read_raw(uint8_t& type, const uint8_t*& payload, uint32_t& length) {
   if (position_ >= size_) return false;
-  if (size_ - position_ < 1 + sizeof(length))
+  if (size_ - position_ < kRecordHeaderSize)
     throw std::runtime_error("corrupt event log " + path_ + ": truncated record");
   type = data_[position_];
+  uint32_t checksum = 0;
   memcpy(&length, data_ + position_ + 1, sizeof(length));
-  position_ += 1 + sizeof(length);
+  memcpy(&checksum, data_ + position_ + 1 + sizeof(length), sizeof(checksum));
+  const size_t record_at = position_;
+  position_ += kRecordHeaderSize;
   if (size_ - position_ < length)
     throw std::runtime_error("corrupt event log " + path_ + ": truncated record");
   payload = data_ + position_;
   position_ += length;
+  if (record_checksum(type, payload, length) != checksum)
+    throw std::runtime_error("corrupt event log " + path_ + ": damaged record at byte " +
+                             std::to_string(record_at));
   // Pages read long ago are dropped, so a replay's memory is the pipeline's, not the log's.
   constexpr size_t kReleaseChunk = 8 << 20;
   if (position_ - released_ > 2 * kReleaseChunk) {

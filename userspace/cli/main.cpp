@@ -4,13 +4,16 @@
 #include <cstdio>
 
 #include "userspace/cli/options.h"
+#include "userspace/cli/summary.h"
 
 namespace {
 
 // Visits the parsed command line: runs the subcommand, or says why not.
 struct RunCommand {
   int operator()(const bpfprof::RecordOptions& options) const {
-    return bpfprof::run_record(options);
+    return bpfprof::run_record(options, [](const bpfprof::RunReport& report) {
+      bpfprof::print_run_summary(report, stderr);
+    });
   }
   int operator()(const bpfprof::ReplayOptions& options) const {
     return bpfprof::run_replay(options);

@@ -15,6 +15,11 @@ inline MonotonicNs monotonic_now() {
                      static_cast<uint64_t>(ts.tv_nsec)};
 }
 
+// Milliseconds from `start` to `t` (negative when t is earlier).
+inline double ms_between(MonotonicNs start, MonotonicNs t) {
+  return (static_cast<double>(t.value) - static_cast<double>(start.value)) / 1e6;
+}
+
 inline double milliseconds(const timespec& ts) {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }

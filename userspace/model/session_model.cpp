@@ -303,8 +303,7 @@ StackId SessionModel::off_cpu_stack(Thread& th, const SampleRecord& switch_out,
     where = resolve(switch_out.pid, switch_out.stack, raw_stacks);
     th.last_off_cpu_where = where;
   }
-  return stacks_.intern(
-      where, FrameKey{kOffCpuStateFrame, static_cast<uint64_t>(switch_out.off_cpu_state)});
+  return stacks_.intern(where, FrameKey::off_cpu(switch_out.off_cpu_state));
 }
 
 StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks) {
@@ -333,12 +332,12 @@ StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw
     uint64_t address = leaf_to_root[i];
     // Every other frame is a return address: point into the call.
     if (i != 0 && i != innermost_user && address > 0) address -= 1;
-    FrameKey key{kNoLib, address};
+    FrameKey key = FrameKey::unmapped(address);
     if (is_kernel_address(address)) {
-      key.lib = kKernelLib;
+      key = FrameKey::kernel(address);
     } else if (const Mapping* m = space ? space->find(address) : nullptr) {
-      key = FrameKey{m->lib, address - m->start + m->file_offset};
-    }  // else outside any executable mapping (often a frame-pointer walk gone astray): kNoLib
+      key = FrameKey::native(m->lib, address - m->start + m->file_offset);
+    }
     node = stacks_.intern(node, key);
   }
   return node;

@@ -23,13 +23,20 @@ using ProcessIndex = StrongId<struct ProcessIndexTag, uint32_t>;
 using ThreadIndex = StrongId<struct ThreadIndexTag, uint32_t>;
 using LibId = StrongId<struct LibIdTag, int32_t>;
 
-inline constexpr LibId kNoLib{-1};
+// The library of kernel frames (the first library of every model).
 inline constexpr LibId kKernelLib{0};
-// A pseudo-frame naming why a thread is off the CPU; its address is the OffCpuState.
-inline constexpr LibId kOffCpuStateFrame{-2};
-// The [truncated] frame the profile writer puts at the root of a user stack that does not
-// reach a thread root (the model never makes one itself).
-inline constexpr LibId kTruncatedStackFrame{-3};
+
+// What a frame of a resolved stack is; the kind decides what its library and address mean,
+// so that no library id doubles as a marker.
+enum class FrameKind : uint8_t {
+  kNative,       // code in a mapped file or a process's [anon] memory: `lib`, file offset
+  kKernel,       // kernel code: `lib` is kKernelLib, the address is absolute
+  kUnmapped,     // a user address outside any executable mapping (often a frame-pointer walk
+                 // gone astray): absolute, no library
+  kOffCpuState,  // a pseudo-frame naming why the thread is off the CPU (off_cpu_state())
+  kTruncated,    // the pseudo-frame the profile writer puts at the root of a user stack that
+                 // does not reach a thread root (the model never makes one itself)
+};
 
 struct Library {
   std::string path{};  // as the kernel reported it
@@ -51,13 +58,33 @@ struct Library {
 // for the kernel and for addresses outside any mapping it is the absolute address.
 // Return addresses are already nudged (minus one) into their call instruction.
 struct FrameKey {
-  LibId lib;
-  uint64_t address;
+  FrameKind kind = FrameKind::kUnmapped;
+  LibId lib{};  // meaningful for kNative and kKernel only
+  uint64_t address = 0;
+
+  static constexpr FrameKey native(LibId lib, uint64_t file_offset) {
+    return {FrameKind::kNative, lib, file_offset};
+  }
+  static constexpr FrameKey kernel(uint64_t address) {
+    return {FrameKind::kKernel, kKernelLib, address};
+  }
+  static constexpr FrameKey unmapped(uint64_t address) {
+    return {FrameKind::kUnmapped, LibId{}, address};
+  }
+  static constexpr FrameKey off_cpu(OffCpuState state) {
+    return {FrameKind::kOffCpuState, LibId{}, static_cast<uint64_t>(state)};
+  }
+  static constexpr FrameKey truncated() { return {FrameKind::kTruncated, LibId{}, 0}; }
+
+  bool has_library() const { return kind == FrameKind::kNative || kind == FrameKind::kKernel; }
+  bool is_off_cpu_state() const { return kind == FrameKind::kOffCpuState; }
+  OffCpuState off_cpu_state() const { return static_cast<OffCpuState>(address); }
   bool operator==(const FrameKey&) const = default;
 };
 struct FrameKeyHash {
   size_t operator()(const FrameKey& k) const noexcept {
-    return std::hash<uint64_t>{}(k.address * 31 + static_cast<uint64_t>(k.lib.value));
+    const uint64_t tag = static_cast<uint64_t>(k.kind) << 32 | static_cast<uint32_t>(k.lib.value);
+    return std::hash<uint64_t>{}(k.address * 31 + tag);
   }
 };
 using ResolvedStackTree = PrefixTree<FrameKey, FrameKeyHash>;

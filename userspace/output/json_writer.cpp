@@ -198,6 +198,41 @@ void JsonWriter::null() {
   maybe_flush();
 }
 
+namespace {
+
+// The JSON escape of an ASCII character that cannot appear as it is; `buffer` holds it when
+// it is a \u escape.
+std::string_view ascii_escape(unsigned char c, char (&buffer)[6]) {
+  switch (c) {
+    case '"':
+      return "\\\"";
+    case '\\':
+      return "\\\\";
+    case '\b':
+      return "\\b";
+    case '\f':
+      return "\\f";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    default: {
+      static constexpr char kHex[] = "0123456789abcdef";
+      buffer[0] = '\\';
+      buffer[1] = 'u';
+      buffer[2] = '0';
+      buffer[3] = '0';
+      buffer[4] = kHex[c >> 4];
+      buffer[5] = kHex[c & 0xF];
+      return {buffer, sizeof buffer};
+    }
+  }
+}
+
+}  // namespace
+
 void JsonWriter::write_quoted(std::string_view s) {
   const auto* bytes = reinterpret_cast<const unsigned char*>(s.data());
   const size_t size = s.size();
@@ -219,34 +254,8 @@ void JsonWriter::write_quoted(std::string_view s) {
     }
     if (c < 0x80) {
       end_run_at_i();
-      switch (c) {
-        case '"':
-          append("\\\"");
-          break;
-        case '\\':
-          append("\\\\");
-          break;
-        case '\b':
-          append("\\b");
-          break;
-        case '\f':
-          append("\\f");
-          break;
-        case '\n':
-          append("\\n");
-          break;
-        case '\r':
-          append("\\r");
-          break;
-        case '\t':
-          append("\\t");
-          break;
-        default: {
-          static constexpr char kHex[] = "0123456789abcdef";
-          char escape[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xF]};
-          append({escape, sizeof escape});
-        }
-      }
+      char buffer[6];
+      append(ascii_escape(c, buffer));
       run_start = ++i;
       continue;
     }

@@ -1,44 +1,22 @@
-// Builds the Firefox Profiler processed profile (format version 70) from the session model
-// and streams it as JSON into a sink: shared tables, libs, one flat thread list.
+// Writes the profile of a session: the Firefox Profiler processed profile (format version
+// 70: meta, libs, one flat thread list, shared tables) or folded stacks. The tables are
+// built first (profile_builder.h), then serialized; meta.extra comes from the run report.
 #pragma once
 
-#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "userspace/model/recording.h"
 #include "userspace/model/session_model.h"
 #include "userspace/output/output_file.h"
+#include "userspace/output/profile_builder.h"
+#include "userspace/output/profile_symbolizer.h"
+#include "userspace/output/run_report.h"
 
 namespace bpfprof {
 
 inline constexpr int kProcessedProfileVersion = 70;
 inline constexpr int kGeckoProfileVersion = 36;
-
-// On-CPU sample weight with a user stack, and the part whose outermost user frame is a
-// thread root (the rest begins with a [truncated] frame).
-struct StackCompleteness {
-  double complete = 0;
-  double total = 0;
-  double share() const { return total > 0 ? complete / total : 1.0; }
-};
-
-struct ProfileSummary {
-  size_t processes = 0;
-  size_t threads = 0;
-  size_t samples = 0;  // sample rows written (consecutive identical ones are one row)
-  // The functions most samples were in (self time, on-CPU samples only), "name (library)"
-  // with their share of the on-CPU sample weight, most first; at most 10.
-  std::vector<std::pair<std::string, double>> top_self_functions;
-  // Libraries whose code could not be named, with their share of on-CPU sample weight.
-  std::vector<std::pair<std::string, double>> unnamed_share_by_library;
-  StackCompleteness user_stacks;
-  // "name (pid)" of the processes with truncated user stacks, most truncated weight first.
-  std::vector<std::pair<std::string, StackCompleteness>> incomplete_user_stacks_by_process;
-  // Of unnamed_share_by_library, the paths of the first three with at least 1%: where debug
-  // information would help.
-  std::vector<std::string> unnamed_library_paths;
-};
 
 enum class OutputFormat {
   kFirefox,    // the Firefox Profiler's processed profile (JSON)
@@ -51,6 +29,18 @@ struct ProfileOptions {
   OutputFormat format = OutputFormat::kFirefox;
 };
 
+// Writes the profile, names from `symbolizer`; returns the report it wrote to meta.extra
+// (also for the folded format, which has no meta), for the end-of-run summary.
+RunReport write_profile_with_report(const SessionModel& model, const Recording& recording,
+                                    OutputSink& sink, const ProfileOptions& options,
+                                    ProfileSymbolizer& symbolizer);
+
+// The same with the system's symbols (options.symbol_dirs): what `record` calls, then
+// print_run_summary(report) (cli/summary.h) for the end-of-run summary.
+RunReport write_profile_with_report(const SessionModel& model, const Recording& recording,
+                                    OutputSink& sink, const ProfileOptions& options);
+
+// Only the figures measured on the profile (replay, tests).
 ProfileSummary write_profile(const SessionModel& model, const Recording& recording,
                              OutputSink& sink, const ProfileOptions& options = {});
 

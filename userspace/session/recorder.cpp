@@ -18,6 +18,7 @@
 #include "bpf/events.h"
 #include "symbols/dwarf/debug_hint.h"
 #include "symbols/dwarf/unwinder.h"
+#include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/event_log.h"
@@ -26,7 +27,6 @@
 #include "userspace/capture/perf_events.h"
 #include "userspace/model/clocks.h"
 #include "userspace/model/session_model.h"
-#include "userspace/model/unwind_report.h"
 #include "userspace/output/output_file.h"
 #include "userspace/output/profile_writer.h"
 #include "userspace/session/launcher.h"
@@ -54,6 +54,15 @@ bool all_exited(const std::vector<UniqueFd>& pidfds) {
   return true;
 }
 
+// The process (thread group) a task id belongs to, from /proc/ID/status.
+std::optional<int> thread_group_of(int id) {
+  std::optional<std::string> status = read_entire_file("/proc/" + std::to_string(id) + "/status");
+  if (!status) return std::nullopt;
+  const size_t at = status->find("\nTgid:");
+  if (at == std::string::npos) return std::nullopt;
+  return atoi(status->c_str() + at + 6);
+}
+
 // Checks the -p targets before anything starts: each must exist.
 std::optional<std::string> check_targets(const std::vector<int>& pids) {
   for (int pid : pids) {
@@ -61,6 +70,11 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
     if (kill(pid, 0) != 0 && errno == ESRCH) return "no process with pid " + std::to_string(pid);
     if (access(("/proc/" + std::to_string(pid) + "/maps").c_str(), R_OK) != 0)
       return "cannot read /proc/" + std::to_string(pid) + ": " + strerror(errno);
+    // A thread's id passes the checks above (kill and /proc accept it) but cannot be
+    // followed as a process.
+    if (std::optional<int> tgid = thread_group_of(pid); tgid && *tgid != pid)
+      return std::to_string(pid) + " is a thread of process " + std::to_string(*tgid) +
+             "; give the process id (-p " + std::to_string(*tgid) + ")";
   }
   return std::nullopt;
 }
@@ -90,115 +104,6 @@ void print_status_line(const Recording& recording, const SessionModel& model, ui
   fflush(stderr);
 }
 
-std::string process_label(const SessionModel& model, Pid pid) {
-  std::string name = "?";
-  for (const Process& p : model.processes())
-    if (p.pid == pid) name = p.name;  // the latest entry of the pid
-  return name + " (" + std::to_string(pid.value) + ")";
-}
-
-// Where events were lost: per CPU, and the top three processes.
-void print_losses(const Recording& recording, const SessionModel& model) {
-  auto top = [&](const std::unordered_map<Pid, uint64_t>& counts) {
-    std::vector<std::pair<Pid, uint64_t>> sorted(counts.begin(), counts.end());
-    std::sort(sorted.begin(), sorted.end(),
-              [](const auto& a, const auto& b) { return a.second > b.second; });
-    std::string text;
-    for (size_t i = 0; i < sorted.size() && i < 3; ++i)
-      text += (i ? ", " : "") + process_label(model, sorted[i].first) + " " +
-              std::to_string(sorted[i].second);
-    return text;
-  };
-  if (recording.stats.lost_bpf_events) {
-    std::string per_cpu;
-    for (size_t cpu = 0; cpu < recording.stats.lost_bpf_events_per_cpu.size(); ++cpu)
-      if (uint64_t n = recording.stats.lost_bpf_events_per_cpu[cpu])
-        per_cpu += (per_cpu.empty() ? "" : ", ") + ("CPU " + std::to_string(cpu)) + " " +
-                   std::to_string(n);
-    std::unordered_map<Pid, uint64_t> by_process;
-    for (const LossRecord& loss : recording.losses) by_process[loss.pid] += loss.count;
-    fprintf(stderr,
-            "bpfprof: %llu events lost (ring buffer full; try a larger --buffer-size or a lower "
-            "-F): %s; in %s\n",
-            static_cast<unsigned long long>(recording.stats.lost_bpf_events), per_cpu.c_str(),
-            top(by_process).c_str());
-  }
-}
-
-// How many user stacks reach a thread root, as the profile shows them, where they do not,
-// and what to do about it; for DWARF stacks, what unwinding cost.
-void print_stack_completeness(const Recording& recording, const ProfileSummary& summary) {
-  const StackCompleteness& stacks = summary.user_stacks;
-  if (stacks.total <= 0) return;
-  std::string worst;
-  for (size_t i = 0; i < summary.incomplete_user_stacks_by_process.size() && i < 3; ++i) {
-    const auto& [process, of_process] = summary.incomplete_user_stacks_by_process[i];
-    char text[64];
-    snprintf(text, sizeof text, " %.1f%%", 100.0 * of_process.share());
-    worst += (i ? ", " : "; least complete: ") + process + text;
-  }
-  fprintf(stderr,
-          "bpfprof: user stacks complete: %.1f%% of %.0f on-CPU samples reach a thread root (the "
-          "rest begin "
-          "with [truncated])%s\n",
-          100.0 * stacks.share(), stacks.total, worst.c_str());
-  if (recording.call_graph == "fp" && stacks.share() < 0.9)
-    fprintf(stderr,
-            "bpfprof: most code here has no frame pointers, so frame-pointer stacks stop early; "
-            "the default "
-            "--call-graph dwarf unwinds without them\n");
-  const RecordingStats& s = recording.stats;
-  if (!s.user_stacks) return;
-  std::vector<uint32_t> times = s.unwind_ns;
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  const double per_stack = 1.0 / static_cast<double>(s.user_stacks);
-  fprintf(stderr,
-          "bpfprof: unwinding %.1f us per stack (median); %.0f bytes of stack copied per sample "
-          "(%.0f bytes "
-          "per event)\n",
-          times.empty() ? 0.0 : times[times.size() / 2] / 1000.0,
-          static_cast<double>(s.stack_copy_bytes) * per_stack,
-          static_cast<double>(s.dwarf_sample_bytes) * per_stack);
-  if (!s.raised_stack_copies.empty()) {
-    std::string raised;
-    for (const auto& [pid, bytes] : s.raised_stack_copies)
-      raised +=
-          (raised.empty() ? "" : ", ") + std::to_string(pid.value) + ": " + std::to_string(bytes);
-    fprintf(stderr, "bpfprof: stacks cut at the copy's end got larger copies (pid: bytes): %s\n",
-            raised.c_str());
-  }
-  if (s.stacks_cut_at_copy_end * 100 > s.user_stacks)
-    fprintf(stderr, "bpfprof: %.1f%% of the stacks were cut where their copy ended%s\n",
-            100.0 * static_cast<double>(s.stacks_cut_at_copy_end) * per_stack,
-            recording.fixed_stack_copy_size
-                ? "; a larger --call-graph dwarf,SIZE (up to 65528) reaches further"
-                : " (before their process got a larger copy)");
-}
-
-// The processes that used the most CPU time (the kernel's accounting, summed over threads).
-void print_top_processes(const SessionModel& model, size_t count) {
-  std::vector<std::pair<uint64_t, const Process*>> by_cpu;
-  for (const Process& p : model.processes()) {
-    if (p.is_launcher) continue;
-    uint64_t cpu = 0;
-    for (ThreadIndex t : p.threads)
-      for (const ThreadSample& s : model.threads()[t.value].samples) cpu += s.cpu_delta_ns;
-    if (cpu) by_cpu.emplace_back(cpu, &p);
-  }
-  if (by_cpu.empty()) return;
-  std::sort(by_cpu.begin(), by_cpu.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::string line = "bpfprof: top processes by CPU time:";
-  for (size_t i = 0; i < by_cpu.size() && i < count; ++i) {
-    char entry[320];
-    snprintf(entry, sizeof entry, "%s %s (%d) %.2f s", i ? "," : "", by_cpu[i].second->name.c_str(),
-             by_cpu[i].second->pid.value, static_cast<double>(by_cpu[i].first) / 1e9);
-    line += entry;
-  }
-  if (by_cpu.size() > count) line += ", ... (" + std::to_string(by_cpu.size()) + " in all)";
-  fprintf(stderr, "%s\n", line.c_str());
-}
-
 // Attaching holds one fd per mapped file, and there is one perf fd per CPU and event.
 void raise_file_limit() {
   rlimit limit;
@@ -206,35 +111,6 @@ void raise_file_limit() {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
-}
-
-// How much of the on-CPU time fell in code without a symbol, where, and how to get names.
-void print_unnamed_code(const ProfileSummary& summary) {
-  if (summary.unnamed_share_by_library.empty()) return;
-  double total = 0;
-  std::string where;
-  for (size_t i = 0; i < summary.unnamed_share_by_library.size(); ++i) {
-    const auto& [lib, share] = summary.unnamed_share_by_library[i];
-    total += share;
-    if (i < 3) {
-      char text[64];
-      snprintf(text, sizeof text, " %.1f%%", 100.0 * share);
-      where += (i ? ", " : "") + lib + text;
-    }
-  }
-  fprintf(stderr,
-          "bpfprof: %.1f%% of on-CPU samples are in code without a symbol (no debug "
-          "information?): %s\n",
-          100.0 * total, where.c_str());
-  if (const std::string hint = debug_info_hint(summary.unnamed_library_paths); !hint.empty())
-    fprintf(stderr, "bpfprof:   %s\n", hint.c_str());
-}
-
-void print_top_functions(const ProfileSummary& summary) {
-  if (summary.top_self_functions.empty()) return;
-  fprintf(stderr, "bpfprof: top functions by on-CPU samples (self):\n");
-  for (const auto& [name, share] : summary.top_self_functions)
-    fprintf(stderr, "  %5.1f%%  %s\n", 100.0 * share, name.c_str());
 }
 
 void print_written_file(const std::string& path, OutputFormat format) {
@@ -289,8 +165,9 @@ Recording recording_for(const RecordOptions& options) {
 // until the recording ends, then write the profile and the summary.
 class RecordSession {
  public:
-  explicit RecordSession(const RecordOptions& options)
+  RecordSession(const RecordOptions& options, const RunReportPrinter& print_report)
       : options_(options),
+        print_report_(print_report),
         invoked_(monotonic_now()),
         recording_(recording_for(options)),
         pipeline_(recording_, {.dwarf = options.user_stack_copy_bytes != 0,
@@ -313,10 +190,15 @@ class RecordSession {
   void note_losses();
   void drain_side_band();
   void stop_collecting();
-  void write_profile_and_summary();
-  void print_summary(const ProfileSummary& summary, double own_cpu_writing_ms) const;
+  std::optional<RunReport> write_profile_to(CommittableSink& sink, std::string* error);
+  std::vector<std::string> fallback_directories() const;
+  std::optional<std::string> write_profile_elsewhere(std::optional<RunReport>& report);
+  void give_to_invoking_user(const std::string& path) const;
+  void print_summary(const RunReport& report, const std::string& written,
+                     double own_cpu_writing_ms) const;
 
   const RecordOptions& options_;
+  const RunReportPrinter& print_report_;
   const MonotonicNs invoked_;
   std::optional<RunAsUser> invoking_user_;  // through sudo: the user who typed the command
   Recording recording_;
@@ -587,41 +469,91 @@ int RecordSession::finish() {
   const int status = command_exited_ ? command_->exit_status()
                      : stop_signal_  ? 128 + stop_signal_
                                      : 0;
+  const int failed_status = command_exited_ && status != 0 ? status : 1;
   fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
           static_cast<double>(recording_.end_time.value - recording_.start_time.value) / 1e9);
-  try {
-    write_profile_and_summary();
-  } catch (const std::exception& e) {
-    fprintf(stderr, "bpfprof: cannot write the profile: %s\n", e.what());
-    return command_exited_ && status != 0 ? status : 1;
+  std::string error;
+  pipeline_.finish(recording_.end_time);
+  std::optional<RunReport> report = write_profile_to(*output_, &error);
+  std::string written = options_.output_path;
+  if (!report) {
+    fprintf(stderr, "bpfprof: cannot write the profile: %s\n", error.c_str());
+    // What was recorded is not lost for a full disk or a directory removed meanwhile.
+    std::optional<std::string> fallback = write_profile_elsewhere(report);
+    if (!fallback) return failed_status;
+    written = *fallback;
+    fprintf(stderr, "bpfprof: wrote the profile to %s instead\n", written.c_str());
   }
+  give_to_invoking_user(written);
+  print_summary(*report, written,
+                process_cpu_ms() - own_cpu_while_recording_ms_ - own_cpu_at_start_ms_);
+  if (written != options_.output_path) return failed_status;
   if (options_.open && options_.format == OutputFormat::kFirefox)
     run_serve(ServeOptions{options_.output_path});
   return status;
 }
 
-void RecordSession::write_profile_and_summary() {
-  ProfileSummary summary;
-  {
-    WritingProfile writing(output_->temp_path());
-    pipeline_.finish(recording_.end_time);
-    summary = write_profile(
-        pipeline_.model(), recording_, *output_,
+// The report, or nullopt with the reason in `error`.
+std::optional<RunReport> RecordSession::write_profile_to(CommittableSink& sink,
+                                                         std::string* error) {
+  try {
+    WritingProfile writing(sink.temp_path());
+    RunReport report = write_profile_with_report(
+        pipeline_.model(), recording_, sink,
         ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs, options_.format});
-    output_->commit();
+    sink.commit();
+    return report;
+  } catch (const std::exception& e) {
+    *error = e.what();
+    return std::nullopt;
   }
-  if (invoking_user_ &&
-      chown(options_.output_path.c_str(), invoking_user_->uid, invoking_user_->gid) != 0)
-    fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", options_.output_path.c_str(),
+}
+
+// Where a profile goes when its own place fails: $TMPDIR (else /tmp), then the invoking
+// user's ~/.cache/bpfprof.
+std::vector<std::string> RecordSession::fallback_directories() const {
+  const char* tmpdir = getenv("TMPDIR");
+  std::vector<std::string> dirs{tmpdir && *tmpdir ? tmpdir : "/tmp"};
+  const char* home = invoking_user_ ? invoking_user_->home.c_str() : getenv("HOME");
+  if (home && *home) {
+    const std::string cache = std::string(home) + "/.cache";
+    for (const std::string& dir : {cache, cache + "/bpfprof"}) {
+      if (mkdir(dir.c_str(), 0755) == 0 && invoking_user_) give_to_invoking_user(dir);
+    }
+    dirs.push_back(cache + "/bpfprof");
+  }
+  return dirs;
+}
+
+// Writes the profile under the output's file name in the first fallback directory that takes
+// it; its path, or nullopt (each failure said in one line).
+std::optional<std::string> RecordSession::write_profile_elsewhere(
+    std::optional<RunReport>& report) {
+  for (const std::string& dir : fallback_directories()) {
+    const std::string path = dir + "/" + base_name(options_.output_path);
+    if (path == options_.output_path) continue;
+    std::string error;
+    try {
+      std::unique_ptr<CommittableSink> sink = open_output(path);
+      report = write_profile_to(*sink, &error);
+      if (report) return path;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    fprintf(stderr, "bpfprof: cannot write the profile there either: %s\n", error.c_str());
+  }
+  fprintf(stderr, "bpfprof: no profile written\n");
+  return std::nullopt;
+}
+
+void RecordSession::give_to_invoking_user(const std::string& path) const {
+  if (invoking_user_ && chown(path.c_str(), invoking_user_->uid, invoking_user_->gid) != 0)
+    fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", path.c_str(),
             invoking_user_->name.c_str(), strerror(errno));
-  print_summary(summary, process_cpu_ms() - own_cpu_while_recording_ms_ - own_cpu_at_start_ms_);
 }
 
-double ms_between(MonotonicNs a, MonotonicNs b) {
-  return (static_cast<double>(b.value) - static_cast<double>(a.value)) / 1e6;
-}
-
-void RecordSession::print_summary(const ProfileSummary& summary, double own_cpu_writing_ms) const {
+void RecordSession::print_summary(const RunReport& report, const std::string& written,
+                                  double own_cpu_writing_ms) const {
   const Recording& r = recording_;
   fprintf(stderr,
           "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms, first sample "
@@ -635,27 +567,15 @@ void RecordSession::print_summary(const ProfileSummary& summary, double own_cpu_
           own_cpu_while_recording_ms_,
           100.0 * own_cpu_while_recording_ms_ / std::max(1.0, ms_between(r.start_time, r.end_time)),
           own_cpu_writing_ms);
-  fprintf(
-      stderr,
-      "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events lost\n",
-      static_cast<unsigned long long>(r.stats.samples), r.sampling_event.c_str(), r.frequency_hz,
-      summary.processes, summary.threads,
-      static_cast<unsigned long long>(r.stats.lost_bpf_events + r.stats.lost_sideband_records));
-  print_stack_completeness(r, summary);
-  for (const auto& [label, value] : stack_source_report(r))
-    fprintf(stderr, "bpfprof: %s: %s\n", label.c_str(), value.c_str());
-  print_losses(r, pipeline_.model());
-  print_unnamed_code(summary);
-  print_top_processes(pipeline_.model(), 5);
-  print_top_functions(summary);
-  print_written_file(options_.output_path, options_.format);
+  print_report_(report);
+  print_written_file(written, options_.format);
 }
 
 }  // namespace
 
-int run_record(const RecordOptions& options) {
+int run_record(const RecordOptions& options, const RunReportPrinter& print_report) {
   try {
-    RecordSession session(options);
+    RecordSession session(options, print_report);
     session.set_up();
     session.start_targets();
     session.collect();

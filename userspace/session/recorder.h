@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "userspace/output/profile_writer.h"
+#include "userspace/output/run_report.h"
 
 namespace bpfprof {
 
@@ -49,6 +50,7 @@ struct RecordOptions {
 
 // Returns the exit status for bpfprof: the command's status when one was launched; 2 for
 // errors before the recording started; 128+signal when a signal ended the recording.
-int run_record(const RecordOptions& options);
+// `print_report` prints the end-of-run summary (the command line's business: cli/summary.h).
+int run_record(const RecordOptions& options, const RunReportPrinter& print_report);
 
 }  // namespace bpfprof

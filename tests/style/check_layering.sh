@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The layering of the libraries (userspace/CMakeLists.txt), checked on the #include lines:
+# a folder may include only itself and the folders it builds on. All headers are reachable
+# from the project root, so the include path alone cannot enforce this.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+declare -A allowed=(
+  [symbols]="symbols bpf"
+  [userspace/model]="userspace/model symbols bpf"
+  [userspace/capture]="userspace/capture userspace/model symbols bpf"
+  [userspace/output]="userspace/output userspace/model symbols bpf"
+  [userspace/session]="userspace/session userspace/capture userspace/output userspace/model symbols bpf"
+  [userspace/cli]="userspace/cli userspace/session userspace/capture userspace/output userspace/model symbols bpf"
+)
+
+status=0
+for layer in "${!allowed[@]}"; do
+  while IFS=: read -r file _ include; do
+    target=$(sed -E 's/#include "([^"]+)".*/\1/' <<<"$include")
+    [[ "$target" == */* ]] || continue  # a sibling header, e.g. a BPF skeleton
+    ok=0
+    for dep in ${allowed[$layer]}; do
+      [[ "$target" == "$dep"/* ]] && ok=1 && break
+    done
+    if ((!ok)); then
+      echo "$file includes $target: $layer may build only on ${allowed[$layer]}"
+      status=1
+    fi
+  done < <(git ls-files "$layer" | grep -E '\.(h|cpp|c)$' | xargs grep -Hn '^#include "' || true)
+done
+exit $status

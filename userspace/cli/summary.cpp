@@ -1,0 +1,135 @@
+#include "userspace/cli/summary.h"
+
+#include <string>
+
+namespace bpfprof {
+
+namespace {
+
+constexpr size_t kTopProcesses = 5;
+
+// Beyond this share of complete stacks a frame-pointer recording is fine as it is.
+constexpr double kFramePointerAdviceBelow = 0.9;
+
+void print_totals(const RunReport& r, FILE* out) {
+  fprintf(out,
+          "bpfprof: %llu samples (%s, %u Hz) from %zu processes and %zu threads; %llu events "
+          "lost\n",
+          static_cast<unsigned long long>(r.samples), r.sampling_event.c_str(), r.frequency_hz,
+          r.profile.processes, r.profile.threads, static_cast<unsigned long long>(r.lost_events));
+}
+
+void print_unwind_cost(const UnwindCost& cost, FILE* out) {
+  fprintf(out,
+          "bpfprof: unwinding %.1f us per stack (median); %.0f bytes of stack copied per sample "
+          "(%.0f bytes per event)\n",
+          cost.median_us, cost.copied_bytes_per_sample, cost.event_bytes_per_sample);
+  if (!cost.raised_stack_copies.empty()) {
+    std::string raised;
+    for (const auto& [pid, bytes] : cost.raised_stack_copies)
+      raised +=
+          (raised.empty() ? "" : ", ") + std::to_string(pid.value) + ": " + std::to_string(bytes);
+    fprintf(out, "bpfprof: stacks cut at the copy's end got larger copies (pid: bytes): %s\n",
+            raised.c_str());
+  }
+  if (cost.often_cut_at_copy_end)
+    fprintf(out, "bpfprof: %.1f%% of the stacks were cut where their copy ended%s\n",
+            100.0 * cost.cut_at_copy_end_share,
+            cost.fixed_stack_copy_size
+                ? "; a larger --call-graph dwarf,SIZE (up to 65528) reaches further"
+                : " (before their process got a larger copy)");
+}
+
+// How many user stacks reach a thread root, as the profile shows them, where they do not,
+// and what to do about it; for DWARF stacks, what unwinding cost.
+void print_stack_completeness(const RunReport& r, FILE* out) {
+  const StackCompleteness& stacks = r.profile.user_stacks;
+  if (stacks.total <= 0) return;
+  std::string worst;
+  const auto& incomplete = r.profile.incomplete_user_stacks_by_process;
+  for (size_t i = 0; i < incomplete.size() && i < 3; ++i) {
+    char text[64];
+    snprintf(text, sizeof text, " %.1f%%", 100.0 * incomplete[i].second.share());
+    worst += (i ? ", " : "; least complete: ") + incomplete[i].first + text;
+  }
+  fprintf(out,
+          "bpfprof: user stacks complete: %.1f%% of %.0f on-CPU samples reach a thread root (the "
+          "rest begin with [truncated])%s\n",
+          100.0 * stacks.share(), stacks.total, worst.c_str());
+  if (r.call_graph == "fp" && stacks.share() < kFramePointerAdviceBelow)
+    fprintf(out,
+            "bpfprof: most code here has no frame pointers, so frame-pointer stacks stop early; "
+            "the default --call-graph dwarf unwinds without them\n");
+  if (r.unwinding) print_unwind_cost(*r.unwinding, out);
+  for (const auto& [label, text] : r.stack_sources)
+    fprintf(out, "bpfprof: %s: %s\n", label.c_str(), text.c_str());
+}
+
+// Where events were lost: per CPU, and the top three processes.
+void print_losses(const RunReport& r, FILE* out) {
+  if (!r.lost_ring_buffer_events) return;
+  std::string per_cpu;
+  for (const CpuLosses& cpu : r.lost_by_cpu)
+    per_cpu += (per_cpu.empty() ? "CPU " : ", CPU ") + std::to_string(cpu.cpu) + " " +
+               std::to_string(cpu.count);
+  std::string top;
+  for (size_t i = 0; i < r.lost_by_process.size() && i < 3; ++i)
+    top += (i ? ", " : "") + r.lost_by_process[i].process + " " +
+           std::to_string(r.lost_by_process[i].count);
+  fprintf(out,
+          "bpfprof: %llu events lost (ring buffer full; try a larger --buffer-size or a lower "
+          "-F): %s; in %s\n",
+          static_cast<unsigned long long>(r.lost_ring_buffer_events), per_cpu.c_str(), top.c_str());
+}
+
+void print_unnamed(const RunReport& r, FILE* out) {
+  const auto& shares = r.profile.unnamed_share_by_library;
+  if (shares.empty()) return;
+  std::string where;
+  for (size_t i = 0; i < shares.size() && i < 3; ++i) {
+    char text[64];
+    snprintf(text, sizeof text, " %.1f%%", 100.0 * shares[i].second);
+    where += (i ? ", " : "") + shares[i].first + text;
+  }
+  fprintf(out,
+          "bpfprof: %.1f%% of on-CPU samples are in code without a symbol (no debug "
+          "information?): %s\n",
+          100.0 * r.unnamed_share, where.c_str());
+  if (!r.debug_info_hint.empty()) fprintf(out, "bpfprof:   %s\n", r.debug_info_hint.c_str());
+}
+
+// The processes that used the most CPU time (the kernel's accounting, summed over threads).
+void print_top_processes(const RunReport& r, FILE* out) {
+  const auto& processes = r.processes_by_cpu_time;
+  if (processes.empty()) return;
+  std::string line = "bpfprof: top processes by CPU time:";
+  for (size_t i = 0; i < processes.size() && i < kTopProcesses; ++i) {
+    char entry[320];
+    snprintf(entry, sizeof entry, "%s %s (%d) %.2f s", i ? "," : "", processes[i].name.c_str(),
+             processes[i].pid.value, static_cast<double>(processes[i].cpu_ns) / 1e9);
+    line += entry;
+  }
+  if (processes.size() > kTopProcesses)
+    line += ", ... (" + std::to_string(processes.size()) + " in all)";
+  fprintf(out, "%s\n", line.c_str());
+}
+
+void print_top_functions(const RunReport& r, FILE* out) {
+  if (r.profile.top_self_functions.empty()) return;
+  fprintf(out, "bpfprof: top functions by on-CPU samples (self):\n");
+  for (const auto& [name, share] : r.profile.top_self_functions)
+    fprintf(out, "  %5.1f%%  %s\n", 100.0 * share, name.c_str());
+}
+
+}  // namespace
+
+void print_run_summary(const RunReport& report, FILE* out) {
+  print_totals(report, out);
+  print_stack_completeness(report, out);
+  print_losses(report, out);
+  print_unnamed(report, out);
+  print_top_processes(report, out);
+  print_top_functions(report, out);
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,81 @@
+// Maps the session model to the profile's tables: every stack to output frames (through a
+// ProfileSymbolizer), the threads to write with their samples and markers, and the figures
+// of the end-of-run summary. All interning happens here; writing the tables afterwards
+// (profile_writer.cpp, collapsed output) only reads them.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "userspace/model/recording.h"
+#include "userspace/model/session_model.h"
+#include "userspace/output/profile_symbolizer.h"
+#include "userspace/output/profile_tables.h"
+
+namespace bpfprof {
+
+// On-CPU sample weight with a user stack, and the part whose outermost user frame is a
+// thread root (the rest begins with a [truncated] frame).
+struct StackCompleteness {
+  double complete = 0;
+  double total = 0;
+  double share() const { return total > 0 ? complete / total : 1.0; }
+};
+
+struct ProfileSummary {
+  size_t processes = 0;
+  size_t threads = 0;
+  size_t samples = 0;  // sample rows written (consecutive identical ones are one row)
+  // The functions most samples were in (self time, on-CPU samples only), "name (library)"
+  // with their share of the on-CPU sample weight, most first; at most 10.
+  std::vector<std::pair<std::string, double>> top_self_functions;
+  // Libraries whose code could not be named, with their share of on-CPU sample weight.
+  std::vector<std::pair<std::string, double>> unnamed_share_by_library;
+  StackCompleteness user_stacks;
+  // "name (pid)" of the processes with truncated user stacks, most truncated weight first.
+  std::vector<std::pair<std::string, StackCompleteness>> incomplete_user_stacks_by_process;
+  // Of unnamed_share_by_library, the paths of the first three with at least 1%: where debug
+  // information would help.
+  std::vector<std::string> unnamed_library_paths;
+};
+
+// One entry of `threads`: what the thread object says besides its tables.
+struct ThreadTables {
+  std::string name;
+  std::string process_name;
+  Pid pid;
+  std::string pid_string;  // "PID", or "PID.N" for an earlier entry of a reused/exec'd pid
+  Tid tid;
+  bool is_main_thread = false;
+  double process_start_ms = 0;  // all times: ms since meta.startTime
+  std::optional<double> process_end_ms;
+  double register_ms = 0;
+  std::optional<double> unregister_ms;
+  SamplesTable samples;
+  MarkersTable markers;
+};
+
+struct BuiltProfile {
+  LibTable libs;
+  SharedTables shared;
+  std::vector<ThreadTables> threads;
+  ProfileSummary summary;
+};
+
+struct BuildOptions {
+  bool keep_idle_threads = false;  // threads without samples are left out unless set
+  // Whether to measure where code could not be named (the summary of the folded-stacks
+  // output has never said, and the figure needs every leaf frame's library).
+  bool measure_unnamed = true;
+};
+
+BuiltProfile build_profile(const SessionModel& model, const Recording& recording,
+                           ProfileSymbolizer& symbolizer, const BuildOptions& options);
+
+// The name of the function of a frame: what the folded output and the summary show.
+const std::string& function_name(const SharedTables& shared, FrameIndex frame);
+
+}  // namespace bpfprof

@@ -1,0 +1,144 @@
+#include "userspace/output/run_report.h"
+#include "userspace/model/unwind_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unordered_map>
+
+#include "symbols/dwarf/debug_hint.h"
+
+namespace bpfprof {
+
+namespace {
+
+// "name (pid)" with the name of the pid's latest process entry.
+std::string process_label(const SessionModel& model, Pid pid) {
+  std::string name = "?";
+  for (const Process& p : model.processes())
+    if (p.pid == pid) name = p.name;
+  return name + " (" + std::to_string(pid.value) + ")";
+}
+
+void add_losses(const Recording& recording, const SessionModel& model, RunReport& report) {
+  const RecordingStats& stats = recording.stats;
+  report.lost_ring_buffer_events = stats.lost_bpf_events;
+  report.lost_events = stats.lost_bpf_events + stats.lost_sideband_records;
+  // Where they were lost is only told when the ring buffer lost any.
+  if (!stats.lost_bpf_events) return;
+  for (size_t cpu = 0; cpu < stats.lost_bpf_events_per_cpu.size(); ++cpu)
+    if (uint64_t n = stats.lost_bpf_events_per_cpu[cpu])
+      report.lost_by_cpu.push_back({static_cast<uint32_t>(cpu), n});
+  std::unordered_map<Pid, uint64_t> by_process;
+  for (const LossRecord& loss : recording.losses) by_process[loss.pid] += loss.count;
+  std::vector<std::pair<Pid, uint64_t>> sorted(by_process.begin(), by_process.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [pid, count] : sorted)
+    report.lost_by_process.push_back({pid, process_label(model, pid), count});
+}
+
+std::optional<UnwindCost> unwind_cost(const Recording& recording) {
+  const RecordingStats& s = recording.stats;
+  if (!s.user_stacks) return std::nullopt;
+  UnwindCost cost;
+  std::vector<uint32_t> times = s.unwind_ns;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  cost.median_us = times.empty() ? 0.0 : times[times.size() / 2] / 1000.0;
+  const double per_stack = 1.0 / static_cast<double>(s.user_stacks);
+  cost.copied_bytes_per_sample = static_cast<double>(s.stack_copy_bytes) * per_stack;
+  cost.event_bytes_per_sample = static_cast<double>(s.dwarf_sample_bytes) * per_stack;
+  cost.raised_stack_copies.assign(s.raised_stack_copies.begin(), s.raised_stack_copies.end());
+  cost.cut_at_copy_end_share = static_cast<double>(s.stacks_cut_at_copy_end) * per_stack;
+  cost.often_cut_at_copy_end = s.stacks_cut_at_copy_end * 100 > s.user_stacks;
+  cost.fixed_stack_copy_size = recording.fixed_stack_copy_size;
+  return cost;
+}
+
+std::vector<ProcessCpuTime> processes_by_cpu_time(const SessionModel& model) {
+  std::vector<ProcessCpuTime> processes;
+  for (const Process& p : model.processes()) {
+    if (p.is_launcher) continue;
+    uint64_t cpu = 0;
+    for (ThreadIndex t : p.threads)
+      for (const ThreadSample& s : model.threads()[t.value].samples) cpu += s.cpu_delta_ns;
+    if (cpu) processes.push_back({p.name, p.pid, cpu});
+  }
+  std::sort(processes.begin(), processes.end(),
+            [](const auto& a, const auto& b) { return a.cpu_ns > b.cpu_ns; });
+  return processes;
+}
+
+// "a 12.3%, b 4.5%" of the first `count` (name, share) pairs.
+std::string shares_text(const std::vector<std::pair<std::string, double>>& shares, size_t count) {
+  std::string text;
+  for (size_t i = 0; i < shares.size() && i < count; ++i) {
+    char share[32];
+    snprintf(share, sizeof share, " %.1f%%", 100.0 * shares[i].second);
+    text += (i ? ", " : "") + shares[i].first + share;
+  }
+  return text;
+}
+
+}  // namespace
+
+RunReport build_run_report(const Recording& recording, const SessionModel& model,
+                           const ProfileSummary& summary) {
+  RunReport report;
+  report.call_graph = recording.call_graph;
+  report.sampling_event = recording.sampling_event;
+  report.frequency_hz = recording.frequency_hz;
+  report.samples = recording.stats.samples;
+  report.stack_sources = stack_source_report(recording);
+  add_losses(recording, model, report);
+  report.profile = summary;
+  for (const auto& [library, share] : summary.unnamed_share_by_library)
+    report.unnamed_share += share;
+  // dpkg-query is asked here: only when there is something to say.
+  if (!summary.unnamed_share_by_library.empty())
+    report.debug_info_hint = debug_info_hint(summary.unnamed_library_paths);
+  report.unwinding = unwind_cost(recording);
+  report.processes_by_cpu_time = processes_by_cpu_time(model);
+  return report;
+}
+
+std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
+  std::vector<ReportEntry> entries;
+  entries.push_back({"Call graph", "string", report.call_graph});
+  entries.push_back({"Sampling event", "string", report.sampling_event});
+  entries.push_back({"Samples", "integer", report.samples});
+  entries.push_back({"Lost events", "integer", report.lost_events});
+  const StackCompleteness& stacks = report.profile.user_stacks;
+  if (stacks.total > 0) entries.push_back({"User stacks complete", "percentage", stacks.share()});
+  for (const auto& [label, text] : report.stack_sources) entries.push_back({label, "string", text});
+  if (report.lost_ring_buffer_events) {
+    std::string per_cpu;
+    for (const CpuLosses& cpu : report.lost_by_cpu)
+      per_cpu += (per_cpu.empty() ? "CPU " : ", CPU ") + std::to_string(cpu.cpu) + ": " +
+                 std::to_string(cpu.count);
+    entries.push_back({"Lost events per CPU", "string", per_cpu});
+    std::string by_process;
+    for (size_t i = 0; i < report.lost_by_process.size() && i < 10; ++i)
+      by_process += (i ? ", " : "") + report.lost_by_process[i].process + ": " +
+                    std::to_string(report.lost_by_process[i].count);
+    if (report.lost_by_process.size() > 10) by_process += ", ...";
+    entries.push_back({"Lost events by process", "string", by_process});
+  }
+  if (!report.profile.unnamed_share_by_library.empty())
+    entries.push_back({"On-CPU samples in code without a symbol", "string",
+                       shares_text(report.profile.unnamed_share_by_library, 10)});
+  const auto& incomplete = report.profile.incomplete_user_stacks_by_process;
+  if (!incomplete.empty()) {
+    std::string text;
+    for (size_t i = 0; i < incomplete.size() && i < 10; ++i) {
+      const auto& [process, of_process] = incomplete[i];
+      char share[96];
+      snprintf(share, sizeof share, ": %.1f%% of %.0f", 100.0 * (1.0 - of_process.share()),
+               of_process.total);
+      text += (i ? ", " : "") + process + share;
+    }
+    entries.push_back({"Truncated user stacks by process", "string", text});
+  }
+  return entries;
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,91 @@
+// What a run measured, computed once and reported in two places: the profile's meta.extra
+// (profile_extra_entries) and the end-of-run summary on stderr (cli/summary.h). Both read
+// the same figures, so the two can never disagree.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "userspace/model/recording.h"
+#include "userspace/model/session_model.h"
+#include "userspace/output/profile_builder.h"
+
+namespace bpfprof {
+
+struct CpuLosses {
+  uint32_t cpu;
+  uint64_t count;
+};
+
+struct ProcessLosses {
+  Pid pid;
+  std::string process;  // "name (pid)", the name of the pid's latest process entry
+  uint64_t count;
+};
+
+struct ProcessCpuTime {
+  std::string name;
+  Pid pid;
+  uint64_t cpu_ns;  // the kernel's accounting, summed over the entry's threads
+};
+
+// What unwinding copied stacks cost (DWARF mode only).
+struct UnwindCost {
+  double median_us = 0;                // per stack
+  double copied_bytes_per_sample = 0;  // stack bytes
+  double event_bytes_per_sample = 0;   // whole ring-buffer events
+  // Processes whose copies grew, with their new size, in the recording's order.
+  std::vector<std::pair<Pid, uint32_t>> raised_stack_copies;
+  double cut_at_copy_end_share = 0;    // of the stacks to unwind
+  bool often_cut_at_copy_end = false;  // more than 1% of them: worth a word
+  bool fixed_stack_copy_size = false;
+};
+
+struct RunReport {
+  // How the recording was made.
+  std::string call_graph;      // "fp" or "dwarf"
+  std::string sampling_event;  // "cycles" or "cpu-clock"
+  uint32_t frequency_hz = 0;
+  uint64_t samples = 0;  // timer samples recorded (before collapsing)
+
+  // What was lost: ring-buffer events (per CPU and by process, most first; the CPUs and
+  // processes that lost any), and in all with the side band's lost records.
+  uint64_t lost_ring_buffer_events = 0;
+  uint64_t lost_events = 0;
+  std::vector<CpuLosses> lost_by_cpu;
+  std::vector<ProcessLosses> lost_by_process;
+
+  // Measured on the stacks written (threads, samples, completeness, unnamed code, top
+  // functions).
+  ProfileSummary profile;
+  double unnamed_share = 0;     // of on-CPU samples, summed over the libraries
+  std::string debug_info_hint;  // what to install for names, when code was unnamed
+
+  std::optional<UnwindCost> unwinding;
+  // Where user stacks were unwound (kernel walk / fallback copy), bytes per sample, the
+  // unwind tables and maps: (label, text), model/unwind_report.
+  std::vector<std::pair<std::string, std::string>> stack_sources;
+  // Processes that used CPU time, most first.
+  std::vector<ProcessCpuTime> processes_by_cpu_time;
+};
+
+RunReport build_run_report(const Recording& recording, const SessionModel& model,
+                           const ProfileSummary& summary);
+
+// One entry of the profile's meta.extra: {label, format, value}.
+struct ReportEntry {
+  std::string label;
+  std::string format;  // "string", "integer", "percentage"
+  std::variant<std::string, uint64_t, double> value;
+};
+std::vector<ReportEntry> profile_extra_entries(const RunReport& report);
+
+// Shows a report to the user (the command line prints it to stderr).
+using RunReportPrinter = std::function<void(const RunReport&)>;
+
+}  // namespace bpfprof
