@@ -23,6 +23,7 @@ void IngestPipeline::take_lifecycle_events() {
   if (resolved_events_ >= events.size()) return;
   if (pin_mapped_files_) mapped_files_.resolve(events, resolved_events_);
   if (unwinder_) update_unwinder_mappings(*unwinder_, events, resolved_events_);
+  if (observer_) observer_(events, resolved_events_);
   resolved_events_ = events.size();
 }
 
