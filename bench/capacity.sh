@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Capacity (issue 7, item 2): the highest sampling frequency on all CPUs at which nothing is
-# lost. A busy fixture spins on every CPU; `bpfprof record -a -d SECONDS -F F` (fp and dwarf,
-# off-CPU off as -a's default) and `perf record -a -F F` (-g and --call-graph dwarf) at
-# rising F. Reported: samples delivered against the nominal F x CPUs x seconds (the kernel
+# lost. A busy fixture spins on every CPU; `bpfprof record -a -d SECONDS -F F` (fp, dwarf:
+# stacks walked in the kernel, and dwarf-copy: every stack copied; off-CPU off as -a's
+# default) and `perf record -a -F F` (-g and --call-graph dwarf) at rising F.
+# Reported: samples delivered against the nominal F x CPUs x seconds (the kernel
 # may lower the rate: perf_event_max_sample_rate, cpu-clock's hrtimer), and events lost as
 # each tool counts them (bpfprof: ring-buffer reservations that failed + perf side-band
 # records lost; perf: LOST records). Needs root.   FREQS="1000 5000 10000" bench/capacity.sh
@@ -26,7 +27,7 @@ echo "| F (Hz per CPU) | tool | samples | of nominal | lost |"
 echo "| ---: | --- | ---: | ---: | ---: |"
 for f in $FREQS; do
   nominal=$((f * cpus * SECONDS_RECORDED))
-  for cg in fp dwarf; do
+  for cg in fp dwarf dwarf-copy; do
     "$BPFPROF" record -a -d "$SECONDS_RECORDED" -F "$f" --call-graph "$cg" -o "$out/p.json.gz" 2> "$out/err" > /dev/null ||
       { cat "$out/err" >&2; exit 1; }
     read -r samples lost < <(sed -n 's/^bpfprof: \([0-9]*\) samples .*; \([0-9]*\) events lost.*/\1 \2/p' "$out/err")

@@ -2,7 +2,8 @@
 # Overhead on a fixed amount of work (tests/fixtures/fixed_work: two threads, both CPUs, user
 # arithmetic and write() system calls), as the workload's own wall time: alone, under
 # bpfprof at 1 kHz (--call-graph fp and dwarf, defaults otherwise), under `perf record -F
-# 1000 -g` and `perf record -F 1000 --call-graph dwarf`. Modes interleaved for ROUNDS
+# 1000 -g` and `perf record -F 1000 --call-graph dwarf`; bpfprof dwarf is the default (stacks
+# walked in the kernel, a stack copy as the fallback), dwarf-copy copies every stack. Modes interleaved for ROUNDS
 # rounds; medians; slowdown against the alone baseline of the same run. Needs root.
 #   ROUNDS=5 WORK=80000 bench/overhead.sh
 set -euo pipefail
@@ -18,7 +19,7 @@ trap 'rm -rf "$out"' EXIT
 have_perf=1
 command -v perf >/dev/null || have_perf=0
 
-modes=(alone bpfprof-fp bpfprof-dwarf)
+modes=(alone bpfprof-fp bpfprof-dwarf bpfprof-dwarf-copy)
 ((have_perf)) && modes+=(perf-nostack perf-fp perf-dwarf)
 
 run_one() {
@@ -26,6 +27,7 @@ run_one() {
     alone) "$WORK_BIN" "$WORK" ;;
     bpfprof-fp) "$BPFPROF" record --call-graph fp -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
     bpfprof-dwarf) "$BPFPROF" record --call-graph dwarf -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
+    bpfprof-dwarf-copy) "$BPFPROF" record --call-graph dwarf-copy -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
     # The floor: the sampling interrupts alone (no stacks), what any sampler pays here.
     perf-nostack) perf record -q -F 1000 -o "$out/perf.data" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
     perf-fp) perf record -q -F 1000 -g -o "$out/perf.data" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;

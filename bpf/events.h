@@ -22,9 +22,14 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_SWITCH_IN = 7,        /* it runs again (just the header) */
   BPFPROF_EVENT_DWARF_SAMPLE = 8,     /* a timer sample with user registers and stack bytes */
   BPFPROF_EVENT_DWARF_SWITCH_OUT = 9, /* a switch-out, stacks as in a DWARF sample */
+  /* A timer sample whose user stack was unwound in the kernel from the unwind tables up to
+   * a thread root (bpfprof_unwound_event); a walk that cannot reach one sends a DWARF sample
+   * instead. */
+  BPFPROF_EVENT_UNWOUND_SAMPLE = 10,
+  BPFPROF_EVENT_UNWOUND_SWITCH_OUT = 11, /* a switch-out, stacks as in an unwound sample */
   /* The Python frames of the sample or switch-out that follows it in the ring buffer (same
    * header: cpu, timestamp, pid, tid): bpfprof_python_stack_event. */
-  BPFPROF_EVENT_PYTHON_STACK = 10,
+  BPFPROF_EVENT_PYTHON_STACK = 12,
 };
 
 /* The largest user-stack copy per sample (--call-graph dwarf,SIZE), as perf allows. */
@@ -103,6 +108,24 @@ struct bpfprof_switch_out_event {
   __u32 kernel_depth;
   __u32 flags; /* BPFPROF_SWITCH_STACK_REUSED */
   __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
+};
+
+/* The most user frames the in-kernel walk follows before it gives up and falls back to a
+ * stack copy (a 150-deep recursion fits; 255 keeps the index a one-byte mask). */
+#define BPFPROF_MAX_UNWOUND_FRAMES 255
+
+/* BPFPROF_EVENT_UNWOUND_SAMPLE and _SWITCH_OUT: `ips` holds user_depth user frames (the
+ * innermost pc, then return addresses, the outermost one in the thread's root function;
+ * the pc interrupted by a signal and its trampoline's are one byte past the instruction, as
+ * a return address is), then kernel_depth kernel frames. Only the used part is sent. */
+struct bpfprof_unwound_event {
+  struct bpfprof_event_header header;
+  __u64 cpu_time_ns;
+  __u32 state; /* _SWITCH_OUT: enum bpfprof_off_cpu_state */
+  __u32 flags; /* BPFPROF_SWITCH_STACK_REUSED */
+  __u32 user_depth;
+  __u32 kernel_depth;
+  __u64 ips[BPFPROF_MAX_UNWOUND_FRAMES + BPFPROF_MAX_STACK_DEPTH];
 };
 
 struct bpfprof_fork_event {

@@ -24,6 +24,9 @@ const volatile __u64 off_cpu_stack_interval_ns = 1000000;
 /* Set before load: 0 for frame-pointer user stacks; else the most user-stack bytes to copy
  * per sample for unwinding in userspace (DWARF CFI). */
 const volatile __u32 user_stack_copy_bytes = 0;
+/* Set before load (with user_stack_copy_bytes): 1 walks user stacks in the kernel with the
+ * unwind tables first, and copies the stack only when the walk cannot reach a root. */
+const volatile __u32 kernel_unwind = 0;
 
 /* Larger stack copies for the processes that need them: userspace raises a process's size
  * when its stacks are cut at the copy's end (a frame of tens of KB, deep stacks). */
@@ -287,6 +290,39 @@ static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event* 
   if (bpf_ringbuf_output(&events, e, out, submit_flags())) count_lost_for(e->header.pid);
 }
 
+#include "unwind_user.h"
+
+/* Sends an unwound event: the user frames the walk left in e->ips, then the kernel stack. */
+static __always_inline void send_unwound_event(void* ctx, struct bpfprof_unwound_event* e,
+                                               bool with_kernel_stack) {
+  const __u32 user_depth = e->user_depth & 0xff;
+  __u32 kernel_depth = 0;
+  if (with_kernel_stack)
+    kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+  e->kernel_depth = kernel_depth;
+  __u64 size = offsetof(struct bpfprof_unwound_event, ips) +
+               (__u64)(user_depth + kernel_depth) * sizeof(__u64);
+  if (size > sizeof(*e)) size = sizeof(*e);
+  if (with_kernel_stack) send_python_stack(&e->header); /* a stack taken now, not reused */
+  if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(e->header.pid);
+}
+
+/* The in-kernel walk for a timer sample; false when it must fall back to a stack copy. */
+static __always_inline bool send_unwound_sample(struct bpf_perf_event_data* ctx, __u32 tgid,
+                                                __u32 tid) {
+  __u32 slot = 0;
+  struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
+  if (!e) return false;
+  struct task_struct* task = bpf_get_current_task_btf();
+  if (!unwind_user_stack(task, tgid, slot, e)) return false;
+  fill_header(&e->header, BPFPROF_EVENT_UNWOUND_SAMPLE, tgid, tid);
+  e->cpu_time_ns = task->se.sum_exec_runtime;
+  e->state = 0;
+  e->flags = 0;
+  send_unwound_event(ctx, e, true);
+  return true;
+}
+
 static __always_inline int send_dwarf_sample(struct bpf_perf_event_data* ctx, __u32 tgid,
                                              __u32 tid) {
   __u32 cpu = bpf_get_smp_processor_id();
@@ -312,6 +348,7 @@ int on_sample(struct bpf_perf_event_data* ctx) {
   __u32 zero = 0;
   __u32* last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
   if (last_sampled) *last_sampled = (__u32)pid_tgid;
+  if (kernel_unwind && send_unwound_sample(ctx, tgid, (__u32)pid_tgid)) return 0;
   if (user_stack_copy_bytes) return send_dwarf_sample(ctx, tgid, (__u32)pid_tgid);
   struct bpfprof_sample_event* e = bpf_map_lookup_elem(&sample_scratch, &zero);
   if (!e) return 0;
@@ -349,6 +386,29 @@ static __always_inline __u32 off_cpu_state(bool preempt, unsigned int prev_state
   return BPFPROF_OFF_CPU_SLEEPING;
 }
 
+/* A thread's off-CPU stacks, when taken now, walked in the kernel; false when the walk must
+ * fall back to a stack copy. A stack taken less than an interval ago is not taken again. */
+static __always_inline bool send_unwound_switch_out(void* ctx, struct task_struct* prev,
+                                                    bool preempt, unsigned int prev_state) {
+  __u32 slot = 1;
+  struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
+  if (!e) return false;
+  __u64* taken =
+      bpf_task_storage_get(&off_cpu_stack_taken, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+  const __u64 now = bpf_ktime_get_ns();
+  const bool reuse = taken && *taken && now - *taken < off_cpu_stack_interval_ns;
+  e->user_depth = 0;
+  /* prev is still the current task here: these are the stacks it sleeps in. */
+  if (!reuse && !unwind_user_stack(prev, prev->tgid, slot, e)) return false;
+  if (!reuse && taken) *taken = now;
+  fill_header(&e->header, BPFPROF_EVENT_UNWOUND_SWITCH_OUT, prev->tgid, prev->pid);
+  e->cpu_time_ns = prev->se.sum_exec_runtime;
+  e->state = off_cpu_state(preempt, prev_state);
+  e->flags = reuse ? BPFPROF_SWITCH_STACK_REUSED : 0;
+  send_unwound_event(ctx, e, !reuse);
+  return true;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
@@ -362,6 +422,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
   /* A dying thread's exit event ends it; anything else leaving the CPU is off-CPU time. */
   bool leaving =
       !(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid) && (record_off_cpu || was_sampled);
+  if (leaving && record_off_cpu && kernel_unwind &&
+      send_unwound_switch_out(ctx, prev, preempt, prev_state))
+    leaving = false;
   if (leaving && record_off_cpu && user_stack_copy_bytes) {
     /* Off-CPU stacks unwound like timer samples: registers and stack bytes. */
     __u32 cpu = bpf_get_smp_processor_id();
@@ -457,6 +520,9 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binprm* bprm) {
   __u32 tgid = task->tgid;
   if (!is_tracked(tgid)) return 0;
+  /* The old image's mappings must not walk the new one's stacks: until userspace has the
+   * new mappings (from the side band), its samples fall back to stack copies. */
+  if (kernel_unwind) bpf_map_delete_elem(&unwind_processes, &tgid);
   struct bpfprof_exec_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();
@@ -487,6 +553,8 @@ int BPF_PROG(on_exit, struct task_struct* task, bool group_dead) {
     count_lost();
   }
   if (group_dead && !track_all) bpf_map_delete_elem(&tracked_processes, &tgid);
+  /* Userspace removes it too when it reads the exit; a reused pid must not find it meanwhile. */
+  if (group_dead && kernel_unwind) bpf_map_delete_elem(&unwind_processes, &tgid);
   return 0;
 }
 

@@ -13,24 +13,32 @@
 namespace bpfprof {
 namespace {
 
-// The .eh_frame section: its data and address.
-struct EhFrame {
+// A call-frame section: its data and address.
+struct FrameSection {
   Elf_Data* data = nullptr;
   uint64_t address = 0;
+  bool is_eh_frame = true;
 };
 
-std::optional<EhFrame> find_eh_frame(Elf* elf) {
+// .debug_frame in a separate debug file may be SHF_COMPRESSED: libdw decompresses it in place
+// when it opens the file's DWARF, which is how DwarfModule hands such a file over.
+std::optional<FrameSection> find_frame_section(Elf* elf, CfiSection which) {
+  const std::string_view wanted = which == CfiSection::kEhFrame ? ".eh_frame" : ".debug_frame";
   size_t section_names = 0;
   if (elf_getshdrstrndx(elf, &section_names) != 0) return std::nullopt;
   for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
        section = elf_nextscn(elf, section)) {
     GElf_Shdr header;
-    if (gelf_getshdr(section, &header) == nullptr || header.sh_type != SHT_PROGBITS) continue;
+    // lld types .eh_frame SHT_X86_64_UNWIND (libLLVM-14.so.1 here); GNU ld, SHT_PROGBITS.
+    if (gelf_getshdr(section, &header) == nullptr ||
+        (header.sh_type != SHT_PROGBITS && header.sh_type != SHT_X86_64_UNWIND))
+      continue;
     const char* name = elf_strptr(elf, section_names, header.sh_name);
-    if (name == nullptr || std::string_view(name) != ".eh_frame") continue;
+    if (name == nullptr || std::string_view(name) != wanted) continue;
+    if ((header.sh_flags & SHF_COMPRESSED) != 0) return std::nullopt;
     Elf_Data* data = elf_getdata(section, nullptr);
     if (data == nullptr || data->d_buf == nullptr) return std::nullopt;
-    return EhFrame{data, header.sh_addr};
+    return FrameSection{data, header.sh_addr, which == CfiSection::kEhFrame};
   }
   return std::nullopt;
 }
@@ -84,7 +92,7 @@ std::optional<uint64_t> read_value(const uint8_t* at, const uint8_t* end, uint8_
 
 class FdeReader {
  public:
-  FdeReader(Elf* elf, EhFrame eh_frame) : eh_frame_(eh_frame) {
+  FdeReader(Elf* elf, FrameSection section) : section_(section) {
     const char* ident = elf_getident(elf, nullptr);
     if (ident != nullptr) std::memcpy(ident_, ident, sizeof ident_);
   }
@@ -94,7 +102,8 @@ class FdeReader {
     Dwarf_Off offset = 0;
     Dwarf_Off next = 0;
     Dwarf_CFI_Entry entry;
-    while (dwarf_next_cfi(ident_, eh_frame_.data, true, offset, &next, &entry) == 0) {
+    while (dwarf_next_cfi(ident_, section_.data, section_.is_eh_frame, offset, &next, &entry) ==
+           0) {
       if (!dwarf_cfi_cie_p(&entry)) {
         if (auto range = fde_range(entry.fde)) ranges.push_back(*range);
       }
@@ -110,7 +119,8 @@ class FdeReader {
     auto [it, inserted] = encodings_.try_emplace(cie_offset);
     Dwarf_Off next = 0;
     Dwarf_CFI_Entry cie;
-    if (inserted && dwarf_next_cfi(ident_, eh_frame_.data, true, cie_offset, &next, &cie) == 0 &&
+    if (inserted &&
+        dwarf_next_cfi(ident_, section_.data, section_.is_eh_frame, cie_offset, &next, &cie) == 0 &&
         dwarf_cfi_cie_p(&cie)) {
       it->second = fde_encoding(cie.cie);
     }
@@ -122,29 +132,29 @@ class FdeReader {
     const std::optional<uint8_t> encoding = encoding_of_cie(fde.CIE_pointer);
     if (!encoding || (*encoding & 0x70) > DW_EH_PE_pcrel)
       return std::nullopt;  // textrel, datarel: not in .eh_frame FDEs
-    const auto* base = static_cast<const uint8_t*>(eh_frame_.data->d_buf);
+    const auto* base = static_cast<const uint8_t*>(section_.data->d_buf);
     const std::optional<uint64_t> location = read_value(fde.start, fde.end, *encoding);
     const std::optional<uint64_t> length =
         read_value(fde.start + encoded_size(*encoding), fde.end, *encoding & 0x0f);
     if (!location || !length || *length == 0) return std::nullopt;
     uint64_t start = *location;
     if ((*encoding & 0x70) == DW_EH_PE_pcrel)
-      start += eh_frame_.address + static_cast<uint64_t>(fde.start - base);
+      start += section_.address + static_cast<uint64_t>(fde.start - base);
     if (start == 0) return std::nullopt;  // discarded by the linker
     return CodeRange{start, start + *length};
   }
 
-  EhFrame eh_frame_;
+  FrameSection section_;
   unsigned char ident_[EI_NIDENT] = {};
   std::unordered_map<Dwarf_Off, std::optional<uint8_t>> encodings_;
 };
 
 }  // namespace
 
-std::vector<CodeRange> read_cfi_functions(Elf* elf) {
-  const std::optional<EhFrame> eh_frame = find_eh_frame(elf);
-  if (!eh_frame) return {};
-  return FdeReader(elf, *eh_frame).read_all();
+std::vector<CodeRange> read_cfi_functions(Elf* elf, CfiSection section) {
+  const std::optional<FrameSection> frames = find_frame_section(elf, section);
+  if (!frames) return {};
+  return FdeReader(elf, *frames).read_all();
 }
 
 const CodeRange* find_code_range(const std::vector<CodeRange>& ranges, uint64_t vaddr) {

@@ -15,8 +15,13 @@ struct CodeRange {
   uint64_t end = 0;
 };
 
-// The FDE ranges of `elf`'s .eh_frame, sorted by start; empty when it has none.
-std::vector<CodeRange> read_cfi_functions(Elf* elf);
+// The two sections that hold call-frame information: .eh_frame (loaded, what unwinders at
+// run time read) and .debug_frame (in unstripped files or separate debug files only).
+enum class CfiSection { kEhFrame, kDebugFrame };
+
+// The FDE ranges of `elf`'s .eh_frame (or .debug_frame), sorted by start; empty when it has
+// none. Addresses are those of `elf` itself.
+std::vector<CodeRange> read_cfi_functions(Elf* elf, CfiSection section = CfiSection::kEhFrame);
 
 // The range of a read_cfi_functions() list holding `vaddr`, or nullptr.
 const CodeRange* find_code_range(const std::vector<CodeRange>& ranges, uint64_t vaddr);

@@ -90,7 +90,8 @@ int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char
 }
 
 std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path,
-                                               const std::vector<std::string>& symbol_dirs) {
+                                               const std::vector<std::string>& symbol_dirs,
+                                               int fd) {
   std::unique_ptr<DwarfModule> m(new DwarfModule());
   m->symbol_dirs_ = symbol_dirs;
   // Searched: next to the file, its .debug/ dir, /usr/lib/debug, then each --symbol-dir
@@ -105,7 +106,10 @@ std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path,
   m->dwfl_ = dwfl_begin(&m->callbacks_);
   if (!m->dwfl_) return nullptr;
   dwfl_report_begin(m->dwfl_);
-  m->module_ = dwfl_report_offline(m->dwfl_, path.c_str(), path.c_str(), -1);
+  // libdwfl takes the descriptor it is given.
+  const int own_fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+  if (fd >= 0 && own_fd < 0) return nullptr;
+  m->module_ = dwfl_report_offline(m->dwfl_, path.c_str(), path.c_str(), own_fd);
   dwfl_report_end(m->dwfl_, nullptr, nullptr);
   if (!m->module_) return nullptr;
   // find_debuginfo reaches its DwarfModule through the module's userdata.
@@ -196,9 +200,8 @@ const Symbol* DwarfModule::symbol_at(uint64_t vaddr) const {
 
 const CodeRange* DwarfModule::cfi_function_at(uint64_t vaddr) const {
   if (!cfi_functions_) {
-    GElf_Addr bias = 0;
-    Elf* elf = dwfl_module_getelf(module_, &bias);
-    cfi_functions_ = elf ? read_cfi_functions(elf) : std::vector<CodeRange>{};
+    Elf* file = elf();
+    cfi_functions_ = file ? read_cfi_functions(file) : std::vector<CodeRange>{};
   }
   return find_code_range(*cfi_functions_, vaddr);
 }
@@ -282,14 +285,35 @@ constexpr uint64_t kEntryStubBytes = 64;
 
 }  // namespace
 
+Elf* DwarfModule::elf() const {
+  GElf_Addr bias = 0;
+  return dwfl_module_getelf(module_, &bias);
+}
+
+DwarfModule::CallFrameInfo DwarfModule::call_frame_info(CfiSection section) const {
+  CallFrameInfo info;
+  Dwarf_Addr cfi_bias = 0;
+  if (section == CfiSection::kEhFrame) {
+    info.cfi = dwfl_module_eh_cfi(module_, &cfi_bias);
+    info.elf = elf();
+  } else {
+    info.cfi = dwfl_module_dwarf_cfi(module_, &cfi_bias);
+    Dwarf_Addr dwarf_bias = 0;
+    Dwarf* dwarf = dwfl_module_getdwarf(module_, &dwarf_bias);
+    info.elf = dwarf != nullptr ? dwarf_getelf(dwarf) : nullptr;
+  }
+  if (info.cfi == nullptr || info.elf == nullptr) return {};
+  // libdwfl address = CFI address + cfi_bias = file vaddr + bias_.
+  info.cfi_minus_vaddr = bias_ - cfi_bias;
+  return info;
+}
+
 bool DwarfModule::is_thread_root(uint64_t vaddr) const {
-  const Dwarf_Addr address = vaddr + bias_;
-  for (bool eh_frame : {true, false}) {
-    Dwarf_Addr cfi_bias = 0;
-    Dwarf_CFI* cfi = eh_frame ? dwfl_module_eh_cfi(module_, &cfi_bias)
-                              : dwfl_module_dwarf_cfi(module_, &cfi_bias);
+  for (CfiSection section : {CfiSection::kEhFrame, CfiSection::kDebugFrame}) {
+    const CallFrameInfo info = call_frame_info(section);
     Dwarf_Frame* frame = nullptr;
-    if (!cfi || dwarf_cfi_addrframe(cfi, address - cfi_bias, &frame) != 0) continue;
+    if (!info.cfi || dwarf_cfi_addrframe(info.cfi, vaddr + info.cfi_minus_vaddr, &frame) != 0)
+      continue;
     const bool root = return_address_undefined(frame);
     free(frame);
     return root;

@@ -27,9 +27,12 @@ struct SourceFunction {
 
 class DwarfModule {
  public:
-  // nullptr when libdwfl cannot read the file at all.
+  // nullptr when libdwfl cannot read the file at all. With `fd` >= 0 the file is read from
+  // that descriptor (duplicated; the caller keeps its own) and `path` only names it: the
+  // debug-file search still looks next to `path`.
   static std::unique_ptr<DwarfModule> open(const std::string& path,
-                                           const std::vector<std::string>& symbol_dirs);
+                                           const std::vector<std::string>& symbol_dirs,
+                                           int fd = -1);
   ~DwarfModule();
   DwarfModule(const DwarfModule&) = delete;
   DwarfModule& operator=(const DwarfModule&) = delete;
@@ -53,6 +56,21 @@ class DwarfModule {
   // no CFI covers it and it is the entry point's stub (the dynamic loader's _start, whose
   // call to _dl_start returns a few bytes past the entry point).
   bool is_thread_root(uint64_t vaddr) const;
+
+  // One section of call-frame information as libdwfl found it: .eh_frame from the file,
+  // .debug_frame from the file or its separate debug file. `cfi` is nullptr when there is
+  // none. Addresses in `cfi` (and in `elf`, the file that holds the section) are the file's
+  // own virtual addresses plus `cfi_minus_vaddr` (0 unless the debug file was prelinked
+  // elsewhere). Both handles belong to the module.
+  struct CallFrameInfo {
+    Dwarf_CFI* cfi = nullptr;
+    Elf* elf = nullptr;
+    uint64_t cfi_minus_vaddr = 0;  // modulo 2^64
+  };
+  CallFrameInfo call_frame_info(CfiSection section) const;
+
+  // The file's own ELF handle (belongs to the module).
+  Elf* elf() const;
 
   // The separate debug file that was found, if any.
   const std::string& debug_file() const { return debug_file_; }

@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import {
+  callGraphArgs,
   BPFPROF, FIXTURES, FREQUENCY_HZ, RESULTS_DIR, ProfileView, pct, readProfile, recorderUnavailableReason,
   requireRecorder, run, saveMetrics, withCliSession,
 } from './lib/harness.mjs';
@@ -44,7 +45,8 @@ after(() => {
 async function record(w) {
   const file = join(RESULTS_DIR, `real_${w.name}.json.gz`);
   rmSync(file, { force: true });
-  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...(w.recordArgs ?? []), '--', ...w.argv];
+  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...(w.recordArgs ?? []),
+                ...callGraphArgs(w.recordArgs ?? []), '--', ...w.argv];
   const result = await run(BPFPROF, argv, { timeoutMs: 180_000, env: { ...process.env, ...(w.env ?? {}) } });
   const describeRun = `${BPFPROF} ${argv.join(' ')}\nexit ${result.code} signal ${result.signal}\n` +
                       `stderr:\n${result.stderr.split('\n').slice(-40).join('\n')}`;

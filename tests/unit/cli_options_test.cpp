@@ -19,7 +19,7 @@ TEST(CliOptions, RecordACommandWithDefaults) {
   EXPECT_EQ(options.command, (std::vector<std::string>{"sleep", "1"}));
   EXPECT_EQ(options.frequency_hz, 1000u);
   EXPECT_EQ(options.output_path, "profile.json.gz");
-  EXPECT_EQ(options.user_stack_copy_bytes, 8192u);  // dwarf by default
+  EXPECT_EQ(options.user_stack_copy_bytes, 16384u);  // dwarf by default, the fallback's copies
   EXPECT_FALSE(options.fixed_stack_copy_size);
   EXPECT_FALSE(options.off_cpu.has_value());
 }
@@ -61,8 +61,18 @@ TEST(CliOptions, CallGraph) {
   EXPECT_EQ(options.user_stack_copy_bytes, 96u);  // whole 8-byte words
   EXPECT_FALSE(apply_call_graph("dwarf", options));
   EXPECT_FALSE(options.fixed_stack_copy_size);
+  EXPECT_TRUE(options.walk_stacks_in_kernel);  // dwarf: in the kernel, copies as the fallback
+  EXPECT_FALSE(apply_call_graph("dwarf-copy", options));
+  EXPECT_FALSE(options.walk_stacks_in_kernel);
+  EXPECT_EQ(options.user_stack_copy_bytes, 8192u);
+  EXPECT_FALSE(apply_call_graph("dwarf-copy,32768", options));
+  EXPECT_EQ(options.user_stack_copy_bytes, 32768u);
+  EXPECT_FALSE(options.walk_stacks_in_kernel);
+  EXPECT_FALSE(apply_call_graph("fp", options));
+  EXPECT_FALSE(options.walk_stacks_in_kernel);
   for (const char* bad : {"dwarf,", "dwarf,x", "dwarf,63", "dwarf,65529", "dwarf,-8", "lbr",
-                          "dwarf,99999999999999999999", "dwarf,8k"})
+                          "dwarf,99999999999999999999", "dwarf,8k", "dwarf-copy,", "dwarf-copyx",
+                          "dwarf-cop", "dwarf,dwarf-copy"})
     EXPECT_TRUE(apply_call_graph(bad, options)) << bad;
 }
 

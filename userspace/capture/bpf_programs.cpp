@@ -4,11 +4,13 @@
 #include <bpf/libbpf.h>
 
 #include <poll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 
 #include "bpf/events.h"
@@ -23,6 +25,58 @@ std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
 
 }  // namespace
 
+// The unwinder's maps in the kernel. The row array is written through a shared mapping of
+// it (a file's table, ~100k rows for libc, in one copy instead of one syscall a row).
+class BpfUnwindMaps : public UnwindMapsSink {
+ public:
+  BpfUnwindMaps(bpf_map* rows, bpf_map* processes) : processes_(processes) {
+    capacity_ = bpf_map__max_entries(rows);
+    // An array map's elements are 8-byte aligned: 12-byte rows lie 16 bytes apart.
+    stride_ = (bpf_map__value_size(rows) + 7) & ~size_t{7};
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    bytes_ = (capacity_ * stride_ + page - 1) / page * page;
+    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(rows), 0);
+    if (base == MAP_FAILED)
+      throw std::runtime_error("cannot map the unwind-table rows: " + errno_text(errno));
+    rows_ = static_cast<uint8_t*>(base);
+  }
+  ~BpfUnwindMaps() override { munmap(rows_, bytes_); }
+  BpfUnwindMaps(const BpfUnwindMaps&) = delete;
+  BpfUnwindMaps& operator=(const BpfUnwindMaps&) = delete;
+
+  uint32_t row_capacity() const override { return capacity_; }
+  void write_rows(uint32_t first, const std::vector<bpfprof_unwind_row>& rows) override {
+    for (size_t i = 0; i < rows.size(); ++i)
+      memcpy(rows_ + (first + i) * stride_, &rows[i], sizeof(rows[i]));
+  }
+  bool write_process(Pid pid, const bpfprof_process_mappings& mappings) override {
+    const uint32_t key = static_cast<uint32_t>(pid.value);
+    if (bpf_map__update_elem(processes_, &key, sizeof(key), &mappings, sizeof(mappings), BPF_ANY))
+      return false;
+    stored_.insert(pid);
+    return true;
+  }
+  void remove_process(Pid pid) override {
+    const uint32_t key = static_cast<uint32_t>(pid.value);
+    bpf_map__delete_elem(processes_, &key, sizeof(key), 0);
+    stored_.erase(pid);
+  }
+  // The row array, and the largest number of process entries held at once.
+  uint64_t bytes() const {
+    peak_processes_ = std::max(peak_processes_, stored_.size());
+    return bytes_ + peak_processes_ * sizeof(bpfprof_process_mappings);
+  }
+
+ private:
+  bpf_map* processes_;
+  uint32_t capacity_ = 0;
+  size_t stride_ = 0;
+  size_t bytes_ = 0;
+  uint8_t* rows_ = nullptr;
+  std::set<Pid> stored_;
+  mutable size_t peak_processes_ = 0;
+};
+
 void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const {
   profiler_bpf__destroy(skel);
 }
@@ -31,7 +85,7 @@ void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_bu
 
 BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu,
                          uint64_t sampling_interval_ns, uint32_t user_stack_copy_bytes,
-                         uint32_t ring_buffer_bytes)
+                         uint32_t ring_buffer_bytes, uint32_t unwind_row_capacity)
     : user_stack_copy_bytes_(user_stack_copy_bytes) {
   libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
@@ -43,6 +97,7 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu,
   skeleton_->rodata->record_off_cpu = record_off_cpu ? 1 : 0;
   skeleton_->rodata->off_cpu_stack_interval_ns = sampling_interval_ns;
   skeleton_->rodata->user_stack_copy_bytes = user_stack_copy_bytes;
+  skeleton_->rodata->kernel_unwind = unwind_row_capacity ? 1 : 0;
   skeleton_->rodata->wakeup_threshold = ring_buffer_bytes / 4;
   skeleton_->rodata->self_tgid = static_cast<uint32_t>(getpid());
   if (int err = bpf_map__set_max_entries(skeleton_->maps.events, ring_buffer_bytes))
@@ -53,10 +108,16 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu,
   for (bpf_map* scratch : {skeleton_->maps.dwarf_scratch, skeleton_->maps.dwarf_switch_scratch})
     if (int err = bpf_map__set_max_entries(scratch, static_cast<uint32_t>(cpus)))
       throw std::runtime_error("cannot size the stack-copy space: " + errno_text(err));
+  if (int err = bpf_map__set_max_entries(skeleton_->maps.unwind_rows,
+                                         std::max<uint32_t>(unwind_row_capacity, 1)))
+    throw std::runtime_error("cannot size the unwind-table rows: " + errno_text(err));
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error(
         "cannot load the BPF programs (" + errno_text(err) +
         "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
+  if (unwind_row_capacity)
+    unwind_maps_ = std::make_unique<BpfUnwindMaps>(skeleton_->maps.unwind_rows,
+                                                   skeleton_->maps.unwind_processes);
   // libbpf reads its rings in the order they were added: forks and execs first, so that a
   // new process's mappings are known before its samples are unwound.
   ring_buffer_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events),
@@ -145,6 +206,22 @@ void BpfPrograms::apply_stack_copy_changes(IngestPipeline& pipeline) {
         bytes > user_stack_copy_bytes_)
       recording.stats.raised_stack_copies[pid] = bytes;
   }
+}
+
+UnwindMapsSink* BpfPrograms::unwind_maps() { return unwind_maps_.get(); }
+
+uint64_t BpfPrograms::unwind_map_bytes() const { return unwind_maps_ ? unwind_maps_->bytes() : 0; }
+
+std::vector<uint64_t> BpfPrograms::unwind_fallbacks() const {
+  std::vector<uint64_t> by_reason(BPFPROF_FALLBACK_REASONS);
+  const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0 || !unwind_maps_) return by_reason;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(cpus));
+  for (uint32_t reason = 0; reason < BPFPROF_FALLBACK_REASONS; ++reason)
+    if (bpf_map__lookup_elem(skeleton_->maps.unwind_fallbacks, &reason, sizeof(reason),
+                             per_cpu.data(), per_cpu.size() * sizeof(uint64_t), 0) == 0)
+      for (uint64_t n : per_cpu) by_reason[reason] += n;
+  return by_reason;
 }
 
 // The BPF side reads the Python frames of the interpreters userspace found, and forgets

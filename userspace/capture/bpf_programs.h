@@ -11,6 +11,7 @@
 
 #include "symbols/util/unique_handle.h"
 #include "userspace/capture/ingest.h"
+#include "userspace/capture/kernel_unwind.h"
 #include "userspace/model/recording.h"
 
 struct profiler_bpf;
@@ -18,6 +19,9 @@ namespace bpfprof {
 class EventLogWriter;
 }
 struct bpf_link;
+namespace bpfprof {
+class BpfUnwindMaps;
+}
 struct ring_buffer;
 
 namespace bpfprof {
@@ -28,9 +32,12 @@ class BpfPrograms {
   // user_stack_copy_bytes: 0 for frame-pointer user stacks, else how much of the user stack
   // to copy per sample (at first; see adapt_stack_copies) for unwinding in userspace.
   // ring_buffer_bytes: a power of two, at least a page.
+  // unwind_row_capacity: 0 copies every DWARF stack; else user stacks are walked in the
+  // kernel first (unwind_maps()), with room for that many table rows.
   BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
               uint32_t user_stack_copy_bytes = 0,
-              uint32_t ring_buffer_bytes = kDefaultRingBufferBytes);
+              uint32_t ring_buffer_bytes = kDefaultRingBufferBytes,
+              uint32_t unwind_row_capacity = 0);
   static constexpr uint32_t kDefaultRingBufferBytes = 16 << 20;
   ~BpfPrograms();
   BpfPrograms(const BpfPrograms&) = delete;
@@ -59,6 +66,13 @@ class BpfPrograms {
   // the largest), instead of a fixed size for all.
   void adapt_stack_copies(IngestPipeline& pipeline);
 
+  // The in-kernel unwinder's maps; null when stacks are not walked in the kernel.
+  UnwindMapsSink* unwind_maps();
+  // Walks that fell back to a stack copy, per enum bpfprof_unwind_fallback.
+  std::vector<uint64_t> unwind_fallbacks() const;
+  // Kernel memory of the unwinder's maps: the row array (allocated whole) and the process
+  // entries written.
+  uint64_t unwind_map_bytes() const;
   // The kernel side learns of the interpreters found (and forgets those gone): done at every
   // consume(), and as soon as the targets of -p / -a are known.
   void apply_python_changes(IngestPipeline& pipeline);
@@ -83,6 +97,7 @@ class BpfPrograms {
   };
 
   std::unique_ptr<profiler_bpf, SkeletonDeleter> skeleton_;
+  std::unique_ptr<BpfUnwindMaps> unwind_maps_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
   IngestPipeline* target_ = nullptr;  // where on_event sends events, during consume/drain

@@ -119,6 +119,9 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       return decode_dwarf_sample(h, raw.kind == BPFPROF_EVENT_DWARF_SWITCH_OUT, data, size, rec);
     case BPFPROF_EVENT_SWITCH_OUT:
       return decode_switch_out(h, data, size, rec);
+    case BPFPROF_EVENT_UNWOUND_SAMPLE:
+    case BPFPROF_EVENT_UNWOUND_SWITCH_OUT:
+      return decode_unwound(h, raw.kind == BPFPROF_EVENT_UNWOUND_SWITCH_OUT, data, size, rec);
     case BPFPROF_EVENT_SWITCH_IN:
       rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0},
                                          RawStackTree::kRoot, SampleKind::kSwitchIn});
@@ -143,9 +146,18 @@ void EventDecoder::add_timer_sample(const Header& h, CpuTimeNs cpu_time, RawStac
   if (!rec.stats.first_sample_time.value) rec.stats.first_sample_time = h.time;
 }
 
+void EventDecoder::add_switch_out(const Header& h, CpuTimeNs cpu_time, RawStackId stack,
+                                  uint32_t state, uint32_t flags, Recording& rec) {
+  rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, cpu_time, stack,
+                                     SampleKind::kSwitchOut, off_cpu_state(state),
+                                     (flags & BPFPROF_SWITCH_STACK_REUSED) != 0});
+  ++rec.stats.switch_outs;
+}
+
 void EventDecoder::decode_sample(const Header& h, const void* data, size_t size, Recording& rec) {
   constexpr size_t kFixed = offsetof(bpfprof_sample_event, ips);
   if (size < kFixed) return;
+  rec.stats.sample_event_bytes += size;
   const auto* e = static_cast<const bpfprof_sample_event*>(data);
   const RawStackId stack =
       intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
@@ -161,10 +173,24 @@ void EventDecoder::decode_switch_out(const Header& h, const void* data, size_t s
   const RawStackId stack =
       intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
                    (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
-  rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{e->cpu_time_ns}, stack,
-                                     SampleKind::kSwitchOut, off_cpu_state(e->state),
-                                     (e->flags & BPFPROF_SWITCH_STACK_REUSED) != 0});
-  ++rec.stats.switch_outs;
+  add_switch_out(h, CpuTimeNs{e->cpu_time_ns}, stack, e->state, e->flags, rec);
+}
+
+// A stack walked in the kernel up to a thread root: frames as in a frame-pointer sample.
+void EventDecoder::decode_unwound(const Header& h, bool switch_out, const void* data, size_t size,
+                                  Recording& rec) {
+  constexpr size_t kFixed = offsetof(bpfprof_unwound_event, ips);
+  if (size < kFixed) return;
+  const auto* e = static_cast<const bpfprof_unwound_event*>(data);
+  const RawStackId stack =
+      intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
+                   (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
+  if (e->user_depth) ++(switch_out ? rec.stats.off_cpu_stacks : rec.stats.on_cpu_stacks).kernel;
+  if (!switch_out) {
+    rec.stats.sample_event_bytes += size;
+    return add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
+  }
+  add_switch_out(h, CpuTimeNs{e->cpu_time_ns}, stack, e->state, e->flags, rec);
 }
 
 void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const void* data,
@@ -180,11 +206,12 @@ void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const v
   ips.insert(ips.end(), e->kernel_ips, e->kernel_ips + kernel);
   const RawStackId stack =
       intern_stack(h, rec, ips.data(), ips.size(), static_cast<uint32_t>(user.size()), kernel);
-  if (!switch_out) return add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
-  rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{e->cpu_time_ns}, stack,
-                                     SampleKind::kSwitchOut, off_cpu_state(e->state),
-                                     (e->flags & BPFPROF_SWITCH_STACK_REUSED) != 0});
-  ++rec.stats.switch_outs;
+  if (!user.empty()) ++(switch_out ? rec.stats.off_cpu_stacks : rec.stats.on_cpu_stacks).copied;
+  if (!switch_out) {
+    rec.stats.sample_event_bytes += size;
+    return add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
+  }
+  add_switch_out(h, CpuTimeNs{e->cpu_time_ns}, stack, e->state, e->flags, rec);
 }
 
 // The user stack's pcs, innermost first (none without a user context); the copy's cost

@@ -57,12 +57,16 @@ class EventDecoder {
   };
   void decode_sample(const Header& h, const void* data, size_t size, Recording& rec);
   void decode_switch_out(const Header& h, const void* data, size_t size, Recording& rec);
+  void decode_unwound(const Header& h, bool switch_out, const void* data, size_t size,
+                      Recording& rec);
   void decode_dwarf_sample(const Header& h, bool switch_out, const void* data, size_t size,
                            Recording& rec);
   std::vector<uint64_t> unwind_user_stack(const Header& h, const bpfprof_dwarf_sample_event& e,
                                           size_t event_size, RecordingStats& stats);
   void decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size,
                         Recording& rec);
+  void add_switch_out(const Header& h, CpuTimeNs cpu_time, RawStackId stack, uint32_t state,
+                      uint32_t flags, Recording& rec);
   void add_timer_sample(const Header& h, CpuTimeNs cpu_time, RawStackId stack, Recording& rec);
   RawStackId intern_stack(const Header& h, Recording& rec, const uint64_t* ips, size_t available,
                           uint32_t user_depth, uint32_t kernel_depth);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "userspace/capture/event_decoder.h"
@@ -46,6 +47,9 @@ class IngestPipeline {
   // Lifecycle events appended to recording().events since the last call: their files are
   // pinned and the unwinder's mappings updated. Call before the BPF events that follow them.
   void take_lifecycle_events();
+  // Also called with those events, once resolved (the in-kernel unwinder's bookkeeping).
+  using LifecycleObserver = std::function<void(const std::vector<LifecycleEvent>&, size_t from)>;
+  void observe_lifecycle_events(LifecycleObserver observer) { observer_ = std::move(observer); }
   void take_bpf_event(const void* data, size_t size);
   // The end of a batch of events (a poll): the model takes what is older than `now` minus
   // the reorder window, and the processes that exited are forgotten by the unwinder.
@@ -73,6 +77,7 @@ class IngestPipeline {
   MappedFiles mapped_files_;  // holds files that will not be at their path at the end
   const bool pin_mapped_files_;
   SessionModel model_;
+  LifecycleObserver observer_;
   size_t resolved_events_ = 0;  // recording_.events before this index were taken
   double model_cpu_ms_ = 0;
 };

@@ -29,7 +29,8 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv);
 // --buffer-size: a power of two from 64K to 1G, with an optional K, M or G suffix.
 std::optional<uint32_t> parse_ring_buffer_size(const std::string& text);
 
-// --call-graph fp | dwarf | dwarf,SIZE: sets user_stack_copy_bytes and fixed_stack_copy_size.
+// --call-graph fp | dwarf[,SIZE] | dwarf-copy[,SIZE]: sets user_stack_copy_bytes,
+// fixed_stack_copy_size and walk_stacks_in_kernel.
 // nullopt on success, else the message.
 std::optional<std::string> apply_call_graph(const std::string& text, RecordOptions& options);
 

@@ -63,6 +63,8 @@ void print_stack_completeness(const RunReport& r, FILE* out) {
             "bpfprof: most code here has no frame pointers, so frame-pointer stacks stop early; "
             "the default --call-graph dwarf unwinds without them\n");
   if (r.unwinding) print_unwind_cost(*r.unwinding, out);
+  for (const auto& [label, text] : r.stack_sources)
+    fprintf(out, "bpfprof: %s: %s\n", label.c_str(), text.c_str());
 }
 
 // Where events were lost: per CPU, and the top three processes.

@@ -190,11 +190,38 @@ struct PythonStats {
   std::map<std::string, std::string> not_read{};
 };
 
+// The in-kernel unwinder (--call-graph dwarf): its tables, maps and bounds, and why walks
+// fell back to a stack copy.
+struct KernelUnwindStats {
+  uint64_t tables_built = 0;       // files whose table was built during the recording
+  uint64_t tables_from_cache = 0;  // files whose table came from the builder's cache
+  uint64_t tables_failed = 0;      // files without a table (unreadable, not ELF)
+  double table_ms = 0;             // worker time building or reading those tables
+  uint64_t rows_loaded = 0;
+  uint32_t row_capacity = 0;
+  uint64_t map_bytes = 0;                       // kernel memory of the unwinder's maps
+  uint64_t files_over_capacity = 0;             // tables that no longer fit in the row array
+  uint64_t processes_over_mapping_limit = 0;    // more executable mappings than the map holds
+  uint64_t processes_not_stored = 0;            // the map of processes was full
+  std::vector<uint64_t> fallbacks_by_reason{};  // enum bpfprof_unwind_fallback
+};
+
+struct StackSources {
+  uint64_t kernel = 0;
+  uint64_t copied = 0;
+};
+
 struct RecordingStats {
   uint64_t samples = 0;
   MonotonicNs first_sample_time;  // 0 until a timer sample arrives
   uint64_t switch_outs = 0;
-  uint64_t user_stacks = 0;         // samples with a user stack to unwind (DWARF mode)
+  uint64_t user_stacks = 0;  // samples with a user stack to unwind in userspace (DWARF mode)
+  // User stacks of timer samples (on CPU) and of switch-outs (off CPU) by where they were
+  // unwound: walked by the kernel to a thread root (no copy), or copied (with kernel
+  // unwinding: the walk fell back) and unwound here.
+  StackSources on_cpu_stacks;
+  StackSources off_cpu_stacks;
+  uint64_t sample_event_bytes = 0;  // ring-buffer bytes of every timer sample
   uint64_t dwarf_sample_bytes = 0;  // ring-buffer bytes of those samples
   uint64_t stack_copy_bytes = 0;    // of those, user-stack bytes copied
   // Stacks the unwinder could not finish because the copy ended (at its size) below the
@@ -205,7 +232,8 @@ struct RecordingStats {
   std::vector<uint32_t> unwind_ns{};  // time unwinds took (a uniform sample of at most 64k)
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
   std::vector<uint64_t> lost_bpf_events_per_cpu{};
-  uint64_t lost_sideband_records = 0;  // perf MMAP/COMM records lost
+  uint64_t lost_sideband_records = 0;                // perf MMAP/COMM records lost
+  std::optional<KernelUnwindStats> kernel_unwind{};  // --call-graph dwarf only
   PythonStats python;
 };
 

@@ -1,4 +1,5 @@
 #include "userspace/output/run_report.h"
+#include "userspace/model/unwind_report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -99,6 +100,7 @@ RunReport build_run_report(const Recording& recording, const SessionModel& model
   report.sampling_event = recording.sampling_event;
   report.frequency_hz = recording.frequency_hz;
   report.samples = recording.stats.samples;
+  report.stack_sources = stack_source_report(recording);
   add_losses(recording, model, report);
   report.profile = summary;
   for (const auto& [library, share] : summary.unnamed_share_by_library)
@@ -120,6 +122,7 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
   entries.push_back({"Lost events", "integer", report.lost_events});
   const StackCompleteness& stacks = report.profile.user_stacks;
   if (stacks.total > 0) entries.push_back({"User stacks complete", "percentage", stacks.share()});
+  for (const auto& [label, text] : report.stack_sources) entries.push_back({label, "string", text});
   if (report.lost_ring_buffer_events) {
     std::string per_cpu;
     for (const CpuLosses& cpu : report.lost_by_cpu)

@@ -67,6 +67,9 @@ struct RunReport {
   std::string debug_info_hint;  // what to install for names, when code was unnamed
 
   std::optional<UnwindCost> unwinding;
+  // Where user stacks were unwound (kernel walk / fallback copy), bytes per sample, the
+  // unwind tables and maps: (label, text), model/unwind_report.
+  std::vector<std::pair<std::string, std::string>> stack_sources;
   // How reading Python frames went (nothing when no interpreter was seen).
   PythonStats python;
   // Processes that used CPU time, most first.

@@ -23,6 +23,7 @@
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/event_log.h"
 #include "userspace/capture/ingest.h"
+#include "userspace/capture/kernel_unwind.h"
 #include "userspace/capture/perf_events.h"
 #include "userspace/model/clocks.h"
 #include "userspace/model/session_model.h"
@@ -143,11 +144,19 @@ void check_record_options(const RecordOptions& options) {
     throw RecordFailure(2, *error);
 }
 
+// Rows of unwind tables the kernel holds (16 bytes each in the array). A command with libc
+// and ld.so needs ~31k; -a on this machine (69 files, fuzzers with sanitizers among them)
+// loaded 1.9M, so the whole system gets twice the room: 64 MiB, against 32 MiB.
+constexpr uint32_t kUnwindRowCapacity = 2u << 20;
+constexpr uint32_t kSystemWideUnwindRowCapacity = 4u << 20;
+
 Recording recording_for(const RecordOptions& options) {
   Recording recording;
   recording.frequency_hz = options.frequency_hz;
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
-  recording.call_graph = options.user_stack_copy_bytes ? "dwarf" : "fp";
+  recording.call_graph = !options.user_stack_copy_bytes  ? "fp"
+                         : options.walk_stacks_in_kernel ? "dwarf"
+                                                         : "dwarf-copy";
   recording.fixed_stack_copy_size = options.fixed_stack_copy_size;
   return recording;
 }
@@ -174,6 +183,7 @@ class RecordSession {
 
  private:
   void open_event_log();
+  void start_kernel_unwinding();
   void launch_command();
   void attach_targets();
   bool step();  // one poll of the event sources; false once the recording should end
@@ -196,6 +206,7 @@ class RecordSession {
   IngestPipeline pipeline_;
   std::unique_ptr<CommittableSink> output_;
   std::optional<BpfPrograms> bpf_;
+  std::optional<KernelUnwindTables> kernel_unwind_;  // --call-graph dwarf; writes bpf_'s maps
   std::optional<SideBandReader> side_band_;
   SamplingEvents sampling_;
   std::unique_ptr<EventLogWriter> event_log_;
@@ -227,7 +238,11 @@ void RecordSession::set_up() {
     output_ = open_output(options_.output_path);  // fails now if the directory is not writable
     bpf_.emplace(/*track_all_processes=*/options_.system_wide, recording_.off_cpu,
                  1000000000ull / options_.frequency_hz, options_.user_stack_copy_bytes,
-                 options_.ring_buffer_bytes);
+                 options_.ring_buffer_bytes,
+                 !options_.walk_stacks_in_kernel ? 0
+                 : options_.system_wide          ? kSystemWideUnwindRowCapacity
+                                                 : kUnwindRowCapacity);
+    if (options_.walk_stacks_in_kernel) start_kernel_unwinding();
     std::vector<int> cpus = online_cpus();
     side_band_.emplace(cpus);
     if (!options_.fixed_stack_copy_size) bpf_->adapt_stack_copies(pipeline_);
@@ -246,6 +261,19 @@ void RecordSession::set_up() {
   own_cpu_at_start_ms_ = process_cpu_ms();
   recording_.start_wall_clock_ms = wall_clock_ms_now();
   open_event_log();
+}
+
+// Tables for the files the tracked processes map, built (or read from their cache) on a
+// worker thread as the mappings arrive, and the processes' mappings, into the BPF maps.
+void RecordSession::start_kernel_unwinding() {
+  // The cache is used by the worker thread only (it is not thread-safe).
+  auto cache = std::make_shared<UnwindTableCache>(UnwindTableCache::default_directory(),
+                                                  UnwindTableOptions{options_.symbol_dirs});
+  kernel_unwind_.emplace(
+      *bpf_->unwind_maps(), [cache](const std::string& path) { return cache->get(path); },
+      options_.system_wide);
+  pipeline_.observe_lifecycle_events([this](const std::vector<LifecycleEvent>& events,
+                                            size_t from) { kernel_unwind_->apply(events, from); });
 }
 
 void RecordSession::open_event_log() {
@@ -362,7 +390,12 @@ bool RecordSession::step() {
                       bpf_->lost_events() + side_band_->lost_records());
     next_status_.value += 1000000000;
   }
-  bpf_->wait(50);
+  // Until a new process's mappings and tables are in the kernel its samples fall back to
+  // stack copies: in the first 200 ms, and while tables are being built, read sooner.
+  const bool settling =
+      kernel_unwind_ && (monotonic_now().value - recording_.start_time.value < 200'000'000 ||
+                         kernel_unwind_->building());
+  bpf_->wait(settling ? 5 : 50);
   // Mappings first: the samples read next come after them, and a DWARF sample is unwound
   // with the mappings of its process as they are then.
   drain_side_band();
@@ -372,6 +405,7 @@ bool RecordSession::step() {
     return false;
   }
   note_losses();
+  if (kernel_unwind_) kernel_unwind_->flush();
   pipeline_.advance(monotonic_now());
   if (!handle_stop_signals()) return false;
   if (command_ && command_->poll_exited()) {
@@ -413,6 +447,13 @@ void RecordSession::stop_collecting() {
   stats.lost_bpf_events = bpf_->lost_events();
   stats.lost_bpf_events_per_cpu = bpf_->lost_events_per_cpu();
   stats.lost_sideband_records = side_band_->lost_records();
+  if (kernel_unwind_) {
+    kernel_unwind_->flush();
+    KernelUnwindStats unwind = kernel_unwind_->stats();
+    unwind.map_bytes = bpf_->unwind_map_bytes();
+    unwind.fallbacks_by_reason = bpf_->unwind_fallbacks();
+    stats.kernel_unwind = std::move(unwind);
+  }
   if (!event_log_) return;
   bpf_->save_events_to(nullptr);
   try {

@@ -34,6 +34,9 @@ struct RecordOptions {
   // DWARF: the copy size was given (dwarf,SIZE) and stays; else processes whose stacks are
   // cut at the copy's end get larger copies.
   bool fixed_stack_copy_size = false;
+  // DWARF: walk user stacks in the kernel with unwind tables first, copying a stack only
+  // where the walk cannot reach a thread root (--call-graph dwarf; dwarf-copy: never).
+  bool walk_stacks_in_kernel = false;
   // --save-events: also write the raw event stream there, for `bpfprof replay`.
   std::string save_events_path;
   // --buffer-size: the BPF ring buffer (a power of two); events that do not fit are lost.

@@ -104,7 +104,7 @@ int run_replay(const ReplayOptions& options) {
   try {
     EventLogReader reader(options.events_path);
     Recording recording = recording_for(reader.settings());
-    IngestPipeline pipeline(recording, {.dwarf = recording.call_graph == "dwarf",
+    IngestPipeline pipeline(recording, {.dwarf = recording.call_graph != "fp",  // dwarf, dwarf-copy
                                         .collapse_repeated_samples = !options.no_collapse,
                                         .pin_mapped_files = false,
                                         .python_frames = false});

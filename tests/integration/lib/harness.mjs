@@ -108,11 +108,18 @@ export function parseCputimeLines(stdout) {
 // Records `fixture durationMs` with `bpfprof record -F 1000 -o <file> --`, checks that both
 // exited 0, and returns { file, profile, cputimes, result }. The profile is kept as
 // RESULTS_DIR/<label>.json.gz for inspection.
-export async function recordFixture(fixture, durationMs, { label = fixture, args = [] } = {}) {
+// BPFPROF_CALL_GRAPH (e.g. dwarf-copy) runs the recordings that do not choose a mode
+// themselves in that mode: every test passes in each.
+export function callGraphArgs(args) {
+  const mode = process.env.BPFPROF_CALL_GRAPH;
+  return mode && !args.some((a) => String(a).startsWith('--call-graph')) ? ['--call-graph', mode] : [];
+}
+
+export async function recordFixture(fixture, durationMs, { label = fixture, args = [], recordArgs = [] } = {}) {
   const file = join(RESULTS_DIR, `${label}.json.gz`);
   rmSync(file, { force: true });
-  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, '--',
-                fixturePath(fixture), String(durationMs), ...args];
+  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...recordArgs,
+                ...callGraphArgs(recordArgs), '--', fixturePath(fixture), String(durationMs), ...args];
   const result = await run(BPFPROF, argv, { timeoutMs: durationMs + 120_000 });
   const describe = `${BPFPROF} ${argv.join(' ')}\nexit ${result.code} signal ${result.signal}` +
                    `\nstdout:\n${result.stdout}\nstderr:\n${result.stderr}`;
@@ -642,7 +649,7 @@ export function sleep(ms) {
 export async function recordWith(label, args, { expectCode = 0, timeoutMs = 180_000 } = {}) {
   const file = join(RESULTS_DIR, `${label}.json.gz`);
   rmSync(file, { force: true });
-  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...args];
+  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...callGraphArgs(args), ...args];
   const result = await run(BPFPROF, argv, { timeoutMs });
   const describe = `${BPFPROF} ${argv.join(' ')}\nexit ${result.code} signal ${result.signal}` +
                    `\nstdout:\n${result.stdout}\nstderr:\n${result.stderr}`;

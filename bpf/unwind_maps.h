@@ -1,0 +1,67 @@
+/* The in-kernel unwinder's view of a process's executable mappings, shared by the BPF walker
+ * (bpf/unwind_user.h) and userspace (capture/kernel_unwind keeps it in sync with the MMAP2
+ * side band, exec, fork and exit). Plain C, fixed-size fields only.
+ *
+ * Userspace writes one value per process (tgid): its executable mappings sorted by start,
+ * each saying how the walker steps through a frame whose pc lies in it. The rows a mapping
+ * points to live in one global array of struct bpfprof_unwind_row (bpf/unwind_table.h); a
+ * file's rows are loaded once and shared by every process that maps it. */
+#ifndef BPFPROF_UNWIND_MAPS_H
+#define BPFPROF_UNWIND_MAPS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* Mappings per process the walker knows; a process with more executable mappings keeps the
+ * lowest ones, and a pc in the others falls back to a stack copy (counted in userspace).
+ * 256 mappings are a 10 KiB value; python3.11 with its extension modules maps ~40. */
+#define BPFPROF_MAX_PROCESS_MAPPINGS 256
+/* Binary search steps over the mappings: 2^9 > BPFPROF_MAX_PROCESS_MAPPINGS. */
+#define BPFPROF_MAPPING_SEARCH_STEPS 9
+/* Binary search steps over a file's rows: 2^24 rows, more than the array ever holds. */
+#define BPFPROF_ROW_SEARCH_STEPS 24
+
+/* How the walker steps through a frame whose pc lies in a mapping. */
+enum bpfprof_mapping_kind {
+  /* The file's rows are loaded: first_row/row_count say where. */
+  BPFPROF_MAPPING_TABLE = 1,
+  /* Code without call-frame information (anonymous memory: JIT code; a file without
+   * .eh_frame): follow the frame-pointer chain, as libdwfl does for such code. */
+  BPFPROF_MAPPING_FRAME_POINTERS = 2,
+  /* The file's table is not loaded (yet: it is being built; or it could not be, or the row
+   * array is full): the sample falls back to a stack copy unwound in userspace. */
+  BPFPROF_MAPPING_FALLBACK = 3,
+};
+
+/* Why a walk gave up and the sample fell back to a stack copy (counted per CPU in the
+ * unwind_fallbacks map, reported at the end). */
+enum bpfprof_unwind_fallback {
+  BPFPROF_FALLBACK_NO_PROCESS = 0,    /* the process's mappings are not in the kernel yet */
+  BPFPROF_FALLBACK_UNMAPPED = 1,      /* a pc in no known executable mapping */
+  BPFPROF_FALLBACK_NOT_LOADED = 2,    /* a pc in a file whose table is not loaded */
+  BPFPROF_FALLBACK_UNKNOWN_ROW = 3,   /* no row, or a row no rule covers */
+  BPFPROF_FALLBACK_READ = 4,          /* a stack read failed (page not present) */
+  BPFPROF_FALLBACK_DEPTH = 5,         /* more than BPFPROF_MAX_UNWOUND_FRAMES frames */
+  BPFPROF_FALLBACK_BAD_FRAME = 6,     /* a frame that goes nowhere: CFA below sp, pc 0 */
+  BPFPROF_FALLBACK_FRAME_POINTER = 7, /* rbp needed but unknown, or a broken chain */
+  BPFPROF_FALLBACK_REASONS = 8,
+};
+
+struct bpfprof_exec_mapping {
+  __u64 start; /* first address */
+  __u64 end;   /* one past the last */
+  __u64 bias;  /* ELF virtual address = address - bias */
+  __u32 first_row;
+  __u32 row_count;
+  __u32 kind; /* enum bpfprof_mapping_kind */
+  __u32 reserved;
+};
+
+struct bpfprof_process_mappings {
+  __u32 count;
+  __u32 reserved;
+  struct bpfprof_exec_mapping mappings[BPFPROF_MAX_PROCESS_MAPPINGS];
+};
+
+#endif

@@ -1,0 +1,269 @@
+/* The in-kernel user-stack walker (issue 15): from a thread's saved user registers, frame by
+ * frame, with the compact unwind tables userspace loaded for the files the process maps
+ * (bpf/unwind_table.h, bpf/unwind_maps.h). A walk that reaches a thread root yields the list
+ * of return addresses; anything it cannot follow (a table not loaded yet, a row no rule
+ * covers, a stack page not present) makes the caller fall back to a stack copy, unwound in
+ * userspace as before. Included by profiler.bpf.c after its maps and helpers. */
+#ifndef BPFPROF_UNWIND_USER_H
+#define BPFPROF_UNWIND_USER_H
+
+#include "unwind_maps.h"
+#include "unwind_table.h"
+
+/* Every loaded table's rows, one after the other (userspace sizes it before load and writes
+ * it through mmap: a file's rows are appended once and never move). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_unwind_row);
+} unwind_rows SEC(".maps");
+
+/* Each process's executable mappings (tgid -> sorted array), written by userspace. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __uint(max_entries, 8192);
+  __type(key, __u32);
+  __type(value, struct bpfprof_process_mappings);
+} unwind_processes SEC(".maps");
+
+/* Why walks fell back, per CPU (enum bpfprof_unwind_fallback). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, BPFPROF_FALLBACK_REASONS);
+  __type(key, __u32);
+  __type(value, __u64);
+} unwind_fallbacks SEC(".maps");
+
+enum walk_result { WALK_GOING = 0, WALK_ROOT = 1, WALK_FALLBACK = 2 };
+
+/* A walk's registers live in a map value, not on the BPF stack: the verifier does not track
+ * a map value's contents, so bpf_loop's callback is verified once, not per frame. */
+struct unwind_walk {
+  __u64 pc;
+  __u64 sp;
+  __u64 bp;
+  __u32 depth;
+  __u32 result;   /* enum walk_result */
+  __u32 reason;   /* enum bpfprof_unwind_fallback, for WALK_FALLBACK */
+  __u32 exact;    /* pc is not a return address (the leaf, a frame a signal interrupted) */
+  __u32 bump;     /* record pc + 1: a signal-interrupted pc, nudged like a return address */
+  __u32 bp_known; /* bp holds the frame's rbp (not so after a row with BPFPROF_RBP_UNKNOWN) */
+};
+
+/* Slot 0: the sample program; slot 1: sched_switch. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, struct unwind_walk);
+} unwind_walks SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, struct bpfprof_unwound_event);
+} unwound_scratch SEC(".maps");
+
+struct unwind_context {
+  struct unwind_walk* walk;
+  struct bpfprof_unwound_event* event;
+  struct bpfprof_process_mappings* mappings;
+};
+
+static __always_inline long walk_stops(struct unwind_walk* w, __u32 result, __u32 reason) {
+  w->result = result;
+  w->reason = reason;
+  return 1; /* ends bpf_loop */
+}
+
+/* Binary searches without branches on the compared values: with a branch per step the
+ * verifier explores both halves at every step with different bounds (loading took 7 s);
+ * moving lo or hi by arithmetic leaves one path. `right` is 1 when the probe lies at or below
+ * the key; the barrier keeps the compiler from turning the arithmetic back into a branch. */
+static __always_inline void search_step(__u64* lo, __u64* hi, __u64 mid, __u64 probe, __u64 key) {
+  __u64 right = ((key - probe) >> 63) ^ 1; /* probe and key are below 2^63 */
+  asm volatile("" : "+r"(right));
+  *lo += right * (mid + 1 - *lo);
+  *hi -= (1 - right) * (*hi - mid);
+}
+
+/* The mapping holding pc: the last one starting at or below it, if it reaches pc. */
+static __always_inline const struct bpfprof_exec_mapping* find_mapping(
+    const struct bpfprof_process_mappings* pm, __u64 pc) {
+  __u64 lo = 0, hi = pm->count;
+  if (hi > BPFPROF_MAX_PROCESS_MAPPINGS) hi = BPFPROF_MAX_PROCESS_MAPPINGS;
+  if (pc >> 63) return NULL;
+  for (int i = 0; i < BPFPROF_MAPPING_SEARCH_STEPS && lo < hi; i++) {
+    __u64 mid = (lo + hi) / 2;
+    if (mid >= BPFPROF_MAX_PROCESS_MAPPINGS) return NULL;
+    search_step(&lo, &hi, mid, pm->mappings[mid].start, pc);
+  }
+  if (lo == 0 || lo > BPFPROF_MAX_PROCESS_MAPPINGS) return NULL;
+  const struct bpfprof_exec_mapping* m = &pm->mappings[lo - 1];
+  return pc < m->end ? m : NULL;
+}
+
+/* The row covering elf_pc in the mapping's table: the last row starting at or below it. */
+static __always_inline const struct bpfprof_unwind_row* find_row(
+    const struct bpfprof_exec_mapping* m, __u64 elf_pc) {
+  if (elf_pc > 0xffffffffull) return NULL;
+  const __u64 first = m->first_row;
+  __u64 lo = first, hi = first + m->row_count;
+  for (int i = 0; i < BPFPROF_ROW_SEARCH_STEPS && lo < hi; i++) {
+    __u32 mid = lo + (hi - lo) / 2;
+    const struct bpfprof_unwind_row* r = bpf_map_lookup_elem(&unwind_rows, &mid);
+    if (!r) return NULL;
+    search_step(&lo, &hi, mid, r->pc, elf_pc);
+  }
+  if (lo < hi || lo == first) return NULL;
+  __u32 index = lo - 1;
+  return bpf_map_lookup_elem(&unwind_rows, &index);
+}
+
+/* Code without a table (JIT): the saved rbp and return address sit at rbp. */
+static __always_inline long frame_pointer_step(struct unwind_walk* w) {
+  if (!w->bp_known || w->bp < w->sp || w->bp == 0)
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_FRAME_POINTER);
+  __u64 frame[2];
+  if (bpf_probe_read_user(frame, sizeof(frame), (void*)w->bp))
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
+  w->sp = w->bp + 16;
+  w->bp = frame[0];
+  w->pc = frame[1];
+  w->exact = 0;
+  w->bump = 0;
+  return w->pc ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+}
+
+/* __restore_rt: the interrupted frame's registers are in the ucontext at sp; its pc is exact.
+ * The trampoline's own frame, already recorded, is nudged like the interrupted pc (as the
+ * userspace unwinder does, so both modes give the same frames). */
+static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_unwound_event* e,
+                                        __u32 depth) {
+  __u64 rip, rsp, rbp;
+  if (bpf_probe_read_user(&rip, 8, (void*)(w->sp + BPFPROF_SIGFRAME_RIP)) ||
+      bpf_probe_read_user(&rsp, 8, (void*)(w->sp + BPFPROF_SIGFRAME_RSP)) ||
+      bpf_probe_read_user(&rbp, 8, (void*)(w->sp + BPFPROF_SIGFRAME_RBP)))
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
+  e->ips[depth & 0xff] += 1;
+  w->pc = rip;
+  w->sp = rsp;
+  w->bp = rbp;
+  w->bp_known = 1;
+  w->exact = 1;
+  w->bump = 1;
+  return rip ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+}
+
+/* One step with the frame's row (bpf/unwind_table.h): CFA, return address, caller's rbp. */
+static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unwound_event* e,
+                                       const struct bpfprof_unwind_row* row, __u64 elf_pc,
+                                       __u32 depth) {
+  __u64 cfa;
+  switch (row->cfa_rule) {
+    case BPFPROF_CFA_RSP:
+      cfa = w->sp + row->cfa_offset;
+      break;
+    case BPFPROF_CFA_RBP:
+      if (!w->bp_known) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_FRAME_POINTER);
+      cfa = w->bp + row->cfa_offset;
+      break;
+    case BPFPROF_CFA_PLT:
+      cfa = w->sp + row->cfa_offset + ((elf_pc & 15) >= 11 ? 8 : 0);
+      break;
+    case BPFPROF_CFA_ROOT:
+      return walk_stops(w, WALK_ROOT, 0);
+    case BPFPROF_CFA_SIGNAL:
+      return signal_step(w, e, depth);
+    default:
+      return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
+  }
+  /* A caller's frame lies above its callee's: anything else is a rule gone wrong, and a
+   * walk that could loop. */
+  if (cfa <= w->sp) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+  __u64 return_address;
+  if (bpf_probe_read_user(&return_address, 8, (void*)(cfa - 8)))
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
+  if (row->rbp_rule == BPFPROF_RBP_AT_CFA) {
+    if (bpf_probe_read_user(&w->bp, 8, (void*)(cfa + row->rbp_offset)))
+      return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
+    w->bp_known = 1;
+  } else if (row->rbp_rule != BPFPROF_RBP_SAME) {
+    w->bp_known = 0;
+  }
+  w->sp = cfa;
+  w->pc = return_address;
+  w->exact = 0;
+  w->bump = 0;
+  return return_address ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+}
+
+/* bpf_loop's callback: records the current frame's pc, then steps to its caller. */
+static long unwind_step(__u64 index, void* context) {
+  struct unwind_context* c = context;
+  struct unwind_walk* w = c->walk;
+  struct bpfprof_unwound_event* e = c->event;
+  const __u32 depth = w->depth;
+  if (depth >= BPFPROF_MAX_UNWOUND_FRAMES)
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_DEPTH);
+  e->ips[depth & 0xff] = w->pc + w->bump;
+  w->depth = depth + 1;
+  const struct bpfprof_exec_mapping* m = find_mapping(c->mappings, w->pc);
+  if (!m) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNMAPPED);
+  if (m->kind == BPFPROF_MAPPING_FRAME_POINTERS) return frame_pointer_step(w);
+  if (m->kind != BPFPROF_MAPPING_TABLE)
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_NOT_LOADED);
+  /* A return address is one past its call, which may be the last instruction of a
+   * function: the call site's row is that of the byte before. */
+  const __u64 elf_pc = (w->exact ? w->pc : w->pc - 1) - m->bias;
+  const struct bpfprof_unwind_row* row = find_row(m, elf_pc);
+  if (!row) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
+  return table_step(w, e, row, elf_pc, depth);
+}
+
+static __always_inline void count_unwind_fallback(__u32 reason) {
+  __u64* count = bpf_map_lookup_elem(&unwind_fallbacks, &reason);
+  if (count) *count += 1; /* per CPU: no other writer */
+}
+
+/* Walks the user stack of `task` into e->ips and sets e->user_depth. True when the walk
+ * reached a thread root (or the task has no user context); false when the sample must fall
+ * back to a stack copy (the reason counted). `slot`: 0 in the sample program, 1 in
+ * sched_switch. */
+static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tgid, __u32 slot,
+                                              struct bpfprof_unwound_event* e) {
+  e->user_depth = 0;
+  if (!task->mm) return true; /* a kernel thread */
+  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
+  if (!regs) return true;
+  struct bpfprof_process_mappings* pm = bpf_map_lookup_elem(&unwind_processes, &tgid);
+  if (!pm) {
+    count_unwind_fallback(BPFPROF_FALLBACK_NO_PROCESS);
+    return false;
+  }
+  struct unwind_walk* w = bpf_map_lookup_elem(&unwind_walks, &slot);
+  if (!w) return false;
+  w->pc = BPF_CORE_READ(regs, ip);
+  w->sp = BPF_CORE_READ(regs, sp);
+  w->bp = BPF_CORE_READ(regs, bp);
+  w->depth = 0;
+  w->result = WALK_GOING;
+  w->reason = 0;
+  w->exact = 1;
+  w->bump = 0;
+  w->bp_known = 1;
+  struct unwind_context c = {.walk = w, .event = e, .mappings = pm};
+  bpf_loop(BPFPROF_MAX_UNWOUND_FRAMES + 1, unwind_step, &c, 0);
+  if (w->result != WALK_ROOT) {
+    count_unwind_fallback(w->result == WALK_FALLBACK ? w->reason : BPFPROF_FALLBACK_DEPTH);
+    return false;
+  }
+  e->user_depth = w->depth;
+  return true;
+}
+
+#endif

@@ -1,0 +1,411 @@
+#include "symbols/dwarf/unwind_table.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <gelf.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "symbols/dwarf/cfi_functions.h"
+#include "symbols/dwarf/dwarf_module.h"
+
+namespace bpfprof {
+namespace {
+
+constexpr int kRegisterRbp = 6;
+constexpr int kRegisterRsp = 7;
+constexpr int kRegisterRip = 16;
+constexpr uint64_t kRowPcLimit = uint64_t{1} << 32;
+
+struct FrameFree {
+  void operator()(Dwarf_Frame* frame) const noexcept { free(frame); }
+};
+using UniqueFrame = std::unique_ptr<Dwarf_Frame, FrameFree>;
+
+// One CFI row (or a gap) in file virtual addresses; `gap` says why when the rule is UNKNOWN.
+struct Span {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  UnwindRow row{};
+  UnwindGap gap = UnwindGap::kNoCfi;
+};
+
+Span unknown_span(uint64_t start, uint64_t end, UnwindGap gap) {
+  Span span{start, end, {}, gap};
+  span.row.cfa_rule = BPFPROF_CFA_UNKNOWN;
+  span.row.rbp_rule = BPFPROF_RBP_UNKNOWN;
+  return span;
+}
+
+// The rule "saved at CFA + offset" (DW_CFA_offset and friends) as libdw spells it:
+// DW_OP_call_frame_cfa, then DW_OP_plus_uconst unless the offset is 0. A value rule
+// (val_offset) adds DW_OP_stack_value and is not this.
+std::optional<int64_t> saved_at_cfa(const Dwarf_Op* ops, size_t count) {
+  if (ops == nullptr || count == 0 || ops[0].atom != DW_OP_call_frame_cfa) return std::nullopt;
+  if (count == 1) return 0;
+  if (count == 2 && ops[1].atom == DW_OP_plus_uconst) return static_cast<int64_t>(ops[1].number);
+  return std::nullopt;
+}
+
+struct RegisterRule {
+  enum class Kind { kSame, kUndefined, kOther } kind = Kind::kOther;
+  std::optional<int64_t> cfa_offset;  // set when saved at CFA + offset
+};
+
+RegisterRule register_rule(Dwarf_Frame* frame, int regno) {
+  Dwarf_Op ops_mem[3];
+  Dwarf_Op* ops = nullptr;
+  size_t count = 0;
+  if (dwarf_frame_register(frame, regno, ops_mem, &ops, &count) != 0) return {};
+  // libdw: "same value" is no ops and a null pointer, "undefined" no ops and ops_mem.
+  if (count == 0) {
+    return {ops == nullptr ? RegisterRule::Kind::kSame : RegisterRule::Kind::kUndefined,
+            std::nullopt};
+  }
+  return {RegisterRule::Kind::kOther, saved_at_cfa(ops, count)};
+}
+
+// binutils' x86-64 PLT CFA: sp + 8, plus 8 once the slot's push has run (offset 11 of 16).
+// The IBT variant (.plt.sec) compares with 10 and is not what BPFPROF_CFA_PLT computes.
+bool is_plt_expression(const Dwarf_Op* ops, size_t count) {
+  static constexpr uint8_t kAtoms[] = {DW_OP_breg7, DW_OP_breg16, DW_OP_lit15,
+                                       DW_OP_and,   DW_OP_lit11,  DW_OP_ge,
+                                       DW_OP_lit3,  DW_OP_shl,    DW_OP_plus};
+  if (count != std::size(kAtoms)) return false;
+  for (size_t i = 0; i < count; ++i)
+    if (ops[i].atom != kAtoms[i]) return false;
+  return ops[0].number == 8 && ops[1].number == 0;
+}
+
+// The CFA rule into `row`; the reason when the BPF walk cannot follow it.
+std::optional<UnwindGap> classify_cfa(Dwarf_Frame* frame, UnwindRow& row) {
+  Dwarf_Op* ops = nullptr;
+  size_t count = 0;
+  if (dwarf_frame_cfa(frame, &ops, &count) != 0) return UnwindGap::kUnreadableCfi;
+  if (is_plt_expression(ops, count)) {
+    row.cfa_rule = BPFPROF_CFA_PLT;
+    row.cfa_offset = static_cast<int32_t>(ops[0].number);
+    return std::nullopt;
+  }
+  // DW_CFA_def_cfa comes back as DW_OP_bregx; an expression of one DW_OP_bregN is the same.
+  if (count != 1) return UnwindGap::kCfaExpression;
+  int64_t regno = 0;
+  int64_t offset = 0;
+  if (ops[0].atom == DW_OP_bregx) {
+    regno = static_cast<int64_t>(ops[0].number);
+    offset = static_cast<int64_t>(ops[0].number2);
+  } else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
+    regno = ops[0].atom - DW_OP_breg0;
+    offset = static_cast<int64_t>(ops[0].number);
+  } else {
+    return UnwindGap::kCfaExpression;
+  }
+  if (regno != kRegisterRsp && regno != kRegisterRbp) return UnwindGap::kCfaRegister;
+  if (offset < std::numeric_limits<int32_t>::min() || offset > std::numeric_limits<int32_t>::max())
+    return UnwindGap::kOffsetRange;
+  row.cfa_rule = regno == kRegisterRsp ? BPFPROF_CFA_RSP : BPFPROF_CFA_RBP;
+  row.cfa_offset = static_cast<int32_t>(offset);
+  return std::nullopt;
+}
+
+void classify_rbp(Dwarf_Frame* frame, UnwindRow& row) {
+  const RegisterRule rbp = register_rule(frame, kRegisterRbp);
+  row.rbp_rule = BPFPROF_RBP_UNKNOWN;
+  if (rbp.kind == RegisterRule::Kind::kSame) {
+    row.rbp_rule = BPFPROF_RBP_SAME;
+  } else if (rbp.cfa_offset && *rbp.cfa_offset >= std::numeric_limits<int16_t>::min() &&
+             *rbp.cfa_offset <= std::numeric_limits<int16_t>::max()) {
+    row.rbp_rule = BPFPROF_RBP_AT_CFA;
+    row.rbp_offset = static_cast<int16_t>(*rbp.cfa_offset);
+  }
+}
+
+// The row of one CFI row (start and end left to the caller).
+Span classify(Dwarf_Frame* frame, bool signal_frame) {
+  Span span = unknown_span(0, 0, UnwindGap::kNoCfi);
+  if (signal_frame) {
+    span.row.cfa_rule = BPFPROF_CFA_SIGNAL;
+    return span;
+  }
+  const RegisterRule return_address = register_rule(frame, kRegisterRip);
+  if (return_address.kind == RegisterRule::Kind::kUndefined) {
+    span.row.cfa_rule = BPFPROF_CFA_ROOT;
+    return span;
+  }
+  if (const std::optional<UnwindGap> gap = classify_cfa(frame, span.row)) {
+    return unknown_span(0, 0, *gap);
+  }
+  if (return_address.cfa_offset != -8) return unknown_span(0, 0, UnwindGap::kReturnAddress);
+  classify_rbp(frame, span.row);
+  return span;
+}
+
+// The rows of `range` (CFI addresses), one span per CFI row, appended in file addresses.
+void add_fde_spans(const DwarfModule::CallFrameInfo& info, CodeRange range,
+                   std::vector<Span>& spans) {
+  const uint64_t shift = info.cfi_minus_vaddr;
+  uint64_t pc = range.start;
+  while (pc < range.end) {
+    Dwarf_Frame* raw = nullptr;
+    if (dwarf_cfi_addrframe(info.cfi, pc, &raw) != 0) {
+      spans.push_back(unknown_span(pc - shift, range.end - shift, UnwindGap::kUnreadableCfi));
+      return;
+    }
+    const UniqueFrame frame(raw);
+    Dwarf_Addr row_start = 0;
+    Dwarf_Addr row_end = 0;
+    bool signal_frame = false;
+    dwarf_frame_info(frame.get(), &row_start, &row_end, &signal_frame);
+    const uint64_t end = std::min<uint64_t>(row_end, range.end);
+    if (end <= pc) {  // a row that does not hold pc: libdw and the FDE list disagree
+      spans.push_back(unknown_span(pc - shift, range.end - shift, UnwindGap::kUnreadableCfi));
+      return;
+    }
+    Span span = classify(frame.get(), signal_frame);
+    span.start = pc - shift;
+    span.end = end - shift;
+    spans.push_back(span);
+    pc = end;
+  }
+}
+
+// The parts of `range` that no range of `covered` (sorted, not overlapping) holds.
+std::vector<CodeRange> uncovered_parts(const std::vector<CodeRange>& covered, CodeRange range) {
+  std::vector<CodeRange> parts;
+  auto it = std::upper_bound(covered.begin(), covered.end(), range.start,
+                             [](uint64_t value, const CodeRange& r) { return value < r.start; });
+  if (it != covered.begin()) --it;
+  uint64_t from = range.start;
+  for (; it != covered.end() && it->start < range.end; ++it) {
+    if (it->end <= from) continue;
+    if (it->start > from) parts.push_back({from, it->start});
+    from = std::max(from, it->end);
+  }
+  if (from < range.end) parts.push_back({from, range.end});
+  return parts;
+}
+
+// Spans from .eh_frame, then from .debug_frame where .eh_frame has no FDE.
+std::vector<Span> collect_spans(const DwarfModule& module) {
+  std::vector<Span> spans;
+  const DwarfModule::CallFrameInfo eh = module.call_frame_info(CfiSection::kEhFrame);
+  std::vector<CodeRange> eh_ranges;
+  if (eh.cfi != nullptr) eh_ranges = read_cfi_functions(eh.elf, CfiSection::kEhFrame);
+  for (const CodeRange& range : eh_ranges) add_fde_spans(eh, range, spans);
+
+  const DwarfModule::CallFrameInfo debug = module.call_frame_info(CfiSection::kDebugFrame);
+  if (debug.cfi == nullptr) return spans;
+  // .eh_frame's ranges in the debug CFI's addresses, merged where they overlap.
+  std::vector<CodeRange> covered;
+  for (CodeRange range : eh_ranges) {
+    range = {range.start - eh.cfi_minus_vaddr + debug.cfi_minus_vaddr,
+             range.end - eh.cfi_minus_vaddr + debug.cfi_minus_vaddr};
+    if (!covered.empty() && range.start <= covered.back().end)
+      covered.back().end = std::max(covered.back().end, range.end);
+    else
+      covered.push_back(range);
+  }
+  for (const CodeRange& range : read_cfi_functions(debug.elf, CfiSection::kDebugFrame))
+    for (const CodeRange& part : uncovered_parts(covered, range)) add_fde_spans(debug, part, spans);
+  return spans;
+}
+
+// Sorted, not overlapping (where FDEs overlap, the one starting first wins), below 4 GiB.
+void normalize(std::vector<Span>& spans) {
+  std::stable_sort(spans.begin(), spans.end(),
+                   [](const Span& a, const Span& b) { return a.start < b.start; });
+  std::vector<Span> clean;
+  clean.reserve(spans.size());
+  uint64_t covered_to = 0;
+  for (Span span : spans) {
+    span.start = std::max(span.start, covered_to);
+    span.end = std::min(span.end, kRowPcLimit);
+    if (span.start >= span.end) continue;
+    clean.push_back(span);
+    covered_to = span.end;
+  }
+  spans = std::move(clean);
+}
+
+bool same_rule(const UnwindRow& a, const UnwindRow& b) {
+  return a.cfa_rule == b.cfa_rule && a.rbp_rule == b.rbp_rule && a.cfa_offset == b.cfa_offset &&
+         a.rbp_offset == b.rbp_offset;
+}
+
+std::vector<UnwindRow> rows_of(const std::vector<Span>& spans) {
+  std::vector<UnwindRow> rows;
+  auto add = [&rows](uint64_t pc, const UnwindRow& rule) {
+    if (!rows.empty() && same_rule(rows.back(), rule)) return;
+    UnwindRow row = rule;
+    row.pc = static_cast<uint32_t>(pc);
+    rows.push_back(row);
+  };
+  const UnwindRow unknown = unknown_span(0, 0, UnwindGap::kNoCfi).row;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    add(spans[i].start, spans[i].row);
+    const bool next_follows = i + 1 < spans.size() && spans[i + 1].start == spans[i].end;
+    if (!next_follows && spans[i].end < kRowPcLimit) add(spans[i].end, unknown);
+  }
+  return rows;
+}
+
+// An executable section with its bytes (owned by libelf).
+struct CodeSection {
+  SectionCoverage coverage;
+  const uint8_t* bytes = nullptr;  // section.end - section.start of them, or nullptr
+};
+
+// The executable sections that hold bytes of the file; nullopt if one lies above 4 GiB.
+std::optional<std::vector<CodeSection>> executable_sections(Elf* elf) {
+  std::vector<CodeSection> sections;
+  size_t names = 0;
+  if (elf_getshdrstrndx(elf, &names) != 0) return sections;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr header;
+    if (gelf_getshdr(scn, &header) == nullptr || header.sh_type == SHT_NOBITS) continue;
+    if ((header.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) != (SHF_ALLOC | SHF_EXECINSTR)) continue;
+    if (header.sh_size == 0) continue;
+    const uint64_t end = header.sh_addr + header.sh_size;
+    if (end > kRowPcLimit || end < header.sh_addr) return std::nullopt;
+    const char* name = elf_strptr(elf, names, header.sh_name);
+    const Elf_Data* data = elf_getdata(scn, nullptr);
+    const bool whole = data != nullptr && data->d_buf != nullptr && data->d_size == header.sh_size;
+    sections.push_back({{name != nullptr ? name : "?", header.sh_addr, end},
+                        whole ? static_cast<const uint8_t*>(data->d_buf) : nullptr});
+  }
+  return sections;
+}
+
+// The length of the alignment fill instruction at `at` (the nop forms assemblers pad with:
+// 0x90, `0f 1f /0` with any addressing, 0x66/0x2e prefixes; int3), or 0.
+size_t fill_length(const uint8_t* at, size_t size) {
+  size_t prefixes = 0;
+  while (prefixes < size && prefixes < 14 && (at[prefixes] == 0x66 || at[prefixes] == 0x2e))
+    ++prefixes;
+  const uint8_t* op = at + prefixes;
+  const size_t left = size - prefixes;
+  if (left >= 1 && (op[0] == 0x90 || (op[0] == 0xcc && prefixes == 0))) return prefixes + 1;
+  if (left < 3 || op[0] != 0x0f || op[1] != 0x1f || (op[2] & 0x38) != 0) return 0;
+  const uint8_t mod = op[2] >> 6;
+  const uint8_t rm = op[2] & 7;
+  size_t length = 3 + (mod != 3 && rm == 4 ? 1 : 0);  // SIB byte
+  if (mod == 1) length += 1;
+  if (mod == 2 || (mod == 0 && rm == 5)) length += 4;
+  return length <= left ? prefixes + length : 0;
+}
+
+// Whether [from, to) of the section is alignment fill only (padding between functions).
+bool is_fill(const CodeSection& section, uint64_t from, uint64_t to) {
+  if (section.bytes == nullptr) return false;
+  const uint8_t* at = section.bytes + (from - section.coverage.start);
+  size_t left = to - from;
+  while (left > 0) {
+    const size_t length = fill_length(at, left);
+    if (length == 0) return false;
+    at += length;
+    left -= length;
+  }
+  return true;
+}
+
+void count_gap(CodeSection& section, uint64_t from, uint64_t to) {
+  if (from >= to) return;
+  if (is_fill(section, from, to))
+    section.coverage.padding_bytes += to - from;
+  else
+    section.coverage.uncovered_bytes[static_cast<size_t>(UnwindGap::kNoCfi)] += to - from;
+}
+
+void measure(CodeSection& code, const std::vector<Span>& spans) {
+  SectionCoverage& section = code.coverage;
+  auto it = std::upper_bound(spans.begin(), spans.end(), section.start,
+                             [](uint64_t value, const Span& s) { return value < s.start; });
+  if (it != spans.begin()) --it;
+  uint64_t done = section.start;  // counted up to here
+  for (; it != spans.end() && it->start < section.end; ++it) {
+    const uint64_t from = std::max(it->start, section.start);
+    const uint64_t to = std::min(it->end, section.end);
+    if (from >= to) continue;
+    count_gap(code, done, from);
+    done = to;
+    if (!is_usable(it->row)) {
+      section.uncovered_bytes[static_cast<size_t>(it->gap)] += to - from;
+      continue;
+    }
+    section.covered_bytes += to - from;
+    const bool walks_on =
+        it->row.cfa_rule != BPFPROF_CFA_ROOT && it->row.cfa_rule != BPFPROF_CFA_SIGNAL;
+    if (walks_on && it->row.rbp_rule == BPFPROF_RBP_UNKNOWN) section.rbp_unknown_bytes += to - from;
+  }
+  count_gap(code, done, section.end);
+}
+
+bool is_x86_64(Elf* elf) {
+  GElf_Ehdr header;
+  return gelf_getehdr(elf, &header) != nullptr && header.e_machine == EM_X86_64 &&
+         header.e_ident[EI_CLASS] == ELFCLASS64;
+}
+
+}  // namespace
+
+const char* unwind_gap_name(UnwindGap gap) {
+  switch (gap) {
+    case UnwindGap::kNoCfi:
+      return "no CFI";
+    case UnwindGap::kCfaExpression:
+      return "CFA expression";
+    case UnwindGap::kCfaRegister:
+      return "CFA from another register";
+    case UnwindGap::kReturnAddress:
+      return "return address not at CFA-8";
+    case UnwindGap::kOffsetRange:
+      return "CFA offset out of range";
+    case UnwindGap::kUnreadableCfi:
+      return "unreadable CFI";
+  }
+  return "?";
+}
+
+const char* unwind_table_error_name(UnwindTableError error) {
+  switch (error) {
+    case UnwindTableError::kUnreadable:
+      return "not a readable ELF file";
+    case UnwindTableError::kNotX86_64:
+      return "not an x86-64 ELF file";
+    case UnwindTableError::kAddressAbove4GiB:
+      return "code above 4 GiB";
+  }
+  return "?";
+}
+
+UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableOptions& options,
+                                     int fd) {
+  const std::unique_ptr<DwarfModule> module = DwarfModule::open(path, options.symbol_dirs, fd);
+  Elf* elf = module != nullptr ? module->elf() : nullptr;
+  if (elf == nullptr) return UnwindTableError::kUnreadable;
+  if (!is_x86_64(elf)) return UnwindTableError::kNotX86_64;
+  std::optional<std::vector<CodeSection>> sections = executable_sections(elf);
+  if (!sections) return UnwindTableError::kAddressAbove4GiB;
+  std::vector<Span> spans = collect_spans(*module);
+  normalize(spans);
+  UnwindTable table{rows_of(spans), {}};
+  for (CodeSection& section : *sections) {
+    measure(section, spans);
+    table.coverage.push_back(std::move(section.coverage));
+  }
+  return table;
+}
+
+const UnwindRow* find_unwind_row(const std::vector<UnwindRow>& rows, uint64_t pc) {
+  auto after = std::upper_bound(rows.begin(), rows.end(), pc,
+                                [](uint64_t value, const UnwindRow& r) { return value < r.pc; });
+  return after == rows.begin() ? nullptr : &*std::prev(after);
+}
+
+bool is_usable(const UnwindRow& row) { return row.cfa_rule != BPFPROF_CFA_UNKNOWN; }
+
+}  // namespace bpfprof

@@ -1,0 +1,87 @@
+// The compact unwind table of one x86-64 ELF file (bpf/unwind_table.h): its call-frame
+// information (.eh_frame, else .debug_frame from the file or its separate debug file) turned
+// into sorted rows that the BPF unwinder walks, with how much of the file's code the rows
+// cover and why the rest is not.
+//
+// Rows, as built here:
+// - RSP / RBP: CFA = sp or bp + cfa_offset, return address at CFA - 8, rbp SAME, AT_CFA
+//   (rbp_offset) or UNKNOWN.
+// - PLT: the PLT entries' CFA expression (binutils' 16-byte slots, `(rip & 15) >= 11`),
+//   cfa_offset 8. The other variants (IBT's .plt.sec uses `>= 10`) are UNKNOWN.
+// - ROOT (return address undefined) and SIGNAL (an 'S' FDE): cfa_offset 0, rbp UNKNOWN; the
+//   walk does not use them.
+// - UNKNOWN: everything else, offsets 0 and rbp UNKNOWN, also where no FDE covers the code
+//   (every FDE that the next one does not start at once is closed by such a row).
+// Consecutive identical rows are merged.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "bpf/unwind_table.h"
+
+namespace bpfprof {
+
+using UnwindRow = bpfprof_unwind_row;
+
+// Why code is not covered by a row that the BPF walk can follow.
+enum class UnwindGap : uint8_t {
+  kNoCfi,          // no FDE in .eh_frame or .debug_frame covers it
+  kCfaExpression,  // the CFA is a DWARF expression other than the PLT's
+  kCfaRegister,    // the CFA is a register other than rsp and rbp plus an offset
+  kReturnAddress,  // the return address is not saved at CFA - 8
+  kOffsetRange,    // the CFA offset does not fit the row (32 bits)
+  kUnreadableCfi,  // libdw could not evaluate the FDE's instructions
+};
+inline constexpr size_t kUnwindGapKinds = 6;
+const char* unwind_gap_name(UnwindGap gap);
+
+// One executable section (.init, .plt, .plt.sec, .text, ...) and how its bytes are covered.
+struct SectionCoverage {
+  std::string name;
+  uint64_t start = 0;  // file virtual addresses
+  uint64_t end = 0;
+  uint64_t covered_bytes = 0;      // under a row of rule RSP, RBP, PLT, ROOT or SIGNAL
+  uint64_t rbp_unknown_bytes = 0;  // of those, how many have rbp rule UNKNOWN
+  // Alignment fill (nops, int3) between functions that no FDE covers: not code, so neither
+  // covered nor uncovered (in the tables as UNKNOWN rows all the same).
+  uint64_t padding_bytes = 0;
+  std::array<uint64_t, kUnwindGapKinds> uncovered_bytes{};  // by UnwindGap
+
+  uint64_t code_bytes() const { return end - start - padding_bytes; }
+};
+
+struct UnwindTable {
+  std::vector<UnwindRow> rows;  // sorted by pc, no two consecutive rows alike
+  std::vector<SectionCoverage> coverage;
+};
+
+enum class UnwindTableError {
+  kUnreadable,        // not a file that libelf/libdwfl can read
+  kNotX86_64,         // another machine or a 32-bit file
+  kAddressAbove4GiB,  // code beyond what a row's 32-bit pc can say
+};
+const char* unwind_table_error_name(UnwindTableError error);
+
+using UnwindTableResult = std::variant<UnwindTable, UnwindTableError>;
+
+struct UnwindTableOptions {
+  std::vector<std::string> symbol_dirs;  // also searched for separate debug files
+};
+
+// The table of the file at `path`. With `fd` >= 0 the file is read from that descriptor (the
+// caller keeps it) and `path` only names it, e.g. for the debug-file search next to it.
+UnwindTableResult build_unwind_table(const std::string& path,
+                                     const UnwindTableOptions& options = {}, int fd = -1);
+
+// The row that holds `pc` (a file virtual address) in a sorted table, or nullptr before the
+// first row.
+const UnwindRow* find_unwind_row(const std::vector<UnwindRow>& rows, uint64_t pc);
+
+// Whether a row's CFA rule is one the BPF walk can follow (all but UNKNOWN).
+bool is_usable(const UnwindRow& row);
+
+}  // namespace bpfprof

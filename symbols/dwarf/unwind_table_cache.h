@@ -1,0 +1,88 @@
+// Unwind tables (unwind_table.h) cached across runs, one file per ELF file, so a file is
+// analysed once per machine rather than once per recording.
+//
+// Where: $BPFPROF_CACHE_DIR if set, else /var/cache/bpfprof/unwind-v1 (directories made 0755,
+// files 0644). Key: the file's GNU build-id ("<hex>.tbl"), else its device, inode, size and
+// modification time ("f-<dev>-<ino>-<size>-<mtime ns>.tbl"), so a rebuilt binary at the same
+// path gets a new entry. Files are written to a temporary name and renamed, and every load is
+// checked (magic, version, row size and count, CRC-32, sorted rows, known rules): a file that
+// fails any check is rebuilt and replaced, never trusted.
+//
+// Format, little-endian: the header below, then `row_count` bpfprof_unwind_row. Bump
+// kUnwindCacheVersion (and the directory's -vN) whenever the rows a builder makes change.
+// Not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "symbols/dwarf/unwind_table.h"
+
+namespace bpfprof {
+
+inline constexpr uint32_t kUnwindCacheVersion = 1;
+
+struct UnwindCacheHeader {
+  char magic[8];  // "BPFPUNWT"
+  uint32_t version;
+  uint32_t row_size;  // sizeof(bpfprof_unwind_row)
+  uint64_t row_count;
+  uint32_t rows_crc32;  // zlib's crc32 of the rows' bytes
+  uint32_t reserved;    // 0
+};
+static_assert(sizeof(UnwindCacheHeader) == 32);
+
+// A cache file's bytes for `rows`.
+std::string serialize_unwind_rows(const std::vector<UnwindRow>& rows);
+// The rows of a cache file's bytes; nullopt when any check fails.
+std::optional<std::vector<UnwindRow>> parse_unwind_rows(std::string_view bytes);
+
+enum class UnwindTableSource {
+  kCache,           // loaded from a valid cache file
+  kBuilt,           // built, and stored in the cache
+  kBuiltNotStored,  // built; the cache could not be written (see UnwindTableCache::last_error)
+};
+
+struct CachedUnwindTable {
+  std::vector<UnwindRow> rows;
+  UnwindTableSource source = UnwindTableSource::kBuilt;
+  std::chrono::nanoseconds time{0};  // to load, or to build (storing left out)
+  std::string key;                   // the cache file's name
+  // How the rows cover the file's code: known only when built.
+  std::optional<std::vector<SectionCoverage>> coverage;
+
+  bool from_cache() const { return source == UnwindTableSource::kCache; }
+};
+
+using CachedUnwindTableResult = std::variant<CachedUnwindTable, UnwindTableError>;
+
+class UnwindTableCache {
+ public:
+  // $BPFPROF_CACHE_DIR if set and not empty, else /var/cache/bpfprof/unwind-v1.
+  static std::string default_directory();
+
+  explicit UnwindTableCache(std::string directory = default_directory(),
+                            UnwindTableOptions options = {});
+
+  // The table of the file at `path` (or open as `fd`, which the caller keeps; `path` then only
+  // names it), from the cache when a valid entry exists, else built and stored.
+  CachedUnwindTableResult get(const std::string& path, int fd = -1);
+
+  const std::string& directory() const { return directory_; }
+  // Why the last store failed (empty if it did not).
+  const std::string& last_error() const { return last_error_; }
+
+ private:
+  bool store(const std::string& key, const std::vector<UnwindRow>& rows);
+
+  std::string directory_;
+  UnwindTableOptions options_;
+  std::string last_error_;
+};
+
+}  // namespace bpfprof

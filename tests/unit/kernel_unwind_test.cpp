@@ -1,0 +1,171 @@
+// The in-kernel unwinder's bookkeeping (capture/kernel_unwind) without BPF: which tables are
+// built and loaded where, and what each process's mapping array says.
+#include "userspace/capture/kernel_unwind.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "symbols/elf/elf_file.h"
+
+namespace bpfprof {
+namespace {
+
+const std::string kBinary = std::string(TEST_FIXTURE_DIR) + "/unwind_qsort";
+
+// Keeps what the bookkeeping writes, as the BPF maps would.
+class RecordingSink : public UnwindMapsSink {
+ public:
+  explicit RecordingSink(uint32_t capacity) : rows(capacity) {}
+  uint32_t row_capacity() const override { return static_cast<uint32_t>(rows.size()); }
+  void write_rows(uint32_t first, const std::vector<bpfprof_unwind_row>& written) override {
+    for (size_t i = 0; i < written.size(); ++i) rows.at(first + i) = written[i];
+    row_writes += written.size();
+  }
+  bool write_process(Pid pid, const bpfprof_process_mappings& m) override {
+    if (processes.size() >= process_limit && !processes.contains(pid)) return false;
+    processes[pid] = m;
+    return true;
+  }
+  void remove_process(Pid pid) override { processes.erase(pid); }
+
+  std::vector<bpfprof_unwind_row> rows;
+  size_t row_writes = 0;
+  size_t process_limit = 100;
+  std::map<Pid, bpfprof_process_mappings> processes;
+};
+
+std::vector<bpfprof_unwind_row> rows_of(uint32_t count) {
+  std::vector<bpfprof_unwind_row> rows(count);
+  for (uint32_t i = 0; i < count; ++i) rows[i] = {0x1000 + 16 * i, 8, 0, BPFPROF_CFA_RSP, 0};
+  return rows;
+}
+
+LifecycleEvent mmap_event(Pid pid, uint64_t start, uint64_t length, uint64_t offset,
+                          const std::string& path, const std::string& build_id = "id") {
+  MappingInfo m;
+  m.start = start;
+  m.length = length;
+  m.file_offset = offset;
+  m.path = path;
+  m.build_id = build_id;
+  return LifecycleEvent{MonotonicNs{1}, MmapEvent{pid, Tid{pid.value}, m}};
+}
+
+LifecycleEvent start_event(Pid pid) {
+  return LifecycleEvent{MonotonicNs{1}, ProcessStartEvent{pid, "p", false}};
+}
+
+// The executable segment of the test binary, mapped at `base` as the loader would.
+LifecycleEvent text_mapping(Pid pid, uint64_t base, LoadSegment* segment) {
+  std::unique_ptr<ElfFile> elf = ElfFile::open(kBinary, nullptr);
+  EXPECT_TRUE(elf);
+  for (const LoadSegment& s : elf->load_segments())
+    if (s.executable()) *segment = s;
+  const uint64_t page_offset = segment->file_offset & ~uint64_t{4095};
+  return mmap_event(pid, base + (segment->vaddr & ~uint64_t{4095}), 4096, page_offset, kBinary);
+}
+
+struct Fixture {
+  explicit Fixture(uint32_t capacity = 1000, uint32_t table_rows = 10, bool track_all = false)
+      : sink(capacity),
+        tables(
+            sink,
+            [this, table_rows](const std::string& path) -> CachedUnwindTableResult {
+              ++builds;
+              if (path == "/nonexistent") return UnwindTableError::kUnreadable;
+              CachedUnwindTable table;
+              table.rows = rows_of(table_rows);
+              return table;
+            },
+            track_all) {}
+  void apply(const std::vector<LifecycleEvent>& events) {
+    tables.apply(events, 0);
+    tables.wait_for_tables();
+    tables.flush();
+  }
+  RecordingSink sink;
+  int builds = 0;
+  KernelUnwindTables tables;
+};
+
+TEST(KernelUnwindTables, LoadsATableOnceAndGivesEachMappingItsBias) {
+  Fixture f;
+  LoadSegment text;
+  const uint64_t base = 0x555500000000;
+  f.apply({start_event(Pid{10}), text_mapping(Pid{10}, base, &text), start_event(Pid{11}),
+           text_mapping(Pid{11}, base + 0x10000000, &text)});
+  EXPECT_EQ(f.builds, 1);
+  EXPECT_EQ(f.sink.row_writes, 10u);  // shared by both processes
+  ASSERT_EQ(f.sink.processes.size(), 2u);
+  for (auto [pid, offset] : {std::pair{Pid{10}, uint64_t{0}}, {Pid{11}, uint64_t{0x10000000}}}) {
+    const bpfprof_process_mappings& m = f.sink.processes.at(pid);
+    ASSERT_EQ(m.count, 1u);
+    EXPECT_EQ(m.mappings[0].kind, BPFPROF_MAPPING_TABLE);
+    EXPECT_EQ(m.mappings[0].first_row, 0u);
+    EXPECT_EQ(m.mappings[0].row_count, 10u);
+    // A runtime address minus the bias is the ELF virtual address.
+    const uint64_t runtime = base + offset + text.vaddr + 5;
+    EXPECT_EQ(runtime - m.mappings[0].bias, text.vaddr + 5);
+  }
+  EXPECT_EQ(f.tables.stats().tables_built, 1u);
+  EXPECT_EQ(f.tables.stats().rows_loaded, 10u);
+}
+
+TEST(KernelUnwindTables, UntrackedProcessesGetNothing) {
+  Fixture f;
+  LoadSegment text;
+  f.apply({text_mapping(Pid{20}, 0x400000000, &text)});
+  EXPECT_EQ(f.builds, 0);
+  EXPECT_TRUE(f.sink.processes.empty());
+  // ... until their fork event arrives (from the other ring, after the mappings).
+  f.apply({LifecycleEvent{MonotonicNs{2}, ForkEvent{Pid{1}, Tid{1}, Pid{20}, Tid{20}}}});
+  EXPECT_EQ(f.builds, 1);
+  EXPECT_TRUE(f.sink.processes.contains(Pid{20}));
+}
+
+TEST(KernelUnwindTables, KindsForAnonymousUnreadableAndOversizedFiles) {
+  Fixture f(/*capacity=*/15, /*table_rows=*/10);
+  LoadSegment text;
+  f.apply({start_event(Pid{30}), text_mapping(Pid{30}, 0x100000000, &text),
+           mmap_event(Pid{30}, 0x7000000000, 4096, 0, "//anon", ""),
+           mmap_event(Pid{30}, 0x7100000000, 4096, 0, "/nonexistent", "other"),
+           mmap_event(Pid{30}, 0x7200000000, 4096, 0, kBinary, "third")});
+  const bpfprof_process_mappings& m = f.sink.processes.at(Pid{30});
+  ASSERT_EQ(m.count, 4u);
+  EXPECT_EQ(m.mappings[0].kind, BPFPROF_MAPPING_TABLE);
+  EXPECT_EQ(m.mappings[1].kind, BPFPROF_MAPPING_FRAME_POINTERS);  // JIT code
+  EXPECT_EQ(m.mappings[2].kind, BPFPROF_MAPPING_FALLBACK);        // no table
+  EXPECT_EQ(m.mappings[3].kind, BPFPROF_MAPPING_FALLBACK);        // did not fit
+  EXPECT_EQ(f.tables.stats().files_over_capacity, 1u);
+  EXPECT_EQ(f.tables.stats().tables_failed, 1u);
+}
+
+TEST(KernelUnwindTables, ExecClearsForkCopiesExitRemoves) {
+  Fixture f;
+  LoadSegment text;
+  f.apply({start_event(Pid{40}), text_mapping(Pid{40}, 0x100000000, &text),
+           LifecycleEvent{MonotonicNs{2}, ForkEvent{Pid{40}, Tid{40}, Pid{41}, Tid{41}}}});
+  EXPECT_EQ(f.sink.processes.at(Pid{41}).count, 1u);
+  f.apply({LifecycleEvent{MonotonicNs{3}, AddressSpaceResetEvent{Pid{41}, Tid{41}}}});
+  EXPECT_EQ(f.sink.processes.at(Pid{41}).count, 0u);
+  f.apply({LifecycleEvent{MonotonicNs{4}, ExitEvent{Pid{40}, Tid{40}, CpuTimeNs{0}, 0, true}}});
+  EXPECT_FALSE(f.sink.processes.contains(Pid{40}));
+  EXPECT_TRUE(f.sink.processes.contains(Pid{41}));
+}
+
+TEST(KernelUnwindTables, KeepsTheLowestMappingsOfAProcessWithTooMany) {
+  Fixture f;
+  std::vector<LifecycleEvent> events{start_event(Pid{50})};
+  for (uint64_t i = 0; i < BPFPROF_MAX_PROCESS_MAPPINGS + 5; ++i)
+    events.push_back(mmap_event(Pid{50}, 0x7000000000 + i * 0x10000, 4096, 0, "//anon", ""));
+  f.apply(events);
+  const bpfprof_process_mappings& m = f.sink.processes.at(Pid{50});
+  EXPECT_EQ(m.count, static_cast<uint32_t>(BPFPROF_MAX_PROCESS_MAPPINGS));
+  EXPECT_EQ(m.mappings[0].start, 0x7000000000u);
+  EXPECT_EQ(f.tables.stats().processes_over_mapping_limit, 1u);
+}
+
+}  // namespace
+}  // namespace bpfprof

@@ -1,0 +1,151 @@
+// The unwind table cache (symbols/dwarf/unwind_table_cache.h): entries round-trip, and a
+// damaged, cut, other-version or out-of-date entry is rebuilt, never trusted.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "symbols/dwarf/unwind_table_cache.h"
+#include "symbols/util/read_file.h"
+#include "tests/unit/test_commands.h"
+
+namespace bpfprof {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_helpers::write_file;
+
+const std::string kPltLoop = std::string(TEST_FIXTURE_DIR) + "/plt_loop";
+const std::string kBigFrame = std::string(TEST_FIXTURE_DIR) + "/big_frame";
+
+class UnwindTableCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/bpfprof-unwind-cache-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    root_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  CachedUnwindTable get(UnwindTableCache& cache, const std::string& path) {
+    CachedUnwindTableResult result = cache.get(path);
+    if (const auto* error = std::get_if<UnwindTableError>(&result)) {
+      ADD_FAILURE() << path << ": " << unwind_table_error_name(*error);
+      return {};
+    }
+    return std::get<CachedUnwindTable>(std::move(result));
+  }
+
+  // Builds once, changes the entry with `damage`, and expects the next get() to rebuild it.
+  template <typename Damage>
+  void expect_rebuilt_after(Damage damage) {
+    UnwindTableCache cache(root_ + "/cache");
+    const CachedUnwindTable built = get(cache, kPltLoop);
+    ASSERT_EQ(built.source, UnwindTableSource::kBuilt) << cache.last_error();
+    const fs::path entry = root_ + "/cache/" + built.key;
+    std::string bytes = read_entire_file(entry).value();
+    damage(bytes);
+    write_file(entry, bytes);
+    const CachedUnwindTable again = get(cache, kPltLoop);
+    EXPECT_EQ(again.source, UnwindTableSource::kBuilt);
+    EXPECT_EQ(serialize_unwind_rows(again.rows), serialize_unwind_rows(built.rows));
+    EXPECT_EQ(get(cache, kPltLoop).source, UnwindTableSource::kCache);  // replaced for good
+  }
+
+  std::string root_;
+};
+
+TEST_F(UnwindTableCacheTest, SecondGetLoadsTheSameRowsFromTheCache) {
+  UnwindTableCache cache(root_ + "/a/b");
+  const CachedUnwindTable built = get(cache, kPltLoop);
+  EXPECT_EQ(built.source, UnwindTableSource::kBuilt) << cache.last_error();
+  EXPECT_TRUE(built.coverage.has_value());
+  EXPECT_FALSE(built.rows.empty());
+  UnwindTableCache next_run(root_ + "/a/b");
+  const CachedUnwindTable loaded = get(next_run, kPltLoop);
+  EXPECT_TRUE(loaded.from_cache());
+  EXPECT_EQ(loaded.key, built.key);
+  EXPECT_EQ(serialize_unwind_rows(loaded.rows), serialize_unwind_rows(built.rows));
+  struct stat st;
+  ASSERT_EQ(stat((root_ + "/a/b/" + built.key).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  ASSERT_EQ(stat((root_ + "/a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  // Nothing but the entry is left behind (no temporary files).
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_ + "/a/b"), fs::directory_iterator()), 1);
+}
+
+TEST_F(UnwindTableCacheTest, KeyedByBuildId) {
+  UnwindTableCache cache(root_);
+  EXPECT_EQ(get(cache, kPltLoop).key.size(), 40u + 4u);  // 20-byte build-id in hex, ".tbl"
+}
+
+TEST_F(UnwindTableCacheTest, AFlippedByteIsRebuilt) {
+  expect_rebuilt_after([](std::string& bytes) { bytes[bytes.size() - 3] ^= 0x40; });
+}
+
+TEST_F(UnwindTableCacheTest, AFlippedHeaderByteIsRebuilt) {
+  expect_rebuilt_after([](std::string& bytes) { bytes[17] ^= 0x01; });  // row_count
+}
+
+TEST_F(UnwindTableCacheTest, ATruncatedEntryIsRebuilt) {
+  expect_rebuilt_after([](std::string& bytes) { bytes.resize(bytes.size() - 5); });
+}
+
+TEST_F(UnwindTableCacheTest, AnEmptyEntryIsRebuilt) {
+  expect_rebuilt_after([](std::string& bytes) { bytes.clear(); });
+}
+
+TEST_F(UnwindTableCacheTest, AnotherVersionIsRebuilt) {
+  expect_rebuilt_after([](std::string& bytes) { bytes[8] = char(kUnwindCacheVersion + 1); });
+}
+
+TEST_F(UnwindTableCacheTest, AnotherFileAtTheSamePathIsRebuilt) {
+  // Without a build-id the key is device, inode, size and mtime.
+  const std::string copy = root_ + "/program";
+  const std::string strip = "objcopy --remove-section .note.gnu.build-id ";
+  ASSERT_EQ(std::system((strip + kPltLoop + " " + copy).c_str()), 0);
+  UnwindTableCache cache(root_ + "/cache");
+  const CachedUnwindTable first = get(cache, copy);
+  EXPECT_EQ(first.key.rfind("f-", 0), 0u) << first.key;
+  EXPECT_EQ(get(cache, copy).source, UnwindTableSource::kCache);
+  ASSERT_EQ(std::system((strip + kBigFrame + " " + copy).c_str()), 0);
+  const CachedUnwindTable second = get(cache, copy);
+  EXPECT_EQ(second.source, UnwindTableSource::kBuilt);
+  EXPECT_NE(second.key, first.key);
+  EXPECT_NE(serialize_unwind_rows(second.rows), serialize_unwind_rows(first.rows));
+}
+
+TEST_F(UnwindTableCacheTest, AnUnwritableDirectoryStillGivesTheTable) {
+  UnwindTableCache cache("/dev/null/cache");
+  const CachedUnwindTable table = get(cache, kPltLoop);
+  EXPECT_EQ(table.source, UnwindTableSource::kBuiltNotStored);
+  EXPECT_FALSE(table.rows.empty());
+  EXPECT_NE(cache.last_error().find("/dev/null"), std::string::npos);
+}
+
+TEST_F(UnwindTableCacheTest, DirectoryFromTheEnvironment) {
+  setenv("BPFPROF_CACHE_DIR", root_.c_str(), 1);
+  EXPECT_EQ(UnwindTableCache::default_directory(), root_);
+  unsetenv("BPFPROF_CACHE_DIR");
+  EXPECT_EQ(UnwindTableCache::default_directory(), "/var/cache/bpfprof/unwind-v1");
+}
+
+TEST(UnwindTableFile, RejectsUnsortedRowsAndUnknownRules) {
+  std::vector<UnwindRow> rows = {{0x1000, 8, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME},
+                                 {0x1004, 16, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME}};
+  EXPECT_TRUE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
+  std::swap(rows[0], rows[1]);
+  EXPECT_FALSE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
+  std::swap(rows[0], rows[1]);
+  rows[1].cfa_rule = 9;
+  EXPECT_FALSE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
+  EXPECT_TRUE(parse_unwind_rows(serialize_unwind_rows({})).value().empty());
+}
+
+}  // namespace
+}  // namespace bpfprof

@@ -1,0 +1,289 @@
+// The compact unwind tables (symbols/dwarf/unwind_table.h) against libdw's own reading of
+// the call-frame information, address by address, on this machine's libc, libstdc++ and
+// python3.11; the special rows on the fixtures; the coverage of .text.
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "symbols/dwarf/dwarf_module.h"
+#include "symbols/dwarf/unwind_table.h"
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/unique_handle.h"
+
+namespace bpfprof {
+namespace {
+
+const char* const kLibc = "/lib/x86_64-linux-gnu/libc.so.6";
+const char* const kLibstdcxx = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
+const char* const kPython = "/usr/bin/python3.11";
+
+UnwindTable table_of(const std::string& path) {
+  UnwindTableResult result = build_unwind_table(path);
+  if (const auto* error = std::get_if<UnwindTableError>(&result)) {
+    ADD_FAILURE() << path << ": " << unwind_table_error_name(*error);
+    return {};
+  }
+  return std::get<UnwindTable>(std::move(result));
+}
+
+// ---- The reference: libdw's rules spelled out as text, then read as a table row would be.
+
+std::string op_text(const Dwarf_Op& op) {
+  const auto sign = [](Dwarf_Word w) { return std::to_string(static_cast<int64_t>(w)); };
+  if (op.atom == DW_OP_bregx) return "r" + std::to_string(op.number) + "+" + sign(op.number2);
+  if (op.atom >= DW_OP_breg0 && op.atom <= DW_OP_breg31)
+    return "r" + std::to_string(op.atom - DW_OP_breg0) + "+" + sign(op.number);
+  if (op.atom == DW_OP_call_frame_cfa) return "cfa";
+  if (op.atom == DW_OP_plus_uconst) return "+" + sign(op.number);
+  return "op" + std::to_string(op.atom);
+}
+
+std::string ops_text(const Dwarf_Op* ops, size_t count) {
+  std::string text;
+  for (size_t i = 0; i < count; ++i) text += (i ? " " : "") + op_text(ops[i]);
+  return text;
+}
+
+std::string register_text(Dwarf_Frame* frame, int regno) {
+  Dwarf_Op mem[3];
+  Dwarf_Op* ops = nullptr;
+  size_t count = 0;
+  if (dwarf_frame_register(frame, regno, mem, &ops, &count) != 0) return "error";
+  if (count == 0) return ops == nullptr ? "same" : "undefined";
+  return ops_text(ops, count);
+}
+
+// "rsp+16 rbp=same", "plt+8 rbp@-16", "root", "signal" or "unknown", from libdw at `pc`.
+std::string expected_rule(Dwarf_CFI* cfi, uint64_t pc) {
+  Dwarf_Frame* frame = nullptr;
+  if (dwarf_cfi_addrframe(cfi, pc, &frame) != 0) return "unknown";
+  std::unique_ptr<Dwarf_Frame, decltype(&free)> owner(frame, &free);
+  Dwarf_Addr start, end;
+  bool signal = false;
+  dwarf_frame_info(frame, &start, &end, &signal);
+  if (signal) return "signal";
+  const std::string ra = register_text(frame, 16);
+  if (ra == "undefined") return "root";
+  Dwarf_Op* ops = nullptr;
+  size_t count = 0;
+  if (ra != "cfa +-8" || dwarf_frame_cfa(frame, &ops, &count) != 0) return "unknown";
+  std::string cfa = ops_text(ops, count);
+  // binutils' PLT expression: DW_OP_breg7 8, breg16 0, lit15, and, lit11, ge, lit3, shl, plus.
+  if (cfa == "r7+8 r16+0 op63 op26 op59 op42 op51 op36 op34")
+    cfa = "plt+8";
+  else if (cfa.rfind("r7+", 0) == 0 && cfa.find(' ') == std::string::npos)
+    cfa.replace(0, 2, "rsp");
+  else if (cfa.rfind("r6+", 0) == 0 && cfa.find(' ') == std::string::npos)
+    cfa.replace(0, 2, "rbp");
+  else
+    return "unknown";
+  const std::string rbp = register_text(frame, 6);
+  if (rbp == "same") return cfa + " rbp=same";
+  if (rbp == "cfa") return cfa + " rbp@0";
+  if (rbp.rfind("cfa +", 0) == 0) return cfa + " rbp@" + rbp.substr(5);
+  return cfa + " rbp=?";
+}
+
+std::string row_text(const UnwindRow* row) {
+  if (row == nullptr) return "unknown";
+  std::string cfa;
+  switch (row->cfa_rule) {
+    case BPFPROF_CFA_RSP:
+      cfa = "rsp+";
+      break;
+    case BPFPROF_CFA_RBP:
+      cfa = "rbp+";
+      break;
+    case BPFPROF_CFA_PLT:
+      cfa = "plt+";
+      break;
+    case BPFPROF_CFA_ROOT:
+      return "root";
+    case BPFPROF_CFA_SIGNAL:
+      return "signal";
+    default:
+      return "unknown";
+  }
+  cfa += std::to_string(row->cfa_offset);
+  if (row->rbp_rule == BPFPROF_RBP_SAME) return cfa + " rbp=same";
+  if (row->rbp_rule == BPFPROF_RBP_AT_CFA) return cfa + " rbp@" + std::to_string(row->rbp_offset);
+  return cfa + " rbp=?";
+}
+
+struct ElfCloser {
+  void operator()(Elf* elf) const noexcept { elf_end(elf); }
+};
+
+// Every 7th address of every executable section, and both sides of every row boundary.
+void expect_table_agrees_with_libdw(const std::string& path) {
+  const UnwindTable table = table_of(path);
+  ASSERT_FALSE(table.rows.empty()) << path;
+  elf_version(EV_CURRENT);
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  Dwarf_CFI* cfi = dwarf_getcfi_elf(elf.get());
+  ASSERT_NE(cfi, nullptr) << path;
+  std::vector<uint64_t> pcs;
+  for (const SectionCoverage& section : table.coverage)
+    for (uint64_t pc = section.start; pc < section.end; pc += 7) pcs.push_back(pc);
+  for (const UnwindRow& row : table.rows) pcs.insert(pcs.end(), {row.pc - 1u, row.pc});
+  size_t mismatches = 0;
+  for (uint64_t pc : pcs) {
+    const std::string expected = expected_rule(cfi, pc);
+    const std::string actual = row_text(find_unwind_row(table.rows, pc));
+    if (expected == actual) continue;
+    if (++mismatches <= 10)
+      ADD_FAILURE() << path << " at 0x" << std::hex << pc << ": libdw " << expected << ", table "
+                    << actual;
+  }
+  EXPECT_EQ(mismatches, 0u) << path << ": " << pcs.size() << " addresses checked";
+  dwarf_cfi_end(cfi);
+}
+
+TEST(UnwindTable, LibcAgreesWithLibdwAtEveryCheckedAddress) {
+  expect_table_agrees_with_libdw(kLibc);
+}
+TEST(UnwindTable, LibstdcxxAgreesWithLibdwAtEveryCheckedAddress) {
+  expect_table_agrees_with_libdw(kLibstdcxx);
+}
+TEST(UnwindTable, Python311AgreesWithLibdwAtEveryCheckedAddress) {
+  expect_table_agrees_with_libdw(kPython);
+}
+
+// ---- Coverage of .text: at least 99.9% of its code (padding between functions left out).
+
+void expect_text_covered(const std::string& path) {
+  const UnwindTable table = table_of(path);
+  const std::unique_ptr<DwarfModule> module = DwarfModule::open(path, {});
+  ASSERT_NE(module, nullptr);
+  for (const SectionCoverage& section : table.coverage) {
+    if (section.name != ".text") continue;
+    const double share = double(section.covered_bytes) / double(section.code_bytes());
+    std::printf("%s .text: %.4f%% of %lu code bytes covered (%lu bytes of padding left out)\n",
+                path.c_str(), 100 * share, section.code_bytes(), section.padding_bytes);
+    for (size_t gap = 0; gap < kUnwindGapKinds; ++gap)
+      if (section.uncovered_bytes[gap] != 0)
+        std::printf("  not covered: %lu bytes, %s\n", section.uncovered_bytes[gap],
+                    unwind_gap_name(static_cast<UnwindGap>(gap)));
+    // The UNKNOWN rows inside a named function (padding has no symbol).
+    for (size_t i = 0; i + 1 < table.rows.size(); ++i) {
+      const UnwindRow& row = table.rows[i];
+      if (is_usable(row) || row.pc < section.start || row.pc >= section.end) continue;
+      if (const Symbol* symbol = module->symbol_at(row.pc))
+        std::printf("  0x%x..0x%x in %s\n", row.pc, table.rows[i + 1].pc, symbol->name.c_str());
+    }
+    EXPECT_GE(share, 0.999) << path;
+    return;
+  }
+  ADD_FAILURE() << path << " has no .text";
+}
+
+TEST(UnwindTable, CoversLibcText) { expect_text_covered(kLibc); }
+TEST(UnwindTable, CoversLibstdcxxText) { expect_text_covered(kLibstdcxx); }
+TEST(UnwindTable, CoversPython311Text) { expect_text_covered(kPython); }
+
+// ---- Special rows on known code.
+
+const SectionCoverage* section_named(const UnwindTable& table, std::string_view name) {
+  for (const SectionCoverage& section : table.coverage)
+    if (section.name == name) return &section;
+  return nullptr;
+}
+
+const Symbol* symbol_named(const ElfFile& elf, std::string_view name) {
+  for (const Symbol& symbol : elf.symbols())
+    if (symbol.name == name) return &symbol;
+  return nullptr;
+}
+
+const std::string kPltLoop = std::string(TEST_FIXTURE_DIR) + "/plt_loop";
+const std::string kBigFrame = std::string(TEST_FIXTURE_DIR) + "/big_frame";
+
+TEST(UnwindTable, PltEntriesGetThePltRule) {
+  const UnwindTable table = table_of(kPltLoop);
+  const SectionCoverage* plt = section_named(table, ".plt");
+  ASSERT_NE(plt, nullptr);
+  ASSERT_GE(plt->end - plt->start, 32u);  // PLT0 and labs@plt at least
+  for (uint64_t pc = plt->start + 16; pc < plt->end; ++pc) {
+    const UnwindRow* row = find_unwind_row(table.rows, pc);
+    ASSERT_NE(row, nullptr);
+    EXPECT_EQ(row->cfa_rule, BPFPROF_CFA_PLT) << std::hex << pc;
+    EXPECT_EQ(row->cfa_offset, 8);
+  }
+  // PLT0 pushes once: sp + 16, then sp + 24.
+  EXPECT_EQ(find_unwind_row(table.rows, plt->start)->cfa_offset, 16);
+  EXPECT_EQ(find_unwind_row(table.rows, plt->start + 6)->cfa_offset, 24);
+}
+
+TEST(UnwindTable, StartIsARoot) {
+  const UnwindTable table = table_of(kPltLoop);
+  const std::unique_ptr<ElfFile> elf = ElfFile::open(kPltLoop, nullptr);
+  ASSERT_NE(elf, nullptr);
+  const Symbol* start = symbol_named(*elf, "_start");
+  ASSERT_NE(start, nullptr);
+  const UnwindRow* row = find_unwind_row(table.rows, start->address + 4);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->cfa_rule, BPFPROF_CFA_ROOT);
+  const Symbol* main_function = symbol_named(*elf, "main");
+  ASSERT_NE(main_function, nullptr);
+  EXPECT_EQ(find_unwind_row(table.rows, main_function->address)->cfa_rule, BPFPROF_CFA_RSP);
+}
+
+TEST(UnwindTable, LibcSignalTrampolineIsTheOnlySignalRow) {
+  const UnwindTable table = table_of(kLibc);
+  const std::unique_ptr<DwarfModule> module = DwarfModule::open(kLibc, {});
+  ASSERT_NE(module, nullptr);
+  std::vector<std::string> names;
+  for (const UnwindRow& row : table.rows) {
+    if (row.cfa_rule != BPFPROF_CFA_SIGNAL) continue;
+    const Symbol* symbol = module->symbol_at(row.pc + 1);  // the FDE starts a byte early
+    names.push_back(symbol != nullptr ? symbol->name : "?");
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"__restore_rt"});
+}
+
+TEST(UnwindTable, TwentyKilobyteFrameHasItsLargeOffset) {
+  const UnwindTable table = table_of(kBigFrame);
+  const std::unique_ptr<ElfFile> elf = ElfFile::open(kBigFrame, nullptr);
+  ASSERT_NE(elf, nullptr);
+  const Symbol* big_frame = symbol_named(*elf, "big_frame");
+  ASSERT_NE(big_frame, nullptr);
+  int32_t largest = 0;
+  for (uint64_t pc = big_frame->address; pc < big_frame->address + big_frame->size; ++pc) {
+    const UnwindRow* row = find_unwind_row(table.rows, pc);
+    ASSERT_NE(row, nullptr);
+    ASSERT_EQ(row->cfa_rule, BPFPROF_CFA_RSP) << std::hex << pc;
+    largest = std::max(largest, row->cfa_offset);
+  }
+  EXPECT_GT(largest, 20480);
+}
+
+TEST(UnwindTable, RowsAreSortedMergedAndClosed) {
+  const UnwindTable table = table_of(kLibc);
+  for (size_t i = 1; i < table.rows.size(); ++i) {
+    const UnwindRow& a = table.rows[i - 1];
+    const UnwindRow& b = table.rows[i];
+    ASSERT_LT(a.pc, b.pc);
+    const bool same = a.cfa_rule == b.cfa_rule && a.cfa_offset == b.cfa_offset &&
+                      a.rbp_rule == b.rbp_rule && a.rbp_offset == b.rbp_offset;
+    ASSERT_FALSE(same) << std::hex << b.pc;
+  }
+  EXPECT_EQ(table.rows.back().cfa_rule, BPFPROF_CFA_UNKNOWN);
+  EXPECT_EQ(find_unwind_row(table.rows, 0), nullptr);
+}
+
+TEST(UnwindTable, RefusesWhatItCannotRead) {
+  EXPECT_EQ(std::get<UnwindTableError>(build_unwind_table("/nonexistent/file")),
+            UnwindTableError::kUnreadable);
+  EXPECT_EQ(std::get<UnwindTableError>(build_unwind_table("/etc/passwd")),
+            UnwindTableError::kUnreadable);
+}
+
+}  // namespace
+}  // namespace bpfprof

@@ -1,0 +1,241 @@
+#include "userspace/capture/kernel_unwind.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "symbols/elf/elf_file.h"
+#include "symbols/relative_address.h"
+#include "symbols/symbolizer.h"
+#include "symbols/util/mapping_kind.h"
+#include "symbols/util/mapping_ranges.h"
+#include "symbols/util/text.h"
+
+namespace bpfprof {
+
+std::string unwind_file_key(const MappingInfo& mapping) {
+  const MappingKind kind = classify_mapping(mapping.path);
+  // The vdso is the same image in every process (clock_gettime: where timing loops sample).
+  if (kind == MappingKind::kVdso) return vdso_image_path().empty() ? "" : "vdso";
+  if (kind != MappingKind::kFile) return {};
+  if (!mapping.build_id.empty()) return "build-id " + hex_string(mapping.build_id);
+  return "path " + std::to_string(mapping.mount_namespace) + ":" + mapping.path;
+}
+
+KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider,
+                                       bool track_all)
+    : sink_(sink), provider_(std::move(provider)), track_all_(track_all) {
+  stats_.row_capacity = sink_.row_capacity();
+  worker_ = std::thread([this] { build_tables(); });
+}
+
+KernelUnwindTables::~KernelUnwindTables() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_worker_.notify_all();
+  worker_.join();
+}
+
+void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t from) {
+  for (size_t i = from; i < events.size(); ++i) {
+    const LifecyclePayload& payload = events[i].payload;
+    latest_ = std::max(latest_, events[i].time);
+    if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
+      add_mapping(events[i].time, mmap->pid, mmap->mapping);
+    } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
+      Process& process = processes_[reset->pid];
+      process.mappings.clear();  // exec: the new image's mappings follow
+      process.last_change = events[i].time;
+      if (process.tracked) changed_.insert(reset->pid);
+    } else if (const auto* fork = std::get_if<ForkEvent>(&payload)) {
+      // Forks come from BPF, for tracked parents only. A new thread shares the mappings.
+      if (fork->child_pid == fork->parent_pid) continue;
+      // The child's own mappings (an exec's, from the side band) may have come first: they
+      // are newer than the address space it inherited.
+      auto parent = processes_.find(fork->parent_pid);
+      Process& child = processes_[fork->child_pid];
+      if (child.mappings.empty() && parent != processes_.end())
+        child.mappings = parent->second.mappings;
+      track(fork->child_pid);
+    } else if (const auto* exec = std::get_if<ExecEvent>(&payload)) {
+      track(exec->pid);
+    } else if (const auto* start = std::get_if<ProcessStartEvent>(&payload)) {
+      track(start->pid);
+    } else if (const auto* existing = std::get_if<ExistingProcessEvent>(&payload)) {
+      track(existing->pid);
+    } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
+      if (!exit->group_dead) continue;
+      processes_.erase(exit->pid);
+      changed_.erase(exit->pid);
+      sink_.remove_process(exit->pid);
+    }
+  }
+}
+
+void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info) {
+  Mapping mapping{info.start,
+                  info.start + info.length,
+                  info.file_offset,
+                  unwind_file_key(info),
+                  classify_mapping(info.path) == MappingKind::kVdso ? vdso_image_path()
+                  : info.access_path.empty()                        ? info.path
+                                                                    : info.access_path,
+                  classify_mapping(info.path) == MappingKind::kAnonymousCode};
+  Process& process = processes_[pid];
+  insert_replacing_overlaps(process.mappings, mapping);
+  process.last_change = time;
+  if (!process.tracked && track_all_) process.tracked = true;
+  if (!process.tracked) return;
+  changed_.insert(pid);
+  queue_table(mapping);
+}
+
+// A process whose samples the kernel takes: its mappings go to the kernel, its files' tables
+// are built.
+void KernelUnwindTables::track(Pid pid) {
+  Process& process = processes_[pid];
+  changed_.insert(pid);
+  if (process.tracked) return;
+  process.tracked = true;
+  for (const auto& [start, mapping] : process.mappings) queue_table(mapping);
+}
+
+void KernelUnwindTables::queue_table(const Mapping& mapping) {
+  if (mapping.file.empty() || files_.contains(mapping.file)) return;
+  files_.emplace(mapping.file, FileTable{});
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(BuildJob{mapping.file, mapping.path});
+    ++pending_;
+  }
+  wake_worker_.notify_one();
+}
+
+// The side band reports the mappings of every process on the machine; those of a process
+// that is not tracked are kept a while (its fork event, from another ring, may come a batch
+// later), then forgotten.
+void KernelUnwindTables::forget_untracked(MonotonicNs now) {
+  constexpr uint64_t kGraceNs = 2'000'000'000;
+  std::erase_if(processes_, [&](const auto& entry) {
+    const Process& p = entry.second;
+    return !p.tracked && now.value > p.last_change.value + kGraceNs;
+  });
+}
+
+void KernelUnwindTables::build_tables() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wake_worker_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    if (stopping_) return;
+    BuildJob job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    BuildResult result{job.file, provider_(job.path), ElfFile::open(job.path, nullptr)};
+    lock.lock();
+    results_.push_back(std::move(result));
+    --pending_;
+    job_done_.notify_all();
+  }
+}
+
+void KernelUnwindTables::wait_for_tables() {
+  std::unique_lock lock(mutex_);
+  job_done_.wait(lock, [this] { return pending_ == 0; });
+}
+
+bool KernelUnwindTables::building() {
+  std::lock_guard lock(mutex_);
+  return pending_ > 0 || !results_.empty();
+}
+
+void KernelUnwindTables::flush() {
+  std::vector<BuildResult> results;
+  {
+    std::lock_guard lock(mutex_);
+    results.swap(results_);
+  }
+  for (BuildResult& result : results) load(result);
+  for (Pid pid : changed_) write_process(pid);
+  changed_.clear();
+  forget_untracked(latest_);
+}
+
+// Appends a built table to the row array (once per file, shared by every process mapping
+// it) and marks the processes that map the file for rewriting.
+void KernelUnwindTables::load(BuildResult& result) {
+  FileTable& file = files_[result.file];
+  const auto* table = std::get_if<CachedUnwindTable>(&result.table);
+  if (!table || !result.elf) {
+    file.status = TableStatus::kUnavailable;
+    ++stats_.tables_failed;
+  } else {
+    stats_.table_ms += std::chrono::duration<double, std::milli>(table->time).count();
+    ++(table->from_cache() ? stats_.tables_from_cache : stats_.tables_built);
+    file.elf = std::move(result.elf);
+    if (table->rows.empty()) {
+      file.status = TableStatus::kNoRows;
+    } else if (table->rows.size() > sink_.row_capacity() - next_row_) {
+      file.status = TableStatus::kOverCapacity;
+      ++stats_.files_over_capacity;
+    } else {
+      sink_.write_rows(next_row_, table->rows);
+      file.status = TableStatus::kLoaded;
+      file.first_row = next_row_;
+      file.row_count = static_cast<uint32_t>(table->rows.size());
+      next_row_ += file.row_count;
+      stats_.rows_loaded += table->rows.size();
+    }
+  }
+  for (const auto& [pid, process] : processes_)
+    for (const auto& [start, mapping] : process.mappings)
+      if (process.tracked && mapping.file == result.file) {
+        changed_.insert(pid);
+        break;
+      }
+}
+
+// How the walker steps through a frame in `mapping`.
+bpfprof_exec_mapping KernelUnwindTables::describe(const Mapping& mapping) const {
+  bpfprof_exec_mapping out{};
+  out.start = mapping.start;
+  out.end = mapping.end;
+  out.kind = mapping.anonymous ? BPFPROF_MAPPING_FRAME_POINTERS : BPFPROF_MAPPING_FALLBACK;
+  auto file = files_.find(mapping.file);
+  if (file == files_.end()) return out;
+  const FileTable& table = file->second;
+  // Like libdwfl, code in a file without call-frame information is walked with frame
+  // pointers.
+  if (table.status == TableStatus::kNoRows) out.kind = BPFPROF_MAPPING_FRAME_POINTERS;
+  if (table.status != TableStatus::kLoaded) return out;
+  MapEntry entry;
+  entry.start = mapping.start;
+  entry.end = mapping.end;
+  entry.file_offset = mapping.file_offset;
+  const std::optional<uint64_t> relative = relative_address(mapping.start, entry, *table.elf);
+  if (!relative) return out;  // no loaded segment there: nothing to look up
+  out.bias = mapping.start - vaddr_for_relative(*relative, *table.elf);
+  out.first_row = table.first_row;
+  out.row_count = table.row_count;
+  out.kind = BPFPROF_MAPPING_TABLE;
+  return out;
+}
+
+void KernelUnwindTables::write_process(Pid pid) {
+  auto process = processes_.find(pid);
+  if (process == processes_.end() || !process->second.tracked) return;
+  auto value = std::make_unique<bpfprof_process_mappings>();
+  memset(value.get(), 0, sizeof(*value));
+  for (const auto& [start, mapping] : process->second.mappings) {
+    if (value->count == BPFPROF_MAX_PROCESS_MAPPINGS) {
+      // The lowest mappings are kept; a pc above them falls back to a stack copy.
+      if (over_mapping_limit_.insert(pid).second) ++stats_.processes_over_mapping_limit;
+      break;
+    }
+    value->mappings[value->count++] = describe(mapping);
+  }
+  if (!sink_.write_process(pid, *value)) ++stats_.processes_not_stored;
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,136 @@
+// Keeps the in-kernel unwinder's maps (bpf/unwind_maps.h) in step with the recording: every
+// executable file a tracked process maps gets its compact unwind table built (on a worker
+// thread, by the table builder, which caches tables on disk) and appended once to the global
+// row array; each process's executable mappings are written as a sorted array saying, per
+// mapping, where its file's rows are, or that the walker must use frame pointers (JIT code)
+// or fall back to a stack copy (table not loaded yet). Updated from the lifecycle events the
+// ingest pipeline resolves: MMAP2 side band and /proc snapshots, exec, fork, exit.
+//
+// The maps are reached through UnwindMapsSink only, so the bookkeeping is tested without BPF.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bpf/unwind_maps.h"
+#include "bpf/unwind_table.h"
+#include "symbols/dwarf/unwind_table_cache.h"
+#include "userspace/model/recording.h"
+
+namespace bpfprof {
+
+class ElfFile;
+
+// The table of the ELF file at `path`: from the table builder's cache, else built (in the
+// recorder, UnwindTableCache::get).
+using UnwindTableProvider = std::function<CachedUnwindTableResult(const std::string& path)>;
+
+// The in-kernel unwinder's maps, as the bookkeeping writes them.
+class UnwindMapsSink {
+ public:
+  virtual ~UnwindMapsSink() = default;
+  virtual uint32_t row_capacity() const = 0;
+  // Rows [first, first + rows.size()) of the global row array.
+  virtual void write_rows(uint32_t first, const std::vector<bpfprof_unwind_row>& rows) = 0;
+  // False when the map of processes is full.
+  virtual bool write_process(Pid pid, const bpfprof_process_mappings& mappings) = 0;
+  virtual void remove_process(Pid pid) = 0;
+};
+
+class KernelUnwindTables {
+ public:
+  // `track_all`: every process is sampled (-a); else only those the events introduce (the
+  // command, -p targets, children: the side band reports every process's mappings).
+  KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider, bool track_all);
+  ~KernelUnwindTables();
+  KernelUnwindTables(const KernelUnwindTables&) = delete;
+  KernelUnwindTables& operator=(const KernelUnwindTables&) = delete;
+
+  // Takes the lifecycle events from index `from` on (their files resolved by MappedFiles):
+  // mappings, execs, forks and exits; queues the tables of files not seen before.
+  void apply(const std::vector<LifecycleEvent>& events, size_t from);
+  // Loads the tables built since the last call and writes the processes that changed.
+  void flush();
+  // Blocks until every queued table is built (then flush() loads them).
+  void wait_for_tables();
+  // Tables are queued or being built: their processes' samples fall back meanwhile.
+  bool building();
+  const KernelUnwindStats& stats() const { return stats_; }
+
+ private:
+  enum class TableStatus : uint8_t { kQueued, kLoaded, kNoRows, kUnavailable, kOverCapacity };
+  struct FileTable {
+    TableStatus status = TableStatus::kQueued;
+    uint32_t first_row = 0;
+    uint32_t row_count = 0;
+    std::shared_ptr<const ElfFile> elf;  // its load segments give each mapping's bias
+  };
+  struct Mapping {
+    uint64_t start = 0;
+    uint64_t end = 0;
+    uint64_t file_offset = 0;
+    std::string file;  // key into files_; empty for anonymous or special memory
+    std::string path;  // where to read the file (a held fd's /proc/self/fd path, else its path)
+    bool anonymous = false;
+  };
+  struct Process {
+    std::map<uint64_t, Mapping> mappings;
+    bool tracked = false;
+    MonotonicNs last_change;  // an untracked one is forgotten a while after it
+  };
+  struct BuildJob {
+    std::string file;
+    std::string path;
+  };
+  struct BuildResult {
+    std::string file;
+    CachedUnwindTableResult table;
+    std::shared_ptr<const ElfFile> elf;
+  };
+
+  void add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info);
+  void track(Pid pid);
+  void queue_table(const Mapping& mapping);
+  void forget_untracked(MonotonicNs now);
+  void load(BuildResult& result);
+  void write_process(Pid pid);
+  bpfprof_exec_mapping describe(const Mapping& mapping) const;
+  void build_tables();  // the worker thread
+
+  UnwindMapsSink& sink_;
+  UnwindTableProvider provider_;
+  KernelUnwindStats stats_;
+  uint32_t next_row_ = 0;
+  std::unordered_map<std::string, FileTable> files_;
+  std::unordered_map<Pid, Process> processes_;
+  const bool track_all_;
+  MonotonicNs latest_;  // the time of the latest event applied
+  std::set<Pid> changed_;
+  std::set<Pid> over_mapping_limit_;
+
+  std::mutex mutex_;  // guards jobs_, results_, pending_, stopping_
+  std::condition_variable wake_worker_;
+  std::condition_variable job_done_;
+  std::deque<BuildJob> jobs_;
+  std::vector<BuildResult> results_;
+  size_t pending_ = 0;  // jobs queued or being built
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+// The file key of a mapping: its build-id (the same library reported by MMAP2 and by a /proc
+// snapshot), else its mount namespace and path. Empty for memory that is no file.
+std::string unwind_file_key(const MappingInfo& mapping);
+
+}  // namespace bpfprof

@@ -1,0 +1,78 @@
+#include "userspace/model/unwind_report.h"
+
+#include <cstdio>
+
+#include "bpf/unwind_maps.h"
+
+namespace bpfprof {
+
+namespace {
+
+std::string format(const char* pattern, auto... values) {
+  char text[256];
+  snprintf(text, sizeof text, pattern, values...);
+  return text;
+}
+
+std::string fallback_reasons(const std::vector<uint64_t>& by_reason) {
+  static const char* const kNames[BPFPROF_FALLBACK_REASONS] = {
+      "process not known yet", "pc in no known mapping", "table not loaded yet",
+      "no rule for the pc",    "stack page not present", "deeper than 255 frames",
+      "frame going nowhere",   "frame pointer needed"};
+  std::string text;
+  for (size_t i = 0; i < by_reason.size() && i < BPFPROF_FALLBACK_REASONS; ++i)
+    if (by_reason[i])
+      text +=
+          (text.empty() ? "" : ", ") + std::string(kNames[i]) + " " + std::to_string(by_reason[i]);
+  return text.empty() ? "none" : text;
+}
+
+void describe_tables(const KernelUnwindStats& k,
+                     std::vector<std::pair<std::string, std::string>>& out) {
+  out.emplace_back("Unwind tables",
+                   format("%llu built, %llu from cache, %llu unreadable (%.0f ms); %llu of %u rows "
+                          "loaded; %.1f MB of BPF maps",
+                          static_cast<unsigned long long>(k.tables_built),
+                          static_cast<unsigned long long>(k.tables_from_cache),
+                          static_cast<unsigned long long>(k.tables_failed), k.table_ms,
+                          static_cast<unsigned long long>(k.rows_loaded), k.row_capacity,
+                          static_cast<double>(k.map_bytes) / 1e6));
+  if (k.files_over_capacity || k.processes_over_mapping_limit || k.processes_not_stored)
+    out.emplace_back("Unwind bounds hit",
+                     format("%llu tables did not fit in the row array, %llu processes had more "
+                            "than %d executable mappings, %llu processes did not fit in the map",
+                            static_cast<unsigned long long>(k.files_over_capacity),
+                            static_cast<unsigned long long>(k.processes_over_mapping_limit),
+                            BPFPROF_MAX_PROCESS_MAPPINGS,
+                            static_cast<unsigned long long>(k.processes_not_stored)));
+  out.emplace_back("Kernel walks that fell back", fallback_reasons(k.fallbacks_by_reason));
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> stack_source_report(const Recording& recording) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const RecordingStats& s = recording.stats;
+  if (s.samples)
+    out.emplace_back("Ring-buffer traffic",
+                     format("%.0f bytes per sample", static_cast<double>(s.sample_event_bytes) /
+                                                         static_cast<double>(s.samples)));
+  // A replay has the split (from the events) but not the tables (the recorder's own state).
+  if (recording.call_graph != "dwarf") return out;
+  auto split = [&](const char* label, const StackSources& stacks) {
+    const uint64_t all = stacks.kernel + stacks.copied;
+    if (all)
+      out.emplace_back(label,
+                       format("%.1f%% (%llu; %llu by fallback: stack copy unwound in "
+                              "userspace)",
+                              100.0 * static_cast<double>(stacks.kernel) / static_cast<double>(all),
+                              static_cast<unsigned long long>(stacks.kernel),
+                              static_cast<unsigned long long>(stacks.copied)));
+  };
+  split("User stacks unwound in the kernel", s.on_cpu_stacks);
+  split("Off-CPU user stacks unwound in the kernel", s.off_cpu_stacks);
+  if (s.kernel_unwind) describe_tables(*s.kernel_unwind, out);
+  return out;
+}
+
+}  // namespace bpfprof
