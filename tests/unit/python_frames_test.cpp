@@ -148,3 +148,55 @@ TEST(PythonFrameTable, InternsFunctionsAndLinesOnceAndTellsRawFramesApart) {
 
 }  // namespace
 }  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+// The decoder's path: a Python-stack event (3.12-style shim frames) for a registered
+// interpreter, then the sample's native stack. The code objects cannot be read (made-up
+// addresses in this process), so every frame is "[unknown Python code]": what is checked is
+// where they go and that they are counted.
+TEST(PythonStacks, ShimFramesSplitActivationsAndUnreadableCodeIsCounted) {
+  if (access("/usr/bin/python3.11", R_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3.11";
+  Recording recording;
+  const Pid pid{static_cast<int32_t>(getpid())};
+  MappingInfo text{.start = 0x41f000, .length = 0x2b3000, .file_offset = 0x1f000};
+  text.path = "/usr/bin/python3.11";
+  recording.events.push_back({MonotonicNs{1}, MmapEvent{pid, Tid{pid.value}, text}});
+  PythonProcesses processes;
+  processes.observe(recording.events, 0, recording.stats.python);
+  const PythonInterpreter* interpreter = processes.find(pid);
+  ASSERT_NE(interpreter, nullptr);
+  ASSERT_EQ(processes.take_changes().size(), 1u);
+
+  bpfprof_python_stack_event e{};
+  e.header = {BPFPROF_EVENT_PYTHON_STACK, 0, 1000, static_cast<__u32>(pid.value), 77};
+  const uint64_t codes[] = {0x1000, 0x2000, 0, 0x3000, 0};  // 0: a shim frame
+  for (const uint64_t code : codes) {
+    e.frames[e.depth].code = code ? code : 0x9000;
+    e.frames[e.depth++].flags = code ? 0 : BPFPROF_PYTHON_FRAME_SHIM;
+  }
+  PythonStacks stacks(processes);
+  stacks.take_event(&e, offsetof(bpfprof_python_stack_event, frames) + 5 * sizeof(e.frames[0]),
+                    recording.stats.python);
+  const uint64_t eval = interpreter->eval_start + 16;
+  std::vector<uint64_t> user = {0x10, eval, 0x20, eval, 0x30};
+  stacks.merge_into(pid, Tid{77}, MonotonicNs{1000}, user, recording);
+  ASSERT_EQ(user.size(), 6u);
+  const auto unknown = python_frame_of(user[1]);
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(recording.python_frames.function_of(*unknown).qualified_name, "[unknown Python code]");
+  EXPECT_EQ(user, (std::vector<uint64_t>{0x10, user[1], user[1], 0x20, user[1], 0x30}));
+  EXPECT_EQ(recording.stats.python.stacks, 1u);
+  EXPECT_EQ(recording.stats.python.merged, 1u);
+  EXPECT_EQ(recording.stats.python.unnamed_frames, 3u);
+  EXPECT_EQ(recording.stats.python.mismatched, 0u);
+  // A sample of another time does not take these frames.
+  stacks.take_event(&e, sizeof(e), recording.stats.python);
+  std::vector<uint64_t> later = {0x10, eval};
+  stacks.merge_into(pid, Tid{77}, MonotonicNs{2000}, later, recording);
+  EXPECT_EQ(later, (std::vector<uint64_t>{0x10, eval}));
+}
+
+}  // namespace
+}  // namespace bpfprof

@@ -230,8 +230,8 @@ void BpfPrograms::apply_python_changes(IngestPipeline& pipeline) {
   for (const PythonProcesses::Change& change : pipeline.python_processes().take_changes()) {
     const uint32_t key = static_cast<uint32_t>(change.pid.value);
     if (change.entry) {
-      if (bpf_map__update_elem(skeleton_->maps.python_processes, &key, sizeof(key),
-                               &*change.entry, sizeof(*change.entry), BPF_ANY))
+      if (bpf_map__update_elem(skeleton_->maps.python_processes, &key, sizeof(key), &*change.entry,
+                               sizeof(*change.entry), BPF_ANY))
         pipeline.recording().stats.python.not_read.emplace(
             "pid " + std::to_string(key), "the kernel's table of interpreters is full");
     } else {
