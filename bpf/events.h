@@ -167,6 +167,12 @@ struct bpfprof_comm_event {
  * stack, "<interpreter trampoline>"): the frames inside it belong to that activation. */
 #define BPFPROF_PYTHON_FRAME_SHIM 2u
 
+/* Where a thread's innermost frame hangs. */
+enum bpfprof_python_frame_anchor {
+  BPFPROF_PYTHON_FRAME_IN_CFRAME = 1, /* tstate->cframe->current_frame (3.11, 3.12) */
+  BPFPROF_PYTHON_FRAME_IN_THREAD = 2, /* tstate->current_frame (3.13) */
+};
+
 /* How a version marks where each C-level call of the interpreter loop begins. */
 enum bpfprof_python_entry_marking {
   BPFPROF_PYTHON_ENTRY_FLAG = 1,       /* a bool in the first frame of the call (3.11) */
@@ -205,8 +211,9 @@ struct bpfprof_python_process {
   __u32 interpreter_threads_head;  /* PyInterpreterState.threads.head */
   __u32 thread_next;               /* PyThreadState.next */
   __u32 thread_native_id;          /* PyThreadState.native_thread_id (the tid) */
-  __u32 thread_cframe;             /* PyThreadState.cframe */
-  __u32 cframe_current_frame;      /* _PyCFrame.current_frame */
+  __u32 thread_frame;              /* PyThreadState.cframe, or .current_frame (frame_anchor) */
+  __u32 frame_anchor;              /* enum bpfprof_python_frame_anchor */
+  __u32 cframe_current_frame;      /* with FRAME_IN_CFRAME: _PyCFrame.current_frame */
   __u32 frame_code;                /* _PyInterpreterFrame.f_code */
   __u32 frame_previous;            /* .previous */
   __u32 frame_prev_instr;          /* .prev_instr */

@@ -154,12 +154,10 @@ static __always_inline void send_python_stack(const struct bpfprof_event_header*
   e->depth = 0;
   e->status = BPFPROF_PYTHON_STACK_COMPLETE;
   __u64 thread_state = python_thread_state(p, sample->tid);
-  __u64 cframe = thread_state ? read_user_u64(thread_state + p->thread_cframe) : 0;
-  struct python_frame_walk w = {
-      .process = p,
-      .scratch = s,
-      .frame = cframe ? read_user_u64(cframe + p->cframe_current_frame) : 0,
-  };
+  __u64 frame = thread_state ? read_user_u64(thread_state + p->thread_frame) : 0;
+  if (frame && p->frame_anchor == BPFPROF_PYTHON_FRAME_IN_CFRAME)
+    frame = read_user_u64(frame + p->cframe_current_frame);
+  struct python_frame_walk w = {.process = p, .scratch = s, .frame = frame};
   if (!thread_state)
     e->status = BPFPROF_PYTHON_STACK_NO_THREAD;
   else

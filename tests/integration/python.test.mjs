@@ -15,9 +15,13 @@ import {
 } from './lib/harness.mjs';
 
 const PYTHON = '/usr/bin/python3.11';
-// Another version with a layout entry, where the machine has one (pyenv's shared build:
-// the interpreter is in libpython3.12.so, 3.12 marks activations with shim frames).
-const PYTHON312 = process.env.PYTHON312 ?? '/root/.pyenv/versions/3.12.1/bin/python3.12';
+// The other versions with a layout entry, where the machine has them (pyenv's shared builds:
+// the interpreter is in libpython3.X.so; 3.12 marks activations with shim frames, 3.13 has
+// no _PyCFrame), and one without (3.10: its frames are not read, and the summary says so).
+const PYENV = process.env.PYENV_ROOT ?? '/root/.pyenv';
+const OTHER_PYTHONS = { '3.12': `${PYENV}/versions/3.12.1/bin/python3.12`,
+  '3.13': `${PYENV}/versions/3.13.0/bin/python3.13` };
+const PYTHON310 = `${PYENV}/versions/3.10.13/bin/python3.10`;
 const SCRIPT = join(INTEGRATION_DIR, 'python', 'call_tree.py');
 const SECONDS = 1.0;
 const MIN_ORDERED_SHARE = 0.95;
@@ -155,16 +159,29 @@ describe('python', () => {
     checkOrdered(t, rec.view, 'ordered');
   });
 
-  it('python 3.12 (a second layout entry): the same call tree, and its layout checked', async (t) => {
-    if (!existsSync(PYTHON312)) return t.skip(`no ${PYTHON312} (PYTHON312)`);
+  for (const [version, python] of Object.entries(OTHER_PYTHONS)) {
+    it(`python ${version} (its own layout entry): the same call tree, and its layout checked`, async (t) => {
+      if (!existsSync(python)) return t.skip(`no ${python}`);
+      if (!requireRecorder(t)) return;
+      const offsets = await run(python, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
+        join(REPO_DIR, 'userspace', 'capture', 'python_layout.h')]);
+      t.diagnostic(offsets.stdout.trim());
+      assert.equal(offsets.code, 0, `${offsets.stdout}${offsets.stderr}`);
+      const r = await recordWith(`python-launch-${version}`, ['--', python, SCRIPT, String(SECONDS)]);
+      assert.doesNotMatch(r.result.stderr, /not a CPython interpreter/, 'its launcher executable is not reported');
+      checkOrdered(t, r.view, `ordered${version}`);
+    });
+  }
+
+  it('python 3.10 (no layout entry): native frames as before, and one line in the summary', async (t) => {
+    if (!existsSync(PYTHON310)) return t.skip(`no ${PYTHON310}`);
     if (!requireRecorder(t)) return;
-    const offsets = await run(PYTHON312, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
-      join(REPO_DIR, 'userspace', 'capture', 'python_layout.h')]);
-    t.diagnostic(offsets.stdout.trim());
-    assert.equal(offsets.code, 0, `${offsets.stdout}${offsets.stderr}`);
-    const r = await recordWith('python-launch-312', ['--', PYTHON312, SCRIPT, String(SECONDS)]);
-    assert.doesNotMatch(r.result.stderr, /not a CPython interpreter/, 'its launcher executable is not reported');
-    checkOrdered(t, r.view, 'ordered312');
+    const r = await recordWith('python-launch-3.10', ['--', PYTHON310, SCRIPT, '0.3']);
+    assert.match(r.result.stderr, /python 3\.10: no layout for this version, frames not read/);
+    for (const th of pythonThreads(r.view))
+      for (const s of r.view.samples(th)) assert.equal(pythonFrames(s.frames).length, 0);
+    const s = r.view.share(pythonThreads(r.view)[0], (f) => f.some((x) => x.name === '_PyEval_EvalFrameDefault'));
+    assert.ok(s.share > 0.5, `native interpreter frames in ${pct(s.share)}`);
   });
 
   it('a module imported by the program runs its top-level code under the importing function', (t) => {

@@ -28,7 +28,8 @@ struct PythonLayout {
   uint32_t interpreter_threads_head;
   uint32_t thread_next;
   uint32_t thread_native_id;
-  uint32_t thread_cframe;
+  uint32_t thread_frame;  // the cframe, or the current frame itself (frame_anchor)
+  bpfprof_python_frame_anchor frame_anchor;
   uint32_t cframe_current_frame;
   // The frame walk.
   uint32_t frame_code;
@@ -65,7 +66,8 @@ inline constexpr PythonLayout kPython311{
     .interpreter_threads_head = 16,
     .thread_next = 8,
     .thread_native_id = 160,
-    .thread_cframe = 56,
+    .thread_frame = 56,
+    .frame_anchor = BPFPROF_PYTHON_FRAME_IN_CFRAME,
     .cframe_current_frame = 8,
     .frame_code = 32,
     .frame_previous = 48,
@@ -98,7 +100,8 @@ inline constexpr PythonLayout kPython312{
     .interpreter_threads_head = 72,
     .thread_next = 8,
     .thread_native_id = 144,
-    .thread_cframe = 56,
+    .thread_frame = 56,
+    .frame_anchor = BPFPROF_PYTHON_FRAME_IN_CFRAME,
     .cframe_current_frame = 0,
     .frame_code = 0,
     .frame_previous = 8,
@@ -122,7 +125,43 @@ inline constexpr PythonLayout kPython312{
     .runtime_min_size = 48,
 };
 
-inline constexpr PythonLayout kPythonLayouts[] = {kPython311, kPython312};
+// 3.13: no _PyCFrame (the thread state points at its current frame), f_code became
+// f_executable and prev_instr instr_ptr (at the same places), the interpreter state grew (its
+// thread list is 7 KB in). 3.13 also describes itself in _Py_DebugOffsets at the start of
+// _PyRuntime; this entry was read off v3.13's headers and confirmed on pyenv's 3.13.0
+// (offsets.py).
+inline constexpr PythonLayout kPython313{
+    .version = {3, 13},
+    .runtime_interpreters_head = 632,
+    .interpreter_threads_head = 7344,
+    .thread_next = 8,
+    .thread_native_id = 160,
+    .thread_frame = 72,
+    .frame_anchor = BPFPROF_PYTHON_FRAME_IN_THREAD,
+    .cframe_current_frame = 0,
+    .frame_code = 0,
+    .frame_previous = 8,
+    .frame_prev_instr = 56,
+    .frame_entry = 70,
+    .entry_marking = BPFPROF_PYTHON_ENTRY_SHIM_FRAME,
+    .shim_owner = 3,
+    .code_first_line = 68,
+    .code_filename = 112,
+    .code_qualname = 128,
+    .code_linetable = 136,
+    .code_instructions = 200,
+    .object_type = 8,
+    .type_basic_size = 32,
+    .str_length = 16,
+    .str_state = 32,
+    .str_ascii_data = 40,
+    .str_compact_data = 56,
+    .bytes_size = 16,
+    .bytes_data = 32,
+    .runtime_min_size = 640,
+};
+
+inline constexpr PythonLayout kPythonLayouts[] = {kPython311, kPython312, kPython313};
 
 inline const PythonLayout* python_layout(PythonVersion version) {
   for (const PythonLayout& layout : kPythonLayouts)

@@ -14,6 +14,7 @@ if not entry:
     sys.exit(1)
 L = {k: int(v) for k, v in re.findall(r"\.(\w+) = (\d+)", entry.group(1))}
 SHIM = "BPFPROF_PYTHON_ENTRY_SHIM_FRAME" in entry.group(1)
+IN_THREAD = "BPFPROF_PYTHON_FRAME_IN_THREAD" in entry.group(1)
 api = ctypes.pythonapi
 api.PyThreadState_Get.restype = ctypes.c_void_p
 api.PyInterpreterState_Main.restype = ctypes.c_void_p
@@ -47,7 +48,9 @@ other.join()
 
 def inner(*_):
     # Only C calls between here and the reads: no Python frame is pushed in between.
-    frame = P.from_address(P.from_address(ts + L["thread_cframe"]).value + L["cframe_current_frame"]).value
+    frame = P.from_address(ts + L["thread_frame"]).value
+    if not IN_THREAD:  # through the thread's _PyCFrame
+        frame = P.from_address(frame + L["cframe_current_frame"]).value
     code = P.from_address(frame + L["frame_code"]).value
     previous = P.from_address(frame + L["frame_previous"]).value
     caller_code = P.from_address(previous + L["frame_code"]).value
@@ -66,7 +69,7 @@ def outer():
 
 
 direct = outer()
-check("cframe_current_frame/frame_code", direct[0])
+check("thread_frame/frame_code", direct[0])
 check("frame_previous", direct[1])
 check("frame_prev_instr", direct[2])
 via_c = list(map(inner, [0]))[0]  # called back from C: a new activation
