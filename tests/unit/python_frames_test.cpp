@@ -1,11 +1,13 @@
 // Python frames in userspace: the 3.11 location table, str contents, interpreter file names
 // and the binary checks, and the merge of Python activations into native stacks.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
+#include "symbols/util/unique_handle.h"
 #include "userspace/capture/python_code.h"
 #include "userspace/capture/python_layout.h"
 #include "userspace/capture/python_processes.h"
@@ -196,6 +198,32 @@ TEST(PythonStacks, ShimFramesSplitActivationsAndUnreadableCodeIsCounted) {
   std::vector<uint64_t> later = {0x10, eval};
   stacks.merge_into(pid, Tid{77}, MonotonicNs{2000}, later, recording);
   EXPECT_EQ(later, (std::vector<uint64_t>{0x10, eval}));
+}
+
+}  // namespace
+}  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+// 3.13 states its offsets in _Py_DebugOffsets: the table entry must agree, and a table that
+// does not is caught at attach time.
+TEST(PythonBinary, DebugOffsetsOf313AreCheckedAgainstTheTable) {
+  const std::string lib = "/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0";
+  if (access(lib.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << lib;
+  auto result = inspect_python_binary(lib, PythonVersion{3, 13});
+  ASSERT_TRUE(std::holds_alternative<PythonBinary>(result))
+      << std::get<PythonRejection>(result).reason;
+  const PythonBinary& binary = std::get<PythonBinary>(result);
+  UniqueFd fd(open(lib.c_str(), O_RDONLY | O_CLOEXEC));
+  PythonLayout wrong = *binary.layout;
+  wrong.thread_native_id += 8;
+  const auto rejected = check_debug_offsets(fd.get(), *binary.elf, binary.runtime, wrong);
+  ASSERT_TRUE(rejected.has_value());
+  EXPECT_NE(rejected->reason.find("thread_state.native_thread_id is at 160"), std::string::npos)
+      << rejected->reason;
+  EXPECT_FALSE(check_debug_offsets(fd.get(), *binary.elf, binary.runtime, kPython311).has_value())
+      << "3.11 states nothing";
 }
 
 }  // namespace

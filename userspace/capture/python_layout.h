@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "bpf/events.h"
@@ -162,6 +163,38 @@ inline constexpr PythonLayout kPython313{
 };
 
 inline constexpr PythonLayout kPythonLayouts[] = {kPython311, kPython312, kPython313};
+
+// From 3.13 on the interpreter describes its own layout: _PyRuntime begins with
+// _Py_DebugOffsets ("xdebugpy", the version, then the offsets as 64-bit numbers), initialized
+// data in the binary. Each check: where in _Py_DebugOffsets a field's offset is, and the
+// layout field that must equal it (python_processes.cpp compares them at attach time).
+struct DebugOffsetCheck {
+  const char* name;
+  uint32_t position;
+  uint32_t PythonLayout::*field;
+};
+// Positions in 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h, v3.13).
+inline constexpr DebugOffsetCheck kPython313DebugOffsets[] = {
+    {"runtime_state.interpreters_head", 40, &PythonLayout::runtime_interpreters_head},
+    {"interpreter_state.threads_head", 72, &PythonLayout::interpreter_threads_head},
+    {"thread_state.next", 168, &PythonLayout::thread_next},
+    {"thread_state.current_frame", 184, &PythonLayout::thread_frame},
+    {"thread_state.native_thread_id", 200, &PythonLayout::thread_native_id},
+    {"interpreter_frame.previous", 232, &PythonLayout::frame_previous},
+    {"interpreter_frame.executable", 240, &PythonLayout::frame_code},
+    {"interpreter_frame.instr_ptr", 248, &PythonLayout::frame_prev_instr},
+    {"interpreter_frame.owner", 264, &PythonLayout::frame_entry},
+    {"code_object.filename", 280, &PythonLayout::code_filename},
+    {"code_object.qualname", 296, &PythonLayout::code_qualname},
+    {"code_object.linetable", 304, &PythonLayout::code_linetable},
+    {"code_object.firstlineno", 312, &PythonLayout::code_first_line},
+    {"code_object.co_code_adaptive", 344, &PythonLayout::code_instructions},
+    {"pyobject.ob_type", 360, &PythonLayout::object_type},
+};
+inline std::span<const DebugOffsetCheck> python_debug_offset_checks(PythonVersion version) {
+  if (version == PythonVersion{3, 13}) return kPython313DebugOffsets;
+  return {};
+}
 
 inline const PythonLayout* python_layout(PythonVersion version) {
   for (const PythonLayout& layout : kPythonLayouts)

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstring>
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/unique_handle.h"
 
@@ -100,6 +101,8 @@ PythonInspection inspect_python_binary(const std::string& readable_path,
     return PythonRejection{version + wrong->reason};
   if (runtime->size < layout->runtime_min_size)
     return PythonRejection{version + "_PyRuntime is smaller than the layout reads"};
+  if (auto wrong = check_debug_offsets(fd.get(), *elf, runtime->address, *layout))
+    return PythonRejection{version + wrong->reason};
   const std::optional<uint64_t> code_size =
       read_file_word(fd.get(), *elf, code_type->address + layout->type_basic_size, 8);
   if (!code_size || *code_size != layout->code_instructions)
@@ -107,6 +110,25 @@ PythonInspection inspect_python_binary(const std::string& readable_path,
                            (code_size ? std::to_string(*code_size) : "unreadable") + ")"};
   return PythonBinary{std::move(elf),     layout,        runtime->address,
                       code_type->address, eval->address, eval->size};
+}
+
+// 3.13+: the offsets the binary states in _Py_DebugOffsets, at the start of _PyRuntime's
+// initial contents, must be the table's.
+std::optional<PythonRejection> check_debug_offsets(int fd, const ElfFile& elf, uint64_t runtime,
+                                                   const PythonLayout& layout) {
+  const auto checks = python_debug_offset_checks(layout.version);
+  if (checks.empty()) return std::nullopt;
+  const std::optional<uint64_t> cookie = read_file_word(fd, elf, runtime, 8);
+  if (!cookie || memcmp(&*cookie, "xdebugpy", 8) != 0)
+    return PythonRejection{"no _Py_DebugOffsets at the start of _PyRuntime"};
+  for (const DebugOffsetCheck& check : checks) {
+    const std::optional<uint64_t> stated = read_file_word(fd, elf, runtime + check.position, 8);
+    if (!stated || *stated != layout.*check.field)
+      return PythonRejection{"_Py_DebugOffsets says " + std::string(check.name) + " is at " +
+                             (stated ? std::to_string(*stated) : "?") + ", the layout table " +
+                             std::to_string(layout.*check.field)};
+  }
+  return std::nullopt;
 }
 
 bpfprof_python_process PythonInterpreter::bpf_entry() const {

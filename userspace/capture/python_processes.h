@@ -61,6 +61,11 @@ using PythonInspection = std::variant<PythonBinary, PythonRejection, PythonLaunc
 PythonInspection inspect_python_binary(const std::string& readable_path,
                                        PythonVersion named_version);
 
+// 3.13+: the offsets that _Py_DebugOffsets (the start of _PyRuntime's initial contents, at
+// `runtime` in the file's addresses) states must be `layout`'s; nothing for older versions.
+std::optional<PythonRejection> check_debug_offsets(int fd, const ElfFile& elf, uint64_t runtime,
+                                                   const PythonLayout& layout);
+
 class PythonProcesses {
  public:
   // Mappings of new and existing processes, execs and exits, from events[from] on.
