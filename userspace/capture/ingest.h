@@ -35,9 +35,10 @@ class IngestPipeline {
     // (MappedFiles). A replay must not: the pids of a saved stream are no longer (or are
     // other) processes, so it reads the files at their paths.
     bool pin_mapped_files = true;
-    // Name Python frames: the code objects are read from the live processes, so a replay
-    // (whose processes are gone) keeps the native interpreter frames.
-    bool python_frames = true;
+    // Name Python frames: the code objects are read from the live processes (a live
+    // recording only: the processes of a replayed stream are gone, and a fuzzed one names
+    // processes at random), else the native interpreter frames stay.
+    bool python_frames = false;
   };
   IngestPipeline(Recording& recording, const Options& options);
   ~IngestPipeline();
