@@ -8,6 +8,7 @@
 #   ROUNDS=5 WORK=80000 bench/overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/rounds.sh
 BPFPROF=${BPFPROF:-build/bpfprof}
 WORK_BIN=${WORK_BIN:-build/tests/fixtures/fixed_work}
 ROUNDS=${ROUNDS:-5}
@@ -34,24 +35,11 @@ run_one() {
   esac | sed -n 's/^wall_ms=//p'
 }
 
-for round in $(seq "$ROUNDS"); do
-  for mode in "${modes[@]}"; do
-    # perf record (6.1 here) now and then aborts on this kernel: that run is left out.
-    ms=$(run_one "$mode" || true)
-    if [ -z "$ms" ]; then
-      echo "round $round: $mode failed, left out" >&2
-      continue
-    fi
-    echo "$mode $ms" >> "$out/results"
-    echo "round $round: $mode $ms ms" >&2
-  done
-done
-
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-base=$(awk '$1 == "alone" {print $2}' "$out/results" | median)
+run_rounds
+base=$(mode_median alone)
 echo "| mode | workload wall time (median of $ROUNDS) | slowdown vs alone |"
 echo "| --- | ---: | ---: |"
 for mode in "${modes[@]}"; do
-  m=$(awk -v m="$mode" '$1 == m {print $2}' "$out/results" | median)
+  m=$(mode_median "$mode")
   printf '| %s | %.1f ms | %.3fx |\n' "$mode" "$m" "$(echo "$m / $base" | bc -l)"
 done

@@ -166,6 +166,8 @@ static __always_inline void fill_header(struct bpfprof_event_header* h, __u32 ki
   h->tid = tid;
 }
 
+#include "python_frames.h"
+
 struct stack_end {
   __u64 end;
 };
@@ -301,6 +303,7 @@ static __always_inline void send_unwound_event(void* ctx, struct bpfprof_unwound
   __u64 size = offsetof(struct bpfprof_unwound_event, ips) +
                (__u64)(user_depth + kernel_depth) * sizeof(__u64);
   if (size > sizeof(*e)) size = sizeof(*e);
+  if (with_kernel_stack) send_python_stack(&e->header); /* a stack taken now, not reused */
   if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(e->header.pid);
 }
 
@@ -331,6 +334,7 @@ static __always_inline int send_dwarf_sample(struct bpf_perf_event_data* ctx, __
   e->state = 0;
   e->flags = 0;
   capture_dwarf_stacks(ctx, e, true);
+  send_python_stack(&e->header);
   send_dwarf_event(e);
   return 0;
 }
@@ -364,6 +368,7 @@ int on_sample(struct bpf_perf_event_data* ctx) {
   __u64 size = offsetof(struct bpfprof_sample_event, ips) +
                (__u64)(user_depth + kernel_depth) * sizeof(__u64);
   if (size > sizeof(*e)) size = sizeof(*e);
+  send_python_stack(&e->header);
   if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(e->header.pid);
   return 0;
 }
@@ -438,6 +443,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
       else if (taken)
         *taken = now;
       capture_dwarf_stacks(ctx, d, !reuse);
+      if (!reuse) send_python_stack(&d->header);
       send_dwarf_event(d);
     }
     leaving = false;
@@ -462,6 +468,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
           user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
           kernel_depth =
               capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+          send_python_stack(&e->header);
         }
       }
       e->user_depth = user_depth;

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <limits>
 #include <tuple>
+#include <unordered_set>
 
 #include "symbols/elf/plt_symbols.h"
 #include "symbols/elf/symbol_table.h"
@@ -360,6 +361,30 @@ std::vector<uint8_t> read_elf_build_id(int fd) {
       note_segments.push_back(header);
   }
   return read_build_id(elf.get(), note_segments);
+}
+
+std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
+    int fd, const std::vector<std::string>& names) {
+  std::unordered_map<std::string, DynamicSymbol> found;
+  if (!libelf_ready()) return found;
+  UniqueElf elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return found;
+  Elf_Scn* table = find_section(elf.get(), SHT_DYNSYM);
+  GElf_Shdr table_header;
+  if (!table || gelf_getshdr(table, &table_header) == nullptr) return found;
+  Elf_Data* data = elf_getdata(table, nullptr);
+  const size_t entry_size = gelf_fsize(elf.get(), ELF_T_SYM, 1, EV_CURRENT);
+  if (data == nullptr || entry_size == 0) return found;
+  const std::unordered_set<std::string> wanted(names.begin(), names.end());
+  for (size_t i = 1; i < data->d_size / entry_size; ++i) {
+    GElf_Sym symbol;
+    if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) continue;
+    const char* name = elf_strptr(elf.get(), table_header.sh_link, symbol.st_name);
+    if (name != nullptr && wanted.contains(name))
+      found.emplace(name,
+                    DynamicSymbol{symbol.st_value, symbol.st_size, symbol.st_shndx != SHN_UNDEF});
+  }
+  return found;
 }
 
 }  // namespace bpfprof

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace bpfprof {
@@ -82,5 +83,17 @@ class ElfFile {
 // Just the GNU build-id of the ELF file open as `fd` (empty if none or not ELF), without
 // reading its symbols.
 std::vector<uint8_t> read_elf_build_id(int fd);
+
+// A defined .dynsym entry of any type (code or data): what a tool needs to find an
+// exported variable, such as an interpreter's runtime state, in a process.
+struct DynamicSymbol {
+  uint64_t address = 0;  // st_value: a virtual address in the file's own address space
+  uint64_t size = 0;
+  bool defined = true;  // false: the file uses it from a library (SHN_UNDEF)
+};
+// The dynamic symbols among `names` of the ELF file open as `fd`, defined or used; a name
+// that is absent is left out. Empty if the file is not ELF or has no .dynsym.
+std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
+    int fd, const std::vector<std::string>& names);
 
 }  // namespace bpfprof

@@ -173,6 +173,7 @@ void BpfPrograms::wait(int timeout_ms) {
 }
 
 int BpfPrograms::consume(IngestPipeline& pipeline) {
+  apply_python_changes(pipeline);  // interpreters found in the mappings taken just before
   target_ = &pipeline;
   poll_deadline_ = std::chrono::steady_clock::now() + kPollBudget;
   events_this_poll_ = 0;
@@ -180,6 +181,7 @@ int BpfPrograms::consume(IngestPipeline& pipeline) {
   poll_deadline_.reset();
   target_ = nullptr;
   apply_stack_copy_changes(pipeline);
+  apply_python_changes(pipeline);
   return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
 }
 
@@ -220,6 +222,22 @@ std::vector<uint64_t> BpfPrograms::unwind_fallbacks() const {
                              per_cpu.data(), per_cpu.size() * sizeof(uint64_t), 0) == 0)
       for (uint64_t n : per_cpu) by_reason[reason] += n;
   return by_reason;
+}
+
+// The BPF side reads the Python frames of the interpreters userspace found, and forgets
+// those that exited or exec'd (their pids may be reused by other programs).
+void BpfPrograms::apply_python_changes(IngestPipeline& pipeline) {
+  for (const PythonProcesses::Change& change : pipeline.python_processes().take_changes()) {
+    const uint32_t key = static_cast<uint32_t>(change.pid.value);
+    if (change.entry) {
+      if (bpf_map__update_elem(skeleton_->maps.python_processes, &key, sizeof(key), &*change.entry,
+                               sizeof(*change.entry), BPF_ANY))
+        pipeline.recording().stats.python.not_read.emplace(
+            "pid " + std::to_string(key), "the kernel's table of interpreters is full");
+    } else {
+      bpf_map__delete_elem(skeleton_->maps.python_processes, &key, sizeof(key), 0);
+    }
+  }
 }
 
 std::vector<uint64_t> BpfPrograms::lost_events_per_cpu() const {

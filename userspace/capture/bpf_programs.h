@@ -73,6 +73,9 @@ class BpfPrograms {
   // Kernel memory of the unwinder's maps: the row array (allocated whole) and the process
   // entries written.
   uint64_t unwind_map_bytes() const;
+  // The kernel side learns of the interpreters found (and forgets those gone): done at every
+  // consume(), and as soon as the targets of -p / -a are known.
+  void apply_python_changes(IngestPipeline& pipeline);
 
   // Every event read from now on is also written to `log` (raw, for replay); null stops.
   void save_events_to(EventLogWriter* log) { event_log_ = log; }
@@ -80,6 +83,7 @@ class BpfPrograms {
  private:
   static int on_event(void* context, void* data, size_t size);
   void apply_stack_copy_changes(IngestPipeline& pipeline);
+
   uint32_t user_stack_copy_bytes_;
 
   struct SkeletonDeleter {

@@ -11,6 +11,7 @@
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
+#include "userspace/capture/python_stacks.h"
 
 namespace bpfprof {
 
@@ -67,21 +68,26 @@ void count_stack_copy(RecordingStats& stats, size_t event_bytes, size_t stack_by
 constexpr size_t kMaxUnwoundFrames = 1024;
 
 // Interns `ips` (user frames, then kernel frames, each innermost first) as a root-first path.
-RawStackId EventDecoder::intern_stack(RawStackTree& tree, const uint64_t* ips, size_t available,
-                                      uint32_t user_depth, uint32_t kernel_depth) {
+// The Python frames sent for the sample replace its interpreter-loop frames (python_stacks.h).
+RawStackId EventDecoder::intern_stack(const Header& h, Recording& rec, const uint64_t* ips,
+                                      size_t available, uint32_t user_depth,
+                                      uint32_t kernel_depth) {
   size_t user = std::min<size_t>(user_depth, available);
   size_t kernel = std::min<size_t>(kernel_depth, available - user);
   // A frame-pointer walk that wanders into data yields non-canonical addresses; nothing
   // beyond such a frame is a real caller.
   size_t user_kept = 0;
   while (user_kept < user && is_user_address(ips[user_kept])) ++user_kept;
+  std::vector<uint64_t>& user_frames = scratch_user_;  // innermost first
+  user_frames.assign(ips, ips + user_kept);
+  if (python_) python_->merge_into(h.pid, h.tid, h.time, user_frames, rec);
   std::vector<uint64_t>& path = scratch_path_;  // root first
   path.clear();
-  for (size_t i = user_kept; i-- > 0;)
-    if (ips[i]) path.push_back(ips[i]);
+  for (size_t i = user_frames.size(); i-- > 0;)
+    if (user_frames[i]) path.push_back(user_frames[i]);
   for (size_t i = user + kernel; i-- > user;)
     if (ips[i]) path.push_back(ips[i]);
-  return tree.intern_path(path);
+  return rec.raw_stacks.intern_path(path);
 }
 
 namespace {
@@ -120,6 +126,9 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0},
                                          RawStackTree::kRoot, SampleKind::kSwitchIn});
       return;
+    case BPFPROF_EVENT_PYTHON_STACK:
+      if (python_) python_->take_event(data, size, rec.stats.python);
+      return;
     case BPFPROF_EVENT_FORK:
     case BPFPROF_EVENT_EXEC:
     case BPFPROF_EVENT_EXIT:
@@ -151,7 +160,7 @@ void EventDecoder::decode_sample(const Header& h, const void* data, size_t size,
   rec.stats.sample_event_bytes += size;
   const auto* e = static_cast<const bpfprof_sample_event*>(data);
   const RawStackId stack =
-      intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips),
+      intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
                    (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
   add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
 }
@@ -162,7 +171,7 @@ void EventDecoder::decode_switch_out(const Header& h, const void* data, size_t s
   if (size < kFixed) return;
   const auto* e = static_cast<const bpfprof_switch_out_event*>(data);
   const RawStackId stack =
-      intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips),
+      intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
                    (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
   add_switch_out(h, CpuTimeNs{e->cpu_time_ns}, stack, e->state, e->flags, rec);
 }
@@ -174,7 +183,7 @@ void EventDecoder::decode_unwound(const Header& h, bool switch_out, const void* 
   if (size < kFixed) return;
   const auto* e = static_cast<const bpfprof_unwound_event*>(data);
   const RawStackId stack =
-      intern_stack(rec.raw_stacks, reinterpret_cast<const uint64_t*>(e->ips),
+      intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
                    (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
   if (e->user_depth) ++(switch_out ? rec.stats.off_cpu_stacks : rec.stats.on_cpu_stacks).kernel;
   if (!switch_out) {
@@ -195,8 +204,8 @@ void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const v
   ips.assign(user.begin(), user.end());
   const uint32_t kernel = std::min<uint32_t>(e->kernel_depth, BPFPROF_MAX_STACK_DEPTH);
   ips.insert(ips.end(), e->kernel_ips, e->kernel_ips + kernel);
-  const RawStackId stack = intern_stack(rec.raw_stacks, ips.data(), ips.size(),
-                                        static_cast<uint32_t>(user.size()), kernel);
+  const RawStackId stack =
+      intern_stack(h, rec, ips.data(), ips.size(), static_cast<uint32_t>(user.size()), kernel);
   if (!user.empty()) ++(switch_out ? rec.stats.off_cpu_stacks : rec.stats.on_cpu_stacks).copied;
   if (!switch_out) {
     rec.stats.sample_event_bytes += size;

@@ -17,12 +17,17 @@ struct bpfprof_dwarf_sample_event;
 namespace bpfprof {
 
 class DwarfUnwinder;
+class PythonStacks;
 
 class EventDecoder {
  public:
   // `unwinder`: for DWARF samples (their user stacks are unwound as they arrive); without
   // one, DWARF samples are dropped.
   explicit EventDecoder(DwarfUnwinder* unwinder = nullptr) : unwinder_(unwinder) {}
+
+  // Python frames (BPFPROF_EVENT_PYTHON_STACK) are merged into the user stacks of the
+  // samples they came with; without (null), they are ignored and stacks stay native.
+  void set_python_stacks(PythonStacks* python) { python_ = python; }
 
   // Decodes one event into `recording`. Malformed or truncated events are ignored.
   void decode(const void* data, size_t size, Recording& recording);
@@ -63,10 +68,12 @@ class EventDecoder {
   void add_switch_out(const Header& h, CpuTimeNs cpu_time, RawStackId stack, uint32_t state,
                       uint32_t flags, Recording& rec);
   void add_timer_sample(const Header& h, CpuTimeNs cpu_time, RawStackId stack, Recording& rec);
-  RawStackId intern_stack(RawStackTree& tree, const uint64_t* ips, size_t available,
+  RawStackId intern_stack(const Header& h, Recording& rec, const uint64_t* ips, size_t available,
                           uint32_t user_depth, uint32_t kernel_depth);
 
   DwarfUnwinder* unwinder_;
+  PythonStacks* python_ = nullptr;
+  std::vector<uint64_t> scratch_user_;
   std::vector<uint64_t> scratch_ips_;
   std::vector<uint64_t> scratch_path_;
   std::vector<int> exited_processes_;

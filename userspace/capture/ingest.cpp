@@ -10,10 +10,12 @@ namespace bpfprof {
 IngestPipeline::IngestPipeline(Recording& recording, const Options& options)
     : recording_(recording),
       unwinder_(options.dwarf ? std::make_unique<DwarfUnwinder>() : nullptr),
+      python_frames_(options.python_frames),
       decoder_(unwinder_.get()),
       pin_mapped_files_(options.pin_mapped_files) {
   model_.configure_for(recording_);
   model_.set_collapse_repeated_samples(options.collapse_repeated_samples);
+  if (python_frames_) decoder_.set_python_stacks(&python_stacks_);
 }
 
 IngestPipeline::~IngestPipeline() = default;
@@ -23,6 +25,7 @@ void IngestPipeline::take_lifecycle_events() {
   if (resolved_events_ >= events.size()) return;
   if (pin_mapped_files_) mapped_files_.resolve(events, resolved_events_);
   if (unwinder_) update_unwinder_mappings(*unwinder_, events, resolved_events_);
+  if (python_frames_) python_processes_.observe(events, resolved_events_, recording_.stats.python);
   if (observer_) observer_(events, resolved_events_);
   resolved_events_ = events.size();
 }
@@ -36,6 +39,7 @@ void IngestPipeline::take_bpf_event(const void* data, size_t size) {
 void IngestPipeline::advance(MonotonicNs now) {
   consume_into_model(MonotonicNs{now.value - std::min(now.value, kReorderWindowNs)});
   decoder_.forget_exited_processes();
+  for (Pid pid : python_processes_.forget_exited()) python_stacks_.forget(pid);
 }
 
 void IngestPipeline::finish(MonotonicNs end) {

@@ -13,6 +13,8 @@
 
 #include "userspace/capture/event_decoder.h"
 #include "userspace/capture/mapped_files.h"
+#include "userspace/capture/python_processes.h"
+#include "userspace/capture/python_stacks.h"
 #include "userspace/model/recording.h"
 #include "userspace/model/session_model.h"
 
@@ -33,6 +35,9 @@ class IngestPipeline {
     // (MappedFiles). A replay must not: the pids of a saved stream are no longer (or are
     // other) processes, so it reads the files at their paths.
     bool pin_mapped_files = true;
+    // Name Python frames: the code objects are read from the live processes, so a replay
+    // (whose processes are gone) keeps the native interpreter frames.
+    bool python_frames = true;
   };
   IngestPipeline(Recording& recording, const Options& options);
   ~IngestPipeline();
@@ -56,6 +61,8 @@ class IngestPipeline {
   SessionModel& model() { return model_; }
   const SessionModel& model() const { return model_; }
   EventDecoder& decoder() { return decoder_; }
+  // The interpreters found so far, and what the kernel side must learn about them.
+  PythonProcesses& python_processes() { return python_processes_; }
   double model_cpu_ms() const { return model_cpu_ms_; }  // the model's share of the work
 
  private:
@@ -63,6 +70,9 @@ class IngestPipeline {
 
   Recording& recording_;
   std::unique_ptr<DwarfUnwinder> unwinder_;
+  PythonProcesses python_processes_;
+  PythonStacks python_stacks_{python_processes_};
+  const bool python_frames_;
   EventDecoder decoder_;
   MappedFiles mapped_files_;  // holds files that will not be at their path at the end
   const bool pin_mapped_files_;

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "bpf/events.h"
+
 namespace bpfprof {
 
 namespace {
@@ -98,6 +100,28 @@ void print_unnamed(const RunReport& r, FILE* out) {
   if (!r.debug_info_hint.empty()) fprintf(out, "bpfprof:   %s\n", r.debug_info_hint.c_str());
 }
 
+// How many stacks of interpreters got their Python frames, and why the others did not.
+void print_python(const PythonStats& p, FILE* out) {
+  for (const auto& [file, reason] : p.not_read)
+    fprintf(out, "bpfprof: %s (%s)\n", reason.c_str(), file.c_str());
+  if (!p.stacks) return;
+  auto count = [](uint64_t n) { return static_cast<unsigned long long>(n); };
+  fprintf(out,
+          "bpfprof: python: %llu interpreter(s); Python frames in %.1f%% of their %llu stacks "
+          "(%.0f bytes per stack); %llu code objects read and named in %.1f ms\n",
+          count(p.interpreters),
+          100.0 * static_cast<double>(p.merged) / static_cast<double>(p.stacks), count(p.stacks),
+          static_cast<double>(p.event_bytes) / static_cast<double>(p.stacks),
+          count(p.code_objects_read), static_cast<double>(p.code_read_ns) / 1e6);
+  if (p.no_thread_state || p.unreadable || p.at_limit || p.mismatched || p.unnamed_frames)
+    fprintf(out,
+            "bpfprof: python stacks without or with fewer frames: %llu without a thread state, "
+            "%llu cut by an unreadable frame, %llu deeper than %d frames, %llu not matching the "
+            "native interpreter frames; %llu frames unnamed\n",
+            count(p.no_thread_state), count(p.unreadable), count(p.at_limit),
+            BPFPROF_MAX_PYTHON_FRAMES, count(p.mismatched), count(p.unnamed_frames));
+}
+
 // The processes that used the most CPU time (the kernel's accounting, summed over threads).
 void print_top_processes(const RunReport& r, FILE* out) {
   const auto& processes = r.processes_by_cpu_time;
@@ -128,6 +152,7 @@ void print_run_summary(const RunReport& report, FILE* out) {
   print_stack_completeness(report, out);
   print_losses(report, out);
   print_unnamed(report, out);
+  print_python(report.python, out);
   print_top_processes(report, out);
   print_top_functions(report, out);
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -23,6 +24,45 @@ using RawStackId = RawStackTree::NodeId;
 inline bool is_kernel_address(uint64_t address) { return (address >> 63) != 0; }
 // Canonical user-space addresses (x86-64 with 5-level paging, arm64): below 2^56.
 inline bool is_user_address(uint64_t address) { return address < (uint64_t{1} << 56); }
+
+// A Python frame: a function of the interpreted program and the line it was at.
+using PythonFrameId = StrongId<struct PythonFrameIdTag, uint32_t>;
+struct PythonFunction {
+  std::string qualified_name;  // co_qualname: "Grove.tend", "main.<locals>.leaf"
+  std::string filename;        // co_filename
+  uint32_t first_line = 0;     // co_firstlineno
+  bool operator==(const PythonFunction&) const = default;
+};
+struct PythonFrame {
+  uint32_t function = 0;  // index into PythonFrameTable::functions()
+  uint32_t line = 0;      // the line of the instruction the frame was at; 0: unknown
+};
+
+// The Python frames of a recording, each (function, line) once. Raw stacks hold them as
+// addresses of a range of their own, non-canonical for user and kernel code alike
+// (2^60 + id): the same way kernel and user frames are told apart.
+class PythonFrameTable {
+ public:
+  PythonFrameId intern(const PythonFunction& function, uint32_t line);
+  const PythonFrame& frame(PythonFrameId id) const { return frames_[id.value]; }
+  const PythonFunction& function_of(PythonFrameId id) const {
+    return functions_[frames_[id.value].function];
+  }
+  size_t size() const { return frames_.size(); }
+
+ private:
+  std::vector<PythonFunction> functions_;
+  std::vector<PythonFrame> frames_;
+  std::unordered_map<std::string, uint32_t> function_index_;  // by filename:line:name
+  std::unordered_map<uint64_t, PythonFrameId> frame_index_;   // by function << 32 | line
+};
+
+inline constexpr uint64_t kPythonRawFrameBase = uint64_t{1} << 60;
+inline uint64_t raw_python_frame(PythonFrameId id) { return kPythonRawFrameBase | id.value; }
+inline std::optional<PythonFrameId> python_frame_of(uint64_t raw_address) {
+  if ((raw_address >> 32) != (kPythonRawFrameBase >> 32)) return std::nullopt;
+  return PythonFrameId{static_cast<uint32_t>(raw_address)};
+}
 
 struct MappingInfo {
   uint64_t start = 0;
@@ -130,6 +170,26 @@ struct SampleRecord {
   bool reuses_last_stack = false;
 };
 
+// How the Python frames of a recording went (see userspace/capture/python_stacks.h).
+struct PythonStats {
+  uint64_t stacks = 0;           // samples and off-CPU stacks of interpreters that came with frames
+  uint64_t merged = 0;           // of those, stacks whose native interpreter frames were replaced
+  uint64_t no_thread_state = 0;  // the thread had no PyThreadState (starting, ending, C thread)
+  uint64_t unreadable = 0;       // a frame could not be read (freed, paged out): cut there
+  uint64_t at_limit = 0;         // deeper than the BPF side reads (BPFPROF_MAX_PYTHON_FRAMES)
+  // Python activations left over (or missing) against the native _PyEval_EvalFrameDefault
+  // frames: the native stack was cut short, or the sample caught a call being set up.
+  uint64_t mismatched = 0;
+  uint64_t frames = 0;          // frames named
+  uint64_t unnamed_frames = 0;  // frames whose code object could not be read
+  uint64_t code_objects_read = 0;
+  uint64_t code_read_ns = 0;  // time spent reading code objects (process_vm_readv, decoding)
+  uint64_t interpreters = 0;  // processes whose frames were read
+  uint64_t event_bytes = 0;   // ring-buffer bytes of the Python-stack events
+  // An interpreter whose frames were not read, by file: why ("python 3.12: no layout").
+  std::map<std::string, std::string> not_read{};
+};
+
 // The in-kernel unwinder (--call-graph dwarf): its tables, maps and bounds, and why walks
 // fell back to a stack copy.
 struct KernelUnwindStats {
@@ -174,6 +234,7 @@ struct RecordingStats {
   std::vector<uint64_t> lost_bpf_events_per_cpu{};
   uint64_t lost_sideband_records = 0;                // perf MMAP/COMM records lost
   std::optional<KernelUnwindStats> kernel_unwind{};  // --call-graph dwarf only
+  PythonStats python;
 };
 
 // Events of a process lost in the ring buffer (it was full), noticed at `time` (the
@@ -197,6 +258,7 @@ struct Recording {
   // A deque: a live recording takes samples from the front as they go into the model.
   std::deque<SampleRecord> samples;
   RawStackTree raw_stacks;
+  PythonFrameTable python_frames;
   RecordingStats stats;
   std::vector<LossRecord> losses{};
 };

@@ -330,6 +330,10 @@ StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw
   StackId node = ResolvedStackTree::kRoot;
   for (size_t i = leaf_to_root.size(); i-- > 0;) {
     uint64_t address = leaf_to_root[i];
+    if (std::optional<PythonFrameId> python = python_frame_of(address)) {
+      node = stacks_.intern(node, FrameKey::python(*python));  // a line, not a return address
+      continue;
+    }
     // Every other frame is a return address: point into the call.
     if (i != 0 && i != innermost_user && address > 0) address -= 1;
     FrameKey key = FrameKey::unmapped(address);

@@ -36,6 +36,7 @@ enum class FrameKind : uint8_t {
   kOffCpuState,  // a pseudo-frame naming why the thread is off the CPU (off_cpu_state())
   kTruncated,    // the pseudo-frame the profile writer puts at the root of a user stack that
                  // does not reach a thread root (the model never makes one itself)
+  kPython,       // a Python function at a line: the address is the recording's PythonFrameId
 };
 
 struct Library {
@@ -75,10 +76,14 @@ struct FrameKey {
     return {FrameKind::kOffCpuState, LibId{}, static_cast<uint64_t>(state)};
   }
   static constexpr FrameKey truncated() { return {FrameKind::kTruncated, LibId{}, 0}; }
+  static constexpr FrameKey python(PythonFrameId frame) {
+    return {FrameKind::kPython, LibId{}, frame.value};
+  }
 
   bool has_library() const { return kind == FrameKind::kNative || kind == FrameKind::kKernel; }
   bool is_off_cpu_state() const { return kind == FrameKind::kOffCpuState; }
   OffCpuState off_cpu_state() const { return static_cast<OffCpuState>(address); }
+  PythonFrameId python_frame() const { return PythonFrameId{static_cast<uint32_t>(address)}; }
   bool operator==(const FrameKey&) const = default;
 };
 struct FrameKeyHash {

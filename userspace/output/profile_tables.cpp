@@ -129,9 +129,19 @@ void SourceTable::write_json(JsonWriter& w) const {
 FuncIndex FuncTable::add(StringTable& strings, std::string_view name,
                          std::optional<ResourceIndex> resource, std::optional<SourceIndex> source) {
   auto [it, inserted] = index_.try_emplace(
-      {index_or_minus_one(resource), std::string(name), index_or_minus_one(source)},
+      {index_or_minus_one(resource), std::string(name), index_or_minus_one(source), -1},
       FuncIndex{static_cast<uint32_t>(funcs_.size())});
   if (inserted) funcs_.push_back(Func{strings.intern(name), resource, source});
+  return it->second;
+}
+
+FuncIndex FuncTable::add_script(StringTable& strings, std::string_view name, SourceIndex source,
+                                uint32_t first_line) {
+  auto [it, inserted] =
+      index_.try_emplace({-1, std::string(name), int64_t{source.value}, int64_t{first_line}},
+                         FuncIndex{static_cast<uint32_t>(funcs_.size())});
+  if (inserted)
+    funcs_.push_back(Func{strings.intern(name), std::nullopt, source, true, first_line});
   return it->second;
 }
 
@@ -139,12 +149,17 @@ void FuncTable::write_json(JsonWriter& w) const {
   w.key("funcTable");
   w.begin_object();
   write_column(w, "name", funcs_, [&](const Func& f) { w.number(uint64_t{f.name.value}); });
-  write_column(w, "isJS", funcs_, [&](const Func&) { w.boolean(false); });
+  write_column(w, "isJS", funcs_, [&](const Func& f) { w.boolean(f.is_script); });
   write_column(w, "relevantForJS", funcs_, [&](const Func&) { w.boolean(false); });
   write_column(w, "resource", funcs_,
                [&](const Func& f) { w.number(index_or_minus_one(f.resource)); });
   write_column(w, "source", funcs_, [&](const Func& f) { number_or_null(w, f.source); });
-  write_nulls(w, "lineNumber", funcs_.size());
+  write_column(w, "lineNumber", funcs_, [&](const Func& f) {
+    if (f.line_number)
+      w.number(*f.line_number);
+    else
+      w.null();
+  });
   write_nulls(w, "columnNumber", funcs_.size());
   write_nulls(w, "originalLocation", funcs_.size());
   write_length(w, funcs_.size());

@@ -40,6 +40,7 @@ enum class Category : uint8_t {
   kKernel = 2,
   kIdle = 3,  // named "Idle": the front end's "include idle" switch hides these
   kWaitingForCpu = 4,
+  kPython = 5,  // interpreted Python code (the front end's JS-only view shows these)
 };
 struct CategoryInfo {
   const char* name;
@@ -51,6 +52,7 @@ inline constexpr CategoryInfo kCategories[] = {
     {"Kernel", "orange"},
     {"Idle", "transparent"},
     {"Waiting for CPU", "lightblue"},
+    {"Python", "yellow"},
 };
 
 // Writes the strings themselves as `stringArray`.
@@ -90,23 +92,31 @@ class SourceTable {
   std::unordered_map<std::string, SourceIndex> index_;
 };
 
-// `funcTable`: one function per (resource, name, source).
+// `funcTable`: one function per (resource, name, source, first line).
 class FuncTable {
  public:
   struct Func {
     StringIndex name;
     std::optional<ResourceIndex> resource;
     std::optional<SourceIndex> source;
+    // Interpreted (Python) code: `isJS`, so that the front end's JS-only ("Script") call
+    // tree shows the program's own functions; with the line it starts at.
+    bool is_script = false;
+    std::optional<uint32_t> line_number;
   };
   // The name is interned only when the function is new.
   FuncIndex add(StringTable& strings, std::string_view name, std::optional<ResourceIndex> resource,
                 std::optional<SourceIndex> source = std::nullopt);
+  // A function of interpreted code, in file `source` from `first_line` on.
+  FuncIndex add_script(StringTable& strings, std::string_view name, SourceIndex source,
+                       uint32_t first_line);
   const Func& operator[](FuncIndex i) const { return funcs_[i.value]; }
   void write_json(JsonWriter& w) const;
 
  private:
   std::vector<Func> funcs_;
-  std::map<std::tuple<int64_t, std::string, int64_t>, FuncIndex> index_;
+  // By resource, name, source and first line (-1 for native code).
+  std::map<std::tuple<int64_t, std::string, int64_t, int64_t>, FuncIndex> index_;
 };
 
 // `nativeSymbols`: the ELF symbols that frames lie in, one per (lib, address).

@@ -79,6 +79,18 @@ std::string shares_text(const std::vector<std::pair<std::string, double>>& share
   return text;
 }
 
+void add_python_entries(const PythonStats& python, std::vector<ReportEntry>& entries) {
+  if (python.stacks)
+    entries.push_back({"Python stacks with Python frames", "percentage",
+                       static_cast<double>(python.merged) / static_cast<double>(python.stacks)});
+  if (python.interpreters)
+    entries.push_back({"Python code objects read", "integer", python.code_objects_read});
+  std::string not_read;
+  for (const auto& [file, reason] : python.not_read)
+    not_read += (not_read.empty() ? "" : "; ") + file + ": " + reason;
+  if (!not_read.empty()) entries.push_back({"Python interpreters not read", "string", not_read});
+}
+
 }  // namespace
 
 RunReport build_run_report(const Recording& recording, const SessionModel& model,
@@ -97,6 +109,7 @@ RunReport build_run_report(const Recording& recording, const SessionModel& model
   if (!summary.unnamed_share_by_library.empty())
     report.debug_info_hint = debug_info_hint(summary.unnamed_library_paths);
   report.unwinding = unwind_cost(recording);
+  report.python = recording.stats.python;
   report.processes_by_cpu_time = processes_by_cpu_time(model);
   return report;
 }
@@ -123,6 +136,7 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
     if (report.lost_by_process.size() > 10) by_process += ", ...";
     entries.push_back({"Lost events by process", "string", by_process});
   }
+  add_python_entries(report.python, entries);
   if (!report.profile.unnamed_share_by_library.empty())
     entries.push_back({"On-CPU samples in code without a symbol", "string",
                        shares_text(report.profile.unnamed_share_by_library, 10)});

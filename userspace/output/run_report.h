@@ -70,6 +70,8 @@ struct RunReport {
   // Where user stacks were unwound (kernel walk / fallback copy), bytes per sample, the
   // unwind tables and maps: (label, text), model/unwind_report.
   std::vector<std::pair<std::string, std::string>> stack_sources;
+  // How reading Python frames went (nothing when no interpreter was seen).
+  PythonStats python;
   // Processes that used CPU time, most first.
   std::vector<ProcessCpuTime> processes_by_cpu_time;
 };

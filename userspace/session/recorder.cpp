@@ -171,7 +171,8 @@ class RecordSession {
         invoked_(monotonic_now()),
         recording_(recording_for(options)),
         pipeline_(recording_, {.dwarf = options.user_stack_copy_bytes != 0,
-                               .collapse_repeated_samples = !options.no_collapse}) {}
+                               .collapse_repeated_samples = !options.no_collapse,
+                               .python_frames = options.python_frames}) {}
 
   // Each throws RecordFailure.
   void set_up();
@@ -315,6 +316,7 @@ void RecordSession::start_targets() {
   // programs' events are saved raw as they are read).
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, 0);
   pipeline_.take_lifecycle_events();
+  bpf_->apply_python_changes(pipeline_);  // interpreters already running: their frames now
 }
 
 void RecordSession::launch_command() {

@@ -1,0 +1,357 @@
+// python: an unmodified python3.11 (Debian's) running python/call_tree.py, a program with a
+// known call tree on three threads, recorded with `-- CMD`, `-p` and `-a`. The Python frames
+// must sit in place of the interpreter loop's native frames, in order, with lines inside
+// their functions, native frames under the Python function that called into C; a process
+// that is not Python is unchanged, and one that only looks like Python costs nothing.
+import assert from 'node:assert/strict';
+import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import {
+  INTEGRATION_DIR, REPO_DIR, RESULTS_DIR, checkWithProfilerCli, fixturePath, frameLib, funcSourceFile, osPid,
+  pct, recordWith, requireRecorder, recorderUnavailableReason, run, saveMetrics, sleep, startBackground,
+  STATE_FRAMES,
+} from './lib/harness.mjs';
+
+const PYTHON = '/usr/bin/python3.11';
+// The other versions with a layout entry, where the machine has them (pyenv's shared builds:
+// the interpreter is in libpython3.X.so; 3.12 marks activations with shim frames, 3.13 has
+// no _PyCFrame), and one without (3.10: its frames are not read, and the summary says so).
+const PYENV = process.env.PYENV_ROOT ?? '/root/.pyenv';
+const OTHER_PYTHONS = { '3.12': `${PYENV}/versions/3.12.1/bin/python3.12`,
+  '3.13': `${PYENV}/versions/3.13.0/bin/python3.13` };
+const PYTHON310 = `${PYENV}/versions/3.10.13/bin/python3.10`;
+const SCRIPT = join(INTEGRATION_DIR, 'python', 'call_tree.py');
+const SECONDS = 1.0;
+const MIN_ORDERED_SHARE = 0.95;
+
+const BOOTSTRAP = ['Thread._bootstrap', 'Thread._bootstrap_inner', 'Thread.run'];
+// The innermost Python function of a sample -> the Python frames (root first) it must have.
+const EXPECTED = {
+  grove: { recursion_leaf: [...BOOTSTRAP, 'grove_worker', 'Grove.tend', 'orchard',
+    'orchard.<locals>.medlar', 'recurse', 'recurse', 'recurse', 'recurse', 'recursion_leaf'] },
+  late: { recursion_leaf: [...BOOTSTRAP, 'late_worker', 'recursion_leaf'] },
+  main: {
+    ripen: ['<module>', 'main', 'harvest', 'ripen'],
+    thrower: ['<module>', 'main', 'catcher', 'thrower', 'thrower', 'thrower', 'thrower'],
+    digest: ['<module>', 'main', 'digest'],
+  },
+};
+
+function pythonFrames(frames) {
+  return frames.filter((f) => f.category === 'Python');
+}
+function onCpu(frames) {
+  return !frames.some((f) => STATE_FRAMES.has(f.name));
+}
+// 3.11's threading names no native thread: the workers are told apart by their functions.
+function threadRole(view, thread) {
+  if (thread.isMainThread) return 'main';
+  for (const s of view.samples(thread)) {
+    const names = pythonFrames(s.frames).map((f) => f.name);
+    if (names.includes('grove_worker')) return 'grove';
+    if (names.includes('late_worker')) return 'late';
+  }
+  return null;
+}
+function pythonThreads(view) {
+  return view.threads.filter((th) => /^python3\.1\d$/.test(th.processName));
+}
+
+// For each thread role and leaf: on-CPU samples whose innermost Python frame is the leaf, and
+// the share whose Python frames are exactly the expected chain.
+function orderedShares(view) {
+  const out = {};
+  for (const th of pythonThreads(view)) {
+    const role = threadRole(view, th);
+    if (!role) continue;
+    for (const [leaf, chain] of Object.entries(EXPECTED[role])) {
+      const key = `${role}:${leaf}`;
+      const r = out[key] ?? (out[key] = { total: 0, ordered: 0, examples: new Map() });
+      for (const s of view.samples(th)) {
+        if (!onCpu(s.frames)) continue;
+        const py = pythonFrames(s.frames).map((f) => f.name);
+        if (py.at(-1) !== leaf) continue;
+        r.total += 1;
+        if (py.join(' > ') === chain.join(' > ')) r.ordered += 1;
+        else r.examples.set(py.join(' > '), (r.examples.get(py.join(' > ')) ?? 0) + 1);
+      }
+    }
+  }
+  return out;
+}
+
+// On-CPU samples of Python threads in which a native interpreter-loop frame was left in place.
+function leftoverInterpreterShare(view) {
+  let total = 0;
+  let left = 0;
+  for (const th of pythonThreads(view)) {
+    for (const s of view.samples(th)) {
+      if (!onCpu(s.frames) || !pythonFrames(s.frames).length) continue;
+      total += 1;
+      if (s.frames.some((f) => f.name === '_PyEval_EvalFrameDefault')) left += 1;
+    }
+  }
+  return { total, left, share: total ? left / total : 0 };
+}
+
+function describeRanges() {
+  return JSON.parse(readFileSync(join(RESULTS_DIR, 'python-ranges.json'), 'utf8'));
+}
+
+describe('python', () => {
+  let rec;
+  const metrics = { fixture: 'python/call_tree.py', seconds: SECONDS };
+
+  after(() => {
+    if (rec) saveMetrics('python', metrics);
+  });
+
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(PYTHON)) return;
+    mkdirSync(RESULTS_DIR, { recursive: true });
+    const described = await run(PYTHON, [SCRIPT, '--describe']);
+    assert.equal(described.code, 0, described.stderr);
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(join(RESULTS_DIR, 'python-ranges.json'), described.stdout);
+    rec = await recordWith('python-launch', ['--', PYTHON, SCRIPT, String(SECONDS)]);
+  });
+
+  function requirePython(t) {
+    if (!requireRecorder(t)) return false;
+    assert.ok(existsSync(PYTHON), `${PYTHON} is missing (Debian's python3.11)`);
+    return true;
+  }
+
+  it('the layout table matches what this python3.11 shows of itself (ctypes)', async (t) => {
+    if (!existsSync(PYTHON)) return t.skip(`${PYTHON} is missing`);
+    const r = await run(PYTHON, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
+      join(REPO_DIR, 'userspace', 'capture', 'python_layout.h')]);
+    t.diagnostic(r.stdout.trim());
+    assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
+  });
+
+  // Fails the test unless each leaf has its Python frames in order in enough samples.
+  function checkOrdered(t, view, label) {
+    const shares = orderedShares(view);
+    const failures = [];
+    metrics[label] = {};
+    for (const [key, r] of Object.entries(shares)) {
+      const share = r.total ? r.ordered / r.total : 0;
+      metrics[label][key] = { samples: r.total, share };
+      t.diagnostic(`${key}: ${r.total} on-CPU samples, ${pct(share)} with the expected Python frames`);
+      for (const [stack, n] of [...r.examples].sort((a, b) => b[1] - a[1]).slice(0, 3))
+        t.diagnostic(`${key}: other x${n}: ${stack}`);
+      if (r.total < 50) failures.push(`${key}: only ${r.total} samples`);
+      else if (share < MIN_ORDERED_SHARE) failures.push(`${key}: ${pct(share)} in order`);
+    }
+    const left = leftoverInterpreterShare(view);
+    metrics[label].leftoverInterpreterFrames = left;
+    t.diagnostic(`native _PyEval_EvalFrameDefault left in ${pct(left.share)} of ${left.total} samples`);
+    if (left.share > 0.05) failures.push(`interpreter frames left native in ${pct(left.share)}`);
+    assert.equal(Object.keys(shares).length, 5, `leaves found: ${Object.keys(shares).join(', ')}`);
+    assert.deepEqual(failures, []);
+  }
+
+  it('names the Python functions of each thread, in order, in place of the interpreter loop', (t) => {
+    if (!requirePython(t)) return;
+    checkOrdered(t, rec.view, 'ordered');
+  });
+
+  for (const [version, python] of Object.entries(OTHER_PYTHONS)) {
+    it(`python ${version} (its own layout entry): the same call tree, and its layout checked`, async (t) => {
+      if (!existsSync(python)) return t.skip(`no ${python}`);
+      if (!requireRecorder(t)) return;
+      const offsets = await run(python, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
+        join(REPO_DIR, 'userspace', 'capture', 'python_layout.h')]);
+      t.diagnostic(offsets.stdout.trim());
+      assert.equal(offsets.code, 0, `${offsets.stdout}${offsets.stderr}`);
+      const r = await recordWith(`python-launch-${version}`, ['--', python, SCRIPT, String(SECONDS)]);
+      assert.doesNotMatch(r.result.stderr, /not a CPython interpreter/, 'its launcher executable is not reported');
+      checkOrdered(t, r.view, `ordered${version}`);
+    });
+  }
+
+  it('python 3.10 (no layout entry): native frames as before, and one line in the summary', async (t) => {
+    if (!existsSync(PYTHON310)) return t.skip(`no ${PYTHON310}`);
+    if (!requireRecorder(t)) return;
+    const r = await recordWith('python-launch-3.10', ['--', PYTHON310, SCRIPT, '0.3']);
+    assert.match(r.result.stderr, /python 3\.10: no layout for this version, frames not read/);
+    for (const th of pythonThreads(r.view))
+      for (const s of r.view.samples(th)) assert.equal(pythonFrames(s.frames).length, 0);
+    const s = r.view.share(pythonThreads(r.view)[0], (f) => f.some((x) => x.name === '_PyEval_EvalFrameDefault'));
+    assert.ok(s.share > 0.5, `native interpreter frames in ${pct(s.share)}`);
+  });
+
+  it('a module imported by the program runs its top-level code under the importing function', (t) => {
+    if (!requirePython(t)) return;
+    const main = pythonThreads(rec.view).find((th) => th.isMainThread);
+    let total = 0;
+    let ok = 0;
+    for (const s of rec.view.samples(main)) {
+      const py = pythonFrames(s.frames);
+      if (!onCpu(s.frames) || py.at(-1)?.name !== 'ripen_on_import') continue;
+      total += 1;
+      const module = py.at(-2);
+      if (py[0].name === '<module>' && py[1].name === 'main' && module?.name === '<module>' &&
+          funcSourceFile(rec.view, module.func)?.endsWith('orchard_import.py')) ok += 1;
+    }
+    metrics.importShare = { samples: total, share: total ? ok / total : 0 };
+    t.diagnostic(`import: ${total} samples, ${pct(ok / (total || 1))} main > ... > <module> (orchard_import.py) > ripen_on_import`);
+    assert.ok(total >= 50, `only ${total} samples in ripen_on_import`);
+    assert.ok(ok / total >= MIN_ORDERED_SHARE, `${pct(ok / total)} under the import`);
+  });
+
+  it('puts the lines of Python frames inside their functions, and the files as sources', (t) => {
+    if (!requirePython(t)) return;
+    const ranges = describeRanges();
+    const view = rec.view;
+    const ft = view.frameTable;
+    let checked = 0;
+    const wrong = [];
+    for (let f = 0; f < ft.length; f++) {
+      if (view.categories[ft.category[f]] !== 'Python') continue;
+      const func = ft.func[f];
+      const name = view.funcName(func);
+      const file = funcSourceFile(view, func);
+      assert.equal(view.funcTable.isJS[func], true, `${name}: isJS`);
+      if (!file?.endsWith('call_tree.py') && !file?.endsWith('orchard_import.py')) continue;
+      if (!ranges[name]) continue;
+      checked += 1;
+      const [first, last] = ranges[name];
+      if (view.funcTable.lineNumber[func] !== first && name !== 'orchard.<locals>.medlar')
+        wrong.push(`${name}: funcTable.lineNumber ${view.funcTable.lineNumber[func]}, want ${first}`);
+      if (!(ft.line[f] >= first && ft.line[f] <= last)) wrong.push(`${name}: line ${ft.line[f]} not in ${first}-${last}`);
+    }
+    t.diagnostic(`${checked} Python frames of the program checked`);
+    assert.ok(checked >= 12, `only ${checked} frames of the program's functions`);
+    assert.deepEqual(wrong, []);
+  });
+
+  it('native frames of a C extension sit under the Python function that called it', (t) => {
+    if (!requirePython(t)) return;
+    const main = pythonThreads(rec.view).find((th) => th.isMainThread);
+    let total = 0;
+    let under = 0;
+    for (const s of rec.view.samples(main)) {
+      if (!onCpu(s.frames)) continue;
+      const at = s.frames.findLastIndex((f) => f.category === 'Python');
+      if (at < 0 || s.frames[at].name !== 'digest') continue;
+      total += 1;
+      const below = s.frames.slice(at + 1);
+      if (below.some((f) => /libcrypto|_hashlib/.test(frameLib(rec.view, f.frame)?.name ?? ''))) under += 1;
+    }
+    metrics.nativeUnderDigest = { samples: total, share: total ? under / total : 0 };
+    t.diagnostic(`digest: ${total} samples, ${pct(under / (total || 1))} with libcrypto/_hashlib frames under it`);
+    assert.ok(total >= 50, `only ${total} digest samples`);
+    assert.ok(under / total >= 0.8, `${pct(under / total)} with native hashing frames under digest`);
+  });
+
+  it('keeps stacks complete and says how Python frames went', (t) => {
+    if (!requirePython(t)) return;
+    const stderr = rec.result.stderr;
+    const m = stderr.match(/Python frames in ([\d.]+)% of their (\d+) stacks/);
+    assert.ok(m, `no python summary line:\n${stderr}`);
+    metrics.summaryShare = Number(m[1]) / 100;
+    assert.ok(Number(m[1]) >= 95, `Python frames in only ${m[1]}% of the stacks`);
+    const complete = stderr.match(/user stacks complete: ([\d.]+)%/);
+    assert.ok(complete && Number(complete[1]) >= 95, `completeness: ${complete?.[1]}`);
+    const extra = (rec.profile.meta.extra ?? []).flatMap((group) => group.entries ?? []);
+    assert.ok(extra.some((e) => e.label === 'Python stacks with Python frames'), 'meta.extra has the Python figure');
+  });
+
+  it('loads in profiler-cli, which lists the Python functions among the hottest', async (t) => {
+    if (!requirePython(t)) return;
+    const { list, samplesByHandle } = await checkWithProfilerCli(t, rec.file, rec.view);
+    const groveThread = pythonThreads(rec.view).find((th) => threadRole(rec.view, th) === 'grove');
+    const grove = list.find((e) => String(e.tid) === String(groveThread?.tid));
+    assert.ok(grove, 'profiler-cli lists the grove thread');
+    const names = samplesByHandle.get(grove.threadHandle).topFunctionsByTotal.map((f) => f.name);
+    for (const name of ['grove_worker', 'Grove.tend', 'orchard.<locals>.medlar', 'recursion_leaf'])
+      assert.ok(names.includes(name), `${name} not among grove's functions: ${names.slice(0, 20).join(', ')}`);
+  });
+
+  it('-p: attaches to a running interpreter (threads started before and after)', async (t) => {
+    if (!requirePython(t)) return;
+    // The grove thread starts before the recording attaches, the late one about 3 s after.
+    const bg = startBackground(PYTHON, [SCRIPT, '1']);
+    try {
+      await sleep(800);
+      const r = await recordWith('python-attach', ['-p', String(bg.pid), '-d', '15']);
+      const shares = orderedShares(r.view);
+      metrics.attach = Object.fromEntries(Object.entries(shares).map(([k, v]) => [k, { samples: v.total, share: v.total ? v.ordered / v.total : 0 }]));
+      for (const [key, v] of Object.entries(metrics.attach)) t.diagnostic(`-p ${key}: ${v.samples} samples, ${pct(v.share)} in order`);
+      for (const key of ['grove:recursion_leaf', 'late:recursion_leaf', 'main:digest']) {
+        assert.ok(metrics.attach[key]?.samples >= 50, `-p ${key}: ${metrics.attach[key]?.samples} samples`);
+        assert.ok(metrics.attach[key].share >= MIN_ORDERED_SHARE, `-p ${key}: ${pct(metrics.attach[key].share)}`);
+      }
+    } finally {
+      bg.child.kill('SIGKILL');
+      await bg.done;
+    }
+  });
+
+  it('-a: a Python program caught system-wide, a C program beside it unchanged', async (t) => {
+    if (!requirePython(t)) return;
+    const py = startBackground(PYTHON, [SCRIPT, '2']);
+    const busy = startBackground(fixturePath('busy'), ['3000']);
+    try {
+      await sleep(500);
+      const r = await recordWith('python-system', ['-a', '-d', '1.5']);
+      // An interpreter already running is found in the /proc snapshot, after sampling began:
+      // the share counts from its first sample with Python frames on.
+      const threads = r.view.threads.filter((th) => osPid(th) === String(py.pid));
+      const found = Math.min(...threads.flatMap((th) => r.view.samples(th)
+        .filter((s) => pythonFrames(s.frames).length).map((s) => s.time)));
+      let total = 0;
+      let named = 0;
+      let before = 0;
+      for (const th of threads) {
+        for (const s of r.view.samples(th)) {
+          if (!onCpu(s.frames)) continue;
+          if (s.time < found) before += 1;
+          else total += 1;
+          if (s.time >= found && pythonFrames(s.frames).length) named += 1;
+        }
+      }
+      metrics.systemWide = { samples: total, share: total ? named / total : 0, foundAtMs: found, samplesBefore: before };
+      t.diagnostic(`-a: interpreter found ${found.toFixed(0)} ms into the recording (${before} samples before); ` +
+                   `then ${total} on-CPU samples, ${pct(named / (total || 1))} with Python frames`);
+      assert.ok(total >= 100 && named / total >= 0.9, `-a: ${pct(named / (total || 1))} of ${total}`);
+      const busyThreads = r.view.threads.filter((th) => osPid(th) === String(busy.pid));
+      assert.ok(busyThreads.length, 'the C program is in the profile');
+      for (const th of busyThreads)
+        for (const s of r.view.samples(th))
+          assert.equal(pythonFrames(s.frames).length, 0, 'a C program has no Python frames');
+    } finally {
+      py.child.kill('SIGKILL');
+      busy.child.kill('SIGKILL');
+      await Promise.all([py.done, busy.done]);
+    }
+  });
+
+  it('a program named python3.11 that is not Python is recorded as any other, and said so', async (t) => {
+    if (!requirePython(t)) return;
+    const dir = join(RESULTS_DIR, 'fake-python');
+    mkdirSync(dir, { recursive: true });
+    const fake = join(dir, 'python3.11');
+    copyFileSync(fixturePath('busy'), fake);
+    const r = await recordWith('python-fake', ['--', fake, '500']);
+    assert.match(r.result.stderr, /python 3\.11: not a CPython interpreter/);
+    const th = r.view.threads.find((x) => x.processName === 'python3.11');
+    assert.ok(th, 'the fake interpreter is in the profile');
+    const s = r.view.share(th, (frames) => frames.some((f) => f.name === 'inner_spin'));
+    t.diagnostic(`fake python3.11: ${pct(s.share)} of samples in inner_spin`);
+    assert.ok(s.share > 0.8, `its own functions: ${pct(s.share)}`);
+  });
+
+  it('interpreters starting up and shutting down do not break the recording', async (t) => {
+    if (!requirePython(t)) return;
+    const loop = `for i in 1 2 3 4 5 6 7 8 9 10; do ${PYTHON} -c 'import json, hashlib; json.dumps(list(range(9999)))'; done`;
+    const r = await recordWith('python-short-lived', ['--', '/bin/sh', '-c', loop]);
+    const interpreters = r.view.threads.filter((th) => th.processName === 'python3.11');
+    t.diagnostic(`${interpreters.length} interpreter threads; ${r.result.stderr.match(/bpfprof: python:.*/)?.[0] ?? 'no python line'}`);
+    assert.ok(interpreters.length >= 5, 'the short-lived interpreters are in the profile');
+  });
+});

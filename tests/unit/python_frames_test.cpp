@@ -1,0 +1,230 @@
+// Python frames in userspace: the 3.11 location table, str contents, interpreter file names
+// and the binary checks, and the merge of Python activations into native stacks.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "symbols/util/unique_handle.h"
+#include "userspace/capture/python_code.h"
+#include "userspace/capture/python_layout.h"
+#include "userspace/capture/python_processes.h"
+#include "userspace/capture/python_stacks.h"
+
+namespace bpfprof {
+namespace {
+
+std::string from_hex(const std::string& hex) {
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  return bytes;
+}
+
+// From python3.11 (3.11.2, Debian): a function with a multi-line expression and a loop,
+//   def f(a):          # line 3
+//       x = a
+//       y = (x +
+//            1)
+//       for i in range(3):
+//           y += i
+//       return y
+// its co_linetable, and co_lines(): (start byte, end byte, line).
+TEST(PythonLineTable, MatchesCoLinesOfARealFunction) {
+  const std::string table = from_hex(
+      "8000d808098041d8090ad8090af103010a0b8041e50d12903189588c58f00001050ff00001050f8801d80809"
+      "8851890688018801d80b0c8048");
+  struct Range {
+    uint32_t start, end, line;
+  };
+  const std::vector<Range> lines = {
+      {0, 2, 3},   {2, 4, 4},   {4, 6, 4},   {6, 8, 5},   {8, 10, 6},  {10, 14, 5}, {14, 16, 5},
+      {16, 28, 7}, {28, 30, 7}, {30, 34, 7}, {34, 44, 7}, {44, 46, 7}, {46, 48, 7}, {48, 50, 7},
+      {50, 52, 8}, {52, 54, 8}, {54, 58, 8}, {58, 60, 8}, {60, 62, 8}, {62, 64, 9}, {64, 66, 9}};
+  for (const Range& r : lines)
+    for (uint32_t byte = r.start; byte < r.end; byte += 2)
+      EXPECT_EQ(python_line_for(table, 3, byte / 2), r.line) << "byte offset " << byte;
+  EXPECT_EQ(python_line_for(table, 3, 33), std::nullopt) << "past the end";
+}
+
+TEST(PythonLineTable, RejectsWhatIsNotALocationTable) {
+  EXPECT_EQ(python_line_for(std::string("\x01\x02", 2), 1, 0), std::nullopt);
+  EXPECT_EQ(python_line_for("", 1, 0), std::nullopt);
+  // A "no location" entry (code 15) covers its units without a line.
+  EXPECT_EQ(python_line_for(std::string("\xf8", 1), 10, 0), std::nullopt);
+  // A no-columns entry (code 13) with line delta +2 (svarint 4), two units.
+  EXPECT_EQ(python_line_for(std::string("\xe9\x04", 2), 10, 1), 12u);
+}
+
+TEST(PythonText, EachKindBecomesUtf8) {
+  EXPECT_EQ(python_text_as_utf8("h\xe9", 1), "h\xc3\xa9");
+  EXPECT_EQ(python_text_as_utf8(std::string("\xac\x20", 2), 2), "\xe2\x82\xac");  // U+20AC
+  EXPECT_EQ(python_text_as_utf8(std::string("\x00\xf6\x01\x00", 4), 4),
+            "\xf0\x9f\x98\x80");                                                  // U+1F600
+  EXPECT_EQ(python_text_as_utf8(std::string("\x00\xd8", 2), 2), "\xef\xbf\xbd");  // a surrogate
+}
+
+TEST(PythonFileNames, OnlyInterpreterNamesGiveAVersion) {
+  EXPECT_EQ(python_version_from_file_name("python3.11"), (PythonVersion{3, 11}));
+  EXPECT_EQ(python_version_from_file_name("libpython3.11.so.1.0"), (PythonVersion{3, 11}));
+  EXPECT_EQ(python_version_from_file_name("libpython3.13.so"), (PythonVersion{3, 13}));
+  EXPECT_EQ(python_version_from_file_name("python3"), std::nullopt);
+  EXPECT_EQ(python_version_from_file_name("python3.11-config"), std::nullopt);
+  EXPECT_EQ(python_version_from_file_name("python3.11d"), std::nullopt);
+  EXPECT_EQ(python_version_from_file_name("libpython3.11d.so.1.0"), std::nullopt);
+  EXPECT_EQ(python_version_from_file_name("bash"), std::nullopt);
+}
+
+TEST(PythonBinary, AProgramNamedLikePythonIsRejectedWithAReason) {
+  auto result = inspect_python_binary("/bin/true", PythonVersion{3, 11});
+  ASSERT_TRUE(std::holds_alternative<PythonRejection>(result));
+  EXPECT_NE(std::get<PythonRejection>(result).reason.find("not a CPython interpreter"),
+            std::string::npos);
+  auto unknown = inspect_python_binary("/bin/true", PythonVersion{2, 7});
+  ASSERT_TRUE(std::holds_alternative<PythonRejection>(unknown));
+  EXPECT_NE(std::get<PythonRejection>(unknown).reason.find("frames not read"), std::string::npos);
+}
+
+TEST(PythonBinary, DebiansPython311IsAccepted) {
+  if (access("/usr/bin/python3.11", R_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3.11";
+  auto result = inspect_python_binary("/usr/bin/python3.11", PythonVersion{3, 11});
+  ASSERT_TRUE(std::holds_alternative<PythonBinary>(result))
+      << std::get<PythonRejection>(result).reason;
+  const PythonBinary& b = std::get<PythonBinary>(result);
+  EXPECT_EQ(b.layout, &kPythonLayouts[0]);
+  EXPECT_NE(b.runtime, 0u);
+  EXPECT_GT(b.eval_size, 1000u);
+}
+
+constexpr uint64_t kEval = 0x5000;  // a native _PyEval_EvalFrameDefault frame
+bool is_eval(uint64_t pc) { return pc == kEval; }
+uint64_t py(uint32_t id) { return raw_python_frame(PythonFrameId{id}); }
+
+TEST(PythonMerge, EachActivationReplacesItsInterpreterFrame) {
+  // Innermost first: a C function called from Python (0x10), the inner activation, a native
+  // call in between (0x20: e.g. _PyFunction_Vectorcall), the outer activation, main (0x30).
+  const std::vector<uint64_t> native = {0x10, kEval, 0x20, kEval, 0x30};
+  const std::vector<ActivationFrame> python = {
+      {py(1), false}, {py(2), true}, {py(3), false}, {py(4), true}};
+  const MergedStack merged = merge_python_frames(native, python, is_eval);
+  EXPECT_EQ(merged.frames, (std::vector<uint64_t>{0x10, py(1), py(2), 0x20, py(3), py(4), 0x30}));
+  EXPECT_EQ(merged.python_frames, 4u);
+  EXPECT_FALSE(merged.mismatched);
+}
+
+TEST(PythonMerge, DisagreementsAreFlaggedAndNothingIsInvented) {
+  // More interpreter frames than activations: the extra one stays native.
+  const std::vector<uint64_t> native = {kEval, 0x20, kEval};
+  const std::vector<ActivationFrame> one = {{py(1), true}};
+  MergedStack merged = merge_python_frames(native, one, is_eval);
+  EXPECT_EQ(merged.frames, (std::vector<uint64_t>{py(1), 0x20, kEval}));
+  EXPECT_TRUE(merged.mismatched);
+  // Activations left over (the native stack was cut short): dropped.
+  const std::vector<uint64_t> cut = {0x10, kEval};
+  const std::vector<ActivationFrame> two = {{py(1), true}, {py(2), true}};
+  merged = merge_python_frames(cut, two, is_eval);
+  EXPECT_EQ(merged.frames, (std::vector<uint64_t>{0x10, py(1)}));
+  EXPECT_TRUE(merged.mismatched);
+  // No Python frames: the stack is as it was.
+  merged = merge_python_frames(native, {}, is_eval);
+  EXPECT_EQ(merged.frames, native);
+}
+
+TEST(PythonFrameTable, InternsFunctionsAndLinesOnceAndTellsRawFramesApart) {
+  PythonFrameTable table;
+  const PythonFunction f{"Grove.tend", "/x/call_tree.py", 42};
+  const PythonFrameId a = table.intern(f, 43);
+  EXPECT_EQ(table.intern(f, 43), a);
+  const PythonFrameId b = table.intern(f, 44);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(table.function_of(a), table.function_of(b));
+  EXPECT_EQ(table.frame(b).line, 44u);
+  EXPECT_EQ(python_frame_of(raw_python_frame(b)), b);
+  EXPECT_FALSE(is_user_address(raw_python_frame(b)));
+  EXPECT_FALSE(is_kernel_address(raw_python_frame(b)));
+  EXPECT_EQ(python_frame_of(0x7fff12345678ull), std::nullopt);
+  EXPECT_EQ(python_frame_of(0xffffffff81000000ull), std::nullopt);
+}
+
+}  // namespace
+}  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+// The decoder's path: a Python-stack event (3.12-style shim frames) for a registered
+// interpreter, then the sample's native stack. The code objects cannot be read (made-up
+// addresses in this process), so every frame is "[unknown Python code]": what is checked is
+// where they go and that they are counted.
+TEST(PythonStacks, ShimFramesSplitActivationsAndUnreadableCodeIsCounted) {
+  if (access("/usr/bin/python3.11", R_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3.11";
+  Recording recording;
+  const Pid pid{static_cast<int32_t>(getpid())};
+  MappingInfo text{.start = 0x41f000, .length = 0x2b3000, .file_offset = 0x1f000};
+  text.path = "/usr/bin/python3.11";
+  recording.events.push_back({MonotonicNs{1}, MmapEvent{pid, Tid{pid.value}, text}});
+  PythonProcesses processes;
+  processes.observe(recording.events, 0, recording.stats.python);
+  const PythonInterpreter* interpreter = processes.find(pid);
+  ASSERT_NE(interpreter, nullptr);
+  ASSERT_EQ(processes.take_changes().size(), 1u);
+
+  bpfprof_python_stack_event e{};
+  e.header = {BPFPROF_EVENT_PYTHON_STACK, 0, 1000, static_cast<__u32>(pid.value), 77};
+  const uint64_t codes[] = {0x1000, 0x2000, 0, 0x3000, 0};  // 0: a shim frame
+  for (const uint64_t code : codes) {
+    e.frames[e.depth].code = code ? code : 0x9000;
+    e.frames[e.depth++].flags = code ? 0 : BPFPROF_PYTHON_FRAME_SHIM;
+  }
+  PythonStacks stacks(processes);
+  stacks.take_event(&e, offsetof(bpfprof_python_stack_event, frames) + 5 * sizeof(e.frames[0]),
+                    recording.stats.python);
+  const uint64_t eval = interpreter->eval_start + 16;
+  std::vector<uint64_t> user = {0x10, eval, 0x20, eval, 0x30};
+  stacks.merge_into(pid, Tid{77}, MonotonicNs{1000}, user, recording);
+  ASSERT_EQ(user.size(), 6u);
+  const auto unknown = python_frame_of(user[1]);
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(recording.python_frames.function_of(*unknown).qualified_name, "[unknown Python code]");
+  EXPECT_EQ(user, (std::vector<uint64_t>{0x10, user[1], user[1], 0x20, user[1], 0x30}));
+  EXPECT_EQ(recording.stats.python.stacks, 1u);
+  EXPECT_EQ(recording.stats.python.merged, 1u);
+  EXPECT_EQ(recording.stats.python.unnamed_frames, 3u);
+  EXPECT_EQ(recording.stats.python.mismatched, 0u);
+  // A sample of another time does not take these frames.
+  stacks.take_event(&e, sizeof(e), recording.stats.python);
+  std::vector<uint64_t> later = {0x10, eval};
+  stacks.merge_into(pid, Tid{77}, MonotonicNs{2000}, later, recording);
+  EXPECT_EQ(later, (std::vector<uint64_t>{0x10, eval}));
+}
+
+}  // namespace
+}  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+// 3.13 states its offsets in _Py_DebugOffsets: the table entry must agree, and a table that
+// does not is caught at attach time.
+TEST(PythonBinary, DebugOffsetsOf313AreCheckedAgainstTheTable) {
+  const std::string lib = "/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0";
+  if (access(lib.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << lib;
+  auto result = inspect_python_binary(lib, PythonVersion{3, 13});
+  ASSERT_TRUE(std::holds_alternative<PythonBinary>(result))
+      << std::get<PythonRejection>(result).reason;
+  const PythonBinary& binary = std::get<PythonBinary>(result);
+  UniqueFd fd(open(lib.c_str(), O_RDONLY | O_CLOEXEC));
+  PythonLayout wrong = *binary.layout;
+  wrong.thread_native_id += 8;
+  const auto rejected = check_debug_offsets(fd.get(), *binary.elf, binary.runtime, wrong);
+  ASSERT_TRUE(rejected.has_value());
+  EXPECT_NE(rejected->reason.find("thread_state.native_thread_id is at 160"), std::string::npos)
+      << rejected->reason;
+  EXPECT_FALSE(check_debug_offsets(fd.get(), *binary.elf, binary.runtime, kPython311).has_value())
+      << "3.11 states nothing";
+}
+
+}  // namespace
+}  // namespace bpfprof

@@ -1,0 +1,215 @@
+#include "userspace/capture/python_processes.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstring>
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/unique_handle.h"
+
+namespace bpfprof {
+
+namespace {
+
+std::string_view base_name(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+// "3.11" at the start of `text`, and what follows it.
+std::optional<std::pair<PythonVersion, std::string_view>> parse_version(std::string_view text) {
+  PythonVersion v;
+  const char* end = text.data() + text.size();
+  auto [dot, major_error] = std::from_chars(text.data(), end, v.major);
+  if (major_error != std::errc() || dot == end || *dot != '.') return std::nullopt;
+  auto [rest, minor_error] = std::from_chars(dot + 1, end, v.minor);
+  if (minor_error != std::errc()) return std::nullopt;
+  return std::pair{v, std::string_view(rest, static_cast<size_t>(end - rest))};
+}
+
+std::string version_text(PythonVersion v) {
+  return std::to_string(v.major) + "." + std::to_string(v.minor);
+}
+
+// `size` bytes of the file at virtual address `vaddr` (initialized data: PyCode_Type,
+// Py_Version), or nothing.
+std::optional<uint64_t> read_file_word(int fd, const ElfFile& elf, uint64_t vaddr, size_t size) {
+  const std::optional<uint64_t> offset = elf.vaddr_to_file_offset(vaddr);
+  uint64_t value = 0;
+  if (!offset || size > sizeof(value) ||
+      pread(fd, &value, size, static_cast<off_t>(*offset)) != static_cast<ssize_t>(size))
+    return std::nullopt;
+  return value;
+}
+
+// The version the binary states (Py_Version, 3.11 and later) must be the one of its name.
+std::optional<PythonRejection> check_stated_version(int fd, const ElfFile& elf,
+                                                    const DynamicSymbol* py_version,
+                                                    PythonVersion named) {
+  if (!py_version) return std::nullopt;  // before 3.11: the name is all there is
+  const std::optional<uint64_t> hex = read_file_word(fd, elf, py_version->address, 4);
+  if (!hex) return PythonRejection{"Py_Version unreadable"};
+  const PythonVersion stated{static_cast<int>(*hex >> 24 & 0xff),
+                             static_cast<int>(*hex >> 16 & 0xff)};
+  if (stated == named) return std::nullopt;
+  return PythonRejection{"named " + version_text(named) + " but Py_Version says " +
+                         version_text(stated)};
+}
+
+}  // namespace
+
+std::optional<PythonVersion> python_version_from_file_name(std::string_view name) {
+  for (std::string_view prefix : {"python", "libpython"}) {
+    if (!name.starts_with(prefix)) continue;
+    auto parsed = parse_version(name.substr(prefix.size()));
+    if (!parsed) return std::nullopt;
+    const std::string_view rest = parsed->second;
+    // Debug ("d") and free-threaded ("t") builds have other layouts: not these entries.
+    if (prefix == "python" ? rest.empty() : rest.starts_with(".so")) return parsed->first;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+PythonInspection inspect_python_binary(const std::string& readable_path,
+                                       PythonVersion named_version) {
+  const std::string version = "python " + version_text(named_version) + ": ";
+  const PythonLayout* layout = python_layout(named_version);
+  if (!layout) return PythonRejection{version + "no layout for this version, frames not read"};
+  std::string error;
+  std::shared_ptr<const ElfFile> elf = ElfFile::open(readable_path, &error);
+  UniqueFd fd(open(readable_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!elf || !fd) return PythonRejection{version + "cannot read the binary " + error};
+  const auto symbols = read_dynamic_symbols(
+      fd.get(),
+      {"_PyRuntime", "PyCode_Type", "_PyEval_EvalFrameDefault", "Py_Version", "Py_BytesMain"});
+  auto symbol = [&](const char* name) -> const DynamicSymbol* {
+    auto it = symbols.find(name);
+    return it == symbols.end() || !it->second.defined ? nullptr : &it->second;
+  };
+  if (auto main = symbols.find("Py_BytesMain"); main != symbols.end() && !main->second.defined)
+    return PythonLauncher{};
+  const DynamicSymbol* runtime = symbol("_PyRuntime");
+  const DynamicSymbol* code_type = symbol("PyCode_Type");
+  const DynamicSymbol* eval = symbol("_PyEval_EvalFrameDefault");
+  if (!runtime || !code_type || !eval)
+    return PythonRejection{version +
+                           "not a CPython interpreter (no _PyRuntime, PyCode_Type or "
+                           "_PyEval_EvalFrameDefault)"};
+  if (auto wrong = check_stated_version(fd.get(), *elf, symbol("Py_Version"), named_version))
+    return PythonRejection{version + wrong->reason};
+  if (runtime->size < layout->runtime_min_size)
+    return PythonRejection{version + "_PyRuntime is smaller than the layout reads"};
+  if (auto wrong = check_debug_offsets(fd.get(), *elf, runtime->address, *layout))
+    return PythonRejection{version + wrong->reason};
+  const std::optional<uint64_t> code_size =
+      read_file_word(fd.get(), *elf, code_type->address + layout->type_basic_size, 8);
+  if (!code_size || *code_size != layout->code_instructions)
+    return PythonRejection{version + "code objects are not laid out as expected (tp_basicsize " +
+                           (code_size ? std::to_string(*code_size) : "unreadable") + ")"};
+  return PythonBinary{std::move(elf),     layout,        runtime->address,
+                      code_type->address, eval->address, eval->size};
+}
+
+// 3.13+: the offsets the binary states in _Py_DebugOffsets, at the start of _PyRuntime's
+// initial contents, must be the table's.
+std::optional<PythonRejection> check_debug_offsets(int fd, const ElfFile& elf, uint64_t runtime,
+                                                   const PythonLayout& layout) {
+  const auto checks = python_debug_offset_checks(layout.version);
+  if (checks.empty()) return std::nullopt;
+  const std::optional<uint64_t> cookie = read_file_word(fd, elf, runtime, 8);
+  if (!cookie || memcmp(&*cookie, "xdebugpy", 8) != 0)
+    return PythonRejection{"no _Py_DebugOffsets at the start of _PyRuntime"};
+  for (const DebugOffsetCheck& check : checks) {
+    const std::optional<uint64_t> stated = read_file_word(fd, elf, runtime + check.position, 8);
+    if (!stated || *stated != layout.*check.field)
+      return PythonRejection{"_Py_DebugOffsets says " + std::string(check.name) + " is at " +
+                             (stated ? std::to_string(*stated) : "?") + ", the layout table " +
+                             std::to_string(layout.*check.field)};
+  }
+  return std::nullopt;
+}
+
+bpfprof_python_process PythonInterpreter::bpf_entry() const {
+  const PythonLayout& l = *layout;
+  return bpfprof_python_process{
+      .runtime = runtime,
+      .runtime_interpreters_head = l.runtime_interpreters_head,
+      .interpreter_threads_head = l.interpreter_threads_head,
+      .thread_next = l.thread_next,
+      .thread_native_id = l.thread_native_id,
+      .thread_frame = l.thread_frame,
+      .frame_anchor = static_cast<__u32>(l.frame_anchor),
+      .cframe_current_frame = l.cframe_current_frame,
+      .frame_code = l.frame_code,
+      .frame_previous = l.frame_previous,
+      .frame_prev_instr = l.frame_prev_instr,
+      .frame_entry = l.frame_entry,
+      .entry_marking = static_cast<__u32>(l.entry_marking),
+      .shim_owner = l.shim_owner,
+      .code_first_line = l.code_first_line,
+      .code_instructions = l.code_instructions,
+  };
+}
+
+void PythonProcesses::observe(const std::vector<LifecycleEvent>& events, size_t from,
+                              PythonStats& stats) {
+  for (size_t i = from; i < events.size(); ++i) {
+    const LifecyclePayload& payload = events[i].payload;
+    if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
+      on_mapping(mmap->pid, mmap->mapping, stats);
+    } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
+      forget(reset->pid);  // an exec: the new image's mappings follow
+    } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
+      if (exit->group_dead) exited_.push_back(exit->pid);
+    }
+  }
+}
+
+std::vector<Pid> PythonProcesses::forget_exited() {
+  for (Pid pid : exited_) forget(pid);
+  return std::exchange(exited_, {});
+}
+
+const PythonInterpreter* PythonProcesses::find(Pid pid) const {
+  auto it = interpreters_.find(pid);
+  return it == interpreters_.end() ? nullptr : &it->second;
+}
+
+void PythonProcesses::forget(Pid pid) {
+  if (interpreters_.erase(pid)) changes_.push_back(Change{pid, std::nullopt});
+}
+
+const PythonInspection& PythonProcesses::binary_for(const MappingInfo& mapping,
+                                                    PythonVersion version) {
+  const std::string& readable = mapping.access_path.empty() ? mapping.path : mapping.access_path;
+  auto key = std::pair{mapping.path, mapping.inode};
+  auto it = binaries_.find(key);
+  if (it == binaries_.end())
+    it = binaries_.emplace(std::move(key), inspect_python_binary(readable, version)).first;
+  return it->second;
+}
+
+// One mapping of the interpreter's file is enough: the whole file is loaded with one bias,
+// which the mapping's start and file offset give.
+void PythonProcesses::on_mapping(Pid pid, const MappingInfo& mapping, PythonStats& stats) {
+  const std::optional<PythonVersion> version =
+      python_version_from_file_name(base_name(mapping.path));
+  if (!version || interpreters_.contains(pid)) return;
+  const auto& binary = binary_for(mapping, *version);
+  if (const auto* rejected = std::get_if<PythonRejection>(&binary))
+    stats.not_read.emplace(mapping.path, rejected->reason);
+  if (!std::holds_alternative<PythonBinary>(binary)) return;
+  const PythonBinary& b = std::get<PythonBinary>(binary);
+  const std::optional<uint64_t> vaddr = b.elf->file_offset_to_vaddr(mapping.file_offset);
+  if (!vaddr) return;
+  const uint64_t bias = mapping.start - *vaddr;
+  const PythonInterpreter interpreter{b.layout, b.runtime + bias, b.code_type + bias,
+                                      b.eval_start + bias, b.eval_start + bias + b.eval_size};
+  interpreters_.emplace(pid, interpreter);
+  changes_.push_back(Change{pid, interpreter.bpf_entry()});
+  ++stats.interpreters;
+}
+
+}  // namespace bpfprof

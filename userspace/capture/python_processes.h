@@ -1,0 +1,98 @@
+// Finds the CPython interpreters among the recorded processes, by their mapping of a
+// python3.X executable or libpython3.X shared object, and works out from the binary where
+// the interpreter's state lies in each process: what the BPF frame walk needs
+// (bpf/python_frames.h) and what naming and merging need (python_stacks.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "bpf/events.h"
+#include "symbols/elf/elf_file.h"
+#include "userspace/capture/python_layout.h"
+#include "userspace/model/recording.h"
+
+namespace bpfprof {
+
+// A CPython interpreter in one process.
+struct PythonInterpreter {
+  const PythonLayout* layout = nullptr;
+  uint64_t runtime = 0;    // &_PyRuntime
+  uint64_t code_type = 0;  // &PyCode_Type: every code object's ob_type
+  // _PyEval_EvalFrameDefault's code: a native frame there is an activation of the
+  // interpreter loop, whose Python frames take its place.
+  uint64_t eval_start = 0;
+  uint64_t eval_end = 0;
+
+  bool runs_interpreter_loop(uint64_t pc) const { return pc >= eval_start && pc <= eval_end; }
+  bpfprof_python_process bpf_entry() const;
+};
+
+// What an interpreter's file says, in its own virtual addresses (before the load bias).
+struct PythonBinary {
+  std::shared_ptr<const ElfFile> elf;  // its load segments place a mapping's bias
+  const PythonLayout* layout = nullptr;
+  uint64_t runtime = 0;
+  uint64_t code_type = 0;
+  uint64_t eval_start = 0;
+  uint64_t eval_size = 0;
+};
+
+// Why a file that is named like an interpreter gives no frames: one line of the summary.
+struct PythonRejection {
+  std::string reason;
+};
+// An executable that runs the interpreter of a libpython it links (pyenv's, python.org's
+// shared builds): the library's own mapping is the interpreter; nothing to say.
+struct PythonLauncher {};
+using PythonInspection = std::variant<PythonBinary, PythonRejection, PythonLauncher>;
+
+// Reads and checks an interpreter file: its version (name, and Py_Version where it has one)
+// must have a layout, the symbols must be there, and PyCode_Type's tp_basicsize must be the
+// layout's size of a code object.
+PythonInspection inspect_python_binary(const std::string& readable_path,
+                                       PythonVersion named_version);
+
+// 3.13+: the offsets that _Py_DebugOffsets (the start of _PyRuntime's initial contents, at
+// `runtime` in the file's addresses) states must be `layout`'s; nothing for older versions.
+std::optional<PythonRejection> check_debug_offsets(int fd, const ElfFile& elf, uint64_t runtime,
+                                                   const PythonLayout& layout);
+
+class PythonProcesses {
+ public:
+  // Mappings of new and existing processes, execs and exits, from events[from] on.
+  void observe(const std::vector<LifecycleEvent>& events, size_t from, PythonStats& stats);
+  // Processes that exited since the last call are forgotten (their last samples may come in
+  // the same batch as their exit, so not at once); returns them.
+  std::vector<Pid> forget_exited();
+
+  const PythonInterpreter* find(Pid pid) const;
+
+  // For the kernel side: interpreters found (an entry) and processes gone (none).
+  struct Change {
+    Pid pid;
+    std::optional<bpfprof_python_process> entry;
+  };
+  std::vector<Change> take_changes() { return std::exchange(changes_, {}); }
+
+ private:
+  void on_mapping(Pid pid, const MappingInfo& mapping, PythonStats& stats);
+  void forget(Pid pid);
+  const PythonInspection& binary_for(const MappingInfo& mapping, PythonVersion version);
+
+  std::unordered_map<Pid, PythonInterpreter> interpreters_;
+  // By path and inode: a binary is read once however many processes run it.
+  std::map<std::pair<std::string, uint64_t>, PythonInspection> binaries_;
+  std::vector<Pid> exited_;
+  std::vector<Change> changes_;
+};
+
+}  // namespace bpfprof

@@ -1,0 +1,124 @@
+#include "userspace/capture/python_stacks.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "bpf/events.h"
+
+namespace bpfprof {
+
+namespace {
+
+// An unnamed frame still shows where Python ran: under this name, counted in the summary.
+const PythonFunction kUnknownCode{"[unknown Python code]", "", 0};
+
+}  // namespace
+
+MergedStack merge_python_frames(std::span<const uint64_t> native,
+                                std::span<const ActivationFrame> python,
+                                const std::function<bool(uint64_t)>& runs_interpreter_loop) {
+  MergedStack merged;
+  merged.frames.reserve(native.size() + python.size());
+  size_t next = 0;  // the innermost Python frame not placed yet
+  for (uint64_t pc : native) {
+    if (!runs_interpreter_loop(pc) || next == python.size()) {
+      merged.mismatched |= next == python.size() && runs_interpreter_loop(pc);
+      merged.frames.push_back(pc);
+      continue;
+    }
+    // This activation's frames: up to and including its entry frame.
+    while (next < python.size()) {
+      merged.frames.push_back(python[next].raw);
+      ++merged.python_frames;
+      if (python[next++].entry) break;
+    }
+  }
+  merged.mismatched |= next != python.size();
+  return merged;
+}
+
+void PythonStacks::take_event(const void* data, size_t size, PythonStats& stats) {
+  constexpr size_t kFixed = offsetof(bpfprof_python_stack_event, frames);
+  if (size < kFixed) return;
+  bpfprof_python_stack_event e;
+  memcpy(&e, data, std::min(size, sizeof(e)));
+  const size_t depth = std::min<size_t>(
+      {e.depth, BPFPROF_MAX_PYTHON_FRAMES, (size - kFixed) / sizeof(bpfprof_python_frame)});
+  ++stats.stacks;
+  stats.event_bytes += size;
+  if (e.status == BPFPROF_PYTHON_STACK_NO_THREAD) ++stats.no_thread_state;
+  if (e.status == BPFPROF_PYTHON_STACK_UNREADABLE) ++stats.unreadable;
+  if (e.status == BPFPROF_PYTHON_STACK_AT_LIMIT) ++stats.at_limit;
+  Pending& pending = pending_[Tid{static_cast<int32_t>(e.header.tid)}];
+  pending.time = MonotonicNs{e.header.timestamp_ns};
+  pending.frames.clear();
+  for (size_t i = 0; i < depth; ++i) {
+    const bpfprof_python_frame& f = e.frames[i];
+    // A shim frame (3.12+) is no function: it says that the frame inside it began its
+    // activation, as 3.11's entry flag does.
+    if (f.flags & BPFPROF_PYTHON_FRAME_SHIM) {
+      if (!pending.frames.empty()) pending.frames.back().entry = true;
+      continue;
+    }
+    pending.frames.push_back(PendingFrame{f.code, f.instruction, f.first_line,
+                                          (f.flags & BPFPROF_PYTHON_FRAME_ENTRY) != 0});
+  }
+}
+
+void PythonStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
+                              Recording& recording) {
+  auto found = pending_.find(tid);
+  if (found == pending_.end()) return;
+  Pending pending = std::move(found->second);
+  pending_.erase(found);
+  const PythonInterpreter* interpreter = processes_.find(pid);
+  if (pending.time != time || !interpreter || pending.frames.empty()) return;
+  scratch_.clear();
+  for (const PendingFrame& f : pending.frames)
+    scratch_.push_back({raw_python_frame(name_frame(pid, *interpreter, f, recording)), f.entry});
+  MergedStack merged = merge_python_frames(
+      user, scratch_, [&](uint64_t pc) { return interpreter->runs_interpreter_loop(pc); });
+  PythonStats& stats = recording.stats.python;
+  if (merged.mismatched) ++stats.mismatched;
+  if (merged.python_frames > 0) ++stats.merged;
+  user = std::move(merged.frames);
+}
+
+void PythonStacks::forget(Pid pid) {
+  code_.forget(pid);
+  named_.erase(pid);
+}
+
+PythonFrameId PythonStacks::name_frame(Pid pid, const PythonInterpreter& interpreter,
+                                       const PendingFrame& f, Recording& recording) {
+  auto& named = named_[pid];
+  const FrameCacheKey key{f.code, f.instruction, f.first_line};
+  if (auto it = named.find(key); it != named.end()) return it->second;
+  PythonStats& stats = recording.stats.python;
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t reads_before = code_.objects_read();
+  const PythonCode* code = code_.read(pid, interpreter, f.code, f.first_line);
+  stats.code_objects_read += code_.objects_read() - reads_before;
+  if (!code) {
+    // Not kept: the object may be readable at the next sample (it was being set up).
+    ++stats.unnamed_frames;
+    return recording.python_frames.intern(kUnknownCode, 0);
+  }
+  ++stats.frames;
+  const uint32_t first_line = static_cast<uint32_t>(std::max(code->first_line, 0));
+  // A frame that has not run its first instruction yet points just before it (-1 unit).
+  const int32_t offset = static_cast<int32_t>(f.instruction);
+  const std::optional<uint32_t> line =
+      offset < 0
+          ? first_line
+          : python_line_for(code->linetable, code->first_line, static_cast<uint32_t>(offset) / 2);
+  const PythonFrameId id = recording.python_frames.intern(
+      {code->qualified_name, code->filename, first_line}, line.value_or(0));
+  stats.code_read_ns += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+  named.emplace(key, id);
+  return id;
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,87 @@
+// Puts Python frames into the native stacks: the BPF side sends a thread's Python frames just
+// before its sample (or off-CPU stack), with the same header; the decoder hands each native
+// user stack here, and every native _PyEval_EvalFrameDefault frame is replaced by the Python
+// frames its activation was running (up to the frame marked as the activation's entry),
+// innermost first. The code objects are named as the stacks arrive, while the process lives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "userspace/capture/python_code.h"
+#include "userspace/capture/python_processes.h"
+#include "userspace/model/recording.h"
+
+namespace bpfprof {
+
+// A Python frame as it goes into a raw stack: its raw address (raw_python_frame) and whether
+// it is the first frame of its interpreter-loop activation.
+struct ActivationFrame {
+  uint64_t raw = 0;
+  bool entry = false;
+};
+
+// `native`: a user stack, innermost first. Each frame for which `runs_interpreter_loop` holds
+// takes the next activation of `python` (innermost first); an interpreter frame left without
+// one stays native. Returns the merged stack and whether the two disagreed (activations left
+// over, which are dropped, or interpreter frames left native).
+struct MergedStack {
+  std::vector<uint64_t> frames;
+  size_t python_frames = 0;  // placed
+  bool mismatched = false;
+};
+MergedStack merge_python_frames(std::span<const uint64_t> native,
+                                std::span<const ActivationFrame> python,
+                                const std::function<bool(uint64_t)>& runs_interpreter_loop);
+
+class PythonStacks {
+ public:
+  explicit PythonStacks(const PythonProcesses& processes) : processes_(processes) {}
+
+  // A BPFPROF_EVENT_PYTHON_STACK event: kept for the sample of its thread that follows.
+  void take_event(const void* data, size_t size, PythonStats& stats);
+  // The user stack `user` (innermost first) of the sample of `tid` at `time`, with the
+  // Python frames sent for it merged in (unchanged when none were).
+  void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
+                  Recording& recording);
+  void forget(Pid pid);
+
+ private:
+  struct PendingFrame {
+    uint64_t code;
+    uint32_t instruction;
+    int32_t first_line;
+    bool entry;
+  };
+  struct Pending {
+    MonotonicNs time;
+    std::vector<PendingFrame> frames;
+  };
+  struct FrameCacheKey {
+    uint64_t code;
+    uint32_t instruction;
+    int32_t first_line;
+    bool operator==(const FrameCacheKey&) const = default;
+  };
+  struct FrameCacheKeyHash {
+    size_t operator()(const FrameCacheKey& k) const noexcept {
+      return std::hash<uint64_t>{}(k.code * 31 +
+                                   (uint64_t{k.instruction} << 32 | uint32_t(k.first_line)));
+    }
+  };
+  PythonFrameId name_frame(Pid pid, const PythonInterpreter& interpreter, const PendingFrame& f,
+                           Recording& recording);
+
+  const PythonProcesses& processes_;
+  PythonCodeReader code_;
+  std::unordered_map<Tid, Pending> pending_;
+  std::unordered_map<Pid, std::unordered_map<FrameCacheKey, PythonFrameId, FrameCacheKeyHash>>
+      named_;
+  std::vector<ActivationFrame> scratch_;
+};
+
+}  // namespace bpfprof
