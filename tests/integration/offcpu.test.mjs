@@ -253,9 +253,16 @@ describe('off-CPU: sleepy (50 ms spin / 50 ms nanosleep)', () => {
                        fixtureCpuOfLife: f.cpuNs / f.lifeNs });
     t.diagnostic(`sleeper: profile CPU ${ms(cpu)} ms of life ${ms(f.lifeNs)} ms = ${pct(ratio)} ` +
                  `(its own CPU clock: ${pct(f.cpuNs / f.lifeNs)})`);
-    assert.ok(Math.abs(ratio - 0.5) <= 0.05,
-              `sleeper CPU ${pct(ratio)} of its life, want 45%-55% (the fixture's own clock says ` +
-              `${pct(f.cpuNs / f.lifeNs)}; far from 50% there means a busy machine)`);
+    // The profile must tell the CPU time the thread really had (its own clock); 50% is what
+    // the fixture gets only on a machine with a CPU to spare.
+    const own = f.cpuNs / f.lifeNs;
+    assert.ok(Math.abs(ratio - own) <= 0.05,
+              `sleeper CPU ${pct(ratio)} of its life in the profile, ${pct(own)} by its own clock`);
+    if (Math.abs(own - 0.5) > 0.05) {
+      t.diagnostic(`the sleeper's own clock says ${pct(own)}: a busy machine, 50% not checked`);
+      return;
+    }
+    assert.ok(Math.abs(ratio - 0.5) <= 0.05, `sleeper CPU ${pct(ratio)} of its life, want 45%-55%`);
   });
 
   it('sleep_phase > kernel > [sleeping] holds half the weight, spin_phase the other half', (t) => {

@@ -90,7 +90,12 @@ describe('threads', () => {
       const s = samplesByHandle.get(entry.threadHandle);
       assert.equal(hottestSelf(s), spin);
       assert.ok(selfShare(s, spin) >= 0.9, `${name}: ${spin} self ${pct(selfShare(s, spin))}`);
-      assert.ok(entry.cpuMs > DURATION_MS * 0.5, `${name}: cpu ${entry.cpuMs} ms`);
+      // What profiler-cli shows is the thread's own CPU clock (the fixture prints it); how much
+      // CPU the spinning thread got depends on the machine's load, not on bpfprof.
+      const ownMs = rec.cputimes.find((c) => c.name === name).ns / 1e6;
+      assert.ok(Math.abs(entry.cpuMs - ownMs) <= 0.1 * ownMs,
+                `${name}: profiler-cli cpu ${entry.cpuMs} ms, the thread's own clock ${ownMs} ms`);
+      if (ownMs < DURATION_MS * 0.5) t.diagnostic(`${name} got ${ownMs} ms of CPU: a busy machine`);
       metrics.workers[name].cliSelfShare = selfShare(s, spin);
     }
   });

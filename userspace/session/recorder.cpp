@@ -193,7 +193,8 @@ class RecordSession {
   void stop_collecting();
   std::optional<RunReport> write_profile_to(CommittableSink& sink, std::string* error);
   std::vector<std::string> fallback_directories() const;
-  std::optional<std::string> write_profile_elsewhere(std::optional<RunReport>& report);
+  std::optional<std::string> write_profile_elsewhere(std::optional<RunReport>& report,
+                                                     WritingProfile& writing);
   void give_to_invoking_user(const std::string& path) const;
   void print_summary(const RunReport& report, const std::string& written,
                      double own_cpu_writing_ms) const;
@@ -475,16 +476,21 @@ int RecordSession::finish() {
   fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
           static_cast<double>(recording_.end_time.value - recording_.start_time.value) / 1e9);
   std::string error;
-  pipeline_.finish(recording_.end_time);
-  std::optional<RunReport> report = write_profile_to(*output_, &error);
   std::string written = options_.output_path;
-  if (!report) {
-    fprintf(stderr, "bpfprof: cannot write the profile: %s\n", error.c_str());
-    // What was recorded is not lost for a full disk or a directory removed meanwhile.
-    std::optional<std::string> fallback = write_profile_elsewhere(report);
-    if (!fallback) return failed_status;
-    written = *fallback;
-    fprintf(stderr, "bpfprof: wrote the profile to %s instead\n", written.c_str());
+  std::optional<RunReport> report;
+  {
+    // From here on a stop signal does not lose what was recorded (a third one does).
+    WritingProfile writing(output_->temp_path());
+    pipeline_.finish(recording_.end_time);
+    report = write_profile_to(*output_, &error);
+    if (!report) {
+      fprintf(stderr, "bpfprof: cannot write the profile: %s\n", error.c_str());
+      // What was recorded is not lost for a full disk or a directory removed meanwhile.
+      std::optional<std::string> fallback = write_profile_elsewhere(report, writing);
+      if (!fallback) return failed_status;
+      written = *fallback;
+      fprintf(stderr, "bpfprof: wrote the profile to %s instead\n", written.c_str());
+    }
   }
   give_to_invoking_user(written);
   print_summary(*report, written,
@@ -499,7 +505,6 @@ int RecordSession::finish() {
 std::optional<RunReport> RecordSession::write_profile_to(CommittableSink& sink,
                                                          std::string* error) {
   try {
-    WritingProfile writing(sink.temp_path());
     RunReport report = write_profile_with_report(
         pipeline_.model(), recording_, sink,
         ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs, options_.format});
@@ -529,14 +534,15 @@ std::vector<std::string> RecordSession::fallback_directories() const {
 
 // Writes the profile under the output's file name in the first fallback directory that takes
 // it; its path, or nullopt (each failure said in one line).
-std::optional<std::string> RecordSession::write_profile_elsewhere(
-    std::optional<RunReport>& report) {
+std::optional<std::string> RecordSession::write_profile_elsewhere(std::optional<RunReport>& report,
+                                                                  WritingProfile& writing) {
   for (const std::string& dir : fallback_directories()) {
     const std::string path = dir + "/" + base_name(options_.output_path);
     if (path == options_.output_path) continue;
     std::string error;
     try {
       std::unique_ptr<CommittableSink> sink = open_output(path);
+      writing.now_writing(sink->temp_path());
       report = write_profile_to(*sink, &error);
       if (report) return path;
     } catch (const std::exception& e) {

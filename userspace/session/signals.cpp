@@ -56,7 +56,11 @@ StopSignals stop_signals() {
   return StopSignals{g_signal_count.load(), g_last_signal.load(), g_signal_from_process.load()};
 }
 
-WritingProfile::WritingProfile(const std::string& temp_path) {
+WritingProfile::WritingProfile(const std::string& temp_path) { now_writing(temp_path); }
+
+void WritingProfile::now_writing(const std::string& temp_path) {
+  // Unpublished while the path changes: the handler never reads half of one.
+  g_writing.store(false, std::memory_order_release);
   snprintf(g_writing_temp_path, sizeof g_writing_temp_path, "%s", temp_path.c_str());
   g_writing.store(true, std::memory_order_release);
 }

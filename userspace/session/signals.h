@@ -23,6 +23,8 @@ class WritingProfile {
  public:
   explicit WritingProfile(const std::string& temp_path);
   ~WritingProfile();
+  // The profile is now written to another temporary file (a fallback place).
+  void now_writing(const std::string& temp_path);
   WritingProfile(const WritingProfile&) = delete;
   WritingProfile& operator=(const WritingProfile&) = delete;
 };
