@@ -50,6 +50,7 @@ void PythonStacks::take_event(const void* data, size_t size, PythonStats& stats)
   if (e.status == BPFPROF_PYTHON_STACK_UNREADABLE) ++stats.unreadable;
   if (e.status == BPFPROF_PYTHON_STACK_AT_LIMIT) ++stats.at_limit;
   Pending& pending = pending_[Tid{static_cast<int32_t>(e.header.tid)}];
+  pending.pid = Pid{static_cast<int32_t>(e.header.pid)};
   pending.time = MonotonicNs{e.header.timestamp_ns};
   pending.frames.clear();
   for (size_t i = 0; i < depth; ++i) {
@@ -87,6 +88,8 @@ void PythonStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<ui
 void PythonStacks::forget(Pid pid) {
   code_.forget(pid);
   named_.erase(pid);
+  // Frames whose sample never came (lost in a full ring buffer) would stay forever.
+  std::erase_if(pending_, [&](const auto& entry) { return entry.second.pid == pid; });
 }
 
 PythonFrameId PythonStacks::name_frame(Pid pid, const PythonInterpreter& interpreter,

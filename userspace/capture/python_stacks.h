@@ -58,6 +58,7 @@ class PythonStacks {
     bool entry;
   };
   struct Pending {
+    Pid pid;  // so that a process's threads' leftovers go with it
     MonotonicNs time;
     std::vector<PendingFrame> frames;
   };
