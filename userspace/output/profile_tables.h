@@ -102,7 +102,7 @@ class FuncTable {
     // Interpreted (Python) code: `isJS`, so that the front end's JS-only ("Script") call
     // tree shows the program's own functions; with the line it starts at.
     bool is_script = false;
-    std::optional<uint32_t> line_number;
+    std::optional<uint32_t> line_number{};
   };
   // The name is interned only when the function is new.
   FuncIndex add(StringTable& strings, std::string_view name, std::optional<ResourceIndex> resource,
