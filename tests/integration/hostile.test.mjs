@@ -66,12 +66,14 @@ describe('the recorder killed with SIGKILL', () => {
     const file = join(RESULTS_DIR, 'killed.json.gz');
     const recorder = startBackground(BPFPROF, ['record', '-o', file, '--', 'sleep', '60']);
     let held = { prog_id: new Set(), link_id: new Set() };
-    for (let i = 0; i < 100 && held.link_id.size === 0; ++i) {
+    // Attached, and the command started (it is released after the attach).
+    let command = '';
+    for (let i = 0; i < 100 && (held.link_id.size === 0 || !command); ++i) {
       await sleep(20);
       held = heldBpfObjects(recorder.pid);
+      command = readFileSync(`/proc/${recorder.pid}/task/${recorder.pid}/children`, 'utf8').trim();
     }
     assert.ok(held.prog_id.size > 0 && held.link_id.size > 0, 'the recorder attached its programs');
-    const command = readFileSync(`/proc/${recorder.pid}/task/${recorder.pid}/children`, 'utf8').trim();
     recorder.child.kill('SIGKILL');
     // Not recorder.done: the command holds the recorder's stderr pipe open.
     for (let i = 0; i < 100 && existsSync(`/proc/${recorder.pid}/stat`) &&
