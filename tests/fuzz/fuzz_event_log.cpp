@@ -25,31 +25,10 @@ namespace {
 
 void replay(const std::string& path) {
   EventLogReader reader(path);
-  Recording recording;
-  recording.frequency_hz = reader.settings().frequency_hz;
-  recording.off_cpu = reader.settings().off_cpu;
-  recording.call_graph = reader.settings().call_graph;
-  recording.start_time = reader.settings().start_time;
-  recording.end_time = recording.start_time;
+  Recording recording = recording_for(reader.settings());
   // No unwinder: a hostile stream names files that must not be opened (a FIFO would hang).
   IngestPipeline pipeline(recording, {.dwarf = false, .pin_mapped_files = false});
-  size_t events = 0;
-  while (std::optional<EventLogReader::Record> record = reader.next()) {
-    switch (record->type) {
-      case EventLogReader::Record::Type::kBpfEvent:
-        pipeline.take_bpf_event(record->data, record->size);
-        if (++events % 64 == 0 && !recording.samples.empty())
-          pipeline.advance(recording.samples.back().time);
-        break;
-      case EventLogReader::Record::Type::kLifecycle:
-        recording.events.push_back(std::move(*record->lifecycle));
-        pipeline.take_lifecycle_events();
-        break;
-      case EventLogReader::Record::Type::kTrailer:
-        recording.end_time = record->trailer.end_time;
-        break;
-    }
-  }
+  replay_events(reader, pipeline, /*events_per_batch=*/64);
   pipeline.finish(recording.end_time);
 }
 

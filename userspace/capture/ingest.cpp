@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "symbols/dwarf/unwinder.h"
+#include "userspace/capture/event_log.h"
 #include "userspace/model/clocks.h"
 
 namespace bpfprof {
@@ -56,6 +57,48 @@ void IngestPipeline::consume_into_model(MonotonicNs until) {
   model_.consume(recording_, until);
   model_cpu_ms_ += thread_cpu_ms() - before;
   resolved_events_ = recording_.events.size();
+}
+
+Recording recording_for(const RecordingSettings& settings) {
+  Recording recording;
+  recording.frequency_hz = settings.frequency_hz;
+  recording.sampling_event = settings.sampling_event;
+  recording.off_cpu = settings.off_cpu;
+  recording.call_graph = settings.call_graph;
+  recording.start_time = settings.start_time;
+  recording.end_time = settings.start_time;
+  recording.start_wall_clock_ms = settings.start_wall_clock_ms;
+  return recording;
+}
+
+ReplayedEvents replay_events(EventLogReader& reader, IngestPipeline& pipeline,
+                             uint64_t events_per_batch) {
+  Recording& recording = pipeline.recording();
+  ReplayedEvents counts;
+  MonotonicNs latest = recording.start_time;  // the latest event time seen
+  while (std::optional<EventLogReader::Record> record = reader.next()) {
+    switch (record->type) {
+      case EventLogReader::Record::Type::kBpfEvent:
+        pipeline.take_bpf_event(record->data, record->size);
+        if (++counts.bpf_events % events_per_batch == 0 && !recording.samples.empty()) {
+          latest = std::max(latest, recording.samples.back().time);
+          pipeline.advance(latest);
+        }
+        break;
+      case EventLogReader::Record::Type::kLifecycle:
+        recording.events.push_back(std::move(*record->lifecycle));
+        pipeline.take_lifecycle_events();
+        ++counts.lifecycle_events;
+        break;
+      case EventLogReader::Record::Type::kTrailer:
+        recording.end_time = record->trailer.end_time;
+        recording.stats.lost_bpf_events = record->trailer.lost_bpf_events;
+        recording.stats.lost_sideband_records = record->trailer.lost_sideband_records;
+        counts.complete = true;
+        break;
+    }
+  }
+  return counts;
 }
 
 }  // namespace bpfprof

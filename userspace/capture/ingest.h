@@ -83,4 +83,22 @@ class IngestPipeline {
   double model_cpu_ms_ = 0;
 };
 
+// A saved stream fed through the pipeline (replay, fuzzing).
+class EventLogReader;
+struct RecordingSettings;
+
+// A recording with a saved stream's settings, before any event.
+Recording recording_for(const RecordingSettings& settings);
+
+struct ReplayedEvents {
+  uint64_t bpf_events = 0;
+  uint64_t lifecycle_events = 0;
+  bool complete = false;  // the stream had its trailer
+};
+
+// Feeds every record of `reader` through `pipeline`, advancing it every `events_per_batch`
+// BPF events as a live recording's polls would. Throws std::runtime_error on a corrupt record.
+ReplayedEvents replay_events(EventLogReader& reader, IngestPipeline& pipeline,
+                             uint64_t events_per_batch);
+
 }  // namespace bpfprof

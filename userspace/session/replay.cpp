@@ -23,55 +23,6 @@ namespace {
 // events (the model and the unwinder's forgetting work per batch).
 constexpr uint64_t kEventsPerBatch = 4096;
 
-Recording recording_for(const RecordingSettings& settings) {
-  Recording recording;
-  recording.frequency_hz = settings.frequency_hz;
-  recording.sampling_event = settings.sampling_event;
-  recording.off_cpu = settings.off_cpu;
-  recording.call_graph = settings.call_graph;
-  recording.start_time = settings.start_time;
-  recording.end_time = settings.start_time;
-  recording.start_wall_clock_ms = settings.start_wall_clock_ms;
-  return recording;
-}
-
-struct ReplayedEvents {
-  uint64_t bpf_events = 0;
-  uint64_t lifecycle_events = 0;
-  bool complete = false;  // the stream had its trailer
-};
-
-// Feeds every record of the stream through the pipeline, in batches as a live recording's
-// polls would make them.
-ReplayedEvents replay_events(EventLogReader& reader, IngestPipeline& pipeline) {
-  Recording& recording = pipeline.recording();
-  ReplayedEvents counts;
-  MonotonicNs latest = recording.start_time;  // the latest event time seen
-  while (std::optional<EventLogReader::Record> record = reader.next()) {
-    switch (record->type) {
-      case EventLogReader::Record::Type::kBpfEvent:
-        pipeline.take_bpf_event(record->data, record->size);
-        if (++counts.bpf_events % kEventsPerBatch == 0 && !recording.samples.empty()) {
-          latest = std::max(latest, recording.samples.back().time);
-          pipeline.advance(latest);
-        }
-        break;
-      case EventLogReader::Record::Type::kLifecycle:
-        recording.events.push_back(std::move(*record->lifecycle));
-        pipeline.take_lifecycle_events();
-        ++counts.lifecycle_events;
-        break;
-      case EventLogReader::Record::Type::kTrailer:
-        recording.end_time = record->trailer.end_time;
-        recording.stats.lost_bpf_events = record->trailer.lost_bpf_events;
-        recording.stats.lost_sideband_records = record->trailer.lost_sideband_records;
-        counts.complete = true;
-        break;
-    }
-  }
-  return counts;
-}
-
 // CPU time of each stage, in ms of this thread.
 struct ReplayTimes {
   double ingest = 0;  // decode + unwind + model
@@ -109,7 +60,7 @@ int run_replay(const ReplayOptions& options) {
                                         .pin_mapped_files = false});
     std::unique_ptr<CommittableSink> output = open_output(options.output_path);
     const double cpu_start = thread_cpu_ms();
-    const ReplayedEvents counts = replay_events(reader, pipeline);
+    const ReplayedEvents counts = replay_events(reader, pipeline, kEventsPerBatch);
     if (!counts.complete) {
       fprintf(stderr,
               "bpfprof: %s ends early (the recording was cut short); replaying what it holds\n",
