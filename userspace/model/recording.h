@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "symbols/util/held_file.h"
 #include "userspace/model/ids.h"
 #include "userspace/model/prefix_tree.h"
 
@@ -73,10 +74,13 @@ struct MappingInfo {
   uint64_t inode = 0;
   std::string path{};
   std::string build_id{};  // raw bytes when the kernel reported it with the mapping
-  // For a process in another mount namespace: that namespace, and where bpfprof can read
-  // the file (an fd it holds). Empty/0 when the path is valid as it is.
+  // For a process in another mount namespace: that namespace (0 when it is bpfprof's own).
   uint64_t mount_namespace = 0;
-  std::string access_path{};
+  // The file, opened while the path still led to it (capture/mapped_files), when the path
+  // may not lead to it at the end: another namespace's path, a binary deleted or replaced.
+  HeldFileRef held_file{};
+
+  const std::string& readable_path() const { return bpfprof::readable_path(path, held_file); }
 };
 
 struct ForkEvent {

@@ -259,7 +259,7 @@ LibId SessionModel::intern_library(const MappingInfo& mapping) {
                                  .inode = mapping.inode,
                                  .build_id = mapping.build_id,
                                  .mount_namespace = mapping.mount_namespace,
-                                 .access_path = mapping.access_path});
+                                 .held_file = mapping.held_file});
   }
   return it->second;
 }
