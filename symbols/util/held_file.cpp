@@ -12,7 +12,8 @@
 
 namespace bpfprof {
 
-HeldFile::HeldFile(UniqueFd fd) : fd_(std::move(fd)), path_("/proc/self/fd/" + std::to_string(fd_.get())) {}
+HeldFile::HeldFile(UniqueFd fd)
+    : fd_(std::move(fd)), path_("/proc/self/fd/" + std::to_string(fd_.get())) {}
 
 std::shared_ptr<const HeldFile> HeldFile::open(const std::string& path) {
   return adopt(UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)));
