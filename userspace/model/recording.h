@@ -236,7 +236,10 @@ struct RecordingStats {
   std::vector<uint32_t> unwind_ns{};  // time unwinds took (a uniform sample of at most 64k)
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
   std::vector<uint64_t> lost_bpf_events_per_cpu{};
-  uint64_t lost_sideband_records = 0;                // perf MMAP/COMM records lost
+  uint64_t lost_sideband_records = 0;  // perf MMAP/COMM records lost
+  // Events and samples that reached the model after it had taken their time (they came
+  // later than the reorder window): applied out of order, e.g. a mapping after samples in it.
+  uint64_t late_events = 0;
   std::optional<KernelUnwindStats> kernel_unwind{};  // --call-graph dwarf only
   PythonStats python;
 };

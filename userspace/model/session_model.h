@@ -221,6 +221,7 @@ class SessionModel {
   // consume(): how much of the recording's pending events and samples is already in order.
   size_t sorted_pending_events_ = 0;
   size_t sorted_pending_samples_ = 0;
+  std::optional<MonotonicNs> taken_until_;  // the last `until` of consume()
 };
 
 }  // namespace bpfprof
