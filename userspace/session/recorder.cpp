@@ -13,7 +13,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <stdexcept>
+#include <system_error>
 
 #include "bpf/events.h"
 #include "symbols/dwarf/debug_hint.h"
@@ -38,6 +40,19 @@
 namespace bpfprof {
 
 namespace {
+
+// One line for an exception: what it says, and for a lack of memory (an allocation, a thread
+// that could not get its stack) that a memory limit may be the cause.
+std::string describe_failure(const std::exception& e) {
+  bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+  if (const auto* system = dynamic_cast<const std::system_error*>(&e))
+    memory = system->code().value() == ENOMEM || system->code().value() == EAGAIN;
+  if (!memory) return e.what();
+  const std::string detail =
+      dynamic_cast<const std::bad_alloc*>(&e) ? "" : e.what() + std::string("; ");
+  return "out of memory (" + detail +
+         "is a memory limit, ulimit -v or a cgroup's, below what bpfprof needs?)";
+}
 
 // A running process we attached to; readable once it has exited (immune to pid reuse).
 UniqueFd open_pidfd(Pid pid) {
@@ -254,7 +269,7 @@ void RecordSession::set_up() {
   } catch (const RecordFailure&) {
     throw;
   } catch (const std::exception& e) {
-    throw RecordFailure(2, e.what());
+    throw RecordFailure(2, describe_failure(e));
   }
   sampling_started_ = monotonic_now();
   install_stop_signal_handlers();
@@ -598,6 +613,10 @@ int run_record(const RecordOptions& options, const RunReportPrinter& print_repor
   } catch (const RecordFailure& failure) {
     fprintf(stderr, "bpfprof: %s\n", failure.what());
     return failure.status;
+  } catch (const std::exception& e) {
+    // Out of memory (or any failure) past the set-up: one line and a status, not an abort.
+    fprintf(stderr, "bpfprof: %s\n", describe_failure(e).c_str());
+    return 1;
   }
 }
 
