@@ -147,6 +147,11 @@ CLI::App* add_serve_command(CLI::App& app, ServeOptions& serve_options) {
   serve->add_option("--port", serve_options.port, "Port on 127.0.0.1 (default: any free one)");
   serve->add_flag_callback(
       "--no-browser", [&] { serve_options.open_browser = false; }, "Only print the link");
+  serve
+      ->add_option("--symbol-dir", serve_options.symbol_dirs,
+                   "As for record: also look for the libraries' debug files in DIR")
+      ->check(CLI::ExistingDirectory)
+      ->type_name("DIR");
   return serve;
 }
 

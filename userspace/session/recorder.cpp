@@ -497,7 +497,7 @@ int RecordSession::finish() {
                 process_cpu_ms() - own_cpu_while_recording_ms_ - own_cpu_at_start_ms_);
   if (written != options_.output_path) return failed_status;
   if (options_.open && options_.format == OutputFormat::kFirefox)
-    run_serve(ServeOptions{options_.output_path});
+    run_serve(ServeOptions{options_.output_path, 0, true, options_.symbol_dirs});
   return status;
 }
 
