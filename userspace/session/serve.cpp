@@ -156,6 +156,8 @@ int run_serve(const ServeOptions& options) {
   SymbolApi api(libraries_of(options.path), SymbolizerOptions{options.symbol_dirs});
   httplib::Server server;
   server.set_payload_max_length(64 << 20);
+  // One request per connection: an idle kept-alive connection would hold a server thread.
+  server.set_keep_alive_max_count(1);
   route(server, *profile, *prefix, api);
   // Never reachable from other machines.
   const int port = options.port == 0
