@@ -172,6 +172,54 @@ TEST_F(SymbolApiTest, MalformedRequestsGet400) {
   EXPECT_EQ(api_->handle("/other/v1", "{}").status, 404);
 }
 
+// `serve` later than `record`: the binary is gone (or replaced), its debug file is found by
+// the recorded build-id in a --symbol-dir (stripped_buildid: symdir/.build-id/xx/rest.debug).
+TEST(SymbolApiLater, ALibraryIsFoundByBuildIdInItsDebugFileWhenTheBinaryIsGone) {
+  const std::string binary = std::string(TEST_FIXTURE_DIR) + "/stripped_buildid";
+  const std::string symdir = std::string(TEST_FIXTURE_DIR) + "/symdir";
+  Symbolizer symbolizer(SymbolizerOptions{{symdir}});
+  LibraryDescription lib = symbolizer.describe_library(binary, binary, "");
+  ASSERT_FALSE(lib.code_id.empty());
+  std::unique_ptr<ElfFile> debug = ElfFile::open(lib.debug_path, nullptr);
+  ASSERT_TRUE(debug) << lib.debug_path;
+  uint64_t spin = 0;
+  for (const Symbol& s : debug->symbols())
+    if (s.name == "buildid_spin") spin = s.address - debug->base_vaddr();
+  ASSERT_NE(spin, 0u);
+  lib.path = "/nonexistent/stripped_buildid";  // removed since the recording
+  const std::string frame_request = R"({"jobs": [{"memoryMap": [[")" + lib.debug_name + R"(", ")" +
+                                    lib.breakpad_id + R"("]], "stacks": [[[0, )" +
+                                    std::to_string(spin + 4) + "]]]}]}";
+  {
+    SymbolApi api({lib}, SymbolizerOptions{{symdir}});
+    ApiResponse response = api.handle("/symbolicate/v5", frame_request);
+    ASSERT_EQ(response.status, 200) << response.json;
+    const Json frame = Json::parse(response.json)["results"][0]["stacks"][0][0];
+    EXPECT_EQ(frame["function"], "buildid_spin");
+    EXPECT_TRUE(frame["file"].get<std::string>().ends_with("stripped_buildid.c"));
+    // The debug file has no code: no disassembly, a clear refusal.
+    const Json asm_request = {
+        {"name", lib.name}, {"codeId", lib.code_id}, {"startAddress", hex(spin)}, {"size", "0x10"}};
+    EXPECT_EQ(api.handle("/asm/v1", asm_request.dump()).status, 404);
+  }
+  {
+    // Without the directory (and the debug file gone from where the recorder found it),
+    // nothing has that build-id: unknown, never another file's names.
+    lib.debug_path = "/nonexistent/stripped_buildid.debug";
+    SymbolApi api({lib}, SymbolizerOptions{});
+    ApiResponse response = api.handle("/symbolicate/v5", frame_request);
+    ASSERT_EQ(response.status, 200) << response.json;
+    EXPECT_FALSE(Json::parse(response.json)["results"][0]["stacks"][0][0].contains("function"));
+  }
+  {
+    // A file at the recorded path with another build-id (rebuilt since) is not used.
+    lib.path = std::string(TEST_FIXTURE_DIR) + "/inline_hot";
+    SymbolApi api({lib}, SymbolizerOptions{});
+    ApiResponse response = api.handle("/symbolicate/v5", frame_request);
+    EXPECT_FALSE(Json::parse(response.json)["results"][0]["found_modules"].begin()->get<bool>());
+  }
+}
+
 // Compiled as `cc ... inline_hot.c` in tests/fixtures: DWARF names "inline_hot.c" relative to
 // the compilation directory; frames (so the profile's sources and /source/v1) get the path
 // joined with it.
