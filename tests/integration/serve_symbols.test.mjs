@@ -2,7 +2,8 @@
 // (-O2 -g: helper() inlined into hot_loop()) served with POST /symbolicate/v5, /source/v1 and
 // /asm/v1 under the served path's unguessable prefix, the from-url link carrying
 // ?symbolServer=; then the Firefox Profiler's own source and assembly fetching
-// (profiler-cli function annotate) against it.
+// (profiler-cli function annotate) against it; and record --embed-sources, the source text in
+// the profile itself.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -231,6 +232,43 @@ describe('bpfprof serve: the symbol server of a profile', () => {
       const sampled = asm.instructions.filter((i) => i.selfSamples > 0);
       t.diagnostic(`assembly view: ${asm.instructions.length} instructions, ${sampled.length} sampled`);
       assert.ok(asm.instructions.length > 10 && sampled.length > 0);
+    });
+  });
+});
+
+describe('record --embed-sources: the source view without a server', () => {
+  let rec;
+  before(async () => {
+    if (recorderUnavailableReason()) return;
+    rec = await recordFixture('inline_hot', 800, { label: 'embed_sources_inline_hot', recordArgs: ['--embed-sources'] });
+  });
+
+  it('puts the sampled source files\' text into sources.content and says so in the summary', (t) => {
+    if (!requireRecorder(t)) return;
+    const { sources, stringArray } = rec.profile.shared;
+    const index = sources.filename.findIndex((s) => stringArray[s] === SOURCE);
+    assert.ok(index >= 0, 'inline_hot.c is not in the sources table');
+    assert.equal(sources.content[index], readFileSync(SOURCE, 'utf8'));
+    const embedded = sources.content.filter((c) => c !== null);
+    const bytes = embedded.reduce((n, c) => n + Buffer.byteLength(c), 0);
+    assert.ok(bytes <= 4 << 20, `${bytes} bytes embedded`);
+    const line = (rec.result.stdout + rec.result.stderr).match(/bpfprof: embedded (\d+) source files \((\d+) KB\)[^\n]*/);
+    assert.ok(line, 'the summary does not say what was embedded');
+    t.diagnostic(line[0]);
+    assert.equal(Number(line[1]), embedded.length);
+  });
+
+  it('the Firefox Profiler shows the source from the file alone (profiler-cli annotate, no symbol server)', async (t) => {
+    if (!requireRecorder(t)) return;
+    await withCliSession(rec.file, async (session) => {
+      const list = await session.json('thread', 'functions', '--search', 'helper');
+      const fn = list.functions.find((f) => f.name === 'helper');
+      assert.ok(fn, 'no function helper');
+      const annotated = await session.json('function', 'annotate', fn.functionHandle, '--mode', 'src');
+      assert.deepEqual(annotated.warnings, []);
+      const fileLines = readFileSync(SOURCE, 'utf8').split('\n');
+      assert.equal(annotated.srcAnnotation.totalFileLines, fileLines.length);
+      for (const line of annotated.srcAnnotation.lines) assert.equal(line.sourceText, fileLines[line.lineNumber - 1]);
     });
   });
 });

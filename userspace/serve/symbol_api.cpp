@@ -1,8 +1,6 @@
 #include "userspace/serve/symbol_api.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -10,6 +8,7 @@
 #include <stdexcept>
 
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/read_file.h"
 #include "symbols/util/unique_handle.h"
 #include "userspace/serve/disassembler.h"
 
@@ -87,24 +86,6 @@ uint64_t hex_member(const Json& object, const char* name) {
 std::string hex(uint64_t value) {
   char text[24];
   snprintf(text, sizeof text, "0x%" PRIx64, value);
-  return text;
-}
-
-// The whole text of a regular file of at most `limit` bytes.
-std::optional<std::string> read_text_file(const std::string& path, uint64_t limit) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  struct stat st {};
-  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<uint64_t>(st.st_size) > limit)
-    return std::nullopt;
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = pread(fd.get(), text.data() + done, text.size() - done, done);
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  text.resize(done);
   return text;
 }
 
@@ -222,7 +203,7 @@ struct SymbolApiHandlers {
     if (!named)
       throw RequestError(404, "the debug information of " + library.description->debug_name +
                                   " does not name " + file + " at " + hex(offset));
-    std::optional<std::string> text = read_text_file(file, SymbolApi::kMaxSourceBytes);
+    std::optional<std::string> text = read_regular_file(file, SymbolApi::kMaxSourceBytes);
     if (!text) throw RequestError(404, "cannot read " + file);
     return {{"symbolsLastModified", nullptr},
             {"sourceLastModified", nullptr},

@@ -505,9 +505,10 @@ int RecordSession::finish() {
 std::optional<RunReport> RecordSession::write_profile_to(CommittableSink& sink,
                                                          std::string* error) {
   try {
-    RunReport report = write_profile_with_report(
-        pipeline_.model(), recording_, sink,
-        ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs, options_.format});
+    RunReport report =
+        write_profile_with_report(pipeline_.model(), recording_, sink,
+                                  ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs,
+                                                 options_.format, options_.embed_sources});
     sink.commit();
     return report;
   } catch (const std::exception& e) {
