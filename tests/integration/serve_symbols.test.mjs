@@ -195,6 +195,21 @@ describe('bpfprof serve: the symbol server of a profile', () => {
     assert.ok(r.json.instructions.some(([, text]) => /^call /.test(text)), 'no call (to fixture_now_ns)');
   });
 
+  it('the kernel: names from kallsyms, no source or assembly', async (t) => {
+    if (!requireRecorder(t)) return;
+    const kernel = rec.profile.libs.find((l) => l.name === '[kernel.kallsyms]');
+    assert.ok(kernel, 'no kernel library in the profile');
+    const source = await post(serve.symbolServer, '/source/v1', {
+      debugName: kernel.debugName, debugId: kernel.breakpadId, moduleOffset: '0x100', file: '/etc/shadow',
+    });
+    assert.equal(source.status, 404);
+    assert.match(source.json.error, /no source files for the kernel/);
+    const asm = await post(serve.symbolServer, '/asm/v1', {
+      name: kernel.name, codeId: kernel.codeId, startAddress: '0x100', size: '0x10',
+    });
+    assert.equal(asm.status, 404);
+  });
+
   it('malformed requests get 400 (the server keeps serving); other paths 404', async (t) => {
     if (!requireRecorder(t)) return;
     for (const body of ['{', 'null', '{"jobs": 1}', '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]']) {
