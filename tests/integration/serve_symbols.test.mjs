@@ -217,6 +217,16 @@ describe('bpfprof serve: the symbol server of a profile', () => {
       assert.equal(r.status, 400, body);
       assert.ok(r.json.error);
     }
+    // A large request sent as form data (curl's default) is read whole, not cut at 8 KiB.
+    const { lib } = helper;
+    const big = JSON.stringify({
+      jobs: [{ memoryMap: [[lib.debugName, lib.breakpadId]], stacks: [Array(3000).fill([0, helper.address])] }],
+    });
+    const form = await fetch(serve.symbolServer + '/symbolicate/v5', {
+      method: 'POST', body: big, headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    assert.equal(form.status, 200);
+    assert.equal((await form.json()).results[0].stacks[0].length, 3000);
     const origin = new URL(serve.symbolServer).origin;
     assert.equal((await fetch(`${origin}/symbolicate/v5`, { method: 'POST', body: '{}' })).status, 404);
     assert.equal((await fetch(serve.url)).status, 200);

@@ -55,6 +55,8 @@ std::optional<std::string> unguessable_prefix() {
   return "/" + hex_string(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
+constexpr size_t kMaxRequestBytes = 64 << 20;
+
 struct ServedProfile {
   std::string path;          // the request path of the file (decoded)
   std::string body;          // the file as it is
@@ -76,14 +78,26 @@ void route(httplib::Server& server, const ServedProfile& profile, const std::str
     }
     res.set_content(profile.body, profile.content_type);
   });
-  server.Post(".*", [&api, prefix](const httplib::Request& req, httplib::Response& res) {
+  // The body read through a content reader: httplib's own reading caps bodies sent as
+  // form data (curl's and urllib's default type) at 8 KiB; the browser sends text/plain.
+  server.Post(".*", [&api, prefix](const httplib::Request& req, httplib::Response& res,
+                                   const httplib::ContentReader& read) {
+    std::string body;
+    const bool complete = read([&body](const char* data, size_t length) {
+      body.append(data, length);
+      return body.size() <= kMaxRequestBytes;
+    });
     if (!req.path.starts_with(prefix + "/")) {
       res.status = 404;
       res.set_content("not found\n", "text/plain");
       return;
     }
-    const ApiResponse answer =
-        api.handle(std::string_view(req.path).substr(prefix.size()), req.body);
+    if (!complete) {
+      res.status = 413;
+      res.set_content("{\"error\": \"request too large\"}", "application/json");
+      return;
+    }
+    const ApiResponse answer = api.handle(std::string_view(req.path).substr(prefix.size()), body);
     res.status = answer.status;
     res.set_content(answer.json, "application/json");
   });
@@ -155,7 +169,7 @@ int run_serve(const ServeOptions& options) {
   if (!profile) return 2;
   SymbolApi api(libraries_of(options.path), SymbolizerOptions{options.symbol_dirs});
   httplib::Server server;
-  server.set_payload_max_length(64 << 20);
+  server.set_payload_max_length(kMaxRequestBytes);
   // One request per connection: an idle kept-alive connection would hold a server thread.
   server.set_keep_alive_max_count(1);
   route(server, *profile, *prefix, api);
