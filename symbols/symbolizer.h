@@ -59,9 +59,6 @@ struct LibraryDescription {
 
 // The Breakpad id of a GNU build-id: the first 16 bytes read as a little-endian GUID.
 std::string breakpad_id_from_build_id(const std::vector<uint8_t>& build_id);
-// A readable file holding the vDSO image ("/proc/self/fd/N"; empty if unavailable): the
-// kernel maps the same image into every process, so bpfprof's own copy serves for all.
-const std::string& vdso_image_path();
 
 // The kernel's own build-id from /sys/kernel/notes (empty if unavailable).
 std::vector<uint8_t> kernel_build_id();
@@ -111,8 +108,6 @@ class Symbolizer {
   std::optional<NativeSymbolInfo> native_symbol_at(const std::shared_ptr<const ElfFile>& binary,
                                                    const DwarfModule* dwarf, uint64_t vaddr,
                                                    bool* named_by_address);
-  // Where to read a library's file ("[vdso]": vdso_image_path()).
-  const std::string& file_for(const std::string& path);
 
   SymbolizerOptions options_;
 

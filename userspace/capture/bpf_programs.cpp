@@ -182,6 +182,7 @@ int BpfPrograms::consume(IngestPipeline& pipeline) {
   target_ = nullptr;
   apply_stack_copy_changes(pipeline);
   apply_python_changes(pipeline);
+  ring_emptied_ = n != kPollBudgetSpent;
   return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
 }
 

@@ -6,7 +6,7 @@
 
 #include "symbols/elf/elf_file.h"
 #include "symbols/relative_address.h"
-#include "symbols/symbolizer.h"
+#include "symbols/util/held_file.h"
 #include "symbols/util/mapping_kind.h"
 #include "symbols/util/mapping_ranges.h"
 #include "symbols/util/text.h"
@@ -75,14 +75,9 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
 }
 
 void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info) {
-  Mapping mapping{info.start,
-                  info.start + info.length,
-                  info.file_offset,
-                  unwind_file_key(info),
-                  classify_mapping(info.path) == MappingKind::kVdso ? vdso_image_path()
-                  : info.access_path.empty()                        ? info.path
-                                                                    : info.access_path,
-                  classify_mapping(info.path) == MappingKind::kAnonymousCode};
+  Mapping mapping{info.start,           info.start + info.length,
+                  info.file_offset,     unwind_file_key(info),
+                  info.readable_path(), classify_mapping(info.path) == MappingKind::kAnonymousCode};
   Process& process = processes_[pid];
   insert_replacing_overlaps(process.mappings, mapping);
   process.last_change = time;

@@ -69,6 +69,11 @@ void print_stack_completeness(const RunReport& r, FILE* out) {
 
 // Where events were lost: per CPU, and the top three processes.
 void print_losses(const RunReport& r, FILE* out) {
+  if (r.late_events)
+    fprintf(out,
+            "bpfprof: %llu events arrived after the reorder window and were applied out of "
+            "order (the recorder was starved of CPU)\n",
+            static_cast<unsigned long long>(r.late_events));
   if (!r.lost_ring_buffer_events) return;
   std::string per_cpu;
   for (const CpuLosses& cpu : r.lost_by_cpu)

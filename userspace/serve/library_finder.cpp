@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/held_file.h"
 #include "symbols/util/mapping_kind.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"

@@ -397,6 +397,8 @@ bool RecordSession::step() {
       kernel_unwind_ && (monotonic_now().value - recording_.start_time.value < 200'000'000 ||
                          kernel_unwind_->building());
   bpf_->wait(settling ? 5 : 50);
+  // Whatever happened before this moment is in the rings now: read below, it is all in.
+  const MonotonicNs read_start = monotonic_now();
   // Mappings first: the samples read next come after them, and a DWARF sample is unwound
   // with the mappings of its process as they are then.
   drain_side_band();
@@ -407,7 +409,12 @@ bool RecordSession::step() {
   }
   note_losses();
   if (kernel_unwind_) kernel_unwind_->flush();
-  pipeline_.advance(monotonic_now());
+  // With events left in the ring (the budget ran out), only what is older than the last
+  // one read is surely in.
+  MonotonicNs all_read_before = read_start;
+  if (!bpf_->ring_emptied() && !recording_.samples.empty())
+    all_read_before = std::min(read_start, recording_.samples.back().time);
+  pipeline_.advance(all_read_before);
   if (!handle_stop_signals()) return false;
   if (command_ && command_->poll_exited()) {
     command_exited_ = true;
