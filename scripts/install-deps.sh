@@ -8,6 +8,7 @@ packages=(
   build-essential cmake pkg-config clang clang-format
   libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libxxhash-dev
   libcli11-dev libgtest-dev libbenchmark-dev libiberty-dev
+  nlohmann-json3-dev libcapstone-dev libcpp-httplib-dev
   nodejs npm
   # the real programs tests/integration/real_programs.test.mjs records
   sqlite3 xz-utils git coreutils python3

@@ -107,18 +107,37 @@ const DwarfModule* Symbolizer::dwarf_for(const std::string& path) {
 std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& library_path,
                                                            uint64_t file_offset) {
   const std::string& path = readable_path(library_path, nullptr);
-  SymbolizedFrame outer;
-  outer.relative_address = file_offset;  // right for most PIE/.so segments when unreadable
+  SymbolizedFrame unread;
+  unread.relative_address = file_offset;  // right for most PIE/.so segments when unreadable
   std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
-  if (!elf) return {outer};
+  if (!elf) return {unread};
   std::optional<uint64_t> vaddr = elf->file_offset_to_vaddr(file_offset);
-  if (!vaddr) return {outer};
-  outer.relative_address = *vaddr - elf->base_vaddr();
+  if (!vaddr) return {unread};
+  return symbolize_vaddr(path, elf, *vaddr);
+}
+
+std::vector<SymbolizedFrame> Symbolizer::symbolize_relative(const std::string& library_path,
+                                                            uint64_t relative) {
+  const std::string& path = readable_path(library_path, nullptr);
+  std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
+  if (!elf) {
+    SymbolizedFrame unread;
+    unread.relative_address = relative;
+    return {unread};
+  }
+  return symbolize_vaddr(path, elf, relative + elf->base_vaddr());
+}
+
+std::vector<SymbolizedFrame> Symbolizer::symbolize_vaddr(const std::string& path,
+                                                         const std::shared_ptr<const ElfFile>& elf,
+                                                         uint64_t vaddr) {
+  SymbolizedFrame outer;
+  outer.relative_address = vaddr - elf->base_vaddr();
   const DwarfModule* dwarf = dwarf_for(path);
-  outer.symbol = native_symbol_at(elf, dwarf, *vaddr, &outer.named_by_address);
+  outer.symbol = native_symbol_at(elf, dwarf, vaddr, &outer.named_by_address);
   if (outer.symbol) outer.name = outer.symbol->name;
   std::vector<SourceFunction> functions;
-  if (dwarf) functions = dwarf->functions_at(*vaddr);
+  if (dwarf) functions = dwarf->functions_at(vaddr);
   if (functions.empty()) return {outer};
 
   std::vector<SymbolizedFrame> frames;
@@ -222,6 +241,22 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_jit(int pid, uint64_t address
     }
   }
   return {frame};
+}
+
+std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel_relative(const std::string& module,
+                                                                   uint64_t relative) {
+  const KernelSymbols* symbols = kernel_symbols();
+  uint64_t base = symbols ? symbols->text_start() : 0;
+  if (symbols && !module.empty()) {
+    auto it = module_base_.find(module);
+    if (it == module_base_.end()) {
+      SymbolizedFrame unknown;
+      unknown.relative_address = relative;
+      return {unknown};
+    }
+    base = it->second;
+  }
+  return symbolize_kernel(base + relative);
 }
 
 std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel(uint64_t address) {

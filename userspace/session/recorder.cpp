@@ -519,7 +519,7 @@ int RecordSession::finish() {
                 process_cpu_ms() - own_cpu_while_recording_ms_ - own_cpu_at_start_ms_);
   if (written != options_.output_path) return failed_status;
   if (options_.open && options_.format == OutputFormat::kFirefox)
-    run_serve(ServeOptions{options_.output_path});
+    run_serve(ServeOptions{options_.output_path, 0, true, options_.symbol_dirs});
   return status;
 }
 
@@ -527,9 +527,10 @@ int RecordSession::finish() {
 std::optional<RunReport> RecordSession::write_profile_to(CommittableSink& sink,
                                                          std::string* error) {
   try {
-    RunReport report = write_profile_with_report(
-        pipeline_.model(), recording_, sink,
-        ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs, options_.format});
+    RunReport report =
+        write_profile_with_report(pipeline_.model(), recording_, sink,
+                                  ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs,
+                                                 options_.format, options_.embed_sources});
     sink.commit();
     return report;
   } catch (const std::exception& e) {
