@@ -25,6 +25,17 @@ struct StackCompleteness {
   double share() const { return total > 0 ? complete / total : 1.0; }
 };
 
+// Who ended a process's waits: a waker's label, the waiting time it ended and how often.
+struct WakerTotal {
+  std::string waker;
+  double waited_ms = 0;
+  uint64_t wakings = 0;
+};
+struct ProcessWakers {
+  std::string process;          // "name (pid)"
+  std::vector<WakerTotal> top;  // most waiting time first, at most five
+};
+
 struct ProfileSummary {
   size_t processes = 0;
   size_t threads = 0;
@@ -40,6 +51,8 @@ struct ProfileSummary {
   // Of unnamed_share_by_library, the paths of the first three with at least 1%: where debug
   // information would help.
   std::vector<std::string> unnamed_library_paths;
+  // The processes whose waits were ended by wakers (most waiting time first, at most five).
+  std::vector<ProcessWakers> top_wakers;
 };
 
 // One entry of `threads`: what the thread object says besides its tables.
