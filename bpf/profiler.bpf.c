@@ -589,7 +589,7 @@ static __always_inline bool in_system_call(struct task_struct* task) {
   if (task->flags & PF_KTHREAD_FLAG) return true; /* never in user mode: on its stack, its own */
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
   if (!regs) return false;
-  return (long)BPF_CORE_READ(regs, orig_ax) >= 0 && (long)BPF_CORE_READ(regs, ax) == -ENOSYS_ERRNO;
+  return (long)regs->orig_ax >= 0 && (long)regs->ax == -ENOSYS_ERRNO; /* BTF loads: no helper */
 }
 
 /* A tracked thread is woken: who did it (a thread, or an interrupt), and from where. Fires in
@@ -611,8 +611,8 @@ int BPF_PROG(on_waking, struct task_struct* p) {
   e->context = context;
   e->waker_pid = thread ? task->tgid : 0;
   e->waker_tid = thread ? task->pid : 0;
-  e->waker_comm[0] = 0;
-  if (thread) bpf_probe_read_kernel_str(e->waker_comm, sizeof(e->waker_comm), task->comm);
+  __builtin_memset(e->waker_comm, 0, sizeof(e->waker_comm));
+  if (thread) __builtin_memcpy(e->waker_comm, task->comm, sizeof(e->waker_comm));
   const bool with_user = thread && task->mm && is_tracked(task->tgid);
   struct waker_pair pair = {.waker_tid = e->waker_tid, .context = context, .wakee_tid = p->pid};
   const __u64 now = e->header.timestamp_ns;
