@@ -15,8 +15,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
 import {
-  CliSession, FREQUENCY_HZ, ProfileView, checkProfileStructure, pct, recordFixture,
-  recorderUnavailableReason, requireRecorder, saveMetrics,
+  CliSession, FREQUENCY_HZ, ProfileView, checkProfileStructure, fixturePath, pct, recordFixture,
+  recordWith, recorderUnavailableReason, requireRecorder, saveMetrics, sleep, startBackground,
 } from './lib/harness.mjs';
 
 const RUN_MS = 1500;
@@ -197,3 +197,47 @@ describe('wakers: who woke each wait', () => {
     }
   });
 });
+
+// -p: the children the fixture forked before the attach (pong, pipe-writer) are not profiled:
+// they are still named as wakers, by thread name, tid and pid, with their kernel stacks only.
+describe('wakers with -p', () => {
+  let rec;
+  let target;
+  let fixture;
+  const m = (metrics.attach = {});
+
+  before(async () => {
+    if (recorderUnavailableReason()) return;
+    target = startBackground(fixturePath('wakers'), ['2500']);
+    await sleep(300);
+    rec = await recordWith('wakers_attach', ['-p', String(target.pid), '-d', '1.5']);
+    const done = await target.done;
+    assert.equal(done.code, 0, `the fixture failed:\n${done.stderr}`);
+    fixture = parseFixture(done.stdout);
+  });
+
+  it("names the producer with hand_over, and the unprofiled pong by its pid with a kernel stack", (t) => {
+    if (!requireRecorder(t)) return;
+    const consumer = threadNamed(rec.view, fixture.waits.get('acc-consumer').tid, 'acc-consumer');
+    const markers = wokenMarkers(rec.view, consumer);
+    const named = markers.filter((k) => k.data.wakerThread === 'acc-producer' &&
+                                        k.causeFrames.some((f) => f.name === 'hand_over'));
+    const pongPid = fixture.processes.get('pong');
+    // ping also sleeps 2 ms before each byte it sends: the timer ends those waits.
+    const ping = wokenMarkers(rec.view, threadNamed(rec.view, fixture.waits.get('ping').tid, 'ping'))
+      .filter((k) => k.data.wakerTid !== undefined);
+    const byPong = ping.filter((k) => k.data.wakerTid === pongPid && k.data.wakerProcess === `pid ${pongPid}` &&
+                                      k.causeFrames.length > 0 &&
+                                      k.causeFrames.every((f) => f.category === 'Kernel'));
+    Object.assign(m, { consumerMarkers: markers.length, consumerNamed: named.length, pingMarkers: ping.length,
+                       pingByPong: byPong.length });
+    t.diagnostic(`-p: acc-consumer ${named.length} of ${markers.length} markers by acc-producer through ` +
+                 `hand_over; ping ${byPong.length} of ${ping.length} by pong (pid ${pongPid}, kernel stack)`);
+    assert.ok(markers.length >= 300, `only ${markers.length} woken markers on acc-consumer in 1.5 s`);
+    assert.ok(named.length >= 0.9 * markers.length, `${named.length} of ${markers.length} name acc-producer`);
+    assert.ok(byPong.length >= 0.9 * ping.length && ping.length > 100,
+              `${byPong.length} of ${ping.length} of ping's markers name pong by pid with a kernel stack`);
+    assert.match(rec.result.stderr, /[1-9]\d* kernel-only \(waker not profiled\)/);
+  });
+});
+
