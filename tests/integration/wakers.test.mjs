@@ -99,6 +99,7 @@ describe('wakers: who woke each wait', () => {
     const stderr = rec.result.stderr;
     assert.match(stderr, /wakeups of profiled threads; waker stacks \d+ taken, \d+ reused/);
     assert.match(stderr, /top wakers of wakers \(\d+\): .*acc-producer/);
+    assert.match(stderr, /top wakers of wakers \(\d+\): .*interrupt: hrtimer_wakeup \d/);
   });
 
   it("the consumer's waits name the producer, with hand_over in the cause stack (>= 90%)", (t) => {

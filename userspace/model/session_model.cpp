@@ -343,7 +343,10 @@ void SessionModel::end_wait(Thread& th, MonotonicNs t) {
     return;
   const MonotonicNs woken = std::max(waking->time, wait.since);
   const uint64_t waited = woken.value - wait.since.value;
-  WakerShare& share = process(th.process).wakers[waking->waker];
+  Process& p = process(th.process);
+  WakerShare& share = wakers_[waking->waker].context == WakerContext::kThread
+                          ? p.wakers[waking->waker]
+                          : p.interrupt_wakers[waking->cause.value_or(ResolvedStackTree::kRoot)];
   share.waited_ns += waited;
   ++share.wakings;
   if (waited >= wake_threshold_ns())

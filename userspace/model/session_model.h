@@ -162,7 +162,10 @@ struct Process {
   // The profiler's own child between fork and the exec of the launched command: its
   // samples are the profiler's, not the user's, and it is left out of the profile.
   bool is_launcher = false;
-  std::unordered_map<WakerId, WakerShare> wakers;  // who ended its threads' waits
+  std::unordered_map<WakerId, WakerShare> wakers;  // which threads ended its threads' waits
+  // The waits interrupts ended, by the interrupt's stack (which says what it was: a timer,
+  // a device); kRoot for those whose stack was not taken.
+  std::unordered_map<StackId, WakerShare> interrupt_wakers;
 };
 
 class SessionModel {

@@ -116,7 +116,7 @@ class ProfileBuilder {
   std::string waking_function(std::optional<StackIndex> cause) const;
   std::string interrupt_kind(std::optional<StackIndex> cause) const;
   std::string process_label(ProcessIndex index) const;
-  std::string waker_label(WakerId id) const;
+  std::string waker_label(const Waker& waker, std::optional<StackIndex> cause) const;
   void summarize_wakers(const std::vector<const Thread*>& threads);
 
   // Summary figures.
@@ -481,11 +481,13 @@ std::string ProfileBuilder::process_label(ProcessIndex index) const {
   return p.name + " (" + std::to_string(p.pid.value) + ")";
 }
 
-// "comm (tid)" for a thread, the context for an interrupt.
-std::string ProfileBuilder::waker_label(WakerId id) const {
-  const Waker& waker = model_.wakers()[id];
-  if (waker.context != WakerContext::kThread) return "interrupts";
-  return waker.comm + " (" + std::to_string(waker.tid.value) + ")";
+// "comm (tid)" for a thread; for an interrupt, what it was and the function that woke the
+// thread, from its stack: "interrupt: hrtimer_wakeup".
+std::string ProfileBuilder::waker_label(const Waker& waker, std::optional<StackIndex> cause) const {
+  if (waker.context == WakerContext::kThread)
+    return waker.comm + " (" + std::to_string(waker.tid.value) + ")";
+  const std::string function = waking_function(cause);
+  return interrupt_kind(cause) + (function.empty() ? "" : ": " + function);
 }
 
 // The waker's stack as written, without the profiler's own frames at its leaf (the
@@ -524,7 +526,7 @@ void ProfileBuilder::add_woken_markers(const Thread& thread, MarkersTable& marke
     data.state = state_name(wait.state);
     data.duration_ms = static_cast<double>(wait.woken.value - wait.start.value) / 1e6;
     data.cause = cause_stack(wait.cause);
-    data.waker = waker_label(wait.waker);
+    data.waker = waker_label(waker, data.cause);
     if (waker.context == WakerContext::kThread) {
       data.waker_thread = waker.comm;
       data.waker_tid = waker.tid.value;
@@ -532,9 +534,6 @@ void ProfileBuilder::add_woken_markers(const Thread& thread, MarkersTable& marke
                                               : "pid " + std::to_string(waker.pid.value);
     } else {
       data.waker_thread = interrupt_kind(data.cause);
-      data.waker = data.waker_thread;
-      if (const std::string function = waking_function(data.cause); !function.empty())
-        data.waker += ": " + function;
     }
     const StringIndex name = out_.shared.strings.intern("Woken by " + data.waker);
     markers.add(
@@ -549,15 +548,28 @@ void ProfileBuilder::summarize_wakers(const std::vector<const Thread*>& threads)
   for (const Thread* th : threads) {
     if (!seen.insert(th->process.value).second) continue;
     const Process& p = model_.processes()[th->process.value];
-    if (p.wakers.empty()) continue;
-    std::vector<std::pair<WakerId, WakerShare>> shares(p.wakers.begin(), p.wakers.end());
-    std::sort(shares.begin(), shares.end(),
-              [](const auto& a, const auto& b) { return a.second.waited_ns > b.second.waited_ns; });
+    if (p.wakers.empty() && p.interrupt_wakers.empty()) continue;
+    // By label: interrupts of one kind through one function are one waker.
+    std::map<std::string, WakerShare> by_label;
+    auto add = [&](const std::string& label, const WakerShare& share) {
+      by_label[label].waited_ns += share.waited_ns;
+      by_label[label].wakings += share.wakings;
+    };
+    for (const auto& [waker, share] : p.wakers) add(waker_label(model_.wakers()[waker], {}), share);
+    const Waker interrupt{WakerContext::kInterrupt, Pid{0}, Tid{0}, ""};
+    for (const auto& [stack, share] : p.interrupt_wakers)
+      add(waker_label(interrupt,
+                      stack == ResolvedStackTree::kRoot ? std::nullopt : cause_stack(stack)),
+          share);
+    std::vector<std::pair<std::string, WakerShare>> shares(by_label.begin(), by_label.end());
+    std::stable_sort(shares.begin(), shares.end(), [](const auto& a, const auto& b) {
+      return a.second.waited_ns > b.second.waited_ns;
+    });
     uint64_t total = 0;
-    for (const auto& [waker, share] : shares) total += share.waited_ns;
+    for (const auto& [label, share] : shares) total += share.waited_ns;
     ProcessWakers entry{process_label(th->process), {}};
     for (size_t i = 0; i < shares.size() && i < 5; ++i)
-      entry.top.push_back(WakerTotal{waker_label(shares[i].first),
+      entry.top.push_back(WakerTotal{shares[i].first,
                                      static_cast<double>(shares[i].second.waited_ns) / 1e6,
                                      shares[i].second.wakings});
     ranked.emplace_back(total, std::move(entry));

@@ -81,7 +81,7 @@ struct RunReport {
 
 // "N wakeups of profiled threads; waker stacks: ..." for the summary and meta.extra.
 std::string wakings_text(const WakingStats& wakings);
-// "producer (1234) 950.0 ms in 2000 wakeups, interrupts 3.1 ms in 3 wakeups".
+// "producer (1234) 950.0 ms in 2000 wakeups, interrupt: hrtimer_wakeup 3.1 ms in 3 wakeups".
 std::string top_wakers_text(const ProcessWakers& wakers);
 
 RunReport build_run_report(const Recording& recording, const SessionModel& model,
