@@ -242,11 +242,15 @@ RawStackId EventDecoder::dwarf_stack(const Header& h, const bpfprof_dwarf_sample
 
 // Who woke a thread. Its waker's stack comes in the next event from that CPU, or was taken
 // for the same pair less than an interval ago (the last one stands for it), or not at all.
+static_assert(static_cast<uint32_t>(WakerContext::kThread) == BPFPROF_WAKER_TASK &&
+              static_cast<uint32_t>(WakerContext::kInterrupt) == BPFPROF_WAKER_INTERRUPT);
+
 void EventDecoder::decode_waking(const Header& h, const void* data, size_t size, Recording& rec) {
   if (size < sizeof(bpfprof_waking_event)) return;
   const auto* e = static_cast<const bpfprof_waking_event*>(data);
-  const uint32_t context = e->context == BPFPROF_WAKER_INTERRUPT ? 2u : 1u;
-  Waker waker{static_cast<WakerContext>(context), Pid{static_cast<int32_t>(e->waker_pid)},
+  const WakerContext context =
+      e->context == BPFPROF_WAKER_INTERRUPT ? WakerContext::kInterrupt : WakerContext::kThread;
+  Waker waker{context, Pid{static_cast<int32_t>(e->waker_pid)},
               Tid{static_cast<int32_t>(e->waker_tid)},
               bounded_string(e->waker_comm, sizeof(e->waker_comm))};
   SampleRecord record{
