@@ -150,8 +150,9 @@ enum bpfprof_waker_context {
 /* No stack taken: one was for this (waker, wakee) pair less than an interval ago, and stands
  * for this waking too. */
 #define BPFPROF_WAKER_STACK_REUSED 2u
-/* The waker is a thread of a process that is not tracked: its kernel stack only (the user
- * stack cannot be walked without the process's unwind tables and mappings). */
+/* With BPFPROF_WAKER_STACK_FOLLOWS: the waker is a thread of a process that is not tracked,
+ * its kernel stack only (the user stack cannot be walked without the process's unwind tables
+ * and mappings). */
 #define BPFPROF_WAKER_USER_STACK_SKIPPED 4u
 
 /* header pid/tid: the woken thread; waker_* as the context says (0 and "" for interrupts). */

@@ -613,19 +613,17 @@ int BPF_PROG(on_waking, struct task_struct* p) {
   e->waker_tid = thread ? task->pid : 0;
   __builtin_memset(e->waker_comm, 0, sizeof(e->waker_comm));
   if (thread) __builtin_memcpy(e->waker_comm, task->comm, sizeof(e->waker_comm));
-  const bool with_user = thread && task->mm && is_tracked(task->tgid);
   struct waker_pair pair = {.waker_tid = e->waker_tid, .context = context, .wakee_tid = p->pid};
   const __u64 now = e->header.timestamp_ns;
   __u64* taken = bpf_map_lookup_elem(&waker_stack_taken, &pair);
-  if (taken && now - *taken < off_cpu_stack_interval_ns) {
-    e->flags = BPFPROF_WAKER_STACK_REUSED;
-  } else {
-    bpf_map_update_elem(&waker_stack_taken, &pair, &now, BPF_ANY);
-    e->flags = BPFPROF_WAKER_STACK_FOLLOWS;
-  }
-  if (thread && task->mm && !with_user) e->flags |= BPFPROF_WAKER_USER_STACK_SKIPPED;
+  const bool follows = !taken || now - *taken >= off_cpu_stack_interval_ns;
+  if (follows) bpf_map_update_elem(&waker_stack_taken, &pair, &now, BPF_ANY);
+  /* Asked only for a stack taken now: most wakeups reuse one. */
+  const bool user_context = thread && task->mm;
+  const bool with_user = follows && user_context && is_tracked(task->tgid);
+  e->flags = follows ? BPFPROF_WAKER_STACK_FOLLOWS : BPFPROF_WAKER_STACK_REUSED;
+  if (follows && user_context && !with_user) e->flags |= BPFPROF_WAKER_USER_STACK_SKIPPED;
   const struct bpfprof_event_header header = e->header;
-  const bool follows = e->flags & BPFPROF_WAKER_STACK_FOLLOWS;
   bpf_ringbuf_submit(e, submit_flags());
   if (follows) send_waker_stack(ctx, &header, with_user);
   return 0;
