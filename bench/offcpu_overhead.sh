@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Off-CPU recording overhead on a context-switch-heavy workload: switch_heavy (two threads
-# ping-ponging a byte over two pipes) run alone, under `bpfprof record --no-off-cpu --` and
-# under `bpfprof record --off-cpu --`, interleaved for ROUNDS rounds so that drift of the
-# machine hits the three modes alike. Reports, per mode, the median round trips/s and
+# ping-ponging a byte over two pipes) run alone, under `bpfprof record --no-off-cpu --`,
+# `--off-cpu --no-wakers` and `--off-cpu` (with wakers: each wakeup's waker and its stack),
+# interleaved for ROUNDS rounds so that drift of the machine hits the modes alike. Reports, per mode, the median round trips/s and
 # context switches/s (the fixture's own getrusage(RUSAGE_THREAD) counts), the slowdown
 # against the baseline measured in the same run, bpfprof's own CPU time (its process and
 # children from /usr/bin/time, minus the fixture's threads' CPU clocks; BPF programs run in
@@ -28,6 +28,8 @@ run_one() {
     alone)  /usr/bin/time -f 'cpu %U %S' -o "$log" "$SWITCH_HEAVY" "$DURATION_MS" >"$stdout" ;;
     no-off) /usr/bin/time -f 'cpu %U %S' -o "$log" "$BPFPROF" record --no-off-cpu -F "$FREQUENCY" \
               -o "$out/p.json.gz" -- "$SWITCH_HEAVY" "$DURATION_MS" >"$stdout" 2>"$out/err" ;;
+    off-nowake) /usr/bin/time -f 'cpu %U %S' -o "$log" "$BPFPROF" record --off-cpu --no-wakers \
+              -F "$FREQUENCY" -o "$out/p.json.gz" -- "$SWITCH_HEAVY" "$DURATION_MS" >"$stdout" 2>"$out/err" ;;
     off)    /usr/bin/time -f 'cpu %U %S' -o "$log" "$BPFPROF" record --off-cpu -F "$FREQUENCY" \
               -o "$out/p.json.gz" -- "$SWITCH_HEAVY" "$DURATION_MS" >"$stdout" 2>"$out/err" ;;
   esac
@@ -50,7 +52,7 @@ run_one() {
 
 echo "switch_heavy ${DURATION_MS} ms, ${ROUNDS} interleaved rounds, bpfprof -F ${FREQUENCY}, $(nproc) CPUs, kernel $(uname -r)" >&2
 for round in $(seq "$ROUNDS"); do
-  for mode in alone no-off off; do
+  for mode in alone no-off off-nowake off; do
     line=$(run_one "$mode")
     echo "$line" >>"$out/results"
     echo "round $round: $line" >&2
@@ -66,10 +68,11 @@ for m, rps, sps, own, samples, lost in rows:
 med = lambda xs: statistics.median(xs)
 base_rps = med([r[0] for r in by['alone']])
 base_sps = med([r[1] for r in by['alone']])
-names = {'alone': 'alone', 'no-off': 'bpfprof --no-off-cpu', 'off': 'bpfprof --off-cpu'}
+names = {'alone': 'alone', 'no-off': 'bpfprof --no-off-cpu',
+         'off-nowake': 'bpfprof --off-cpu --no-wakers', 'off': 'bpfprof --off-cpu (wakers)'}
 print('| mode | round trips/s (median) | context switches/s (median) | slowdown vs alone | bpfprof CPU s (median) | samples (median) | lost (max) |')
 print('| --- | ---: | ---: | ---: | ---: | ---: | ---: |')
-for m in ('alone', 'no-off', 'off'):
+for m in ('alone', 'no-off', 'off-nowake', 'off'):
     rs = by.get(m, [])
     if not rs:
         continue
@@ -78,4 +81,8 @@ for m in ('alone', 'no-off', 'off'):
     samples = '-' if m == 'alone' else f"{med([int(r[3]) for r in rs if r[3].isdigit()] or [0]):.0f}"
     lost = '-' if m == 'alone' else str(max([int(r[4]) for r in rs if r[4].isdigit()] or [0]))
     print(f"| {names[m]} | {rps:,.0f} | {sps:,.0f} | {base_rps / rps:.2f}x | {own} | {samples} | {lost} |")
+if by.get('off') and by.get('off-nowake'):
+    wake = med([r[0] for r in by['off']])
+    nowake = med([r[0] for r in by['off-nowake']])
+    print(f"\nwakers cost: {nowake / wake:.3f}x the time per round trip of off-CPU recording without them")
 PY

@@ -30,6 +30,15 @@ enum bpfprof_event_kind {
   /* The Python frames of the sample or switch-out that follows it in the ring buffer (same
    * header: cpu, timestamp, pid, tid): bpfprof_python_stack_event. */
   BPFPROF_EVENT_PYTHON_STACK = 12,
+  /* A tracked thread is woken (sched_waking): who woke it (bpfprof_waking_event). */
+  BPFPROF_EVENT_WAKING = 13,
+  /* The waker's stack of the waking event just before it on the same CPU with the same
+   * timestamp (header pid/tid: the waker): user frames walked in the kernel (or by frame
+   * pointers), then kernel frames, as in bpfprof_unwound_event. */
+  BPFPROF_EVENT_WAKER_STACK = 14,
+  /* The same as registers and a stack copy (bpfprof_dwarf_sample_event), where the walk fell
+   * back or with --call-graph dwarf-copy. */
+  BPFPROF_EVENT_DWARF_WAKER_STACK = 15,
 };
 
 /* The largest user-stack copy per sample (--call-graph dwarf,SIZE), as perf allows. */
@@ -126,6 +135,34 @@ struct bpfprof_unwound_event {
   __u32 user_depth;
   __u32 kernel_depth;
   __u64 ips[BPFPROF_MAX_UNWOUND_FRAMES + BPFPROF_MAX_STACK_DEPTH];
+};
+
+/* What a waking ran in. */
+enum bpfprof_waker_context {
+  BPFPROF_WAKER_TASK = 1, /* a thread, in process context: waker_pid/tid/comm */
+  /* An interrupt handler (a timer's expiry: nanosleep, timeouts) or a softirq run after one
+   * (network, RCU), whatever thread it interrupted; its kernel stack says which. */
+  BPFPROF_WAKER_INTERRUPT = 2,
+};
+
+/* A waker's stack event (BPFPROF_EVENT_*WAKER_STACK) follows with the same cpu and time. */
+#define BPFPROF_WAKER_STACK_FOLLOWS 1u
+/* No stack taken: one was for this (waker, wakee) pair less than an interval ago, and stands
+ * for this waking too. */
+#define BPFPROF_WAKER_STACK_REUSED 2u
+/* With BPFPROF_WAKER_STACK_FOLLOWS: the waker is a thread of a process that is not tracked,
+ * its kernel stack only (the user stack cannot be walked without the process's unwind tables
+ * and mappings). */
+#define BPFPROF_WAKER_USER_STACK_SKIPPED 4u
+
+/* header pid/tid: the woken thread; waker_* as the context says (0 and "" for interrupts). */
+struct bpfprof_waking_event {
+  struct bpfprof_event_header header;
+  __u32 waker_pid;
+  __u32 waker_tid;
+  char waker_comm[BPFPROF_COMM_LEN];
+  __u32 context; /* enum bpfprof_waker_context */
+  __u32 flags;   /* BPFPROF_WAKER_* */
 };
 
 struct bpfprof_fork_event {

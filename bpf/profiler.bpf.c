@@ -17,8 +17,10 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u32 track_all = 0;
 /* Set before load: 1 records the stacks of threads leaving the CPU and when they return. */
 const volatile __u32 record_off_cpu = 0;
+/* Set before load: 1 records who wakes tracked threads, and from where (sched_waking). */
+const volatile __u32 record_wakers = 0;
 /* Set before load: the sampling interval; a thread's off-CPU stack is taken at most once
- * per interval. */
+ * per interval (and a waker's stack once per (waker, wakee) pair). */
 const volatile __u64 off_cpu_stack_interval_ns = 1000000;
 
 /* Set before load: 0 for frame-pointer user stacks; else the most user-stack bytes to copy
@@ -489,6 +491,141 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
     fill_header(h, BPFPROF_EVENT_SWITCH_IN, next->tgid, next->pid);
     bpf_ringbuf_submit(h, submit_flags());
   }
+  return 0;
+}
+
+/* When the waker's stack of each (waker, wakee) pair was last taken: a producer waking its
+ * consumer a hundred thousand times a second needs one stack per interval, not each time. */
+struct waker_pair {
+  __u32 waker_tid; /* 0 for an interrupt */
+  __u32 context;   /* enum bpfprof_waker_context */
+  __u32 wakee_tid;
+  __u32 reserved;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, struct waker_pair);
+  __type(value, __u64);
+} waker_stack_taken SEC(".maps");
+
+/* The kernel stack size (x86-64 without KASAN): interrupt handlers, and the softirqs run on
+ * their way out, run on the CPU's own interrupt stack, not within the current task's. */
+#define TASK_STACK_BYTES 16384
+
+/* Whether this runs on the current task's kernel stack: else in an interrupt (hardirq, or a
+ * softirq after one), whatever task it interrupted. The preempt count would say it directly,
+ * but it is a per-CPU variable that this kernel does not list in kallsyms (no
+ * CONFIG_KALLSYMS_ALL), so BPF cannot find it. Where the stack is: the tracepoint's arguments,
+ * which `ctx` points to, lie on the stack the tracepoint fired on (the program's own frame
+ * may be a private per-CPU stack). Their address's low 32 bits come from a 32-bit
+ * subtraction, which the verifier lets a privileged program make of a pointer. */
+static __always_inline bool on_task_stack(void* ctx, struct task_struct* task) {
+  __u64 args_low; /* the 32-bit operation zero-extends: only the low bits are left */
+  asm volatile("r0 = %[ctx]; w0 -= 0; %[out] = r0" : [out] "=r"(args_low) : [ctx] "r"(ctx) : "r0");
+  const __u32 stack_low = (__u32)(__u64)task->stack;
+  return (__u32)args_low - stack_low < TASK_STACK_BYTES;
+}
+
+/* A waker's stack event: the waking's cpu and time, the waker's pid and tid. */
+static __always_inline void waker_stack_header(struct bpfprof_event_header* h,
+                                               const struct bpfprof_event_header* waking,
+                                               __u32 kind, struct task_struct* task) {
+  *h = *waking;
+  h->kind = kind;
+  h->pid = task->tgid;
+  h->tid = task->pid;
+}
+
+/* The waker's stacks, after its waking event (same cpu and timestamp), unwound as a
+ * sample's: walked in the kernel, else copied; by frame pointers with --call-graph fp.
+ * `with_user`: a thread of a tracked process in process context; else the kernel stack only.
+ * sched_waking runs with interrupts off (under the wakee's pi_lock), as sched_switch does, so
+ * the two share sched_switch's scratch space without ever nesting. */
+static __always_inline void send_waker_stack(void* ctx, const struct bpfprof_event_header* waking,
+                                             bool with_user) {
+  struct task_struct* task = bpf_get_current_task_btf();
+  const __u32 tgid = task->tgid;
+  __u32 slot = 1;
+  struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
+  if (!e) return;
+  e->user_depth = 0;
+  bool walked = !with_user;
+  if (with_user && kernel_unwind) {
+    walked = unwind_user_stack(task, tgid, slot, e);
+  } else if (with_user && !user_stack_copy_bytes) {
+    e->user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+    walked = true;
+  }
+  if (walked) {
+    waker_stack_header(&e->header, waking, BPFPROF_EVENT_WAKER_STACK, task);
+    e->cpu_time_ns = 0;
+    e->state = 0;
+    e->flags = 0;
+    send_unwound_event(ctx, e, true);
+    return;
+  }
+  __u32 cpu = bpf_get_smp_processor_id();
+  struct bpfprof_dwarf_sample_event* d = bpf_map_lookup_elem(&dwarf_switch_scratch, &cpu);
+  if (!d) return;
+  waker_stack_header(&d->header, waking, BPFPROF_EVENT_DWARF_WAKER_STACK, task);
+  d->cpu_time_ns = 0;
+  d->state = 0;
+  d->flags = 0;
+  capture_dwarf_stacks(ctx, d, true);
+  send_python_stack(&d->header);
+  send_dwarf_event(d);
+}
+
+#define PF_KTHREAD_FLAG 0x00200000
+#define ENOSYS_ERRNO 38
+
+/* Whether a thread on its own kernel stack is in a system call. An interrupt that arrives while
+ * the CPU runs user code runs on the task's stack too (there is nothing else on it), with the
+ * interrupt's frame as the saved user registers: a system call's frame holds its number in
+ * orig_ax and -ENOSYS in ax until it returns; an interrupt's holds -1 or its vector, and the
+ * user's rax. */
+static __always_inline bool in_system_call(struct task_struct* task) {
+  if (task->flags & PF_KTHREAD_FLAG) return true; /* never in user mode: on its stack, its own */
+  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
+  if (!regs) return false;
+  return (long)regs->orig_ax >= 0 && (long)regs->ax == -ENOSYS_ERRNO; /* BTF loads: no helper */
+}
+
+/* A tracked thread is woken: who did it (a thread, or an interrupt), and from where. Fires in
+ * the waker's context, always (sched_wakeup may run later on the wakee's CPU, from an IPI). */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct* p) {
+  const __u32 wakee_tgid = p->tgid;
+  if (!record_wakers || !is_tracked(wakee_tgid)) return 0;
+  struct bpfprof_waking_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+  if (!e) {
+    count_lost_for(wakee_tgid);
+    return 0;
+  }
+  fill_header(&e->header, BPFPROF_EVENT_WAKING, wakee_tgid, p->pid);
+  struct task_struct* task = bpf_get_current_task_btf();
+  const __u32 context = on_task_stack(ctx, task) && in_system_call(task) ? BPFPROF_WAKER_TASK
+                                                                         : BPFPROF_WAKER_INTERRUPT;
+  const bool thread = context == BPFPROF_WAKER_TASK;
+  e->context = context;
+  e->waker_pid = thread ? task->tgid : 0;
+  e->waker_tid = thread ? task->pid : 0;
+  __builtin_memset(e->waker_comm, 0, sizeof(e->waker_comm));
+  if (thread) __builtin_memcpy(e->waker_comm, task->comm, sizeof(e->waker_comm));
+  struct waker_pair pair = {.waker_tid = e->waker_tid, .context = context, .wakee_tid = p->pid};
+  const __u64 now = e->header.timestamp_ns;
+  __u64* taken = bpf_map_lookup_elem(&waker_stack_taken, &pair);
+  const bool follows = !taken || now - *taken >= off_cpu_stack_interval_ns;
+  if (follows) bpf_map_update_elem(&waker_stack_taken, &pair, &now, BPF_ANY);
+  /* Asked only for a stack taken now: most wakeups reuse one. */
+  const bool user_context = thread && task->mm;
+  const bool with_user = follows && user_context && is_tracked(task->tgid);
+  e->flags = follows ? BPFPROF_WAKER_STACK_FOLLOWS : BPFPROF_WAKER_STACK_REUSED;
+  if (follows && user_context && !with_user) e->flags |= BPFPROF_WAKER_USER_STACK_SKIPPED;
+  const struct bpfprof_event_header header = e->header;
+  bpf_ringbuf_submit(e, submit_flags());
+  if (follows) send_waker_stack(ctx, &header, with_user);
   return 0;
 }
 

@@ -50,6 +50,21 @@ TEST(CliOptions, OffCpuFlagsExcludeEachOther) {
   EXPECT_EQ(std::get<UsageError>(parsed).status, 2);
 }
 
+TEST(CliOptions, WakersAreOnWithTheirThresholdUnlessSaidOtherwise) {
+  const auto defaults = std::get<RecordOptions>(parse({"record", "--", "true"}));
+  EXPECT_TRUE(defaults.wakers);
+  EXPECT_FALSE(defaults.wake_threshold_ms.has_value());
+  const auto set = std::get<RecordOptions>(
+      parse({"record", "--no-wakers", "--wake-threshold", "2.5", "--", "true"}));
+  EXPECT_FALSE(set.wakers);
+  EXPECT_DOUBLE_EQ(*set.wake_threshold_ms, 2.5);
+  for (const char* bad : {"0", "-1", "soon"}) {
+    const auto parsed = parse({"record", "--wake-threshold", bad, "--", "true"});
+    ASSERT_TRUE(std::holds_alternative<UsageError>(parsed)) << bad;
+    EXPECT_EQ(std::get<UsageError>(parsed).status, 2);
+  }
+}
+
 TEST(CliOptions, CallGraph) {
   RecordOptions options;
   EXPECT_FALSE(apply_call_graph("fp", options));

@@ -117,5 +117,68 @@ TEST(EventDecoder, SwitchOutsCarryTheirStateAndSwitchInsNoStack) {
   EXPECT_EQ(rec.stats.samples, 0u);
 }
 
+bpfprof_waking_event waking(uint64_t time, uint32_t wakee, uint32_t waker, uint32_t flags) {
+  auto e = with_header<bpfprof_waking_event>(BPFPROF_EVENT_WAKING, time, wakee, wakee);
+  e.waker_pid = waker;
+  e.waker_tid = waker;
+  e.context = BPFPROF_WAKER_TASK;
+  e.flags = flags;
+  strcpy(e.waker_comm, "producer");
+  return e;
+}
+
+// The waker's stack comes in an event of its own, matched by CPU and time; a waking of the
+// same pair within an interval reuses the stack taken last.
+TEST(EventDecoder, AWakingTakesTheWakerStackThatFollowsItOrTheLastOneOfThePair) {
+  Recording rec;
+  EventDecoder decoder;
+  auto first = waking(10, 7, 9, BPFPROF_WAKER_STACK_FOLLOWS);
+  decoder.decode(&first, sizeof first, rec);
+  EXPECT_TRUE(rec.samples.empty());  // until its stack comes
+  auto stack = with_header<bpfprof_unwound_event>(BPFPROF_EVENT_WAKER_STACK, 10, 9, 9);
+  stack.user_depth = 2;
+  stack.kernel_depth = 1;
+  const uint64_t ips[] = {0x2002, 0x2001, 0xffffffff81000020ull};
+  memcpy(stack.ips, ips, sizeof ips);
+  decoder.decode(&stack, offsetof(bpfprof_unwound_event, ips) + sizeof ips, rec);
+  auto second = waking(20, 7, 9, BPFPROF_WAKER_STACK_REUSED);
+  decoder.decode(&second, sizeof second, rec);
+  ASSERT_EQ(rec.samples.size(), 2u);
+  for (const SampleRecord& s : rec.samples) {
+    EXPECT_EQ(s.kind, SampleKind::kWaking);
+    EXPECT_EQ(s.tid, Tid{7});
+    const Waker& w = rec.wakers[s.waker];
+    EXPECT_EQ(w.context, WakerContext::kThread);
+    EXPECT_EQ(w.tid, Tid{9});
+    EXPECT_EQ(w.comm, "producer");
+    EXPECT_EQ(rec.raw_stacks.leaf_to_root(s.stack),
+              (std::vector<uint64_t>{0xffffffff81000020ull, 0x2002, 0x2001}));
+  }
+  EXPECT_EQ(rec.samples[0].waker, rec.samples[1].waker);
+  EXPECT_EQ(rec.stats.wakings.wakings, 2u);
+  EXPECT_EQ(rec.stats.wakings.stacks_taken, 1u);
+  EXPECT_EQ(rec.stats.wakings.stacks_reused, 1u);
+}
+
+TEST(EventDecoder, AWakingWhoseStackNeverCameIsKeptWithoutOne) {
+  Recording rec;
+  EventDecoder decoder;
+  auto first = waking(10, 7, 9, BPFPROF_WAKER_STACK_FOLLOWS);
+  auto second = waking(11, 7, 9, BPFPROF_WAKER_STACK_FOLLOWS);
+  decoder.decode(&first, sizeof first, rec);
+  decoder.decode(&second, sizeof second, rec);
+  ASSERT_EQ(rec.samples.size(), 1u);
+  EXPECT_EQ(rec.samples[0].time, MonotonicNs{10});
+  EXPECT_EQ(rec.samples[0].stack, RawStackTree::kRoot);
+  EXPECT_EQ(rec.stats.wakings.stacks_missing, 1u);
+  // A stack of another time is not the pending waking's.
+  auto stack = with_header<bpfprof_unwound_event>(BPFPROF_EVENT_WAKER_STACK, 12, 9, 9);
+  decoder.decode(&stack, offsetof(bpfprof_unwound_event, ips), rec);
+  EXPECT_EQ(rec.samples.size(), 1u);
+  auto cut = waking(13, 7, 9, 0);
+  decoder.decode(&cut, sizeof cut - 1, rec);  // truncated: ignored
+  EXPECT_EQ(rec.stats.wakings.wakings, 2u);
+}
+
 }  // namespace
 }  // namespace bpfprof

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "userspace/capture/event_log.h"
@@ -109,6 +110,30 @@ TEST(EventLog, AWrittenLogReadsBackInOrder) {
   EXPECT_EQ(r3->trailer.lost_bpf_events, 3u);
   EXPECT_EQ(r3->trailer.lost_sideband_records, 4u);
   EXPECT_FALSE(reader.next());
+  std::remove(path.c_str());
+}
+
+// Version 4 added event kinds (wakings); a version 3 log is the same without them.
+TEST(EventLog, AVersion3LogIsStillRead) {
+  const std::string path = temp_path("v3");
+  {
+    EventLogWriter writer(path,
+                          RecordingSettings{1000, "cpu-clock", true, "dwarf", MonotonicNs{5}, 0});
+    writer.finish(RecordingTrailer{MonotonicNs{9}, 0, 0});
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_EQ(bytes.rfind("bpfprof event log 4\n", 0), 0u);
+  bytes[18] = '3';
+  { std::ofstream(path, std::ios::binary) << bytes; }
+  EventLogReader reader(path);
+  EXPECT_TRUE(reader.settings().off_cpu);
+  auto trailer = reader.next();
+  ASSERT_TRUE(trailer);
+  EXPECT_EQ(trailer->type, EventLogReader::Record::Type::kTrailer);
   std::remove(path.c_str());
 }
 

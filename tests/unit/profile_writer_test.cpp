@@ -177,6 +177,79 @@ TEST(ProfileBuilder, LossMarkersAreNamedBeforeAnythingIsWritten) {
   EXPECT_EQ(profile.shared.strings.size(), strings_before);
 }
 
+// The main thread of the demo waits twice: the worker wakes it (its stack: worker_loop), then
+// an interrupt (a kernel stack).
+TEST(ProfileBuilder, WokenWaitsAreIntervalMarkersWithTheWakerAndItsStackAsTheCause) {
+  using testing::at_ms;
+  Recording recording = testing::demo_recording();
+  recording.off_cpu = true;
+  const WakerId worker = recording.wakers.intern(
+      Waker{WakerContext::kThread, Pid{testing::kDemoPid}, Tid{testing::kWorkerTid}, "worker"});
+  const WakerId interrupt = recording.wakers.intern(Waker{WakerContext::kInterrupt, {}, {}, ""});
+  SessionModel model;
+  RawStackTree raw;
+  model.configure_for(recording);
+  model.apply(at_ms(0), ProcessStartEvent{Pid{testing::kDemoPid}, "demo", false});
+  MmapEvent mmap{Pid{testing::kDemoPid}, Tid{testing::kDemoPid}, {}};
+  mmap.mapping = {.start = testing::kDemoBase, .length = 0x1000, .path = "/opt/demo/demo"};
+  model.apply(at_ms(0), mmap);
+  model.consume(recording, at_ms(0));  // takes the wakers
+  auto event = [&](uint64_t us, SampleKind kind, RawStackId stack = RawStackTree::kRoot,
+                   WakerId waker = WakerId{}) {
+    SampleRecord s{MonotonicNs{us * 1000},
+                   Pid{testing::kDemoPid},
+                   Tid{testing::kDemoPid},
+                   Cpu{0},
+                   CpuTimeNs{us * 100},
+                   stack,
+                   kind,
+                   OffCpuState::kSleeping};
+    s.waker = waker;
+    model.add_sample(s, raw);
+  };
+  const RawStackId worker_stack =
+      raw.intern_path(std::vector<uint64_t>{testing::kDemoBase + testing::kWorkerOffset + 4});
+  const RawStackId interrupt_stack = raw.intern_path(std::vector<uint64_t>{0xffffffff81000010ull});
+  event(10000, SampleKind::kSwitchOut);
+  event(15000, SampleKind::kWaking, worker_stack, worker);
+  event(15100, SampleKind::kSwitchIn);
+  event(20000, SampleKind::kSwitchOut);
+  event(23000, SampleKind::kWaking, interrupt_stack, interrupt);
+  event(23050, SampleKind::kSwitchIn);
+  model.finish(recording.end_time);
+
+  FakeSymbolizer symbolizer;
+  const BuiltProfile profile = build_profile(model, recording, symbolizer, BuildOptions{});
+  ASSERT_EQ(profile.threads.size(), 1u);
+  const std::string json =
+      object_json([&](JsonWriter& w) { profile.threads[0].markers.write_json(w); });
+  const auto& strings = profile.shared.strings.strings();
+  for (const char* name : {"Woken by worker (4243)", "Woken by interrupt: do_syscall_64"})
+    EXPECT_NE(std::find(strings.begin(), strings.end(), name), strings.end()) << name;
+  // After the demo's loss marker (an instant at 50 ms).
+  EXPECT_NE(json.find("\"startTime\":[50,10,20],\"endTime\":[null,15,23],\"phase\":[0,1,1]"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(
+      json.find("\"state\":\"sleeping\",\"duration\":5,\"waker\":\"worker (4243)\","
+                "\"wakerThread\":\"worker\",\"wakerTid\":4243,\"wakerProcess\":\"demo (4242)\","
+                "\"cause\":{\"stack\":"),
+      std::string::npos)
+      << json;
+  EXPECT_NE(
+      json.find("\"waker\":\"interrupt: do_syscall_64\",\"wakerThread\":\"interrupt\",\"cause\""),
+      std::string::npos)
+      << json;
+  ASSERT_EQ(profile.summary.top_wakers.size(), 1u);
+  const ProcessWakers& top = profile.summary.top_wakers[0];
+  EXPECT_EQ(top.process, "demo (4242)");
+  ASSERT_EQ(top.top.size(), 2u);
+  EXPECT_EQ(top.top[0].waker, "worker (4243)");
+  EXPECT_DOUBLE_EQ(top.top[0].waited_ms, 5.0);
+  EXPECT_EQ(top.top[1].waker, "interrupt: do_syscall_64");
+  EXPECT_EQ(top.top[1].wakings, 1u);
+}
+
 TEST(ProfileBuilder, AnAddressOutsideAnyMappingIsNamedByItAndCutsTheStack) {
   Demo demo;
   // The root is a return address (nudged into its call), the leaf the sampled instruction.

@@ -100,7 +100,8 @@ void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_bu
 
 BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu,
                          uint64_t sampling_interval_ns, uint32_t user_stack_copy_bytes,
-                         uint32_t ring_buffer_bytes, uint32_t unwind_row_capacity)
+                         uint32_t ring_buffer_bytes, uint32_t unwind_row_capacity,
+                         bool record_wakers)
     : user_stack_copy_bytes_(user_stack_copy_bytes) {
   libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
@@ -111,6 +112,8 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu,
   skeleton_->rodata->track_all = track_all_processes ? 1 : 0;
   skeleton_->rodata->record_off_cpu = record_off_cpu ? 1 : 0;
   skeleton_->rodata->off_cpu_stack_interval_ns = sampling_interval_ns;
+  skeleton_->rodata->record_wakers = record_wakers ? 1 : 0;
+  bpf_program__set_autoload(skeleton_->progs.on_waking, record_wakers);
   skeleton_->rodata->user_stack_copy_bytes = user_stack_copy_bytes;
   skeleton_->rodata->kernel_unwind = unwind_row_capacity ? 1 : 0;
   skeleton_->rodata->wakeup_threshold = ring_buffer_bytes / 4;

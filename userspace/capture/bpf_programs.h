@@ -34,10 +34,12 @@ class BpfPrograms {
   // ring_buffer_bytes: a power of two, at least a page.
   // unwind_row_capacity: 0 copies every DWARF stack; else user stacks are walked in the
   // kernel first (unwind_maps()), with room for that many table rows.
+  // record_wakers: who wakes tracked threads, with the waker's stack (sched_waking); the
+  // program is not even loaded without.
   BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
               uint32_t user_stack_copy_bytes = 0,
               uint32_t ring_buffer_bytes = kDefaultRingBufferBytes,
-              uint32_t unwind_row_capacity = 0);
+              uint32_t unwind_row_capacity = 0, bool record_wakers = false);
   static constexpr uint32_t kDefaultRingBufferBytes = 16 << 20;
   ~BpfPrograms();
   BpfPrograms(const BpfPrograms&) = delete;

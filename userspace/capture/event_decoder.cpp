@@ -126,6 +126,27 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0},
                                          RawStackTree::kRoot, SampleKind::kSwitchIn});
       return;
+    case BPFPROF_EVENT_WAKING:
+      return decode_waking(h, data, size, rec);
+    case BPFPROF_EVENT_WAKER_STACK: {
+      constexpr size_t kFixed = offsetof(bpfprof_unwound_event, ips);
+      if (size < kFixed) return;
+      const auto* e = static_cast<const bpfprof_unwound_event*>(data);
+      return decode_waker_stack(
+          h,
+          intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
+                       (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth),
+          rec);
+    }
+    case BPFPROF_EVENT_DWARF_WAKER_STACK: {
+      if (size < offsetof(bpfprof_dwarf_sample_event, stack) || !unwinder_) return;
+      bool has_user_stack = false;
+      return decode_waker_stack(
+          h,
+          dwarf_stack(h, *static_cast<const bpfprof_dwarf_sample_event*>(data), size,
+                      has_user_stack, rec),
+          rec);
+    }
     case BPFPROF_EVENT_PYTHON_STACK:
       if (python_) python_->take_event(data, size, rec.stats.python);
       return;
@@ -195,23 +216,76 @@ void EventDecoder::decode_unwound(const Header& h, bool switch_out, const void* 
 
 void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const void* data,
                                        size_t size, Recording& rec) {
-  constexpr size_t kFixed = offsetof(bpfprof_dwarf_sample_event, stack);
-  if (size < kFixed || !unwinder_) return;
+  if (size < offsetof(bpfprof_dwarf_sample_event, stack) || !unwinder_) return;
   const auto* e = static_cast<const bpfprof_dwarf_sample_event*>(data);
-  const std::vector<uint64_t> user = unwind_user_stack(h, *e, size, rec.stats);
-  // Same layout as a frame-pointer sample: user frames, then kernel frames.
-  std::vector<uint64_t>& ips = scratch_ips_;
-  ips.assign(user.begin(), user.end());
-  const uint32_t kernel = std::min<uint32_t>(e->kernel_depth, BPFPROF_MAX_STACK_DEPTH);
-  ips.insert(ips.end(), e->kernel_ips, e->kernel_ips + kernel);
-  const RawStackId stack =
-      intern_stack(h, rec, ips.data(), ips.size(), static_cast<uint32_t>(user.size()), kernel);
-  if (!user.empty()) ++(switch_out ? rec.stats.off_cpu_stacks : rec.stats.on_cpu_stacks).copied;
+  bool has_user_stack = false;
+  const RawStackId stack = dwarf_stack(h, *e, size, has_user_stack, rec);
+  if (has_user_stack) ++(switch_out ? rec.stats.off_cpu_stacks : rec.stats.on_cpu_stacks).copied;
   if (!switch_out) {
     rec.stats.sample_event_bytes += size;
     return add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
   }
   add_switch_out(h, CpuTimeNs{e->cpu_time_ns}, stack, e->state, e->flags, rec);
+}
+
+RawStackId EventDecoder::dwarf_stack(const Header& h, const bpfprof_dwarf_sample_event& e,
+                                     size_t size, bool& has_user_stack, Recording& rec) {
+  const std::vector<uint64_t> user = unwind_user_stack(h, e, size, rec.stats);
+  // Same layout as a frame-pointer sample: user frames, then kernel frames.
+  std::vector<uint64_t>& ips = scratch_ips_;
+  ips.assign(user.begin(), user.end());
+  const uint32_t kernel = std::min<uint32_t>(e.kernel_depth, BPFPROF_MAX_STACK_DEPTH);
+  ips.insert(ips.end(), e.kernel_ips, e.kernel_ips + kernel);
+  has_user_stack = !user.empty();
+  return intern_stack(h, rec, ips.data(), ips.size(), static_cast<uint32_t>(user.size()), kernel);
+}
+
+// Who woke a thread. Its waker's stack comes in the next event from that CPU, or was taken
+// for the same pair less than an interval ago (the last one stands for it), or not at all.
+static_assert(static_cast<uint32_t>(WakerContext::kThread) == BPFPROF_WAKER_TASK &&
+              static_cast<uint32_t>(WakerContext::kInterrupt) == BPFPROF_WAKER_INTERRUPT);
+
+void EventDecoder::decode_waking(const Header& h, const void* data, size_t size, Recording& rec) {
+  if (size < sizeof(bpfprof_waking_event)) return;
+  const auto* e = static_cast<const bpfprof_waking_event*>(data);
+  const WakerContext context =
+      e->context == BPFPROF_WAKER_INTERRUPT ? WakerContext::kInterrupt : WakerContext::kThread;
+  Waker waker{context, Pid{static_cast<int32_t>(e->waker_pid)},
+              Tid{static_cast<int32_t>(e->waker_tid)},
+              bounded_string(e->waker_comm, sizeof(e->waker_comm))};
+  SampleRecord record{
+      h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0}, RawStackTree::kRoot, SampleKind::kWaking};
+  record.waker = rec.wakers.intern(waker);
+  WakingStats& stats = rec.stats.wakings;
+  ++stats.wakings;
+  if (e->flags & BPFPROF_WAKER_USER_STACK_SKIPPED) ++stats.user_stacks_skipped;
+  if (e->flags & BPFPROF_WAKER_STACK_FOLLOWS) {
+    auto [pending, added] = wakings_awaiting_stack_.try_emplace(h.cpu.value, record);
+    if (added) return;
+    ++stats.stacks_missing;  // the earlier one's stack was lost
+    rec.samples.push_back(std::exchange(pending->second, record));
+    return;
+  }
+  if (e->flags & BPFPROF_WAKER_STACK_REUSED) {
+    ++stats.stacks_reused;
+    auto last = last_waker_stack_.find(
+        WakerPair{waker.tid.value, static_cast<uint8_t>(context), h.tid.value});
+    if (last != last_waker_stack_.end()) record.stack = last->second;
+  }
+  rec.samples.push_back(record);
+}
+
+void EventDecoder::decode_waker_stack(const Header& h, RawStackId stack, Recording& rec) {
+  auto pending = wakings_awaiting_stack_.find(h.cpu.value);
+  if (pending == wakings_awaiting_stack_.end() || pending->second.time != h.time) return;
+  SampleRecord record = pending->second;
+  wakings_awaiting_stack_.erase(pending);
+  record.stack = stack;
+  const Waker& waker = rec.wakers[record.waker];
+  last_waker_stack_[WakerPair{waker.tid.value, static_cast<uint8_t>(waker.context),
+                              record.tid.value}] = stack;
+  ++rec.stats.wakings.stacks_taken;
+  rec.samples.push_back(record);
 }
 
 // The user stack's pcs, innermost first (none without a user context); the copy's cost

@@ -5,7 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -63,6 +66,12 @@ class EventDecoder {
                            Recording& rec);
   std::vector<uint64_t> unwind_user_stack(const Header& h, const bpfprof_dwarf_sample_event& e,
                                           size_t event_size, RecordingStats& stats);
+  // The raw stack of a DWARF event: its user stack unwound here, then its kernel stack.
+  RawStackId dwarf_stack(const Header& h, const bpfprof_dwarf_sample_event& e, size_t size,
+                         bool& has_user_stack, Recording& rec);
+  void decode_waking(const Header& h, const void* data, size_t size, Recording& rec);
+  // The stack of the waking decoded just before on that CPU (same time).
+  void decode_waker_stack(const Header& h, RawStackId stack, Recording& rec);
   void decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size,
                         Recording& rec);
   void add_switch_out(const Header& h, CpuTimeNs cpu_time, RawStackId stack, uint32_t state,
@@ -78,6 +87,12 @@ class EventDecoder {
   std::vector<uint64_t> scratch_path_;
   std::vector<int> exited_processes_;
   std::optional<StackCopySizer> sizer_;
+  // Wakings whose waker stack follows in an event of its own, by CPU.
+  std::unordered_map<uint32_t, SampleRecord> wakings_awaiting_stack_;
+  // The last waker stack taken for each (waker tid, context, wakee tid): it stands for the
+  // pair's wakings until the next one is taken (BPFPROF_WAKER_STACK_REUSED).
+  using WakerPair = std::tuple<int32_t, uint8_t, int32_t>;
+  std::map<WakerPair, RawStackId> last_waker_stack_;
 };
 
 // Keeps the unwinder's view of each process's mappings current (exec, mmap) with the

@@ -17,9 +17,13 @@ namespace {
 
 // 2: DWARF samples carry all 17 registers; 3: mappings without this run's file handles
 // (access path, mount namespace), which mean nothing to a replay, and a checksum per record
-// so that a damaged stream is refused rather than replayed into a wrong profile.
-constexpr char kMagic[] = "bpfprof event log 3\n";
+// so that a damaged stream is refused rather than replayed into a wrong profile; 4: wakings
+// and their wakers' stacks (BPFPROF_EVENT_WAKING, *WAKER_STACK). A version 3 log is the same
+// without them, and is read too.
+constexpr char kMagic[] = "bpfprof event log 4\n";
+constexpr char kMagicVersion3[] = "bpfprof event log 3\n";
 constexpr size_t kMagicSize = sizeof(kMagic) - 1;
+static_assert(sizeof(kMagicVersion3) == sizeof(kMagic));
 
 enum RecordType : uint8_t { kSettings = 1, kBpfEvent = 2, kLifecycle = 3, kTrailer = 4 };
 
@@ -280,7 +284,8 @@ EventLogReader::EventLogReader(const std::string& path) : path_(path) {
   uint8_t type = 0;
   const uint8_t* payload = nullptr;
   uint32_t length = 0;
-  if (!data_ || memcmp(data_, kMagic, kMagicSize) != 0 ||
+  if (!data_ ||
+      (memcmp(data_, kMagic, kMagicSize) != 0 && memcmp(data_, kMagicVersion3, kMagicSize) != 0) ||
       (position_ = kMagicSize, !read_raw(type, payload, length)) || type != kSettings)
     throw std::runtime_error(path + " is not a bpfprof event log (record with --save-events FILE)");
   ByteReader r(payload, length);

@@ -22,7 +22,7 @@ class RowRanges {
 
  private:
   uint32_t capacity_;
-  uint32_t end_ = 0;             // rows at and above it were never used
+  uint32_t end_ = 0;  // rows at and above it were never used
   uint32_t in_use_ = 0;
   std::map<uint32_t, uint32_t> free_;  // first row -> count, below end_, never adjacent
 };

@@ -77,6 +77,15 @@ CLI::App* add_record_command(CLI::App& app, RecordOptions& options, RecordOption
       ->add_flag_callback(
           "--no-off-cpu", [&] { options.off_cpu = false; }, "Do not record off-CPU time")
       ->excludes(off_cpu);
+  record->add_flag_callback(
+      "--no-wakers", [&] { options.wakers = false; },
+      "With off-CPU time, do not record who woke each waiting thread");
+  record
+      ->add_option("--wake-threshold", options.wake_threshold_ms,
+                   "Waits at least MS long get a marker naming who woke the thread, with the "
+                   "waker's stack (default: one sampling interval)")
+      ->check(CLI::Range(0.001, 3600000.0))
+      ->type_name("MS");
   record
       ->add_option(
           "--save-events", options.save_events_path,

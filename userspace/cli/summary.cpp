@@ -163,6 +163,15 @@ void print_top_functions(const RunReport& r, FILE* out) {
     fprintf(out, "  %5.1f%%  %s\n", 100.0 * share, name.c_str());
 }
 
+// Who woke the threads: the waker stacks' cost, and the top wakers of each process.
+void print_wakers(const RunReport& r, FILE* out) {
+  if (!r.wakers) return;
+  fprintf(out, "bpfprof: %s\n", wakings_text(r.wakings).c_str());
+  for (const ProcessWakers& wakers : r.profile.top_wakers)
+    fprintf(out, "bpfprof: top wakers of %s: %s\n", wakers.process.c_str(),
+            top_wakers_text(wakers).c_str());
+}
+
 }  // namespace
 
 void print_run_summary(const RunReport& report, FILE* out) {
@@ -174,6 +183,7 @@ void print_run_summary(const RunReport& report, FILE* out) {
   print_top_processes(report, out);
   print_top_functions(report, out);
   print_embedded_sources(report, out);
+  print_wakers(report, out);
 }
 
 }  // namespace bpfprof

@@ -14,4 +14,13 @@ PythonFrameId PythonFrameTable::intern(const PythonFunction& function, uint32_t 
   return frame->second;
 }
 
+WakerId WakerTable::intern(const Waker& waker) {
+  const std::string key = std::to_string(static_cast<int>(waker.context)) + ":" +
+                          std::to_string(waker.pid.value) + ":" + std::to_string(waker.tid.value) +
+                          ":" + waker.comm;
+  auto [found, added] = index_.try_emplace(key, WakerId{static_cast<uint32_t>(wakers_.size())});
+  if (added) wakers_.push_back(waker);
+  return found->second;
+}
+
 }  // namespace bpfprof

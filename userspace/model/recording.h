@@ -158,6 +158,32 @@ enum class SampleKind : uint8_t {
   kOnCpu,      // a timer sample of a running thread
   kSwitchOut,  // the thread left the CPU (stack: where it waits, if recorded)
   kSwitchIn,   // the thread runs again
+  kWaking,     // something woke the thread (`waker`; stack: the waker's, if taken)
+};
+
+// What woke a thread: another thread, or an interrupt (values as in bpf/events.h).
+// kInterrupt: a hardirq, or a softirq run on the interrupt stack after one.
+enum class WakerContext : uint8_t { kThread = 1, kInterrupt = 2 };
+struct Waker {
+  WakerContext context = WakerContext::kThread;
+  Pid pid;  // kThread only: the waking thread, as the kernel named it then
+  Tid tid;
+  std::string comm{};
+  bool operator==(const Waker&) const = default;
+};
+using WakerId = StrongId<struct WakerIdTag, uint32_t>;
+
+// The wakers of a recording, each once; ids are never reused, so a copy that is only ever
+// extended (the model's) stays valid.
+class WakerTable {
+ public:
+  WakerId intern(const Waker& waker);
+  const Waker& operator[](WakerId id) const { return wakers_[id.value]; }
+  size_t size() const { return wakers_.size(); }
+
+ private:
+  std::vector<Waker> wakers_;
+  std::unordered_map<std::string, WakerId> index_;  // by context, pid, tid and comm
 };
 
 struct SampleRecord {
@@ -172,6 +198,17 @@ struct SampleRecord {
   // kSwitchOut: no stack was taken (one was, less than an interval ago); the thread's last
   // off-CPU stack stands for this wait.
   bool reuses_last_stack = false;
+  WakerId waker{};  // kWaking: who (in Recording::wakers); `stack` is theirs
+};
+
+// Who woke the tracked threads (see userspace/capture/event_decoder.h).
+struct WakingStats {
+  uint64_t wakings = 0;
+  uint64_t stacks_taken = 0;
+  // Not taken: the (waker, wakee) pair had one less than an interval ago, reused.
+  uint64_t stacks_reused = 0;
+  uint64_t user_stacks_skipped = 0;  // wakers in untracked processes: kernel stack only
+  uint64_t stacks_missing = 0;       // the stack event did not arrive (ring buffer full)
 };
 
 // How the Python frames of a recording went (see userspace/capture/python_stacks.h).
@@ -243,6 +280,7 @@ struct RecordingStats {
   uint64_t late_events = 0;
   std::optional<KernelUnwindStats> kernel_unwind{};  // --call-graph dwarf only
   PythonStats python;
+  WakingStats wakings;
 };
 
 // Events of a process lost in the ring buffer (it was full), noticed at `time` (the
@@ -260,6 +298,8 @@ struct Recording {
   uint32_t frequency_hz = 0;
   std::string sampling_event{};        // "cycles" or "cpu-clock"
   bool off_cpu = false;                // switch-out stacks and switch-in events were recorded
+  bool record_wakers = false;          // who woke each thread (with off_cpu)
+  uint64_t wake_threshold_ns = 0;      // waits this long get a marker; 0: one interval
   std::string call_graph = "fp";       // how user stacks were taken: "fp" or "dwarf"
   bool fixed_stack_copy_size = false;  // dwarf,SIZE given: no process got a larger copy
   std::vector<LifecycleEvent> events{};
@@ -267,6 +307,7 @@ struct Recording {
   std::deque<SampleRecord> samples;
   RawStackTree raw_stacks;
   PythonFrameTable python_frames;
+  WakerTable wakers;
   RecordingStats stats;
   std::vector<LossRecord> losses{};
 };

@@ -4,8 +4,17 @@
 #include "symbols/util/text.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace bpfprof {
+
+namespace {
+
+// A waking this much before the switch-out still ended that wait: the waker may run
+// try_to_wake_up on another CPU while the sleeper is still on its way off its own.
+constexpr uint64_t kWakingBeforeSwitchOutNs = 100000;
+
+}  // namespace
 
 SessionModel::SessionModel() {
   libraries_.push_back(Library{.path = "[kernel.kallsyms]"});  // kKernelLib
@@ -14,9 +23,11 @@ SessionModel::SessionModel() {
 void SessionModel::configure_for(const Recording& recording) {
   configure(recording.frequency_hz ? 1000000000ull / recording.frequency_hz : 1000000,
             recording.off_cpu);
+  wake_threshold_ns_ = recording.wake_threshold_ns;
 }
 
 void SessionModel::consume(Recording& recording, MonotonicNs until) {
+  take_wakers(recording.wakers);
   // What is left after a call is sorted; what arrived since is nearly in order (CPUs'
   // events interleave within microseconds), so each new item moves back a step or two at
   // most: insertion, stable for equal times, instead of sorting the whole window each time.
@@ -54,6 +65,7 @@ void SessionModel::consume(Recording& recording, MonotonicNs until) {
 
 void SessionModel::replay(const Recording& recording) {
   configure_for(recording);
+  take_wakers(recording.wakers);
   // Stable sorts: events that share a timestamp keep the order they arrived in.
   std::vector<const LifecycleEvent*> events;
   events.reserve(recording.events.size());
@@ -208,6 +220,7 @@ void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
   auto it = live_threads_.find(e.tid);
   if (it != live_threads_.end()) {
     Thread& th = thread(it->second);
+    end_wait(th, t);
     th.accounting.exited(rules_, t, e.cpu_time, th.samples);
     th.end = t;
     th.final_cpu_time = e.cpu_time;
@@ -287,6 +300,8 @@ LibId SessionModel::anonymous_library(Pid pid) {
 
 void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks) {
   Thread& th = thread(live_thread(sample.time, sample.pid, sample.tid));
+  if (sample.kind == SampleKind::kWaking) return note_waking(th, sample, raw_stacks);
+  end_wait(th, sample.time);  // whatever comes next from a waiting thread, it runs again
   switch (sample.kind) {
     case SampleKind::kOnCpu:
       th.accounting.on_cpu_sample(rules_, sample.time, sample.cpu_time,
@@ -295,11 +310,57 @@ void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& ra
     case SampleKind::kSwitchOut:
       th.accounting.switched_out(rules_, sample.time, sample.cpu_time,
                                  off_cpu_stack(th, sample, raw_stacks), th.samples);
+      if (!rules_.off_cpu) break;
+      th.open_wait = Thread::OpenWait{sample.time, sample.off_cpu_state};
+      if (th.last_waking &&
+          th.last_waking->time.value + kWakingBeforeSwitchOutNs < sample.time.value)
+        th.last_waking.reset();  // it woke the thread while it ran: it ended no wait
       break;
     case SampleKind::kSwitchIn:
       th.accounting.switched_in(rules_, sample.time, th.samples);
       break;
+    case SampleKind::kWaking:
+      break;
   }
+}
+
+void SessionModel::take_wakers(const WakerTable& table) {
+  for (uint32_t i = static_cast<uint32_t>(wakers_.size()); i < table.size(); ++i)
+    wakers_.intern(table[WakerId{i}]);
+}
+
+void SessionModel::note_waking(Thread& th, const SampleRecord& waking,
+                               const RawStackTree& raw_stacks) {
+  const Waker& waker = wakers_[waking.waker];
+  Thread::Waking noted{waking.time, waking.waker, std::nullopt, std::nullopt};
+  if (waker.context == WakerContext::kThread)
+    if (auto it = live_processes_.find(waker.pid); it != live_processes_.end())
+      noted.waker_process = it->second;
+  if (waking.stack != RawStackTree::kRoot)
+    noted.cause = resolve(waker.pid, waking.stack, raw_stacks);
+  th.last_waking = noted;
+}
+
+void SessionModel::end_wait(Thread& th, MonotonicNs t) {
+  if (!th.open_wait) return;
+  const Thread::OpenWait wait = *std::exchange(th.open_wait, std::nullopt);
+  const std::optional<Thread::Waking> waking = std::exchange(th.last_waking, std::nullopt);
+  // A preempted thread is runnable: nothing wakes it (a waking then is one that came while
+  // it ran).
+  if (!waking || wait.state == OffCpuState::kWaitingForCpu || waking->time > t ||
+      waking->time.value + kWakingBeforeSwitchOutNs < wait.since.value)
+    return;
+  const MonotonicNs woken = std::max(waking->time, wait.since);
+  const uint64_t waited = woken.value - wait.since.value;
+  Process& p = process(th.process);
+  WakerShare& share = wakers_[waking->waker].context == WakerContext::kThread
+                          ? p.wakers[waking->waker]
+                          : p.interrupt_wakers[waking->cause.value_or(ResolvedStackTree::kRoot)];
+  share.waited_ns += waited;
+  ++share.wakings;
+  if (waited >= wake_threshold_ns())
+    th.woken_waits.push_back(WokenWait{wait.since, woken, wait.state, waking->waker,
+                                       waking->waker_process, waking->cause});
 }
 
 // Where the thread waits, ending in its off-CPU state frame.

@@ -105,6 +105,23 @@ struct Mapping {
 // The executable mappings of one process at the current replay time.
 using AddressSpace = AddressSpaceOf<Mapping>;
 
+// A wait that a waking ended, at least the wake threshold long: from the switch-out to the
+// waking (the time the thread then waited for a CPU is not the waker's doing).
+struct WokenWait {
+  MonotonicNs start;
+  MonotonicNs woken;
+  OffCpuState state = OffCpuState::kSleeping;
+  WakerId waker;
+  std::optional<ProcessIndex> waker_process;  // the waker's process entry, if tracked
+  std::optional<StackId> cause;               // the waker's stack, if taken
+};
+
+// Per process: the waiting time each waker ended (every woken wait, however short).
+struct WakerShare {
+  uint64_t waited_ns = 0;
+  uint64_t wakings = 0;
+};
+
 // A thread's identity and its samples; how the samples are made from its events is its
 // accounting's business.
 struct Thread {
@@ -117,6 +134,21 @@ struct Thread {
   std::vector<ThreadSample> samples;
   ThreadAccounting accounting{MonotonicNs{0}, std::nullopt};
   std::optional<StackId> last_off_cpu_where;  // its latest captured off-CPU stack (reused)
+  std::vector<WokenWait> woken_waits;
+  // While off the CPU (off-CPU recording): since when, why; and the latest waking, which
+  // the wait's end matches against it.
+  struct OpenWait {
+    MonotonicNs since;
+    OffCpuState state;
+  };
+  std::optional<OpenWait> open_wait;
+  struct Waking {
+    MonotonicNs time;
+    WakerId waker;
+    std::optional<ProcessIndex> waker_process;
+    std::optional<StackId> cause;
+  };
+  std::optional<Waking> last_waking;
 };
 
 struct Process {
@@ -130,6 +162,10 @@ struct Process {
   // The profiler's own child between fork and the exec of the launched command: its
   // samples are the profiler's, not the user's, and it is left out of the profile.
   bool is_launcher = false;
+  std::unordered_map<WakerId, WakerShare> wakers;  // which threads ended its threads' waits
+  // The waits interrupts ended, by the interrupt's stack (which says what it was: a timer,
+  // a device); kRoot for those whose stack was not taken.
+  std::unordered_map<StackId, WakerShare> interrupt_wakers;
 };
 
 class SessionModel {
@@ -152,6 +188,13 @@ class SessionModel {
   // Consecutive identical timer samples of a thread become one sample with their summed
   // weight and CPU time (on by default).
   void set_collapse_repeated_samples(bool collapse) { rules_.collapse_repeated_samples = collapse; }
+  // Waits a waking ended get a WokenWait when they lasted at least this (0: one interval).
+  void set_wake_threshold(uint64_t ns) { wake_threshold_ns_ = ns; }
+  uint64_t wake_threshold_ns() const {
+    return wake_threshold_ns_ ? wake_threshold_ns_ : rules_.interval_ns;
+  }
+  // The wakers that WokenWait and WakerShare name (a copy of the recording's table).
+  const WakerTable& wakers() const { return wakers_; }
 
   // Applies the recording's events and samples up to `until`, in time order, and removes
   // them from `recording`: a live recording calls it as it goes, so memory holds the recent
@@ -194,6 +237,10 @@ class SessionModel {
   StackId resolve_uncached(const AddressSpace* space, RawStackId raw,
                            const RawStackTree& raw_stacks);
   StackId off_cpu_stack(Thread& th, const SampleRecord& switch_out, const RawStackTree& raw_stacks);
+  void note_waking(Thread& th, const SampleRecord& waking, const RawStackTree& raw_stacks);
+  // The thread's wait (if one is open) ends at t: matched with the waking that ended it.
+  void end_wait(Thread& th, MonotonicNs t);
+  void take_wakers(const WakerTable& table);
 
   Process& process(ProcessIndex i) { return processes_[i.value]; }
   Thread& thread(ThreadIndex i) { return threads_[i.value]; }
@@ -218,6 +265,8 @@ class SessionModel {
   };
   std::unordered_map<uint64_t, ResolvedStack> resolved_;  // by pid << 32 | raw stack
   AccountingRules rules_;
+  uint64_t wake_threshold_ns_ = 0;
+  WakerTable wakers_;
   // consume(): how much of the recording's pending events and samples is already in order.
   size_t sorted_pending_events_ = 0;
   size_t sorted_pending_samples_ = 0;

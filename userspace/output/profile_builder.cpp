@@ -54,6 +54,25 @@ bool is_tracing_function(const std::string& name) {
          name.starts_with("bpf_trampoline_");
 }
 
+// The wake-up machinery between whatever woke a thread and the scheduler: skipped to find the
+// function that did (hrtimer_wakeup, pipe_write, futex_wake).
+bool is_wake_up_function(const std::string& name) {
+  for (const char* prefix : {"try_to_wake_up", "wake_up", "__wake_up", "ttwu", "autoremove_wake",
+                             "default_wake_function", "woken_wake_function", "swake_up",
+                             "__swake_up", "rcuwait_wake_up", "wake_q", "complete"})
+    if (name.starts_with(prefix)) return true;
+  return false;
+}
+
+const char* state_name(OffCpuState state) {
+  return state == OffCpuState::kIoWait ? "I/O wait" : "sleeping";
+}
+
+// Where a softirq's handlers run (handle_softirqs since 6.10, __do_softirq before).
+bool is_softirq_function(const std::string& name) {
+  return name == "handle_softirqs" || name == "__do_softirq";
+}
+
 bool is_off_cpu_sample(const SessionModel& model, const ThreadSample& s) {
   return s.stack != ResolvedStackTree::kRoot && model.stacks().node(s.stack).key.is_off_cpu_state();
 }
@@ -92,6 +111,13 @@ class ProfileBuilder {
   void assign_losses(const std::vector<const Thread*>& threads);
   ThreadTables build_thread(const Thread& thread);
   void add_loss_markers(const Thread& thread, MarkersTable& markers);
+  void add_woken_markers(const Thread& thread, MarkersTable& markers);
+  std::optional<StackIndex> cause_stack(std::optional<StackId> stack) const;
+  std::string waking_function(std::optional<StackIndex> cause) const;
+  std::string interrupt_kind(std::optional<StackIndex> cause) const;
+  std::string process_label(ProcessIndex index) const;
+  std::string waker_label(const Waker& waker, std::optional<StackIndex> cause) const;
+  void summarize_wakers(const std::vector<const Thread*>& threads);
 
   // Summary figures.
   void measure_completeness(const std::vector<const Thread*>& threads);
@@ -141,6 +167,7 @@ BuiltProfile ProfileBuilder::build() {
   out_.summary.top_self_functions = top_self_functions(threads, 10);
   if (options_.embed_sources)
     out_.summary.embedded_sources = embed_sources(out_.shared, source_weights(threads));
+  summarize_wakers(threads);
   return std::move(out_);
 }
 
@@ -437,6 +464,7 @@ ThreadTables ProfileBuilder::build_thread(const Thread& thread) {
   out.unregister_ms = ms_or_none(thread.end);
   out.samples = SamplesTable(thread.samples, output_stack_of_, zero);
   add_loss_markers(thread, out.markers);
+  add_woken_markers(thread, out.markers);
   return out;
 }
 
@@ -446,9 +474,113 @@ void ProfileBuilder::add_loss_markers(const Thread& thread, MarkersTable& marker
   const StringIndex name = out_.shared.strings.intern("Events lost");
   const std::string& process_name = model_.processes()[thread.process.value].name;
   for (const LossRecord* loss : found->second)
-    markers.add({name,
-                 ms_between(recording_.start_time, loss->time),
-                 {loss->count, process_name + " (" + std::to_string(loss->pid.value) + ")"}});
+    markers.add({name, ms_between(recording_.start_time, loss->time),
+                 MarkersTable::EventsLost{
+                     loss->count, process_name + " (" + std::to_string(loss->pid.value) + ")"}});
+}
+
+std::string ProfileBuilder::process_label(ProcessIndex index) const {
+  const Process& p = model_.processes()[index.value];
+  return p.name + " (" + std::to_string(p.pid.value) + ")";
+}
+
+// "comm (tid)" for a thread; for an interrupt, what it was and the function that woke the
+// thread, from its stack: "interrupt: hrtimer_wakeup".
+std::string ProfileBuilder::waker_label(const Waker& waker, std::optional<StackIndex> cause) const {
+  if (waker.context == WakerContext::kThread)
+    return waker.comm + " (" + std::to_string(waker.tid.value) + ")";
+  const std::string function = waking_function(cause);
+  return interrupt_kind(cause) + (function.empty() ? "" : ": " + function);
+}
+
+// The waker's stack as written, without the profiler's own frames at its leaf (the
+// sched_waking program and the tracepoint machinery under it).
+std::optional<StackIndex> ProfileBuilder::cause_stack(std::optional<StackId> stack) const {
+  if (!stack) return std::nullopt;
+  std::optional<StackIndex> out = (*output_stack_of_)[*stack];
+  while (out && is_tracing_function(function_name(out_.shared, out_.shared.stacks.frame(*out))))
+    out = out_.shared.stacks.prefix(*out);
+  return out;
+}
+
+// The innermost function of a waker's stack that is not wake-up machinery: what woke the
+// thread, for an interrupt (hrtimer_wakeup: a timer expired).
+std::string ProfileBuilder::waking_function(std::optional<StackIndex> cause) const {
+  for (std::optional<StackIndex> s = cause; s; s = out_.shared.stacks.prefix(*s)) {
+    const std::string& name = function_name(out_.shared, out_.shared.stacks.frame(*s));
+    if (!is_wake_up_function(name)) return name;
+  }
+  return "";
+}
+
+// "softirq" when the waker's kernel stack runs a softirq's handlers, else "interrupt".
+std::string ProfileBuilder::interrupt_kind(std::optional<StackIndex> cause) const {
+  for (std::optional<StackIndex> s = cause; s; s = out_.shared.stacks.prefix(*s))
+    if (is_softirq_function(function_name(out_.shared, out_.shared.stacks.frame(*s))))
+      return "softirq";
+  return "interrupt";
+}
+
+void ProfileBuilder::add_woken_markers(const Thread& thread, MarkersTable& markers) {
+  const MonotonicNs zero = recording_.start_time;
+  for (const WokenWait& wait : thread.woken_waits) {
+    const Waker& waker = model_.wakers()[wait.waker];
+    MarkersTable::Woken data;
+    data.state = state_name(wait.state);
+    data.duration_ms = static_cast<double>(wait.woken.value - wait.start.value) / 1e6;
+    data.cause = cause_stack(wait.cause);
+    data.waker = waker_label(waker, data.cause);
+    if (waker.context == WakerContext::kThread) {
+      data.waker_thread = waker.comm;
+      data.waker_tid = waker.tid.value;
+      data.waker_process = wait.waker_process ? process_label(*wait.waker_process)
+                                              : "pid " + std::to_string(waker.pid.value);
+    } else {
+      data.waker_thread = interrupt_kind(data.cause);
+    }
+    const StringIndex name = out_.shared.strings.intern("Woken by " + data.waker);
+    markers.add(
+        {name, ms_between(zero, wait.start), std::move(data), ms_between(zero, wait.woken)});
+  }
+}
+
+// The top wakers of each process written, by the waiting time they ended.
+void ProfileBuilder::summarize_wakers(const std::vector<const Thread*>& threads) {
+  std::set<uint32_t> seen;
+  std::vector<std::pair<uint64_t, ProcessWakers>> ranked;
+  for (const Thread* th : threads) {
+    if (!seen.insert(th->process.value).second) continue;
+    const Process& p = model_.processes()[th->process.value];
+    if (p.wakers.empty() && p.interrupt_wakers.empty()) continue;
+    // By label: interrupts of one kind through one function are one waker.
+    std::map<std::string, WakerShare> by_label;
+    auto add = [&](const std::string& label, const WakerShare& share) {
+      by_label[label].waited_ns += share.waited_ns;
+      by_label[label].wakings += share.wakings;
+    };
+    for (const auto& [waker, share] : p.wakers) add(waker_label(model_.wakers()[waker], {}), share);
+    const Waker interrupt{WakerContext::kInterrupt, Pid{0}, Tid{0}, ""};
+    for (const auto& [stack, share] : p.interrupt_wakers)
+      add(waker_label(interrupt,
+                      stack == ResolvedStackTree::kRoot ? std::nullopt : cause_stack(stack)),
+          share);
+    std::vector<std::pair<std::string, WakerShare>> shares(by_label.begin(), by_label.end());
+    std::stable_sort(shares.begin(), shares.end(), [](const auto& a, const auto& b) {
+      return a.second.waited_ns > b.second.waited_ns;
+    });
+    uint64_t total = 0;
+    for (const auto& [label, share] : shares) total += share.waited_ns;
+    ProcessWakers entry{process_label(th->process), {}};
+    for (size_t i = 0; i < shares.size() && i < 5; ++i)
+      entry.top.push_back(WakerTotal{shares[i].first,
+                                     static_cast<double>(shares[i].second.waited_ns) / 1e6,
+                                     shares[i].second.wakings});
+    ranked.emplace_back(total, std::move(entry));
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < ranked.size() && i < 5; ++i)
+    out_.summary.top_wakers.push_back(std::move(ranked[i].second));
 }
 
 void ProfileBuilder::measure_completeness(const std::vector<const Thread*>& threads) {

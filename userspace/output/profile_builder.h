@@ -26,6 +26,17 @@ struct StackCompleteness {
   double share() const { return total > 0 ? complete / total : 1.0; }
 };
 
+// Who ended a process's waits: a waker's label, the waiting time it ended and how often.
+struct WakerTotal {
+  std::string waker;
+  double waited_ms = 0;
+  uint64_t wakings = 0;
+};
+struct ProcessWakers {
+  std::string process;          // "name (pid)"
+  std::vector<WakerTotal> top;  // most waiting time first, at most five
+};
+
 struct ProfileSummary {
   size_t processes = 0;
   size_t threads = 0;
@@ -43,6 +54,8 @@ struct ProfileSummary {
   std::vector<std::string> unnamed_library_paths;
   // --embed-sources: what went into the sources table (nullopt when not asked).
   std::optional<EmbeddedSources> embedded_sources;
+  // The processes whose waits were ended by wakers (most waiting time first, at most five).
+  std::vector<ProcessWakers> top_wakers;
 };
 
 // One entry of `threads`: what the thread object says besides its tables.

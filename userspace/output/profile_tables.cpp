@@ -317,52 +317,132 @@ void SamplesTable::write_json(JsonWriter& w) const {
   w.end_object();
 }
 
+namespace {
+
+void write_marker_data(JsonWriter& w, const MarkersTable::EventsLost& lost, double) {
+  w.field("type", MarkersTable::kEventsLostType);
+  w.field("count", lost.count);
+  w.field("process", lost.process);
+}
+
+void write_marker_data(JsonWriter& w, const MarkersTable::Woken& woken, double end_ms) {
+  w.field("type", MarkersTable::kWokenType);
+  w.field("state", woken.state);
+  w.key("duration");
+  w.number(woken.duration_ms);
+  w.field("waker", woken.waker);
+  w.field("wakerThread", woken.waker_thread);
+  if (woken.waker_tid) {
+    w.key("wakerTid");
+    w.number(int64_t{*woken.waker_tid});
+  }
+  if (!woken.waker_process.empty()) w.field("wakerProcess", woken.waker_process);
+  if (!woken.cause) return;
+  // The front end shows a cause's stack in the tooltip and the sidebar.
+  w.key("cause");
+  w.begin_object();
+  w.key("stack");
+  w.number(uint64_t{woken.cause->value});
+  w.key("time");
+  w.number(end_ms);
+  w.end_object();
+}
+
+}  // namespace
+
 void MarkersTable::write_json(JsonWriter& w) const {
   w.key("markers");
   w.begin_object();
   write_column(w, "data", markers_, [&](const Marker& m) {
     w.begin_object();
-    w.field("type", kEventsLostType);
-    w.field("count", m.data.count);
-    w.field("process", m.data.process);
+    std::visit([&](const auto& data) { write_marker_data(w, data, m.end_ms.value_or(m.start_ms)); },
+               m.data);
     w.end_object();
   });
   write_column(w, "name", markers_, [&](const Marker& m) { w.number(uint64_t{m.name.value}); });
   write_column(w, "startTime", markers_, [&](const Marker& m) { w.number(m.start_ms); });
-  write_column(w, "endTime", markers_, [&](const Marker&) { w.null(); });
-  write_column(w, "phase", markers_, [&](const Marker&) { w.number(int64_t{0}); });  // instant
+  write_column(w, "endTime", markers_, [&](const Marker& m) {
+    if (m.end_ms)
+      w.number(*m.end_ms);
+    else
+      w.null();
+  });
+  // 1: an interval, 0: an instant.
+  write_column(w, "phase", markers_, [&](const Marker& m) { w.number(int64_t{m.end_ms ? 1 : 0}); });
   write_column(w, "category", markers_, [&](const Marker&) { w.number(int64_t{0}); });
   write_length(w, markers_.size());
   w.end_object();
 }
 
-void MarkersTable::write_events_lost_schema(JsonWriter& w) {
+namespace {
+
+struct SchemaText {
+  const char* name;
+  const char* chart_label;
+  const char* tooltip_label;
+  const char* table_label;
+  const char* description;
+};
+struct SchemaField {
+  const char* key;
+  const char* label;
+  const char* format;
+};
+
+// A meta.markerSchema entry, shown in the marker chart, the marker table and the timeline.
+void write_schema(JsonWriter& w, const SchemaText& text,
+                  std::initializer_list<SchemaField> fields) {
   w.begin_object();
-  w.field("name", kEventsLostType);
+  w.field("name", text.name);
   w.key("display");
   w.begin_array();
   for (const char* where : {"marker-chart", "marker-table", "timeline-overview"}) w.string(where);
   w.end_array();
-  w.field("chartLabel", "{marker.data.count} events lost");
-  w.field("tooltipLabel", "{marker.data.count} events lost (ring buffer full)");
-  w.field("tableLabel", "{marker.data.count} events lost in {marker.data.process}");
-  w.field("description",
-          "Samples and other events of this process that bpfprof lost because its ring buffer "
-          "was full (noticed within ~50 ms after they happened); try a larger --buffer-size or "
-          "a lower -F.");
+  w.field("chartLabel", text.chart_label);
+  w.field("tooltipLabel", text.tooltip_label);
+  w.field("tableLabel", text.table_label);
+  w.field("description", text.description);
   w.key("fields");
   w.begin_array();
-  auto field = [&](const char* key, const char* label, const char* format) {
+  for (const SchemaField& field : fields) {
     w.begin_object();
-    w.field("key", key);
-    w.field("label", label);
-    w.field("format", format);
+    w.field("key", field.key);
+    w.field("label", field.label);
+    w.field("format", field.format);
     w.end_object();
-  };
-  field("count", "Events lost", "integer");
-  field("process", "Process", "string");
+  }
   w.end_array();
   w.end_object();
+}
+
+}  // namespace
+
+void MarkersTable::write_events_lost_schema(JsonWriter& w) {
+  write_schema(w,
+               {kEventsLostType, "{marker.data.count} events lost",
+                "{marker.data.count} events lost (ring buffer full)",
+                "{marker.data.count} events lost in {marker.data.process}",
+                "Samples and other events of this process that bpfprof lost because its ring "
+                "buffer was full (noticed within ~50 ms after they happened); try a larger "
+                "--buffer-size or a lower -F."},
+               {{"count", "Events lost", "integer"}, {"process", "Process", "string"}});
+}
+
+void MarkersTable::write_woken_schema(JsonWriter& w) {
+  write_schema(w,
+               {kWokenType, "{marker.data.waker}",
+                "{marker.data.state} {marker.data.duration}, woken by {marker.data.waker}",
+                "{marker.data.state} {marker.data.duration}, woken by {marker.data.waker}",
+                "A wait of this thread, from the moment it left the CPU to the moment something "
+                "woke it: another thread (its name, tid and process; its stack as the cause) or "
+                "an interrupt (the kernel function that woke it). Waits shorter than "
+                "--wake-threshold have no marker."},
+               {{"state", "State", "string"},
+                {"duration", "Waited", "duration"},
+                {"waker", "Woken by", "string"},
+                {"wakerThread", "Waker thread", "string"},
+                {"wakerTid", "Waker tid", "integer"},
+                {"wakerProcess", "Waker process", "string"}});
 }
 
 }  // namespace bpfprof

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "symbols/symbolizer.h"
@@ -219,24 +220,37 @@ class SamplesTable {
   MonotonicNs zero_{0};
 };
 
-// A thread's `markers`. The only markers so far: events lost in the ring buffer.
+// A thread's `markers`: events lost in the ring buffer (instant), and waits that a waking
+// ended (interval, from the switch-out to the waking, with the waker's stack as the cause).
 class MarkersTable {
  public:
   static constexpr const char* kEventsLostType = "bpfprof-lost";
+  static constexpr const char* kWokenType = "bpfprof-woken";
   struct EventsLost {
     uint64_t count;
     std::string process;  // "name (pid)"
   };
+  struct Woken {
+    std::string state;  // "sleeping", "I/O wait"
+    double duration_ms;
+    std::string waker;  // who, in a few words: "producer (1234)", "interrupt: hrtimer_wakeup"
+    std::string waker_thread;  // the waker's thread name, or the interrupt context
+    std::optional<int32_t> waker_tid;
+    std::string waker_process;        // "name (pid)", empty for an interrupt
+    std::optional<StackIndex> cause;  // the waker's stack, at the marker's end
+  };
   struct Marker {
     StringIndex name;
     double start_ms;
-    EventsLost data;  // an instant marker (phase 0) of category 0
+    std::variant<EventsLost, Woken> data;
+    std::optional<double> end_ms{};  // set: an interval marker (phase 1); else instant
   };
   void add(Marker marker) { markers_.push_back(std::move(marker)); }
   size_t size() const { return markers_.size(); }
   void write_json(JsonWriter& w) const;
-  // The meta.markerSchema entry of kEventsLostType.
+  // The meta.markerSchema entries of kEventsLostType and kWokenType.
   static void write_events_lost_schema(JsonWriter& w);
+  static void write_woken_schema(JsonWriter& w);
 
  private:
   std::vector<Marker> markers_;

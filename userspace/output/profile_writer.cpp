@@ -72,6 +72,7 @@ void write_meta_schemas(JsonWriter& w) {
   w.key("markerSchema");
   w.begin_array();
   MarkersTable::write_events_lost_schema(w);
+  MarkersTable::write_woken_schema(w);
   w.end_array();
   write_empty_table(w, "extensions", {"id", "name", "baseURL"});
 }

@@ -112,7 +112,28 @@ RunReport build_run_report(const Recording& recording, const SessionModel& model
   report.unwinding = unwind_cost(recording);
   report.python = recording.stats.python;
   report.processes_by_cpu_time = processes_by_cpu_time(model);
+  report.wakers = recording.record_wakers || recording.stats.wakings.wakings > 0;
+  report.wakings = recording.stats.wakings;
   return report;
+}
+
+std::string wakings_text(const WakingStats& w) {
+  auto n = [](uint64_t v) { return std::to_string(v); };
+  return n(w.wakings) + " wakeups of profiled threads; waker stacks " + n(w.stacks_taken) +
+         " taken, " + n(w.stacks_reused) +
+         " reused (same waker and thread within a sampling interval), " + n(w.user_stacks_skipped) +
+         " kernel-only (waker not profiled), " + n(w.stacks_missing) + " lost";
+}
+
+std::string top_wakers_text(const ProcessWakers& wakers) {
+  std::string text;
+  for (const WakerTotal& t : wakers.top) {
+    char figures[96];
+    snprintf(figures, sizeof figures, " %.1f ms in %llu wakeups", t.waited_ms,
+             static_cast<unsigned long long>(t.wakings));
+    text += (text.empty() ? "" : ", ") + t.waker + figures;
+  }
+  return text;
 }
 
 std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
@@ -139,6 +160,9 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
     entries.push_back({"Lost events by process", "string", by_process});
   }
   add_python_entries(report.python, entries);
+  if (report.wakers) entries.push_back({"Wakeups", "string", wakings_text(report.wakings)});
+  for (const ProcessWakers& wakers : report.profile.top_wakers)
+    entries.push_back({"Top wakers of " + wakers.process, "string", top_wakers_text(wakers)});
   if (!report.profile.unnamed_share_by_library.empty())
     entries.push_back({"On-CPU samples in code without a symbol", "string",
                        shares_text(report.profile.unnamed_share_by_library, 10)});

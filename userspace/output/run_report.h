@@ -75,7 +75,15 @@ struct RunReport {
   PythonStats python;
   // Processes that used CPU time, most first.
   std::vector<ProcessCpuTime> processes_by_cpu_time;
+  // Who woke the threads (with off-CPU recording), and what the wakers' stacks cost.
+  bool wakers = false;
+  WakingStats wakings;
 };
+
+// "N wakeups of profiled threads; waker stacks: ..." for the summary and meta.extra.
+std::string wakings_text(const WakingStats& wakings);
+// "producer (1234) 950.0 ms in 2000 wakeups, interrupt: hrtimer_wakeup 3.1 ms in 3 wakeups".
+std::string top_wakers_text(const ProcessWakers& wakers);
 
 RunReport build_run_report(const Recording& recording, const SessionModel& model,
                            const ProfileSummary& summary);

@@ -169,6 +169,9 @@ Recording recording_for(const RecordOptions& options) {
   Recording recording;
   recording.frequency_hz = options.frequency_hz;
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
+  recording.record_wakers = recording.off_cpu && options.wakers;
+  if (options.wake_threshold_ms)
+    recording.wake_threshold_ns = static_cast<uint64_t>(*options.wake_threshold_ms * 1e6);
   recording.call_graph = !options.user_stack_copy_bytes  ? "fp"
                          : options.walk_stacks_in_kernel ? "dwarf"
                                                          : "dwarf-copy";
@@ -257,7 +260,8 @@ void RecordSession::set_up() {
                  options_.ring_buffer_bytes,
                  !options_.walk_stacks_in_kernel ? 0
                  : options_.system_wide          ? kSystemWideUnwindRowCapacity
-                                                 : kUnwindRowCapacity);
+                                                 : kUnwindRowCapacity,
+                 recording_.record_wakers);
     if (options_.walk_stacks_in_kernel) start_kernel_unwinding();
     std::vector<int> cpus = online_cpus();
     side_band_.emplace(cpus);

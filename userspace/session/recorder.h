@@ -28,6 +28,10 @@ struct RecordOptions {
   // Stacks of threads while they wait, and for how long. Unset: on for a command and -p,
   // off for -a.
   std::optional<bool> off_cpu;
+  // With off-CPU time: who woke each thread (--no-wakers: not), and from which wait length
+  // on a wait gets a marker (--wake-threshold; unset: one sampling interval).
+  bool wakers = true;
+  std::optional<double> wake_threshold_ms;
   std::vector<std::string> symbol_dirs;  // --symbol-dir: more places to look for debug files
   // User stacks: walked along frame pointers in the kernel (0), or this many bytes of the
   // stack copied per sample and unwound with DWARF CFI.
