@@ -12,6 +12,7 @@
 #include <cstring>
 #include <set>
 #include <stdexcept>
+#include <system_error>
 
 #include "bpf/events.h"
 #include "profiler.skel.h"
@@ -52,7 +53,7 @@ class BpfUnwindMaps : public UnwindMapsSink {
     bytes_ = (capacity_ * stride_ + page - 1) / page * page;
     void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(rows), 0);
     if (base == MAP_FAILED)
-      throw std::runtime_error("cannot map the unwind-table rows: " + errno_text(errno));
+      throw std::system_error(errno, std::generic_category(), "cannot map the unwind-table rows");
     rows_ = static_cast<uint8_t*>(base);
   }
   ~BpfUnwindMaps() override { munmap(rows_, bytes_); }
@@ -139,10 +140,12 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu,
   ring_buffer_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events),
                                       &BpfPrograms::on_event, this, nullptr));
   if (!ring_buffer_)
-    throw std::runtime_error("cannot set up the BPF lifecycle ring buffer: " + errno_text(errno));
+    throw std::system_error(errno, std::generic_category(),
+                            "cannot set up the BPF lifecycle ring buffer");
   if (int err = ring_buffer__add(ring_buffer_.get(), bpf_map__fd(skeleton_->maps.events),
                                  &BpfPrograms::on_event, this))
-    throw std::runtime_error("cannot set up the BPF ring buffer: " + errno_text(err));
+    throw std::system_error(err < 0 ? -err : err, std::generic_category(),
+                            "cannot set up the BPF ring buffer");
 }
 
 BpfPrograms::~BpfPrograms() = default;
