@@ -242,3 +242,37 @@ describe('wakers with -p', () => {
   });
 });
 
+
+// -a (with --off-cpu, which -a leaves off by default): every process is profiled, so pong,
+// forked before the recording started, is named with its user stack too.
+describe('wakers with -a', () => {
+  let rec;
+  let fixture;
+  before(async () => {
+    if (recorderUnavailableReason()) return;
+    const target = startBackground(fixturePath('wakers'), ['2500']);
+    await sleep(300);
+    rec = await recordWith('wakers_system', ['-a', '--off-cpu', '-d', '1.5']);
+    const done = await target.done;
+    assert.equal(done.code, 0, `the fixture failed:\n${done.stderr}`);
+    fixture = parseFixture(done.stdout);
+  });
+
+  it('names the producer with hand_over, and pong with its user stack', (t) => {
+    if (!requireRecorder(t)) return;
+    const consumer = threadNamed(rec.view, fixture.waits.get('acc-consumer').tid, 'acc-consumer');
+    const markers = wokenMarkers(rec.view, consumer);
+    const named = markers.filter((k) => k.data.wakerThread === 'acc-producer' &&
+                                        k.causeFrames.some((f) => f.name === 'hand_over'));
+    const pongPid = fixture.processes.get('pong');
+    const ping = wokenMarkers(rec.view, threadNamed(rec.view, fixture.waits.get('ping').tid, 'ping'))
+      .filter((k) => k.data.wakerTid === pongPid);
+    const withUser = ping.filter((k) => k.causeFrames.some((f) => f.category === 'User'));
+    t.diagnostic(`-a: acc-consumer ${named.length} of ${markers.length} markers by acc-producer through ` +
+                 `hand_over; ${withUser.length} of ${ping.length} of ping's markers by pong carry pong's user stack`);
+    assert.ok(markers.length >= 300, `only ${markers.length} woken markers on acc-consumer in 1.5 s`);
+    assert.ok(named.length >= 0.9 * markers.length, `${named.length} of ${markers.length} name acc-producer`);
+    assert.ok(ping.length > 100 && withUser.length >= 0.9 * ping.length,
+              `${withUser.length} of ${ping.length} of ping's markers by pong have a user stack`);
+  });
+});

@@ -618,5 +618,29 @@ TEST_F(Wakers, AWakingWhileRunningOrAPreemptionEndsNoWait) {
   EXPECT_TRUE(model.processes()[consumer().process.value].wakers.empty());
 }
 
+// -a and -p: an event of a pid that comes before the /proc snapshot of that pid (a wakeup
+// whose wait began before the recording) makes up an entry; the snapshot names it instead
+// of starting a second process with the same threads.
+TEST(SessionModel, ASnapshotAdoptsTheEntryEarlierEventsMadeUp) {
+  Recording rec;
+  rec.frequency_hz = 1000;
+  rec.samples.push_back(
+      SampleRecord{ms(1), Pid{7}, Tid{8}, Cpu{0}, CpuTimeNs{1000000},
+                   rec.raw_stacks.intern(RawStackTree::kRoot, 0xffffffff81000000ull)});
+  rec.events.push_back(LifecycleEvent{
+      ms(2),
+      ExistingProcessEvent{Pid{7},
+                           "server",
+                           "/usr/bin/server",
+                           {{Tid{7}, "server", CpuTimeNs{5}}, {Tid{8}, "worker", CpuTimeNs{6}}}}});
+  SessionModel model;
+  model.replay(rec);
+  ASSERT_EQ(model.processes().size(), 1u);
+  EXPECT_EQ(model.processes()[0].name, "server");
+  EXPECT_EQ(model.processes()[0].threads.size(), 2u);
+  EXPECT_EQ(thread_with_tid(model, 8).name, "worker");
+  EXPECT_EQ(thread_with_tid(model, 8).samples.size(), 1u);
+}
+
 }  // namespace
 }  // namespace bpfprof

@@ -154,6 +154,7 @@ void SessionModel::end_process(MonotonicNs t, ProcessIndex index) {
 ProcessIndex SessionModel::live_process(MonotonicNs t, Pid pid) {
   if (auto it = live_processes_.find(pid); it != live_processes_.end()) return it->second;
   ProcessIndex index = start_process(t, pid, "pid " + std::to_string(pid.value), "");
+  process(index).implicit = true;
   address_spaces_.try_emplace(pid);
   return index;
 }
@@ -177,10 +178,32 @@ void SessionModel::on(MonotonicNs t, const ProcessStartEvent& e) {
 }
 
 void SessionModel::on(MonotonicNs t, const ExistingProcessEvent& e) {
+  auto known = live_processes_.find(e.pid);
+  if (known != live_processes_.end() && process(known->second).implicit) {
+    adopt_snapshot(t, known->second, e);
+    return;
+  }
   ProcessIndex p = start_process(t, e.pid, e.name, e.executable);
   address_spaces_[e.pid] = AddressSpace{};
   // Only CPU used from now on is counted.
   for (const ThreadState& ts : e.threads) start_thread(t, p, ts.tid, ts.comm, ts.cpu_time);
+}
+
+// A snapshot of a process that earlier events (a wakeup, a sample that came first) made up:
+// it names that entry and its threads instead of starting another.
+void SessionModel::adopt_snapshot(MonotonicNs t, ProcessIndex index,
+                                  const ExistingProcessEvent& e) {
+  Process& p = process(index);
+  p.name = e.name;
+  p.executable = e.executable;
+  p.implicit = false;
+  for (const ThreadState& ts : e.threads) {
+    auto it = live_threads_.find(ts.tid);
+    if (it != live_threads_.end() && thread(it->second).process == index)
+      thread(it->second).name = ts.comm;
+    else
+      start_thread(t, index, ts.tid, ts.comm, ts.cpu_time);
+  }
 }
 
 void SessionModel::on(MonotonicNs t, const ForkEvent& e) {

@@ -162,6 +162,9 @@ struct Process {
   // The profiler's own child between fork and the exec of the launched command: its
   // samples are the profiler's, not the user's, and it is left out of the profile.
   bool is_launcher = false;
+  // Made up for an event of a pid not known yet ("pid N"): a /proc snapshot of that pid
+  // taken afterwards describes this same process (-a, -p), not a new one.
+  bool implicit = false;
   std::unordered_map<WakerId, WakerShare> wakers;  // which threads ended its threads' waits
   // The waits interrupts ended, by the interrupt's stack (which says what it was: a timer,
   // a device); kRoot for those whose stack was not taken.
@@ -229,7 +232,9 @@ class SessionModel {
   ThreadIndex start_thread(MonotonicNs t, ProcessIndex process, Tid tid, std::string name,
                            std::optional<CpuTimeNs> runtime);
   void end_process(MonotonicNs t, ProcessIndex process);
-  ProcessIndex live_process(MonotonicNs t, Pid pid);  // creates an entry if none is live
+  ProcessIndex live_process(MonotonicNs t, Pid pid);
+  void adopt_snapshot(MonotonicNs t, ProcessIndex index,
+                      const ExistingProcessEvent& e);  // creates an entry if none is live
   ThreadIndex live_thread(MonotonicNs t, Pid pid, Tid tid);
   LibId intern_library(const MappingInfo& mapping);
   LibId anonymous_library(Pid pid);
