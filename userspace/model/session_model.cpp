@@ -347,6 +347,16 @@ StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw
   return node;
 }
 
+void SessionModel::drop_samples_before(MonotonicNs t) {
+  for (Thread& th : threads_) {
+    if (th.samples.empty()) continue;
+    const MonotonicNs last = th.samples.back().time;
+    std::erase_if(th.samples, [&](const ThreadSample& s) { return s.time < t; });
+    if (th.samples.empty()) th.accounting.samples_dropped(last);
+    if (th.samples.capacity() > 2 * th.samples.size() + 1024) th.samples.shrink_to_fit();
+  }
+}
+
 std::vector<ThreadIndex> SessionModel::display_order() const {
   std::vector<ProcessIndex> order;
   for (uint32_t i = 0; i < processes_.size(); ++i) order.push_back(ProcessIndex{i});

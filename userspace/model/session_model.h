@@ -158,6 +158,10 @@ class SessionModel {
   // samples and the model, not every raw sample. configure_for() first.
   void consume(Recording& recording, MonotonicNs until);
 
+  // Drops the threads' samples older than `t` (a rotating output wrote them; a flight
+  // recorder keeps only the recent ones), so memory holds the samples of one period.
+  void drop_samples_before(MonotonicNs t);
+
   const std::vector<Process>& processes() const { return processes_; }
   const std::vector<Thread>& threads() const { return threads_; }
   const std::vector<Library>& libraries() const { return libraries_; }

@@ -62,6 +62,12 @@ class ThreadAccounting {
   // Closes an open wait at `end`, writes the short waits still summed, and gives the
   // remaining CPU time to the last sample.
   void finish(const AccountingRules& rules, MonotonicNs end, std::vector<ThreadSample>& samples);
+  // Every sample of the thread was dropped (written out by a rotating output); the latest
+  // was at `last`. The next sample starts from there and joins none.
+  void samples_dropped(MonotonicNs last) {
+    last_sample_is_tick_ = false;
+    if (last.value > start_.value) start_ = last;
+  }
 
  private:
   struct OffCpuInterval {

@@ -85,6 +85,7 @@ class ResourceTable {
 class SourceTable {
  public:
   SourceIndex add(StringTable& strings, const std::string& filename);
+  StringIndex filename(SourceIndex i) const { return filenames_[i.value]; }
   void write_json(JsonWriter& w) const;
 
  private:
@@ -131,6 +132,7 @@ class NativeSymbolTable {
   // The first symbol at (lib, address) wins; the name is interned only then.
   NativeSymbolIndex add(StringTable& strings, LibIndex lib, uint64_t address,
                         const std::string& name, uint64_t size);
+  const Symbol& operator[](NativeSymbolIndex i) const { return symbols_[i.value]; }
   void write_json(JsonWriter& w) const;
 
  private:
@@ -152,6 +154,7 @@ class FrameTable {
   };
   FrameIndex add(const Frame& frame);
   const Frame& operator[](FrameIndex i) const { return frames_[i.value]; }
+  size_t size() const { return frames_.size(); }
   void write_json(JsonWriter& w) const;
 
  private:
@@ -164,6 +167,7 @@ class StackTable {
   StackIndex add(std::optional<StackIndex> prefix, FrameIndex frame);
   FrameIndex frame(StackIndex i) const { return FrameIndex{tree_.node(i.value).key}; }
   std::optional<StackIndex> prefix(StackIndex i) const;
+  size_t size() const { return tree_.size(); }
   void write_json(JsonWriter& w) const;
 
  private:

@@ -1,0 +1,129 @@
+// Continuous use: --switch-output writes a complete profile every period while recording
+// (each loading on its own, together holding every sample once), --switch-output-files keeps
+// the newest N, and --flight-recorder keeps only the last DURATION, written on SIGUSR2 and at
+// the end. Runs once: none of this depends on the unwinding mode.
+import assert from 'node:assert/strict';
+import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+
+import {
+  BPFPROF, FREQUENCY_HZ, ProfileView, RESULTS_DIR, checkWithProfilerCli, fixturePath,
+  parseCputimeLines, readProfile, requireRecorder, run, sleep, startBackground,
+} from './lib/harness.mjs';
+
+function freshDir(name) {
+  const dir = join(RESULTS_DIR, name);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+// Sample weight (in intervals) and threadCPUDelta (ns) of the threads with tid in `tids`.
+function threadTotals(profile, tids) {
+  let weight = 0;
+  let cpuNs = 0;
+  for (const th of profile.threads) {
+    if (!tids.has(Number(th.tid))) continue;
+    const s = th.samples;
+    for (let i = 0; i < s.length; i++) {
+      weight += s.weight ? s.weight[i] : 1;
+      cpuNs += s.threadCPUDelta?.[i] ?? 0;
+    }
+  }
+  return { weight, cpuNs };
+}
+
+const PERIOD_FILE = /^sw\.\d{8}T\d{6}Z(-\d+)?\.json\.gz$/;
+
+describe('--switch-output', () => {
+  it('a command: complete files every 2 s that together hold all of its samples', async (t) => {
+    if (!requireRecorder(t)) return;
+    const dir = freshDir('switch-output');
+    const result = await run(BPFPROF, ['record', '-F', String(FREQUENCY_HZ), '--no-off-cpu',
+                                       '--switch-output', '2s', '-o', join(dir, 'sw.json.gz'),
+                                       '--', fixturePath('busy'), '7000']);
+    assert.equal(result.code, 0, result.stderr);
+    const files = readdirSync(dir).filter((f) => PERIOD_FILE.test(f)).sort();
+    assert.ok(files.length >= 3, `files: ${readdirSync(dir).join(' ')}\n${result.stderr}`);
+    assert.deepEqual(readdirSync(dir).filter((f) => !PERIOD_FILE.test(f)), [],
+                     'nothing but the period files (no temporary files, no -o file)');
+
+    const cputimes = parseCputimeLines(result.stdout);
+    const tids = new Set(cputimes.map((c) => c.tid));
+    const fixtureNs = cputimes.reduce((s, c) => s + c.ns, 0);
+    let weight = 0;
+    let cpuNs = 0;
+    let previousEnd = 0;
+    for (const f of files) {
+      const profile = readProfile(join(dir, f));
+      const totals = threadTotals(profile, tids);
+      weight += totals.weight;
+      cpuNs += totals.cpuNs;
+      // The periods follow each other: each starts where the one before ended.
+      const start = profile.meta.startTime;
+      const end = start + profile.meta.profilingEndTime;
+      if (previousEnd) assert.ok(Math.abs(start - previousEnd) < 1, `${f} starts at ${start}, the one before ended at ${previousEnd}`);
+      previousEnd = end;
+      await checkWithProfilerCli(t, join(dir, f), new ProfileView(profile));
+    }
+    t.diagnostic(`${files.length} files: ${weight} samples, ${(cpuNs / 1e6).toFixed(0)} ms CPU; ` +
+                 `the fixture's clock ${(fixtureNs / 1e6).toFixed(0)} ms`);
+    const expectedSamples = fixtureNs / (1e9 / FREQUENCY_HZ);
+    assert.ok(Math.abs(weight / expectedSamples - 1) < 0.05, `${weight} samples for ${expectedSamples.toFixed(0)} expected`);
+    assert.ok(Math.abs(cpuNs / fixtureNs - 1) < 0.05, `CPU ${cpuNs} ns against the fixture's ${fixtureNs} ns`);
+  });
+
+  it('-a with --switch-output-files 2: the newest two files stay', async (t) => {
+    if (!requireRecorder(t)) return;
+    const dir = freshDir('switch-output-a');
+    const result = await run(BPFPROF, ['record', '-a', '-d', '7', '--switch-output', '2s',
+                                       '--switch-output-files', '2', '-o', join(dir, 'sw.json.gz')]);
+    assert.equal(result.code, 0, result.stderr);
+    const removed = [...result.stderr.matchAll(/removed (\S+)/g)].length;
+    assert.ok(removed >= 1, result.stderr);
+    const files = readdirSync(dir).filter((f) => PERIOD_FILE.test(f));
+    assert.equal(files.length, 2, readdirSync(dir).join(' '));
+    for (const f of files) {
+      const profile = readProfile(join(dir, f));
+      assert.ok(profile.threads.length > 0, `${f} has threads`);
+      await checkWithProfilerCli(t, join(dir, f), new ProfileView(profile));
+    }
+  });
+});
+
+describe('--flight-recorder', () => {
+  it('SIGUSR2 writes only the last DURATION, and so does the end', async (t) => {
+    if (!requireRecorder(t)) return;
+    const dir = freshDir('flight-recorder');
+    const out = join(dir, 'fr.json.gz');
+    const bg = startBackground(BPFPROF, ['record', '-F', String(FREQUENCY_HZ), '--no-off-cpu',
+                                         '--flight-recorder', '2s', '-o', out, '--',
+                                         fixturePath('busy'), '6000']);
+    await sleep(4500);
+    process.kill(bg.pid, 'SIGUSR2');
+    const result = await bg.done;
+    assert.equal(result.code, 0, result.stderr);
+    const dumps = readdirSync(dir).filter((f) => /^fr\.\d{8}T\d{6}Z\.json\.gz$/.test(f));
+    assert.equal(dumps.length, 1, `${readdirSync(dir).join(' ')}\n${result.stderr}`);
+    for (const file of [join(dir, dumps[0]), out]) {
+      const profile = readProfile(file);
+      assert.ok(profile.meta.profilingEndTime <= 2000 + 1, `${file}: ${profile.meta.profilingEndTime} ms`);
+      let first = Infinity;
+      let last = -Infinity;
+      let weight = 0;
+      for (const th of profile.threads) {
+        for (let i = 0; i < th.samples.length; i++) {
+          first = Math.min(first, th.samples.time[i]);
+          last = Math.max(last, th.samples.time[i]);
+          weight += th.samples.weight ? th.samples.weight[i] : 1;
+        }
+      }
+      t.diagnostic(`${file}: samples from ${first} to ${last} ms, weight ${weight}`);
+      assert.ok(first >= 0 && last <= 2000, `${file}: samples from ${first} to ${last} ms`);
+      // The busy thread ran the whole time: the last 2 s hold about 2000 of its samples.
+      assert.ok(weight > 1700 && weight < 2100, `${file}: ${weight} samples`);
+      await checkWithProfilerCli(t, file, new ProfileView(profile));
+    }
+  });
+});
