@@ -133,16 +133,27 @@ describe('pprof of recordings', () => {
        const conv = await run(BPFPROF, ['convert', json, '-o', out]);
        assert.equal(conv.code, 0, conv.stderr);
 
-       // The same weight as the Firefox profile's samples.
+       // The same weights as the Firefox profile's samples: on CPU (timer samples) and off CPU
+       // (waits, whose leaf frame is of category Idle or Waiting for CPU).
        const profile = readProfile(json);
-       let weight = 0;
+       const { stackTable, frameTable } = profile.shared;
+       let onCpu = 0;
+       let offCpu = 0;
        for (const th of profile.threads) {
          const w = th.samples.weight;
-         for (let i = 0; i < th.samples.length; i++) weight += w ? w[i] : 1;
+         for (let i = 0; i < th.samples.length; i++) {
+           const stack = th.samples.stack[i];
+           const category = stack === null ? 0 : frameTable.category[stackTable.frame[stack]];
+           if (category === 3 || category === 4) offCpu += w ? w[i] : 1;
+           else onCpu += w ? w[i] : 1;
+         }
        }
        const top = pprof(['-top', '-sample_index=samples'], out);
        const total = Number(top.match(/of (\d+) total/)?.[1]);
-       assert.ok(Math.abs(total - weight) <= 1, `pprof total ${total}, profile weight ${weight}`);
+       assert.ok(Math.abs(total - onCpu) <= 1, `pprof total ${total}, on-CPU weight ${onCpu}`);
+       const offTop = pprof(['-top', '-sample_index=off-cpu', '-unit=ms'], out);
+       const offMs = Number(offTop.match(/of ([\d.]+)ms total/)?.[1] ?? 0);
+       assert.ok(Math.abs(offMs - offCpu) <= 1, `pprof off-CPU ${offMs} ms, off-CPU weight ${offCpu}`);
 
        // helper is inlined into hot_loop: pprof prints it with "(inline)" at the same address.
        const traces = parseTraces(pprof(['-traces', '-sample_index=samples'], out));

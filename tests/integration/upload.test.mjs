@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
 import {
-  BPFPROF, FREQUENCY_HZ, IS_CI, RESULTS_DIR, fixturePath, requireRecorder, run,
+  BPFPROF, FREQUENCY_HZ, IS_CI, RESULTS_DIR, fixturePath, readProfile, requireRecorder, run,
 } from './lib/harness.mjs';
 
 const RUN_MS = 2500;
@@ -94,8 +94,14 @@ describe('--upload', () => {
       if (/inner_spin/.test(top)) r.hasSpin = true;
     });
     assert.ok(receiver.requests.some((r) => r.hasSpin), 'busy\'s inner_spin is in the uploads');
-    t.diagnostic(`${receiver.requests.length} uploads, ${samples} samples`);
-    assert.ok(samples > 0.9 * RUN_MS, `${samples} samples uploaded for ${RUN_MS} ms of busy`);
+    // The uploads hold what the files hold (each file's count rounded once).
+    let inFiles = 0;
+    for (const f of files) {
+      for (const th of readProfile(join(dir, f)).threads)
+        for (let i = 0; i < th.samples.length; i++) inFiles += th.samples.weight ? th.samples.weight[i] : 1;
+    }
+    t.diagnostic(`${receiver.requests.length} uploads, ${samples} samples; the files ${inFiles}`);
+    assert.ok(samples > 0 && Math.abs(samples - inFiles) <= files.length, `${samples} uploaded, ${inFiles} in the files`);
   });
 
   for (const [label, respond, down] of [
@@ -115,7 +121,7 @@ describe('--upload', () => {
       const { result, files, ms } = await recordUploading(dir, url);
       await receiver?.close();
       assert.equal(result.code, 0, result.stderr);
-      assert.ok(files.length >= 3, `${files.join(' ')}\n${result.stderr}`);
+      assert.ok(files.length >= 2, `${files.join(' ')}\n${result.stderr}`);
       // The recording, its writing, and at most the uploader's 5 s wait at the end.
       assert.ok(ms < RUN_MS + 12_000, `took ${ms} ms\n${result.stderr}`);
       assert.match(result.stderr, /uploaded \d+ profiles .*(failed|dropped)/, result.stderr);

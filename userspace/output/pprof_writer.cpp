@@ -80,7 +80,7 @@ class PprofBuilder {
     std::optional<StackIndex> caller;
   };
   std::unordered_map<uint32_t, LeafLocation> leaf_locations_;
-  std::map<std::vector<uint32_t>, uint64_t> location_ids_;  // by frames, innermost first
+  std::map<std::vector<uint32_t>, uint64_t> location_ids_;         // by frames, innermost first
   std::map<std::pair<uint32_t, int64_t>, uint64_t> function_ids_;  // by func, system name
   std::map<uint32_t, MappingUse> mappings_;                        // by LibIndex
   std::vector<std::optional<LibIndex>> lib_of_location_;           // by location id - 1

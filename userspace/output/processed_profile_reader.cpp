@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-
 namespace bpfprof {
 
 namespace {
@@ -125,8 +124,8 @@ void TableReader::read_sources() {
   if (!shared_.contains("sources")) return;
   const json& filenames = column(member(shared_, "sources"), "filename");
   for (size_t i = 0; i < filenames.size(); ++i)
-    source_of_.push_back(out_.profile.shared.sources.add(out_.profile.shared.strings,
-                                                         old_string(filenames, i)));
+    source_of_.push_back(
+        out_.profile.shared.sources.add(out_.profile.shared.strings, old_string(filenames, i)));
 }
 
 void TableReader::read_funcs() {
@@ -138,7 +137,8 @@ void TableReader::read_funcs() {
   const json& is_js = column(funcs, "isJS", rows);
   const json* sources = funcs.contains("source") ? &column(funcs, "source", rows) : nullptr;
   const json& lines = column(funcs, "lineNumber", rows);
-  const uint32_t resource_count = static_cast<uint32_t>(column(member(shared_, "resourceTable"), "name").size());
+  const uint32_t resource_count =
+      static_cast<uint32_t>(column(member(shared_, "resourceTable"), "name").size());
   for (size_t i = 0; i < rows; ++i) {
     const std::string& name = old_string(names, i);
     std::optional<SourceIndex> source;
@@ -171,9 +171,9 @@ void TableReader::read_native_symbols() {
     const std::optional<uint32_t> lib =
         index_at(libs, i, out_.profile.libs.rows().size(), "symbol lib");
     if (!lib) malformed("a native symbol without a lib");
-    symbol_of_.push_back(t.native_symbols.add(
-        t.strings, LibIndex{*lib}, clamped(number_at(addresses, i, 0), 0x1p63),
-        old_string(names, i), clamped(number_at(sizes, i, 0), 0x1p63)));
+    symbol_of_.push_back(
+        t.native_symbols.add(t.strings, LibIndex{*lib}, clamped(number_at(addresses, i, 0), 0x1p63),
+                             old_string(names, i), clamped(number_at(sizes, i, 0), 0x1p63)));
   }
 }
 
@@ -196,7 +196,8 @@ void TableReader::read_frames() {
     const double address = number_at(addresses, i, -1);
     if (address >= 0 && address <= UINT32_MAX) frame.address = static_cast<uint32_t>(address);
     if (libs)
-      if (std::optional<uint32_t> lib = index_at(*libs, i, out_.profile.libs.rows().size(), "frame lib"))
+      if (std::optional<uint32_t> lib =
+              index_at(*libs, i, out_.profile.libs.rows().size(), "frame lib"))
         frame.lib = LibIndex{*lib};
     const double category = number_at(categories, i, 0);
     if (category >= 0 && category < static_cast<double>(std::size(kCategories)))

@@ -13,7 +13,8 @@ namespace bpfprof {
 int run_convert(const ConvertOptions& options) {
   try {
     if (options.format == OutputFormat::kFirefox)
-      throw std::runtime_error("the input is already a Firefox profile: give --format pprof or collapsed");
+      throw std::runtime_error(
+          "the input is already a Firefox profile: give --format pprof or collapsed");
     const std::unique_ptr<ReadProfile> read = read_processed_profile(options.input_path);
     std::unique_ptr<CommittableSink> output = open_output(options.output_path);
     if (options.format == OutputFormat::kPprof)

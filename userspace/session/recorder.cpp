@@ -531,6 +531,9 @@ int RecordSession::finish() {
     }
   }
   give_to_invoking_user(written);
+  if (rotated_ && written == output_path_)
+    for (const std::string& gone : rotated_->written(written))
+      fprintf(stderr, "bpfprof: removed %s (--switch-output-files)\n", gone.c_str());
   finish_uploads();
   print_summary(*report, written,
                 process_cpu_ms() - own_cpu_while_recording_ms_ - own_cpu_at_start_ms_);

@@ -57,8 +57,7 @@ std::string Uploader::ingest_url(const Options& options, double from_s, double u
   return base + "/ingest?name=" + escaped(curl.get(), name) +
          "&from=" + std::to_string(static_cast<int64_t>(std::floor(from_s))) +
          "&until=" + std::to_string(static_cast<int64_t>(std::ceil(until_s))) +
-         "&format=pprof&sampleRate=" + std::to_string(options.sample_rate_hz) +
-         "&spyName=bpfprof";
+         "&format=pprof&sampleRate=" + std::to_string(options.sample_rate_hz) + "&spyName=bpfprof";
 }
 
 void Uploader::submit(std::string pprof, double from_s, double until_s) {

@@ -18,12 +18,12 @@ namespace bpfprof {
 class Uploader {
  public:
   struct Options {
-    std::string url;                  // the server, e.g. http://localhost:4040
+    std::string url;                   // the server, e.g. http://localhost:4040
     std::string name = "bpfprof.cpu";  // the application name, before its {labels}
     uint32_t sample_rate_hz = 1000;
-    size_t max_queued = 4;  // profiles waiting; the oldest is dropped for a new one
-    int attempts = 3;       // per profile (a 4xx answer is not retried)
-    double timeout_s = 5;   // per request
+    size_t max_queued = 4;     // profiles waiting; the oldest is dropped for a new one
+    int attempts = 3;          // per profile (a 4xx answer is not retried)
+    double timeout_s = 5;      // per request
     double retry_delay_s = 1;  // doubled after each failed attempt
   };
   struct Counts {
@@ -62,8 +62,8 @@ class Uploader {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Item> queue_;
-  bool busy_ = false;      // a profile is being sent
-  bool stopping_ = false;  // finish(): no new work, cut off what runs
+  bool busy_ = false;               // a profile is being sent
+  bool stopping_ = false;           // finish(): no new work, cut off what runs
   std::atomic<bool> abort_{false};  // stopping_, for libcurl's progress callback
   Counts counts_;
   std::thread thread_;
