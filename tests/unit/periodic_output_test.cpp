@@ -99,5 +99,33 @@ TEST(PeriodicOutput, DroppedSamplesAreInNoLaterPeriod) {
   EXPECT_EQ(model.threads()[1].samples[0].cpu_delta_ns, 1000000u);  // since its last sample
 }
 
+// A long run's stack trees keep only what is in use: the model's for samples still held, the
+// recording's raw ones for samples not yet taken; those still resolve.
+TEST(PeriodicOutput, CompactedStacksKeepOnlyWhatIsInUse) {
+  Recording recording = testing::demo_recording();
+  SessionModel model;
+  testing::build_demo_model(model, recording, recording.raw_stacks);
+  ASSERT_GT(model.stacks().size(), 0u);
+  ASSERT_GT(recording.raw_stacks.size(), 1u);
+  const uint64_t worker = testing::kDemoBase + testing::kWorkerOffset + 0x4;
+  recording.samples.push_back(SampleRecord{
+      testing::at_ms(150), Pid{testing::kDemoPid}, Tid{testing::kWorkerTid}, Cpu{0},
+      CpuTimeNs{3000000}, recording.raw_stacks.intern_path(std::vector<uint64_t>{worker})});
+  model.drop_samples_before(MonotonicNs{UINT64_MAX});
+  model.compact_stacks(recording);
+  EXPECT_EQ(model.stacks().size(), 0u);
+  EXPECT_EQ(recording.raw_stacks.size(), 1u);
+
+  model.add_sample(recording.samples.front(), recording.raw_stacks);
+  testing::FakeSymbolizer symbolizer;
+  const BuiltProfile profile = build_profile(model, recording, symbolizer, BuildOptions{});
+  ASSERT_EQ(profile.threads.size(), 1u);
+  std::vector<std::string> names;
+  for (auto stack = profile.threads[0].samples.row(0).stack; stack;
+       stack = profile.shared.stacks.prefix(*stack))
+    names.push_back(function_name(profile.shared, profile.shared.stacks.frame(*stack)));
+  EXPECT_EQ(names, (std::vector<std::string>{"worker_loop", "[truncated]"}));
+}
+
 }  // namespace
 }  // namespace bpfprof
