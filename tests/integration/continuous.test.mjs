@@ -88,8 +88,11 @@ describe('--switch-output', () => {
   it('-a -d 7 --switch-output 2s: at least 3 files, each loading, all of a workload\'s samples', async (t) => {
     if (!requireRecorder(t)) return;
     const dir = freshDir('switch-output-a');
+    // Frame-pointer stacks: no stack copies, whose 8-16 KB events fill the ring buffer within
+    // a second of a period's writing when a busy machine starts many new programs.
     const recording = startBackground(BPFPROF, ['record', '-a', '-F', String(FREQUENCY_HZ), '-d', '7',
-                                                '--switch-output', '2s', '-o', join(dir, 'sw.json.gz')]);
+                                                '--call-graph', 'fp', '--switch-output', '2s',
+                                                '-o', join(dir, 'sw.json.gz')]);
     await sleep(1000);
     // busy runs inside the recording: its own clock is the reference for its samples.
     const busy = await run(fixturePath('busy'), ['4000']);
@@ -97,6 +100,7 @@ describe('--switch-output', () => {
     assert.equal(result.code, 0, result.stderr);
     const files = readdirSync(dir).filter((f) => PERIOD_FILE.test(f)).sort();
     assert.ok(files.length >= 3, `${readdirSync(dir).join(' ')}\n${result.stderr}`);
+    t.diagnostic(result.stderr.split('\n').filter((l) => /events lost|samples \(/.test(l)).join('\n'));
     const cputimes = parseCputimeLines(busy.stdout);
     const tids = new Set(cputimes.map((c) => c.tid));
     const busyNs = cputimes.reduce((s, c) => s + c.ns, 0);
