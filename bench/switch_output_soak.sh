@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Soak of rotating output: `bpfprof record -a -F FREQUENCY --switch-output PERIOD` for
-# SECONDS. Every 10 s it reads bpfprof's RSS (VmRSS) and CPU time (utime+stime, its own and
-# its threads') from /proc; at the end it prints the RSS at the start (after the first
-# period) and at the end, the RSS's highest value, the recorder's CPU per minute, the files,
-# and whether the periods are contiguous (each file starts where the one before ended: no
-# samples lost between files) with the samples each holds. Needs root. Run from the repo root.
+# SECONDS_TOTAL. Every 10 s it reads bpfprof's RSS (VmRSS) and CPU time (utime+stime, its own
+# and its threads') from /proc. At the end it prints the RSS after the first period and at
+# the end, its highest value in each half of the run, the recorder's CPU per minute, the
+# files, whether the periods are contiguous (each file starts where the one before ended:
+# no samples lost between files) and the samples they hold. Needs root. From the repo root:
 #   SECONDS_TOTAL=1800 PERIOD=60s FREQUENCY=1000 bench/switch_output_soak.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,8 +48,16 @@ for (const f of files) {
 console.log(`files: ${files.length}, gaps between periods: ${gaps}, samples: ${Math.round(samples)}`);
 ' "$out"
 awk 'NR == 1 { next }
-     { if (!first && $1 >= 60) { first = $2 } if ($2 > max) max = $2; last_rss = $2; last_t = $1; last_cpu = $3 }
-     END { printf "RSS after the first minute %d KB, at the end %d KB, highest %d KB\n", first, last_rss, max;
-           printf "CPU: %.1f s in %d s = %.2f s per minute (%.2f%% of one CPU)\n", last_cpu, last_t, 60 * last_cpu / last_t, 100 * last_cpu / last_t }' "$out/usage"
+     { t[NR] = $1; r[NR] = $2; c[NR] = $3; n = NR }
+     END {
+       half = t[n] / 2
+       for (i = 2; i <= n; i++) {
+         if (!after && t[i] >= 70) after = r[i]
+         if (t[i] < half && r[i] > max1) max1 = r[i]
+         if (t[i] >= half && r[i] > max2) max2 = r[i]
+       }
+       printf "RSS after the first period (70 s) %d KB, at the end %d KB; highest in the first half %d KB, in the second half %d KB\n", after, r[n], max1, max2
+       printf "CPU: %.1f s in %d s = %.2f s per minute (%.2f%% of one CPU)\n", c[n], t[n], 60 * c[n] / t[n], 100 * c[n] / t[n]
+     }' "$out/usage"
 grep -E "lost|samples" "$out/stderr" | tail -3 || true
 echo "files and measurements in $out"
