@@ -202,6 +202,38 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unw
   return return_address ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
 }
 
+/* Whether the 8 bytes before an address end with a call instruction: call rel32 (e8), or
+ * call through a register or memory (ff /2: 2, 3 or 6 bytes, any REX prefix before it). */
+static __always_inline int follows_call(const __u8* code) {
+  if (code[3] == 0xe8) return 1;
+  if (code[6] == 0xff && (code[7] & 0xf8) == 0xd0) return 1;                             /* *%reg */
+  if (code[5] == 0xff && (code[6] & 0x38) == 0x10 && (code[6] & 0xc0) == 0x40) return 1; /* d8 */
+  if (code[2] == 0xff && (code[3] & 0x38) == 0x10 &&
+      ((code[3] & 0xc7) == 0x05 || (code[3] & 0xc0) == 0x80))
+    return 1; /* disp32(%rip), disp32(%reg) */
+  return 0;
+}
+
+/* The innermost frame at a pc that no rule covers, such as a system call made after the
+ * code's FDE ended (glibc's clone and clone3 end theirs before the syscall, for the child's
+ * sake): if the word at sp is a return address, in executable code and just past a call
+ * instruction, the function has pushed nothing and its caller continues there. Anything else falls
+ * back. */
+static __always_inline long leaf_step_without_rule(struct unwind_walk* w,
+                                                   struct bpfprof_process_mappings* mappings) {
+  __u64 return_address;
+  __u8 code[8];
+  if (bpf_probe_read_user(&return_address, 8, (void*)w->sp) || return_address < 8 ||
+      !find_mapping(mappings, return_address) ||
+      bpf_probe_read_user(code, sizeof(code), (void*)(return_address - 8)) || !follows_call(code))
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
+  w->sp += 8;
+  w->pc = return_address;
+  w->exact = 0;
+  w->bump = 0;
+  return 0;
+}
+
 /* bpf_loop's callback: records the current frame's pc, then steps to its caller. */
 static long unwind_step(__u64 index, void* context) {
   struct unwind_context* c = context;
@@ -221,6 +253,8 @@ static long unwind_step(__u64 index, void* context) {
    * function: the call site's row is that of the byte before. */
   const __u64 elf_pc = (w->exact ? w->pc : w->pc - 1) - m->bias;
   const struct bpfprof_unwind_row* row = find_row(m, elf_pc);
+  if ((!row || row->cfa_rule == BPFPROF_CFA_UNKNOWN) && depth == 0 && w->exact)
+    return leaf_step_without_rule(w, c->mappings);
   if (!row) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
   return table_step(w, e, row, elf_pc, depth);
 }

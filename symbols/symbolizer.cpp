@@ -1,10 +1,10 @@
 #include "symbols/symbolizer.h"
 
 #include "symbols/demangle.h"
+#include "symbols/util/held_file.h"
 #include "symbols/util/proc_maps.h"
 #include "symbols/util/text.h"
 
-#include <sys/mman.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -72,7 +72,8 @@ LibraryDescription Symbolizer::describe_library(const std::string& path,
   d.arch = machine_arch();
   std::vector<uint8_t> build_id(reported_build_id.begin(), reported_build_id.end());
   if (build_id.empty()) {
-    if (auto elf = elf_cache_.get(file_for(readable_path))) build_id = elf->build_id();
+    if (auto elf = elf_cache_.get(bpfprof::readable_path(readable_path, nullptr)))
+      build_id = elf->build_id();
   }
   d.code_id = hex_string(build_id);
   d.breakpad_id = breakpad_id_from_build_id(build_id);
@@ -97,29 +98,6 @@ LibraryDescription Symbolizer::describe_kernel() {
 Symbolizer::Symbolizer(SymbolizerOptions options) : options_(std::move(options)) {}
 Symbolizer::~Symbolizer() = default;
 
-const std::string& vdso_image_path() {
-  static const std::string path = [] {
-    std::optional<std::vector<MapEntry>> maps = read_proc_maps(getpid());
-    for (const MapEntry& m : maps.value_or(std::vector<MapEntry>{})) {
-      if (m.kind() != MappingKind::kVdso) continue;
-      int fd = memfd_create("bpfprof-vdso", MFD_CLOEXEC);  // kept open for the run
-      if (fd < 0) break;
-      const auto* image = reinterpret_cast<const char*>(m.start);
-      if (write(fd, image, m.end - m.start) == static_cast<ssize_t>(m.end - m.start))
-        return "/proc/self/fd/" + std::to_string(fd);
-      close(fd);
-      break;
-    }
-    return std::string();
-  }();
-  return path;
-}
-
-const std::string& Symbolizer::file_for(const std::string& path) {
-  if (classify_mapping(path) != MappingKind::kVdso || vdso_image_path().empty()) return path;
-  return vdso_image_path();
-}
-
 const DwarfModule* Symbolizer::dwarf_for(const std::string& path) {
   auto [it, inserted] = dwarf_modules_.try_emplace(path);
   if (inserted) it->second = DwarfModule::open(path, options_.symbol_dirs);
@@ -128,19 +106,38 @@ const DwarfModule* Symbolizer::dwarf_for(const std::string& path) {
 
 std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& library_path,
                                                            uint64_t file_offset) {
-  const std::string& path = file_for(library_path);
-  SymbolizedFrame outer;
-  outer.relative_address = file_offset;  // right for most PIE/.so segments when unreadable
+  const std::string& path = readable_path(library_path, nullptr);
+  SymbolizedFrame unread;
+  unread.relative_address = file_offset;  // right for most PIE/.so segments when unreadable
   std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
-  if (!elf) return {outer};
+  if (!elf) return {unread};
   std::optional<uint64_t> vaddr = elf->file_offset_to_vaddr(file_offset);
-  if (!vaddr) return {outer};
-  outer.relative_address = *vaddr - elf->base_vaddr();
+  if (!vaddr) return {unread};
+  return symbolize_vaddr(path, elf, *vaddr);
+}
+
+std::vector<SymbolizedFrame> Symbolizer::symbolize_relative(const std::string& library_path,
+                                                            uint64_t relative) {
+  const std::string& path = readable_path(library_path, nullptr);
+  std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
+  if (!elf) {
+    SymbolizedFrame unread;
+    unread.relative_address = relative;
+    return {unread};
+  }
+  return symbolize_vaddr(path, elf, relative + elf->base_vaddr());
+}
+
+std::vector<SymbolizedFrame> Symbolizer::symbolize_vaddr(const std::string& path,
+                                                         const std::shared_ptr<const ElfFile>& elf,
+                                                         uint64_t vaddr) {
+  SymbolizedFrame outer;
+  outer.relative_address = vaddr - elf->base_vaddr();
   const DwarfModule* dwarf = dwarf_for(path);
-  outer.symbol = native_symbol_at(elf, dwarf, *vaddr, &outer.named_by_address);
+  outer.symbol = native_symbol_at(elf, dwarf, vaddr, &outer.named_by_address);
   if (outer.symbol) outer.name = outer.symbol->name;
   std::vector<SourceFunction> functions;
-  if (dwarf) functions = dwarf->functions_at(*vaddr);
+  if (dwarf) functions = dwarf->functions_at(vaddr);
   if (functions.empty()) return {outer};
 
   std::vector<SymbolizedFrame> frames;
@@ -157,7 +154,7 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& li
 }
 
 bool Symbolizer::is_thread_root(const std::string& library_path, uint64_t file_offset) {
-  const std::string& path = file_for(library_path);
+  const std::string& path = readable_path(library_path, nullptr);
   std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
   std::optional<uint64_t> vaddr = elf ? elf->file_offset_to_vaddr(file_offset) : std::nullopt;
   const DwarfModule* dwarf = vaddr ? dwarf_for(path) : nullptr;
@@ -244,6 +241,22 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_jit(int pid, uint64_t address
     }
   }
   return {frame};
+}
+
+std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel_relative(const std::string& module,
+                                                                   uint64_t relative) {
+  const KernelSymbols* symbols = kernel_symbols();
+  uint64_t base = symbols ? symbols->text_start() : 0;
+  if (symbols && !module.empty()) {
+    auto it = module_base_.find(module);
+    if (it == module_base_.end()) {
+      SymbolizedFrame unknown;
+      unknown.relative_address = relative;
+      return {unknown};
+    }
+    base = it->second;
+  }
+  return symbolize_kernel(base + relative);
 }
 
 std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel(uint64_t address) {

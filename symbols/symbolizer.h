@@ -59,9 +59,6 @@ struct LibraryDescription {
 
 // The Breakpad id of a GNU build-id: the first 16 bytes read as a little-endian GUID.
 std::string breakpad_id_from_build_id(const std::vector<uint8_t>& build_id);
-// A readable file holding the vDSO image ("/proc/self/fd/N"; empty if unavailable): the
-// kernel maps the same image into every process, so bpfprof's own copy serves for all.
-const std::string& vdso_image_path();
 
 // The kernel's own build-id from /sys/kernel/notes (empty if unavailable).
 std::vector<uint8_t> kernel_build_id();
@@ -80,6 +77,13 @@ class Symbolizer {
   // Never empty: at least one frame, possibly unnamed.
   std::vector<SymbolizedFrame> symbolize_in_file(const std::string& path, uint64_t file_offset);
   std::vector<SymbolizedFrame> symbolize_kernel(uint64_t address);
+  // The same for an address relative to the library's load base (what a profile stores):
+  // `path` is a readable copy of the library. Never empty.
+  std::vector<SymbolizedFrame> symbolize_relative(const std::string& path, uint64_t relative);
+  // A kernel address relative to the kernel's text (`module` empty) or to a module's lowest
+  // symbol, as symbolize_kernel gives it. Never empty.
+  std::vector<SymbolizedFrame> symbolize_kernel_relative(const std::string& module,
+                                                         uint64_t relative);
   // Whether the code at `file_offset` of the library is the outermost frame of a thread
   // (DwarfModule::is_thread_root): a user stack whose outermost frame is not is cut short.
   // For a return address, pass the offset of its call instruction (the address minus one).
@@ -95,13 +99,15 @@ class Symbolizer {
   // build-id) when the binary itself has no .symtab, else the binary.
   const ElfFile& symbol_source_for(const std::shared_ptr<const ElfFile>& binary);
   const DwarfModule* dwarf_for(const std::string& path);
+  // The frames at `vaddr` of `elf` (read from `path`), outermost first; never empty.
+  std::vector<SymbolizedFrame> symbolize_vaddr(const std::string& path,
+                                               const std::shared_ptr<const ElfFile>& elf,
+                                               uint64_t vaddr);
   // The symbol that names `vaddr` in `binary` (nullopt: none), *named_by_address set when
   // only the call-frame information groups it.
   std::optional<NativeSymbolInfo> native_symbol_at(const std::shared_ptr<const ElfFile>& binary,
                                                    const DwarfModule* dwarf, uint64_t vaddr,
                                                    bool* named_by_address);
-  // Where to read a library's file ("[vdso]": vdso_image_path()).
-  const std::string& file_for(const std::string& path);
 
   SymbolizerOptions options_;
 

@@ -43,6 +43,16 @@ std::string function_name(Dwarf_Die* die) {
   return "??";
 }
 
+// A source file as a reader can open it: DWARF names a file compiled by a relative path
+// relative to the compilation directory, which is then put in front of it (nothing else
+// changes: the name stays the one DWARF gives).
+std::string source_path(const char* file, const char* comp_dir) {
+  if (file[0] == '/' || comp_dir == nullptr || comp_dir[0] == '\0') return file;
+  std::string path = comp_dir;
+  if (path.back() != '/') path += '/';
+  return path + file;
+}
+
 // Where a function was inlined from: the call site recorded on its inlined_subroutine DIE.
 void call_site(Dwarf_Die* inlined, Dwarf_Die* cu, SourceFunction& caller) {
   Dwarf_Attribute attribute;
@@ -54,7 +64,9 @@ void call_site(Dwarf_Die* inlined, Dwarf_Die* cu, SourceFunction& caller) {
     Dwarf_Files* files;
     size_t count;
     if (dwarf_getsrcfiles(cu, &files, &count) == 0 && value < count) {
-      if (const char* file = dwarf_filesrc(files, value, nullptr, nullptr)) caller.file = file;
+      const std::optional<std::string> comp_dir = string_attribute(cu, DW_AT_comp_dir);
+      if (const char* file = dwarf_filesrc(files, value, nullptr, nullptr))
+        caller.file = source_path(file, comp_dir ? comp_dir->c_str() : nullptr);
     }
   }
 }
@@ -257,7 +269,7 @@ std::vector<SourceFunction> DwarfModule::functions_at(uint64_t vaddr) const {
   if (Dwfl_Line* line = dwfl_module_getsrc(module_, address)) {
     int lineno = 0;
     if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
-      functions.back().file = file;
+      functions.back().file = source_path(file, dwfl_line_comp_dir(line));
       if (lineno > 0) functions.back().line = static_cast<uint32_t>(lineno);
     }
   }

@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <system_error>
 
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/atomic_file.h"
 #include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
@@ -65,16 +65,6 @@ std::optional<std::string> cache_key(int fd) {
   const int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
   return "f-" + std::to_string(st.st_dev) + "-" + std::to_string(st.st_ino) + "-" +
          std::to_string(st.st_size) + "-" + std::to_string(mtime_ns) + ".tbl";
-}
-
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
 }
 
 }  // namespace
@@ -143,29 +133,21 @@ CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd) {
   return result;
 }
 
-// A temporary file in the directory, renamed onto the entry: a reader sees the old file or
-// the whole new one. (Not output/AtomicReplaceFile: symbols/ sits below userspace/output,
-// and entries must be 0644 whatever the umask.) No fsync: a file cut short by a crash fails
-// the checks on load and is rebuilt.
+// A reader sees the old entry or the whole new one. Entries are 0644 whatever the umask
+// (the cache is shared); no fsync: an entry cut short by a crash fails its checks on load
+// and is rebuilt.
 bool UnwindTableCache::store(const std::string& key, const std::vector<UnwindRow>& rows) {
   last_error_.clear();
   if (!make_directories(directory_, last_error_)) return false;
-  const std::string target = directory_ + "/" + key;
-  const std::string temp =
-      target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}());
-  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd) {
-    last_error_ = errno_text("cannot create " + temp);
+  try {
+    AtomicReplaceFile file(directory_ + "/" + key, {.exact_mode = 0644, .durable = false});
+    file.write_all(serialize_unwind_rows(rows));
+    file.commit();
+    return true;
+  } catch (const std::runtime_error& e) {
+    last_error_ = e.what();
     return false;
   }
-  const bool written =
-      ::fchmod(fd.get(), 0644) == 0 && write_all(fd.get(), serialize_unwind_rows(rows));
-  if (!written || ::close(fd.release()) != 0 || ::rename(temp.c_str(), target.c_str()) != 0) {
-    last_error_ = errno_text("cannot write " + target);
-    ::unlink(temp.c_str());
-    return false;
-  }
-  return true;
 }
 
 }  // namespace bpfprof

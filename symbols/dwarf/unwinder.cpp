@@ -11,7 +11,7 @@
 #include <tuple>
 
 #include "symbols/elf/elf_file.h"
-#include "symbols/symbolizer.h"
+#include "symbols/util/held_file.h"
 #include "symbols/util/mapping_kind.h"
 
 namespace bpfprof {
@@ -208,7 +208,7 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
   for (const auto& [start, mapping] : maps->second) {
     const MappingKind kind = classify_mapping(mapping.path);
     if (kind != MappingKind::kFile && kind != MappingKind::kVdso) continue;
-    const std::string& file = kind == MappingKind::kVdso ? vdso_image_path() : mapping.path;
+    const std::string& file = readable_path(mapping.path, nullptr);
     if (file.empty() || !reported.insert(file).second) continue;
     // The load bias: where the file's virtual address 0 is in this process.
     std::optional<uint64_t> vaddr = vaddr_of_file_offset(file, mapping.file_offset);

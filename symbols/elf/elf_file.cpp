@@ -387,4 +387,29 @@ std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
   return found;
 }
 
+std::vector<uint8_t> read_code_bytes(int fd, uint64_t vaddr, uint64_t size) {
+  std::vector<uint8_t> bytes;
+  if (!libelf_ready()) return bytes;
+  UniqueElf elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return bytes;
+  for (Elf_Scn* section = elf_nextscn(elf.get(), nullptr); section != nullptr;
+       section = elf_nextscn(elf.get(), section)) {
+    GElf_Shdr header;
+    // A separate debug file keeps the headers of the code sections but not their bytes
+    // (SHT_NOBITS): only a section with its contents in the file is read.
+    if (gelf_getshdr(section, &header) == nullptr || header.sh_type != SHT_PROGBITS ||
+        (header.sh_flags & SHF_EXECINSTR) == 0 || vaddr < header.sh_addr ||
+        vaddr - header.sh_addr >= header.sh_size)
+      continue;
+    Elf_Data* data = elf_rawdata(section, nullptr);
+    const uint64_t start = vaddr - header.sh_addr;
+    if (data == nullptr || data->d_buf == nullptr || start >= data->d_size) return bytes;
+    const uint64_t count = std::min<uint64_t>(size, data->d_size - start);
+    const auto* begin = static_cast<const uint8_t*>(data->d_buf) + start;
+    bytes.assign(begin, begin + count);
+    return bytes;
+  }
+  return bytes;
+}
+
 }  // namespace bpfprof

@@ -84,6 +84,11 @@ class ElfFile {
 // reading its symbols.
 std::vector<uint8_t> read_elf_build_id(int fd);
 
+// Up to `size` bytes of code at `vaddr` (the file's own address space) of the ELF file open
+// as `fd`, from the executable section that holds `vaddr`, cut at its end; empty when no
+// section with its contents in the file (not a separate debug file's) holds it.
+std::vector<uint8_t> read_code_bytes(int fd, uint64_t vaddr, uint64_t size);
+
 // A defined .dynsym entry of any type (code or data): what a tool needs to find an
 // exported variable, such as an interpreter's runtime state, in a process.
 struct DynamicSymbol {

@@ -3,6 +3,7 @@
 //     through libdwfl (DWARF functions, inline chains, symbol tables);
 //  5: the DWARF unwinder: input = [u32 ELF size][ELF][ip][sp][bp][stack bytes]; the ELF is
 //     mapped into a made-up process and the registers and stack are unwound with its CFI.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -49,6 +50,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       elf->lookup(segment.vaddr);
     }
     for (const Symbol& s : elf->symbols()) elf->lookup(s.address);
+    const int fd = open(file.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      for (const LoadSegment& segment : elf->load_segments())
+        read_code_bytes(fd, segment.vaddr, 4096);  // what /asm/v1 reads
+      close(fd);
+    }
   }
   if (auto dwarf = DwarfModule::open(file.path(), {})) {
     for (uint64_t vaddr : {uint64_t{0}, uint64_t{0x1000}, uint64_t{0x401000}}) {

@@ -91,3 +91,32 @@ describe('the recorder killed with SIGKILL', () => {
     assert.equal(signal, 'SIGKILL');
   });
 });
+
+// -p checks its targets up front, then loads BPF (hundreds of ms) before it follows them with
+// pidfd_open. A target that exits in between must end the recording at once, with a profile
+// or a one-line error, never leave it waiting for a process that is gone.
+describe('-p of a target that exits while the recorder starts', () => {
+  it('ends every time, with a profile or one line and exit status 2', async (t) => {
+    if (!requireRecorder(t)) return;
+    const outcomes = { profile: 0, error: 0 };
+    for (const lifeMs of [0, 100, 200, 300, 400, 500, 700, 900]) {
+      const file = join(RESULTS_DIR, `exits-at-attach-${lifeMs}.json.gz`);
+      rmSync(file, { force: true });
+      const target = startBackground('sleep', [String(lifeMs / 1000)]);
+      const r = await run(BPFPROF, ['record', '-p', String(target.pid), '-o', file], { timeoutMs: 20_000 });
+      await target.done;
+      if (r.code === 0) {
+        outcomes.profile += 1;
+        assert.ok(existsSync(file), `life ${lifeMs} ms: exit 0 without a profile`);
+        new ProfileView(readProfile(file));
+      } else {
+        outcomes.error += 1;
+        assert.equal(r.code, 2, `life ${lifeMs} ms: ${r.stderr}`);
+        assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+        assert.match(r.stderr, /exited|no process|does not exist|not found/i);
+        assert.ok(!existsSync(file), 'no profile file after an error');
+      }
+    }
+    t.diagnostic(`${outcomes.profile} recordings ended with the target, ${outcomes.error} refused`);
+  });
+});

@@ -1,5 +1,6 @@
 // bpfprof serve (issue 8.10): the profile on 127.0.0.1 with CORS for profiler.firefox.com's
-// from-url, its link printed; nothing but that one file is served. Needs no root.
+// from-url, its link printed; nothing but that one file is served (and, issue 18, the symbol
+// server: serve_symbols.test.mjs). Needs no root.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -47,9 +48,10 @@ describe('bpfprof serve', () => {
 
   after(() => child?.kill('SIGINT'));
 
-  it('prints the from-url link of the served URL', () => {
-    assert.equal(decodeURIComponent(link.slice('https://profiler.firefox.com/from-url/'.length, -1)), url);
-    assert.match(url, /\/serve%20me\.json\.gz$/);
+  it('prints the from-url link of the served URL, under an unguessable prefix', () => {
+    const encoded = link.slice('https://profiler.firefox.com/from-url/'.length).split('/?symbolServer=')[0];
+    assert.equal(decodeURIComponent(encoded), url);
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/[0-9a-f]{32}\/serve%20me\.json\.gz$/);
   });
 
   it('serves the file as it is, with CORS', async () => {
@@ -66,10 +68,14 @@ describe('bpfprof serve', () => {
     const port = Number(new URL(url).port);
     assert.equal((await fetch(`http://127.0.0.1:${port}/`)).status, 404);
     assert.equal((await fetch(`http://127.0.0.1:${port}/other.json.gz`)).status, 404);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/serve%20me.json.gz`)).status, 404);  // no prefix
     const raw = await rawRequest(port, 'GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n');
     assert.match(raw, /^HTTP\/1\.1 404/);
-    const post = await rawRequest(port, `POST ${new URL(url).pathname} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    // The profile's path is no endpoint of the symbol server; a POST without a length is refused.
+    const post = await rawRequest(port, `POST ${new URL(url).pathname} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}`);
     assert.match(post, /^HTTP\/1\.1 404/);
+    const noLength = await rawRequest(port, `POST ${new URL(url).pathname} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    assert.match(noLength, /^HTTP\/1\.1 4\d\d/);
   });
 
   it('a file that cannot be read: one line, exit 2', async () => {

@@ -118,6 +118,21 @@ TEST(CliOptions, ReplayAndServe) {
   ASSERT_TRUE(std::holds_alternative<ServeOptions>(parsed));
   EXPECT_EQ(std::get<ServeOptions>(parsed).port, 8123);
   EXPECT_FALSE(std::get<ServeOptions>(parsed).open_browser);
+  const std::string dir = testing::TempDir();
+  parsed = parse({"serve", "p.json.gz", "--symbol-dir", dir.c_str()});
+  ASSERT_TRUE(std::holds_alternative<ServeOptions>(parsed));
+  EXPECT_EQ(std::get<ServeOptions>(parsed).symbol_dirs, std::vector<std::string>{dir});
+  parsed = parse({"serve", "p.json.gz", "--symbol-dir", "/nonexistent/dir"});
+  EXPECT_TRUE(std::holds_alternative<UsageError>(parsed));
+}
+
+TEST(CliOptions, EmbedSources) {
+  auto parsed = parse({"record", "--embed-sources", "--", "true"});
+  ASSERT_TRUE(std::holds_alternative<RecordOptions>(parsed));
+  EXPECT_TRUE(std::get<RecordOptions>(parsed).embed_sources);
+  parsed = parse({"record", "--", "true"});
+  ASSERT_TRUE(std::holds_alternative<RecordOptions>(parsed));
+  EXPECT_FALSE(std::get<RecordOptions>(parsed).embed_sources);
 }
 
 TEST(CliOptions, PprofFormatAndConvert) {

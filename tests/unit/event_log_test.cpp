@@ -41,15 +41,17 @@ TEST(EventLog, EveryLifecycleEventSurvivesEncoding) {
             std::string("n\0ul", 4));
   MmapEvent mmap;
   mmap.pid = Pid{12};
-  mmap.mapping = MappingInfo{
-      0x1000, 0x2000,           0x3000, 8, 1, 99, "/lib/x.so", std::string("\x01\x02\0\x03", 4),
-      7,      "/proc/self/fd/3"};
+  mmap.mapping = MappingInfo{0x1000,      0x2000,
+                             0x3000,      8,
+                             1,           99,
+                             "/lib/x.so", std::string("\x01\x02\0\x03", 4),
+                             7,           HeldFile::open("/proc/self/exe")};
   MmapEvent mmap_out = round_trip(mmap);
   EXPECT_EQ(mmap_out.mapping.length, 0x2000u);
   EXPECT_EQ(mmap_out.mapping.inode, 99u);
   EXPECT_EQ(mmap_out.mapping.build_id, mmap.mapping.build_id);
   // This run's file handles are not saved: they mean nothing to a replay.
-  EXPECT_EQ(mmap_out.mapping.access_path, "");
+  EXPECT_FALSE(mmap_out.mapping.held_file);
   EXPECT_EQ(mmap_out.mapping.mount_namespace, 0u);
   EXPECT_EQ(round_trip(AddressSpaceResetEvent{Pid{13}, Tid{14}}).tid, Tid{14});
   EXPECT_TRUE(round_trip(ProcessStartEvent{Pid{15}, "launcher", true}).is_launcher);

@@ -58,13 +58,15 @@ LifecycleEvent start_event(Pid pid) {
 }
 
 // The executable segment of the test binary, mapped at `base` as the loader would.
-LifecycleEvent text_mapping(Pid pid, uint64_t base, LoadSegment* segment) {
+LifecycleEvent text_mapping(Pid pid, uint64_t base, LoadSegment* segment,
+                            const std::string& build_id = "id") {
   std::unique_ptr<ElfFile> elf = ElfFile::open(kBinary, nullptr);
   EXPECT_TRUE(elf);
   for (const LoadSegment& s : elf->load_segments())
     if (s.executable()) *segment = s;
   const uint64_t page_offset = segment->file_offset & ~uint64_t{4095};
-  return mmap_event(pid, base + (segment->vaddr & ~uint64_t{4095}), 4096, page_offset, kBinary);
+  return mmap_event(pid, base + (segment->vaddr & ~uint64_t{4095}), 4096, page_offset, kBinary,
+                    build_id);
 }
 
 struct Fixture {
@@ -165,6 +167,51 @@ TEST(KernelUnwindTables, KeepsTheLowestMappingsOfAProcessWithTooMany) {
   EXPECT_EQ(m.count, static_cast<uint32_t>(BPFPROF_MAX_PROCESS_MAPPINGS));
   EXPECT_EQ(m.mappings[0].start, 0x7000000000u);
   EXPECT_EQ(f.tables.stats().processes_over_mapping_limit, 1u);
+}
+
+// A long recording with a churn of programs: the table of a file that no process maps any
+// more gives its rows to the next table that needs them; a mapped file's never does.
+TEST(KernelUnwindTables, TablesOfFilesNoLongerMappedMakeRoom) {
+  Fixture f(/*capacity=*/25, /*table_rows=*/10);
+  LoadSegment text;
+  auto exit_of = [](Pid pid) {
+    return LifecycleEvent{MonotonicNs{5}, ExitEvent{pid, Tid{pid.value}, CpuTimeNs{0}, 0, true}};
+  };
+  f.apply({start_event(Pid{60}), text_mapping(Pid{60}, 0x100000000, &text, "a"),
+           start_event(Pid{61}), text_mapping(Pid{61}, 0x100000000, &text, "b")});
+  f.apply({exit_of(Pid{60}), start_event(Pid{62}), text_mapping(Pid{62}, 0x100000000, &text, "c")});
+  const bpfprof_process_mappings& c = f.sink.processes.at(Pid{62});
+  ASSERT_EQ(c.count, 1u);
+  EXPECT_EQ(c.mappings[0].kind, BPFPROF_MAPPING_TABLE);
+  EXPECT_EQ(c.mappings[0].first_row, 0u);  // a's rows
+  EXPECT_EQ(f.tables.stats().tables_evicted, 1u);
+  EXPECT_EQ(f.tables.stats().rows_loaded, 20u);
+  // b and c are mapped: d does not fit, and nothing of theirs is taken.
+  f.apply({start_event(Pid{63}), text_mapping(Pid{63}, 0x100000000, &text, "d")});
+  EXPECT_EQ(f.sink.processes.at(Pid{63}).mappings[0].kind, BPFPROF_MAPPING_FALLBACK);
+  EXPECT_EQ(f.tables.stats().files_over_capacity, 1u);
+  EXPECT_EQ(f.sink.processes.at(Pid{61}).mappings[0].kind, BPFPROF_MAPPING_TABLE);
+  // a mapped again is loaded again (from the table builder's cache in a recording).
+  f.apply({exit_of(Pid{61}), start_event(Pid{64}), text_mapping(Pid{64}, 0x100000000, &text, "a")});
+  EXPECT_EQ(f.sink.processes.at(Pid{64}).mappings[0].kind, BPFPROF_MAPPING_TABLE);
+}
+
+TEST(RowRanges, FirstFitReuseAndMerging) {
+  RowRanges rows(100);
+  EXPECT_EQ(rows.allocate(30), 0u);
+  EXPECT_EQ(rows.allocate(30), 30u);
+  EXPECT_EQ(rows.allocate(30), 60u);
+  EXPECT_FALSE(rows.allocate(11));
+  rows.release(0, 30);
+  rows.release(60, 30);  // joins the never-used end
+  EXPECT_EQ(rows.in_use(), 30u);
+  EXPECT_EQ(rows.allocate(40), 60u);  // from the end: the hole at 0 holds 30 only
+  EXPECT_EQ(rows.allocate(25), 0u);   // first fit in the hole
+  rows.release(30, 30);               // merges with the 5 rows left at 25
+  EXPECT_EQ(rows.allocate(35), 25u);
+  EXPECT_FALSE(rows.allocate(1));
+  EXPECT_FALSE(rows.allocate(0));
+  EXPECT_EQ(rows.in_use(), 100u);
 }
 
 }  // namespace

@@ -58,7 +58,8 @@ TEST(MappedFiles, AMappingFromASnapshotIsPinnedWithItsBuildId) {
   files.resolve(events, 0);
   for (const LifecycleEvent& event : events) {
     const MappingInfo& m = mapping_of(event);
-    ASSERT_TRUE(m.access_path.starts_with("/proc/self/fd/")) << m.path;
+    ASSERT_TRUE(m.held_file) << m.path;
+    EXPECT_TRUE(m.readable_path().starts_with("/proc/self/fd/")) << m.path;
     // The pinned fd is the very file: same build-id as the path gives now.
     const UniqueFd fd(open(m.path.c_str(), O_RDONLY | O_CLOEXEC));
     ASSERT_TRUE(fd.valid()) << m.path;
@@ -85,8 +86,8 @@ TEST(MappedFiles, AnonymousCodeAndVanishedProcessesAreLeftAlone) {
   events.push_back(mmap_event(Pid{1 << 30}, maps[0], true));
   MappedFiles files;
   files.resolve(events, 0);
-  EXPECT_EQ(mapping_of(events[0]).access_path, "");
-  EXPECT_EQ(mapping_of(events[1]).access_path, "");
+  EXPECT_FALSE(mapping_of(events[0]).held_file);
+  EXPECT_FALSE(mapping_of(events[1]).held_file);
   EXPECT_EQ(files.open_files(), 0u);
 }
 
@@ -97,8 +98,39 @@ TEST(MappedFiles, OnlyEventsFromTheGivenIndexOn) {
                                      mmap_event(Pid{getpid()}, maps[0], true)};
   MappedFiles files;
   files.resolve(events, 1);
-  EXPECT_EQ(mapping_of(events[0]).access_path, "");
-  EXPECT_NE(mapping_of(events[1]).access_path, "");
+  EXPECT_FALSE(mapping_of(events[0]).held_file);
+  EXPECT_TRUE(mapping_of(events[1]).held_file);
+}
+
+// The files outlive MappedFiles: the mapping events (and the model's libraries copied from
+// them) keep them open, so their paths never name an fd that another file reused.
+TEST(MappedFiles, HeldFilesStayOpenWhileAMappingRefersToThem) {
+  REQUIRE_MAP_FILES();
+  const std::vector<MapEntry> maps = own_file_mappings();
+  ASSERT_FALSE(maps.empty());
+  std::vector<LifecycleEvent> events{mmap_event(Pid{getpid()}, maps[0], true)};
+  {
+    MappedFiles files;
+    files.resolve(events, 0);
+  }
+  const MappingInfo& m = mapping_of(events[0]);
+  ASSERT_TRUE(m.held_file);
+  const int fd = m.held_file->fd();
+  const UniqueFd reopened(open(m.readable_path().c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(reopened.valid());
+  EXPECT_EQ(read_elf_build_id(reopened.get()), read_elf_build_id(fd));
+  events.clear();  // the last reference: the fd closes
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1);
+}
+
+TEST(HeldFile, ReadablePathPrefersTheVdsoImageThenTheHeldFile) {
+  EXPECT_EQ(readable_path("/usr/lib/x.so", nullptr), "/usr/lib/x.so");
+  HeldFileRef held = HeldFile::open("/proc/self/exe");
+  ASSERT_TRUE(held);
+  EXPECT_EQ(readable_path("/usr/lib/x.so", held), "/proc/self/fd/" + std::to_string(held->fd()));
+  ASSERT_FALSE(vdso_image_path().empty());
+  EXPECT_EQ(readable_path("[vdso]", held), vdso_image_path());
+  EXPECT_FALSE(HeldFile::open("/nonexistent/file"));
 }
 
 }  // namespace

@@ -484,5 +484,33 @@ TEST(SessionModel, ConsumingAsTheRecordingGoesEqualsReplayingAtTheEnd) {
   EXPECT_EQ(b.end, ms(45));
 }
 
+// A sample or event that reaches the model after the model took its time (the recorder was
+// starved past the reorder window) is counted, not silently applied out of order.
+TEST(SessionModel, ArrivalsBehindWhatWasTakenAreCountedLate) {
+  Recording rec;
+  rec.frequency_hz = 1000;
+  rec.events.push_back(LifecycleEvent{ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"}});
+  auto sample_at = [&](uint64_t at) {
+    return SampleRecord{ms(at),
+                        Pid{1},
+                        Tid{2},
+                        Cpu{0},
+                        CpuTimeNs{at * 1000000},
+                        rec.raw_stacks.intern(RawStackTree::kRoot, 0xffffffff81000000ull)};
+  };
+  for (uint64_t at : {1, 2, 3}) rec.samples.push_back(sample_at(at));
+  SessionModel model;
+  model.configure_for(rec);
+  model.consume(rec, ms(10));
+  EXPECT_EQ(rec.stats.late_events, 0u);
+  rec.samples.push_back(sample_at(9));   // older than what was taken: late
+  rec.samples.push_back(sample_at(11));  // in time
+  rec.events.push_back(LifecycleEvent{ms(5), CommEvent{Pid{1}, Tid{2}, "late"}});
+  model.consume(rec, ms(20));
+  EXPECT_EQ(rec.stats.late_events, 2u);
+  model.consume(rec, MonotonicNs{UINT64_MAX});
+  EXPECT_EQ(rec.stats.late_events, 2u);
+}
+
 }  // namespace
 }  // namespace bpfprof

@@ -61,7 +61,9 @@ class UnwindTableCacheTest : public ::testing::Test {
 
 TEST_F(UnwindTableCacheTest, SecondGetLoadsTheSameRowsFromTheCache) {
   UnwindTableCache cache(root_ + "/a/b");
+  const mode_t saved_umask = umask(077);  // the cache is shared: 0644 whatever the umask
   const CachedUnwindTable built = get(cache, kPltLoop);
+  umask(saved_umask);
   EXPECT_EQ(built.source, UnwindTableSource::kBuilt) << cache.last_error();
   EXPECT_TRUE(built.coverage.has_value());
   EXPECT_FALSE(built.rows.empty());

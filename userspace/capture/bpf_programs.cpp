@@ -23,6 +23,21 @@ namespace {
 
 std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
 
+// Why loading failed, with what to do about it. Out of memory is the maps' size against a
+// memory limit (a cgroup's limit is charged for BPF maps), not a missing privilege.
+std::string load_failure(int err, uint64_t ring_buffer_bytes, uint32_t unwind_rows) {
+  if (err == -ENOMEM || err == ENOMEM) {
+    const uint64_t table_mb = uint64_t{unwind_rows} * sizeof(bpfprof_unwind_row) >> 20;
+    return "cannot load the BPF programs: out of memory for their maps (ring buffer " +
+           std::to_string(ring_buffer_bytes >> 20) + " MB, unwind tables " +
+           std::to_string(table_mb) +
+           " MB) under this process's memory limit (cgroup); try a smaller --buffer-size, or "
+           "--call-graph dwarf-copy (no unwind tables)";
+  }
+  return "cannot load the BPF programs (" + errno_text(err) +
+         "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF";
+}
+
 }  // namespace
 
 // The unwinder's maps in the kernel. The row array is written through a shared mapping of
@@ -112,9 +127,7 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu,
                                          std::max<uint32_t>(unwind_row_capacity, 1)))
     throw std::runtime_error("cannot size the unwind-table rows: " + errno_text(err));
   if (int err = profiler_bpf__load(skeleton_.get()))
-    throw std::runtime_error(
-        "cannot load the BPF programs (" + errno_text(err) +
-        "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF");
+    throw std::runtime_error(load_failure(err, ring_buffer_bytes, unwind_row_capacity));
   if (unwind_row_capacity)
     unwind_maps_ = std::make_unique<BpfUnwindMaps>(skeleton_->maps.unwind_rows,
                                                    skeleton_->maps.unwind_processes);
@@ -182,6 +195,7 @@ int BpfPrograms::consume(IngestPipeline& pipeline) {
   target_ = nullptr;
   apply_stack_copy_changes(pipeline);
   apply_python_changes(pipeline);
+  ring_emptied_ = n != kPollBudgetSpent;
   return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
 }
 

@@ -55,6 +55,8 @@ class BpfPrograms {
   // Feeds the pending events into `pipeline`, for at most ~100 ms (the rest stays for the
   // next call). Returns the number of events consumed, or a negative errno.
   int consume(IngestPipeline& pipeline);
+  // False when the last consume() stopped at its time budget with events left in the ring.
+  bool ring_emptied() const { return ring_emptied_; }
   // Consumes everything already in the ring buffer without waiting.
   int drain(IngestPipeline& pipeline);
   // Events that did not fit in the ring buffer: in all, per CPU, and per process (tgid).
@@ -103,6 +105,7 @@ class BpfPrograms {
   IngestPipeline* target_ = nullptr;  // where on_event sends events, during consume/drain
   std::optional<std::chrono::steady_clock::time_point> poll_deadline_;  // set during poll()
   uint64_t events_this_poll_ = 0;
+  bool ring_emptied_ = true;
   EventLogWriter* event_log_ = nullptr;
 };
 

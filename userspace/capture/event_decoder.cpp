@@ -280,7 +280,7 @@ void update_unwinder_mappings(DwarfUnwinder& unwinder, const std::vector<Lifecyc
     } else if (const auto* mmap = std::get_if<MmapEvent>(&events[i].payload)) {
       const MappingInfo& m = mmap->mapping;
       unwinder.add_mapping(mmap->pid.value, m.start, m.start + m.length, m.file_offset,
-                           m.access_path.empty() ? m.path : m.access_path);
+                           m.readable_path());
     }
   }
 }

@@ -6,7 +6,7 @@
 
 #include "symbols/elf/elf_file.h"
 #include "symbols/relative_address.h"
-#include "symbols/symbolizer.h"
+#include "symbols/util/held_file.h"
 #include "symbols/util/mapping_kind.h"
 #include "symbols/util/mapping_ranges.h"
 #include "symbols/util/text.h"
@@ -24,7 +24,10 @@ std::string unwind_file_key(const MappingInfo& mapping) {
 
 KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider,
                                        bool track_all)
-    : sink_(sink), provider_(std::move(provider)), track_all_(track_all) {
+    : sink_(sink),
+      provider_(std::move(provider)),
+      rows_(sink.row_capacity()),
+      track_all_(track_all) {
   stats_.row_capacity = sink_.row_capacity();
   worker_ = std::thread([this] { build_tables(); });
 }
@@ -75,14 +78,9 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
 }
 
 void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info) {
-  Mapping mapping{info.start,
-                  info.start + info.length,
-                  info.file_offset,
-                  unwind_file_key(info),
-                  classify_mapping(info.path) == MappingKind::kVdso ? vdso_image_path()
-                  : info.access_path.empty()                        ? info.path
-                                                                    : info.access_path,
-                  classify_mapping(info.path) == MappingKind::kAnonymousCode};
+  Mapping mapping{info.start,           info.start + info.length,
+                  info.file_offset,     unwind_file_key(info),
+                  info.readable_path(), classify_mapping(info.path) == MappingKind::kAnonymousCode};
   Process& process = processes_[pid];
   insert_replacing_overlaps(process.mappings, mapping);
   process.last_change = time;
@@ -176,16 +174,15 @@ void KernelUnwindTables::load(BuildResult& result) {
     file.elf = std::move(result.elf);
     if (table->rows.empty()) {
       file.status = TableStatus::kNoRows;
-    } else if (table->rows.size() > sink_.row_capacity() - next_row_) {
+    } else if (std::optional<uint32_t> first = allocate_rows(table->rows.size())) {
+      sink_.write_rows(*first, table->rows);
+      file.status = TableStatus::kLoaded;
+      file.first_row = *first;
+      file.row_count = static_cast<uint32_t>(table->rows.size());
+      stats_.rows_loaded = rows_.in_use();
+    } else {
       file.status = TableStatus::kOverCapacity;
       ++stats_.files_over_capacity;
-    } else {
-      sink_.write_rows(next_row_, table->rows);
-      file.status = TableStatus::kLoaded;
-      file.first_row = next_row_;
-      file.row_count = static_cast<uint32_t>(table->rows.size());
-      next_row_ += file.row_count;
-      stats_.rows_loaded += table->rows.size();
     }
   }
   for (const auto& [pid, process] : processes_)
@@ -194,6 +191,33 @@ void KernelUnwindTables::load(BuildResult& result) {
         changed_.insert(pid);
         break;
       }
+}
+
+std::optional<uint32_t> KernelUnwindTables::allocate_rows(uint64_t count) {
+  if (count > sink_.row_capacity()) return std::nullopt;
+  const auto rows = static_cast<uint32_t>(count);
+  if (std::optional<uint32_t> first = rows_.allocate(rows)) return first;
+  evict_unmapped_tables();
+  return rows_.allocate(rows);
+}
+
+// Drops the tables (and what else is kept per file) of files that no process maps now; their
+// rows are reused. No walk can reach them: only a process's mapping array points at rows. A
+// file mapped again later is loaded again (from the table builder's cache).
+void KernelUnwindTables::evict_unmapped_tables() {
+  std::set<std::string> mapped;
+  for (const auto& [pid, process] : processes_)
+    for (const auto& [start, mapping] : process.mappings) mapped.insert(mapping.file);
+  std::erase_if(files_, [&](const auto& entry) {
+    const FileTable& table = entry.second;
+    if (table.status == TableStatus::kQueued || mapped.contains(entry.first)) return false;
+    if (table.status == TableStatus::kLoaded) {
+      rows_.release(table.first_row, table.row_count);
+      ++stats_.tables_evicted;
+    }
+    return true;
+  });
+  stats_.rows_loaded = rows_.in_use();
 }
 
 // How the walker steps through a frame in `mapping`.

@@ -26,6 +26,7 @@
 #include "bpf/unwind_maps.h"
 #include "bpf/unwind_table.h"
 #include "symbols/dwarf/unwind_table_cache.h"
+#include "userspace/capture/row_ranges.h"
 #include "userspace/model/recording.h"
 
 namespace bpfprof {
@@ -104,6 +105,8 @@ class KernelUnwindTables {
   void queue_table(const Mapping& mapping);
   void forget_untracked(MonotonicNs now);
   void load(BuildResult& result);
+  std::optional<uint32_t> allocate_rows(uint64_t count);
+  void evict_unmapped_tables();
   void write_process(Pid pid);
   bpfprof_exec_mapping describe(const Mapping& mapping) const;
   void build_tables();  // the worker thread
@@ -111,7 +114,7 @@ class KernelUnwindTables {
   UnwindMapsSink& sink_;
   UnwindTableProvider provider_;
   KernelUnwindStats stats_;
-  uint32_t next_row_ = 0;
+  RowRanges rows_;
   std::unordered_map<std::string, FileTable> files_;
   std::unordered_map<Pid, Process> processes_;
   const bool track_all_;

@@ -1,6 +1,5 @@
 #include "userspace/capture/mapped_files.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cinttypes>
@@ -26,20 +25,20 @@ uint64_t MappedFiles::namespace_of(Pid pid) {
   return it->second;
 }
 
-int MappedFiles::hold(const std::string& key, const std::string& proc_path) {
+HeldFileRef MappedFiles::hold(const std::string& key, const std::string& proc_path) {
   auto it = files_.find(key);
   if (it == files_.end()) {
-    UniqueFd fd(open(proc_path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd.valid()) return -1;  // gone already: the plain path is the best guess left
-    it = files_.emplace(key, std::move(fd)).first;
+    HeldFileRef file = HeldFile::open(proc_path);
+    if (!file) return nullptr;  // gone already: the plain path is the best guess left
+    it = files_.emplace(key, std::move(file)).first;
   }
-  return it->second.get();
+  return it->second;
 }
 
-const std::string& MappedFiles::build_id_of(const std::string& key, int fd) {
+const std::string& MappedFiles::build_id_of(const std::string& key, const HeldFile& file) {
   auto [it, inserted] = build_ids_.try_emplace(key);
   if (inserted) {
-    std::vector<uint8_t> id = read_elf_build_id(fd);
+    std::vector<uint8_t> id = read_elf_build_id(file.fd());
     it->second.assign(id.begin(), id.end());
   }
   return it->second;
@@ -61,17 +60,17 @@ void MappedFiles::resolve(std::vector<LifecycleEvent>& events, size_t from) {
     MappingInfo& m = mmap->mapping;
     const std::string pid_dir = "/proc/" + std::to_string(mmap->pid.value);
     const uint64_t ns = namespace_of(mmap->pid);
-    int fd = -1;
+    HeldFileRef file;
     if (ns != 0 && ns != own_namespace_) {
       m.mount_namespace = ns;
-      fd = hold(std::to_string(ns) + ":" + m.path, pid_dir + "/root" + m.path);
+      file = hold(std::to_string(ns) + ":" + m.path, pid_dir + "/root" + m.path);
     } else if (!m.build_id.empty()) {
       // Reported by the kernel as it was mapped: opened now, while the process surely has
       // it mapped, so that a binary deleted or replaced before the end is still read.
       char range[64];
       snprintf(range, sizeof(range), "/map_files/%" PRIx64 "-%" PRIx64, m.start,
                m.start + m.length);
-      fd = hold("build-id " + hex_string(m.build_id) + ":" + m.path, pid_dir + range);
+      file = hold("build-id " + hex_string(m.build_id) + ":" + m.path, pid_dir + range);
     } else if (m.inode != 0) {
       // A mapping from a /proc snapshot at attach (MMAP2 records come with a build-id
       // instead): its file is opened now, so that replacing or deleting it later changes
@@ -81,12 +80,12 @@ void MappedFiles::resolve(std::vector<LifecycleEvent>& events, size_t from) {
                m.start + m.length);
       const std::string key = "file " + std::to_string(m.dev_major) + ":" +
                               std::to_string(m.dev_minor) + ":" + std::to_string(m.inode);
-      fd = hold(key, pid_dir + range);
+      file = hold(key, pid_dir + range);
       // With its build-id, the file is the same library as in the kernel's later MMAP2
       // records of other processes (which carry the build-id instead of device and inode).
-      if (fd >= 0) m.build_id = build_id_of(key, fd);
+      if (file) m.build_id = build_id_of(key, *file);
     }
-    if (fd >= 0) m.access_path = "/proc/self/fd/" + std::to_string(fd);
+    m.held_file = std::move(file);
   }
 }
 

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "symbols/util/unique_handle.h"
+#include "symbols/util/held_file.h"
 #include "userspace/model/ids.h"
 #include "userspace/model/recording.h"
 
@@ -24,22 +24,22 @@ class MappedFiles {
  public:
   MappedFiles();
 
-  // Sets `mount_namespace` and, where the path would not do, `access_path` on every
+  // Sets `mount_namespace` and, where the path would not do, `held_file` on every
   // mapping event in `events` from index `from` on.
   void resolve(std::vector<LifecycleEvent>& events, size_t from);
   size_t open_files() const { return files_.size(); }
 
  private:
   uint64_t namespace_of(Pid pid);
-  // An fd for the file, opened through `proc_path` once per key.
-  int hold(const std::string& key, const std::string& proc_path);
+  // The file, opened through `proc_path` once per key (nullptr if it cannot be opened).
+  HeldFileRef hold(const std::string& key, const std::string& proc_path);
   // The build-id (raw bytes) of the file held under `key`, read once.
-  const std::string& build_id_of(const std::string& key, int fd);
+  const std::string& build_id_of(const std::string& key, const HeldFile& file);
   std::map<std::string, std::string> build_ids_;
 
   uint64_t own_namespace_ = 0;
   std::unordered_map<Pid, uint64_t> namespace_by_pid_;
-  std::map<std::string, UniqueFd> files_;
+  std::map<std::string, HeldFileRef> files_;
 };
 
 // The inode number of a /proc/PID/ns/mnt link ("mnt:[4026531841]"), 0 if unreadable.

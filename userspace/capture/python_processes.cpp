@@ -183,7 +183,7 @@ void PythonProcesses::forget(Pid pid) {
 
 const PythonInspection& PythonProcesses::binary_for(const MappingInfo& mapping,
                                                     PythonVersion version) {
-  const std::string& readable = mapping.access_path.empty() ? mapping.path : mapping.access_path;
+  const std::string& readable = mapping.readable_path();
   auto key = std::pair{mapping.path, mapping.inode};
   auto it = binaries_.find(key);
   if (it == binaries_.end())

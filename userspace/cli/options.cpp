@@ -72,6 +72,9 @@ CLI::App* add_record_command(CLI::App& app, RecordOptions& options, RecordOption
   record->add_flag("-a,--all", options.system_wide, "Record every process of the system");
   record->add_flag("--keep-idle-threads", options.keep_idle_threads,
                    "Also write threads that got no sample");
+  record->add_flag("--embed-sources", options.embed_sources,
+                   "Put the text of the sampled source files (the hottest first, up to 4 MiB) "
+                   "into the profile, for the source view without bpfprof serve");
   record->add_flag("!--no-python-frames", options.python_frames,
                    "Leave Python (CPython 3.11) programs as native interpreter frames");
   record
@@ -191,6 +194,11 @@ CLI::App* add_serve_command(CLI::App& app, ServeOptions& serve_options) {
   serve->add_option("--port", serve_options.port, "Port on 127.0.0.1 (default: any free one)");
   serve->add_flag_callback(
       "--no-browser", [&] { serve_options.open_browser = false; }, "Only print the link");
+  serve
+      ->add_option("--symbol-dir", serve_options.symbol_dirs,
+                   "As for record: also look for the libraries' debug files in DIR")
+      ->check(CLI::ExistingDirectory)
+      ->type_name("DIR");
   return serve;
 }
 

@@ -69,6 +69,11 @@ void print_stack_completeness(const RunReport& r, FILE* out) {
 
 // Where events were lost: per CPU, and the top three processes.
 void print_losses(const RunReport& r, FILE* out) {
+  if (r.late_events)
+    fprintf(out,
+            "bpfprof: %llu events arrived after the reorder window and were applied out of "
+            "order (the recorder was starved of CPU)\n",
+            static_cast<unsigned long long>(r.late_events));
   if (!r.lost_ring_buffer_events) return;
   std::string per_cpu;
   for (const CpuLosses& cpu : r.lost_by_cpu)
@@ -138,6 +143,19 @@ void print_top_processes(const RunReport& r, FILE* out) {
   fprintf(out, "%s\n", line.c_str());
 }
 
+// --embed-sources: what the profile carries, and what it does not.
+void print_embedded_sources(const RunReport& r, FILE* out) {
+  const std::optional<EmbeddedSources>& e = r.profile.embedded_sources;
+  if (!e) return;
+  const EmbedLimits limits;
+  fprintf(out,
+          "bpfprof: embedded %zu source files (%llu KB) in the profile; %zu sampled files not "
+          "readable here (or over %llu MiB), %zu left out (over %llu MiB in all)\n",
+          e->files, static_cast<unsigned long long>((e->bytes + 1023) / 1024), e->unreadable,
+          static_cast<unsigned long long>(limits.max_file_bytes >> 20), e->left_out,
+          static_cast<unsigned long long>(limits.max_total_bytes >> 20));
+}
+
 void print_top_functions(const RunReport& r, FILE* out) {
   if (r.profile.top_self_functions.empty()) return;
   fprintf(out, "bpfprof: top functions by on-CPU samples (self):\n");
@@ -155,6 +173,7 @@ void print_run_summary(const RunReport& report, FILE* out) {
   print_python(report.python, out);
   print_top_processes(report, out);
   print_top_functions(report, out);
+  print_embedded_sources(report, out);
 }
 
 }  // namespace bpfprof

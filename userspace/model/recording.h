@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "symbols/util/held_file.h"
 #include "userspace/model/ids.h"
 #include "userspace/model/prefix_tree.h"
 
@@ -73,10 +74,13 @@ struct MappingInfo {
   uint64_t inode = 0;
   std::string path{};
   std::string build_id{};  // raw bytes when the kernel reported it with the mapping
-  // For a process in another mount namespace: that namespace, and where bpfprof can read
-  // the file (an fd it holds). Empty/0 when the path is valid as it is.
+  // For a process in another mount namespace: that namespace (0 when it is bpfprof's own).
   uint64_t mount_namespace = 0;
-  std::string access_path{};
+  // The file, opened while the path still led to it (capture/mapped_files), when the path
+  // may not lead to it at the end: another namespace's path, a binary deleted or replaced.
+  HeldFileRef held_file{};
+
+  const std::string& readable_path() const { return bpfprof::readable_path(path, held_file); }
 };
 
 struct ForkEvent {
@@ -197,7 +201,8 @@ struct KernelUnwindStats {
   uint64_t tables_from_cache = 0;  // files whose table came from the builder's cache
   uint64_t tables_failed = 0;      // files without a table (unreadable, not ELF)
   double table_ms = 0;             // worker time building or reading those tables
-  uint64_t rows_loaded = 0;
+  uint64_t rows_loaded = 0;        // rows in use at the end
+  uint64_t tables_evicted = 0;     // tables dropped for space: no process mapped their file
   uint32_t row_capacity = 0;
   uint64_t map_bytes = 0;                       // kernel memory of the unwinder's maps
   uint64_t files_over_capacity = 0;             // tables that no longer fit in the row array
@@ -232,7 +237,10 @@ struct RecordingStats {
   std::vector<uint32_t> unwind_ns{};  // time unwinds took (a uniform sample of at most 64k)
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
   std::vector<uint64_t> lost_bpf_events_per_cpu{};
-  uint64_t lost_sideband_records = 0;                // perf MMAP/COMM records lost
+  uint64_t lost_sideband_records = 0;  // perf MMAP/COMM records lost
+  // Events and samples that reached the model after it had taken their time (they came
+  // later than the reorder window): applied out of order, e.g. a mapping after samples in it.
+  uint64_t late_events = 0;
   std::optional<KernelUnwindStats> kernel_unwind{};  // --call-graph dwarf only
   PythonStats python;
 };

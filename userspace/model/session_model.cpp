@@ -27,6 +27,14 @@ void SessionModel::consume(Recording& recording, MonotonicNs until) {
     return std::partition_point(items.begin(), items.end(),
                                 [&](const auto& item) { return item.time <= until; });
   };
+  // Arrivals at or before the time the model already took: counted, then applied late.
+  auto count_late = [&](const auto& items, size_t already_seen) {
+    if (!taken_until_) return;
+    for (size_t i = already_seen; i < items.size(); ++i)
+      if (items[i].time <= *taken_until_) ++recording.stats.late_events;
+  };
+  count_late(recording.events, sorted_pending_events_);
+  count_late(recording.samples, sorted_pending_samples_);
   auto events_end = sort_new_and_split(recording.events, sorted_pending_events_);
   auto samples_end = sort_new_and_split(recording.samples, sorted_pending_samples_);
   auto sample = recording.samples.begin();
@@ -41,6 +49,7 @@ void SessionModel::consume(Recording& recording, MonotonicNs until) {
   recording.samples.erase(recording.samples.begin(), samples_end);
   sorted_pending_events_ = recording.events.size();
   sorted_pending_samples_ = recording.samples.size();
+  if (until.value != UINT64_MAX) taken_until_ = until;
 }
 
 void SessionModel::replay(const Recording& recording) {
@@ -259,7 +268,7 @@ LibId SessionModel::intern_library(const MappingInfo& mapping) {
                                  .inode = mapping.inode,
                                  .build_id = mapping.build_id,
                                  .mount_namespace = mapping.mount_namespace,
-                                 .access_path = mapping.access_path});
+                                 .held_file = mapping.held_file});
   }
   return it->second;
 }

@@ -46,13 +46,13 @@ struct Library {
   uint64_t inode = 0;
   std::string build_id{};        // raw bytes, when reported with the mapping
   uint64_t mount_namespace = 0;  // non-zero: the path is another mount namespace's
-  std::string access_path{};     // where to read the file, when not at `path`
+  HeldFileRef held_file{};       // the file held open, when `path` may not lead to it
 
   // Set for the "[anon]" library of a process: its anonymous executable memory (JIT code),
   // named through the process's /tmp/perf-PID.map if it writes one.
   std::optional<Pid> anonymous_memory_of{};
 
-  const std::string& readable_path() const { return access_path.empty() ? path : access_path; }
+  const std::string& readable_path() const { return bpfprof::readable_path(path, held_file); }
 };
 
 // One frame before symbolization. For a library, `address` is the offset in the file;
@@ -230,6 +230,7 @@ class SessionModel {
   // consume(): how much of the recording's pending events and samples is already in order.
   size_t sorted_pending_events_ = 0;
   size_t sorted_pending_samples_ = 0;
+  std::optional<MonotonicNs> taken_until_;  // the last `until` of consume()
 };
 
 }  // namespace bpfprof

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "symbols/util/unique_handle.h"
+#include "symbols/util/atomic_file.h"
 
 namespace bpfprof {
 
@@ -42,34 +42,6 @@ class CommittableSink : public OutputSink {
   virtual const std::string& path() const = 0;
   // The temporary file being written (to remove it when the process must exit at once).
   virtual const std::string& temp_path() const = 0;
-};
-
-// A uniquely named temporary file beside `target`, renamed onto it by commit() and
-// removed by the destructor otherwise. The file mode is 0666 minus the umask, as for
-// any newly created file.
-class AtomicReplaceFile {
- public:
-  explicit AtomicReplaceFile(std::string target_path);
-  AtomicReplaceFile(const AtomicReplaceFile&) = delete;
-  AtomicReplaceFile& operator=(const AtomicReplaceFile&) = delete;
-  ~AtomicReplaceFile();
-
-  // Writes all of `data`, retrying short writes and EINTR.
-  void write_all(std::string_view data);
-  // fsync, close and rename onto the target.
-  void commit();
-
-  const std::string& target_path() const { return target_path_; }
-  const std::string& temp_path() const { return temp_path_; }
-  bool committed() const { return committed_; }
-
- private:
-  [[noreturn]] void fail(const char* action, int err);
-
-  std::string target_path_;
-  std::string temp_path_;
-  UniqueFd fd_;
-  bool committed_ = false;
 };
 
 // Uncompressed file output.

@@ -99,6 +99,7 @@ class ProfileBuilder {
   std::vector<std::string> unnamed_library_paths() const;
   std::vector<std::pair<std::string, double>> top_self_functions(
       const std::vector<const Thread*>& threads, size_t count) const;
+  std::vector<double> source_weights(const std::vector<const Thread*>& threads) const;
   FrameIndex leaf_frame(StackId stack) const {
     return out_.shared.stacks.frame((*output_stack_of_)[stack]);
   }
@@ -138,6 +139,8 @@ BuiltProfile ProfileBuilder::build() {
   if (options_.measure_unnamed) out_.summary.unnamed_library_paths = unnamed_library_paths();
   for (const Thread* th : threads) out_.threads.push_back(build_thread(*th));
   out_.summary.top_self_functions = top_self_functions(threads, 10);
+  if (options_.embed_sources)
+    out_.summary.embedded_sources = embed_sources(out_.shared, source_weights(threads));
   return std::move(out_);
 }
 
@@ -539,6 +542,31 @@ std::vector<std::pair<std::string, double>> ProfileBuilder::top_self_functions(
     result.emplace_back(std::move(name), weight / total);
   }
   return result;
+}
+
+// On-CPU sample weight per source file: a sample counts once for each file on its stack, so
+// that the files of the hot functions and of their callers come first.
+std::vector<double> ProfileBuilder::source_weights(
+    const std::vector<const Thread*>& threads) const {
+  const SharedTables& t = out_.shared;
+  std::unordered_map<uint32_t, double> weight_by_stack;  // by output stack
+  for (const Thread* th : threads) {
+    for (const ThreadSample& s : th->samples) {
+      if (s.stack == ResolvedStackTree::kRoot || is_off_cpu_sample(model_, s)) continue;
+      weight_by_stack[(*output_stack_of_)[s.stack].value] += s.weight;
+    }
+  }
+  std::vector<double> weights(t.sources.size());
+  std::vector<int64_t> counted_for(t.sources.size(), -1);  // the stack a file last counted for
+  for (const auto& [stack, weight] : weight_by_stack) {
+    for (std::optional<StackIndex> i = StackIndex{stack}; i; i = t.stacks.prefix(*i)) {
+      const std::optional<SourceIndex> source = t.funcs[t.frames[t.stacks.frame(*i)].func].source;
+      if (!source || counted_for[source->value] == stack) continue;
+      counted_for[source->value] = stack;
+      weights[source->value] += weight;
+    }
+  }
+  return weights;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "userspace/model/recording.h"
 #include "userspace/model/session_model.h"
+#include "userspace/output/embedded_sources.h"
 #include "userspace/output/profile_symbolizer.h"
 #include "userspace/output/profile_tables.h"
 
@@ -40,6 +41,8 @@ struct ProfileSummary {
   // Of unnamed_share_by_library, the paths of the first three with at least 1%: where debug
   // information would help.
   std::vector<std::string> unnamed_library_paths;
+  // --embed-sources: what went into the sources table (nullopt when not asked).
+  std::optional<EmbeddedSources> embedded_sources;
 };
 
 // One entry of `threads`: what the thread object says besides its tables.
@@ -70,6 +73,8 @@ struct BuildOptions {
   // Whether to measure where code could not be named (the summary of the folded-stacks
   // output has never said, and the figure needs every leaf frame's library).
   bool measure_unnamed = true;
+  // Put the text of the sampled source files into the sources table (--embed-sources).
+  bool embed_sources = false;
 };
 
 BuiltProfile build_profile(const SessionModel& model, const Recording& recording,

@@ -112,6 +112,11 @@ SourceIndex SourceTable::add(StringTable& strings, const std::string& filename) 
   return it->second;
 }
 
+void SourceTable::set_content(SourceIndex i, std::string text) {
+  contents_.resize(filenames_.size());
+  contents_[i.value] = std::move(text);
+}
+
 void SourceTable::write_json(JsonWriter& w) const {
   w.key("sources");
   w.begin_object();
@@ -121,7 +126,15 @@ void SourceTable::write_json(JsonWriter& w) const {
   write_column(w, "startLine", filenames_, [&](StringIndex) { w.number(int64_t{1}); });
   write_column(w, "startColumn", filenames_, [&](StringIndex) { w.number(int64_t{1}); });
   write_nulls(w, "sourceMapURL", filenames_.size());
-  write_nulls(w, "content", filenames_.size());
+  w.key("content");
+  w.begin_array();
+  for (size_t i = 0; i < filenames_.size(); ++i) {
+    if (i < contents_.size() && contents_[i])
+      w.string(*contents_[i]);
+    else
+      w.null();
+  }
+  w.end_array();
   write_length(w, filenames_.size());
   w.end_object();
 }

@@ -85,11 +85,15 @@ class ResourceTable {
 class SourceTable {
  public:
   SourceIndex add(StringTable& strings, const std::string& filename);
+  size_t size() const { return filenames_.size(); }
   StringIndex filename(SourceIndex i) const { return filenames_[i.value]; }
+  // The file's text, for the source view without a symbol server (`content`).
+  void set_content(SourceIndex i, std::string text);
   void write_json(JsonWriter& w) const;
 
  private:
   std::vector<StringIndex> filenames_;
+  std::vector<std::optional<std::string>> contents_;  // by source; empty until one is set
   std::unordered_map<std::string, SourceIndex> index_;
 };
 

@@ -183,6 +183,7 @@ RunReport write_profile_with_report(const SessionModel& model, const Recording& 
   BuildOptions build_options;
   build_options.keep_idle_threads = options.keep_idle_threads;
   build_options.measure_unnamed = options.format != OutputFormat::kCollapsed;
+  build_options.embed_sources = firefox && options.embed_sources;
   const BuiltProfile profile = build_profile(model, recording, symbolizer, build_options);
   RunReport report = build_run_report(recording, model, profile.summary);
   if (firefox) {

@@ -28,6 +28,7 @@ struct ProfileOptions {
   bool keep_idle_threads = false;        // threads without samples are left out unless set
   std::vector<std::string> symbol_dirs;  // more places to look for debug files
   OutputFormat format = OutputFormat::kFirefox;
+  bool embed_sources = false;  // --embed-sources: the sampled source files' text in the profile
 };
 
 // Writes the profile, names from `symbolizer`; returns the report it wrote to meta.extra

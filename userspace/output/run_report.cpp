@@ -23,6 +23,7 @@ void add_losses(const Recording& recording, const SessionModel& model, RunReport
   const RecordingStats& stats = recording.stats;
   report.lost_ring_buffer_events = stats.lost_bpf_events;
   report.lost_events = stats.lost_bpf_events + stats.lost_sideband_records;
+  report.late_events = stats.late_events;
   // Where they were lost is only told when the ring buffer lost any.
   if (!stats.lost_bpf_events) return;
   for (size_t cpu = 0; cpu < stats.lost_bpf_events_per_cpu.size(); ++cpu)
@@ -120,6 +121,7 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
   entries.push_back({"Sampling event", "string", report.sampling_event});
   entries.push_back({"Samples", "integer", report.samples});
   entries.push_back({"Lost events", "integer", report.lost_events});
+  if (report.late_events) entries.push_back({"Late events", "integer", report.late_events});
   const StackCompleteness& stacks = report.profile.user_stacks;
   if (stacks.total > 0) entries.push_back({"User stacks complete", "percentage", stacks.share()});
   for (const auto& [label, text] : report.stack_sources) entries.push_back({label, "string", text});

@@ -57,6 +57,7 @@ struct RunReport {
   // processes that lost any), and in all with the side band's lost records.
   uint64_t lost_ring_buffer_events = 0;
   uint64_t lost_events = 0;
+  uint64_t late_events = 0;  // reached the model after their time (applied out of order)
   std::vector<CpuLosses> lost_by_cpu;
   std::vector<ProcessLosses> lost_by_process;
 

@@ -14,7 +14,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <stdexcept>
+#include <system_error>
 
 #include "bpf/events.h"
 #include "symbols/dwarf/debug_hint.h"
@@ -41,6 +43,19 @@
 namespace bpfprof {
 
 namespace {
+
+// One line for an exception: what it says, and for a lack of memory (an allocation, a thread
+// that could not get its stack) that a memory limit may be the cause.
+std::string describe_failure(const std::exception& e) {
+  bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+  if (const auto* system = dynamic_cast<const std::system_error*>(&e))
+    memory = system->code().value() == ENOMEM || system->code().value() == EAGAIN;
+  if (!memory) return e.what();
+  const std::string detail =
+      dynamic_cast<const std::bad_alloc*>(&e) ? "" : e.what() + std::string("; ");
+  return "out of memory (" + detail +
+         "is a memory limit, ulimit -v or a cgroup's, below what bpfprof needs?)";
+}
 
 // A running process we attached to; readable once it has exited (immune to pid reuse).
 UniqueFd open_pidfd(Pid pid) {
@@ -283,7 +298,7 @@ void RecordSession::set_up() {
   } catch (const RecordFailure&) {
     throw;
   } catch (const std::exception& e) {
-    throw RecordFailure(2, e.what());
+    throw RecordFailure(2, describe_failure(e));
   }
   sampling_started_ = monotonic_now();
   install_stop_signal_handlers();
@@ -435,6 +450,8 @@ bool RecordSession::step() {
       kernel_unwind_ && (monotonic_now().value - recording_.start_time.value < 200'000'000 ||
                          kernel_unwind_->building());
   bpf_->wait(settling ? 5 : 50);
+  // Whatever happened before this moment is in the rings now: read below, it is all in.
+  const MonotonicNs read_start = monotonic_now();
   // Mappings first: the samples read next come after them, and a DWARF sample is unwound
   // with the mappings of its process as they are then.
   drain_side_band();
@@ -445,8 +462,13 @@ bool RecordSession::step() {
   }
   note_losses();
   if (kernel_unwind_) kernel_unwind_->flush();
-  pipeline_.advance(monotonic_now());
-  write_while_recording(monotonic_now());
+  // With events left in the ring (the budget ran out), only what is older than the last
+  // one read is surely in.
+  MonotonicNs all_read_before = read_start;
+  if (!bpf_->ring_emptied() && !recording_.samples.empty())
+    all_read_before = std::min(read_start, recording_.samples.back().time);
+  pipeline_.advance(all_read_before);
+  write_while_recording(all_read_before);
   if (!handle_stop_signals()) return false;
   if (command_ && command_->poll_exited()) {
     command_exited_ = true;
@@ -543,7 +565,7 @@ int RecordSession::finish() {
                 process_cpu_ms() - own_cpu_while_recording_ms_ - own_cpu_at_start_ms_);
   if (written != output_path_) return failed_status;
   if (options_.open && options_.format == OutputFormat::kFirefox)
-    run_serve(ServeOptions{output_path_});
+    run_serve(ServeOptions{output_path_, 0, true, options_.symbol_dirs});
   return status;
 }
 
@@ -605,10 +627,10 @@ bool RecordSession::write_period(MonotonicNs start, MonotonicNs end, const std::
   try {
     PeriodWindow window(recording_, start, end);
     std::unique_ptr<CommittableSink> sink = open_output(path);
-    write_profile_with_report(
-        pipeline_.model(), recording_, *sink,
-        ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs, options_.format},
-        period_symbolizer());
+    write_profile_with_report(pipeline_.model(), recording_, *sink,
+                              ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs,
+                                             options_.format, options_.embed_sources},
+                              period_symbolizer());
     sink->commit();
   } catch (const std::exception& e) {
     fprintf(stderr, "bpfprof: cannot write the profile of %.1f s (its samples are lost): %s\n",
@@ -689,9 +711,10 @@ std::optional<RunReport> RecordSession::write_profile_to(CommittableSink& sink,
   try {
     std::optional<PeriodWindow> window;  // --switch-output, --flight-recorder: the last period
     if (final_period_start_) window.emplace(recording_, *final_period_start_, recording_.end_time);
-    RunReport report = write_profile_with_report(
-        pipeline_.model(), recording_, sink,
-        ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs, options_.format});
+    RunReport report =
+        write_profile_with_report(pipeline_.model(), recording_, sink,
+                                  ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs,
+                                                 options_.format, options_.embed_sources});
     sink.commit();
     return report;
   } catch (const std::exception& e) {
@@ -775,6 +798,10 @@ int run_record(const RecordOptions& options, const RunReportPrinter& print_repor
   } catch (const RecordFailure& failure) {
     fprintf(stderr, "bpfprof: %s\n", failure.what());
     return failure.status;
+  } catch (const std::exception& e) {
+    // Out of memory (or any failure) past the set-up: one line and a status, not an abort.
+    fprintf(stderr, "bpfprof: %s\n", describe_failure(e).c_str());
+    return 1;
   }
 }
 

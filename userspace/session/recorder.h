@@ -21,6 +21,7 @@ struct RecordOptions {
   std::vector<int> attach_pids;      // -p: running processes, their threads and children
   bool system_wide = false;          // -a: every process and kernel thread
   bool keep_idle_threads = false;    // also write threads that got no sample
+  bool embed_sources = false;        // the sampled source files' text in the profile
   // Python frames read in the kernel and merged in place of the interpreter loop's frames;
   // --no-python-frames leaves them native.
   bool python_frames = true;

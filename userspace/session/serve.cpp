@@ -1,22 +1,24 @@
 #include "userspace/session/serve.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
+#include <httplib.h>
 #include <signal.h>
-#include <sys/socket.h>
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string_view>
+#include <thread>
 
 #include "symbols/util/text.h"
-#include "symbols/util/unique_handle.h"
+#include "userspace/serve/profile_libraries.h"
+#include "userspace/serve/symbol_api.h"
 #include "userspace/session/launcher.h"
 
 namespace bpfprof {
@@ -45,57 +47,94 @@ void open_in_browser(const std::string& link) {
   }
 }
 
-void send_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n <= 0) return;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
+// 128 random bits, hex: any web page the browser shows can send requests to 127.0.0.1, but
+// none can guess where the profile and the source files are.
+std::optional<std::string> unguessable_prefix() {
+  uint8_t bytes[16];
+  if (getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) return std::nullopt;
+  return "/" + hex_string(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
-constexpr char kCors[] =
-    "Access-Control-Allow-Origin: *\r\n"
-    "Access-Control-Allow-Methods: GET, HEAD, OPTIONS\r\n"
-    "Access-Control-Allow-Headers: *\r\n";
+constexpr size_t kMaxRequestBytes = 64 << 20;
 
-// One request per connection; only GET/HEAD of `served_path` succeed.
-void answer(int client, const std::string& served_path, const std::string& body,
-            const char* content_type) {
-  std::string request;
-  char buffer[4096];
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < 16384) {
-    pollfd p{client, POLLIN, 0};
-    if (poll(&p, 1, 5000) <= 0) return;  // a silent client is dropped
-    ssize_t n = recv(client, buffer, sizeof buffer, 0);
-    if (n <= 0) return;
-    request.append(buffer, static_cast<size_t>(n));
+struct ServedProfile {
+  std::string path;          // the request path of the file (decoded)
+  std::string body;          // the file as it is
+  const char* content_type;  // gzip or JSON
+};
+
+// What the server answers: the profile at its path, the symbol API under `prefix`, 404 else.
+void route(httplib::Server& server, const ServedProfile& profile, const std::string& prefix,
+           SymbolApi& api) {
+  server.set_default_headers({{"Access-Control-Allow-Origin", "*"},
+                              {"Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS"},
+                              {"Access-Control-Allow-Headers", "*"}});
+  server.Options(".*", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+  server.Get(".*", [&profile](const httplib::Request& req, httplib::Response& res) {
+    if (req.path != profile.path) {
+      res.status = 404;
+      res.set_content("not found\n", "text/plain");
+      return;
+    }
+    res.set_content(profile.body, profile.content_type);
+  });
+  // The body read through a content reader: httplib's own reading caps bodies sent as
+  // form data (curl's and urllib's default type) at 8 KiB; the browser sends text/plain.
+  server.Post(".*", [&api, prefix](const httplib::Request& req, httplib::Response& res,
+                                   const httplib::ContentReader& read) {
+    std::string body;
+    const bool complete = read([&body](const char* data, size_t length) {
+      body.append(data, length);
+      return body.size() <= kMaxRequestBytes;
+    });
+    if (!req.path.starts_with(prefix + "/")) {
+      res.status = 404;
+      res.set_content("not found\n", "text/plain");
+      return;
+    }
+    if (!complete) {
+      res.status = 413;
+      res.set_content("{\"error\": \"request too large\"}", "application/json");
+      return;
+    }
+    const ApiResponse answer = api.handle(std::string_view(req.path).substr(prefix.size()), body);
+    res.status = answer.status;
+    res.set_content(answer.json, "application/json");
+  });
+}
+
+std::optional<ServedProfile> read_profile(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    fprintf(stderr, "bpfprof: cannot read %s: %s\n", path.c_str(), strerror(errno));
+    return std::nullopt;
   }
-  const size_t line_end = request.find("\r\n");
-  const std::string line = request.substr(0, line_end);
-  const size_t space1 = line.find(' ');
-  const size_t space2 = line.find(' ', space1 + 1);
-  if (space1 == std::string::npos || space2 == std::string::npos) {
-    send_all(client, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-    return;
+  ServedProfile profile;
+  profile.body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  const bool gzipped = profile.body.size() >= 2 &&
+                       static_cast<unsigned char>(profile.body[0]) == 0x1f &&
+                       static_cast<unsigned char>(profile.body[1]) == 0x8b;
+  profile.content_type = gzipped ? "application/gzip" : "application/json";
+  profile.path = prefix + "/" + base_name(path);
+  return profile;
+}
+
+// The libraries the symbol server answers for: the profile's (none, said in one line, when
+// the file is not a profile that names any).
+std::vector<LibraryDescription> libraries_of(const std::string& path) {
+  std::string error;
+  std::optional<std::vector<LibraryDescription>> libraries = read_profile_libraries(path, &error);
+  if (!libraries) {
+    fprintf(stderr, "bpfprof: no symbols served: %s\n", error.c_str());
+    return {};
   }
-  const std::string method = line.substr(0, space1);
-  const std::string target = line.substr(space1 + 1, space2 - space1 - 1);
-  if (method == "OPTIONS") {
-    send_all(client, std::string("HTTP/1.1 204 No Content\r\n") + kCors +
-                         "Content-Length: 0\r\nConnection: close\r\n\r\n");
-    return;
-  }
-  if ((method != "GET" && method != "HEAD") || target != served_path) {
-    send_all(client, std::string("HTTP/1.1 404 Not Found\r\n") + kCors +
-                         "Content-Type: text/plain\r\nContent-Length: 10\r\nConnection: "
-                         "close\r\n\r\nnot found\n");
-    return;
-  }
-  std::string head = std::string("HTTP/1.1 200 OK\r\n") + kCors + "Content-Type: " + content_type +
-                     "\r\nContent-Length: " + std::to_string(body.size()) +
-                     "\r\nConnection: close\r\n\r\n";
-  send_all(client, head);
-  if (method == "GET") send_all(client, body);
+  return std::move(*libraries);
+}
+
+// Stops the server on SIGINT/SIGTERM.
+void stop_on_signal(httplib::Server& server, std::atomic<bool>& done) {
+  while (!g_stop && !done) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  server.stop();
 }
 
 }  // namespace
@@ -114,40 +153,41 @@ std::string url_encode(const std::string& text) {
   return out;
 }
 
-std::string profiler_link(const std::string& url) {
-  return "https://profiler.firefox.com/from-url/" + url_encode(url) + "/";
+std::string profiler_link(const std::string& url, const std::string& symbol_server) {
+  std::string link = "https://profiler.firefox.com/from-url/" + url_encode(url) + "/";
+  if (!symbol_server.empty()) link += "?symbolServer=" + url_encode(symbol_server);
+  return link;
 }
 
 int run_serve(const ServeOptions& options) {
-  std::ifstream in(options.path, std::ios::binary);
-  if (!in) {
-    fprintf(stderr, "bpfprof: cannot read %s: %s\n", options.path.c_str(), strerror(errno));
+  const std::optional<std::string> prefix = unguessable_prefix();
+  if (!prefix) {
+    fprintf(stderr, "bpfprof: no random bytes for the served path: %s\n", strerror(errno));
     return 2;
   }
-  const std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const bool gzipped = body.size() >= 2 && static_cast<unsigned char>(body[0]) == 0x1f &&
-                       static_cast<unsigned char>(body[1]) == 0x8b;
-  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  int one = 1;
-  setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(options.port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // never reachable from other machines
-  if (!listener.valid() ||
-      bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      listen(listener.get(), 16) != 0) {
+  const std::optional<ServedProfile> profile = read_profile(options.path, *prefix);
+  if (!profile) return 2;
+  SymbolApi api(libraries_of(options.path), SymbolizerOptions{options.symbol_dirs});
+  httplib::Server server;
+  server.set_payload_max_length(kMaxRequestBytes);
+  // One request per connection: an idle kept-alive connection would hold a server thread.
+  server.set_keep_alive_max_count(1);
+  route(server, *profile, *prefix, api);
+  // Never reachable from other machines.
+  const int port = options.port == 0
+                       ? server.bind_to_any_port("127.0.0.1")
+                       : (server.bind_to_port("127.0.0.1", options.port) ? options.port : -1);
+  if (port <= 0) {
     fprintf(stderr, "bpfprof: cannot listen on 127.0.0.1:%u: %s\n", options.port, strerror(errno));
     return 2;
   }
-  socklen_t length = sizeof address;
-  getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length);
-  const std::string served_path = "/" + url_encode(base_name(options.path));
-  const std::string url =
-      "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + served_path;
-  const std::string link = profiler_link(url);
+  const std::string origin = "http://127.0.0.1:" + std::to_string(port);
+  const std::string url = origin + *prefix + "/" + url_encode(base_name(options.path));
+  const std::string symbol_server = origin + *prefix;
+  const std::string link = profiler_link(url, symbol_server);
   printf("bpfprof: serving %s at %s (Ctrl-C to stop)\n%s\n", options.path.c_str(), url.c_str(),
          link.c_str());
+  printf("bpfprof: symbol server (source and assembly views) at %s\n", symbol_server.c_str());
   fflush(stdout);
   if (options.open_browser && (getenv("DISPLAY") || getenv("WAYLAND_DISPLAY")) &&
       access("/usr/bin/xdg-open", X_OK) == 0)
@@ -157,13 +197,11 @@ int run_serve(const ServeOptions& options) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGCHLD, SIG_IGN);  // the browser launcher is not waited for
-  while (!g_stop) {
-    pollfd p{listener.get(), POLLIN, 0};
-    if (poll(&p, 1, 500) <= 0) continue;
-    UniqueFd client(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (client.valid())
-      answer(client.get(), served_path, body, gzipped ? "application/gzip" : "application/json");
-  }
+  std::atomic<bool> done = false;
+  std::thread stopper(stop_on_signal, std::ref(server), std::ref(done));
+  server.listen_after_bind();
+  done = true;
+  stopper.join();
   return 0;
 }
 

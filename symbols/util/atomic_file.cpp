@@ -1,0 +1,92 @@
+#include "symbols/util/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+#include <stdexcept>
+#include <system_error>
+
+namespace bpfprof {
+
+namespace {
+
+std::string error_text(int err) { return std::generic_category().message(err); }
+
+std::string directory_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string random_suffix(std::mt19937_64& rng) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::string suffix(6, '\0');
+  for (char& c : suffix) c = kAlphabet[rng() % kAlphabet.size()];
+  return suffix;
+}
+
+}  // namespace
+
+AtomicReplaceFile::AtomicReplaceFile(std::string target_path, AtomicFileOptions options)
+    : target_path_(std::move(target_path)), options_(options) {
+  // Not mkstemp(): it creates files 0600, and a profile should get the usual 0666 & ~umask.
+  std::mt19937_64 rng{std::random_device{}()};
+  constexpr int kAttempts = 100;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    std::string candidate = target_path_ + ".tmp." + random_suffix(rng);
+    int fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      fd_.reset(fd);
+      temp_path_ = std::move(candidate);
+      if (options_.exact_mode && ::fchmod(fd, *options_.exact_mode) != 0) fail("chmod", errno);
+      return;
+    }
+    if (errno != EEXIST) fail("create", errno);
+  }
+  fail("create", EEXIST);
+}
+
+AtomicReplaceFile::~AtomicReplaceFile() {
+  if (committed_ || temp_path_.empty()) return;
+  fd_.reset();
+  ::unlink(temp_path_.c_str());
+}
+
+void AtomicReplaceFile::fail(const char* action, int err) {
+  throw std::runtime_error(std::string("cannot ") + action + " " + target_path_ + ": " +
+                           error_text(err));
+}
+
+void AtomicReplaceFile::write_all(std::string_view data) {
+  if (committed_) throw std::logic_error("write to " + target_path_ + " after commit");
+  while (!data.empty()) {
+    ssize_t n = ::write(fd_.get(), data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write", errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void AtomicReplaceFile::commit() {
+  if (committed_) throw std::logic_error(target_path_ + " committed twice");
+  if (options_.durable && ::fsync(fd_.get()) != 0) fail("sync", errno);
+  // close() can report deferred write errors (NFS); it must not be retried on EINTR.
+  if (::close(fd_.release()) != 0) fail("close", errno);
+  if (::rename(temp_path_.c_str(), target_path_.c_str()) != 0)
+    fail("rename temporary file to", errno);
+  committed_ = true;
+  if (!options_.durable) return;
+  // Make the rename itself durable. Best effort: the file is complete either way, and
+  // some filesystems refuse fsync on directories.
+  UniqueFd dir{::open(directory_of(target_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (dir.valid()) ::fsync(dir.get());
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,57 @@
+#include "symbols/util/held_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <optional>
+#include <vector>
+
+#include "symbols/util/mapping_kind.h"
+#include "symbols/util/proc_maps.h"
+
+namespace bpfprof {
+
+HeldFile::HeldFile(UniqueFd fd)
+    : fd_(std::move(fd)), path_("/proc/self/fd/" + std::to_string(fd_.get())) {}
+
+std::shared_ptr<const HeldFile> HeldFile::open(const std::string& path) {
+  return adopt(UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)));
+}
+
+std::shared_ptr<const HeldFile> HeldFile::adopt(UniqueFd fd) {
+  if (!fd.valid()) return nullptr;
+  return std::shared_ptr<const HeldFile>(new HeldFile(std::move(fd)));
+}
+
+const std::string& readable_path(const std::string& reported_path, const HeldFileRef& held) {
+  if (classify_mapping(reported_path) == MappingKind::kVdso && !vdso_image_path().empty())
+    return vdso_image_path();
+  return held ? held->path() : reported_path;
+}
+
+namespace {
+
+HeldFileRef copy_of_own_vdso() {
+  std::optional<std::vector<MapEntry>> maps = read_proc_maps(getpid());
+  for (const MapEntry& m : maps.value_or(std::vector<MapEntry>{})) {
+    if (m.kind() != MappingKind::kVdso) continue;
+    UniqueFd fd(memfd_create("bpfprof-vdso", MFD_CLOEXEC));
+    if (!fd.valid()) return nullptr;
+    const auto* image = reinterpret_cast<const char*>(m.start);
+    const auto size = static_cast<ssize_t>(m.end - m.start);
+    if (write(fd.get(), image, size) != size) return nullptr;
+    return HeldFile::adopt(std::move(fd));
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const std::string& vdso_image_path() {
+  static const HeldFileRef image = copy_of_own_vdso();  // kept for the run
+  static const std::string none;
+  return image ? image->path() : none;
+}
+
+}  // namespace bpfprof

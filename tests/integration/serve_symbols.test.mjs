@@ -1,0 +1,299 @@
+// bpfprof serve as the Firefox Profiler's symbol server (issue 18): a profile of inline_hot
+// (-O2 -g: helper() inlined into hot_loop()) served with POST /symbolicate/v5, /source/v1 and
+// /asm/v1 under the served path's unguessable prefix, the from-url link carrying
+// ?symbolServer=; then the Firefox Profiler's own source and assembly fetching
+// (profiler-cli function annotate) against it; and record --embed-sources, the source text in
+// the profile itself.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import {
+  BPFPROF, REPO_DIR, ProfileView, frameDetails, lastIndexOfName, recordFixture,
+  recorderUnavailableReason, requireRecorder, withCliSession,
+} from './lib/harness.mjs';
+
+const SOURCE = join(REPO_DIR, 'tests', 'fixtures', 'inline_hot.c');
+
+function markedLines(name) {
+  const lines = readFileSync(SOURCE, 'utf8').split('\n');
+  return {
+    begin: lines.findIndex((l) => l.includes(`/* ${name}-begin */`)) + 1,
+    end: lines.findIndex((l) => l.includes(`/* ${name}-end */`)) + 1,
+  };
+}
+
+// Starts `bpfprof serve FILE`; resolves { child, url, link, symbolServer } once it printed them.
+function startServe(file) {
+  const child = spawn(BPFPROF, ['serve', file, '--no-browser'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d) => { err += d; });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve printed no link:\n${out}${err}`)), 15_000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/at (http:\/\/127\.0\.0\.1:\d+\/\S+) .*\n(https:\/\/profiler\.firefox\.com\/from-url\/\S+)\n.*symbol server .* at (\S+)\n/);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, url: m[1], link: m[2], symbolServer: m[3], stderr: () => err });
+      }
+    });
+  });
+}
+
+async function post(server, endpoint, body) {
+  const r = await fetch(server + endpoint, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await r.text();
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    assert.fail(`${endpoint} answered ${r.status} with no JSON: ${text.slice(0, 200)}`);
+  }
+  return { status: r.status, json };
+}
+
+const hex = (n) => `0x${n.toString(16)}`;
+
+describe('bpfprof serve: the symbol server of a profile', () => {
+  const body = markedLines('helper-body');
+  let rec;
+  let serve;
+  let helper;  // frameDetails of a sampled helper frame (inlined into hot_loop)
+  let hotLoop;
+
+  before(async () => {
+    if (recorderUnavailableReason()) return;
+    rec = await recordFixture('inline_hot', 1000, { label: 'serve_symbols_inline_hot' });
+    rec.view = new ProfileView(rec.profile);
+    for (const thread of rec.view.threads) {
+      for (const s of rec.view.samples(thread)) {
+        const i = lastIndexOfName(s.frames, 'helper');
+        if (i > 0 && s.frames[i - 1].name === 'hot_loop') {
+          helper = frameDetails(rec.view, s.frames[i]);
+          hotLoop = frameDetails(rec.view, s.frames[i - 1]);
+          break;
+        }
+      }
+      if (helper) break;
+    }
+    serve = await startServe(rec.file);
+  });
+  after(() => serve?.child.kill('SIGINT'));
+
+  it('prints a from-url link that carries the symbol server; both under one unguessable prefix', (t) => {
+    if (!requireRecorder(t)) return;
+    const m = serve.link.match(/^https:\/\/profiler\.firefox\.com\/from-url\/([^/]+)\/\?symbolServer=(\S+)$/);
+    assert.ok(m, serve.link);
+    assert.equal(decodeURIComponent(m[1]), serve.url);
+    assert.equal(decodeURIComponent(m[2]), serve.symbolServer);
+    const prefix = new URL(serve.symbolServer).pathname;
+    assert.match(prefix, /^\/[0-9a-f]{32}$/);
+    assert.ok(new URL(serve.url).pathname.startsWith(prefix + '/'));
+  });
+
+  it('POST /symbolicate/v5: hot_loop at a sampled address, helper inlined at a line of its body', async (t) => {
+    if (!requireRecorder(t)) return;
+    assert.ok(helper, 'no sample of hot_loop > helper in the profile');
+    const { lib } = helper;
+    const r = await post(serve.symbolServer, '/symbolicate/v5', {
+      jobs: [{ memoryMap: [[lib.debugName, lib.breakpadId]], stacks: [[[0, helper.address]]] }],
+    });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const result = r.json.results[0];
+    assert.equal(result.found_modules[`${lib.debugName}/${lib.breakpadId}`], true);
+    const frame = result.stacks[0][0];
+    t.diagnostic(JSON.stringify(frame));
+    assert.equal(frame.function, 'hot_loop');
+    assert.equal(frame.module_offset, hex(helper.address));
+    assert.equal(frame.file, hotLoop.file);
+    assert.equal(frame.line, hotLoop.line);
+    assert.equal(frame.inlines.length, 1);
+    assert.equal(frame.inlines[0].function, 'helper');
+    assert.equal(frame.inlines[0].file, SOURCE);
+    assert.equal(frame.inlines[0].line, helper.line);
+    assert.ok(helper.line > body.begin && helper.line < body.end, `line ${helper.line}`);
+  });
+
+  it('POST /symbolicate/v5 names every sampled address as the profile does (the program, libc with its debug file, the kernel)', async (t) => {
+    if (!requireRecorder(t)) return;
+    const { view, profile } = rec;
+    const byLib = new Map();
+    for (let f = 0; f < view.frameTable.length; f++) {
+      const lib = view.frameTable.lib[f];
+      if (lib === null || lib < 0 || (view.frameTable.inlineDepth?.[f] ?? 0) !== 0) continue;
+      if (!byLib.has(lib)) byLib.set(lib, []);
+      byLib.get(lib).push(f);
+    }
+    const libs = [...byLib.keys()];
+    const r = await post(serve.symbolServer, '/symbolicate/v5', {
+      jobs: [{
+        memoryMap: libs.map((l) => [profile.libs[l].debugName, profile.libs[l].breakpadId]),
+        stacks: [libs.flatMap((l, i) => byLib.get(l).map((f) => [i, view.frameTable.address[f]]))],
+      }],
+    });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const { stacks: [frames], found_modules: found } = r.json.results[0];
+    const expected = libs.flatMap((l) => byLib.get(l).map((f) => ({
+      lib: profile.libs[l],
+      name: view.strings[view.funcTable.name[view.frameTable.func[f]]],
+    })));
+    const named = new Map();
+    const mismatches = [];
+    frames.forEach((frame, i) => {
+      const { lib, name } = expected[i];
+      // BPF programs are not served (another run has other ones).
+      if (!found[`${lib.debugName}/${lib.breakpadId}`]) return;
+      // Code without a name is named by its address in the profile, not by the server.
+      if (name.startsWith('0x') || name.includes('+0x')) return;
+      if (frame.function !== name) mismatches.push(`${lib.name} ${frame.module_offset}: ${frame.function} != ${name}`);
+      named.set(lib.name, (named.get(lib.name) ?? 0) + 1);
+    });
+    t.diagnostic(`addresses named per library: ${JSON.stringify(Object.fromEntries(named))}`);
+    assert.deepEqual(mismatches, []);
+    for (const lib of ['inline_hot', 'libc.so.6', '[kernel.kallsyms]'])
+      assert.ok(named.has(lib), `no address of ${lib} named: ${JSON.stringify([...named.keys()])}`);
+  });
+
+  it('POST /source/v1: the fixture\'s source, as DWARF names it; /etc/shadow and unknown libraries refused', async (t) => {
+    if (!requireRecorder(t)) return;
+    const { lib } = helper;
+    const request = { debugName: lib.debugName, debugId: lib.breakpadId, moduleOffset: hex(helper.address), file: helper.file };
+    const r = await post(serve.symbolServer, '/source/v1', request);
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.file, SOURCE);
+    assert.equal(r.json.source, readFileSync(SOURCE, 'utf8'));
+    const shadow = await post(serve.symbolServer, '/source/v1', { ...request, file: '/etc/shadow' });
+    assert.equal(shadow.status, 404);
+    assert.equal(shadow.json.source, undefined);
+    assert.match(shadow.json.error, /does not name \/etc\/shadow/);
+    const traversal = await post(serve.symbolServer, '/source/v1', { ...request, file: SOURCE + '/../../../../etc/shadow' });
+    assert.equal(traversal.status, 404);
+    const unknown = await post(serve.symbolServer, '/source/v1', { ...request, debugId: 'F'.repeat(33) });
+    assert.equal(unknown.status, 404);
+    assert.match(unknown.json.error, /no library/);
+  });
+
+  it('POST /asm/v1: hot_loop disassembled from the binary, the sampled address an instruction of it', async (t) => {
+    if (!requireRecorder(t)) return;
+    const { lib } = helper;
+    const symbol = rec.view.frameTable.nativeSymbol[helper.frame];
+    const nativeSymbols = rec.profile.shared.nativeSymbols;
+    const start = nativeSymbols.address[symbol];
+    const size = nativeSymbols.functionSize[symbol];
+    assert.equal(rec.view.strings[nativeSymbols.name[symbol]], 'hot_loop');
+    const r = await post(serve.symbolServer, '/asm/v1', { name: lib.name, codeId: lib.codeId, startAddress: hex(start), size: hex(size) });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.startAddress, hex(start));
+    assert.equal(r.json.arch, 'x86_64');
+    const offsets = r.json.instructions.map(([offset]) => offset);
+    t.diagnostic(`${offsets.length} instructions, e.g. ${r.json.instructions.slice(0, 3).map((i) => i[1]).join('; ')}`);
+    assert.ok(offsets.includes(helper.address - start), `sampled ${hex(helper.address)} is no instruction start`);
+    assert.ok(r.json.instructions.some(([, text]) => /^call /.test(text)), 'no call (to fixture_now_ns)');
+  });
+
+  it('the kernel: names from kallsyms, no source or assembly', async (t) => {
+    if (!requireRecorder(t)) return;
+    const kernel = rec.profile.libs.find((l) => l.name === '[kernel.kallsyms]');
+    assert.ok(kernel, 'no kernel library in the profile');
+    const source = await post(serve.symbolServer, '/source/v1', {
+      debugName: kernel.debugName, debugId: kernel.breakpadId, moduleOffset: '0x100', file: '/etc/shadow',
+    });
+    assert.equal(source.status, 404);
+    assert.match(source.json.error, /no source files for the kernel/);
+    const asm = await post(serve.symbolServer, '/asm/v1', {
+      name: kernel.name, codeId: kernel.codeId, startAddress: '0x100', size: '0x10',
+    });
+    assert.equal(asm.status, 404);
+  });
+
+  it('malformed requests get 400 (the server keeps serving); other paths 404', async (t) => {
+    if (!requireRecorder(t)) return;
+    for (const body of ['{', 'null', '{"jobs": 1}', '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]']) {
+      const r = await post(serve.symbolServer, '/symbolicate/v5', body);
+      assert.equal(r.status, 400, body);
+      assert.ok(r.json.error);
+    }
+    // A large request sent as form data (curl's default) is read whole, not cut at 8 KiB.
+    const { lib } = helper;
+    const big = JSON.stringify({
+      jobs: [{ memoryMap: [[lib.debugName, lib.breakpadId]], stacks: [Array(3000).fill([0, helper.address])] }],
+    });
+    const form = await fetch(serve.symbolServer + '/symbolicate/v5', {
+      method: 'POST', body: big, headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    assert.equal(form.status, 200);
+    assert.equal((await form.json()).results[0].stacks[0].length, 3000);
+    const origin = new URL(serve.symbolServer).origin;
+    assert.equal((await fetch(`${origin}/symbolicate/v5`, { method: 'POST', body: '{}' })).status, 404);
+    assert.equal((await fetch(serve.url)).status, 200);
+  });
+
+  it('the Firefox Profiler\'s own source and assembly fetching works against it (profiler-cli function annotate)', async (t) => {
+    if (!requireRecorder(t)) return;
+    await withCliSession(rec.file, async (session) => {
+      const list = await session.json('thread', 'functions', '--search', 'helper');
+      const fn = list.functions.find((f) => f.name === 'helper');
+      assert.ok(fn, `no function helper: ${JSON.stringify(list).slice(0, 400)}`);
+      const handle = fn.functionHandle;
+      const annotated = await session.json('function', 'annotate', handle, '--mode', 'all', '--symbol-server', serve.symbolServer);
+      assert.deepEqual(annotated.warnings, []);
+      // The source view: inline_hot.c's own lines, with samples on lines of helper's body.
+      const src = annotated.srcAnnotation;
+      assert.equal(src.filename, SOURCE);
+      const fileLines = readFileSync(SOURCE, 'utf8').split('\n');
+      assert.equal(src.totalFileLines, fileLines.length);
+      for (const line of src.lines) assert.equal(line.sourceText, fileLines[line.lineNumber - 1]);
+      const hot = src.lines.filter((l) => l.selfSamples > 0);
+      t.diagnostic(`source view: samples on lines ${hot.map((l) => `${l.lineNumber} (${l.selfSamples})`).join(', ')}`);
+      assert.ok(hot.length > 0 && hot.every((l) => l.lineNumber > body.begin && l.lineNumber < body.end));
+      // The assembly view: hot_loop's instructions, with the samples on some of them.
+      const [asm] = annotated.asmAnnotations;
+      assert.equal(asm.symbolName, 'hot_loop');
+      assert.equal(asm.fetchError, null);
+      const sampled = asm.instructions.filter((i) => i.selfSamples > 0);
+      t.diagnostic(`assembly view: ${asm.instructions.length} instructions, ${sampled.length} sampled`);
+      assert.ok(asm.instructions.length > 10 && sampled.length > 0);
+    });
+  });
+});
+
+describe('record --embed-sources: the source view without a server', () => {
+  let rec;
+  before(async () => {
+    if (recorderUnavailableReason()) return;
+    rec = await recordFixture('inline_hot', 800, { label: 'embed_sources_inline_hot', recordArgs: ['--embed-sources'] });
+  });
+
+  it('puts the sampled source files\' text into sources.content and says so in the summary', (t) => {
+    if (!requireRecorder(t)) return;
+    const { sources, stringArray } = rec.profile.shared;
+    const index = sources.filename.findIndex((s) => stringArray[s] === SOURCE);
+    assert.ok(index >= 0, 'inline_hot.c is not in the sources table');
+    assert.equal(sources.content[index], readFileSync(SOURCE, 'utf8'));
+    const embedded = sources.content.filter((c) => c !== null);
+    const bytes = embedded.reduce((n, c) => n + Buffer.byteLength(c), 0);
+    assert.ok(bytes <= 4 << 20, `${bytes} bytes embedded`);
+    const line = (rec.result.stdout + rec.result.stderr).match(/bpfprof: embedded (\d+) source files \((\d+) KB\)[^\n]*/);
+    assert.ok(line, 'the summary does not say what was embedded');
+    t.diagnostic(line[0]);
+    assert.equal(Number(line[1]), embedded.length);
+  });
+
+  it('the Firefox Profiler shows the source from the file alone (profiler-cli annotate, no symbol server)', async (t) => {
+    if (!requireRecorder(t)) return;
+    await withCliSession(rec.file, async (session) => {
+      const list = await session.json('thread', 'functions', '--search', 'helper');
+      const fn = list.functions.find((f) => f.name === 'helper');
+      assert.ok(fn, 'no function helper');
+      const annotated = await session.json('function', 'annotate', fn.functionHandle, '--mode', 'src');
+      assert.deepEqual(annotated.warnings, []);
+      const fileLines = readFileSync(SOURCE, 'utf8').split('\n');
+      assert.equal(annotated.srcAnnotation.totalFileLines, fileLines.length);
+      for (const line of annotated.srcAnnotation.lines) assert.equal(line.sourceText, fileLines[line.lineNumber - 1]);
+    });
+  });
+});

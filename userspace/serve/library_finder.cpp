@@ -1,0 +1,113 @@
+#include "userspace/serve/library_finder.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/held_file.h"
+#include "symbols/util/mapping_kind.h"
+#include "symbols/util/text.h"
+#include "symbols/util/unique_handle.h"
+
+namespace bpfprof {
+
+namespace {
+
+constexpr char kKernelName[] = "[kernel.kallsyms]";
+
+bool same_hex(std::string a, std::string b) {
+  auto lower = [](std::string& s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return tolower(c); });
+  };
+  lower(a);
+  lower(b);
+  return a == b;
+}
+
+bool is_kernel_module(const LibraryDescription& library) {
+  return library.path.size() > 2 && library.path.front() == '[' && library.path.back() == ']' &&
+         library.path != kKernelName &&
+         classify_mapping(library.path) == MappingKind::kOtherSpecial;
+}
+
+}  // namespace
+
+bool file_has_build_id(const std::string& path, const std::string& code_id) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid() || code_id.empty()) return false;
+  return same_hex(hex_string(read_elf_build_id(fd.get())), code_id);
+}
+
+LibraryFinder::LibraryFinder(std::vector<LibraryDescription> libraries,
+                             std::vector<std::string> symbol_dirs)
+    : libraries_(std::move(libraries)), symbol_dirs_(std::move(symbol_dirs)) {}
+
+std::optional<FoundLibrary> LibraryFinder::by_debug_id(const std::string& debug_name,
+                                                       const std::string& breakpad_id) {
+  for (const LibraryDescription& library : libraries_) {
+    if (library.debug_name == debug_name && same_hex(library.breakpad_id, breakpad_id))
+      return find(library);
+  }
+  return std::nullopt;
+}
+
+std::optional<FoundLibrary> LibraryFinder::by_code_id(const std::string& name,
+                                                      const std::string& code_id) {
+  for (const LibraryDescription& library : libraries_) {
+    if (library.name == name && same_hex(library.code_id, code_id)) return find(library);
+  }
+  return std::nullopt;
+}
+
+std::optional<FoundLibrary> LibraryFinder::find(const LibraryDescription& library) {
+  auto [it, inserted] = found_.try_emplace(&library);
+  if (!inserted) return it->second;
+  FoundLibrary found;
+  found.description = &library;
+  if (library.path == kKernelName) {
+    // The running kernel only: another one's addresses would name the wrong functions.
+    if (!same_hex(library.breakpad_id, breakpad_id_from_build_id(kernel_build_id()))) return {};
+    found.kind = LibraryKind::kKernel;
+  } else if (library.path == "[bpf]") {
+    // BPF programs come and go: today's at an offset are not the recording's.
+    return {};
+  } else if (is_kernel_module(library)) {
+    found.kind = LibraryKind::kKernelModule;
+    found.kernel_module = library.path.substr(1, library.path.size() - 2);
+  } else {
+    found.files = files_with_build_id(library);
+    if (found.files.empty()) return {};
+  }
+  it->second = std::move(found);
+  return it->second;
+}
+
+std::vector<std::string> LibraryFinder::files_with_build_id(
+    const LibraryDescription& library) const {
+  const std::string& id = library.code_id;
+  if (id.size() < 4) return {};
+  std::vector<std::string> candidates;
+  if (classify_mapping(library.path) == MappingKind::kVdso) {
+    candidates.push_back(vdso_image_path());
+  } else {
+    candidates.push_back(library.path);
+    if (library.debug_path != library.path) candidates.push_back(library.debug_path);
+  }
+  const std::string build_id_file = "/.build-id/" + id.substr(0, 2) + "/" + id.substr(2);
+  std::vector<std::string> roots{"/usr/lib/debug"};
+  roots.insert(roots.end(), symbol_dirs_.begin(), symbol_dirs_.end());
+  for (const std::string& root : roots) {
+    candidates.push_back(root + build_id_file);  // the binary, where the tree keeps it
+    candidates.push_back(root + build_id_file + ".debug");
+  }
+  std::vector<std::string> files;
+  for (const std::string& candidate : candidates) {
+    if (!candidate.empty() && std::find(files.begin(), files.end(), candidate) == files.end() &&
+        file_has_build_id(candidate, id))
+      files.push_back(candidate);
+  }
+  return files;
+}
+
+}  // namespace bpfprof
