@@ -1,8 +1,10 @@
 // Writes the profile of the hand-made session of synthetic_session.h to the file given, as
 // `bpfprof record` would (gzip when the name ends in .gz): no BPF, no root, no binaries.
-// tests/integration/writer.test.mjs loads it with profiler-cli.
+// tests/integration/writer.test.mjs loads it with profiler-cli; with `pprof` after the name
+// it is written as pprof (tests/integration/pprof.test.mjs reads it with go tool pprof).
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "tests/support/synthetic_session.h"
 #include "userspace/output/output_file.h"
@@ -10,8 +12,8 @@
 
 int main(int argc, char** argv) {
   using namespace bpfprof;
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s OUTPUT.json.gz\n", argv[0]);
+  if (argc != 2 && !(argc == 3 && std::string(argv[2]) == "pprof")) {
+    fprintf(stderr, "usage: %s OUTPUT.json.gz | OUTPUT.pb.gz pprof\n", argv[0]);
     return 2;
   }
   try {
@@ -21,7 +23,9 @@ int main(int argc, char** argv) {
     testing::build_demo_model(model, recording, raw);
     testing::FakeSymbolizer symbolizer;
     std::unique_ptr<CommittableSink> output = open_output(argv[1]);
-    write_profile_with_report(model, recording, *output, ProfileOptions{}, symbolizer);
+    ProfileOptions options;
+    if (argc == 3) options.format = OutputFormat::kPprof;
+    write_profile_with_report(model, recording, *output, options, symbolizer);
     output->commit();
   } catch (const std::exception& e) {
     fprintf(stderr, "write_demo_profile: %s\n", e.what());

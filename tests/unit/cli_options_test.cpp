@@ -150,5 +150,42 @@ TEST(CliOptions, EmbedSources) {
   EXPECT_FALSE(std::get<RecordOptions>(parsed).embed_sources);
 }
 
+TEST(CliOptions, PprofFormatAndConvert) {
+  auto parsed = parse({"record", "--format", "pprof", "--", "true"});
+  EXPECT_EQ(std::get<RecordOptions>(parsed).format, OutputFormat::kPprof);
+  EXPECT_EQ(std::get<RecordOptions>(parsed).output_path, "profile.pb.gz");
+  parsed = parse({"convert", "in.json.gz"});
+  ASSERT_TRUE(std::holds_alternative<ConvertOptions>(parsed));
+  EXPECT_EQ(std::get<ConvertOptions>(parsed).input_path, "in.json.gz");
+  EXPECT_EQ(std::get<ConvertOptions>(parsed).output_path, "profile.pb.gz");
+  EXPECT_EQ(std::get<ConvertOptions>(parsed).format, OutputFormat::kPprof);
+  parsed = parse({"convert", "in.json.gz", "--format", "collapsed", "-o", "x.folded"});
+  EXPECT_EQ(std::get<ConvertOptions>(parsed).format, OutputFormat::kCollapsed);
+  EXPECT_EQ(std::get<ConvertOptions>(parsed).output_path, "x.folded");
+}
+
+TEST(CliOptions, SwitchOutputAndFlightRecorderTakeDurations) {
+  auto parsed = parse({"record", "-a", "--switch-output", "2s", "--switch-output-files", "3"});
+  ASSERT_TRUE(std::holds_alternative<RecordOptions>(parsed));
+  EXPECT_EQ(std::get<RecordOptions>(parsed).switch_output_seconds, 2.0);
+  EXPECT_EQ(std::get<RecordOptions>(parsed).switch_output_files, 3u);
+  parsed = parse({"record", "-a", "--flight-recorder", "5m"});
+  EXPECT_EQ(std::get<RecordOptions>(parsed).flight_recorder_seconds, 300.0);
+  EXPECT_EQ(parse_duration("1h"), 3600.0);
+  EXPECT_EQ(parse_duration("90"), 90.0);
+  EXPECT_EQ(parse_duration("5x"), std::nullopt);
+  EXPECT_EQ(parse_duration("-5"), std::nullopt);
+  for (std::vector<const char*> bad : {
+           std::vector<const char*>{"record", "-a", "--switch-output", "0.5s"},
+           {"record", "-a", "--switch-output", "soon"},
+           {"record", "-a", "--switch-output-files", "3"},
+           {"record", "-a", "--switch-output", "2s", "--flight-recorder", "5s"},
+       }) {
+    parsed = parse(bad);
+    ASSERT_TRUE(std::holds_alternative<UsageError>(parsed)) << bad[3];
+    EXPECT_EQ(std::get<UsageError>(parsed).message.find('\n'), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace bpfprof

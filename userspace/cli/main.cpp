@@ -19,6 +19,9 @@ struct RunCommand {
     return bpfprof::run_replay(options);
   }
   int operator()(const bpfprof::ServeOptions& options) const { return bpfprof::run_serve(options); }
+  int operator()(const bpfprof::ConvertOptions& options) const {
+    return bpfprof::run_convert(options);
+  }
   int operator()(const bpfprof::InformationRequest& request) const {
     fputs(request.text.c_str(), stdout);
     return 0;

@@ -2,9 +2,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "bpf/events.h"
 
@@ -16,6 +18,8 @@ namespace {
 struct RecordOptionText {
   std::string call_graph = "dwarf";
   std::string buffer_size;
+  std::string switch_output;
+  std::string flight_recorder;
 };
 
 const char* const kAppFooter =
@@ -25,6 +29,23 @@ const char* const kAppFooter =
     "  bpfprof record -a -d 10                    the whole system for 10 seconds\n"
     "  bpfprof record -o out.json.gz -F 4000 -- ./myprog\n"
     "Then open the .json.gz at https://profiler.firefox.com (Load a profile from file).";
+
+// The --format names, for record and convert.
+const std::map<std::string, OutputFormat> kFormats{{"firefox", OutputFormat::kFirefox},
+                                                   {"collapsed", OutputFormat::kCollapsed},
+                                                   {"pprof", OutputFormat::kPprof}};
+
+// The default output file of each format.
+std::string default_output(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kCollapsed:
+      return "profile.folded";
+    case OutputFormat::kPprof:
+      return "profile.pb.gz";
+    default:
+      return "profile.json.gz";
+  }
+}
 
 // What to record, for how long, and where the profile goes.
 CLI::App* add_record_command(CLI::App& app, RecordOptions& options, RecordOptionText& text) {
@@ -96,16 +117,14 @@ CLI::App* add_record_command(CLI::App& app, RecordOptions& options, RecordOption
 
 // How stacks are taken and what is written.
 void add_record_output_options(CLI::App* record, RecordOptions& options, RecordOptionText& text) {
-  std::map<std::string, OutputFormat> formats{{"firefox", OutputFormat::kFirefox},
-                                              {"collapsed", OutputFormat::kCollapsed}};
   record
       ->add_option(
           "--format", options.format,
-          "firefox (a Firefox Profiler profile, the default) or collapsed (folded stacks, one "
+          "firefox (a Firefox Profiler profile, the default), collapsed (folded stacks, one "
           "\"process (pid);thread;frame;...;frame COUNT\" line per unique stack, for "
-          "flamegraph.pl, inferno "
-          "and speedscope; counts in sampling intervals)")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
+          "flamegraph.pl, inferno and speedscope; counts in sampling intervals) or pprof "
+          "(google/pprof's profile.proto, gzipped: go tool pprof, Pyroscope, Parca)")
+      ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case))
       ->type_name("FORMAT");
   record
       ->add_option(
@@ -121,6 +140,31 @@ void add_record_output_options(CLI::App* record, RecordOptions& options, RecordO
       "--no-collapse", options.no_collapse,
       "Write one sample per timer tick (by default consecutive identical samples of a thread are "
       "one sample with a weight)");
+  auto* switch_output =
+      record
+          ->add_option("--switch-output", text.switch_output,
+                       "Write a complete profile every DURATION (e.g. 60s, 5m, 1h) while "
+                       "recording, to NAME.YYYYmmddTHHMMSSZ.EXT after -o's NAME.EXT (UTC, the "
+                       "period's start); every sample is in exactly one file")
+          ->type_name("DURATION");
+  record
+      ->add_option("--switch-output-files", options.switch_output_files,
+                   "With --switch-output, keep only the newest N files")
+      ->needs(switch_output)
+      ->check(CLI::PositiveNumber)
+      ->type_name("N");
+  record
+      ->add_option("--flight-recorder", text.flight_recorder,
+                   "Keep only the last DURATION of samples in memory; write them on SIGUSR2 (to "
+                   "NAME.YYYYmmddTHHMMSSZ.EXT) and at the end (to -o)")
+      ->excludes(switch_output)
+      ->type_name("DURATION");
+  record
+      ->add_option("--upload", options.upload_url,
+                   "Also send each profile written (every --switch-output period, and the last) "
+                   "as pprof to a Pyroscope-compatible server, e.g. http://localhost:4040 "
+                   "(POST /ingest; retried, never holding up the recording)")
+      ->type_name("URL");
   record->add_flag(
       "--open", options.open,
       "After recording, serve the profile like bpfprof serve (until Ctrl-C) and open its link");
@@ -167,11 +211,25 @@ CLI::App* add_serve_command(CLI::App& app, ServeOptions& serve_options) {
   return serve;
 }
 
+CLI::App* add_convert_command(CLI::App& app, ConvertOptions& options) {
+  CLI::App* convert = app.add_subcommand(
+      "convert",
+      "Write a profile that bpfprof recorded (.json.gz) in another format, from its own tables "
+      "(names and addresses as recorded; nothing is symbolized again)");
+  convert->add_option("profile", options.input_path, "The profile (.json.gz or .json)")->required();
+  convert->add_option("-o,--output", options.output_path, "Output file")->capture_default_str();
+  convert
+      ->add_option("--format", options.format,
+                   "pprof (the default: google/pprof's profile.proto) or collapsed")
+      ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case))
+      ->type_name("FORMAT");
+  return convert;
+}
+
 // The checks of `record`'s options that CLI11 cannot express.
 ParsedCommandLine finish_record_options(RecordOptions options, const RecordOptionText& text,
                                         bool output_given) {
-  if (options.format == OutputFormat::kCollapsed && !output_given)
-    options.output_path = "profile.folded";
+  if (!output_given) options.output_path = default_output(options.format);
   if (!text.buffer_size.empty()) {
     std::optional<uint32_t> size = parse_ring_buffer_size(text.buffer_size);
     if (!size)
@@ -181,10 +239,29 @@ ParsedCommandLine finish_record_options(RecordOptions options, const RecordOptio
   }
   if (std::optional<std::string> error = apply_call_graph(text.call_graph, options))
     return UsageError{*error};
+  for (auto [value, name, seconds] :
+       {std::tuple{&text.switch_output, "--switch-output", &options.switch_output_seconds},
+        std::tuple{&text.flight_recorder, "--flight-recorder", &options.flight_recorder_seconds}}) {
+    if (value->empty()) continue;
+    *seconds = parse_duration(*value);
+    if (!*seconds || **seconds < 1)
+      return UsageError{std::string(name) +
+                        " takes a duration of at least 1 s, e.g. 30s, 5m or 1h, not " + *value};
+  }
   return options;
 }
 
 }  // namespace
+
+std::optional<double> parse_duration(const std::string& text) {
+  if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
+  char* end = nullptr;
+  const double value = strtod(text.c_str(), &end);
+  const std::string unit = end;
+  const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
+  if (scale == 0 || !std::isfinite(value)) return std::nullopt;
+  return value * scale;
+}
 
 std::optional<uint32_t> parse_ring_buffer_size(const std::string& text) {
   if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
@@ -248,10 +325,12 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv) {
   RecordOptionText record_text;
   ReplayOptions replay_options;
   ServeOptions serve_options;
+  ConvertOptions convert_options;
   CLI::App* record = add_record_command(app, record_options, record_text);
   add_record_output_options(record, record_options, record_text);
   CLI::App* replay = add_replay_command(app, replay_options);
   CLI::App* serve = add_serve_command(app, serve_options);
+  CLI::App* convert = add_convert_command(app, convert_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -265,6 +344,11 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv) {
   }
   if (replay->parsed()) return replay_options;
   if (serve->parsed()) return serve_options;
+  if (convert->parsed()) {
+    if (convert->count("--output") == 0)
+      convert_options.output_path = default_output(convert_options.format);
+    return convert_options;
+  }
   return finish_record_options(std::move(record_options), record_text,
                                record->count("--output") != 0);
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <variant>
 
+#include "userspace/session/convert.h"
 #include "userspace/session/recorder.h"
 #include "userspace/session/replay.h"
 #include "userspace/session/serve.h"
@@ -21,10 +22,13 @@ struct UsageError {
   std::string message;
   int status = 2;
 };
-using ParsedCommandLine =
-    std::variant<RecordOptions, ReplayOptions, ServeOptions, InformationRequest, UsageError>;
+using ParsedCommandLine = std::variant<RecordOptions, ReplayOptions, ServeOptions, ConvertOptions,
+                                       InformationRequest, UsageError>;
 
 ParsedCommandLine parse_command_line(int argc, const char* const* argv);
+
+// --switch-output, --flight-recorder: seconds from "90", "90s", "5m" or "1h".
+std::optional<double> parse_duration(const std::string& text);
 
 // --buffer-size: a power of two from 64K to 1G, with an optional K, M or G suffix.
 std::optional<uint32_t> parse_ring_buffer_size(const std::string& text);

@@ -4,6 +4,7 @@
 // (the order the Firefox Profiler's stack table requires).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -53,6 +54,15 @@ class PrefixTree {
   const Node& node(NodeId id) const { return nodes_[id]; }
   size_t size() const { return nodes_.size(); }
   const std::vector<Node>& nodes() const { return nodes_; }
+
+  // Interns the path that ends at `id` in `other` (kRoot: the empty path), to move the stacks
+  // still in use into a new tree.
+  NodeId copy_path(const PrefixTree& other, NodeId id) {
+    if (id == kRoot) return kRoot;
+    std::vector<Key> keys = other.leaf_to_root(id);
+    std::reverse(keys.begin(), keys.end());
+    return intern_path(keys);
+  }
 
   // The keys from the leaf `id` up to the root.
   std::vector<Key> leaf_to_root(NodeId id) const {

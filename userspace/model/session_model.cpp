@@ -440,6 +440,41 @@ StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw
   return node;
 }
 
+void SessionModel::drop_samples_before(MonotonicNs t) {
+  for (Thread& th : threads_) {
+    if (th.samples.empty()) continue;
+    const MonotonicNs last = th.samples.back().time;
+    std::erase_if(th.samples, [&](const ThreadSample& s) { return s.time < t; });
+    if (th.samples.empty()) th.accounting.samples_dropped(last);
+    if (th.samples.capacity() > 2 * th.samples.size() + 1024) th.samples.shrink_to_fit();
+  }
+}
+
+void SessionModel::compact_stacks(Recording& recording) {
+  ResolvedStackTree stacks;
+  std::unordered_map<StackId, StackId> moved;
+  auto move = [&](StackId id) {
+    auto [it, inserted] = moved.try_emplace(id, id);
+    if (inserted) it->second = stacks.copy_path(stacks_, id);
+    return it->second;
+  };
+  for (Thread& th : threads_) {
+    for (ThreadSample& s : th.samples) s.stack = move(s.stack);
+    if (th.last_off_cpu_where) th.last_off_cpu_where = move(*th.last_off_cpu_where);
+    th.accounting.move_stacks(move);
+  }
+  stacks_ = std::move(stacks);
+  resolved_.clear();  // keyed by raw stacks, and pointing into the old tree
+  RawStackTree raw;
+  std::unordered_map<RawStackId, RawStackId> raw_moved;
+  for (SampleRecord& s : recording.samples) {
+    auto [it, inserted] = raw_moved.try_emplace(s.stack, s.stack);
+    if (inserted) it->second = raw.copy_path(recording.raw_stacks, s.stack);
+    s.stack = it->second;
+  }
+  recording.raw_stacks = std::move(raw);
+}
+
 std::vector<ThreadIndex> SessionModel::display_order() const {
   std::vector<ProcessIndex> order;
   for (uint32_t i = 0; i < processes_.size(); ++i) order.push_back(ProcessIndex{i});

@@ -204,6 +204,15 @@ class SessionModel {
   // samples and the model, not every raw sample. configure_for() first.
   void consume(Recording& recording, MonotonicNs until);
 
+  // Drops the threads' samples older than `t` (a rotating output wrote them; a flight
+  // recorder keeps only the recent ones), so memory holds the samples of one period.
+  void drop_samples_before(MonotonicNs t);
+  // New stack trees with only the stacks still in use: the model's (threads' samples, open
+  // waits) and the recording's raw ones (samples not yet taken). Without it a long run's
+  // trees grow by every new stack it ever met (~7,000 a second with -a on a busy machine);
+  // a rotating output calls it after dropping what it wrote.
+  void compact_stacks(Recording& recording);
+
   const std::vector<Process>& processes() const { return processes_; }
   const std::vector<Thread>& threads() const { return threads_; }
   const std::vector<Library>& libraries() const { return libraries_; }

@@ -62,6 +62,19 @@ class ThreadAccounting {
   // Closes an open wait at `end`, writes the short waits still summed, and gives the
   // remaining CPU time to the last sample.
   void finish(const AccountingRules& rules, MonotonicNs end, std::vector<ThreadSample>& samples);
+  // The stacks it keeps (an open wait's, the longest short wait's) as `move` maps them into
+  // a new stack tree.
+  template <typename Move>
+  void move_stacks(Move&& move) {
+    if (off_cpu_) off_cpu_->stack = move(off_cpu_->stack);
+    if (short_waits_ns_ > 0) longest_short_wait_stack_ = move(longest_short_wait_stack_);
+  }
+  // Every sample of the thread was dropped (written out by a rotating output); the latest
+  // was at `last`. The next sample starts from there and joins none.
+  void samples_dropped(MonotonicNs last) {
+    last_sample_is_tick_ = false;
+    if (last.value > start_.value) start_ = last;
+  }
 
  private:
   struct OffCpuInterval {

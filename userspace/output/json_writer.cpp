@@ -79,6 +79,25 @@ constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";  // U+FFFD
 
 }  // namespace
 
+std::string to_valid_utf8(std::string_view s) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(s.data());
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    if (bytes[i] < 0x80) {
+      out.push_back(s[i++]);
+      continue;
+    }
+    const Utf8Sequence sequence = scan_utf8(bytes + i, s.size() - i);
+    if (sequence.valid)
+      out.append(s.substr(i, sequence.length));
+    else
+      out.append(kReplacementCharacter);
+    i += sequence.length;
+  }
+  return out;
+}
+
 JsonWriter::JsonWriter(OutputSink& sink) : sink_(sink) { buffer_.reserve(kFlushThreshold + 1024); }
 
 JsonWriter::~JsonWriter() {

@@ -18,6 +18,10 @@
 
 namespace bpfprof {
 
+// `s` with every maximal invalid UTF-8 subpart replaced by U+FFFD, as string() writes it
+// (for other formats that need valid UTF-8: protobuf strings).
+std::string to_valid_utf8(std::string_view s);
+
 class JsonWriter {
  public:
   static constexpr size_t kFlushThreshold = 64 * 1024;

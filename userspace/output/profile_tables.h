@@ -137,6 +137,7 @@ class NativeSymbolTable {
   // The first symbol at (lib, address) wins; the name is interned only then.
   NativeSymbolIndex add(StringTable& strings, LibIndex lib, uint64_t address,
                         const std::string& name, uint64_t size);
+  const Symbol& operator[](NativeSymbolIndex i) const { return symbols_[i.value]; }
   void write_json(JsonWriter& w) const;
 
  private:
@@ -158,6 +159,7 @@ class FrameTable {
   };
   FrameIndex add(const Frame& frame);
   const Frame& operator[](FrameIndex i) const { return frames_[i.value]; }
+  size_t size() const { return frames_.size(); }
   void write_json(JsonWriter& w) const;
 
  private:
@@ -170,6 +172,7 @@ class StackTable {
   StackIndex add(std::optional<StackIndex> prefix, FrameIndex frame);
   FrameIndex frame(StackIndex i) const { return FrameIndex{tree_.node(i.value).key}; }
   std::optional<StackIndex> prefix(StackIndex i) const;
+  size_t size() const { return tree_.size(); }
   void write_json(JsonWriter& w) const;
 
  private:

@@ -7,6 +7,7 @@
 
 #include "userspace/output/collapsed_stacks.h"
 #include "userspace/output/json_writer.h"
+#include "userspace/output/pprof_writer.h"
 
 namespace bpfprof {
 
@@ -163,6 +164,17 @@ void write_firefox(JsonWriter& w, const Recording& recording, const BuiltProfile
   w.end_object();
 }
 
+PprofSettings pprof_settings(const Recording& recording) {
+  PprofSettings settings;
+  settings.start_wall_clock_ms = recording.start_wall_clock_ms;
+  settings.duration_ms = ms_between(recording.start_time, recording.end_time);
+  settings.interval_ms = 1000.0 / recording.frequency_hz;
+  settings.off_cpu = recording.off_cpu;
+  settings.comment = "bpfprof: " + recording.sampling_event + " at " +
+                     std::to_string(recording.frequency_hz) + " Hz";
+  return settings;
+}
+
 }  // namespace
 
 RunReport write_profile_with_report(const SessionModel& model, const Recording& recording,
@@ -171,7 +183,7 @@ RunReport write_profile_with_report(const SessionModel& model, const Recording& 
   const bool firefox = options.format == OutputFormat::kFirefox;
   BuildOptions build_options;
   build_options.keep_idle_threads = options.keep_idle_threads;
-  build_options.measure_unnamed = firefox;
+  build_options.measure_unnamed = options.format != OutputFormat::kCollapsed;
   build_options.embed_sources = firefox && options.embed_sources;
   const BuiltProfile profile = build_profile(model, recording, symbolizer, build_options);
   RunReport report = build_run_report(recording, model, profile.summary);
@@ -179,6 +191,8 @@ RunReport write_profile_with_report(const SessionModel& model, const Recording& 
     JsonWriter w(sink);
     write_firefox(w, recording, profile, report);
     w.flush();
+  } else if (options.format == OutputFormat::kPprof) {
+    write_pprof(profile, pprof_settings(recording), sink);
   } else {
     write_collapsed_stacks(profile, sink);
   }

@@ -1,5 +1,5 @@
 // Writes the profile of a session: the Firefox Profiler processed profile (format version
-// 70: meta, libs, one flat thread list, shared tables) or folded stacks. The tables are
+// 70: meta, libs, one flat thread list, shared tables), folded stacks or pprof. The tables are
 // built first (profile_builder.h), then serialized; meta.extra comes from the run report.
 #pragma once
 
@@ -21,6 +21,7 @@ inline constexpr int kGeckoProfileVersion = 36;
 enum class OutputFormat {
   kFirefox,    // the Firefox Profiler's processed profile (JSON)
   kCollapsed,  // folded stacks for flamegraph.pl, inferno, speedscope: "a;b;c COUNT" lines
+  kPprof,      // google/pprof's profile.proto (go tool pprof, Pyroscope, Parca)
 };
 
 struct ProfileOptions {

@@ -1,5 +1,6 @@
 #include "userspace/session/recorder.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -32,10 +33,12 @@
 #include "userspace/output/output_file.h"
 #include "userspace/output/profile_writer.h"
 #include "userspace/session/launcher.h"
+#include "userspace/session/periodic_output.h"
 #include "userspace/session/preflight.h"
 #include "userspace/session/proc_snapshot.h"
 #include "userspace/session/serve.h"
 #include "userspace/session/signals.h"
+#include "userspace/session/uploader.h"
 
 namespace bpfprof {
 
@@ -96,6 +99,9 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
 
 constexpr int kReaderNiceBoost = 5;
 
+// --upload: how long the end waits for profiles still queued or under way.
+constexpr double kUploadWaitSeconds = 5;
+
 std::string human_size(uint64_t bytes) {
   char text[32];
   if (bytes >= 10 << 20)
@@ -135,6 +141,8 @@ void print_written_file(const std::string& path, OutputFormat format) {
           human_size(static_cast<uint64_t>(written.st_size)).c_str(),
           format == OutputFormat::kCollapsed
               ? "folded stacks for flamegraph.pl, inferno-flamegraph or speedscope"
+          : format == OutputFormat::kPprof
+              ? "pprof: go tool pprof, Pyroscope, Parca"
               : "open it at https://profiler.firefox.com (Load a profile from file)");
 }
 
@@ -209,6 +217,14 @@ class RecordSession {
   void note_losses();
   void drain_side_band();
   void stop_collecting();
+  void write_while_recording(MonotonicNs now);
+  bool write_period(MonotonicNs start, MonotonicNs end, const std::string& path);
+  void prepare_final_period();
+  ProfileSymbolizer& period_symbolizer();
+  void upload(MonotonicNs start, MonotonicNs end);
+  void finish_uploads();
+  double wall_clock_ms_at(MonotonicNs t) const;
+  MonotonicNs window_start(MonotonicNs until, double seconds) const;
   std::optional<RunReport> write_profile_to(CommittableSink& sink, std::string* error);
   std::vector<std::string> fallback_directories() const;
   std::optional<std::string> write_profile_elsewhere(std::optional<RunReport>& report,
@@ -223,6 +239,7 @@ class RecordSession {
   std::optional<RunAsUser> invoking_user_;  // through sudo: the user who typed the command
   Recording recording_;
   IngestPipeline pipeline_;
+  std::string output_path_;  // where the profile goes at the end
   std::unique_ptr<CommittableSink> output_;
   std::optional<BpfPrograms> bpf_;
   std::optional<KernelUnwindTables> kernel_unwind_;  // --call-graph dwarf; writes bpf_'s maps
@@ -247,6 +264,17 @@ class RecordSession {
   // A terminal gets a status line, rewritten every second; a log file or pipe gets nothing.
   const bool show_status_ = isatty(STDERR_FILENO) == 1;
   MonotonicNs next_status_{0};
+  // --switch-output and --flight-recorder: the files written so far, where the current
+  // period began, and when to rotate (or forget old samples) next.
+  std::optional<RotatedFiles> rotated_;
+  MonotonicNs period_start_{0};
+  MonotonicNs next_period_check_{0};
+  MonotonicNs next_compaction_{0};                 // --flight-recorder: of the stack trees
+  std::optional<MonotonicNs> final_period_start_;  // the profile at the end covers from there
+  // Names the code of one period (its file and upload), then goes: kept, its caches held
+  // everything a long -a run ever met (RSS grew by ~2 MB/s with 10 s periods).
+  std::unique_ptr<SystemSymbolizer> period_symbolizer_;
+  std::unique_ptr<Uploader> uploader_;  // --upload
 };
 
 void RecordSession::set_up() {
@@ -254,7 +282,8 @@ void RecordSession::set_up() {
   check_record_options(options_);
   try {
     invoking_user_ = sudo_invoking_user();
-    output_ = open_output(options_.output_path);  // fails now if the directory is not writable
+    output_path_ = options_.output_path;
+    output_ = open_output(output_path_);  // fails now if the directory is not writable
     bpf_.emplace(/*track_all_processes=*/options_.system_wide, recording_.off_cpu,
                  1000000000ull / options_.frequency_hz, options_.user_stack_copy_bytes,
                  options_.ring_buffer_bytes,
@@ -277,7 +306,16 @@ void RecordSession::set_up() {
   }
   sampling_started_ = monotonic_now();
   install_stop_signal_handlers();
+  if (options_.flight_recorder_seconds) install_dump_signal_handler();
+  if (options_.switch_output_seconds) rotated_.emplace(options_.switch_output_files);
+  if (!options_.upload_url.empty()) {
+    Uploader::Options upload;
+    upload.url = options_.upload_url;
+    upload.sample_rate_hz = options_.frequency_hz;
+    uploader_ = std::make_unique<Uploader>(upload);
+  }
   recording_.start_time = monotonic_now();
+  period_start_ = recording_.start_time;
   own_cpu_at_start_ms_ = process_cpu_ms();
   recording_.start_wall_clock_ms = wall_clock_ms_now();
   open_event_log();
@@ -434,6 +472,7 @@ bool RecordSession::step() {
   if (!bpf_->ring_emptied() && !recording_.samples.empty())
     all_read_before = std::min(read_start, recording_.samples.back().time);
   pipeline_.advance(all_read_before);
+  write_while_recording(all_read_before);
   if (!handle_stop_signals()) return false;
   if (command_ && command_->poll_exited()) {
     command_exited_ = true;
@@ -502,12 +541,15 @@ int RecordSession::finish() {
   fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
           static_cast<double>(recording_.end_time.value - recording_.start_time.value) / 1e9);
   std::string error;
-  std::string written = options_.output_path;
+  std::string written = output_path_;
   std::optional<RunReport> report;
   {
     // From here on a stop signal does not lose what was recorded (a third one does).
     WritingProfile writing(output_->temp_path());
     pipeline_.finish(recording_.end_time);
+    prepare_final_period();
+    written = output_path_;
+    writing.now_writing(output_->temp_path());
     report = write_profile_to(*output_, &error);
     if (!report) {
       fprintf(stderr, "bpfprof: cannot write the profile: %s\n", error.c_str());
@@ -519,18 +561,160 @@ int RecordSession::finish() {
     }
   }
   give_to_invoking_user(written);
+  if (rotated_ && written == output_path_)
+    for (const std::string& gone : rotated_->written(written))
+      fprintf(stderr, "bpfprof: removed %s (--switch-output-files)\n", gone.c_str());
+  finish_uploads();
   print_summary(*report, written,
                 process_cpu_ms() - own_cpu_while_recording_ms_ - own_cpu_at_start_ms_);
-  if (written != options_.output_path) return failed_status;
+  if (written != output_path_) return failed_status;
   if (options_.open && options_.format == OutputFormat::kFirefox)
-    run_serve(ServeOptions{options_.output_path, 0, true, options_.symbol_dirs});
+    run_serve(ServeOptions{output_path_, 0, true, options_.symbol_dirs});
   return status;
+}
+
+double RecordSession::wall_clock_ms_at(MonotonicNs t) const {
+  return recording_.start_wall_clock_ms + ms_between(recording_.start_time, t);
+}
+
+// Where a kept window of `seconds` begins when the samples reach `until`.
+MonotonicNs RecordSession::window_start(MonotonicNs until, double seconds) const {
+  const auto keep = static_cast<uint64_t>(seconds * 1e9);
+  return MonotonicNs{
+      std::max(recording_.start_time.value, until.value > keep ? until.value - keep : 0)};
+}
+
+// What a period's profile and the old stack trees used is free now, but main() asks glibc to
+// keep up to 256 MB of free heap: a -a run kept ~150 MB more after every period (its RSS
+// grew from 0.5 to 2.8 GB in 30 minutes; resident after trimming: ~90-140 MB).
+void release_freed_memory() { malloc_trim(0); }
+
+// --switch-output: once a period is in the model (which holds what is older than the reorder
+// window), its samples become one file and leave memory. --flight-recorder: samples older
+// than the last DURATION leave memory; SIGUSR2 writes what is left.
+void RecordSession::write_while_recording(MonotonicNs now) {
+  if (now.value < recording_.start_time.value + IngestPipeline::kReorderWindowNs) return;
+  const MonotonicNs in_model{now.value - IngestPipeline::kReorderWindowNs};
+  if (options_.flight_recorder_seconds) {
+    const MonotonicNs from = window_start(in_model, *options_.flight_recorder_seconds);
+    const bool dump = take_dump_request();
+    if (dump || now >= next_period_check_) {
+      pipeline_.model().drop_samples_before(from);
+      next_period_check_ = MonotonicNs{now.value + 1'000'000'000};
+    }
+    // Once per DURATION: the stacks of the samples forgotten go too.
+    if (now >= next_compaction_) {
+      pipeline_.model().compact_stacks(recording_);
+      release_freed_memory();
+      next_compaction_ =
+          MonotonicNs{now.value + static_cast<uint64_t>(*options_.flight_recorder_seconds * 1e9)};
+    }
+    if (dump) write_period(from, in_model, period_file_name(output_path_, wall_clock_ms_at(from)));
+    return;
+  }
+  if (!options_.switch_output_seconds ||
+      in_model.value <
+          period_start_.value + static_cast<uint64_t>(*options_.switch_output_seconds * 1e9))
+    return;
+  write_period(period_start_, in_model,
+               period_file_name(output_path_, wall_clock_ms_at(period_start_)));
+  pipeline_.model().drop_samples_before(MonotonicNs{UINT64_MAX});  // written, or lost with a note
+  pipeline_.model().compact_stacks(recording_);
+  release_freed_memory();
+  period_start_ = in_model;
+}
+
+// One profile of the model's samples as the period [start, end). An error is said in one
+// line and the recording goes on.
+bool RecordSession::write_period(MonotonicNs start, MonotonicNs end, const std::string& path) {
+  if (show_status_) fputs("\r\033[K", stderr);
+  try {
+    PeriodWindow window(recording_, start, end);
+    std::unique_ptr<CommittableSink> sink = open_output(path);
+    write_profile_with_report(pipeline_.model(), recording_, *sink,
+                              ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs,
+                                             options_.format, options_.embed_sources},
+                              period_symbolizer());
+    sink->commit();
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bpfprof: cannot write the profile of %.1f s (its samples are lost): %s\n",
+            ms_between(start, end) / 1e3, e.what());
+    return false;
+  }
+  give_to_invoking_user(path);
+  fprintf(stderr, "bpfprof: wrote %s (%.1f s)\n", path.c_str(), ms_between(start, end) / 1e3);
+  if (rotated_)
+    for (const std::string& gone : rotated_->written(path))
+      fprintf(stderr, "bpfprof: removed %s (--switch-output-files)\n", gone.c_str());
+  upload(start, end);
+  period_symbolizer_.reset();
+  return true;
+}
+
+ProfileSymbolizer& RecordSession::period_symbolizer() {
+  if (!period_symbolizer_)
+    period_symbolizer_ =
+        std::make_unique<SystemSymbolizer>(SymbolizerOptions{options_.symbol_dirs});
+  return *period_symbolizer_;
+}
+
+// --upload: the period [start, end) as pprof, queued for the uploader's thread.
+void RecordSession::upload(MonotonicNs start, MonotonicNs end) {
+  if (!uploader_) return;
+  const double from_s = wall_clock_ms_at(start) / 1e3;
+  const double until_s = wall_clock_ms_at(end) / 1e3;
+  try {
+    PeriodWindow window(recording_, start, end);
+    StringSink pprof;
+    write_profile_with_report(
+        pipeline_.model(), recording_, pprof,
+        ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs, OutputFormat::kPprof},
+        period_symbolizer());
+    uploader_->submit(pprof.take(), from_s, until_s);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bpfprof: cannot make the profile to upload: %s\n", e.what());
+  }
+}
+
+// The last profile goes too; the end waits a few seconds at most for the backend.
+void RecordSession::finish_uploads() {
+  if (!uploader_) return;
+  upload(final_period_start_.value_or(recording_.start_time), recording_.end_time);
+  const Uploader::Counts counts = uploader_->finish(kUploadWaitSeconds);
+  fprintf(stderr, "bpfprof: uploaded %llu profiles to %s",
+          static_cast<unsigned long long>(counts.sent), options_.upload_url.c_str());
+  if (counts.failed + counts.dropped > 0)
+    fprintf(stderr, "; %llu failed, %llu dropped (last error: %s)",
+            static_cast<unsigned long long>(counts.failed),
+            static_cast<unsigned long long>(counts.dropped), counts.last_error.c_str());
+  fputc('\n', stderr);
+}
+
+// At the end, --switch-output writes the last period to a file of its own name (the output
+// file stays unused) and --flight-recorder the last DURATION to the output file.
+void RecordSession::prepare_final_period() {
+  if (options_.flight_recorder_seconds) {
+    final_period_start_ = window_start(recording_.end_time, *options_.flight_recorder_seconds);
+    pipeline_.model().drop_samples_before(*final_period_start_);
+    return;
+  }
+  if (!options_.switch_output_seconds) return;
+  final_period_start_ = period_start_;
+  const std::string path = period_file_name(output_path_, wall_clock_ms_at(period_start_));
+  try {
+    output_ = open_output(path);
+    output_path_ = path;
+  } catch (const std::exception&) {
+    // The output file's sink stays: its failure leads to the fallback places as usual.
+  }
 }
 
 // The report, or nullopt with the reason in `error`.
 std::optional<RunReport> RecordSession::write_profile_to(CommittableSink& sink,
                                                          std::string* error) {
   try {
+    std::optional<PeriodWindow> window;  // --switch-output, --flight-recorder: the last period
+    if (final_period_start_) window.emplace(recording_, *final_period_start_, recording_.end_time);
     RunReport report =
         write_profile_with_report(pipeline_.model(), recording_, sink,
                                   ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs,
@@ -564,8 +748,8 @@ std::vector<std::string> RecordSession::fallback_directories() const {
 std::optional<std::string> RecordSession::write_profile_elsewhere(std::optional<RunReport>& report,
                                                                   WritingProfile& writing) {
   for (const std::string& dir : fallback_directories()) {
-    const std::string path = dir + "/" + base_name(options_.output_path);
-    if (path == options_.output_path) continue;
+    const std::string path = dir + "/" + base_name(output_path_);
+    if (path == output_path_) continue;
     std::string error;
     try {
       std::unique_ptr<CommittableSink> sink = open_output(path);

@@ -54,6 +54,16 @@ struct RecordOptions {
   bool run_as_root = false;
   // --no-collapse: one sample per timer tick, even when consecutive ones are identical.
   bool no_collapse = false;
+  // --switch-output: a complete profile every this many seconds, NAME.TIME.EXT (and one for
+  // the last period at the end); --switch-output-files: keep the newest N (0: all).
+  std::optional<double> switch_output_seconds;
+  size_t switch_output_files = 0;
+  // --flight-recorder: keep only this many seconds of samples; write them on SIGUSR2
+  // (NAME.TIME.EXT) and at the end (the output file).
+  std::optional<double> flight_recorder_seconds;
+  // --upload: also push each profile written (every period, and the last) as pprof to this
+  // Pyroscope-compatible server.
+  std::string upload_url;
 };
 
 // Returns the exit status for bpfprof: the command's status when one was launched; 2 for

@@ -42,7 +42,20 @@ void on_stop_signal(int sig, siginfo_t* info, void*) {
   _exit(128 + sig);
 }
 
+std::atomic<int> g_dump_requests{0};
+
+void on_dump_signal(int) { g_dump_requests.fetch_add(1); }
+
 }  // namespace
+
+void install_dump_signal_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_dump_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR2, &sa, nullptr);
+}
+
+bool take_dump_request() { return g_dump_requests.exchange(0) > 0; }
 
 void install_stop_signal_handlers() {
   struct sigaction sa {};

@@ -17,6 +17,12 @@ struct StopSignals {
 };
 StopSignals stop_signals();
 
+// SIGUSR2 asks a flight recorder (--flight-recorder) to write what it holds; the handler
+// only counts. Installed with the stop signals' handlers.
+void install_dump_signal_handler();
+// Whether SIGUSR2 came since the last call.
+bool take_dump_request();
+
 // While one lives, the profile is being written to `temp_path`: a stop signal says so and is
 // otherwise ignored; a third one removes the temporary file and exits.
 class WritingProfile {
