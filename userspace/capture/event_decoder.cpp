@@ -275,6 +275,10 @@ void EventDecoder::decode_waking(const Header& h, const void* data, size_t size,
   rec.samples.push_back(record);
 }
 
+void EventDecoder::move_raw_stacks(const std::function<RawStackId(RawStackId)>& move) {
+  for (auto& [pair, stack] : last_waker_stack_) stack = move(stack);
+}
+
 void EventDecoder::decode_waker_stack(const Header& h, RawStackId stack, Recording& rec) {
   auto pending = wakings_awaiting_stack_.find(h.cpu.value);
   if (pending == wakings_awaiting_stack_.end() || pending->second.time != h.time) return;

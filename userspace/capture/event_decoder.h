@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -39,6 +40,8 @@ class EventDecoder {
   // before reading the next batch. Exits travel in their own ring buffer, read before the
   // samples, so the process's last samples come after its exit within a batch.
   void forget_exited_processes();
+  // The raw stack tree was compacted (a rotating output): the raw ids held here move.
+  void move_raw_stacks(const std::function<RawStackId(RawStackId)>& move);
 
   // From now on, processes whose stacks are cut at the copy's end get larger copies
   // (StackCopySizer); the changes are collected for the kernel side.

@@ -51,6 +51,12 @@ void IngestPipeline::finish(MonotonicNs end) {
   model_cpu_ms_ += thread_cpu_ms() - before;
 }
 
+void IngestPipeline::compact_stacks() {
+  model_.compact_stacks(recording_, [this](const SessionModel::RawStackMove& move) {
+    decoder_.move_raw_stacks(move);
+  });
+}
+
 void IngestPipeline::consume_into_model(MonotonicNs until) {
   take_lifecycle_events();  // the model sorts and erases what it takes: no index survives it
   const double before = thread_cpu_ms();

@@ -57,6 +57,9 @@ class IngestPipeline {
   void advance(MonotonicNs now);
   // Everything into the model; the recording ends at `end`.
   void finish(MonotonicNs end);
+  // Drops the stacks no sample kept (after a rotating output dropped what it wrote): in the
+  // model, the recording and the decoder alike.
+  void compact_stacks();
 
   Recording& recording() { return recording_; }
   SessionModel& model() { return model_; }

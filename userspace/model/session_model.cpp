@@ -450,7 +450,8 @@ void SessionModel::drop_samples_before(MonotonicNs t) {
   }
 }
 
-void SessionModel::compact_stacks(Recording& recording) {
+void SessionModel::compact_stacks(
+    Recording& recording, const std::function<void(const RawStackMove&)>& other_raw_stacks) {
   ResolvedStackTree stacks;
   std::unordered_map<StackId, StackId> moved;
   auto move = [&](StackId id) {
@@ -462,16 +463,31 @@ void SessionModel::compact_stacks(Recording& recording) {
     for (ThreadSample& s : th.samples) s.stack = move(s.stack);
     if (th.last_off_cpu_where) th.last_off_cpu_where = move(*th.last_off_cpu_where);
     th.accounting.move_stacks(move);
+    for (WokenWait& w : th.woken_waits)
+      if (w.cause) w.cause = move(*w.cause);
+    if (th.last_waking && th.last_waking->cause)
+      th.last_waking->cause = move(*th.last_waking->cause);
+  }
+  for (Process& p : processes_) {
+    std::unordered_map<StackId, WakerShare> by_stack;
+    for (const auto& [stack, share] : p.interrupt_wakers) {
+      WakerShare& moved_share = by_stack[move(stack)];
+      moved_share.waited_ns += share.waited_ns;
+      moved_share.wakings += share.wakings;
+    }
+    p.interrupt_wakers = std::move(by_stack);
   }
   stacks_ = std::move(stacks);
   resolved_.clear();  // keyed by raw stacks, and pointing into the old tree
   RawStackTree raw;
   std::unordered_map<RawStackId, RawStackId> raw_moved;
-  for (SampleRecord& s : recording.samples) {
-    auto [it, inserted] = raw_moved.try_emplace(s.stack, s.stack);
-    if (inserted) it->second = raw.copy_path(recording.raw_stacks, s.stack);
-    s.stack = it->second;
-  }
+  auto move_raw = [&](RawStackId id) {
+    auto [it, inserted] = raw_moved.try_emplace(id, id);
+    if (inserted) it->second = raw.copy_path(recording.raw_stacks, id);
+    return it->second;
+  };
+  for (SampleRecord& s : recording.samples) s.stack = move_raw(s.stack);
+  if (other_raw_stacks) other_raw_stacks(move_raw);
   recording.raw_stacks = std::move(raw);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -211,7 +212,11 @@ class SessionModel {
   // waits) and the recording's raw ones (samples not yet taken). Without it a long run's
   // trees grow by every new stack it ever met (~7,000 a second with -a on a busy machine);
   // a rotating output calls it after dropping what it wrote.
-  void compact_stacks(Recording& recording);
+  // `other_raw_stacks` is given the function that moves a raw stack id, for the raw ids
+  // held outside the recording (the decoder's last waker stacks).
+  using RawStackMove = std::function<RawStackId(RawStackId)>;
+  void compact_stacks(Recording& recording,
+                      const std::function<void(const RawStackMove&)>& other_raw_stacks = {});
 
   const std::vector<Process>& processes() const { return processes_; }
   const std::vector<Thread>& threads() const { return threads_; }

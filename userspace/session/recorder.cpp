@@ -604,7 +604,7 @@ void RecordSession::write_while_recording(MonotonicNs now) {
     }
     // Once per DURATION: the stacks of the samples forgotten go too.
     if (now >= next_compaction_) {
-      pipeline_.model().compact_stacks(recording_);
+      pipeline_.compact_stacks();
       release_freed_memory();
       next_compaction_ =
           MonotonicNs{now.value + static_cast<uint64_t>(*options_.flight_recorder_seconds * 1e9)};
@@ -619,7 +619,7 @@ void RecordSession::write_while_recording(MonotonicNs now) {
   write_period(period_start_, in_model,
                period_file_name(output_path_, wall_clock_ms_at(period_start_)));
   pipeline_.model().drop_samples_before(MonotonicNs{UINT64_MAX});  // written, or lost with a note
-  pipeline_.model().compact_stacks(recording_);
+  pipeline_.compact_stacks();
   release_freed_memory();
   period_start_ = in_model;
 }
