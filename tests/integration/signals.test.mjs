@@ -74,7 +74,11 @@ describe('Ctrl-C while the profile is written', () => {
     const { done } = startRecorder(['record', '-a', '-d', '1', '--keep-idle-threads', '-o', file], (text, child) => {
       if (!sent && text.includes('writing the profile')) {
         sent = true;
+        // Held while the signal is sent, so that it lands in the writing phase however
+        // short the write is on an idle machine (~70 ms for -a -d 1).
+        child.kill('SIGSTOP');
         child.kill('SIGINT');
+        setTimeout(() => child.kill('SIGCONT'), 50);
       }
     });
     const r = await done;
@@ -105,5 +109,23 @@ describe('Ctrl-C while the profile is written', () => {
     assert.match(r.stderr, /aborted; no profile written/);
     assert.ok(!existsSync(file), 'a profile was left behind');
     assert.deepEqual(leftoverTempFiles(file), []);
+  });
+});
+
+describe('SIGUSR2 without --flight-recorder', () => {
+  it('is ignored with a message: the recording goes on and its profile is written', async (t) => {
+    if (!requireRecorder(t)) return;
+    const file = join(RESULTS_DIR, 'signals-usr2.json.gz');
+    rmSync(file, { force: true });
+    // bpfprof prints nothing on a pipe until the end: the signal goes at 700 ms, when the
+    // command (1.5 s) runs and sampling does (start-up is ~100 ms).
+    const { child, done } = startRecorder(['record', '-o', file, '--', fixturePath('busy'), '1500']);
+    setTimeout(() => child.kill('SIGUSR2'), 700);
+    const r = await done;
+    assert.equal(r.signal, null, r.stderr);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /SIGUSR2 ignored/);
+    const busy = new ProfileView(readProfile(file)).threads.find((th) => th.name === 'busy');
+    assert.ok(busy && busy.samples.length > 100, 'the busy command has its samples');
   });
 });

@@ -306,7 +306,8 @@ void RecordSession::set_up() {
   }
   sampling_started_ = monotonic_now();
   install_stop_signal_handlers();
-  if (options_.flight_recorder_seconds) install_dump_signal_handler();
+  // Always: without --flight-recorder a SIGUSR2 would otherwise end bpfprof, recording lost.
+  install_dump_signal_handler();
   if (options_.switch_output_seconds) rotated_.emplace(options_.switch_output_files);
   if (!options_.upload_url.empty()) {
     Uploader::Options upload;
@@ -474,6 +475,8 @@ bool RecordSession::step() {
   pipeline_.advance(all_read_before);
   write_while_recording(all_read_before);
   if (!handle_stop_signals()) return false;
+  if (!options_.flight_recorder_seconds && take_dump_request())
+    fputs("bpfprof: SIGUSR2 ignored: it writes a profile with --flight-recorder only\n", stderr);
   if (command_ && command_->poll_exited()) {
     command_exited_ = true;
     return false;

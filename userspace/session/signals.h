@@ -18,7 +18,7 @@ struct StopSignals {
 StopSignals stop_signals();
 
 // SIGUSR2 asks a flight recorder (--flight-recorder) to write what it holds; the handler
-// only counts. Installed with the stop signals' handlers.
+// only counts. Installed with the stop signals' handlers, flight recorder or not.
 void install_dump_signal_handler();
 // Whether SIGUSR2 came since the last call.
 bool take_dump_request();
