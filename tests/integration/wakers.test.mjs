@@ -65,6 +65,24 @@ function summary(markers, limit = 3) {
     `[${k.causeFrames.slice(-6).map((f) => f.name).join(' > ')}]`).join('\n  ');
 }
 
+// Records `args` (-p or -a) while the fixture runs, started 300 ms before: { rec, fixture }.
+async function recordRunningFixture(label, args) {
+  const target = startBackground(fixturePath('wakers'), ['2500']);
+  await sleep(300);
+  const rec = await recordWith(label, typeof args === 'function' ? args(target.pid) : args);
+  const done = await target.done;
+  assert.equal(done.code, 0, `the fixture failed:\n${done.stderr}`);
+  return { rec, fixture: parseFixture(done.stdout) };
+}
+
+// The consumer's woken markers, and those that name acc-producer through hand_over.
+function consumerMarkers(view, fixture) {
+  const markers = wokenMarkers(view, threadNamed(view, fixture.waits.get('acc-consumer').tid, 'acc-consumer'));
+  const named = markers.filter((k) => k.data.wakerThread === 'acc-producer' &&
+                                      k.causeFrames.some((f) => f.name === 'hand_over'));
+  return { markers, named };
+}
+
 describe('wakers: who woke each wait', () => {
   let rec;
   let view;
@@ -203,26 +221,17 @@ describe('wakers: who woke each wait', () => {
 // they are still named as wakers, by thread name, tid and pid, with their kernel stacks only.
 describe('wakers with -p', () => {
   let rec;
-  let target;
   let fixture;
   const m = (metrics.attach = {});
 
   before(async () => {
     if (recorderUnavailableReason()) return;
-    target = startBackground(fixturePath('wakers'), ['2500']);
-    await sleep(300);
-    rec = await recordWith('wakers_attach', ['-p', String(target.pid), '-d', '1.5']);
-    const done = await target.done;
-    assert.equal(done.code, 0, `the fixture failed:\n${done.stderr}`);
-    fixture = parseFixture(done.stdout);
+    ({ rec, fixture } = await recordRunningFixture('wakers_attach', (pid) => ['-p', String(pid), '-d', '1.5']));
   });
 
   it("names the producer with hand_over, and the unprofiled pong by its pid with a kernel stack", (t) => {
     if (!requireRecorder(t)) return;
-    const consumer = threadNamed(rec.view, fixture.waits.get('acc-consumer').tid, 'acc-consumer');
-    const markers = wokenMarkers(rec.view, consumer);
-    const named = markers.filter((k) => k.data.wakerThread === 'acc-producer' &&
-                                        k.causeFrames.some((f) => f.name === 'hand_over'));
+    const { markers, named } = consumerMarkers(rec.view, fixture);
     const pongPid = fixture.processes.get('pong');
     // ping also sleeps 2 ms before each byte it sends: the timer ends those waits.
     const ping = wokenMarkers(rec.view, threadNamed(rec.view, fixture.waits.get('ping').tid, 'ping'))
@@ -250,20 +259,12 @@ describe('wakers with -a', () => {
   let fixture;
   before(async () => {
     if (recorderUnavailableReason()) return;
-    const target = startBackground(fixturePath('wakers'), ['2500']);
-    await sleep(300);
-    rec = await recordWith('wakers_system', ['-a', '--off-cpu', '-d', '1.5']);
-    const done = await target.done;
-    assert.equal(done.code, 0, `the fixture failed:\n${done.stderr}`);
-    fixture = parseFixture(done.stdout);
+    ({ rec, fixture } = await recordRunningFixture('wakers_system', ['-a', '--off-cpu', '-d', '1.5']));
   });
 
   it('names the producer with hand_over, and pong with its user stack', (t) => {
     if (!requireRecorder(t)) return;
-    const consumer = threadNamed(rec.view, fixture.waits.get('acc-consumer').tid, 'acc-consumer');
-    const markers = wokenMarkers(rec.view, consumer);
-    const named = markers.filter((k) => k.data.wakerThread === 'acc-producer' &&
-                                        k.causeFrames.some((f) => f.name === 'hand_over'));
+    const { markers, named } = consumerMarkers(rec.view, fixture);
     const pongPid = fixture.processes.get('pong');
     const ping = wokenMarkers(rec.view, threadNamed(rec.view, fixture.waits.get('ping').tid, 'ping'))
       .filter((k) => k.data.wakerTid === pongPid);
