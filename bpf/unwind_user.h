@@ -149,7 +149,7 @@ static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_un
       bpf_probe_read_user(&rsp, 8, (void*)(w->sp + BPFPROF_SIGFRAME_RSP)) ||
       bpf_probe_read_user(&rbp, 8, (void*)(w->sp + BPFPROF_SIGFRAME_RBP)))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
-  e->ips[depth & 0xff] += 1;
+  if (depth) e->ips[depth & 0xff] += 1; /* the leaf (a thread in rt_sigreturn) is exact */
   w->pc = rip;
   w->sp = rsp;
   w->bp = rbp;
@@ -234,6 +234,16 @@ static __always_inline long leaf_step_without_rule(struct unwind_walk* w,
   return 0;
 }
 
+/* Whether the instruction before pc is `syscall` (0f 05). A thread in a system call has its
+ * user pc just past that instruction, which can be past the end of the code's FDE: glibc's
+ * __restore_rt ends its CFI before rt_sigreturn returns (it never does). The syscall
+ * instruction moves no register the rules use, so its row is the pc's. */
+static __always_inline int follows_syscall(__u64 pc) {
+  __u8 code[2];
+  return pc >= 2 && !bpf_probe_read_user(code, sizeof(code), (void*)(pc - 2)) && code[0] == 0x0f &&
+         code[1] == 0x05;
+}
+
 /* bpf_loop's callback: records the current frame's pc, then steps to its caller. */
 static long unwind_step(__u64 index, void* context) {
   struct unwind_context* c = context;
@@ -251,10 +261,13 @@ static long unwind_step(__u64 index, void* context) {
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_NOT_LOADED);
   /* A return address is one past its call, which may be the last instruction of a
    * function: the call site's row is that of the byte before. */
-  const __u64 elf_pc = (w->exact ? w->pc : w->pc - 1) - m->bias;
+  __u64 elf_pc = (w->exact ? w->pc : w->pc - 1) - m->bias;
   const struct bpfprof_unwind_row* row = find_row(m, elf_pc);
-  if ((!row || row->cfa_rule == BPFPROF_CFA_UNKNOWN) && depth == 0 && w->exact)
-    return leaf_step_without_rule(w, c->mappings);
+  if ((!row || row->cfa_rule == BPFPROF_CFA_UNKNOWN) && depth == 0 && w->exact) {
+    if (!follows_syscall(w->pc)) return leaf_step_without_rule(w, c->mappings);
+    elf_pc -= 1;
+    row = find_row(m, elf_pc);
+  }
   if (!row) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
   return table_step(w, e, row, elf_pc, depth);
 }

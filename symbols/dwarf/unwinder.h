@@ -81,6 +81,7 @@ class DwarfUnwinder {
   };
   struct Process;
   Process* session_for(int pid);
+  bool in_syscall_past_cfi(Process& process, int pid, uint64_t pc);
 
   std::unordered_map<int, AddressSpaceOf<Mapping>> mappings_;
   std::unordered_map<int, std::unique_ptr<Process>> sessions_;

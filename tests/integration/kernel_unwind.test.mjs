@@ -144,6 +144,39 @@ describe('python3.11 (stripped, no frame pointers)', () => {
   });
 });
 
+// A thread in rt_sigreturn has its user pc just past glibc's __restore_rt, where the CFI has
+// ended: both modes must unwind it from the syscall instruction (these were ~12% of the
+// samples, all [truncated], before).
+describe('a thread in rt_sigreturn (signal_storm)', () => {
+  let r;
+  before(async () => { r = await recordBoth('signal_storm', fixtureRecorder('signal_storm')); });
+
+  // The on-CPU user stacks whose leaf is __restore_rt, and how many of them reach main.
+  function inSigreturn(rec) {
+    let total = 0;
+    let reachMain = 0;
+    for (const [key, weight] of userStacks(rec)) {
+      if (!key.endsWith('__restore_rt')) continue;
+      total += weight;
+      if (key.includes('main > raise_loop > ')) reachMain += weight;
+    }
+    return { total, reachMain };
+  }
+
+  it('both modes reach main from __restore_rt', (t) => {
+    if (!requireRecorder(t)) return;
+    report(t, 'signal_storm', r);
+    for (const [mode, rec, s] of [['dwarf', r.kernel, r.k], ['dwarf-copy', r.copy, r.c]]) {
+      const leaf = inSigreturn(rec);
+      t.diagnostic(`signal_storm ${mode}: ${leaf.total} samples in rt_sigreturn, ` +
+                   `${leaf.reachMain} reach main > raise_loop`);
+      assert.ok(leaf.total >= 20, `${mode}: only ${leaf.total} samples in rt_sigreturn`);
+      assert.ok(leaf.reachMain >= leaf.total * 0.99, `${mode}: ${leaf.reachMain} of ${leaf.total}`);
+      assert.ok(s.complete >= 0.999, `${mode}: ${pct(s.complete ?? 0)} complete`);
+    }
+  });
+});
+
 // Where the tables cannot be there yet, the fallback keeps the stacks complete.
 describe('code whose table cannot be loaded yet', () => {
   let dlopen;
