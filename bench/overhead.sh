@@ -5,7 +5,9 @@
 # 1000 -g` and `perf record -F 1000 --call-graph dwarf`; bpfprof dwarf is the default (stacks
 # walked in the kernel, a stack copy as the fallback), dwarf-copy copies every stack. Modes interleaved for ROUNDS
 # rounds; medians; slowdown against the alone baseline of the same run. Needs root.
-#   ROUNDS=5 WORK=80000 bench/overhead.sh
+# SHAPE=deep: the work runs in a qsort callback under a 24-deep recursion (~30 frames through
+# libc, no frame pointers), the workload issue 15 is measured on.
+#   ROUNDS=5 WORK=80000 SHAPE=deep bench/overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/rounds.sh
@@ -13,6 +15,8 @@ BPFPROF=${BPFPROF:-build/bpfprof}
 WORK_BIN=${WORK_BIN:-build/tests/fixtures/fixed_work}
 ROUNDS=${ROUNDS:-5}
 WORK=${WORK:-80000}
+SHAPE=${SHAPE:-flat}
+[ "$SHAPE" = deep ] && WORK_ARGS=("$WORK" deep) || WORK_ARGS=("$WORK")
 [ "$(id -u)" -eq 0 ] || { echo "needs root" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -24,14 +28,14 @@ modes=(alone bpfprof-fp bpfprof-dwarf bpfprof-dwarf-copy)
 
 run_one() {
   case $1 in
-    alone) "$WORK_BIN" "$WORK" ;;
-    bpfprof-fp) "$BPFPROF" record --call-graph fp -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
-    bpfprof-dwarf) "$BPFPROF" record --call-graph dwarf -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
-    bpfprof-dwarf-copy) "$BPFPROF" record --call-graph dwarf-copy -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
+    alone) "$WORK_BIN" "${WORK_ARGS[@]}" ;;
+    bpfprof-fp) "$BPFPROF" record --call-graph fp -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    bpfprof-dwarf) "$BPFPROF" record --call-graph dwarf -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    bpfprof-dwarf-copy) "$BPFPROF" record --call-graph dwarf-copy -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
     # The floor: the sampling interrupts alone (no stacks), what any sampler pays here.
-    perf-nostack) perf record -q -F 1000 -o "$out/perf.data" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
-    perf-fp) perf record -q -F 1000 -g -o "$out/perf.data" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
-    perf-dwarf) perf record -q -F 1000 --call-graph dwarf -o "$out/perf.data" -- "$WORK_BIN" "$WORK" 2>/dev/null ;;
+    perf-nostack) perf record -q -F 1000 -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    perf-fp) perf record -q -F 1000 -g -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    perf-dwarf) perf record -q -F 1000 --call-graph dwarf -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
   esac | sed -n 's/^wall_ms=//p'
 }
 

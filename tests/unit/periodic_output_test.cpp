@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <sstream>
+#include <thread>
 
 #include "tests/support/synthetic_session.h"
 #include "userspace/output/profile_writer.h"
@@ -125,6 +129,78 @@ TEST(PeriodicOutput, CompactedStacksKeepOnlyWhatIsInUse) {
        stack = profile.shared.stacks.prefix(*stack))
     names.push_back(function_name(profile.shared, profile.shared.stacks.frame(*stack)));
   EXPECT_EQ(names, (std::vector<std::string>{"worker_loop", "[truncated]"}));
+}
+
+// A snapshot's profile is the model's as it was: a model copied and then emptied (what the
+// recorder does after handing a period to the writer) still writes its samples, and the
+// recording copy leaves out only what is pending.
+TEST(PeriodicOutput, SnapshotsKeepThePeriodAfterTheLiveModelMovesOn) {
+  Recording recording = testing::demo_recording();
+  SessionModel model;
+  testing::build_demo_model(model, recording, recording.raw_stacks);
+  recording.samples.push_back(SampleRecord{testing::at_ms(150),
+                                           Pid{testing::kDemoPid},
+                                           Tid{testing::kWorkerTid},
+                                           Cpu{0},
+                                           CpuTimeNs{1},
+                                           {}});
+  SessionModel snapshot = model;
+  Recording metadata = copy_without_pending(recording);
+  model.drop_samples_before(MonotonicNs{UINT64_MAX});
+  model.compact_stacks(recording);
+
+  EXPECT_TRUE(metadata.samples.empty());
+  EXPECT_EQ(metadata.raw_stacks.size(), 0u);
+  EXPECT_EQ(metadata.start_time, recording.start_time);
+  EXPECT_EQ(metadata.frequency_hz, recording.frequency_hz);
+  EXPECT_EQ(recording.samples.size(), 1u);  // the live recording keeps its pending ones
+  testing::FakeSymbolizer symbolizer;
+  const BuiltProfile live = build_profile(model, recording, symbolizer, BuildOptions{});
+  const BuiltProfile period = build_profile(snapshot, metadata, symbolizer, BuildOptions{});
+  size_t live_samples = 0;
+  for (const auto& thread : live.threads) live_samples += thread.samples.size();
+  size_t period_samples = 0;
+  for (const auto& thread : period.threads) period_samples += thread.samples.size();
+  EXPECT_EQ(live_samples, 0u);
+  EXPECT_GT(period_samples, 0u);
+}
+
+// Jobs run in order on another thread; a submit beyond the waiting room waits for a place;
+// finish() runs what is queued.
+TEST(BackgroundWriter, RunsJobsInOrderAndBoundsTheQueue) {
+  std::vector<int> done;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> first_started = false;
+  BackgroundWriter writer(/*max_waiting=*/1);
+  EXPECT_FALSE(writer.submit([&] {
+    first_started = true;
+    released.wait();
+    done.push_back(1);
+  }));
+  while (!first_started) std::this_thread::yield();
+  EXPECT_FALSE(writer.submit([&] { done.push_back(2); }));  // waits in the room
+  // The third has no place until the first ends.
+  auto third =
+      std::async(std::launch::async, [&] { return writer.submit([&] { done.push_back(3); }); });
+  EXPECT_EQ(third.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  release.set_value();
+  EXPECT_TRUE(third.get());
+  writer.finish();
+  EXPECT_EQ(done, (std::vector<int>{1, 2, 3}));
+  writer.submit([&] { done.push_back(4); });  // after finish: at once, here
+  EXPECT_EQ(done, (std::vector<int>{1, 2, 3, 4}));
+}
+
+// A job that throws is said and does not stop the ones after it.
+TEST(BackgroundWriter, AJobThatThrowsDoesNotStopTheOthers) {
+  int ran = 0;
+  {
+    BackgroundWriter writer;
+    writer.submit([] { throw std::runtime_error("disk full"); });
+    writer.submit([&] { ++ran; });
+  }
+  EXPECT_EQ(ran, 1);
 }
 
 }  // namespace

@@ -23,4 +23,19 @@ WakerId WakerTable::intern(const Waker& waker) {
   return found->second;
 }
 
+Recording copy_without_pending(Recording& recording) {
+  // Moved aside and back, so that a field added to Recording is copied without a change here.
+  std::vector<LifecycleEvent> events = std::move(recording.events);
+  std::deque<SampleRecord> samples = std::move(recording.samples);
+  RawStackTree raw_stacks = std::move(recording.raw_stacks);
+  recording.events.clear();
+  recording.samples.clear();
+  recording.raw_stacks = RawStackTree{};
+  Recording copy = recording;
+  recording.events = std::move(events);
+  recording.samples = std::move(samples);
+  recording.raw_stacks = std::move(raw_stacks);
+  return copy;
+}
+
 }  // namespace bpfprof

@@ -312,4 +312,9 @@ struct Recording {
   std::vector<LossRecord> losses{};
 };
 
+// A copy without the pending events, samples and raw stacks, which the model has not taken
+// yet: what a profile of the model needs (its metadata, statistics, Python frames, wakers),
+// for a period written on another thread while the recording goes on.
+Recording copy_without_pending(Recording& recording);
+
 }  // namespace bpfprof

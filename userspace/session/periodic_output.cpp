@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <exception>
 
 #include "userspace/model/clocks.h"
 
@@ -58,6 +60,53 @@ std::vector<std::string> RotatedFiles::written(const std::string& path) {
     paths_.pop_front();
   }
   return removed;
+}
+
+BackgroundWriter::BackgroundWriter(size_t max_waiting)
+    : max_waiting_(max_waiting), thread_([this] { run(); }) {}
+
+BackgroundWriter::~BackgroundWriter() { finish(); }
+
+bool BackgroundWriter::submit(std::function<void()> job) {
+  std::unique_lock lock(mutex_);
+  if (finishing_) {
+    lock.unlock();
+    job();
+    return false;
+  }
+  const bool waited = jobs_.size() > max_waiting_;
+  changed_.wait(lock, [&] { return jobs_.size() <= max_waiting_; });
+  jobs_.push_back(std::move(job));
+  changed_.notify_all();
+  return waited;
+}
+
+void BackgroundWriter::finish() {
+  {
+    std::lock_guard lock(mutex_);
+    finishing_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+// The job at the front stays queued while it runs: it counts against max_waiting_ + 1.
+void BackgroundWriter::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return finishing_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // finishing, nothing left
+    std::function<void()> job = std::move(jobs_.front());
+    lock.unlock();
+    try {
+      job();
+    } catch (const std::exception& e) {
+      fprintf(stderr, "bpfprof: writing a period failed: %s\n", e.what());
+    }
+    lock.lock();
+    jobs_.pop_front();
+    changed_.notify_all();
+  }
 }
 
 }  // namespace bpfprof

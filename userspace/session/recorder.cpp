@@ -187,6 +187,20 @@ Recording recording_for(const RecordOptions& options) {
   return recording;
 }
 
+// The wall clock at t, ms since the epoch.
+double wall_clock_ms_at(const Recording& recording, MonotonicNs t) {
+  return recording.start_wall_clock_ms + ms_between(recording.start_time, t);
+}
+
+// A period's profile, written on the background writer's thread: the model as it was (with
+// the period's samples) and the recording's metadata, copied when the period ended.
+struct PeriodSnapshot {
+  SessionModel model;
+  Recording recording;
+  MonotonicNs start;
+  MonotonicNs end;
+};
+
 // One `bpfprof record`: set up sampling and BPF, start or find the targets, collect events
 // until the recording ends, then write the profile and the summary.
 class RecordSession {
@@ -218,12 +232,12 @@ class RecordSession {
   void drain_side_band();
   void stop_collecting();
   void write_while_recording(MonotonicNs now);
-  bool write_period(MonotonicNs start, MonotonicNs end, const std::string& path);
+  void write_period(MonotonicNs start, MonotonicNs end);
+  void write_snapshot(PeriodSnapshot& period);
   void prepare_final_period();
-  ProfileSymbolizer& period_symbolizer();
-  void upload(MonotonicNs start, MonotonicNs end);
+  void upload(const SessionModel& model, Recording& recording, MonotonicNs start, MonotonicNs end,
+              ProfileSymbolizer& symbolizer);
   void finish_uploads();
-  double wall_clock_ms_at(MonotonicNs t) const;
   MonotonicNs window_start(MonotonicNs until, double seconds) const;
   std::optional<RunReport> write_profile_to(CommittableSink& sink, std::string* error);
   std::vector<std::string> fallback_directories() const;
@@ -271,10 +285,10 @@ class RecordSession {
   MonotonicNs next_period_check_{0};
   MonotonicNs next_compaction_{0};                 // --flight-recorder: of the stack trees
   std::optional<MonotonicNs> final_period_start_;  // the profile at the end covers from there
-  // Names the code of one period (its file and upload), then goes: kept, its caches held
-  // everything a long -a run ever met (RSS grew by ~2 MB/s with 10 s periods).
-  std::unique_ptr<SystemSymbolizer> period_symbolizer_;
-  std::unique_ptr<Uploader> uploader_;  // --upload
+  std::unique_ptr<Uploader> uploader_;             // --upload
+  // --switch-output and --flight-recorder: writes the periods' profiles from snapshots while
+  // the recording goes on. Last: its thread uses the members above until it is joined.
+  std::optional<BackgroundWriter> period_writer_;
 };
 
 void RecordSession::set_up() {
@@ -309,6 +323,7 @@ void RecordSession::set_up() {
   // Always: without --flight-recorder a SIGUSR2 would otherwise end bpfprof, recording lost.
   install_dump_signal_handler();
   if (options_.switch_output_seconds) rotated_.emplace(options_.switch_output_files);
+  if (options_.switch_output_seconds || options_.flight_recorder_seconds) period_writer_.emplace();
   if (!options_.upload_url.empty()) {
     Uploader::Options upload;
     upload.url = options_.upload_url;
@@ -549,6 +564,7 @@ int RecordSession::finish() {
   {
     // From here on a stop signal does not lose what was recorded (a third one does).
     WritingProfile writing(output_->temp_path());
+    if (period_writer_) period_writer_->finish();  // the periods before come first
     pipeline_.finish(recording_.end_time);
     prepare_final_period();
     written = output_path_;
@@ -574,10 +590,6 @@ int RecordSession::finish() {
   if (options_.open && options_.format == OutputFormat::kFirefox)
     run_serve(ServeOptions{output_path_, 0, true, options_.symbol_dirs});
   return status;
-}
-
-double RecordSession::wall_clock_ms_at(MonotonicNs t) const {
-  return recording_.start_wall_clock_ms + ms_between(recording_.start_time, t);
 }
 
 // Where a kept window of `seconds` begins when the samples reach `until`.
@@ -612,67 +624,75 @@ void RecordSession::write_while_recording(MonotonicNs now) {
       next_compaction_ =
           MonotonicNs{now.value + static_cast<uint64_t>(*options_.flight_recorder_seconds * 1e9)};
     }
-    if (dump) write_period(from, in_model, period_file_name(output_path_, wall_clock_ms_at(from)));
+    if (dump) write_period(from, in_model);
     return;
   }
   if (!options_.switch_output_seconds ||
       in_model.value <
           period_start_.value + static_cast<uint64_t>(*options_.switch_output_seconds * 1e9))
     return;
-  write_period(period_start_, in_model,
-               period_file_name(output_path_, wall_clock_ms_at(period_start_)));
+  write_period(period_start_, in_model);
   pipeline_.model().drop_samples_before(MonotonicNs{UINT64_MAX});  // written, or lost with a note
   pipeline_.compact_stacks();
   release_freed_memory();
   period_start_ = in_model;
 }
 
-// One profile of the model's samples as the period [start, end). An error is said in one
-// line and the recording goes on.
-bool RecordSession::write_period(MonotonicNs start, MonotonicNs end, const std::string& path) {
+// The period [start, end) of the model's samples goes to the background writer as a
+// snapshot (the model with its samples, the recording's metadata); the recording goes on.
+void RecordSession::write_period(MonotonicNs start, MonotonicNs end) {
+  auto period = std::make_shared<PeriodSnapshot>(
+      PeriodSnapshot{pipeline_.model(), copy_without_pending(recording_), start, end});
+  if (period_writer_->submit([this, period] { write_snapshot(*period); }))
+    fputs("bpfprof: the recording waited for the profile of a period before to be written\n",
+          stderr);
+}
+
+// On the background writer's thread. It reads options_, output_path_ and invoking_user_,
+// which the recording loop does not change, and is the only user of rotated_ until it is
+// finished. An error is said in one line and the recording goes on.
+void RecordSession::write_snapshot(PeriodSnapshot& period) {
+  const std::string path =
+      period_file_name(output_path_, wall_clock_ms_at(period.recording, period.start));
+  const double seconds = ms_between(period.start, period.end) / 1e3;
+  // Names the code of this period only: a symbolizer kept for every period held everything
+  // a long -a run ever met (RSS grew by ~2 MB/s with 10 s periods).
+  SystemSymbolizer symbolizer(SymbolizerOptions{options_.symbol_dirs});
   if (show_status_) fputs("\r\033[K", stderr);
   try {
-    PeriodWindow window(recording_, start, end);
+    PeriodWindow window(period.recording, period.start, period.end);
     std::unique_ptr<CommittableSink> sink = open_output(path);
-    write_profile_with_report(pipeline_.model(), recording_, *sink,
+    write_profile_with_report(period.model, period.recording, *sink,
                               ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs,
                                              options_.format, options_.embed_sources},
-                              period_symbolizer());
+                              symbolizer);
     sink->commit();
   } catch (const std::exception& e) {
     fprintf(stderr, "bpfprof: cannot write the profile of %.1f s (its samples are lost): %s\n",
-            ms_between(start, end) / 1e3, e.what());
-    return false;
+            seconds, e.what());
+    return;
   }
   give_to_invoking_user(path);
-  fprintf(stderr, "bpfprof: wrote %s (%.1f s)\n", path.c_str(), ms_between(start, end) / 1e3);
+  fprintf(stderr, "bpfprof: wrote %s (%.1f s)\n", path.c_str(), seconds);
   if (rotated_)
     for (const std::string& gone : rotated_->written(path))
       fprintf(stderr, "bpfprof: removed %s (--switch-output-files)\n", gone.c_str());
-  upload(start, end);
-  period_symbolizer_.reset();
-  return true;
-}
-
-ProfileSymbolizer& RecordSession::period_symbolizer() {
-  if (!period_symbolizer_)
-    period_symbolizer_ =
-        std::make_unique<SystemSymbolizer>(SymbolizerOptions{options_.symbol_dirs});
-  return *period_symbolizer_;
+  upload(period.model, period.recording, period.start, period.end, symbolizer);
 }
 
 // --upload: the period [start, end) as pprof, queued for the uploader's thread.
-void RecordSession::upload(MonotonicNs start, MonotonicNs end) {
+void RecordSession::upload(const SessionModel& model, Recording& recording, MonotonicNs start,
+                           MonotonicNs end, ProfileSymbolizer& symbolizer) {
   if (!uploader_) return;
-  const double from_s = wall_clock_ms_at(start) / 1e3;
-  const double until_s = wall_clock_ms_at(end) / 1e3;
+  const double from_s = wall_clock_ms_at(recording, start) / 1e3;
+  const double until_s = wall_clock_ms_at(recording, end) / 1e3;
   try {
-    PeriodWindow window(recording_, start, end);
+    PeriodWindow window(recording, start, end);
     StringSink pprof;
     write_profile_with_report(
-        pipeline_.model(), recording_, pprof,
+        model, recording, pprof,
         ProfileOptions{options_.keep_idle_threads, options_.symbol_dirs, OutputFormat::kPprof},
-        period_symbolizer());
+        symbolizer);
     uploader_->submit(pprof.take(), from_s, until_s);
   } catch (const std::exception& e) {
     fprintf(stderr, "bpfprof: cannot make the profile to upload: %s\n", e.what());
@@ -682,7 +702,9 @@ void RecordSession::upload(MonotonicNs start, MonotonicNs end) {
 // The last profile goes too; the end waits a few seconds at most for the backend.
 void RecordSession::finish_uploads() {
   if (!uploader_) return;
-  upload(final_period_start_.value_or(recording_.start_time), recording_.end_time);
+  SystemSymbolizer symbolizer(SymbolizerOptions{options_.symbol_dirs});
+  upload(pipeline_.model(), recording_, final_period_start_.value_or(recording_.start_time),
+         recording_.end_time, symbolizer);
   const Uploader::Counts counts = uploader_->finish(kUploadWaitSeconds);
   fprintf(stderr, "bpfprof: uploaded %llu profiles to %s",
           static_cast<unsigned long long>(counts.sent), options_.upload_url.c_str());
@@ -703,7 +725,8 @@ void RecordSession::prepare_final_period() {
   }
   if (!options_.switch_output_seconds) return;
   final_period_start_ = period_start_;
-  const std::string path = period_file_name(output_path_, wall_clock_ms_at(period_start_));
+  const std::string path =
+      period_file_name(output_path_, wall_clock_ms_at(recording_, period_start_));
   try {
     output_ = open_output(path);
     output_path_ = path;
