@@ -484,6 +484,59 @@ TEST(SessionModel, ConsumingAsTheRecordingGoesEqualsReplayingAtTheEnd) {
   EXPECT_EQ(b.end, ms(45));
 }
 
+// Compacting the raw stacks in the middle of a recording keeps only the pending samples'
+// raw stacks and changes nothing in the model: the same stacks as without compaction.
+TEST(SessionModel, CompactingRawStacksMidwayKeepsTheModelsStacks) {
+  auto make = [] {
+    Recording rec;
+    rec.frequency_hz = 1000;
+    rec.events.push_back(LifecycleEvent{ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"}});
+    for (uint64_t i = 1; i <= 40; ++i) {
+      RawStackId node = RawStackTree::kRoot;
+      for (uint64_t depth = 0; depth < 1 + i % 5; ++depth)
+        node = rec.raw_stacks.intern(node, 0xffffffff81000000ull + i * 16 + depth);
+      rec.samples.push_back(
+          SampleRecord{ms(i), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{i * 1000000}, node});
+    }
+    rec.end_time = ms(50);
+    return rec;
+  };
+  Recording plain = make();
+  SessionModel untouched;
+  untouched.configure_for(plain);
+  untouched.consume(plain, MonotonicNs{UINT64_MAX});
+  untouched.finish(plain.end_time);
+
+  Recording compacted = make();
+  SessionModel model;
+  model.configure_for(compacted);
+  model.consume(compacted, ms(30));
+  const size_t before = compacted.raw_stacks.size();
+  model.compact_raw_stacks(compacted);
+  size_t pending_frames = 0;
+  for (const SampleRecord& s : compacted.samples)
+    pending_frames += compacted.raw_stacks.leaf_to_root(s.stack).size();
+  EXPECT_LT(compacted.raw_stacks.size(), before);
+  EXPECT_EQ(compacted.raw_stacks.size(), pending_frames);  // no two pending stacks share a node
+  model.consume(compacted, MonotonicNs{UINT64_MAX});
+  model.finish(compacted.end_time);
+
+  const Thread& a = thread_with_tid(untouched, 2);
+  const Thread& b = thread_with_tid(model, 2);
+  ASSERT_EQ(a.samples.size(), b.samples.size());
+  for (size_t i = 0; i < a.samples.size(); ++i) {
+    std::vector<FrameKey> frames_a;
+    std::vector<FrameKey> frames_b;
+    for (StackId n = a.samples[i].stack; n != ResolvedStackTree::kRoot;
+         n = untouched.stacks().node(n).parent)
+      frames_a.push_back(untouched.stacks().node(n).key);
+    for (StackId n = b.samples[i].stack; n != ResolvedStackTree::kRoot;
+         n = model.stacks().node(n).parent)
+      frames_b.push_back(model.stacks().node(n).key);
+    EXPECT_EQ(frames_a, frames_b) << i;
+  }
+}
+
 // A sample or event that reaches the model after the model took its time (the recorder was
 // starved past the reorder window) is counted, not silently applied out of order.
 TEST(SessionModel, ArrivalsBehindWhatWasTakenAreCountedLate) {

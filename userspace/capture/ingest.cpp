@@ -41,6 +41,18 @@ void IngestPipeline::advance(MonotonicNs now) {
   consume_into_model(MonotonicNs{now.value - std::min(now.value, kReorderWindowNs)});
   decoder_.forget_exited_processes();
   for (Pid pid : python_processes_.forget_exited()) python_stacks_.forget(pid);
+  compact_raw_stacks_if_grown();
+}
+
+// Amortized: each compaction copies what is in use, at most half of the tree by then.
+void IngestPipeline::compact_raw_stacks_if_grown() {
+  if (recording_.raw_stacks.size() < 2 * raw_stacks_kept_ + kRawStackSlack) return;
+  const double before = thread_cpu_ms();
+  model_.compact_raw_stacks(recording_, [this](const SessionModel::RawStackMove& move) {
+    decoder_.move_raw_stacks(move);
+  });
+  raw_stacks_kept_ = recording_.raw_stacks.size();
+  model_cpu_ms_ += thread_cpu_ms() - before;
 }
 
 void IngestPipeline::finish(MonotonicNs end) {
@@ -55,6 +67,7 @@ void IngestPipeline::compact_stacks() {
   model_.compact_stacks(recording_, [this](const SessionModel::RawStackMove& move) {
     decoder_.move_raw_stacks(move);
   });
+  raw_stacks_kept_ = recording_.raw_stacks.size();
 }
 
 void IngestPipeline::consume_into_model(MonotonicNs until) {

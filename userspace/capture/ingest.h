@@ -60,6 +60,10 @@ class IngestPipeline {
   // Drops the stacks no sample kept (after a rotating output dropped what it wrote): in the
   // model, the recording and the decoder alike.
   void compact_stacks();
+  // How many raw stack nodes were kept by the last compaction of the raw stacks, which
+  // advance() does whenever the tree has grown past twice that and kRawStackSlack more.
+  static constexpr size_t kRawStackSlack = 256 * 1024;
+  size_t raw_stacks_kept() const { return raw_stacks_kept_; }
 
   Recording& recording() { return recording_; }
   SessionModel& model() { return model_; }
@@ -71,6 +75,7 @@ class IngestPipeline {
 
  private:
   void consume_into_model(MonotonicNs until);
+  void compact_raw_stacks_if_grown();
 
   Recording& recording_;
   std::unique_ptr<DwarfUnwinder> unwinder_;
@@ -84,6 +89,7 @@ class IngestPipeline {
   LifecycleObserver observer_;
   size_t resolved_events_ = 0;  // recording_.events before this index were taken
   double model_cpu_ms_ = 0;
+  size_t raw_stacks_kept_ = 0;
 };
 
 // A saved stream fed through the pipeline (replay, fuzzing).

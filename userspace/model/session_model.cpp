@@ -478,7 +478,12 @@ void SessionModel::compact_stacks(
     p.interrupt_wakers = std::move(by_stack);
   }
   stacks_ = std::move(stacks);
-  resolved_.clear();  // keyed by raw stacks, and pointing into the old tree
+  compact_raw_stacks(recording, other_raw_stacks);
+}
+
+void SessionModel::compact_raw_stacks(
+    Recording& recording, const std::function<void(const RawStackMove&)>& other_raw_stacks) {
+  resolved_.clear();  // keyed by raw stacks (and maybe pointing into an old resolved tree)
   RawStackTree raw;
   std::unordered_map<RawStackId, RawStackId> raw_moved;
   auto move_raw = [&](RawStackId id) {

@@ -217,6 +217,12 @@ class SessionModel {
   using RawStackMove = std::function<RawStackId(RawStackId)>;
   void compact_stacks(Recording& recording,
                       const std::function<void(const RawStackMove&)>& other_raw_stacks = {});
+  // The raw half of it alone, for any long recording: a new raw tree with only the raw
+  // stacks of samples not yet taken (and those `other_raw_stacks` moves). Once a sample is
+  // resolved its raw stack is of no use, and raw addresses differ in every process: a -a
+  // run with compilers starting all the time met ~1 KB of raw nodes per sample.
+  void compact_raw_stacks(Recording& recording,
+                          const std::function<void(const RawStackMove&)>& other_raw_stacks = {});
 
   const std::vector<Process>& processes() const { return processes_; }
   const std::vector<Thread>& threads() const { return threads_; }
