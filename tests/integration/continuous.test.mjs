@@ -116,6 +116,38 @@ describe('--switch-output', () => {
     assert.ok(Math.abs(weight / expected - 1) < 0.05, `busy: ${weight} samples for ${expected.toFixed(0)} expected`);
   });
 
+  // Each file holds its own period's woken waits: those of the periods before are not
+  // written again (they were, with negative times, before the model dropped them).
+  it('a command with wakers: each file\'s "Woken by" markers are its own', async (t) => {
+    if (!requireRecorder(t)) return;
+    const dir = freshDir('switch-output-wakers');
+    const result = await run(BPFPROF, ['record', '-F', String(FREQUENCY_HZ), '--switch-output', '1s',
+                                       '-o', join(dir, 'sw.json.gz'), '--', fixturePath('wakers'), '4000']);
+    assert.equal(result.code, 0, result.stderr);
+    const files = readdirSync(dir).filter((f) => PERIOD_FILE.test(f)).sort();
+    assert.ok(files.length >= 3, `files: ${readdirSync(dir).join(' ')}\n${result.stderr}`);
+    const consumerWaits = Number(/waits name=acc-consumer tid=\d+ count=(\d+)/.exec(result.stdout)?.[1]);
+    let consumerMarkers = 0;
+    for (const f of files) {
+      const profile = readProfile(join(dir, f));
+      const duration = profile.meta.profilingEndTime;
+      for (const th of profile.threads) {
+        const m = th.markers;
+        for (let i = 0; i < m.length; i++) {
+          if (m.data[i]?.type !== 'bpfprof-woken') continue;
+          // A wait ends in the period of its marker (it may have begun in the one before).
+          assert.ok(m.endTime[i] >= 0 && m.endTime[i] <= duration + 1,
+                    `${f}: ${th.name}'s marker ending at ${m.endTime[i]} ms is outside 0-${duration} ms`);
+          if (th.name === 'acc-consumer') consumerMarkers++;
+        }
+      }
+    }
+    t.diagnostic(`${files.length} files: ${consumerMarkers} markers on acc-consumer; it counted ${consumerWaits} waits`);
+    // Each wait once: not repeated in later files (and not lost between them).
+    assert.ok(consumerMarkers <= consumerWaits * 1.02 && consumerMarkers >= consumerWaits * 0.9,
+              `${consumerMarkers} markers for ${consumerWaits} waits`);
+  });
+
   it('--switch-output-files 2: the newest two files stay', async (t) => {
     if (!requireRecorder(t)) return;
     const dir = freshDir('switch-output-files');

@@ -93,6 +93,47 @@ TEST(SessionModel, ForkExecExitMakeProcessEntriesOverTime) {
   EXPECT_EQ(frame.address, 0x10u);
 }
 
+// After a period is written, what ended before it and holds nothing leaves the model; what
+// is live, or still has samples, stays, renumbered, and later events still find it.
+TEST(SessionModel, ForgettingEndedProcessesKeepsTheLiveOnesFindable) {
+  SessionModel model;
+  RawStackTree raw;
+  auto sample = [&](uint64_t at, int pid, int tid) {
+    model.add_sample(SampleRecord{ms(at), Pid{pid}, Tid{tid}, Cpu{0}, CpuTimeNs{at * 1000000},
+                                  raw.intern(RawStackTree::kRoot, 0x400010)},
+                     raw);
+  };
+  model.apply(ms(0), ProcessStartEvent{Pid{100}, "server", false});
+  model.apply(ms(1), ForkEvent{Pid{100}, Tid{100}, Pid{100}, Tid{101}, "worker"});
+  model.apply(ms(2), ForkEvent{Pid{100}, Tid{100}, Pid{200}, Tid{200}, "short"});
+  model.apply(ms(3), ForkEvent{Pid{100}, Tid{100}, Pid{100}, Tid{102}, "helper"});
+  sample(4, 200, 200);
+  model.apply(ms(5), ExitEvent{Pid{200}, Tid{200}, CpuTimeNs{5000000}, 0, true, "short"});
+  model.apply(ms(6), ExitEvent{Pid{100}, Tid{102}, CpuTimeNs{1000000}, 0, false, "helper"});
+  model.apply(ms(7), ForkEvent{Pid{100}, Tid{100}, Pid{300}, Tid{300}, "late"});
+  model.apply(ms(8), ExitEvent{Pid{300}, Tid{300}, CpuTimeNs{1000000}, 0, true, "late"});
+  ASSERT_EQ(model.processes().size(), 3u);
+  ASSERT_EQ(model.threads().size(), 5u);
+
+  model.drop_samples_before(ms(7));  // the period up to 7 ms was written
+  model.forget_ended_before(ms(7));
+  // Left: the server (live) with its main thread and worker, and "late" (ended after 7 ms).
+  ASSERT_EQ(model.processes().size(), 2u);
+  EXPECT_EQ(model.processes()[0].pid, Pid{100});
+  EXPECT_EQ(model.processes()[1].pid, Pid{300});
+  ASSERT_EQ(model.threads().size(), 3u);
+  ASSERT_EQ(model.processes()[0].threads.size(), 2u);
+  for (ThreadIndex ti : model.processes()[0].threads)
+    EXPECT_EQ(model.threads()[ti.value].process, ProcessIndex{0});
+  EXPECT_EQ(model.threads()[model.processes()[1].threads[0].value].process, ProcessIndex{1});
+
+  sample(9, 100, 101);  // the worker, renumbered, still gets its samples
+  const Thread& worker = model.threads()[model.processes()[0].threads[1].value];
+  EXPECT_EQ(worker.tid, Tid{101});
+  EXPECT_EQ(worker.samples.size(), 1u);
+  EXPECT_EQ(model.threads().size(), 3u);  // no new entry was made up for it
+}
+
 // The sampled kernel instruction and the user instruction where the thread entered the
 // kernel (page fault, interrupt, syscall) are exact; only return addresses point into calls.
 TEST(SessionModel, ReturnAddressesAreNudgedAndTheInnermostUserAndKernelFramesAreNot) {

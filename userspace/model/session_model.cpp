@@ -447,7 +447,75 @@ void SessionModel::drop_samples_before(MonotonicNs t) {
     std::erase_if(th.samples, [&](const ThreadSample& s) { return s.time < t; });
     if (th.samples.empty()) th.accounting.samples_dropped(last);
     if (th.samples.capacity() > 2 * th.samples.size() + 1024) th.samples.shrink_to_fit();
+    std::erase_if(th.woken_waits, [&](const WokenWait& w) { return w.woken < t; });
   }
+}
+
+void SessionModel::clear_waker_totals() {
+  for (Process& p : processes_) {
+    p.wakers.clear();
+    p.interrupt_wakers.clear();
+  }
+}
+
+namespace {
+
+// Where each kept entry of a vector goes once the others are removed (nullopt: removed).
+template <typename Index, typename T, typename Gone>
+std::vector<std::optional<Index>> remove_and_renumber(std::vector<T>& items, Gone gone) {
+  std::vector<std::optional<Index>> moved(items.size());
+  size_t kept = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (gone(i)) continue;
+    moved[i] = Index{static_cast<uint32_t>(kept)};
+    if (kept != i) items[kept] = std::move(items[i]);
+    ++kept;
+  }
+  items.erase(items.begin() + static_cast<std::ptrdiff_t>(kept), items.end());
+  return moved;
+}
+
+template <typename Key, typename Index>
+void renumber_map(std::unordered_map<Key, Index>& map,
+                  const std::vector<std::optional<Index>>& moved) {
+  std::erase_if(map, [&](const auto& entry) { return !moved[entry.second.value]; });
+  for (auto& [key, index] : map) index = *moved[index.value];
+}
+
+}  // namespace
+
+void SessionModel::forget_ended_before(MonotonicNs t) {
+  auto thread_gone = [&](size_t i) {
+    const Thread& th = threads_[i];
+    return th.end && *th.end < t && th.samples.empty() && th.woken_waits.empty();
+  };
+  auto process_gone = [&](size_t i) {
+    const Process& p = processes_[i];
+    return p.end && *p.end < t && !live_processes_.contains(p.pid) &&
+           std::all_of(p.threads.begin(), p.threads.end(),
+                       [&](ThreadIndex ti) { return thread_gone(ti.value); });
+  };
+  std::vector<bool> threads_gone(threads_.size());
+  for (size_t i = 0; i < threads_.size(); ++i) threads_gone[i] = thread_gone(i);
+  const auto processes_moved =
+      remove_and_renumber<ProcessIndex>(processes_, [&](size_t i) { return process_gone(i); });
+  const auto threads_moved =
+      remove_and_renumber<ThreadIndex>(threads_, [&](size_t i) { return threads_gone[i]; });
+  auto process_moved = [&](std::optional<ProcessIndex>& index) {
+    if (index) index = processes_moved[index->value];
+  };
+  for (Thread& th : threads_) {
+    th.process = *processes_moved[th.process.value];  // a kept thread keeps its process
+    for (WokenWait& w : th.woken_waits) process_moved(w.waker_process);
+    if (th.last_waking) process_moved(th.last_waking->waker_process);
+  }
+  for (Process& p : processes_) {
+    std::erase_if(p.threads, [&](ThreadIndex ti) { return !threads_moved[ti.value]; });
+    for (ThreadIndex& ti : p.threads) ti = *threads_moved[ti.value];
+  }
+  renumber_map(live_processes_, processes_moved);
+  renumber_map(live_threads_, threads_moved);
+  renumber_map(exited_threads_, threads_moved);
 }
 
 void SessionModel::compact_stacks(

@@ -207,7 +207,15 @@ class SessionModel {
 
   // Drops the threads' samples older than `t` (a rotating output wrote them; a flight
   // recorder keeps only the recent ones), so memory holds the samples of one period.
+  // The woken waits that ended before `t` go too.
   void drop_samples_before(MonotonicNs t);
+  // Processes and threads that ended before `t` and hold nothing any more (no samples, no
+  // woken waits) leave the model; the others are renumbered. A rotating output's memory
+  // then does not grow with every process a long run ever saw, and a period's file does not
+  // list the processes of the periods before.
+  void forget_ended_before(MonotonicNs t);
+  // The processes' waker totals (the summary's top wakers) start again: for a new period.
+  void clear_waker_totals();
   // New stack trees with only the stacks still in use: the model's (threads' samples, open
   // waits) and the recording's raw ones (samples not yet taken). Without it a long run's
   // trees grow by every new stack it ever met (~7,000 a second with -a on a busy machine);

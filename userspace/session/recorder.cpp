@@ -615,6 +615,7 @@ void RecordSession::write_while_recording(MonotonicNs now) {
     const bool dump = take_dump_request();
     if (dump || now >= next_period_check_) {
       pipeline_.model().drop_samples_before(from);
+      pipeline_.model().forget_ended_before(from);
       next_period_check_ = MonotonicNs{now.value + 1'000'000'000};
     }
     // Once per DURATION: the stacks of the samples forgotten go too.
@@ -633,6 +634,8 @@ void RecordSession::write_while_recording(MonotonicNs now) {
     return;
   write_period(period_start_, in_model);
   pipeline_.model().drop_samples_before(MonotonicNs{UINT64_MAX});  // written, or lost with a note
+  pipeline_.model().forget_ended_before(in_model);
+  pipeline_.model().clear_waker_totals();
   pipeline_.compact_stacks();
   release_freed_memory();
   period_start_ = in_model;
