@@ -10,7 +10,7 @@ declare -A allowed=(
   [userspace/model]="userspace/model symbols bpf"
   [userspace/capture]="userspace/capture userspace/model symbols bpf"
   [userspace/output]="userspace/output userspace/model symbols bpf"
-  [userspace/serve]="userspace/serve symbols bpf"
+  [userspace/serve]="userspace/serve userspace/output userspace/model symbols bpf"
   [userspace/session]="userspace/session userspace/serve userspace/capture userspace/output userspace/model symbols bpf"
   [userspace/cli]="userspace/cli userspace/session userspace/serve userspace/capture userspace/output userspace/model symbols bpf"
 )

@@ -8,7 +8,8 @@
 #include <string>
 
 #include "symbols/elf/elf_file.h"
-#include "userspace/serve/profile_libraries.h"
+#include "userspace/output/processed_profile_reader.h"
+#include "userspace/output/profile_libraries.h"
 #include "userspace/serve/symbol_api.h"
 
 namespace bpfprof {
@@ -258,6 +259,18 @@ TEST(ProfileLibraries, ReadsTheLibsOfAProfile) {
   EXPECT_TRUE(libs[1].code_id.empty());
   EXPECT_THROW(parse_profile_libraries("{\"threads\": []}"), std::invalid_argument);
   EXPECT_THROW(parse_profile_libraries("{"), std::invalid_argument);
+  // An entry that is not a library refuses the profile (skipped, it would move every later
+  // library's index), for serve and convert alike.
+  EXPECT_THROW(parse_profile_libraries(R"({"libs": [{"name": "a.so"}, 7, {"name": "b.so"}]})"),
+               std::invalid_argument);
+  EXPECT_THROW(parse_profile_libraries(R"({"libs": {"name": "a.so"}})"), std::invalid_argument);
+  try {
+    parse_processed_profile(R"({"libs": [7], "threads": [], "shared": {}, "meta": {}})");
+    ADD_FAILURE() << "a lib that is not an object was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("an entry of libs is not an object"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -6,8 +6,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <istream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "userspace/output/profile_libraries.h"
 
 namespace bpfprof {
 
@@ -56,11 +59,6 @@ double number_or(const json& object, const char* key, double absent) {
   return object.contains(key) && object.at(key).is_number() ? object.at(key).get<double>() : absent;
 }
 
-std::string string_at(const json& object, const char* key) {
-  return object.contains(key) && object.at(key).is_string() ? object.at(key).get<std::string>()
-                                                            : std::string();
-}
-
 // Rebuilds the shared tables in their order; the maps give the new index of each old one
 // (the tables intern, so two old rows can become one).
 class TableReader {
@@ -92,17 +90,10 @@ class TableReader {
 };
 
 void TableReader::read_libs(const json& libs) {
-  if (!libs.is_array()) malformed("libs is not an array");
-  for (const json& lib : libs) {
-    LibraryDescription d;
-    d.name = string_at(lib, "name");
-    d.path = string_at(lib, "path");
-    d.debug_name = string_at(lib, "debugName");
-    d.debug_path = string_at(lib, "debugPath");
-    d.code_id = string_at(lib, "codeId");
-    d.breakpad_id = string_at(lib, "breakpadId");
-    d.arch = string_at(lib, "arch");
-    out_.profile.libs.add(std::move(d));
+  try {
+    for (LibraryDescription& d : libraries_from_json(libs)) out_.profile.libs.add(std::move(d));
+  } catch (const std::invalid_argument& e) {
+    malformed(e.what());
   }
 }
 
@@ -236,9 +227,9 @@ void TableReader::read_stacks() {
 
 void TableReader::read_thread(const json& thread) {
   ThreadTables out;
-  out.name = string_at(thread, "name");
-  out.process_name = string_at(thread, "processName");
-  out.pid_string = string_at(thread, "pid");
+  out.name = string_member(thread, "name");
+  out.process_name = string_member(thread, "processName");
+  out.pid_string = string_member(thread, "pid");
   out.pid = Pid{atoi(out.pid_string.c_str())};
   out.tid = Tid{static_cast<int32_t>(clamped(number_or(thread, "tid", 0), INT32_MAX))};
   out.is_main_thread = thread.contains("isMainThread") && thread.at("isMainThread") == true;
@@ -276,15 +267,8 @@ void read_settings(const json& meta, ReadProfile& out) {
   }
 }
 
-}  // namespace
-
-std::unique_ptr<ReadProfile> parse_processed_profile(const std::string& text) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    throw std::runtime_error(std::string("not JSON: ") + e.what());
-  }
+// The profile from its parsed JSON.
+std::unique_ptr<ReadProfile> profile_from_json(const json& root) {
   auto out = std::make_unique<ReadProfile>();
   try {
     const json& threads = member(root, "threads");
@@ -301,19 +285,25 @@ std::unique_ptr<ReadProfile> parse_processed_profile(const std::string& text) {
   return out;
 }
 
+}  // namespace
+
+std::unique_ptr<ReadProfile> parse_processed_profile(const std::string& text) {
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) throw std::runtime_error("not JSON");
+  return profile_from_json(root);
+}
+
 std::unique_ptr<ReadProfile> read_processed_profile(const std::string& path) {
   gzFile file = gzopen(path.c_str(), "rb");  // reads plain files as they are
   if (!file) throw std::runtime_error("cannot open " + path + ": " + strerror(errno));
-  std::string text;
-  char chunk[1 << 16];
-  int n;
-  while ((n = gzread(file, chunk, sizeof chunk)) > 0) text.append(chunk, static_cast<size_t>(n));
-  int error = Z_OK;
-  const std::string message = n < 0 ? gzerror(file, &error) : "";
-  gzclose(file);
-  if (n < 0) throw std::runtime_error("cannot read " + path + ": " + message);
+  GzStreamBuf buffer(file);
+  std::istream in(&buffer);
+  json root = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (std::optional<std::string> error = buffer.error())
+    throw std::runtime_error("cannot read " + path + ": " + *error);
+  if (root.is_discarded()) throw std::runtime_error(path + ": not JSON");
   try {
-    return parse_processed_profile(text);
+    return profile_from_json(root);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(path + ": " + e.what());
   }

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "symbols/util/text.h"
-#include "userspace/serve/profile_libraries.h"
+#include "userspace/output/profile_libraries.h"
 #include "userspace/serve/symbol_api.h"
 #include "userspace/session/launcher.h"
 
