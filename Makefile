@@ -41,6 +41,8 @@ bench: build
 	@scripts/install-deps.sh --bench
 	@{ echo "# make bench, $$(date -u '+%Y-%m-%d %H:%M UTC'), $$(nproc) CPUs, $$(uname -r)"; \
 	  echo; echo "## Overhead (bench/overhead.sh)"; bench/overhead.sh 2>/dev/null; \
+	  echo; echo "## Overhead, deep stacks (SHAPE=deep bench/overhead.sh)"; SHAPE=deep bench/overhead.sh 2>/dev/null; \
+	  echo; echo "## Unwind tables ($(BUILD_DIR)/bench/unwind_table_bench)"; $(BUILD_DIR)/bench/unwind_table_bench; \
 	  echo; echo "## Capacity (bench/capacity.sh)"; bench/capacity.sh; \
 	  echo; bench/pipeline.sh; \
 	  echo; echo "## perf on the same fixtures (bench/perf_pipeline.sh)"; bench/perf_pipeline.sh; \

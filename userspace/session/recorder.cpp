@@ -556,14 +556,15 @@ int RecordSession::finish() {
                      : stop_signal_  ? 128 + stop_signal_
                                      : 0;
   const int failed_status = command_exited_ && status != 0 ? status : 1;
-  fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
-          static_cast<double>(recording_.end_time.value - recording_.start_time.value) / 1e9);
   std::string error;
   std::string written = output_path_;
   std::optional<RunReport> report;
   {
-    // From here on a stop signal does not lose what was recorded (a third one does).
+    // From here on a stop signal does not lose what was recorded (a third one does). Said
+    // only now: a signal sent on seeing the line must find the writing phase begun.
     WritingProfile writing(output_->temp_path());
+    fprintf(stderr, "bpfprof: recording ended after %.1f s; writing the profile\n",
+            static_cast<double>(recording_.end_time.value - recording_.start_time.value) / 1e9);
     if (period_writer_) period_writer_->finish();  // the periods before come first
     pipeline_.finish(recording_.end_time);
     prepare_final_period();
