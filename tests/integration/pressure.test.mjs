@@ -57,16 +57,23 @@ describe('a process that execs 100 times a second', () => {
     const view = new ProfileView(rec.profile);
     let onCpu = 0;
     let named = 0;
+    let inExec = 0;
     for (const th of view.threads.filter((x) => x.processName === 'exec_storm')) {
       for (const s of view.samples(th)) {
         const names = userNames(s);
         if (!(s.cpuDelta > 0) || !names.length) continue;
+        // Inside execve the old image is being replaced (after the new mm is in, its stack
+        // is gone): not a generation's spin. Its share grows with the machine's load.
+        if (s.frames.some((f) => f.name.startsWith('do_execveat_common') || f.name === '__x64_sys_execve')) {
+          inExec += s.weight;
+          continue;
+        }
         onCpu += s.weight;
         if (names.includes('storm_spin') && names.includes('main')) named += s.weight;
       }
     }
     t.diagnostic(`${generations} generations; ${pct(named / onCpu)} of ${Math.round(onCpu)} on-CPU user ` +
-                 `samples in main > storm_spin`);
+                 `samples in main > storm_spin (${Math.round(inExec)} more inside execve, left out)`);
     assert.ok(generations >= 20, `${generations} generations`);
     assert.ok(named >= 0.9 * onCpu, `${pct(named / onCpu)} in storm_spin`);
   });
