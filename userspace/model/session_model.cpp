@@ -489,14 +489,14 @@ void SessionModel::forget_ended_before(MonotonicNs t) {
     const Thread& th = threads_[i];
     return th.end && *th.end < t && th.samples.empty() && th.woken_waits.empty();
   };
+  std::vector<bool> threads_gone(threads_.size());
+  for (size_t i = 0; i < threads_.size(); ++i) threads_gone[i] = thread_gone(i);
   auto process_gone = [&](size_t i) {
     const Process& p = processes_[i];
     return p.end && *p.end < t && !live_processes_.contains(p.pid) &&
            std::all_of(p.threads.begin(), p.threads.end(),
-                       [&](ThreadIndex ti) { return thread_gone(ti.value); });
+                       [&](ThreadIndex ti) { return threads_gone[ti.value]; });
   };
-  std::vector<bool> threads_gone(threads_.size());
-  for (size_t i = 0; i < threads_.size(); ++i) threads_gone[i] = thread_gone(i);
   const auto processes_moved =
       remove_and_renumber<ProcessIndex>(processes_, [&](size_t i) { return process_gone(i); });
   const auto threads_moved =
