@@ -29,6 +29,9 @@ const volatile __u32 user_stack_copy_bytes = 0;
 /* Set before load (with user_stack_copy_bytes): 1 walks user stacks in the kernel with the
  * unwind tables first, and copies the stack only when the walk cannot reach a root. */
 const volatile __u32 kernel_unwind = 0;
+/* Set before load, with kernel_unwind unless a copy size was given: copies take the whole
+ * stack where its end is known (see copy_user_stack). */
+const volatile __u32 fallback_copies_whole_stack = 0;
 
 /* Larger stack copies for the processes that need them: userspace raises a process's size
  * when its stacks are cut at the copy's end (a frame of tens of KB, deep stacks). */
@@ -252,13 +255,17 @@ static __always_inline void copy_user_stack(struct task_struct* task,
   __u32 tgid = e->header.pid;
   __u32* raised = bpf_map_lookup_elem(&stack_copy_bytes_by_process, &tgid);
   if (raised) limit = *raised;
+  bool end_known = false;
+  struct stack_end found = {0};
+  if (bpf_find_vma(task, sp, find_stack_end, &found, 0) == 0 && found.end > sp) end_known = true;
+  /* With the kernel walk, a copy is the rare fallback (a process's first milliseconds, code
+   * without a table): it takes the whole stack, which is only as deep as it has been, so that
+   * a young process's deep frames (python's 16 KB path buffers) are not cut at the limit. */
+  if (fallback_copies_whole_stack && end_known) limit = BPFPROF_MAX_STACK_COPY;
   if (limit > BPFPROF_MAX_STACK_COPY) limit = BPFPROF_MAX_STACK_COPY;
   e->stack_copy_limit = limit;
   e->stack_bytes_wanted = limit;
-  bool end_known = false;
-  struct stack_end found = {0};
-  if (bpf_find_vma(task, sp, find_stack_end, &found, 0) == 0 && found.end > sp) {
-    end_known = true;
+  if (end_known) {
     if (found.end - sp <= limit)
       e->stack_bytes_wanted = found.end - sp;
     else

@@ -114,10 +114,12 @@ describe('a 20 KB frame above the hot leaf (big_frame)', () => {
   let r;
   before(async () => { r = await recordBoth('big_frame', fixtureRecorder('big_frame')); });
 
-  it('is at least 99% complete, without copying the frame', (t) => {
+  // The walk's fallbacks (the first milliseconds) copy the whole stack, not 8 KB of it: a
+  // python3 start-up sample under _Py_wreadlink's 16 KB buffer was once cut (99.9%).
+  it('is 100% complete, without copying the frame', (t) => {
     if (!requireRecorder(t)) return;
     report(t, 'big_frame', r);
-    assert.ok(r.k.complete >= 0.99, `big_frame: ${pct(r.k.complete ?? 0)} complete`);
+    assert.equal(r.k.complete, 1, `big_frame: ${pct(r.k.complete ?? 0)} complete`);
     assert.ok(r.k.bytesPerSample <= 1024, `${r.k.bytesPerSample} bytes per sample`);
   });
 });

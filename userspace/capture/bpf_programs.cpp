@@ -99,28 +99,27 @@ void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const {
 void BpfPrograms::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 
-BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu,
-                         uint64_t sampling_interval_ns, uint32_t user_stack_copy_bytes,
-                         uint32_t ring_buffer_bytes, uint32_t unwind_row_capacity,
-                         bool record_wakers)
-    : user_stack_copy_bytes_(user_stack_copy_bytes) {
+BpfPrograms::BpfPrograms(const Config& config)
+    : user_stack_copy_bytes_(config.user_stack_copy_bytes) {
   libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
     return 0;
   });
   skeleton_.reset(profiler_bpf__open());
   if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
-  skeleton_->rodata->track_all = track_all_processes ? 1 : 0;
-  skeleton_->rodata->record_off_cpu = record_off_cpu ? 1 : 0;
-  skeleton_->rodata->off_cpu_stack_interval_ns = sampling_interval_ns;
-  skeleton_->rodata->record_wakers = record_wakers ? 1 : 0;
-  bpf_program__set_autoload(skeleton_->progs.on_waking, record_wakers);
-  skeleton_->rodata->user_stack_copy_bytes = user_stack_copy_bytes;
-  skeleton_->rodata->kernel_unwind = unwind_row_capacity ? 1 : 0;
-  skeleton_->rodata->wakeup_threshold = ring_buffer_bytes / 4;
+  skeleton_->rodata->track_all = config.track_all_processes ? 1 : 0;
+  skeleton_->rodata->record_off_cpu = config.record_off_cpu ? 1 : 0;
+  skeleton_->rodata->off_cpu_stack_interval_ns = config.sampling_interval_ns;
+  skeleton_->rodata->record_wakers = config.record_wakers ? 1 : 0;
+  bpf_program__set_autoload(skeleton_->progs.on_waking, config.record_wakers);
+  skeleton_->rodata->user_stack_copy_bytes = config.user_stack_copy_bytes;
+  skeleton_->rodata->fallback_copies_whole_stack = config.fallback_copies_whole_stack ? 1 : 0;
+  skeleton_->rodata->kernel_unwind = config.unwind_row_capacity ? 1 : 0;
+  skeleton_->rodata->wakeup_threshold = config.ring_buffer_bytes / 4;
   skeleton_->rodata->self_tgid = static_cast<uint32_t>(getpid());
-  if (int err = bpf_map__set_max_entries(skeleton_->maps.events, ring_buffer_bytes))
-    throw std::runtime_error("cannot size the ring buffer to " + std::to_string(ring_buffer_bytes) +
+  if (int err = bpf_map__set_max_entries(skeleton_->maps.events, config.ring_buffer_bytes))
+    throw std::runtime_error("cannot size the ring buffer to " +
+                             std::to_string(config.ring_buffer_bytes) +
                              " bytes: " + errno_text(err));
   const int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) throw std::runtime_error("cannot count the possible CPUs: " + errno_text(-cpus));
@@ -128,11 +127,12 @@ BpfPrograms::BpfPrograms(bool track_all_processes, bool record_off_cpu,
     if (int err = bpf_map__set_max_entries(scratch, static_cast<uint32_t>(cpus)))
       throw std::runtime_error("cannot size the stack-copy space: " + errno_text(err));
   if (int err = bpf_map__set_max_entries(skeleton_->maps.unwind_rows,
-                                         std::max<uint32_t>(unwind_row_capacity, 1)))
+                                         std::max<uint32_t>(config.unwind_row_capacity, 1)))
     throw std::runtime_error("cannot size the unwind-table rows: " + errno_text(err));
   if (int err = profiler_bpf__load(skeleton_.get()))
-    throw std::runtime_error(load_failure(err, ring_buffer_bytes, unwind_row_capacity));
-  if (unwind_row_capacity)
+    throw std::runtime_error(
+        load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
+  if (config.unwind_row_capacity)
     unwind_maps_ = std::make_unique<BpfUnwindMaps>(skeleton_->maps.unwind_rows,
                                                    skeleton_->maps.unwind_processes);
   // libbpf reads its rings in the order they were added: forks and execs first, so that a

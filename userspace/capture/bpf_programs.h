@@ -28,19 +28,27 @@ namespace bpfprof {
 
 class BpfPrograms {
  public:
-  // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
-  // user_stack_copy_bytes: 0 for frame-pointer user stacks, else how much of the user stack
-  // to copy per sample (at first; see adapt_stack_copies) for unwinding in userspace.
-  // ring_buffer_bytes: a power of two, at least a page.
-  // unwind_row_capacity: 0 copies every DWARF stack; else user stacks are walked in the
-  // kernel first (unwind_maps()), with room for that many table rows.
-  // record_wakers: who wakes tracked threads, with the waker's stack (sched_waking); the
-  // program is not even loaded without.
-  BpfPrograms(bool track_all_processes, bool record_off_cpu, uint64_t sampling_interval_ns,
-              uint32_t user_stack_copy_bytes = 0,
-              uint32_t ring_buffer_bytes = kDefaultRingBufferBytes,
-              uint32_t unwind_row_capacity = 0, bool record_wakers = false);
   static constexpr uint32_t kDefaultRingBufferBytes = 16 << 20;
+  struct Config {
+    bool track_all_processes = false;
+    bool record_off_cpu = false;
+    uint64_t sampling_interval_ns = 1000000;
+    // 0 for frame-pointer user stacks, else how much of the user stack to copy per sample
+    // (at first; see adapt_stack_copies) for unwinding in userspace.
+    uint32_t user_stack_copy_bytes = 0;
+    // With the kernel walk: its fallback copies take the whole stack (up to the most a copy
+    // can hold) where its end is known, not user_stack_copy_bytes. Off for dwarf,SIZE.
+    bool fallback_copies_whole_stack = false;
+    uint32_t ring_buffer_bytes = kDefaultRingBufferBytes;  // a power of two, at least a page
+    // 0 copies every DWARF stack; else user stacks are walked in the kernel first
+    // (unwind_maps()), with room for that many table rows.
+    uint32_t unwind_row_capacity = 0;
+    // Who wakes tracked threads, with the waker's stack (sched_waking); the program is not
+    // even loaded without.
+    bool record_wakers = false;
+  };
+  // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
+  explicit BpfPrograms(const Config& config);
   ~BpfPrograms();
   BpfPrograms(const BpfPrograms&) = delete;
   BpfPrograms& operator=(const BpfPrograms&) = delete;

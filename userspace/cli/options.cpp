@@ -297,7 +297,8 @@ std::optional<std::string> apply_call_graph(const std::string& text, RecordOptio
     return "--call-graph must be fp or dwarf[,SIZE] (or dwarf-copy[,SIZE])";
   // With the walk, copies are the exception: mostly a new process's first milliseconds,
   // before its tables are in the kernel, when start-up code runs deep (python3.11's
-  // initialisation needs 8-16 KB: a fifth of its first copies were cut at 8 KB).
+  // initialisation needs 8-20 KB). They take the whole stack (BpfPrograms::Config::
+  // fallback_copies_whole_stack); this size is for a stack whose end cannot be found.
   options.user_stack_copy_bytes = copy_only ? 8192 : 16384;
   options.walk_stacks_in_kernel = !copy_only;
   if (text == mode) return std::nullopt;

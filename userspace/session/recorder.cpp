@@ -298,13 +298,18 @@ void RecordSession::set_up() {
     invoking_user_ = sudo_invoking_user();
     output_path_ = options_.output_path;
     output_ = open_output(output_path_);  // fails now if the directory is not writable
-    bpf_.emplace(/*track_all_processes=*/options_.system_wide, recording_.off_cpu,
-                 1000000000ull / options_.frequency_hz, options_.user_stack_copy_bytes,
-                 options_.ring_buffer_bytes,
-                 !options_.walk_stacks_in_kernel ? 0
-                 : options_.system_wide          ? kSystemWideUnwindRowCapacity
-                                                 : kUnwindRowCapacity,
-                 recording_.record_wakers);
+    bpf_.emplace(BpfPrograms::Config{
+        .track_all_processes = options_.system_wide,
+        .record_off_cpu = recording_.off_cpu,
+        .sampling_interval_ns = 1000000000ull / options_.frequency_hz,
+        .user_stack_copy_bytes = options_.user_stack_copy_bytes,
+        .fallback_copies_whole_stack =
+            options_.walk_stacks_in_kernel && !options_.fixed_stack_copy_size,
+        .ring_buffer_bytes = options_.ring_buffer_bytes,
+        .unwind_row_capacity = !options_.walk_stacks_in_kernel ? 0
+                               : options_.system_wide          ? kSystemWideUnwindRowCapacity
+                                                               : kUnwindRowCapacity,
+        .record_wakers = recording_.record_wakers});
     if (options_.walk_stacks_in_kernel) start_kernel_unwinding();
     std::vector<int> cpus = online_cpus();
     side_band_.emplace(cpus);
