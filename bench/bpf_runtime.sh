@@ -5,12 +5,17 @@
 # The programs' counters are read twice during the run (1 s and 3 s in) and the difference
 # divided by the runs in between; the sampling program also runs (and returns at once) for
 # other processes' samples, which lowers its average a little on a busy machine. Needs root.
-#   WORK=80000 bench/bpf_runtime.sh
+# SHAPE=deep runs fixed_work's deep shape (a qsort callback under a 24-deep recursion);
+# MODES picks the --call-graph modes (default: dwarf dwarf-copy; fp for the floor).
+#   WORK=80000 SHAPE=deep MODES="fp dwarf dwarf-copy" bench/bpf_runtime.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BPFPROF=${BPFPROF:-build/bpfprof}
 WORK_BIN=${WORK_BIN:-build/tests/fixtures/fixed_work}
 WORK=${WORK:-80000}
+SHAPE=${SHAPE:-flat}
+[ "$SHAPE" = deep ] && WORK_ARGS=("$WORK" deep) || WORK_ARGS=("$WORK")
+read -r -a MODES <<< "${MODES:-dwarf dwarf-copy}"
 [ "$(id -u)" -eq 0 ] || { echo "needs root" >&2; exit 1; }
 out=$(mktemp -d)
 before=$(sysctl -n kernel.bpf_stats_enabled)
@@ -19,18 +24,22 @@ sysctl -qw kernel.bpf_stats_enabled=1
 
 # "run_time_ns run_cnt" of the loaded program named $1 (bpfprof's own: the newest).
 counters() {
-  bpftool prog show name "$1" --json | python3 -c '
+  bpftool prog show name "$1" --json 2>/dev/null | python3 -c '
 import json, sys
-progs = json.load(sys.stdin)
+text = sys.stdin.read().strip()
+progs = json.loads(text) if text else []
 progs = progs if isinstance(progs, list) else [progs]
-p = max(progs, key=lambda p: p["id"])
-print(p.get("run_time_ns", 0), p.get("run_cnt", 0))'
+if not progs:
+    print(0, 0)
+else:
+    p = max(progs, key=lambda p: p["id"])
+    print(p.get("run_time_ns", 0), p.get("run_cnt", 0))'
 }
 
 echo "| mode | program | runs | ns per run |"
 echo "| --- | --- | ---: | ---: |"
-for mode in dwarf dwarf-copy; do
-  "$BPFPROF" record --call-graph "$mode" -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "$WORK" \
+for mode in "${MODES[@]}"; do
+  "$BPFPROF" record --call-graph "$mode" -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" \
     >/dev/null 2>"$out/stderr" &
   recorder=$!
   sleep 1
@@ -41,6 +50,6 @@ for mode in dwarf dwarf-copy; do
   read -r w1 v1 < <(counters on_switch)
   wait "$recorder"
   printf '| %s | on_sample | %d | %.0f |\n' "$mode" $((c1 - c0)) "$(echo "($s1 - $s0) / ($c1 - $c0)" | bc -l)"
-  printf '| %s | on_switch | %d | %.0f |\n' "$mode" $((v1 - v0)) "$(echo "($w1 - $w0) / ($v1 - $v0)" | bc -l)"
+  ((v1 > v0)) && printf '| %s | on_switch | %d | %.0f |\n' "$mode" $((v1 - v0)) "$(echo "($w1 - $w0) / ($v1 - $v0)" | bc -l)"
   grep -E "bytes per sample|unwound in the kernel" "$out/stderr" | sed 's/^/    /' >&2
 done

@@ -60,7 +60,9 @@ struct bpfprof_exec_mapping {
 
 struct bpfprof_process_mappings {
   __u32 count;
-  __u32 reserved;
+  /* Unique to this write of this process's mappings (never 0): the walker's per-CPU cache of
+   * rows found for return addresses is valid only for the generation that filled it. */
+  __u32 generation;
   struct bpfprof_exec_mapping mappings[BPFPROF_MAX_PROCESS_MAPPINGS];
 };
 

@@ -37,6 +37,11 @@ struct {
   __type(value, __u64);
 } unwind_fallbacks SEC(".maps");
 
+#define STACK_WINDOW_BYTES 512
+/* How far below the word asked for a window starts: a frame's saved rbp lies below its
+ * return address, read first. */
+#define STACK_WINDOW_BELOW 64
+
 enum walk_result { WALK_GOING = 0, WALK_ROOT = 1, WALK_FALLBACK = 2 };
 
 /* A walk's registers live in a map value, not on the BPF stack: the verifier does not track
@@ -51,6 +56,16 @@ struct unwind_walk {
   __u32 exact;    /* pc is not a return address (the leaf, a frame a signal interrupted) */
   __u32 bump;     /* record pc + 1: a signal-interrupted pc, nudged like a return address */
   __u32 bp_known; /* bp holds the frame's rbp (not so after a row with BPFPROF_RBP_UNKNOWN) */
+  /* Stack bytes read at once: a helper call per word costs more than a few hundred bytes'
+   * copy, and the next frames' words lie just above (see read_stack_word). */
+  /* The frame's row and the ELF address it was found for (copied here from the cache or the
+   * table, so that the verifier sees one path into table_step). */
+  struct bpfprof_unwind_row row;
+  __u64 elf_pc;
+  __u64 window_start;
+  __u32 window_len;
+  __u32 pad;
+  __u8 window[STACK_WINDOW_BYTES];
 };
 
 /* Slot 0: the sample program; slot 1: sched_switch. */
@@ -68,16 +83,67 @@ struct {
   __type(value, struct bpfprof_unwound_event);
 } unwound_scratch SEC(".maps");
 
+/* Rows found for return addresses, per CPU, direct-mapped by pc: a stack's callers repeat
+ * from sample to sample (and a recursion's within one), and a hit skips the two binary
+ * searches (mapping, then row), whose loads miss the cache in a row array of megabytes.
+ * An entry holds a copy of the row, valid for the process-mappings generation that filled
+ * it; a slot per program (sample, sched_switch) so that one interrupting the other cannot
+ * mix an entry. */
+#define ROW_CACHE_BITS 10
+struct row_cache_entry {
+  __u64 pc;
+  __u64 elf_pc;
+  __u32 generation; /* bpfprof_process_mappings.generation; 0: empty */
+  __u32 pad;
+  struct bpfprof_unwind_row row;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 2 << ROW_CACHE_BITS);
+  __type(key, __u32);
+  __type(value, struct row_cache_entry);
+} row_cache SEC(".maps");
+
 struct unwind_context {
   struct unwind_walk* walk;
   struct bpfprof_unwound_event* event;
   struct bpfprof_process_mappings* mappings;
+  __u32 slot; /* 0: the sample program, 1: sched_switch */
 };
+
+static __always_inline struct row_cache_entry* row_cache_entry_for(__u32 slot, __u64 pc) {
+  __u32 key = (__u32)((pc * 0x9E3779B97F4A7C15ull) >> (64 - ROW_CACHE_BITS));
+  key |= (slot & 1) << ROW_CACHE_BITS;
+  return bpf_map_lookup_elem(&row_cache, &key);
+}
 
 static __always_inline long walk_stops(struct unwind_walk* w, __u32 result, __u32 reason) {
   w->result = result;
   w->reason = reason;
   return 1; /* ends bpf_loop */
+}
+
+/* The user stack's 8 bytes at addr, from the walk's window of stack bytes, which is read
+ * again (never across a page, so that it fails only where a read of the word would) when the
+ * word lies outside it. 0 on success, as bpf_probe_read_user. */
+static __noinline long read_stack_word(struct unwind_walk* w, __u64 addr, __u64* out) {
+  __u64 offset = addr - w->window_start;
+  if (addr < w->window_start || offset + 8 > w->window_len) {
+    __u64 page = addr & ~4095ull;
+    __u64 start = addr - STACK_WINDOW_BELOW < page ? page : addr - STACK_WINDOW_BELOW;
+    __u64 len = page + 4096 - start;
+    if (len > STACK_WINDOW_BYTES) len = STACK_WINDOW_BYTES;
+    w->window_len = 0;
+    if (addr - start + 8 > len || bpf_probe_read_user(w->window, len, (void*)start))
+      return bpf_probe_read_user(out, 8, (void*)addr); /* a word across pages: read alone */
+    w->window_start = start;
+    w->window_len = len;
+    offset = addr - start;
+  }
+  if (offset > STACK_WINDOW_BYTES - 8) return -1;
+  __builtin_memcpy(out, w->window + offset, 8);
+  return 0;
 }
 
 /* Binary searches without branches on the compared values: with a branch per step the
@@ -128,12 +194,12 @@ static __always_inline const struct bpfprof_unwind_row* find_row(
 static __always_inline long frame_pointer_step(struct unwind_walk* w) {
   if (!w->bp_known || w->bp < w->sp || w->bp == 0)
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_FRAME_POINTER);
-  __u64 frame[2];
-  if (bpf_probe_read_user(frame, sizeof(frame), (void*)w->bp))
+  __u64 saved_bp, return_address;
+  if (read_stack_word(w, w->bp, &saved_bp) || read_stack_word(w, w->bp + 8, &return_address))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
   w->sp = w->bp + 16;
-  w->bp = frame[0];
-  w->pc = frame[1];
+  w->bp = saved_bp;
+  w->pc = return_address;
   w->exact = 0;
   w->bump = 0;
   return w->pc ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
@@ -145,9 +211,9 @@ static __always_inline long frame_pointer_step(struct unwind_walk* w) {
 static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_unwound_event* e,
                                         __u32 depth) {
   __u64 rip, rsp, rbp;
-  if (bpf_probe_read_user(&rip, 8, (void*)(w->sp + BPFPROF_SIGFRAME_RIP)) ||
-      bpf_probe_read_user(&rsp, 8, (void*)(w->sp + BPFPROF_SIGFRAME_RSP)) ||
-      bpf_probe_read_user(&rbp, 8, (void*)(w->sp + BPFPROF_SIGFRAME_RBP)))
+  if (read_stack_word(w, w->sp + BPFPROF_SIGFRAME_RIP, &rip) ||
+      read_stack_word(w, w->sp + BPFPROF_SIGFRAME_RSP, &rsp) ||
+      read_stack_word(w, w->sp + BPFPROF_SIGFRAME_RBP, &rbp))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
   if (depth) e->ips[depth & 0xff] += 1; /* the leaf (a thread in rt_sigreturn) is exact */
   w->pc = rip;
@@ -161,8 +227,9 @@ static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_un
 
 /* One step with the frame's row (bpf/unwind_table.h): CFA, return address, caller's rbp. */
 static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unwound_event* e,
-                                       const struct bpfprof_unwind_row* row, __u64 elf_pc,
                                        __u32 depth) {
+  const struct bpfprof_unwind_row* row = &w->row;
+  const __u64 elf_pc = w->elf_pc;
   __u64 cfa;
   switch (row->cfa_rule) {
     case BPFPROF_CFA_RSP:
@@ -186,10 +253,10 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unw
    * walk that could loop. */
   if (cfa <= w->sp) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
   __u64 return_address;
-  if (bpf_probe_read_user(&return_address, 8, (void*)(cfa - 8)))
+  if (read_stack_word(w, cfa - 8, &return_address))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
   if (row->rbp_rule == BPFPROF_RBP_AT_CFA) {
-    if (bpf_probe_read_user(&w->bp, 8, (void*)(cfa + row->rbp_offset)))
+    if (read_stack_word(w, cfa + row->rbp_offset, &w->bp))
       return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
     w->bp_known = 1;
   } else if (row->rbp_rule != BPFPROF_RBP_SAME) {
@@ -244,6 +311,30 @@ static __always_inline int follows_syscall(__u64 pc) {
          code[1] == 0x05;
 }
 
+/* Whether the cache holds the row of w->pc for this process's mappings: then it is in w. The
+ * cache's entries are looked up again to fill them (row_cache_fill), so that no pointer to
+ * one lives across the binary searches (the verifier would walk them twice: with and
+ * without it). */
+static __always_inline bool row_cache_hit(struct unwind_context* c, struct unwind_walk* w) {
+  struct row_cache_entry* cached = row_cache_entry_for(c->slot, w->pc);
+  if (!cached || !cached->generation || cached->generation != c->mappings->generation ||
+      cached->pc != w->pc)
+    return false;
+  w->row = cached->row;
+  w->elf_pc = cached->elf_pc;
+  return true;
+}
+
+static __always_inline void row_cache_fill(struct unwind_context* c, struct unwind_walk* w) {
+  struct row_cache_entry* cached = row_cache_entry_for(c->slot, w->pc);
+  if (!cached) return;
+  cached->generation = 0; /* empty while it is filled */
+  cached->pc = w->pc;
+  cached->elf_pc = w->elf_pc;
+  cached->row = w->row;
+  cached->generation = c->mappings->generation;
+}
+
 /* bpf_loop's callback: records the current frame's pc, then steps to its caller. */
 static long unwind_step(__u64 index, void* context) {
   struct unwind_context* c = context;
@@ -254,6 +345,8 @@ static long unwind_step(__u64 index, void* context) {
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_DEPTH);
   e->ips[depth & 0xff] = w->pc + w->bump;
   w->depth = depth + 1;
+  /* Exact pcs (leaves, signal-interrupted frames) vary too much to be worth caching. */
+  if (!w->exact && row_cache_hit(c, w)) return table_step(w, e, depth);
   const struct bpfprof_exec_mapping* m = find_mapping(c->mappings, w->pc);
   if (!m) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNMAPPED);
   if (m->kind == BPFPROF_MAPPING_FRAME_POINTERS) return frame_pointer_step(w);
@@ -269,7 +362,10 @@ static long unwind_step(__u64 index, void* context) {
     row = find_row(m, elf_pc);
   }
   if (!row) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
-  return table_step(w, e, row, elf_pc, depth);
+  w->row = *row;
+  w->elf_pc = elf_pc;
+  if (!w->exact) row_cache_fill(c, w);
+  return table_step(w, e, depth);
 }
 
 static __always_inline void count_unwind_fallback(__u32 reason) {
@@ -303,7 +399,8 @@ static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tg
   w->exact = 1;
   w->bump = 0;
   w->bp_known = 1;
-  struct unwind_context c = {.walk = w, .event = e, .mappings = pm};
+  w->window_len = 0;
+  struct unwind_context c = {.walk = w, .event = e, .mappings = pm, .slot = slot};
   bpf_loop(BPFPROF_MAX_UNWOUND_FRAMES + 1, unwind_step, &c, 0);
   if (w->result != WALK_ROOT) {
     count_unwind_fallback(w->result == WALK_FALLBACK ? w->reason : BPFPROF_FALLBACK_DEPTH);

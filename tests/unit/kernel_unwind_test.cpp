@@ -157,6 +157,23 @@ TEST(KernelUnwindTables, ExecClearsForkCopiesExitRemoves) {
   EXPECT_TRUE(f.sink.processes.contains(Pid{41}));
 }
 
+// The walker's row cache is valid for one write of one process's mappings: each write has a
+// generation of its own, never 0 (an empty cache entry).
+TEST(KernelUnwindTables, EveryWriteHasItsOwnGeneration) {
+  Fixture f;
+  LoadSegment text;
+  f.apply({start_event(Pid{50}), text_mapping(Pid{50}, 0x100000000, &text)});
+  const uint32_t first = f.sink.processes.at(Pid{50}).generation;
+  f.apply({LifecycleEvent{MonotonicNs{2}, ForkEvent{Pid{50}, Tid{50}, Pid{51}, Tid{51}}}});
+  const uint32_t child = f.sink.processes.at(Pid{51}).generation;
+  f.apply({mmap_event(Pid{50}, 0x7000000000, 4096, 0, "//anon", "")});
+  const uint32_t remapped = f.sink.processes.at(Pid{50}).generation;
+  EXPECT_NE(first, 0u);
+  EXPECT_NE(child, first);
+  EXPECT_NE(remapped, first);
+  EXPECT_NE(remapped, child);
+}
+
 TEST(KernelUnwindTables, KeepsTheLowestMappingsOfAProcessWithTooMany) {
   Fixture f;
   std::vector<LifecycleEvent> events{start_event(Pid{50})};

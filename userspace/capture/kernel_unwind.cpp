@@ -259,6 +259,8 @@ void KernelUnwindTables::write_process(Pid pid) {
     }
     value->mappings[value->count++] = describe(mapping);
   }
+  if (++last_generation_ == 0) ++last_generation_;
+  value->generation = last_generation_;
   if (!sink_.write_process(pid, *value)) ++stats_.processes_not_stored;
 }
 

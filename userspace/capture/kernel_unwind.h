@@ -121,6 +121,7 @@ class KernelUnwindTables {
   MonotonicNs latest_;  // the time of the latest event applied
   std::set<Pid> changed_;
   std::set<Pid> over_mapping_limit_;
+  uint32_t last_generation_ = 0;  // of the last process entry written (bpfprof_process_mappings)
 
   std::mutex mutex_;  // guards jobs_, results_, pending_, stopping_
   std::condition_variable wake_worker_;
