@@ -83,15 +83,17 @@ struct {
   __type(value, struct bpfprof_unwound_event);
 } unwound_scratch SEC(".maps");
 
-/* Rows found for return addresses, per CPU, direct-mapped by pc: a stack's callers repeat
- * from sample to sample (and a recursion's within one), and a hit skips the two binary
- * searches (mapping, then row), whose loads miss the cache in a row array of megabytes.
+/* Rows found for pcs, per CPU, direct-mapped by pc: a stack's callers repeat from sample to
+ * sample (and a recursion's within one), so do a hot loop's leaves, and a hit skips the two
+ * binary searches (mapping, then row), whose loads miss the cache in a row array of
+ * megabytes. Keyed by the pc and whether it is exact (a leaf: its own row, not its call
+ * site's; bit 63, above every user address).
  * An entry holds a copy of the row, valid for the process-mappings generation that filled
  * it; a slot per program (sample, sched_switch) so that one interrupting the other cannot
  * mix an entry. */
 #define ROW_CACHE_BITS 10
 struct row_cache_entry {
-  __u64 pc;
+  __u64 key; /* row_cache_key() */
   __u64 elf_pc;
   __u32 generation; /* bpfprof_process_mappings.generation; 0: empty */
   __u32 pad;
@@ -112,10 +114,14 @@ struct unwind_context {
   __u32 slot; /* 0: the sample program, 1: sched_switch */
 };
 
-static __always_inline struct row_cache_entry* row_cache_entry_for(__u32 slot, __u64 pc) {
-  __u32 key = (__u32)((pc * 0x9E3779B97F4A7C15ull) >> (64 - ROW_CACHE_BITS));
-  key |= (slot & 1) << ROW_CACHE_BITS;
-  return bpf_map_lookup_elem(&row_cache, &key);
+static __always_inline __u64 row_cache_key(const struct unwind_walk* w) {
+  return w->pc | ((__u64)(w->exact & 1) << 63);
+}
+
+static __always_inline struct row_cache_entry* row_cache_entry_for(__u32 slot, __u64 key) {
+  __u32 index = (__u32)((key * 0x9E3779B97F4A7C15ull) >> (64 - ROW_CACHE_BITS));
+  index |= (slot & 1) << ROW_CACHE_BITS;
+  return bpf_map_lookup_elem(&row_cache, &index);
 }
 
 static __always_inline long walk_stops(struct unwind_walk* w, __u32 result, __u32 reason) {
@@ -316,9 +322,10 @@ static __always_inline int follows_syscall(__u64 pc) {
  * one lives across the binary searches (the verifier would walk them twice: with and
  * without it). */
 static __always_inline bool row_cache_hit(struct unwind_context* c, struct unwind_walk* w) {
-  struct row_cache_entry* cached = row_cache_entry_for(c->slot, w->pc);
+  const __u64 key = row_cache_key(w);
+  struct row_cache_entry* cached = row_cache_entry_for(c->slot, key);
   if (!cached || !cached->generation || cached->generation != c->mappings->generation ||
-      cached->pc != w->pc)
+      cached->key != key)
     return false;
   w->row = cached->row;
   w->elf_pc = cached->elf_pc;
@@ -326,10 +333,11 @@ static __always_inline bool row_cache_hit(struct unwind_context* c, struct unwin
 }
 
 static __always_inline void row_cache_fill(struct unwind_context* c, struct unwind_walk* w) {
-  struct row_cache_entry* cached = row_cache_entry_for(c->slot, w->pc);
+  const __u64 key = row_cache_key(w);
+  struct row_cache_entry* cached = row_cache_entry_for(c->slot, key);
   if (!cached) return;
   cached->generation = 0; /* empty while it is filled */
-  cached->pc = w->pc;
+  cached->key = key;
   cached->elf_pc = w->elf_pc;
   cached->row = w->row;
   cached->generation = c->mappings->generation;
@@ -345,8 +353,7 @@ static long unwind_step(__u64 index, void* context) {
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_DEPTH);
   e->ips[depth & 0xff] = w->pc + w->bump;
   w->depth = depth + 1;
-  /* Exact pcs (leaves, signal-interrupted frames) vary too much to be worth caching. */
-  if (!w->exact && row_cache_hit(c, w)) return table_step(w, e, depth);
+  if (row_cache_hit(c, w)) return table_step(w, e, depth);
   const struct bpfprof_exec_mapping* m = find_mapping(c->mappings, w->pc);
   if (!m) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNMAPPED);
   if (m->kind == BPFPROF_MAPPING_FRAME_POINTERS) return frame_pointer_step(w);
@@ -364,7 +371,8 @@ static long unwind_step(__u64 index, void* context) {
   if (!row) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
   w->row = *row;
   w->elf_pc = elf_pc;
-  if (!w->exact) row_cache_fill(c, w);
+  /* A leaf without a rule goes its own way above, every time. */
+  if (row->cfa_rule != BPFPROF_CFA_UNKNOWN) row_cache_fill(c, w);
   return table_step(w, e, depth);
 }
 
