@@ -8,6 +8,7 @@
 # SHAPE=deep: the work runs in a qsort callback under a 24-deep recursion (~30 frames through
 # libc, no frame pointers), the workload issue 15 is measured on.
 #   ROUNDS=5 WORK=80000 SHAPE=deep bench/overhead.sh
+#   ROUNDS=15 SHAPE=deep MODES="bpfprof-dwarf perf-fp perf-nostack" bench/overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/rounds.sh
@@ -25,6 +26,12 @@ command -v perf >/dev/null || have_perf=0
 
 modes=(alone bpfprof-fp bpfprof-dwarf bpfprof-dwarf-copy)
 ((have_perf)) && modes+=(perf-nostack perf-fp perf-dwarf)
+# MODES="alone bpfprof-dwarf perf-fp": only these (alone is always the baseline), for more
+# rounds of a close comparison in the same time.
+if [ -n "${MODES:-}" ]; then
+  read -r -a modes <<< "$MODES"
+  [[ " ${modes[*]} " == *" alone "* ]] || modes=(alone "${modes[@]}")
+fi
 
 run_one() {
   case $1 in

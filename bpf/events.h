@@ -9,6 +9,12 @@
 
 /* perf's default kernel.perf_event_max_stack. */
 #define BPFPROF_MAX_STACK_DEPTH 127
+
+/* The only user "frame" of a sample taken inside execve once the old image is gone (the new
+ * address space is in; the saved user registers still point into the old one, so there is
+ * no user stack to walk or copy): a raw address no code has (not canonical), which the
+ * model turns into the [exec] pseudo-frame. Userspace keeps Python frames at 1 << 60. */
+#define BPFPROF_RAW_EXEC_FRAME (2ull << 60)
 #define BPFPROF_COMM_LEN 16
 #define BPFPROF_PATH_LEN 256
 

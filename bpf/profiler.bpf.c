@@ -301,7 +301,8 @@ static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event* 
 
 #include "unwind_user.h"
 
-/* Sends an unwound event: the user frames the walk left in e->ips, then the kernel stack. */
+/* Sends an unwound event: the user frames the walk left in e->ips, then the kernel stack
+ * (and before it the Python stack: taken now, not reused). */
 static __always_inline void send_unwound_event(void* ctx, struct bpfprof_unwound_event* e,
                                                bool with_kernel_stack) {
   const __u32 user_depth = e->user_depth & 0xff;
@@ -312,8 +313,36 @@ static __always_inline void send_unwound_event(void* ctx, struct bpfprof_unwound
   __u64 size = offsetof(struct bpfprof_unwound_event, ips) +
                (__u64)(user_depth + kernel_depth) * sizeof(__u64);
   if (size > sizeof(*e)) size = sizeof(*e);
-  if (with_kernel_stack) send_python_stack(&e->header); /* a stack taken now, not reused */
+  if (with_kernel_stack && e->ips[0] != BPFPROF_RAW_EXEC_FRAME) send_python_stack(&e->header);
   if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(e->header.pid);
+}
+
+/* Whether the task is inside execve after its old image is gone: in_execve is set for the
+ * whole call, and once the new mm is in, the saved user sp lies in none of its mappings (it
+ * pointed into the old stack). Before that point the old stack is still there to walk. */
+static __always_inline bool in_exec_without_user_stack(struct task_struct* task) {
+  if (!bpf_core_field_exists(task->in_execve) || !BPF_CORE_READ_BITFIELD_PROBED(task, in_execve))
+    return false;
+  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
+  if (!regs || !task->mm) return false;
+  struct stack_end found = {0};
+  return bpf_find_vma(task, BPF_CORE_READ(regs, sp), find_stack_end, &found, 0) != 0;
+}
+
+/* A sample or switch-out (`kind`, in unwound_scratch's `slot`) of a task
+ * in_exec_without_user_stack: the exec pseudo-frame, then the kernel stack, in every
+ * --call-graph mode. */
+static __always_inline void send_exec_event(void* ctx, struct task_struct* task, __u32 kind,
+                                            __u32 slot, __u32 state) {
+  struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
+  if (!e) return;
+  fill_header(&e->header, kind, task->tgid, task->pid);
+  e->cpu_time_ns = task->se.sum_exec_runtime;
+  e->state = state;
+  e->flags = 0;
+  e->ips[0] = BPFPROF_RAW_EXEC_FRAME;
+  e->user_depth = 1;
+  send_unwound_event(ctx, e, true);
 }
 
 /* The in-kernel walk for a timer sample; false when it must fall back to a stack copy. */
@@ -357,6 +386,11 @@ int on_sample(struct bpf_perf_event_data* ctx) {
   __u32 zero = 0;
   __u32* last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
   if (last_sampled) *last_sampled = (__u32)pid_tgid;
+  struct task_struct* current = bpf_get_current_task_btf();
+  if (in_exec_without_user_stack(current)) {
+    send_exec_event(ctx, current, BPFPROF_EVENT_UNWOUND_SAMPLE, 0, 0);
+    return 0;
+  }
   if (kernel_unwind && send_unwound_sample(ctx, tgid, (__u32)pid_tgid)) return 0;
   if (user_stack_copy_bytes) return send_dwarf_sample(ctx, tgid, (__u32)pid_tgid);
   struct bpfprof_sample_event* e = bpf_map_lookup_elem(&sample_scratch, &zero);
@@ -431,6 +465,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
   /* A dying thread's exit event ends it; anything else leaving the CPU is off-CPU time. */
   bool leaving =
       !(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid) && (record_off_cpu || was_sampled);
+  if (leaving && record_off_cpu && in_exec_without_user_stack(prev)) {
+    send_exec_event(ctx, prev, BPFPROF_EVENT_UNWOUND_SWITCH_OUT, 1,
+                    off_cpu_state(preempt, prev_state));
+    leaving = false;
+  }
   if (leaving && record_off_cpu && kernel_unwind &&
       send_unwound_switch_out(ctx, prev, preempt, prev_state))
     leaving = false;

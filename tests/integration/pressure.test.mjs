@@ -57,25 +57,32 @@ describe('a process that execs 100 times a second', () => {
     const view = new ProfileView(rec.profile);
     let onCpu = 0;
     let named = 0;
-    let inExec = 0;
+    const inExec = { oldStack: 0, exec: 0, truncated: 0 };
     for (const th of view.threads.filter((x) => x.processName === 'exec_storm')) {
       for (const s of view.samples(th)) {
-        const names = userNames(s);
-        if (!(s.cpuDelta > 0) || !names.length) continue;
-        // Inside execve the old image is being replaced (after the new mm is in, its stack
-        // is gone): not a generation's spin. Its share grows with the machine's load.
+        if (!(s.cpuDelta > 0)) continue;
+        // Inside execve the old image is being replaced: not a generation's spin (their share
+        // grows with the machine's load). Before the new mm is in, the old stack is walked
+        // (main > execv); after, there is none: the sample begins with [exec], never cut.
         if (s.frames.some((f) => f.name.startsWith('do_execveat_common') || f.name === '__x64_sys_execve')) {
-          inExec += s.weight;
+          const root = s.frames[0].name;
+          const kind = root === '[exec]' ? 'exec' : root === '[truncated]' ? 'truncated' : 'oldStack';
+          inExec[kind] += s.weight;
           continue;
         }
+        const names = userNames(s);
+        if (!names.length) continue;
         onCpu += s.weight;
         if (names.includes('storm_spin') && names.includes('main')) named += s.weight;
       }
     }
     t.diagnostic(`${generations} generations; ${pct(named / onCpu)} of ${Math.round(onCpu)} on-CPU user ` +
-                 `samples in main > storm_spin (${Math.round(inExec)} more inside execve, left out)`);
+                 `samples in main > storm_spin; inside execve (left out): ${inExec.oldStack} with the ` +
+                 `old stack, ${inExec.exec} [exec], ${inExec.truncated} [truncated]`);
     assert.ok(generations >= 20, `${generations} generations`);
     assert.ok(named >= 0.9 * onCpu, `${pct(named / onCpu)} in storm_spin`);
+    assert.equal(inExec.truncated, 0, 'samples inside execve begin with [truncated]');
+    assert.ok(inExec.exec > 0, 'no sample inside execve after the old image was gone ([exec])');
   });
 });
 

@@ -59,6 +59,9 @@ class PythonFrameTable {
 };
 
 inline constexpr uint64_t kPythonRawFrameBase = uint64_t{1} << 60;
+// A sample taken inside execve once the old image was gone: no user stack, this raw frame
+// instead (BPFPROF_RAW_EXEC_FRAME), the [exec] pseudo-frame in the profile.
+inline constexpr uint64_t kExecRawFrame = uint64_t{2} << 60;
 inline uint64_t raw_python_frame(PythonFrameId id) { return kPythonRawFrameBase | id.value; }
 inline std::optional<PythonFrameId> python_frame_of(uint64_t raw_address) {
   if ((raw_address >> 32) != (kPythonRawFrameBase >> 32)) return std::nullopt;

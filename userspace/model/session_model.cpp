@@ -427,6 +427,10 @@ StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw
       node = stacks_.intern(node, FrameKey::python(*python));  // a line, not a return address
       continue;
     }
+    if (address == kExecRawFrame) {
+      node = stacks_.intern(node, FrameKey::exec());
+      continue;
+    }
     // Every other frame is a return address: point into the call.
     if (i != 0 && i != innermost_user && address > 0) address -= 1;
     FrameKey key = FrameKey::unmapped(address);

@@ -38,6 +38,8 @@ enum class FrameKind : uint8_t {
   kTruncated,    // the pseudo-frame the profile writer puts at the root of a user stack that
                  // does not reach a thread root (the model never makes one itself)
   kPython,       // a Python function at a line: the address is the recording's PythonFrameId
+  kExec,         // the root of a sample taken inside execve once the old image was gone:
+                 // there is no user stack (kExecRawFrame)
 };
 
 struct Library {
@@ -77,6 +79,7 @@ struct FrameKey {
     return {FrameKind::kOffCpuState, LibId{}, static_cast<uint64_t>(state)};
   }
   static constexpr FrameKey truncated() { return {FrameKind::kTruncated, LibId{}, 0}; }
+  static constexpr FrameKey exec() { return {FrameKind::kExec, LibId{}, 0}; }
   static constexpr FrameKey python(PythonFrameId frame) {
     return {FrameKind::kPython, LibId{}, frame.value};
   }

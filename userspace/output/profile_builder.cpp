@@ -220,6 +220,7 @@ ProfileBuilder::StackRoot ProfileBuilder::classify_outermost(const FrameKey& key
   switch (key.kind) {
     case FrameKind::kKernel:
     case FrameKind::kOffCpuState:
+    case FrameKind::kExec:  // the thread has no user stack at that moment
       return StackRoot::kNoUserFrames;
     case FrameKind::kUnmapped:
     case FrameKind::kTruncated:
@@ -255,6 +256,9 @@ const std::vector<FrameIndex>& ProfileBuilder::frames_for(const FrameKey& key) {
     }
     case FrameKind::kTruncated:
       frames.push_back(pseudo_frame(Category::kOther, "[truncated]"));
+      break;
+    case FrameKind::kExec:
+      frames.push_back(pseudo_frame(Category::kKernel, "[exec]"));
       break;
     case FrameKind::kUnmapped:
       frames.push_back(pseudo_frame(Category::kUser, hex_address(key.address)));
