@@ -309,6 +309,7 @@ std::vector<uint64_t> EventDecoder::unwind_user_stack(const Header& h,
   if (!registers.ip()) return {};
   const size_t copied =
       std::min<size_t>(e.stack_size, event_size - offsetof(bpfprof_dwarf_sample_event, stack));
+  apply_address_space_changes_until(h.time);
   const auto start = std::chrono::steady_clock::now();
   UnwoundStack user =
       unwinder_->unwind(h.pid.value, h.tid.value, registers, e.stack, copied, kMaxUnwoundFrames);
@@ -330,7 +331,6 @@ void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* 
   if (kind == BPFPROF_EVENT_FORK && size >= sizeof(bpfprof_fork_event)) {
     const auto* e = static_cast<const bpfprof_fork_event*>(data);
     const Pid child{static_cast<int32_t>(e->child_pid)};
-    if (unwinder_ && child != h.pid) unwinder_->copy(h.pid.value, child.value);
     if (sizer_ && child != h.pid) sizer_->on_fork(h.pid, child);
     event(ForkEvent{h.pid, h.tid, child, Tid{static_cast<int32_t>(e->child_tid)},
                     bounded_string(e->child_comm, sizeof(e->child_comm))});
@@ -353,22 +353,38 @@ void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* 
 }
 
 void EventDecoder::forget_exited_processes() {
+  apply_address_space_changes();
   if (unwinder_)
     for (int pid : exited_processes_) unwinder_->remove(pid);
   exited_processes_.clear();
 }
 
-void update_unwinder_mappings(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events,
-                              size_t from) {
+void EventDecoder::queue_address_space_changes(const std::vector<LifecycleEvent>& events,
+                                               size_t from) {
+  if (!unwinder_) return;
   for (size_t i = from; i < events.size(); ++i) {
-    if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&events[i].payload)) {
-      unwinder.reset(reset->pid.value);
-    } else if (const auto* mmap = std::get_if<MmapEvent>(&events[i].payload)) {
+    const LifecyclePayload& payload = events[i].payload;
+    const auto* fork = std::get_if<ForkEvent>(&payload);
+    if (std::holds_alternative<AddressSpaceResetEvent>(payload) ||
+        std::holds_alternative<MmapEvent>(payload) || (fork && fork->child_pid != fork->parent_pid))
+      address_space_changes_.emplace(events[i].time.value, payload);
+  }
+}
+
+void EventDecoder::apply_address_space_changes_until(MonotonicNs time) {
+  auto end = address_space_changes_.upper_bound(time.value);
+  for (auto it = address_space_changes_.begin(); it != end; ++it) {
+    if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&it->second)) {
+      unwinder_->reset(reset->pid.value);
+    } else if (const auto* mmap = std::get_if<MmapEvent>(&it->second)) {
       const MappingInfo& m = mmap->mapping;
-      unwinder.add_mapping(mmap->pid.value, m.start, m.start + m.length, m.file_offset,
-                           m.readable_path());
+      unwinder_->add_mapping(mmap->pid.value, m.start, m.start + m.length, m.file_offset,
+                             m.readable_path());
+    } else if (const auto* fork = std::get_if<ForkEvent>(&it->second)) {
+      unwinder_->copy(fork->parent_pid.value, fork->child_pid.value);
     }
   }
+  address_space_changes_.erase(address_space_changes_.begin(), end);
 }
 
 }  // namespace bpfprof

@@ -40,6 +40,15 @@ class EventDecoder {
   // before reading the next batch. Exits travel in their own ring buffer, read before the
   // samples, so the process's last samples come after its exit within a batch.
   void forget_exited_processes();
+  // Address-space changes for the unwinder (exec resets, mappings, forks) from the lifecycle
+  // events from index `from` on. They are applied in time order with the stacks: a stack is
+  // unwound with its process's mappings as they were when it was taken, also when one read
+  // of the rings spans several images of a process (one that execs every 10 ms had 9 stacks
+  // in 10 unwound with its last image's mappings).
+  void queue_address_space_changes(const std::vector<LifecycleEvent>& events, size_t from);
+  // Applies every change queued: call it once every event read so far is decoded (later
+  // stacks were taken after them).
+  void apply_address_space_changes() { apply_address_space_changes_until(MonotonicNs{UINT64_MAX}); }
   // The raw stack tree was compacted (a rotating output): the raw ids held here move.
   void move_raw_stacks(const std::function<RawStackId(RawStackId)>& move);
 
@@ -61,6 +70,7 @@ class EventDecoder {
     Tid tid;
     Cpu cpu;
   };
+  void apply_address_space_changes_until(MonotonicNs time);
   void decode_sample(const Header& h, const void* data, size_t size, Recording& rec);
   void decode_switch_out(const Header& h, const void* data, size_t size, Recording& rec);
   void decode_unwound(const Header& h, bool switch_out, const void* data, size_t size,
@@ -89,6 +99,7 @@ class EventDecoder {
   std::vector<uint64_t> scratch_ips_;
   std::vector<uint64_t> scratch_path_;
   std::vector<int> exited_processes_;
+  std::multimap<uint64_t, LifecyclePayload> address_space_changes_;  // by time
   std::optional<StackCopySizer> sizer_;
   // Wakings whose waker stack follows in an event of its own, by CPU.
   std::unordered_map<uint32_t, SampleRecord> wakings_awaiting_stack_;
@@ -97,10 +108,5 @@ class EventDecoder {
   using WakerPair = std::tuple<int32_t, uint8_t, int32_t>;
   std::map<WakerPair, RawStackId> last_waker_stack_;
 };
-
-// Keeps the unwinder's view of each process's mappings current (exec, mmap) with the
-// lifecycle events from index `from` on.
-void update_unwinder_mappings(DwarfUnwinder& unwinder, const std::vector<LifecycleEvent>& events,
-                              size_t from);
 
 }  // namespace bpfprof

@@ -25,7 +25,7 @@ void IngestPipeline::take_lifecycle_events() {
   std::vector<LifecycleEvent>& events = recording_.events;
   if (resolved_events_ >= events.size()) return;
   if (pin_mapped_files_) mapped_files_.resolve(events, resolved_events_);
-  if (unwinder_) update_unwinder_mappings(*unwinder_, events, resolved_events_);
+  decoder_.queue_address_space_changes(events, resolved_events_);
   if (python_frames_) python_processes_.observe(events, resolved_events_, recording_.stats.python);
   if (observer_) observer_(events, resolved_events_);
   resolved_events_ = events.size();
