@@ -320,8 +320,8 @@ static __always_inline void send_unwound_event(void* ctx, struct bpfprof_unwound
 /* Whether the task is inside execve after its old image is gone: in_execve is set for the
  * whole call, and once the new mm is in, the saved user sp lies in none of its mappings (it
  * pointed into the old stack). Before that point the old stack is still there to walk. */
-static __always_inline bool in_exec_without_user_stack(struct task_struct* task) {
-  if (!bpf_core_field_exists(task->in_execve) || !BPF_CORE_READ_BITFIELD_PROBED(task, in_execve))
+static __noinline bool in_exec_without_user_stack(struct task_struct* task) {
+  if (!bpf_core_field_exists(task->in_execve) || !BPF_CORE_READ_BITFIELD(task, in_execve))
     return false;
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
   if (!regs || !task->mm) return false;
@@ -332,8 +332,8 @@ static __always_inline bool in_exec_without_user_stack(struct task_struct* task)
 /* A sample or switch-out (`kind`, in unwound_scratch's `slot`) of a task
  * in_exec_without_user_stack: the exec pseudo-frame, then the kernel stack, in every
  * --call-graph mode. */
-static __always_inline void send_exec_event(void* ctx, struct task_struct* task, __u32 kind,
-                                            __u32 slot, __u32 state) {
+static __noinline void send_exec_event(void* ctx, struct task_struct* task, __u32 kind, __u32 slot,
+                                       __u32 state) {
   struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
   if (!e) return;
   fill_header(&e->header, kind, task->tgid, task->pid);
