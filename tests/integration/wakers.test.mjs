@@ -248,6 +248,9 @@ describe('wakers with -p', () => {
     assert.ok(byPong.length >= 0.9 * ping.length && ping.length > 100,
               `${byPong.length} of ${ping.length} of ping's markers name pong by pid with a kernel stack`);
     assert.match(rec.result.stderr, /[1-9]\d* kernel-only \(waker not profiled\)/);
+    // The summary's top wakers, as when the command is launched: pong by its pid.
+    assert.match(rec.result.stderr, /top wakers of wakers \(\d+\): .*acc-producer \(\d+\) [\d.]+ ms/);
+    assert.match(rec.result.stderr, new RegExp(`top wakers of wakers \\(\\d+\\): .*pong \\(${pongPid}\\)`));
   });
 });
 
@@ -275,5 +278,8 @@ describe('wakers with -a', () => {
     assert.ok(named.length >= 0.9 * markers.length, `${named.length} of ${markers.length} name acc-producer`);
     assert.ok(ping.length > 100 && withUser.length >= 0.9 * ping.length,
               `${withUser.length} of ${ping.length} of ping's markers by pong have a user stack`);
+    // The summary ranks the processes of the whole machine (five): the fixture's main one,
+    // whose waits add up to ~7 s a run, is among them.
+    assert.match(rec.result.stderr, /top wakers of wakers \(\d+\): .*acc-producer \(\d+\) [\d.]+ ms/);
   });
 });
