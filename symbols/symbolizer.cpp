@@ -79,8 +79,7 @@ LibraryDescription Symbolizer::describe_library(const std::string& path,
   d.breakpad_id = breakpad_id_from_build_id(build_id);
   if (const DwarfModule* dwarf = dwarf_for(readable_path); dwarf && !dwarf->debug_file().empty()) {
     d.debug_path = dwarf->debug_file();
-    size_t slash = d.debug_path.find_last_of('/');
-    d.debug_name = slash == std::string::npos ? d.debug_path : d.debug_path.substr(slash + 1);
+    d.debug_name = base_name(d.debug_path);
   }
   return d;
 }

@@ -6,16 +6,12 @@
 #include <charconv>
 #include <cstring>
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
 
 namespace bpfprof {
 
 namespace {
-
-std::string_view base_name(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
 
 // "3.11" at the start of `text`, and what follows it.
 std::optional<std::pair<PythonVersion, std::string_view>> parse_version(std::string_view text) {
