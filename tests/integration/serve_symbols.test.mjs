@@ -195,6 +195,38 @@ describe('bpfprof serve: the symbol server of a profile', () => {
     assert.ok(r.json.instructions.some(([, text]) => /^call /.test(text)), 'no call (to fixture_now_ns)');
   });
 
+  it('POST /asm/v1 on libc: a sampled libc function disassembled from libc\'s own bytes', async (t) => {
+    if (!requireRecorder(t)) return;
+    const nativeSymbols = rec.profile.shared.nativeSymbols;
+    let frame;
+    for (const thread of rec.view.threads) {
+      for (const s of rec.view.samples(thread)) {
+        frame = s.frames.map((f) => frameDetails(rec.view, f)).find((d) => d.lib?.name === 'libc.so.6' &&
+          rec.view.frameTable.nativeSymbol[d.frame] !== null && nativeSymbols.functionSize[rec.view.frameTable.nativeSymbol[d.frame]] > 0);
+        if (frame) break;
+      }
+      if (frame) break;
+    }
+    assert.ok(frame, 'no sampled libc frame with a symbol');
+    const symbol = rec.view.frameTable.nativeSymbol[frame.frame];
+    const start = nativeSymbols.address[symbol];
+    const size = nativeSymbols.functionSize[symbol];
+    const { lib } = frame;
+    const r = await post(serve.symbolServer, '/asm/v1', { name: lib.name, codeId: lib.codeId, startAddress: hex(start), size: hex(size) });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.arch, 'x86_64');
+    const offsets = r.json.instructions.map(([offset]) => offset);
+    t.diagnostic(`libc ${rec.view.strings[nativeSymbols.name[symbol]]}: ${offsets.length} instructions, e.g. ` +
+                 r.json.instructions.slice(0, 3).map((i) => i[1]).join('; '));
+    assert.ok(offsets.length > 0 && offsets[0] === 0, `instructions start at ${offsets[0]}`);
+    assert.ok(offsets.every((o, i) => i === 0 || o > offsets[i - 1]) && offsets.at(-1) < size,
+              'offsets do not rise within the function');
+    // The sampled address lies within one of its instructions.
+    const at = frame.address - start;
+    assert.ok(at >= 0 && at < size && offsets.some((o, i) => o <= at && at < (offsets[i + 1] ?? size)),
+              `sampled ${hex(frame.address)} is not in ${hex(start)}+${hex(size)}`);
+  });
+
   it('the kernel: names from kallsyms, no source or assembly', async (t) => {
     if (!requireRecorder(t)) return;
     const kernel = rec.profile.libs.find((l) => l.name === '[kernel.kallsyms]');
