@@ -302,9 +302,9 @@ static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event* 
 #include "unwind_user.h"
 
 /* Sends an unwound event: the user frames the walk left in e->ips, then the kernel stack
- * (and before it the Python stack: taken now, not reused). */
+ * when taken now; before it the Python stack, when its frames are taken now too. */
 static __always_inline void send_unwound_event(void* ctx, struct bpfprof_unwound_event* e,
-                                               bool with_kernel_stack) {
+                                               bool with_kernel_stack, bool with_python_stack) {
   const __u32 user_depth = e->user_depth & 0xff;
   __u32 kernel_depth = 0;
   if (with_kernel_stack)
@@ -313,7 +313,7 @@ static __always_inline void send_unwound_event(void* ctx, struct bpfprof_unwound
   __u64 size = offsetof(struct bpfprof_unwound_event, ips) +
                (__u64)(user_depth + kernel_depth) * sizeof(__u64);
   if (size > sizeof(*e)) size = sizeof(*e);
-  if (with_kernel_stack && e->ips[0] != BPFPROF_RAW_EXEC_FRAME) send_python_stack(&e->header);
+  if (with_python_stack) send_python_stack(&e->header);
   if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(e->header.pid);
 }
 
@@ -342,7 +342,7 @@ static __noinline void send_exec_event(void* ctx, struct task_struct* task, __u3
   e->flags = 0;
   e->ips[0] = BPFPROF_RAW_EXEC_FRAME;
   e->user_depth = 1;
-  send_unwound_event(ctx, e, true);
+  send_unwound_event(ctx, e, true, false); /* the interpreter's frames are gone with the image */
 }
 
 /* The in-kernel walk for a timer sample; false when it must fall back to a stack copy. */
@@ -357,7 +357,7 @@ static __always_inline bool send_unwound_sample(struct bpf_perf_event_data* ctx,
   e->cpu_time_ns = task->se.sum_exec_runtime;
   e->state = 0;
   e->flags = 0;
-  send_unwound_event(ctx, e, true);
+  send_unwound_event(ctx, e, true, true);
   return true;
 }
 
@@ -448,7 +448,7 @@ static __always_inline bool send_unwound_switch_out(void* ctx, struct task_struc
   e->cpu_time_ns = prev->se.sum_exec_runtime;
   e->state = off_cpu_state(preempt, prev_state);
   e->flags = reuse ? BPFPROF_SWITCH_STACK_REUSED : 0;
-  send_unwound_event(ctx, e, !reuse);
+  send_unwound_event(ctx, e, !reuse, !reuse);
   return true;
 }
 
@@ -608,7 +608,7 @@ static __always_inline void send_waker_stack(void* ctx, const struct bpfprof_eve
     e->cpu_time_ns = 0;
     e->state = 0;
     e->flags = 0;
-    send_unwound_event(ctx, e, true);
+    send_unwound_event(ctx, e, true, true);
     return;
   }
   __u32 cpu = bpf_get_smp_processor_id();

@@ -61,7 +61,7 @@ struct bpfprof_exec_mapping {
 struct bpfprof_process_mappings {
   __u32 count;
   /* Unique to this write of this process's mappings (never 0): the walker's per-CPU cache of
-   * rows found for return addresses is valid only for the generation that filled it. */
+   * rows found for pcs is valid only for the generation that filled it. */
   __u32 generation;
   struct bpfprof_exec_mapping mappings[BPFPROF_MAX_PROCESS_MAPPINGS];
 };

@@ -56,12 +56,12 @@ struct unwind_walk {
   __u32 exact;    /* pc is not a return address (the leaf, a frame a signal interrupted) */
   __u32 bump;     /* record pc + 1: a signal-interrupted pc, nudged like a return address */
   __u32 bp_known; /* bp holds the frame's rbp (not so after a row with BPFPROF_RBP_UNKNOWN) */
-  /* Stack bytes read at once: a helper call per word costs more than a few hundred bytes'
-   * copy, and the next frames' words lie just above (see read_stack_word). */
   /* The frame's row and the ELF address it was found for (copied here from the cache or the
    * table, so that the verifier sees one path into table_step). */
   struct bpfprof_unwind_row row;
   __u64 elf_pc;
+  /* Stack bytes read at once: a helper call per word costs more than a few hundred bytes'
+   * copy, and the next frames' words lie just above (see read_stack_word). */
   __u64 window_start;
   __u32 window_len;
   __u32 pad;

@@ -8,10 +8,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
-#include <string>
 #include <vector>
+
+#include "symbols/util/proc_maps.h"
 
 namespace bpfprof {
 namespace {
@@ -22,31 +21,17 @@ struct Snapshot {
   std::vector<uint64_t> return_addresses;  // innermost first, as each function saw its own
 };
 
-// The end of the mapping holding `address` (the stack's top), from /proc/self/maps.
+// The end of the mapping holding `address` (the stack's top).
 uint64_t mapping_end(uint64_t address) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    uint64_t start = 0, end = 0;
-    char dash = 0;
-    std::istringstream(line) >> std::hex >> start >> dash >> end;
-    if (address >= start && address < end) return end;
-  }
+  for (const MapEntry& m : read_proc_maps(getpid()).value_or(std::vector<MapEntry>{}))
+    if (m.contains(address)) return m.end;
   return address;
 }
 
 void add_executable_mappings(DwarfUnwinder& unwinder) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    std::istringstream fields(line);
-    std::string range, perms, offset, device, inode, path;
-    fields >> range >> perms >> offset >> device >> inode >> path;
-    if (perms.size() < 3 || perms[2] != 'x' || path.empty() || path[0] != '/') continue;
-    const uint64_t start = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
-    const uint64_t end = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
-    unwinder.add_mapping(getpid(), start, end, std::stoull(offset, nullptr, 16), path);
-  }
+  for (const MapEntry& m : read_proc_maps(getpid()).value_or(std::vector<MapEntry>{}))
+    if (m.executable && m.kind() == MappingKind::kFile)
+      unwinder.add_mapping(getpid(), m.start, m.end, m.file_offset, m.path);
 }
 
 // The registers here, and the stack from sp to its top (at most 64 KiB). What this function

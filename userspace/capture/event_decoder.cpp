@@ -67,32 +67,31 @@ void count_stack_copy(RecordingStats& stats, size_t event_bytes, size_t stack_by
 // Unwound stacks are not bound by the kernel's frame-pointer walk limit.
 constexpr size_t kMaxUnwoundFrames = 1024;
 
-// Interns `ips` (user frames, then kernel frames, each innermost first) as a root-first path.
-// The Python frames sent for the sample replace its interpreter-loop frames (python_stacks.h).
 static_assert(kExecRawFrame == BPFPROF_RAW_EXEC_FRAME);
 
+// Interns `ips` (user frames, then kernel frames, each innermost first) as a root-first path.
+// The Python frames sent for the sample replace its interpreter-loop frames (python_stacks.h).
+// A sample inside execve after the old image is gone has the exec frame as its only user one.
 RawStackId EventDecoder::intern_stack(const Header& h, Recording& rec, const uint64_t* ips,
                                       size_t available, uint32_t user_depth,
                                       uint32_t kernel_depth) {
   size_t user = std::min<size_t>(user_depth, available);
   size_t kernel = std::min<size_t>(kernel_depth, available - user);
   std::vector<uint64_t>& path = scratch_path_;  // root first
-  if (user == 1 && ips[0] == kExecRawFrame) {   // inside execve, the old stack gone
-    path.assign(1, kExecRawFrame);
-    for (size_t i = user + kernel; i-- > user;)
-      if (ips[i]) path.push_back(ips[i]);
-    return rec.raw_stacks.intern_path(path);
-  }
-  // A frame-pointer walk that wanders into data yields non-canonical addresses; nothing
-  // beyond such a frame is a real caller.
-  size_t user_kept = 0;
-  while (user_kept < user && is_user_address(ips[user_kept])) ++user_kept;
-  std::vector<uint64_t>& user_frames = scratch_user_;  // innermost first
-  user_frames.assign(ips, ips + user_kept);
-  if (python_) python_->merge_into(h.pid, h.tid, h.time, user_frames, rec);
   path.clear();
-  for (size_t i = user_frames.size(); i-- > 0;)
-    if (user_frames[i]) path.push_back(user_frames[i]);
+  if (user == 1 && ips[0] == kExecRawFrame) {
+    path.push_back(kExecRawFrame);
+  } else {
+    // A frame-pointer walk that wanders into data yields non-canonical addresses; nothing
+    // beyond such a frame is a real caller.
+    size_t user_kept = 0;
+    while (user_kept < user && is_user_address(ips[user_kept])) ++user_kept;
+    std::vector<uint64_t>& user_frames = scratch_user_;  // innermost first
+    user_frames.assign(ips, ips + user_kept);
+    if (python_) python_->merge_into(h.pid, h.tid, h.time, user_frames, rec);
+    for (size_t i = user_frames.size(); i-- > 0;)
+      if (user_frames[i]) path.push_back(user_frames[i]);
+  }
   for (size_t i = user + kernel; i-- > user;)
     if (ips[i]) path.push_back(ips[i]);
   return rec.raw_stacks.intern_path(path);
