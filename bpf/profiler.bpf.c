@@ -10,6 +10,7 @@
 
 #include "events.h"
 #include "stack_capture_fp.h"
+#include "user_regs.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -213,7 +214,7 @@ static __always_inline void read_user_registers(struct task_struct* task, __u64*
   r[13] = BPF_CORE_READ(regs, r13);
   r[14] = BPF_CORE_READ(regs, r14);
   r[15] = BPF_CORE_READ(regs, r15);
-  r[16] = BPF_CORE_READ(regs, ip);
+  r[16] = user_pc(regs);
 }
 
 #define PAGE_BYTES 4096

@@ -398,7 +398,7 @@ static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tg
   }
   struct unwind_walk* w = bpf_map_lookup_elem(&unwind_walks, &slot);
   if (!w) return false;
-  w->pc = BPF_CORE_READ(regs, ip);
+  w->pc = user_pc(regs);
   w->sp = BPF_CORE_READ(regs, sp);
   w->bp = BPF_CORE_READ(regs, bp);
   w->depth = 0;

@@ -66,8 +66,9 @@ async function recordBoth(name, recordOne) {
   return { kernel, copy, k: summary(kernel), c: summary(copy) };
 }
 
-function fixtureRecorder(fixture, durationMs = DURATION_MS) {
-  return (mode, label) => recordFixture(fixture, durationMs, { label, recordArgs: ['--call-graph', mode] });
+function fixtureRecorder(fixture, durationMs = DURATION_MS, extraArgs = []) {
+  return (mode, label) => recordFixture(fixture, durationMs,
+                                        { label, recordArgs: ['--call-graph', mode, ...extraArgs] });
 }
 
 function report(t, name, r) {
@@ -151,7 +152,11 @@ describe('python3.11 (stripped, no frame pointers)', () => {
 // samples, all [truncated], before).
 describe('a thread in rt_sigreturn (signal_storm)', () => {
   let r;
-  before(async () => { r = await recordBoth('signal_storm', fixtureRecorder('signal_storm')); });
+  // At 10 kHz: ~2,000 samples in rt_sigreturn, of which one or two fall in the instructions
+  // where the kernel has restored sp but not yet the pc (bpf/user_regs.h).
+  before(async () => {
+    r = await recordBoth('signal_storm', fixtureRecorder('signal_storm', DURATION_MS, ['-F', '10000']));
+  });
 
   // The on-CPU user stacks whose leaf is __restore_rt, and how many of them reach main.
   function inSigreturn(rec) {
@@ -173,7 +178,7 @@ describe('a thread in rt_sigreturn (signal_storm)', () => {
       t.diagnostic(`signal_storm ${mode}: ${leaf.total} samples in rt_sigreturn, ` +
                    `${leaf.reachMain} reach main > raise_loop`);
       assert.ok(leaf.total >= 20, `${mode}: only ${leaf.total} samples in rt_sigreturn`);
-      assert.ok(leaf.reachMain >= leaf.total * 0.99, `${mode}: ${leaf.reachMain} of ${leaf.total}`);
+      assert.equal(leaf.reachMain, leaf.total, `${mode}: ${leaf.reachMain} of ${leaf.total}`);
       assert.ok(s.complete >= 0.999, `${mode}: ${pct(s.complete ?? 0)} complete`);
     }
   });
