@@ -3,6 +3,9 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -121,6 +124,70 @@ TEST(MappedFiles, HeldFilesStayOpenWhileAMappingRefersToThem) {
   EXPECT_EQ(read_elf_build_id(reopened.get()), read_elf_build_id(fd));
   events.clear();  // the last reference: the fd closes
   EXPECT_EQ(fcntl(fd, F_GETFD), -1);
+}
+
+// A child that moves to a mount namespace of its own when told to (as a container's first
+// process does after unshare), then waits to be killed.
+class ChildThatUnshares {
+ public:
+  ChildThatUnshares() {
+    if (pipe(to_child_) != 0 || pipe(from_child_) != 0) return;
+    pid_ = fork();
+    if (pid_ != 0) return;
+    char c;
+    if (read(to_child_[0], &c, 1) != 1 || unshare(CLONE_NEWNS) != 0) _exit(1);
+    if (write(from_child_[1], "x", 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  ~ChildThatUnshares() {
+    if (pid_ > 0) kill(pid_, SIGKILL), waitpid(pid_, nullptr, 0);
+    for (int fd : {to_child_[0], to_child_[1], from_child_[0], from_child_[1]}) close(fd);
+  }
+  Pid pid() const { return Pid{pid_}; }
+  bool unshare_now() {
+    char c;
+    return write(to_child_[1], "x", 1) == 1 && read(from_child_[0], &c, 1) == 1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_child_[2] = {-1, -1};
+  int from_child_[2] = {-1, -1};
+};
+
+// The mount namespace of a pid is looked up again when a fork or an exec gives the pid a new
+// process image: the mappings that follow are read through /proc/PID/root then.
+TEST(MappedFiles, APidsNamespaceIsLookedUpAgainAfterAForkOrAnExec) {
+  REQUIRE_MAP_FILES();
+  const std::vector<MapEntry> maps = own_file_mappings();
+  ASSERT_FALSE(maps.empty());
+  ChildThatUnshares child;  // forked after reading our maps: it maps the same files
+  ASSERT_GT(child.pid().value, 0);
+  MappedFiles after_fork;
+  MappedFiles after_exec;
+  std::vector<LifecycleEvent> fork_events{mmap_event(child.pid(), maps[0], true)};
+  std::vector<LifecycleEvent> exec_events{mmap_event(child.pid(), maps[0], true)};
+  after_fork.resolve(fork_events, 0);
+  after_exec.resolve(exec_events, 0);
+  EXPECT_EQ(mapping_of(fork_events[0]).mount_namespace, 0u);  // ours, for now
+  ASSERT_TRUE(child.unshare_now());
+
+  const Tid tid{child.pid().value};
+  fork_events.push_back({MonotonicNs{2}, ForkEvent{Pid{getpid()}, Tid{gettid()}, child.pid(), tid}});
+  fork_events.push_back(mmap_event(child.pid(), maps[0], true));
+  after_fork.resolve(fork_events, 1);
+  exec_events.push_back({MonotonicNs{2}, AddressSpaceResetEvent{child.pid(), tid}});
+  exec_events.push_back(mmap_event(child.pid(), maps[0], true));
+  after_exec.resolve(exec_events, 1);
+  const uint64_t child_namespace =
+      mount_namespace_id("/proc/" + std::to_string(child.pid().value));
+  ASSERT_NE(child_namespace, mount_namespace_id("/proc/self"));
+  for (const auto* events : {&fork_events, &exec_events}) {
+    const MappingInfo& m = mapping_of(events->back());
+    EXPECT_EQ(m.mount_namespace, child_namespace);
+    EXPECT_TRUE(m.held_file) << m.path;  // through /proc/PID/root
+  }
 }
 
 TEST(HeldFile, ReadablePathPrefersTheVdsoImageThenTheHeldFile) {
