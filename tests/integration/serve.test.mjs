@@ -1,15 +1,15 @@
 // bpfprof serve (issue 8.10): the profile on 127.0.0.1 with CORS for profiler.firefox.com's
 // from-url, its link printed; nothing but that one file is served (and, issue 18, the symbol
-// server: serve_symbols.test.mjs). Needs no root.
+// server: serve_symbols.test.mjs). Needs no root, but for opening the browser as another user.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
 
-import { BPFPROF, RESULTS_DIR } from './lib/harness.mjs';
+import { BPFPROF, RESULTS_DIR, requireRecorder, sleep } from './lib/harness.mjs';
 
 function rawRequest(port, text) {
   return new Promise((resolve, reject) => {
@@ -87,5 +87,32 @@ describe('bpfprof serve', () => {
     });
     assert.equal(r.code, 2);
     assert.match(r.err, /^bpfprof: cannot read .*missing\.json\.gz: No such file or directory\n$/);
+  });
+
+  // Under sudo the browser runs as the user who ran sudo, never as root (issue 14): $BROWSER
+  // here is a script that writes who it runs as and the link it was given.
+  it('opens the link with $BROWSER as the invoking user, not root', async (t) => {
+    if (!requireRecorder(t)) return;  // becoming another user needs root
+    const dir = mkdtempSync(join(RESULTS_DIR, 'browser-'));
+    chmodSync(dir, 0o777);
+    const browser = join(dir, 'browser.sh');
+    const seen = join(dir, 'seen');
+    writeFileSync(browser, `#!/bin/sh\necho "$(id -u) $(id -g) $1" > ${seen}\n`, { mode: 0o755 });
+    const c = spawn(BPFPROF, ['serve', file], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, BROWSER: browser, SUDO_UID: '65534', SUDO_GID: '65534', SUDO_USER: 'nobody' },
+    });
+    let out = '';
+    c.stdout.on('data', (d) => { out += d; });
+    try {
+      for (let i = 0; i < 100 && !existsSync(seen); i++) await sleep(100);
+      const [uid, gid, opened] = readFileSync(seen, 'utf8').trim().split(' ');
+      assert.equal(uid, '65534');
+      assert.equal(gid, '65534');
+      assert.match(opened, /^https:\/\/profiler\.firefox\.com\/from-url\//);
+      assert.ok(out.includes(opened), `the printed link is the one opened:\n${out}`);
+    } finally {
+      c.kill('SIGINT');
+    }
   });
 });

@@ -174,14 +174,14 @@ TEST(MappedFiles, APidsNamespaceIsLookedUpAgainAfterAForkOrAnExec) {
   ASSERT_TRUE(child.unshare_now());
 
   const Tid tid{child.pid().value};
-  fork_events.push_back({MonotonicNs{2}, ForkEvent{Pid{getpid()}, Tid{gettid()}, child.pid(), tid}});
+  fork_events.push_back(
+      {MonotonicNs{2}, ForkEvent{Pid{getpid()}, Tid{gettid()}, child.pid(), tid}});
   fork_events.push_back(mmap_event(child.pid(), maps[0], true));
   after_fork.resolve(fork_events, 1);
   exec_events.push_back({MonotonicNs{2}, AddressSpaceResetEvent{child.pid(), tid}});
   exec_events.push_back(mmap_event(child.pid(), maps[0], true));
   after_exec.resolve(exec_events, 1);
-  const uint64_t child_namespace =
-      mount_namespace_id("/proc/" + std::to_string(child.pid().value));
+  const uint64_t child_namespace = mount_namespace_id("/proc/" + std::to_string(child.pid().value));
   ASSERT_NE(child_namespace, mount_namespace_id("/proc/self"));
   for (const auto* events : {&fork_events, &exec_events}) {
     const MappingInfo& m = mapping_of(events->back());

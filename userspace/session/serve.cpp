@@ -28,8 +28,20 @@ namespace {
 volatile sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
 
+// The browser to open a link with: $BROWSER (its first command, as git and Python's
+// webbrowser read it) where set, else xdg-open when there is a display; empty for none.
+std::string browser_command() {
+  if (const char* browser = getenv("BROWSER"); browser && *browser) {
+    const std::string_view list(browser);
+    return std::string(list.substr(0, list.find(':')));
+  }
+  if ((getenv("DISPLAY") || getenv("WAYLAND_DISPLAY")) && access("/usr/bin/xdg-open", X_OK) == 0)
+    return "/usr/bin/xdg-open";
+  return {};
+}
+
 // The browser runs as the user who ran sudo, never as root.
-void open_in_browser(const std::string& link) {
+void open_in_browser(const std::string& browser, const std::string& link) {
   std::optional<RunAsUser> user;
   try {
     user = sudo_invoking_user();
@@ -42,7 +54,7 @@ void open_in_browser(const std::string& link) {
     fprintf(stderr, "bpfprof: cannot start a browser: %s\n", strerror(errno));
   } else if (child == 0) {
     if (user && become_user(*user) != 0) _exit(127);
-    execl("/usr/bin/xdg-open", "xdg-open", link.c_str(), static_cast<char*>(nullptr));
+    execlp(browser.c_str(), browser.c_str(), link.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
 }
@@ -189,9 +201,8 @@ int run_serve(const ServeOptions& options) {
          link.c_str());
   printf("bpfprof: symbol server (source and assembly views) at %s\n", symbol_server.c_str());
   fflush(stdout);
-  if (options.open_browser && (getenv("DISPLAY") || getenv("WAYLAND_DISPLAY")) &&
-      access("/usr/bin/xdg-open", X_OK) == 0)
-    open_in_browser(link);
+  if (const std::string browser = browser_command(); options.open_browser && !browser.empty())
+    open_in_browser(browser, link);
   struct sigaction sa {};
   sa.sa_handler = on_stop;
   sigaction(SIGINT, &sa, nullptr);

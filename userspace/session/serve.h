@@ -14,7 +14,7 @@ namespace bpfprof {
 struct ServeOptions {
   std::string path;
   uint16_t port = 0;                     // 0: any free port
-  bool open_browser = true;              // with xdg-open, when a display is set
+  bool open_browser = true;              // with $BROWSER, else xdg-open when a display is set
   std::vector<std::string> symbol_dirs;  // --symbol-dir: more places for debug files
 };
 
