@@ -63,8 +63,8 @@ struct {
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 65536);
-  __type(key, __u32); /* tgid */
+  __uint(max_entries, 65536); /* set before load: record --max-processes */
+  __type(key, __u32);         /* tgid */
   __type(value, __u8);
 } tracked_processes SEC(".maps");
 
@@ -119,6 +119,14 @@ struct {
   __type(key, __u32);
   __type(value, __u64);
 } lost_events_by_process SEC(".maps");
+
+/* Children that could not be followed: tracked_processes was full (record --max-processes). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} processes_not_followed SEC(".maps");
 
 static __always_inline void count_lost_for(__u32 tgid) {
   __u32 zero = 0;
@@ -683,9 +691,13 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   __u32 child_tgid = child->tgid;
   if (!track_all && child_tgid != parent_tgid) {
     __u8 one = 1;
-    /* The map is full: the child goes unsampled; counted as lost, so the summary says so. */
-    if (bpf_map_update_elem(&tracked_processes, &child_tgid, &one, BPF_ANY))
-      count_lost_for(child_tgid);
+    /* The map is full: the child (and what it starts) goes unsampled; counted, so the
+     * summary says so. */
+    if (bpf_map_update_elem(&tracked_processes, &child_tgid, &one, BPF_ANY)) {
+      __u32 zero = 0;
+      __u64* not_followed = bpf_map_lookup_elem(&processes_not_followed, &zero);
+      if (not_followed) __sync_fetch_and_add(not_followed, 1);
+    }
   }
   struct bpfprof_fork_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {

@@ -53,6 +53,25 @@ describe('processes over time', () => {
     assert.ok(pids.size >= SHORT_RUNS - 2, `only ${pids.size} of ${SHORT_RUNS}`);
   });
 
+  // A full table of tracked processes leaves children unsampled: the summary and the
+  // profile say how many, and that many are missing from the profile.
+  it('--max-processes: the children beyond it are counted, and they are the ones missing', async (t) => {
+    if (!requireRecorder(t)) return;
+    const children = 6;
+    const loop = `for i in $(seq ${children}); do ${fixturePath('busy')} 400 >/dev/null & done; wait`;
+    const { view, profile, result } = await recordWith('max_processes', ['--max-processes', '3', '--', 'sh', '-c', loop]);
+    const present = new Set(view.threads.filter((th) => th.processName === 'busy' && th.samples.length > 0)
+      .map(osPid)).size;
+    const entry = profile.meta.extra[0].entries.find((e) => e.label.startsWith('Processes not followed'));
+    const said = /bpfprof: (\d+) processes started while 3 were followed went unsampled/.exec(result.stderr);
+    t.diagnostic(`busy processes present: ${present} of ${children}; not followed: ${entry?.value}`);
+    assert.ok(said, result.stderr);
+    assert.equal(Number(said[1]), entry?.value);
+    // sh is the first of the three; two children fit.
+    assert.equal(present, 2);
+    assert.equal(entry.value, children - present);
+  });
+
   it('an exec chain (sh -c "exec busy") is a new process entry for the same pid', async (t) => {
     if (!requireRecorder(t)) return;
     const { view } = await recordWith('exec_chain', ['--keep-idle-threads', '--', 'sh', '-c', `exec ${fixturePath('busy')} 300`]);

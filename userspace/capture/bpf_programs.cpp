@@ -117,6 +117,9 @@ BpfPrograms::BpfPrograms(const Config& config)
   skeleton_->rodata->kernel_unwind = config.unwind_row_capacity ? 1 : 0;
   skeleton_->rodata->wakeup_threshold = config.ring_buffer_bytes / 4;
   skeleton_->rodata->self_tgid = static_cast<uint32_t>(getpid());
+  if (int err = bpf_map__set_max_entries(skeleton_->maps.tracked_processes,
+                                         std::max<uint32_t>(config.max_tracked_processes, 1)))
+    throw std::runtime_error("cannot size the table of tracked processes: " + errno_text(err));
   if (int err = bpf_map__set_max_entries(skeleton_->maps.events, config.ring_buffer_bytes))
     throw std::runtime_error("cannot size the ring buffer to " +
                              std::to_string(config.ring_buffer_bytes) +
@@ -260,15 +263,25 @@ void BpfPrograms::apply_python_changes(IngestPipeline& pipeline) {
   }
 }
 
-std::vector<uint64_t> BpfPrograms::lost_events_per_cpu() const {
+std::vector<uint64_t> BpfPrograms::per_cpu_counts(const bpf_map* map) const {
   int ncpus = libbpf_num_possible_cpus();
   if (ncpus <= 0) return {};
   std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
   uint32_t zero = 0;
-  if (bpf_map__lookup_elem(skeleton_->maps.lost_events, &zero, sizeof(zero), per_cpu.data(),
+  if (bpf_map__lookup_elem(map, &zero, sizeof(zero), per_cpu.data(),
                            per_cpu.size() * sizeof(uint64_t), 0))
     return {};
   return per_cpu;
+}
+
+std::vector<uint64_t> BpfPrograms::lost_events_per_cpu() const {
+  return per_cpu_counts(skeleton_->maps.lost_events);
+}
+
+uint64_t BpfPrograms::processes_not_followed() const {
+  uint64_t total = 0;
+  for (uint64_t v : per_cpu_counts(skeleton_->maps.processes_not_followed)) total += v;
+  return total;
 }
 
 uint64_t BpfPrograms::lost_events() const {

@@ -14,6 +14,8 @@
 #include "userspace/capture/kernel_unwind.h"
 #include "userspace/model/recording.h"
 
+struct bpf_map;
+
 struct profiler_bpf;
 namespace bpfprof {
 class EventLogWriter;
@@ -46,6 +48,8 @@ class BpfPrograms {
     // Who wakes tracked threads, with the waker's stack (sched_waking); the program is not
     // even loaded without.
     bool record_wakers = false;
+    // The most processes followed at once (not system-wide): the BPF table's size.
+    uint32_t max_tracked_processes = 65536;
   };
   // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
   explicit BpfPrograms(const Config& config);
@@ -71,6 +75,8 @@ class BpfPrograms {
   int drain(IngestPipeline& pipeline);
   // Events that did not fit in the ring buffer: in all, per CPU, and per process (tgid).
   uint64_t lost_events() const;
+  // Children not followed because the table of tracked processes was full.
+  uint64_t processes_not_followed() const;
   std::vector<uint64_t> lost_events_per_cpu() const;
   std::unordered_map<Pid, uint64_t> lost_events_by_process() const;
 
@@ -93,6 +99,9 @@ class BpfPrograms {
   void save_events_to(EventLogWriter* log) { event_log_ = log; }
 
  private:
+  // The sum over the CPUs of a per-CPU array map's first entry (empty if unreadable).
+  std::vector<uint64_t> per_cpu_counts(const bpf_map* map) const;
+
   static int on_event(void* context, void* data, size_t size);
   void apply_stack_copy_changes(IngestPipeline& pipeline);
 

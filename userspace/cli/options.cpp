@@ -132,6 +132,12 @@ void add_record_output_options(CLI::App* record, RecordOptions& options, RecordO
           "Size of the kernel-to-bpfprof ring buffer, e.g. 64M (a power of two, 64K to 1G; default "
           "16M). Events that find it full are lost, counted and marked in the profile")
       ->type_name("SIZE");
+  record
+      ->add_option("--max-processes", options.max_processes,
+                   "The most processes of the command's tree (or -p's) followed at once; children "
+                   "started beyond that go unsampled, counted in the summary")
+      ->check(CLI::Range(1u, 1u << 22))
+      ->capture_default_str();
   record->add_flag(
       "--run-as-root", options.run_as_root,
       "Under sudo, run the command as root (by default it runs as the user who ran sudo, and the "

@@ -19,6 +19,11 @@ void print_totals(const RunReport& r, FILE* out) {
           "lost\n",
           static_cast<unsigned long long>(r.samples), r.sampling_event.c_str(), r.frequency_hz,
           r.profile.processes, r.profile.threads, static_cast<unsigned long long>(r.lost_events));
+  if (r.processes_not_followed)
+    fprintf(out,
+            "bpfprof: %llu processes started while %u were followed went unsampled, with what "
+            "they started (raise --max-processes)\n",
+            static_cast<unsigned long long>(r.processes_not_followed), r.max_tracked_processes);
 }
 
 void print_unwind_cost(const UnwindCost& cost, FILE* out) {

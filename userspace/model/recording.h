@@ -278,6 +278,9 @@ struct RecordingStats {
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
   std::vector<uint64_t> lost_bpf_events_per_cpu{};
   uint64_t lost_sideband_records = 0;  // perf MMAP/COMM records lost
+  // Children left unsampled: the table of tracked processes was full (--max-processes).
+  uint64_t processes_not_followed = 0;
+  uint32_t max_tracked_processes = 0;
   // Events and samples that reached the model after it had taken their time (they came
   // later than the reorder window): applied out of order, e.g. a mapping after samples in it.
   uint64_t late_events = 0;

@@ -24,6 +24,8 @@ void add_losses(const Recording& recording, const SessionModel& model, RunReport
   report.lost_ring_buffer_events = stats.lost_bpf_events;
   report.lost_events = stats.lost_bpf_events + stats.lost_sideband_records;
   report.late_events = stats.late_events;
+  report.processes_not_followed = stats.processes_not_followed;
+  report.max_tracked_processes = stats.max_tracked_processes;
   // Where they were lost is only told when the ring buffer lost any.
   if (!stats.lost_bpf_events) return;
   for (size_t cpu = 0; cpu < stats.lost_bpf_events_per_cpu.size(); ++cpu)
@@ -143,6 +145,10 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
   entries.push_back({"Samples", "integer", report.samples});
   entries.push_back({"Lost events", "integer", report.lost_events});
   if (report.late_events) entries.push_back({"Late events", "integer", report.late_events});
+  if (report.processes_not_followed)
+    entries.push_back({"Processes not followed (--max-processes " +
+                           std::to_string(report.max_tracked_processes) + " reached)",
+                       "integer", report.processes_not_followed});
   const StackCompleteness& stacks = report.profile.user_stacks;
   if (stacks.total > 0) entries.push_back({"User stacks complete", "percentage", stacks.share()});
   for (const auto& [label, text] : report.stack_sources) entries.push_back({label, "string", text});

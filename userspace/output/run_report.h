@@ -58,6 +58,9 @@ struct RunReport {
   uint64_t lost_ring_buffer_events = 0;
   uint64_t lost_events = 0;
   uint64_t late_events = 0;  // reached the model after their time (applied out of order)
+  // Children left unsampled: the table of tracked processes (of this size) was full.
+  uint64_t processes_not_followed = 0;
+  uint32_t max_tracked_processes = 0;
   std::vector<CpuLosses> lost_by_cpu;
   std::vector<ProcessLosses> lost_by_process;
 

@@ -309,7 +309,8 @@ void RecordSession::set_up() {
         .unwind_row_capacity = !options_.walk_stacks_in_kernel ? 0
                                : options_.system_wide          ? kSystemWideUnwindRowCapacity
                                                                : kUnwindRowCapacity,
-        .record_wakers = recording_.record_wakers});
+        .record_wakers = recording_.record_wakers,
+        .max_tracked_processes = options_.max_processes});
     if (options_.walk_stacks_in_kernel) start_kernel_unwinding();
     std::vector<int> cpus = online_cpus();
     side_band_.emplace(cpus);
@@ -534,6 +535,8 @@ void RecordSession::stop_collecting() {
   note_losses();
   RecordingStats& stats = recording_.stats;
   stats.lost_bpf_events = bpf_->lost_events();
+  stats.processes_not_followed = bpf_->processes_not_followed();
+  stats.max_tracked_processes = options_.max_processes;
   stats.lost_bpf_events_per_cpu = bpf_->lost_events_per_cpu();
   stats.lost_sideband_records = side_band_->lost_records();
   if (kernel_unwind_) {

@@ -46,6 +46,9 @@ struct RecordOptions {
   std::string save_events_path;
   // --buffer-size: the BPF ring buffer (a power of two); events that do not fit are lost.
   uint32_t ring_buffer_bytes = 16 << 20;
+  // --max-processes: the most processes of the command's tree (or -p's) followed at once;
+  // the children started while that many are followed go unsampled, counted.
+  uint32_t max_processes = 65536;
   // --format collapsed: folded stacks instead of a Firefox Profiler profile.
   OutputFormat format = OutputFormat::kFirefox;
   // --open: serve the written profile for the Firefox Profiler until Ctrl-C.
