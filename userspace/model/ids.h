@@ -27,6 +27,11 @@ using MonotonicNs = StrongId<struct MonotonicNsTag, uint64_t>;
 // A thread's CPU time (the kernel's per-task sum_exec_runtime), nanoseconds.
 using CpuTimeNs = StrongId<struct CpuTimeNsTag, uint64_t>;
 
+// Indices into the model's tables of process entries, thread entries and libraries.
+using ProcessIndex = StrongId<struct ProcessIndexTag, uint32_t>;
+using ThreadIndex = StrongId<struct ThreadIndexTag, uint32_t>;
+using LibId = StrongId<struct LibIdTag, int32_t>;
+
 }  // namespace bpfprof
 
 template <typename Tag, typename Rep>

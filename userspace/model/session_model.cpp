@@ -8,14 +8,6 @@
 
 namespace bpfprof {
 
-namespace {
-
-// A waking this much before the switch-out still ended that wait: the waker may run
-// try_to_wake_up on another CPU while the sleeper is still on its way off its own.
-constexpr uint64_t kWakingBeforeSwitchOutNs = 100000;
-
-}  // namespace
-
 SessionModel::SessionModel() {
   libraries_.push_back(Library{.path = "[kernel.kallsyms]"});  // kKernelLib
 }
@@ -333,11 +325,7 @@ void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& ra
     case SampleKind::kSwitchOut:
       th.accounting.switched_out(rules_, sample.time, sample.cpu_time,
                                  off_cpu_stack(th, sample, raw_stacks), th.samples);
-      if (!rules_.off_cpu) break;
-      th.open_wait = Thread::OpenWait{sample.time, sample.off_cpu_state};
-      if (th.last_waking &&
-          th.last_waking->time.value + kWakingBeforeSwitchOutNs < sample.time.value)
-        th.last_waking.reset();  // it woke the thread while it ran: it ended no wait
+      if (rules_.off_cpu) th.waits.switched_out(sample.time, sample.off_cpu_state);
       break;
     case SampleKind::kSwitchIn:
       th.accounting.switched_in(rules_, sample.time, th.samples);
@@ -355,46 +343,40 @@ void SessionModel::take_wakers(const WakerTable& table) {
 void SessionModel::note_waking(Thread& th, const SampleRecord& waking,
                                const RawStackTree& raw_stacks) {
   const Waker& waker = wakers_[waking.waker];
-  Thread::Waking noted{waking.time, waking.waker, std::nullopt, std::nullopt};
+  ThreadWaits::Waking noted{waking.time, waking.waker, std::nullopt, std::nullopt};
   if (waker.context == WakerContext::kThread)
     if (auto it = live_processes_.find(waker.pid); it != live_processes_.end())
       noted.waker_process = it->second;
   if (waking.stack != RawStackTree::kRoot)
     noted.cause = resolve(waker.pid, waking.stack, raw_stacks);
-  th.last_waking = noted;
+  th.waits.woken(noted);
 }
 
 void SessionModel::end_wait(Thread& th, MonotonicNs t) {
-  if (!th.open_wait) return;
-  const Thread::OpenWait wait = *std::exchange(th.open_wait, std::nullopt);
-  const std::optional<Thread::Waking> waking = std::exchange(th.last_waking, std::nullopt);
-  // A preempted thread is runnable: nothing wakes it (a waking then is one that came while
-  // it ran).
-  if (!waking || wait.state == OffCpuState::kWaitingForCpu || waking->time > t ||
-      waking->time.value + kWakingBeforeSwitchOutNs < wait.since.value)
-    return;
-  const MonotonicNs woken = std::max(waking->time, wait.since);
-  const uint64_t waited = woken.value - wait.since.value;
+  const std::optional<ThreadWaits::EndedWait> wait = th.waits.runs_again(t);
+  if (!wait) return;
+  const ThreadWaits::Waking& waking = wait->waking;
+  const uint64_t waited = wait->woken.value - wait->since.value;
   Process& p = process(th.process);
-  WakerShare& share = wakers_[waking->waker].context == WakerContext::kThread
-                          ? p.wakers[waking->waker]
-                          : p.interrupt_wakers[waking->cause.value_or(ResolvedStackTree::kRoot)];
+  WakerShare& share = wakers_[waking.waker].context == WakerContext::kThread
+                          ? p.wakers[waking.waker]
+                          : p.interrupt_wakers[waking.cause.value_or(ResolvedStackTree::kRoot)];
   share.waited_ns += waited;
   ++share.wakings;
   if (waited >= wake_threshold_ns())
-    th.woken_waits.push_back(WokenWait{wait.since, woken, wait.state, waking->waker,
-                                       waking->waker_process, waking->cause});
+    th.woken_waits.push_back(WokenWait{wait->since, wait->woken, wait->state, waking.waker,
+                                       waking.waker_process, waking.cause});
 }
 
 // Where the thread waits, ending in its off-CPU state frame.
 StackId SessionModel::off_cpu_stack(Thread& th, const SampleRecord& switch_out,
                                     const RawStackTree& raw_stacks) {
   StackId where;
-  if (switch_out.reuses_last_stack && th.last_off_cpu_where) {
-    where = *th.last_off_cpu_where;
+  if (switch_out.reuses_last_stack && th.waits.last_stack()) {
+    where = *th.waits.last_stack();
   } else {
     where = resolve(switch_out.pid, switch_out.stack, raw_stacks);
-    th.last_off_cpu_where = where;
+    th.waits.set_last_stack(where);
   }
   return stacks_.intern(where, FrameKey::off_cpu(switch_out.off_cpu_state));
 }
@@ -511,7 +493,7 @@ void SessionModel::forget_ended_before(MonotonicNs t) {
   for (Thread& th : threads_) {
     th.process = *processes_moved[th.process.value];  // a kept thread keeps its process
     for (WokenWait& w : th.woken_waits) process_moved(w.waker_process);
-    if (th.last_waking) process_moved(th.last_waking->waker_process);
+    th.waits.move_processes(process_moved);
   }
   for (Process& p : processes_) {
     std::erase_if(p.threads, [&](ThreadIndex ti) { return !threads_moved[ti.value]; });
@@ -533,12 +515,10 @@ void SessionModel::compact_stacks(
   };
   for (Thread& th : threads_) {
     for (ThreadSample& s : th.samples) s.stack = move(s.stack);
-    if (th.last_off_cpu_where) th.last_off_cpu_where = move(*th.last_off_cpu_where);
     th.accounting.move_stacks(move);
+    th.waits.move_stacks(move);
     for (WokenWait& w : th.woken_waits)
       if (w.cause) w.cause = move(*w.cause);
-    if (th.last_waking && th.last_waking->cause)
-      th.last_waking->cause = move(*th.last_waking->cause);
   }
   for (Process& p : processes_) {
     std::unordered_map<StackId, WakerShare> by_stack;

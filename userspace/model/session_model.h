@@ -17,12 +17,9 @@
 #include "userspace/model/prefix_tree.h"
 #include "userspace/model/recording.h"
 #include "userspace/model/thread_accounting.h"
+#include "userspace/model/thread_waits.h"
 
 namespace bpfprof {
-
-using ProcessIndex = StrongId<struct ProcessIndexTag, uint32_t>;
-using ThreadIndex = StrongId<struct ThreadIndexTag, uint32_t>;
-using LibId = StrongId<struct LibIdTag, int32_t>;
 
 // The library of kernel frames (the first library of every model).
 inline constexpr LibId kKernelLib{0};
@@ -137,22 +134,8 @@ struct Thread {
   std::optional<CpuTimeNs> final_cpu_time;  // the runtime at exit
   std::vector<ThreadSample> samples;
   ThreadAccounting accounting{MonotonicNs{0}, std::nullopt};
-  std::optional<StackId> last_off_cpu_where;  // its latest captured off-CPU stack (reused)
-  std::vector<WokenWait> woken_waits;
-  // While off the CPU (off-CPU recording): since when, why; and the latest waking, which
-  // the wait's end matches against it.
-  struct OpenWait {
-    MonotonicNs since;
-    OffCpuState state;
-  };
-  std::optional<OpenWait> open_wait;
-  struct Waking {
-    MonotonicNs time;
-    WakerId waker;
-    std::optional<ProcessIndex> waker_process;
-    std::optional<StackId> cause;
-  };
-  std::optional<Waking> last_waking;
+  ThreadWaits waits;
+  std::vector<WokenWait> woken_waits;  // the waits a waking ended, at least the threshold long
 };
 
 struct Process {
