@@ -1,6 +1,7 @@
 #include "symbols/symbolizer.h"
 
 #include "symbols/demangle.h"
+#include "symbols/util/debug_dirs.h"
 #include "symbols/util/held_file.h"
 #include "symbols/util/proc_maps.h"
 #include "symbols/util/text.h"
@@ -193,12 +194,9 @@ const ElfFile& Symbolizer::symbol_source_for(const std::shared_ptr<const ElfFile
     return *it->second;
   // Where DWARF's debug files are looked for by build-id: /usr/lib/debug, then each
   // --symbol-dir (a debug file may hold just .symtab, which libdwfl does not report).
-  const std::string hex = hex_string(binary->build_id());
-  std::vector<std::string> roots{"/usr/lib/debug"};
-  roots.insert(roots.end(), options_.symbol_dirs.begin(), options_.symbol_dirs.end());
-  for (const std::string& root : roots) {
-    std::shared_ptr<const ElfFile> debug =
-        elf_cache_.get(root + "/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug");
+  for (const std::string& path :
+       build_id_paths(hex_string(binary->build_id()), options_.symbol_dirs)) {
+    std::shared_ptr<const ElfFile> debug = elf_cache_.get(path);
     if (debug && debug->build_id() == binary->build_id() && !debug->symbols().empty()) {
       it->second = debug;
       break;

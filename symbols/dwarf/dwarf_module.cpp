@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include "symbols/elf/symbol_table.h"
+#include "symbols/util/debug_dirs.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -106,10 +107,7 @@ std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path,
                                                int fd) {
   std::unique_ptr<DwarfModule> m(new DwarfModule());
   m->symbol_dirs_ = symbol_dirs;
-  // Searched: next to the file, its .debug/ dir, /usr/lib/debug, then each --symbol-dir
-  // (each also as DIR/.build-id/xx/rest.debug).
-  m->debuginfo_path_ = ":.debug:/usr/lib/debug";
-  for (const std::string& dir : symbol_dirs) m->debuginfo_path_ += ":" + dir;
+  m->debuginfo_path_ = dwfl_debuginfo_path(symbol_dirs);
   m->debuginfo_path_ptr_ = m->debuginfo_path_.data();
   m->callbacks_.find_elf = dwfl_build_id_find_elf;
   m->callbacks_.find_debuginfo = &DwarfModule::find_debuginfo;

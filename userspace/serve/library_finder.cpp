@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/debug_dirs.h"
 #include "symbols/util/held_file.h"
 #include "symbols/util/mapping_kind.h"
 #include "symbols/util/text.h"
@@ -94,13 +95,8 @@ std::vector<std::string> LibraryFinder::files_with_build_id(
     candidates.push_back(library.path);
     if (library.debug_path != library.path) candidates.push_back(library.debug_path);
   }
-  const std::string build_id_file = "/.build-id/" + id.substr(0, 2) + "/" + id.substr(2);
-  std::vector<std::string> roots{"/usr/lib/debug"};
-  roots.insert(roots.end(), symbol_dirs_.begin(), symbol_dirs_.end());
-  for (const std::string& root : roots) {
-    candidates.push_back(root + build_id_file);  // the binary, where the tree keeps it
-    candidates.push_back(root + build_id_file + ".debug");
-  }
+  for (std::string& path : build_id_paths(id, symbol_dirs_, /*with_binaries=*/true))
+    candidates.push_back(std::move(path));
   std::vector<std::string> files;
   for (const std::string& candidate : candidates) {
     if (!candidate.empty() && std::find(files.begin(), files.end(), candidate) == files.end() &&
