@@ -9,6 +9,8 @@ packages=(
   libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libxxhash-dev
   libcli11-dev libgtest-dev libbenchmark-dev libiberty-dev
   nlohmann-json3-dev libcapstone-dev libcpp-httplib-dev
+  # serve: libraries by build-id from debuginfod; a local debuginfod server in the tests
+  libdebuginfod-dev debuginfod
   # pprof output, record --upload; go tool pprof checks pprof in the tests
   libprotobuf-dev protobuf-compiler libcurl4-openssl-dev golang-go
   nodejs npm

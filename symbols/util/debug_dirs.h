@@ -2,6 +2,7 @@
 // --symbol-dir, by build-id (ROOT/.build-id/xx/rest.debug) and, for libdwfl, by debuglink.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,18 +17,19 @@ inline std::vector<std::string> debug_roots(const std::vector<std::string>& symb
   return roots;
 }
 
-// The debug files of the build-id `hex` in the roots' build-id trees, in search order; with
-// `with_binaries`, each root's copy of the binary itself (ROOT/.build-id/xx/rest) first.
+// A build-id tree keeps a file's debug file (ROOT/.build-id/xx/rest.debug) and may keep the
+// binary itself (ROOT/.build-id/xx/rest).
+enum class BuildIdFile : uint8_t { kDebug, kBinary };
+
+// Where the roots' build-id trees keep that file of the build-id `hex`, in search order.
 inline std::vector<std::string> build_id_paths(const std::string& hex,
                                                const std::vector<std::string>& symbol_dirs,
-                                               bool with_binaries = false) {
+                                               BuildIdFile file = BuildIdFile::kDebug) {
   std::vector<std::string> paths;
   if (hex.size() < 4) return paths;
-  const std::string in_tree = "/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2);
-  for (const std::string& root : debug_roots(symbol_dirs)) {
-    if (with_binaries) paths.push_back(root + in_tree);
-    paths.push_back(root + in_tree + ".debug");
-  }
+  const std::string in_tree = "/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) +
+                              (file == BuildIdFile::kDebug ? ".debug" : "");
+  for (const std::string& root : debug_roots(symbol_dirs)) paths.push_back(root + in_tree);
   return paths;
 }
 

@@ -6,12 +6,13 @@
 // the profile itself.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import {
-  BPFPROF, REPO_DIR, ProfileView, frameDetails, lastIndexOfName, recordFixture,
+  BPFPROF, FIXTURES, IS_CI, REPO_DIR, RESULTS_DIR, ProfileView, frameDetails, lastIndexOfName, recordFixture,
+  recordWith, sleep, startBackground,
   recorderUnavailableReason, requireRecorder, withCliSession,
 } from './lib/harness.mjs';
 
@@ -26,8 +27,8 @@ function markedLines(name) {
 }
 
 // Starts `bpfprof serve FILE`; resolves { child, url, link, symbolServer } once it printed them.
-function startServe(file) {
-  const child = spawn(BPFPROF, ['serve', file, '--no-browser'], { stdio: ['ignore', 'pipe', 'pipe'] });
+function startServe(file, env = process.env) {
+  const child = spawn(BPFPROF, ['serve', file, '--no-browser'], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let out = '';
   let err = '';
   child.stderr.on('data', (d) => { err += d; });
@@ -327,5 +328,116 @@ describe('record --embed-sources: the source view without a server', () => {
       assert.equal(annotated.srcAnnotation.totalFileLines, fileLines.length);
       for (const line of annotated.srcAnnotation.lines) assert.equal(line.sourceText, fileLines[line.lineNumber - 1]);
     });
+  });
+});
+
+// A library that is gone from the disk by the time the profile is served, and was stripped
+// besides: serve fetches it and its debug file by build-id from the debuginfod servers of
+// $DEBUGINFOD_URLS (here a local debuginfod indexing a directory), so that the functions,
+// their lines and their instructions are there.
+describe('bpfprof serve: libraries from debuginfod', () => {
+  const dir = join(RESULTS_DIR, 'debuginfod');
+  const binary = join(dir, 'run', 'gone_stripped');
+  let server;
+  let urls;
+  let rec;
+  let leaf;  // frameDetails of the most sampled frame in the gone binary
+
+  function debuginfodAvailable(t) {
+    if (!requireRecorder(t)) return false;
+    if (server) return true;
+    if (IS_CI) assert.fail('no debuginfod (scripts/install-deps.sh installs it)');
+    t.skip('no debuginfod server binary');
+    return false;
+  }
+
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync('/usr/bin/debuginfod')) return;
+    rmSync(dir, { recursive: true, force: true });
+    for (const sub of ['run', 'served', 'cache']) mkdirSync(join(dir, sub), { recursive: true });
+    const id = /Build ID: ([0-9a-f]+)/.exec((await import('node:child_process'))
+      .execFileSync('readelf', ['-n', join(FIXTURES, 'stripped_buildid')], { encoding: 'utf8' }))[1];
+    copyFileSync(join(FIXTURES, 'stripped_buildid'), binary);
+    copyFileSync(join(FIXTURES, 'stripped_buildid'), join(dir, 'served', 'stripped_buildid'));
+    copyFileSync(join(FIXTURES, 'symdir', '.build-id', id.slice(0, 2), `${id.slice(2)}.debug`),
+                 join(dir, 'served', 'stripped_buildid.debug'));
+    for (let attempt = 0; attempt < 5 && !urls; attempt++) {
+      const port = 20000 + Math.floor(Math.random() * 20000);
+      server = startBackground('/usr/bin/debuginfod', ['-F', join(dir, 'served'), '-p', String(port),
+                                                        '-d', join(dir, `index-${port}.sqlite`)]);
+      for (let i = 0; i < 50 && !urls; i++) {
+        await sleep(200);
+        try {
+          const r = await fetch(`http://127.0.0.1:${port}/buildid/${id}/debuginfo`);
+          if (r.status === 200) urls = `http://127.0.0.1:${port}`;
+        } catch { /* not listening yet */ }
+      }
+      if (!urls) server.child.kill();
+    }
+    assert.ok(urls, 'the local debuginfod never served the debug file');
+    rec = await recordWith('debuginfod_gone', ['--', binary, '800']);
+    const best = new Map();
+    for (const thread of rec.view.threads) {
+      for (const s of rec.view.samples(thread)) {
+        const f = s.frames.map((x) => frameDetails(rec.view, x)).findLast((d) => d.lib?.name === 'gone_stripped');
+        if (f) best.set(f.address, { f, n: (best.get(f.address)?.n ?? 0) + s.weight });
+      }
+    }
+    leaf = [...best.values()].sort((a, b) => b.n - a.n)[0]?.f;
+    rmSync(binary);  // gone: only debuginfod has it now
+  });
+  after(() => server?.child.kill());
+
+  async function symbolicate(env) {
+    const serve = await startServe(rec.file, env);
+    try {
+      const { lib } = leaf;
+      const r = await post(serve.symbolServer, '/symbolicate/v5', {
+        jobs: [{ memoryMap: [[lib.debugName, lib.breakpadId]], stacks: [[[0, leaf.address]]] }],
+      });
+      return { r, serve, lib };
+    } finally {
+      serve.child.kill('SIGINT');
+    }
+  }
+
+  it('without $DEBUGINFOD_URLS the gone library is not found', async (t) => {
+    if (!debuginfodAvailable(t)) return;
+    assert.ok(leaf, 'no sample in the stripped binary');
+    const env = { ...process.env };
+    delete env.DEBUGINFOD_URLS;
+    const { r, lib } = await symbolicate(env);
+    assert.equal(r.json.results[0].found_modules[`${lib.debugName}/${lib.breakpadId}`], false);
+  });
+
+  it('with it: function, file and line from the fetched debug file; instructions from the fetched binary', async (t) => {
+    if (!debuginfodAvailable(t)) return;
+    const env = { ...process.env, DEBUGINFOD_URLS: urls, DEBUGINFOD_CACHE_PATH: join(dir, 'cache') };
+    const serve = await startServe(rec.file, env);
+    try {
+      const { lib } = leaf;
+      const r = await post(serve.symbolServer, '/symbolicate/v5', {
+        jobs: [{ memoryMap: [[lib.debugName, lib.breakpadId]], stacks: [[[0, leaf.address]]] }],
+      });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      const frame = r.json.results[0].stacks[0][0];
+      t.diagnostic(JSON.stringify(frame));
+      assert.equal(frame.function, 'buildid_spin');
+      assert.ok(frame.file?.endsWith('stripped_buildid.c'), frame.file);
+      assert.ok(frame.line > 0);
+      const start = leaf.address - parseInt(frame.function_offset, 16);
+      const asm = await post(serve.symbolServer, '/asm/v1', {
+        name: lib.name, codeId: lib.codeId, startAddress: hex(start), size: frame.function_size,
+      });
+      assert.equal(asm.status, 200, JSON.stringify(asm.json));
+      const offsets = asm.json.instructions.map(([offset]) => offset);
+      const at = leaf.address - start;
+      const size = parseInt(frame.function_size, 16);
+      assert.ok(offsets[0] === 0 && offsets.some((o, i) => o <= at && at < (offsets[i + 1] ?? size)),
+                `sampled ${hex(leaf.address)} is in none of the ${offsets.length} instructions`);
+      t.diagnostic(`${offsets.length} instructions of buildid_spin from debuginfod's copy`);
+    } finally {
+      serve.child.kill('SIGINT');
+    }
   });
 });

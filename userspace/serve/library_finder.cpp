@@ -42,7 +42,11 @@ bool file_has_build_id(const std::string& path, const std::string& code_id) {
 
 LibraryFinder::LibraryFinder(std::vector<LibraryDescription> libraries,
                              std::vector<std::string> symbol_dirs)
-    : libraries_(std::move(libraries)), symbol_dirs_(std::move(symbol_dirs)) {}
+    : libraries_(std::move(libraries)),
+      symbol_dirs_(std::move(symbol_dirs)),
+      debuginfod_(Debuginfod::from_environment()) {}
+
+LibraryFinder::~LibraryFinder() = default;
 
 std::optional<FoundLibrary> LibraryFinder::by_debug_id(const std::string& debug_name,
                                                        const std::string& breakpad_id) {
@@ -88,22 +92,40 @@ std::vector<std::string> LibraryFinder::files_with_build_id(
     const LibraryDescription& library) const {
   const std::string& id = library.code_id;
   if (id.size() < 4) return {};
-  std::vector<std::string> candidates;
-  if (classify_mapping(library.path) == MappingKind::kVdso) {
-    candidates.push_back(vdso_image_path());
-  } else {
-    candidates.push_back(library.path);
-    if (library.debug_path != library.path) candidates.push_back(library.debug_path);
-  }
-  for (std::string& path : build_id_paths(id, symbol_dirs_, /*with_binaries=*/true))
-    candidates.push_back(std::move(path));
+  const bool vdso = classify_mapping(library.path) == MappingKind::kVdso;
+  // The copies with code bytes, then the debug files.
+  std::vector<std::string> code{vdso ? vdso_image_path() : library.path};
+  for (std::string& path : build_id_paths(id, symbol_dirs_, BuildIdFile::kBinary))
+    code.push_back(std::move(path));
+  std::vector<std::string> debug{vdso ? std::string() : library.debug_path};
+  for (std::string& path : build_id_paths(id, symbol_dirs_, BuildIdFile::kDebug))
+    debug.push_back(std::move(path));
   std::vector<std::string> files;
-  for (const std::string& candidate : candidates) {
-    if (!candidate.empty() && std::find(files.begin(), files.end(), candidate) == files.end() &&
-        file_has_build_id(candidate, id))
-      files.push_back(candidate);
-  }
+  auto add_found = [&](const std::vector<std::string>& candidates) {
+    for (const std::string& candidate : candidates)
+      if (!candidate.empty() && std::find(files.begin(), files.end(), candidate) == files.end() &&
+          file_has_build_id(candidate, id))
+        files.push_back(candidate);
+  };
+  add_found(code);
+  const bool has_code = !files.empty();
+  add_found(debug);
+  if (!has_code && !vdso) add_from_debuginfod(id, files);
   return files;
+}
+
+// The library's own bytes (the disassembly's) and its debug file, where no local copy of
+// the library was found. The one fetched comes first: the code before the debug files.
+void LibraryFinder::add_from_debuginfod(const std::string& code_id,
+                                        std::vector<std::string>& files) const {
+  if (!debuginfod_) return;
+  std::optional<std::string> executable = debuginfod_->executable(code_id);
+  if (!executable || !file_has_build_id(*executable, code_id)) return;
+  files.insert(files.begin(), *executable);
+  if (std::optional<std::string> debug = debuginfod_->debuginfo(code_id);
+      debug && file_has_build_id(*debug, code_id) &&
+      std::find(files.begin(), files.end(), *debug) == files.end())
+    files.push_back(*debug);
 }
 
 }  // namespace bpfprof

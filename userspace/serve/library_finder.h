@@ -1,17 +1,20 @@
 // Finds the files of a profile's libraries again, by build-id, the way the recorder found
 // them: the library's own path, then its debug file by build-id under /usr/lib/debug and each
-// --symbol-dir (DIR/.build-id/xx/rest.debug). A file counts only when its build-id is the
-// one the profile recorded; the kernel and its modules are named from /proc/kallsyms (BPF
+// --symbol-dir (DIR/.build-id/xx/rest.debug), then the debuginfod servers of
+// $DEBUGINFOD_URLS where none of those has the library itself. A file counts only when its build-id
+// is the one the profile recorded; the kernel and its modules are named from /proc/kallsyms (BPF
 // programs, which another run replaces, are not served).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "symbols/symbolizer.h"
+#include "userspace/serve/debuginfod.h"
 
 namespace bpfprof {
 
@@ -29,6 +32,7 @@ struct FoundLibrary {
 class LibraryFinder {
  public:
   LibraryFinder(std::vector<LibraryDescription> libraries, std::vector<std::string> symbol_dirs);
+  ~LibraryFinder();
 
   // A library as /symbolicate/v5 and /source/v1 name it: debugName and breakpadId.
   std::optional<FoundLibrary> by_debug_id(const std::string& debug_name,
@@ -41,10 +45,12 @@ class LibraryFinder {
  private:
   std::optional<FoundLibrary> find(const LibraryDescription& library);
   std::vector<std::string> files_with_build_id(const LibraryDescription& library) const;
+  void add_from_debuginfod(const std::string& code_id, std::vector<std::string>& files) const;
 
   std::vector<LibraryDescription> libraries_;
   std::vector<std::string> symbol_dirs_;
   std::map<const LibraryDescription*, std::optional<FoundLibrary>> found_;
+  std::unique_ptr<Debuginfod> debuginfod_;  // null without $DEBUGINFOD_URLS
 };
 
 // Whether the ELF file at `path` has the GNU build-id `code_id` (hex).

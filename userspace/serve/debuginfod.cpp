@@ -1,0 +1,46 @@
+#include "userspace/serve/debuginfod.h"
+
+#include <elfutils/debuginfod.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace bpfprof {
+
+namespace {
+
+using Find = int (*)(debuginfod_client*, const unsigned char*, int, char**);
+
+// A build-id given as hex (length 0 tells libdebuginfod so).
+std::optional<std::string> find(debuginfod_client* client, Find what, const std::string& hex) {
+  char* path = nullptr;
+  const int fd = what(client, reinterpret_cast<const unsigned char*>(hex.c_str()), 0, &path);
+  if (fd < 0) return std::nullopt;
+  close(fd);
+  std::optional<std::string> found;
+  if (path) found = path;
+  free(path);
+  return found;
+}
+
+}  // namespace
+
+std::unique_ptr<Debuginfod> Debuginfod::from_environment() {
+  const char* urls = getenv("DEBUGINFOD_URLS");
+  if (!urls || !*urls) return nullptr;
+  debuginfod_client* client = debuginfod_begin();
+  if (!client) return nullptr;
+  return std::unique_ptr<Debuginfod>(new Debuginfod(client));
+}
+
+Debuginfod::~Debuginfod() { debuginfod_end(client_); }
+
+std::optional<std::string> Debuginfod::executable(const std::string& build_id_hex) {
+  return find(client_, debuginfod_find_executable, build_id_hex);
+}
+
+std::optional<std::string> Debuginfod::debuginfo(const std::string& build_id_hex) {
+  return find(client_, debuginfod_find_debuginfo, build_id_hex);
+}
+
+}  // namespace bpfprof
