@@ -161,8 +161,8 @@ DwarfUnwinder::DwarfUnwinder() = default;
 DwarfUnwinder::~DwarfUnwinder() = default;
 
 void DwarfUnwinder::add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset,
-                                const std::string& readable_path) {
-  mappings_[pid].add(Mapping{start, end, file_offset, readable_path});
+                                MappedFile file) {
+  mappings_[pid].add(Mapping{start, end, file_offset, std::move(file)});
   sessions_.erase(pid);  // rebuilt with the new module on next use
 }
 
@@ -209,9 +209,9 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
   dwfl_report_begin(process->dwfl);
   std::set<std::string> reported;
   for (const auto& [start, mapping] : maps->second) {
-    const MappingKind kind = classify_mapping(mapping.path);
+    const MappingKind kind = classify_mapping(mapping.file.path);
     if (kind != MappingKind::kFile && kind != MappingKind::kVdso) continue;
-    const std::string& file = readable_path(mapping.path, nullptr);
+    const std::string& file = mapping.file.readable_path();
     if (file.empty() || !reported.insert(file).second) continue;
     // The load bias: where the file's virtual address 0 is in this process.
     std::optional<uint64_t> vaddr = vaddr_of_file_offset(file, mapping.file_offset);
@@ -219,7 +219,7 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
     // A file libdwfl cannot use (not ELF, or overlapping one reported before) is left out,
     // and may be tried again through another of its mappings: frames in it are cut there,
     // and such stacks are shown truncated.
-    if (!dwfl_report_elf(process->dwfl, mapping.path.c_str(), file.c_str(), -1, start - *vaddr,
+    if (!dwfl_report_elf(process->dwfl, mapping.file.path.c_str(), file.c_str(), -1, start - *vaddr,
                          false))
       reported.erase(file);
   }
@@ -270,7 +270,7 @@ bool DwarfUnwinder::in_syscall_past_cfi(Process& process, int pid, uint64_t pc) 
   auto maps = mappings_.find(pid);
   const Mapping* mapping = maps == mappings_.end() ? nullptr : maps->second.find(pc);
   if (!mapping || pc - mapping->start < 2) return false;
-  UniqueFd fd(open(readable_path(mapping->path, nullptr).c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(open(mapping->file.readable_path().c_str(), O_RDONLY | O_CLOEXEC));
   uint8_t code[2];
   return fd.get() >= 0 &&
          pread(fd.get(), code, sizeof(code),

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "symbols/util/held_file.h"
 #include "symbols/util/mapping_ranges.h"
 
 namespace bpfprof {
@@ -61,10 +62,9 @@ class DwarfUnwinder {
   DwarfUnwinder(const DwarfUnwinder&) = delete;
   DwarfUnwinder& operator=(const DwarfUnwinder&) = delete;
 
-  // The executable mappings of each process, kept current as the recording goes on.
-  // `readable_path` is where the file can be opened (may differ from its path).
-  void add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset,
-                   const std::string& readable_path);
+  // The executable mappings of each process, kept current as the recording goes on. The
+  // unwinder holds `file` (a held file stays open) while a mapping refers to it.
+  void add_mapping(int pid, uint64_t start, uint64_t end, uint64_t file_offset, MappedFile file);
   void reset(int pid);                       // exec: a new address space
   void copy(int parent_pid, int child_pid);  // fork
   void remove(int pid);                      // the process is gone
@@ -77,7 +77,7 @@ class DwarfUnwinder {
     uint64_t start;
     uint64_t end;
     uint64_t file_offset;
-    std::string path;
+    MappedFile file;
   };
   struct Process;
   Process* session_for(int pid);

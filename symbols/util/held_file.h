@@ -36,6 +36,16 @@ using HeldFileRef = std::shared_ptr<const HeldFile>;
 // there is one, else the path as the kernel reported it.
 const std::string& readable_path(const std::string& reported_path, const HeldFileRef& held);
 
+// A mapped file as the unwinders keep it: the path the kernel reported (which names it and
+// says what kind of mapping it is) and, where that path may not lead to it later, the file
+// held open. Holding the reference keeps readable_path() naming this very file.
+struct MappedFile {
+  std::string path;
+  HeldFileRef held;
+
+  const std::string& readable_path() const { return bpfprof::readable_path(path, held); }
+};
+
 // A readable file holding the vDSO image (empty if unavailable): the kernel maps the same
 // image into every process, so bpfprof's own copy serves for all.
 const std::string& vdso_image_path();

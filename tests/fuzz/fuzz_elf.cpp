@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   DwarfUnwinder unwinder;
   constexpr int kPid = 4242;
   unwinder.add_mapping(kPid, 0x400000, 0x400000 + (elf_size + 0xfff) / 0x1000 * 0x1000 + 0x1000, 0,
-                       file.path());
+                       MappedFile{file.path(), nullptr});
   UnwoundStack unwound = unwinder.unwind(kPid, kPid, registers, stack, stack_size, 64);
   if (unwound.pcs.size() > 64 + 1) abort();
 #else

@@ -31,7 +31,7 @@ uint64_t mapping_end(uint64_t address) {
 void add_executable_mappings(DwarfUnwinder& unwinder) {
   for (const MapEntry& m : read_proc_maps(getpid()).value_or(std::vector<MapEntry>{}))
     if (m.executable && m.kind() == MappingKind::kFile)
-      unwinder.add_mapping(getpid(), m.start, m.end, m.file_offset, m.path);
+      unwinder.add_mapping(getpid(), m.start, m.end, m.file_offset, MappedFile{m.path, nullptr});
 }
 
 // The registers here, and the stack from sp to its top (at most 64 KiB). What this function

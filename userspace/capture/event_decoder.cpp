@@ -377,8 +377,7 @@ void EventDecoder::apply_address_space_changes_until(MonotonicNs time) {
       unwinder_->reset(reset->pid.value);
     } else if (const auto* mmap = std::get_if<MmapEvent>(&it->second)) {
       const MappingInfo& m = mmap->mapping;
-      unwinder_->add_mapping(mmap->pid.value, m.start, m.start + m.length, m.file_offset,
-                             m.readable_path());
+      unwinder_->add_mapping(mmap->pid.value, m.start, m.start + m.length, m.file_offset, m.file());
     } else if (const auto* fork = std::get_if<ForkEvent>(&it->second)) {
       unwinder_->copy(fork->parent_pid.value, fork->child_pid.value);
     }

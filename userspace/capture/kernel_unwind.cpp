@@ -78,9 +78,9 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
 }
 
 void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info) {
-  Mapping mapping{info.start,           info.start + info.length,
-                  info.file_offset,     unwind_file_key(info),
-                  info.readable_path(), classify_mapping(info.path) == MappingKind::kAnonymousCode};
+  Mapping mapping{info.start,       info.start + info.length,
+                  info.file_offset, unwind_file_key(info),
+                  info.file(),      classify_mapping(info.path) == MappingKind::kAnonymousCode};
   Process& process = processes_[pid];
   insert_replacing_overlaps(process.mappings, mapping);
   process.last_change = time;
@@ -105,7 +105,7 @@ void KernelUnwindTables::queue_table(const Mapping& mapping) {
   files_.emplace(mapping.file, FileTable{});
   {
     std::lock_guard lock(mutex_);
-    jobs_.push_back(BuildJob{mapping.file, mapping.path});
+    jobs_.push_back(BuildJob{mapping.file, mapping.mapped});
     ++pending_;
   }
   wake_worker_.notify_one();
@@ -130,7 +130,8 @@ void KernelUnwindTables::build_tables() {
     BuildJob job = std::move(jobs_.front());
     jobs_.pop_front();
     lock.unlock();
-    BuildResult result{job.file, provider_(job.path), ElfFile::open(job.path, nullptr)};
+    const std::string& path = job.mapped.readable_path();
+    BuildResult result{job.file, provider_(path), ElfFile::open(path, nullptr)};
     lock.lock();
     results_.push_back(std::move(result));
     --pending_;

@@ -81,8 +81,8 @@ class KernelUnwindTables {
     uint64_t start = 0;
     uint64_t end = 0;
     uint64_t file_offset = 0;
-    std::string file;  // key into files_; empty for anonymous or special memory
-    std::string path;  // where to read the file (a held fd's /proc/self/fd path, else its path)
+    std::string file;   // key into files_; empty for anonymous or special memory
+    MappedFile mapped;  // where to read the file, held open while a job or mapping needs it
     bool anonymous = false;
   };
   struct Process {
@@ -92,7 +92,7 @@ class KernelUnwindTables {
   };
   struct BuildJob {
     std::string file;
-    std::string path;
+    MappedFile mapped;
   };
   struct BuildResult {
     std::string file;

@@ -84,6 +84,7 @@ struct MappingInfo {
   HeldFileRef held_file{};
 
   const std::string& readable_path() const { return bpfprof::readable_path(path, held_file); }
+  MappedFile file() const { return MappedFile{path, held_file}; }
 };
 
 struct ForkEvent {
