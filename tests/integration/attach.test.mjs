@@ -1,7 +1,7 @@
 // record -p: attach to a running late_thread fixture; the thread it starts after the attach
 // (late-worker: late_worker_main -> late_spin) must appear with its name and its CPU time.
 import assert from 'node:assert/strict';
-import { copyFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 
@@ -106,6 +106,31 @@ describe('attach (-p)', () => {
     assert.equal(result.code, 2);
     assert.equal(result.stderr.trim().split('\n').length, 1, `stderr: ${result.stderr}`);
     assert.match(result.stderr, /999999999/);
+  });
+
+  // A target that exits while the recorder starts (its checks, then ~0.2 s of loading BPF
+  // programs, then pidfd_open): every such recording ends by itself, with a profile or with
+  // one line saying the target exited first; none waits for a pid that is gone.
+  it('a target that exits during start-up never leaves a recording that does not end', async (t) => {
+    if (!requireRecorder(t)) return;
+    const outcomes = { profile: 0, exitedFirst: 0 };
+    for (let i = 0; i < 8; i++) {
+      const lifeMs = 30 + 50 * i;
+      const target = startBackground('sleep', [String(lifeMs / 1000)]);
+      const file = join(RESULTS_DIR, 'attach_short_target.json.gz');
+      rmSync(file, { force: true });
+      const result = await run(BPFPROF, ['record', '-p', String(target.pid), '-o', file], { timeoutMs: 15_000 });
+      await target.done;
+      if (result.code === 0) {
+        outcomes.profile++;
+        assert.ok(existsSync(file), `no profile: ${result.stderr}`);
+      } else {
+        outcomes.exitedFirst++;
+        assert.equal(result.code, 2, result.stderr);
+        assert.match(result.stderr, new RegExp(`^bpfprof: .*${target.pid}.*\n$`));
+      }
+    }
+    t.diagnostic(`targets living 30-380 ms: ${outcomes.profile} profiles, ${outcomes.exitedFirst} "exited first"`);
   });
 
   it('a thread id is refused with the id of its process (pidfd_open cannot follow it)', async (t) => {
