@@ -43,6 +43,35 @@ TEST(ThreadAccounting, ALongWaitIsOneSampleWeightedByItsLength) {
   EXPECT_EQ(samples[0].cpu_delta_ns, 1 * kMs);  // what ran before it left
 }
 
+// Woken at 5 ms but run only at 11 ms (a busy machine): 4 ms asleep, 6 ms waiting for a CPU.
+TEST(ThreadAccounting, AWaitForACpuAfterTheWakingIsItsOwnSample) {
+  ThreadAccounting accounting(at_ms(0), cpu_ms(0));
+  std::vector<ThreadSample> samples;
+  accounting.switched_out(kOffCpuRules, at_ms(1), cpu_ms(1), 42, samples);
+  accounting.switched_in(kOffCpuRules, at_ms(11), samples,
+                         ThreadAccounting::Runnable{at_ms(5), 43});
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].time, at_ms(1));
+  EXPECT_EQ(samples[0].stack, 42u);
+  EXPECT_DOUBLE_EQ(samples[0].weight, 4.0);
+  EXPECT_EQ(samples[1].time, at_ms(5));
+  EXPECT_EQ(samples[1].stack, 43u);
+  EXPECT_DOUBLE_EQ(samples[1].weight, 6.0);
+  EXPECT_EQ(samples[1].cpu_delta_ns, 0u);  // no CPU time while off the CPU
+}
+
+// A run-queue delay under an interval stays part of the wait (no extra sample per wakeup).
+TEST(ThreadAccounting, AShortDelayAfterTheWakingStaysInTheWait) {
+  ThreadAccounting accounting(at_ms(0), cpu_ms(0));
+  std::vector<ThreadSample> samples;
+  accounting.switched_out(kOffCpuRules, at_ms(1), cpu_ms(1), 42, samples);
+  accounting.switched_in(kOffCpuRules, at_ms(5.5), samples,
+                         ThreadAccounting::Runnable{at_ms(5), 43});
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].stack, 42u);
+  EXPECT_DOUBLE_EQ(samples[0].weight, 4.5);
+}
+
 TEST(ThreadAccounting, ShortWaitsAddUpUnderTheLongestOnesStack) {
   ThreadAccounting accounting(at_ms(0), cpu_ms(0));
   std::vector<ThreadSample> samples;

@@ -316,7 +316,8 @@ LibId SessionModel::anonymous_library(Pid pid) {
 void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks) {
   Thread& th = thread(live_thread(sample.time, sample.pid, sample.tid));
   if (sample.kind == SampleKind::kWaking) return note_waking(th, sample, raw_stacks);
-  end_wait(th, sample.time);  // whatever comes next from a waiting thread, it runs again
+  // Whatever comes next from a waiting thread, it runs again.
+  const std::optional<ThreadWaits::EndedWait> ended = end_wait(th, sample.time);
   switch (sample.kind) {
     case SampleKind::kOnCpu:
       th.accounting.on_cpu_sample(rules_, sample.time, sample.cpu_time,
@@ -328,7 +329,8 @@ void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& ra
       if (rules_.off_cpu) th.waits.switched_out(sample.time, sample.off_cpu_state);
       break;
     case SampleKind::kSwitchIn:
-      th.accounting.switched_in(rules_, sample.time, th.samples);
+      th.accounting.switched_in(rules_, sample.time, th.samples,
+                                runnable_after(th, ended, sample.time));
       break;
     case SampleKind::kWaking:
       break;
@@ -352,9 +354,20 @@ void SessionModel::note_waking(Thread& th, const SampleRecord& waking,
   th.waits.woken(noted);
 }
 
-void SessionModel::end_wait(Thread& th, MonotonicNs t) {
+// The waiting for a CPU between the waking that ended a wait and the switch-in at `t`, when
+// it lasted an interval or more (a busy machine's doing, not the wait's).
+std::optional<ThreadAccounting::Runnable> SessionModel::runnable_after(
+    const Thread& th, const std::optional<ThreadWaits::EndedWait>& ended, MonotonicNs t) {
+  if (!ended || !th.waits.last_stack() || t.value < ended->woken.value + rules_.interval_ns)
+    return std::nullopt;
+  return ThreadAccounting::Runnable{
+      ended->woken,
+      stacks_.intern(*th.waits.last_stack(), FrameKey::off_cpu(OffCpuState::kWaitingForCpu))};
+}
+
+std::optional<ThreadWaits::EndedWait> SessionModel::end_wait(Thread& th, MonotonicNs t) {
   const std::optional<ThreadWaits::EndedWait> wait = th.waits.runs_again(t);
-  if (!wait) return;
+  if (!wait) return wait;
   const ThreadWaits::Waking& waking = wait->waking;
   const uint64_t waited = wait->woken.value - wait->since.value;
   Process& p = process(th.process);
@@ -366,6 +379,7 @@ void SessionModel::end_wait(Thread& th, MonotonicNs t) {
   if (waited >= wake_threshold_ns())
     th.woken_waits.push_back(WokenWait{wait->since, wait->woken, wait->state, waking.waker,
                                        waking.waker_process, waking.cause});
+  return wait;
 }
 
 // Where the thread waits, ending in its off-CPU state frame.

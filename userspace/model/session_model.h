@@ -258,7 +258,9 @@ class SessionModel {
   StackId off_cpu_stack(Thread& th, const SampleRecord& switch_out, const RawStackTree& raw_stacks);
   void note_waking(Thread& th, const SampleRecord& waking, const RawStackTree& raw_stacks);
   // The thread's wait (if one is open) ends at t: matched with the waking that ended it.
-  void end_wait(Thread& th, MonotonicNs t);
+  std::optional<ThreadWaits::EndedWait> end_wait(Thread& th, MonotonicNs t);
+  std::optional<ThreadAccounting::Runnable> runnable_after(
+      const Thread& th, const std::optional<ThreadWaits::EndedWait>& ended, MonotonicNs t);
   void take_wakers(const WakerTable& table);
 
   Process& process(ProcessIndex i) { return processes_[i.value]; }

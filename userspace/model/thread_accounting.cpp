@@ -60,24 +60,38 @@ void ThreadAccounting::switched_out(const AccountingRules& rules, MonotonicNs t,
 }
 
 void ThreadAccounting::switched_in(const AccountingRules& rules, MonotonicNs t,
-                                   std::vector<ThreadSample>& samples) {
+                                   std::vector<ThreadSample>& samples,
+                                   std::optional<Runnable> runnable) {
   if (!off_cpu_) return;
   const OffCpuInterval wait = *off_cpu_;
   off_cpu_.reset();
-  const uint64_t blocked = t.value > wait.since.value ? t.value - wait.since.value : 0;
+  if (runnable && runnable->since > wait.since &&
+      t.value >= runnable->since.value + rules.interval_ns) {
+    close_wait(rules, wait.since, runnable->since, wait.stack, samples);
+    close_wait(rules, runnable->since, t, runnable->stack, samples);
+    return;
+  }
+  close_wait(rules, wait.since, t, wait.stack, samples);
+}
+
+// One off-CPU interval: a sample of its own from an interval on, else summed with the other
+// short ones.
+void ThreadAccounting::close_wait(const AccountingRules& rules, MonotonicNs since, MonotonicNs end,
+                                  StackId stack, std::vector<ThreadSample>& samples) {
+  const uint64_t blocked = end.value > since.value ? end.value - since.value : 0;
   if (blocked >= rules.interval_ns) {
-    flush_short_waits(rules, wait.since, samples);
-    push(samples, ThreadSample{wait.since, wait.stack, take_cpu(wait.since, samples),
-                               in_intervals(blocked, rules)});
+    flush_short_waits(rules, since, samples);
+    push(samples,
+         ThreadSample{since, stack, take_cpu(since, samples), in_intervals(blocked, rules)});
     return;
   }
   short_waits_ns_ += blocked;
-  last_short_wait_ = wait.since;
+  last_short_wait_ = since;
   if (blocked >= longest_short_wait_ns_) {
     longest_short_wait_ns_ = blocked;
-    longest_short_wait_stack_ = wait.stack;
+    longest_short_wait_stack_ = stack;
   }
-  if (short_waits_ns_ >= rules.interval_ns) flush_short_waits(rules, wait.since, samples);
+  if (short_waits_ns_ >= rules.interval_ns) flush_short_waits(rules, since, samples);
 }
 
 void ThreadAccounting::flush_short_waits(const AccountingRules& rules, MonotonicNs t,

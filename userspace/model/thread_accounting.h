@@ -56,7 +56,16 @@ class ThreadAccounting {
   // `stack` ends in the off-CPU state frame.
   void switched_out(const AccountingRules& rules, MonotonicNs t, CpuTimeNs runtime, StackId stack,
                     std::vector<ThreadSample>& samples);
-  void switched_in(const AccountingRules& rules, MonotonicNs t, std::vector<ThreadSample>& samples);
+  // A waking ended the thread's wait at `since`; from then on it waited for a CPU, in
+  // `stack` (the wait's stack ending in [waiting for CPU]).
+  struct Runnable {
+    MonotonicNs since;
+    StackId stack;
+  };
+  // With `runnable`, a wait for a CPU after the waking of at least an interval is its own
+  // sample: the time a busy machine makes a woken thread wait is not time it slept.
+  void switched_in(const AccountingRules& rules, MonotonicNs t, std::vector<ThreadSample>& samples,
+                   std::optional<Runnable> runnable = std::nullopt);
   void exited(const AccountingRules& rules, MonotonicNs t, CpuTimeNs runtime,
               std::vector<ThreadSample>& samples);
   // Closes an open wait at `end`, writes the short waits still summed, and gives the
@@ -83,6 +92,8 @@ class ThreadAccounting {
   };
   void add_runtime(CpuTimeNs runtime);
   uint64_t take_cpu(MonotonicNs t, const std::vector<ThreadSample>& samples);
+  void close_wait(const AccountingRules& rules, MonotonicNs since, MonotonicNs end, StackId stack,
+                  std::vector<ThreadSample>& samples);
   void flush_short_waits(const AccountingRules& rules, MonotonicNs t,
                          std::vector<ThreadSample>& samples);
   void push(std::vector<ThreadSample>& samples, const ThreadSample& sample);
