@@ -86,10 +86,14 @@ RawStackId EventDecoder::intern_stack(const Header& h, Recording& rec, const uin
     // beyond such a frame is a real caller.
     size_t user_kept = 0;
     while (user_kept < user && is_user_address(ips[user_kept])) ++user_kept;
-    std::vector<uint64_t>& user_frames = scratch_user_;  // innermost first
-    user_frames.assign(ips, ips + user_kept);
-    if (python_) python_->merge_into(h.pid, h.tid, h.time, user_frames, rec);
-    for (size_t i = user_frames.size(); i-- > 0;)
+    const uint64_t* user_frames = ips;  // innermost first
+    if (python_ && python_->has_frames_for(h.tid)) {
+      scratch_user_.assign(ips, ips + user_kept);
+      python_->merge_into(h.pid, h.tid, h.time, scratch_user_, rec);
+      user_frames = scratch_user_.data();
+      user_kept = scratch_user_.size();
+    }
+    for (size_t i = user_kept; i-- > 0;)
       if (user_frames[i]) path.push_back(user_frames[i]);
   }
   for (size_t i = user + kernel; i-- > user;)

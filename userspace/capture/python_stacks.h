@@ -48,6 +48,8 @@ class PythonStacks {
   // Python frames sent for it merged in (unchanged when none were).
   void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
                   Recording& recording);
+  // Whether Python frames wait for a sample of `tid` (else merge_into changes nothing).
+  bool has_frames_for(Tid tid) const { return pending_.contains(tid); }
   void forget(Pid pid);
 
  private:

@@ -278,36 +278,43 @@ void SharedTables::write_json(JsonWriter& w) const {
   w.end_object();
 }
 
+std::optional<StackIndex> SamplesTable::stack_at(size_t i) const {
+  const StackId stack = (*samples_)[i].stack;
+  if (stack == ResolvedStackTree::kRoot) return std::nullopt;
+  return (*output_stack_of_)[stack];
+}
+
+// Microsecond precision is what the front end shows, and shorter numbers write and compress
+// faster than nanoseconds.
+double SamplesTable::time_ms_at(size_t i) const {
+  return std::round(ms_between(zero_, (*samples_)[i].time) * 1000.0) / 1000.0;
+}
+
 SamplesTable::Sample SamplesTable::row(size_t i) const {
   const ThreadSample& s = (*samples_)[i];
-  std::optional<StackIndex> stack;
-  if (s.stack != ResolvedStackTree::kRoot) stack = (*output_stack_of_)[s.stack];
-  // Microsecond precision is what the front end shows, and shorter numbers write and
-  // compress faster than nanoseconds.
-  const double time_ms = std::round(ms_between(zero_, s.time) * 1000.0) / 1000.0;
-  return Sample{stack, time_ms, s.cpu_delta_ns, s.weight};
+  return Sample{stack_at(i), time_ms_at(i), s.cpu_delta_ns, s.weight};
 }
 
 template <typename F>
 void SamplesTable::write_column(JsonWriter& w, std::string_view name, F value) const {
   w.key(name);
   w.begin_array();
-  for (size_t i = 0; i < size(); ++i) value(row(i));
+  for (size_t i = 0; i < size(); ++i) value(i);
   w.end_array();
 }
 
 void SamplesTable::write_json(JsonWriter& w) const {
   w.key("samples");
   w.begin_object();
-  write_column(w, "stack", [&](const Sample& s) { number_or_null(w, s.stack); });
-  write_column(w, "time", [&](const Sample& s) { w.number(s.time_ms); });
-  write_column(w, "threadCPUDelta", [&](const Sample& s) { w.number(s.cpu_delta_ns); });
+  write_column(w, "stack", [&](size_t i) { number_or_null(w, stack_at(i)); });
+  write_column(w, "time", [&](size_t i) { w.number(time_ms_at(i)); });
+  write_column(w, "threadCPUDelta", [&](size_t i) { w.number((*samples_)[i].cpu_delta_ns); });
   // All weights 1 (the common case without collapsing or off-CPU samples): null is shorter.
   const bool weighted =
       samples_ && std::any_of(samples_->begin(), samples_->end(),
                               [](const ThreadSample& s) { return s.weight != 1.0; });
   if (weighted) {
-    write_column(w, "weight", [&](const Sample& s) { w.number(s.weight); });
+    write_column(w, "weight", [&](size_t i) { w.number((*samples_)[i].weight); });
   } else {
     w.key("weight");
     w.null();

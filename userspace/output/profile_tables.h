@@ -215,6 +215,9 @@ class SamplesTable {
   void write_json(JsonWriter& w) const;
 
  private:
+  // One column of row i (the writer writes a column at a time).
+  std::optional<StackIndex> stack_at(size_t i) const;
+  double time_ms_at(size_t i) const;
   template <typename F>
   void write_column(JsonWriter& w, std::string_view name, F value) const;
 
