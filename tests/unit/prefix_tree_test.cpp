@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "userspace/model/prefix_tree.h"
@@ -54,6 +55,51 @@ TEST(PrefixTree, GrowsWithUniqueStacksNotWithRepeats) {
     tree.intern_path(std::vector<uint64_t>{1, 2, 3, 4, 5});
   EXPECT_EQ(tree.size(), 5u);
 }
+
+// The whole-path index is a hand-written open-addressing table: every path, over many
+// growths, is found again as the node a frame-by-frame walk gives, also when every path has
+// the same hash (with SameHashForAll, all paths of a length do: long probe chains, told
+// apart by the walk up the tree).
+template <typename Hash>
+void check_paths_found_again(size_t count) {
+  PrefixTree<uint64_t, Hash> tree;
+  PrefixTree<uint64_t, Hash> by_frames;  // interned one frame at a time
+  std::vector<std::vector<uint64_t>> paths;
+  uint64_t seed = 42;
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<uint64_t> path;
+    const size_t length = 1 + i % 9;
+    for (size_t j = 0; j < length; ++j) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      path.push_back((seed >> 33) % 7);  // few distinct keys: many shared prefixes
+    }
+    paths.push_back(path);
+  }
+  std::vector<typename PrefixTree<uint64_t, Hash>::NodeId> first;
+  for (const auto& path : paths) first.push_back(tree.intern_path(path));
+  const size_t nodes = tree.size();
+  for (size_t i = 0; i < paths.size(); ++i) {
+    ASSERT_EQ(tree.intern_path(paths[i]), first[i]) << i;
+    auto node = PrefixTree<uint64_t, Hash>::kRoot;
+    for (uint64_t key : paths[i]) node = by_frames.intern(node, key);
+    std::vector<uint64_t> back = tree.leaf_to_root(first[i]);
+    std::reverse(back.begin(), back.end());
+    ASSERT_EQ(back, paths[i]) << i;
+  }
+  EXPECT_EQ(tree.size(), nodes);  // nothing new the second time
+  EXPECT_EQ(by_frames.size(), nodes);
+  EXPECT_EQ(tree.intern_path(std::vector<uint64_t>{}), (PrefixTree<uint64_t, Hash>::kRoot));
+}
+
+struct SameHashForAll {
+  size_t operator()(uint64_t) const { return 7; }
+};
+
+TEST(PrefixTree, EveryPathIsFoundAgainAcrossGrowths) {
+  check_paths_found_again<std::hash<uint64_t>>(100000);
+}
+
+TEST(PrefixTree, PathsWithOneHashAreToldApart) { check_paths_found_again<SameHashForAll>(2000); }
 
 TEST(StringTable, InternsEachStringOnce) {
   StringTable table;

@@ -42,12 +42,17 @@ class PrefixTree {
       hash ^= hash >> 29;
       ++length;
     }
-    auto [first, last] = path_index_.equal_range(hash);
-    for (auto it = first; it != last; ++it)
-      if (path_equals(it->second, root_to_leaf, length)) return it->second;
+    if (length == 0) return kRoot;
+    const size_t mask = path_slots_.size() - 1;
+    size_t i = hash & mask;
+    if (!path_slots_.empty()) {
+      for (; path_slots_[i].leaf != kRoot; i = (i + 1) & mask)
+        if (path_slots_[i].hash == hash && path_equals(path_slots_[i].leaf, root_to_leaf, length))
+          return path_slots_[i].leaf;
+    }
     NodeId node = kRoot;
     for (const Key& key : root_to_leaf) node = intern(node, key);
-    path_index_.emplace(hash, node);
+    add_path(hash, node);
     return node;
   }
 
@@ -84,6 +89,29 @@ class PrefixTree {
     }
   };
 
+  // The whole-path index: open addressing (linear probing) in a power-of-two table kept at
+  // most 3/4 full; an empty slot's leaf is kRoot (the empty path is never indexed).
+  struct PathSlot {
+    size_t hash = 0;
+    NodeId leaf = kRoot;
+  };
+  void add_path(size_t hash, NodeId leaf) {
+    if ((paths_ + 1) * 4 > path_slots_.size() * 3) {
+      std::vector<PathSlot> old = std::move(path_slots_);
+      path_slots_.assign(std::max<size_t>(64, old.size() * 2), PathSlot{});
+      for (const PathSlot& slot : old)
+        if (slot.leaf != kRoot) place(slot);
+    }
+    place(PathSlot{hash, leaf});
+    ++paths_;
+  }
+  void place(const PathSlot& slot) {
+    const size_t mask = path_slots_.size() - 1;
+    size_t i = slot.hash & mask;
+    while (path_slots_[i].leaf != kRoot) i = (i + 1) & mask;
+    path_slots_[i] = slot;
+  }
+
   template <typename Range>
   bool path_equals(NodeId leaf, const Range& root_to_leaf, size_t length) const {
     // Compares from the leaf up: paths that differ usually differ near their leaves.
@@ -97,7 +125,8 @@ class PrefixTree {
 
   std::vector<Node> nodes_;
   std::unordered_map<Edge, NodeId, EdgeHash> index_;
-  std::unordered_multimap<size_t, NodeId> path_index_;  // whole-path hash -> leaf
+  std::vector<PathSlot> path_slots_;  // whole-path hash -> leaf
+  size_t paths_ = 0;
 };
 
 }  // namespace bpfprof
