@@ -62,6 +62,7 @@ struct bpfprof_unwind_row {
  * ucontext): uc_mcontext starts 40 bytes in, then r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx,
  * rsp, rip. */
 #define BPFPROF_SIGFRAME_RBP (40 + 10 * 8)
+#define BPFPROF_SIGFRAME_RCX (40 + 14 * 8)
 #define BPFPROF_SIGFRAME_RSP (40 + 15 * 8)
 #define BPFPROF_SIGFRAME_RIP (40 + 16 * 8)
 

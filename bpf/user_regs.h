@@ -11,18 +11,15 @@
 #include "unwind_table.h"
 
 #define BPFPROF_NR_RT_SIGRETURN 15 /* x86-64 */
-#define BPFPROF_SIGFRAME_RCX (40 + 14 * 8)
 
 /* The signal frame lies below the interrupted sp: the 128-byte red zone, the saved FPU state
  * (~0.8 KB with AVX, ~2.7 KB with AVX-512) and the frame. Its ucontext starts 16-aligned. */
 #define SIGFRAME_SEARCH_STEP 16
 #define SIGFRAME_SEARCH_STEPS 512
 
-/* rbp .. rip of the saved mcontext: rbp, rbx, rdx, rax, rcx, rsp, rip. */
-#define SIGFRAME_WORDS 7
-#define SIGFRAME_WORD_RCX 4
-#define SIGFRAME_WORD_RSP 5
-#define SIGFRAME_WORD_RIP 6
+/* The saved mcontext from rbp to rip (rbp, rbx, rdx, rax, rcx, rsp, rip), read at once. */
+#define SIGFRAME_WORD(offset) (((offset)-BPFPROF_SIGFRAME_RBP) / 8)
+#define SIGFRAME_WORDS (SIGFRAME_WORD(BPFPROF_SIGFRAME_RIP) + 1)
 
 struct sigframe_search {
   __u64 top; /* the highest address the ucontext can start at */
@@ -35,9 +32,11 @@ static long sigframe_search_step(__u64 i, void* ctx) {
   __u64 words[SIGFRAME_WORDS];
   const __u64 at = s->top - i * SIGFRAME_SEARCH_STEP;
   if (bpf_probe_read_user(words, sizeof(words), (void*)(at + BPFPROF_SIGFRAME_RBP))) return 1;
-  if (words[0] != s->bp || words[SIGFRAME_WORD_RCX] != s->cx || words[SIGFRAME_WORD_RSP] != s->sp)
+  if (words[SIGFRAME_WORD(BPFPROF_SIGFRAME_RBP)] != s->bp ||
+      words[SIGFRAME_WORD(BPFPROF_SIGFRAME_RCX)] != s->cx ||
+      words[SIGFRAME_WORD(BPFPROF_SIGFRAME_RSP)] != s->sp)
     return 0;
-  s->pc = words[SIGFRAME_WORD_RIP];
+  s->pc = words[SIGFRAME_WORD(BPFPROF_SIGFRAME_RIP)];
   return 1;
 }
 

@@ -279,16 +279,16 @@ std::vector<uint64_t> BpfPrograms::lost_events_per_cpu() const {
 }
 
 uint64_t BpfPrograms::processes_not_followed() const {
+  return per_cpu_total(skeleton_->maps.processes_not_followed);
+}
+
+uint64_t BpfPrograms::per_cpu_total(const bpf_map* map) const {
   uint64_t total = 0;
-  for (uint64_t v : per_cpu_counts(skeleton_->maps.processes_not_followed)) total += v;
+  for (uint64_t v : per_cpu_counts(map)) total += v;
   return total;
 }
 
-uint64_t BpfPrograms::lost_events() const {
-  uint64_t total = 0;
-  for (uint64_t v : lost_events_per_cpu()) total += v;
-  return total;
-}
+uint64_t BpfPrograms::lost_events() const { return per_cpu_total(skeleton_->maps.lost_events); }
 
 std::unordered_map<Pid, uint64_t> BpfPrograms::lost_events_by_process() const {
   std::unordered_map<Pid, uint64_t> result;

@@ -99,8 +99,9 @@ class BpfPrograms {
   void save_events_to(EventLogWriter* log) { event_log_ = log; }
 
  private:
-  // The sum over the CPUs of a per-CPU array map's first entry (empty if unreadable).
+  // A per-CPU array map's first entry on each CPU (empty if unreadable), and their sum.
   std::vector<uint64_t> per_cpu_counts(const bpf_map* map) const;
+  uint64_t per_cpu_total(const bpf_map* map) const;
 
   static int on_event(void* context, void* data, size_t size);
   void apply_stack_copy_changes(IngestPipeline& pipeline);

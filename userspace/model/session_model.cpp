@@ -355,10 +355,12 @@ void SessionModel::note_waking(Thread& th, const SampleRecord& waking,
 }
 
 // The waiting for a CPU between the waking that ended a wait and the switch-in at `t`, when
-// it lasted an interval or more (a busy machine's doing, not the wait's).
+// the accounting shows it apart (a busy machine's doing, not the wait's): its stack is
+// interned only then.
 std::optional<ThreadAccounting::Runnable> SessionModel::runnable_after(
     const Thread& th, const std::optional<ThreadWaits::EndedWait>& ended, MonotonicNs t) {
-  if (!ended || !th.waits.last_stack() || t.value < ended->woken.value + rules_.interval_ns)
+  if (!ended || !th.waits.last_stack() ||
+      !ThreadAccounting::waits_for_cpu_apart(rules_, ended->woken, t))
     return std::nullopt;
   return ThreadAccounting::Runnable{
       ended->woken,

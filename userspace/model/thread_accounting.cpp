@@ -65,8 +65,7 @@ void ThreadAccounting::switched_in(const AccountingRules& rules, MonotonicNs t,
   if (!off_cpu_) return;
   const OffCpuInterval wait = *off_cpu_;
   off_cpu_.reset();
-  if (runnable && runnable->since > wait.since &&
-      t.value >= runnable->since.value + rules.interval_ns) {
+  if (runnable && runnable->since > wait.since && waits_for_cpu_apart(rules, runnable->since, t)) {
     close_wait(rules, wait.since, runnable->since, wait.stack, samples);
     close_wait(rules, runnable->since, t, runnable->stack, samples);
     return;

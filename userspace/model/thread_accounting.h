@@ -64,6 +64,9 @@ class ThreadAccounting {
   };
   // With `runnable`, a wait for a CPU after the waking of at least an interval is its own
   // sample: the time a busy machine makes a woken thread wait is not time it slept.
+  static bool waits_for_cpu_apart(const AccountingRules& rules, MonotonicNs woken, MonotonicNs t) {
+    return t.value >= woken.value + rules.interval_ns;
+  }
   void switched_in(const AccountingRules& rules, MonotonicNs t, std::vector<ThreadSample>& samples,
                    std::optional<Runnable> runnable = std::nullopt);
   void exited(const AccountingRules& rules, MonotonicNs t, CpuTimeNs runtime,

@@ -1,7 +1,6 @@
 #include "userspace/serve/debuginfod.h"
 
 #include <elfutils/debuginfod.h>
-#include <unistd.h>
 
 #include <cstdlib>
 
@@ -14,9 +13,8 @@ using Find = int (*)(debuginfod_client*, const unsigned char*, int, char**);
 // A build-id given as hex (length 0 tells libdebuginfod so).
 std::optional<std::string> find(debuginfod_client* client, Find what, const std::string& hex) {
   char* path = nullptr;
-  const int fd = what(client, reinterpret_cast<const unsigned char*>(hex.c_str()), 0, &path);
-  if (fd < 0) return std::nullopt;
-  close(fd);
+  const UniqueFd fd(what(client, reinterpret_cast<const unsigned char*>(hex.c_str()), 0, &path));
+  if (!fd.valid()) return std::nullopt;
   std::optional<std::string> found;
   if (path) found = path;
   free(path);
@@ -28,19 +26,21 @@ std::optional<std::string> find(debuginfod_client* client, Find what, const std:
 std::unique_ptr<Debuginfod> Debuginfod::from_environment() {
   const char* urls = getenv("DEBUGINFOD_URLS");
   if (!urls || !*urls) return nullptr;
-  debuginfod_client* client = debuginfod_begin();
+  Client client(debuginfod_begin());
   if (!client) return nullptr;
-  return std::unique_ptr<Debuginfod>(new Debuginfod(client));
+  return std::unique_ptr<Debuginfod>(new Debuginfod(std::move(client)));
 }
 
-Debuginfod::~Debuginfod() { debuginfod_end(client_); }
+void Debuginfod::ClientCloser::operator()(debuginfod_client* client) const noexcept {
+  debuginfod_end(client);
+}
 
 std::optional<std::string> Debuginfod::executable(const std::string& build_id_hex) {
-  return find(client_, debuginfod_find_executable, build_id_hex);
+  return find(client_.get(), debuginfod_find_executable, build_id_hex);
 }
 
 std::optional<std::string> Debuginfod::debuginfo(const std::string& build_id_hex) {
-  return find(client_, debuginfod_find_debuginfo, build_id_hex);
+  return find(client_.get(), debuginfod_find_debuginfo, build_id_hex);
 }
 
 }  // namespace bpfprof

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "symbols/util/unique_handle.h"
+
 struct debuginfod_client;
 
 namespace bpfprof {
@@ -15,7 +17,6 @@ class Debuginfod {
  public:
   // nullptr when $DEBUGINFOD_URLS is unset or empty.
   static std::unique_ptr<Debuginfod> from_environment();
-  ~Debuginfod();
 
   // The path of the file in debuginfod's local cache, fetched if needed; nullopt if no server
   // has it.
@@ -23,8 +24,12 @@ class Debuginfod {
   std::optional<std::string> debuginfo(const std::string& build_id_hex);
 
  private:
-  explicit Debuginfod(debuginfod_client* client) : client_(client) {}
-  debuginfod_client* client_;
+  struct ClientCloser {
+    void operator()(debuginfod_client* client) const noexcept;
+  };
+  using Client = UniqueHandle<debuginfod_client*, ClientCloser>;
+  explicit Debuginfod(Client client) : client_(std::move(client)) {}
+  Client client_;
 };
 
 }  // namespace bpfprof

@@ -32,6 +32,14 @@ bool is_kernel_module(const LibraryDescription& library) {
          classify_mapping(library.path) == MappingKind::kOtherSpecial;
 }
 
+// Adds `candidate` to `files` when it has the build-id `code_id` and is not there yet.
+void add_if_it_has_build_id(const std::string& candidate, const std::string& code_id,
+                            std::vector<std::string>& files) {
+  if (!candidate.empty() && std::find(files.begin(), files.end(), candidate) == files.end() &&
+      file_has_build_id(candidate, code_id))
+    files.push_back(candidate);
+}
+
 }  // namespace
 
 bool file_has_build_id(const std::string& path, const std::string& code_id) {
@@ -101,15 +109,9 @@ std::vector<std::string> LibraryFinder::files_with_build_id(
   for (std::string& path : build_id_paths(id, symbol_dirs_, BuildIdFile::kDebug))
     debug.push_back(std::move(path));
   std::vector<std::string> files;
-  auto add_found = [&](const std::vector<std::string>& candidates) {
-    for (const std::string& candidate : candidates)
-      if (!candidate.empty() && std::find(files.begin(), files.end(), candidate) == files.end() &&
-          file_has_build_id(candidate, id))
-        files.push_back(candidate);
-  };
-  add_found(code);
+  for (const std::string& candidate : code) add_if_it_has_build_id(candidate, id, files);
   const bool has_code = !files.empty();
-  add_found(debug);
+  for (const std::string& candidate : debug) add_if_it_has_build_id(candidate, id, files);
   if (!has_code && !vdso) add_from_debuginfod(id, files);
   return files;
 }
@@ -122,10 +124,8 @@ void LibraryFinder::add_from_debuginfod(const std::string& code_id,
   std::optional<std::string> executable = debuginfod_->executable(code_id);
   if (!executable || !file_has_build_id(*executable, code_id)) return;
   files.insert(files.begin(), *executable);
-  if (std::optional<std::string> debug = debuginfod_->debuginfo(code_id);
-      debug && file_has_build_id(*debug, code_id) &&
-      std::find(files.begin(), files.end(), *debug) == files.end())
-    files.push_back(*debug);
+  if (std::optional<std::string> debug = debuginfod_->debuginfo(code_id))
+    add_if_it_has_build_id(*debug, code_id, files);
 }
 
 }  // namespace bpfprof

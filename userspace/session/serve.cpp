@@ -201,8 +201,9 @@ int run_serve(const ServeOptions& options) {
          link.c_str());
   printf("bpfprof: symbol server (source and assembly views) at %s\n", symbol_server.c_str());
   fflush(stdout);
-  if (const std::string browser = browser_command(); options.open_browser && !browser.empty())
-    open_in_browser(browser, link);
+  if (options.open_browser)
+    if (const std::string browser = browser_command(); !browser.empty())
+      open_in_browser(browser, link);
   struct sigaction sa {};
   sa.sa_handler = on_stop;
   sigaction(SIGINT, &sa, nullptr);
