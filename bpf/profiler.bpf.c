@@ -112,6 +112,10 @@ struct {
   __type(value, __u64);
 } lost_events SEC(".maps");
 
+/* Their total, in .bss: userspace reads it through its mapping of the section at every poll,
+ * without a system call; losses are rare, so the shared atomic costs nothing. */
+__u64 lost_events_total = 0;
+
 /* The same, per process (tgid), so the loss can be shown where it happened. */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -132,6 +136,7 @@ static __always_inline void count_lost_for(__u32 tgid) {
   __u32 zero = 0;
   __u64* lost = bpf_map_lookup_elem(&lost_events, &zero);
   if (lost) __sync_fetch_and_add(lost, 1);
+  __sync_fetch_and_add(&lost_events_total, 1);
   __u64* of_process = bpf_map_lookup_elem(&lost_events_by_process, &tgid);
   if (!of_process) {
     /* Another CPU may create it first: then its entry is the one to add to. */

@@ -37,7 +37,7 @@ struct {
   __type(value, __u64);
 } unwind_fallbacks SEC(".maps");
 
-#define STACK_WINDOW_BYTES 512
+#define STACK_WINDOW_BYTES 4096
 /* How far below the word asked for a window starts: a frame's saved rbp lies below its
  * return address, read first. */
 #define STACK_WINDOW_BELOW 64

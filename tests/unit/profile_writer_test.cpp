@@ -335,8 +335,9 @@ TEST(RunReport, UnwindingCostIsReportedForCopiedStacks) {
   ASSERT_TRUE(report.unwinding);
   EXPECT_EQ(report.unwinding->median_us, 2.0);
   const std::string printed = printed_summary(report);
-  EXPECT_NE(printed.find("bpfprof: unwinding 2.0 us per stack (median); 4096 bytes of stack "
-                         "copied per sample (5120 bytes per event)\n"),
+  EXPECT_NEAR(report.unwinding->total_ms, 0.2, 1e-9);  // 100 stacks at the kept times' mean
+  EXPECT_NE(printed.find("bpfprof: unwinding 2.0 us per stack (median), 0.2 ms in all; 4096 "
+                         "bytes of stack copied per sample (5120 bytes per event)\n"),
             std::string::npos)
       << printed;
   EXPECT_NE(printed.find("bpfprof: 2.0% of the stacks were cut where their copy ended (before "

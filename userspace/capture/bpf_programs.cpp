@@ -288,7 +288,9 @@ uint64_t BpfPrograms::per_cpu_total(const bpf_map* map) const {
   return total;
 }
 
-uint64_t BpfPrograms::lost_events() const { return per_cpu_total(skeleton_->maps.lost_events); }
+uint64_t BpfPrograms::lost_events() const {
+  return __atomic_load_n(&skeleton_->bss->lost_events_total, __ATOMIC_RELAXED);
+}
 
 std::unordered_map<Pid, uint64_t> BpfPrograms::lost_events_by_process() const {
   std::unordered_map<Pid, uint64_t> result;

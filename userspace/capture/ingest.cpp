@@ -13,13 +13,22 @@ IngestPipeline::IngestPipeline(Recording& recording, const Options& options)
       unwinder_(options.dwarf ? std::make_unique<DwarfUnwinder>() : nullptr),
       python_frames_(options.python_frames),
       decoder_(unwinder_.get()),
-      pin_mapped_files_(options.pin_mapped_files) {
+      pin_mapped_files_(options.pin_mapped_files),
+      time_model_(options.time_model) {
   model_.configure_for(recording_);
   model_.set_collapse_repeated_samples(options.collapse_repeated_samples);
   if (python_frames_) decoder_.set_python_stacks(&python_stacks_);
 }
 
 IngestPipeline::~IngestPipeline() = default;
+
+template <typename Work>
+void IngestPipeline::timed(Work&& work) {
+  if (!time_model_) return work();
+  const double before = thread_cpu_ms();
+  work();
+  model_cpu_ms_ += thread_cpu_ms() - before;
+}
 
 void IngestPipeline::take_lifecycle_events() {
   std::vector<LifecycleEvent>& events = recording_.events;
@@ -47,20 +56,18 @@ void IngestPipeline::advance(MonotonicNs now) {
 // Amortized: each compaction copies what is in use, at most half of the tree by then.
 void IngestPipeline::compact_raw_stacks_if_grown() {
   if (recording_.raw_stacks.size() < 2 * raw_stacks_kept_ + kRawStackSlack) return;
-  const double before = thread_cpu_ms();
-  model_.compact_raw_stacks(recording_, [this](const SessionModel::RawStackMove& move) {
-    decoder_.move_raw_stacks(move);
+  timed([&] {
+    model_.compact_raw_stacks(recording_, [this](const SessionModel::RawStackMove& move) {
+      decoder_.move_raw_stacks(move);
+    });
   });
   raw_stacks_kept_ = recording_.raw_stacks.size();
-  model_cpu_ms_ += thread_cpu_ms() - before;
 }
 
 void IngestPipeline::finish(MonotonicNs end) {
   take_lifecycle_events();
   consume_into_model(MonotonicNs{UINT64_MAX});
-  const double before = thread_cpu_ms();
-  model_.finish(end);
-  model_cpu_ms_ += thread_cpu_ms() - before;
+  timed([&] { model_.finish(end); });
 }
 
 void IngestPipeline::compact_stacks() {
@@ -72,9 +79,7 @@ void IngestPipeline::compact_stacks() {
 
 void IngestPipeline::consume_into_model(MonotonicNs until) {
   take_lifecycle_events();  // the model sorts and erases what it takes: no index survives it
-  const double before = thread_cpu_ms();
-  model_.consume(recording_, until);
-  model_cpu_ms_ += thread_cpu_ms() - before;
+  timed([&] { model_.consume(recording_, until); });
   resolved_events_ = recording_.events.size();
 }
 

@@ -28,9 +28,9 @@ void print_totals(const RunReport& r, FILE* out) {
 
 void print_unwind_cost(const UnwindCost& cost, FILE* out) {
   fprintf(out,
-          "bpfprof: unwinding %.1f us per stack (median); %.0f bytes of stack copied per sample "
-          "(%.0f bytes per event)\n",
-          cost.median_us, cost.copied_bytes_per_sample, cost.event_bytes_per_sample);
+          "bpfprof: unwinding %.1f us per stack (median), %.1f ms in all; %.0f bytes of stack "
+          "copied per sample (%.0f bytes per event)\n",
+          cost.median_us, cost.total_ms, cost.copied_bytes_per_sample, cost.event_bytes_per_sample);
   if (!cost.raised_stack_copies.empty()) {
     std::string raised;
     for (const auto& [pid, bytes] : cost.raised_stack_copies)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <unordered_map>
 
 #include "symbols/dwarf/debug_hint.h"
@@ -47,6 +48,11 @@ std::optional<UnwindCost> unwind_cost(const Recording& recording) {
   std::vector<uint32_t> times = s.unwind_ns;
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   cost.median_us = times.empty() ? 0.0 : times[times.size() / 2] / 1000.0;
+  if (!times.empty()) {
+    const double kept_ns = std::accumulate(times.begin(), times.end(), 0.0);
+    cost.total_ms =
+        kept_ns / static_cast<double>(times.size()) * static_cast<double>(s.user_stacks) / 1e6;
+  }
   const double per_stack = 1.0 / static_cast<double>(s.user_stacks);
   cost.copied_bytes_per_sample = static_cast<double>(s.stack_copy_bytes) * per_stack;
   cost.event_bytes_per_sample = static_cast<double>(s.dwarf_sample_bytes) * per_stack;

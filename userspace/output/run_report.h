@@ -37,6 +37,7 @@ struct ProcessCpuTime {
 // What unwinding copied stacks cost (DWARF mode only).
 struct UnwindCost {
   double median_us = 0;                // per stack
+  double total_ms = 0;                 // all stacks (estimated from the kept times past 64k)
   double copied_bytes_per_sample = 0;  // stack bytes
   double event_bytes_per_sample = 0;   // whole ring-buffer events
   // Processes whose copies grew, with their new size, in the recording's order.

@@ -57,7 +57,8 @@ int run_replay(const ReplayOptions& options) {
     Recording recording = recording_for(reader.settings());
     IngestPipeline pipeline(recording, {.dwarf = recording.call_graph != "fp",  // dwarf, dwarf-copy
                                         .collapse_repeated_samples = !options.no_collapse,
-                                        .pin_mapped_files = false});
+                                        .pin_mapped_files = false,
+                                        .time_model = true});
     std::unique_ptr<CommittableSink> output = open_output(options.output_path);
     const double cpu_start = thread_cpu_ms();
     const ReplayedEvents counts = replay_events(reader, pipeline, kEventsPerBatch);
