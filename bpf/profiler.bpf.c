@@ -170,6 +170,20 @@ static __always_inline __u64 lifecycle_submit_flags(void) {
                                                                               : BPF_RB_NO_WAKEUP;
 }
 
+/* A new tracked process (fork or exec) wakes the reader, at most once per 5 ms: until it has
+ * passed the process's mappings to the kernel walker, the process's samples fall back to
+ * stack copies. Without the kernel walker nothing waits for the mappings. */
+__u64 last_new_process_wakeup_ns = 0;
+#define NEW_PROCESS_WAKEUP_INTERVAL_NS 5000000
+
+static __always_inline __u64 new_process_submit_flags(void) {
+  const __u64 now = bpf_ktime_get_ns();
+  if (!kernel_unwind || now - last_new_process_wakeup_ns < NEW_PROCESS_WAKEUP_INTERVAL_NS)
+    return lifecycle_submit_flags();
+  last_new_process_wakeup_ns = now; /* a race between CPUs costs one wakeup more */
+  return BPF_RB_FORCE_WAKEUP;
+}
+
 static __always_inline bool is_tracked(__u32 tgid) {
   if (tgid == 0 || tgid == self_tgid) /* the per-CPU idle tasks; the profiler itself */
     return false;
@@ -359,6 +373,14 @@ static __noinline void send_exec_event(void* ctx, struct task_struct* task, __u3
   send_unwound_event(ctx, e, true, false); /* the interpreter's frames are gone with the image */
 }
 
+/* Whether the timer interrupted user code: the kernel stack is then empty, and the helper
+ * that would find that out need not run. */
+static __always_inline bool interrupted_user_mode(struct bpf_perf_event_data* ctx) {
+  /* A whole-word load: the verifier refuses the narrower one `& 3` would compile to. */
+  const __u64 cs = *(volatile __u64*)&ctx->regs.cs;
+  return (cs & 3) == 3;
+}
+
 /* The in-kernel walk for a timer sample; false when it must fall back to a stack copy. */
 static __always_inline bool send_unwound_sample(struct bpf_perf_event_data* ctx, __u32 tgid,
                                                 __u32 tid) {
@@ -371,7 +393,7 @@ static __always_inline bool send_unwound_sample(struct bpf_perf_event_data* ctx,
   e->cpu_time_ns = task->se.sum_exec_runtime;
   e->state = 0;
   e->flags = 0;
-  send_unwound_event(ctx, e, true, true);
+  send_unwound_event(ctx, e, !interrupted_user_mode(ctx), true);
   return true;
 }
 
@@ -417,7 +439,9 @@ int on_sample(struct bpf_perf_event_data* ctx) {
   /* bpf_get_stack never returns more than 127 frames; the mask lets the verifier see the
    * bound of the offset at which the kernel frames go (127 == 0x7f). */
   user_depth &= 0x7f;
-  __u32 kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH);
+  __u32 kernel_depth = interrupted_user_mode(ctx) ? 0
+                                                  : capture_kernel_stack(ctx, &e->ips[user_depth],
+                                                                         BPFPROF_MAX_STACK_DEPTH);
   kernel_depth &= 0x7f;
   e->user_depth = user_depth;
   e->kernel_depth = kernel_depth;
@@ -713,7 +737,8 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   e->child_pid = child_tgid;
   e->child_tid = child->pid;
   bpf_probe_read_kernel_str(e->child_comm, sizeof(e->child_comm), child->comm);
-  bpf_ringbuf_submit(e, lifecycle_submit_flags());
+  bpf_ringbuf_submit(
+      e, child_tgid != parent_tgid ? new_process_submit_flags() : lifecycle_submit_flags());
   return 0;
 }
 
@@ -734,7 +759,7 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binp
   e->reserved = 0;
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
   bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), bprm->filename);
-  bpf_ringbuf_submit(e, lifecycle_submit_flags());
+  bpf_ringbuf_submit(e, new_process_submit_flags());
   return 0;
 }
 

@@ -311,8 +311,10 @@ std::unordered_map<Pid, uint64_t> BpfPrograms::lost_events_by_process() const {
 int BpfPrograms::on_event(void* context, void* data, size_t size) {
   auto* self = static_cast<BpfPrograms*>(context);
   if (!self->target_) return 0;
-  if (self->event_log_) self->event_log_->write_bpf_event(data, size);
+  // Saved after it is taken: the mappings read for it (IngestPipeline::read_side_band_with)
+  // go into the saved stream before it, as a replay must take them.
   self->target_->take_bpf_event(data, size);
+  if (self->event_log_) self->event_log_->write_bpf_event(data, size);
   // Checking the clock every 256 events keeps its cost out of the per-event path.
   if (self->poll_deadline_ && ++self->events_this_poll_ % 256 == 0 &&
       std::chrono::steady_clock::now() > *self->poll_deadline_)

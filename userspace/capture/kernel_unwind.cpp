@@ -52,6 +52,7 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       process.mappings.clear();  // exec: the new image's mappings follow
       process.last_change = events[i].time;
       if (process.tracked) changed_.insert(reset->pid);
+      if (process.tracked) last_new_image_ = events[i].time;
     } else if (const auto* fork = std::get_if<ForkEvent>(&payload)) {
       // Forks come from BPF, for tracked parents only. A new thread shares the mappings.
       if (fork->child_pid == fork->parent_pid) continue;
@@ -62,12 +63,16 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       if (child.mappings.empty() && parent != processes_.end())
         child.mappings = parent->second.mappings;
       track(fork->child_pid);
+      last_new_image_ = events[i].time;
     } else if (const auto* exec = std::get_if<ExecEvent>(&payload)) {
       track(exec->pid);
+      last_new_image_ = events[i].time;
     } else if (const auto* start = std::get_if<ProcessStartEvent>(&payload)) {
       track(start->pid);
+      last_new_image_ = events[i].time;
     } else if (const auto* existing = std::get_if<ExistingProcessEvent>(&payload)) {
       track(existing->pid);
+      last_new_image_ = events[i].time;
     } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
       if (!exit->group_dead) continue;
       processes_.erase(exit->pid);
@@ -147,6 +152,11 @@ void KernelUnwindTables::wait_for_tables() {
 bool KernelUnwindTables::building() {
   std::lock_guard lock(mutex_);
   return pending_ > 0 || !results_.empty();
+}
+
+bool KernelUnwindTables::settling(MonotonicNs now) {
+  if (last_new_image_ && now.value < last_new_image_->value + kSettlingNs) return true;
+  return building();
 }
 
 void KernelUnwindTables::flush() {

@@ -67,6 +67,12 @@ class KernelUnwindTables {
   void wait_for_tables();
   // Tables are queued or being built: their processes' samples fall back meanwhile.
   bool building();
+  // Until a new process's mappings and tables are in the kernel its samples fall back to
+  // stack copies: true while tables are being built and for a while after a tracked process
+  // started, exec'd or was found (-p, -a), so that the recorder reads the side band sooner.
+  // A dynamic loader maps a program's libraries within milliseconds of its exec.
+  bool settling(MonotonicNs now);
+  static constexpr uint64_t kSettlingNs = 50'000'000;
   const KernelUnwindStats& stats() const { return stats_; }
 
  private:
@@ -118,7 +124,8 @@ class KernelUnwindTables {
   std::unordered_map<std::string, FileTable> files_;
   std::unordered_map<Pid, Process> processes_;
   const bool track_all_;
-  MonotonicNs latest_;  // the time of the latest event applied
+  MonotonicNs latest_;                         // the time of the latest event applied
+  std::optional<MonotonicNs> last_new_image_;  // a tracked process's start or exec
   std::set<Pid> changed_;
   std::set<Pid> over_mapping_limit_;
   uint32_t last_generation_ = 0;  // of the last process entry written (bpfprof_process_mappings)

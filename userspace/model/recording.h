@@ -291,7 +291,7 @@ struct RecordingStats {
 };
 
 // Events of a process lost in the ring buffer (it was full), noticed at `time` (the
-// recorder checks every poll, ~50 ms).
+// recorder checks every poll, ~100 ms).
 struct LossRecord {
   MonotonicNs time;
   Pid pid;

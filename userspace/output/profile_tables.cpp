@@ -430,7 +430,7 @@ void MarkersTable::write_events_lost_schema(JsonWriter& w) {
                 "{marker.data.count} events lost (ring buffer full)",
                 "{marker.data.count} events lost in {marker.data.process}",
                 "Samples and other events of this process that bpfprof lost because its ring "
-                "buffer was full (noticed within ~50 ms after they happened); try a larger "
+                "buffer was full (noticed within ~100 ms after they happened); try a larger "
                 "--buffer-size or a lower -F."},
                {{"count", "Events lost", "integer"}, {"process", "Process", "string"}});
 }

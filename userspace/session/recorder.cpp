@@ -99,6 +99,12 @@ std::optional<std::string> check_targets(const std::vector<int>& pids) {
 
 constexpr int kReaderNiceBoost = 5;
 
+// How long the reader sleeps between reads of the rings (the BPF side wakes it sooner when
+// a ring fills up or, with the kernel unwinder, when a tracked process is new), and while
+// a new process's mappings are on their way to the kernel.
+constexpr int kPollMs = 100;
+constexpr int kSettlingPollMs = 5;
+
 // --upload: how long the end waits for profiles still queued or under way.
 constexpr double kUploadWaitSeconds = 5;
 
@@ -229,7 +235,7 @@ class RecordSession {
   bool step();  // one poll of the event sources; false once the recording should end
   bool handle_stop_signals();
   void note_losses();
-  void drain_side_band();
+  MonotonicNs drain_side_band();  // returns when the read began
   void stop_collecting();
   void write_while_recording(MonotonicNs now);
   void write_period(MonotonicNs start, MonotonicNs end);
@@ -314,6 +320,7 @@ void RecordSession::set_up() {
     if (options_.walk_stacks_in_kernel) start_kernel_unwinding();
     std::vector<int> cpus = online_cpus();
     side_band_.emplace(cpus);
+    pipeline_.read_side_band_with([this] { return drain_side_band(); });
     if (!options_.fixed_stack_copy_size) bpf_->adapt_stack_copies(pipeline_);
     bpf_->attach_lifecycle();
     sampling_ = open_sampling_events(options_.frequency_hz, cpus);
@@ -436,10 +443,13 @@ void RecordSession::attach_targets() {
   }
 }
 
-void RecordSession::drain_side_band() {
+MonotonicNs RecordSession::drain_side_band() {
+  const MonotonicNs read_start = monotonic_now();
   const size_t before = recording_.events.size();
   side_band_->drain(recording_.events);
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, before);
+  pipeline_.side_band_read_until(read_start);
+  return read_start;
 }
 
 void RecordSession::note_losses() {
@@ -471,11 +481,11 @@ bool RecordSession::step() {
     next_status_.value += 1000000000;
   }
   // Until a new process's mappings and tables are in the kernel its samples fall back to
-  // stack copies: in the first 200 ms, and while tables are being built, read sooner.
-  const bool settling =
-      kernel_unwind_ && (monotonic_now().value - recording_.start_time.value < 200'000'000 ||
-                         kernel_unwind_->building());
-  bpf_->wait(settling ? 5 : 50);
+  // stack copies: read sooner while a process is new (the BPF side wakes the reader at its
+  // fork or exec). Otherwise seldom: on a busy machine every wakeup preempts a profiled
+  // thread, and costs ~40 us of CPU here.
+  const bool settling = kernel_unwind_ && kernel_unwind_->settling(monotonic_now());
+  bpf_->wait(settling ? kSettlingPollMs : kPollMs);
   // Whatever happened before this moment is in the rings now: read below, it is all in.
   const MonotonicNs read_start = monotonic_now();
   // Mappings first: the samples read next come after them, and a DWARF sample is unwound

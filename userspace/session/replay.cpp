@@ -19,7 +19,7 @@ namespace bpfprof {
 
 namespace {
 
-// A live recording reads its ring buffer every 50 ms; a replay makes batches of this many
+// A live recording reads its ring buffer every 100 ms; a replay makes batches of this many
 // events (the model and the unwinder's forgetting work per batch).
 constexpr uint64_t kEventsPerBatch = 4096;
 

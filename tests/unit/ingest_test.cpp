@@ -1,0 +1,85 @@
+// IngestPipeline: a stack copy newer than the last read of the side band has the side band
+// read before it is unwound (its process's libraries may have been mapped just before it).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "bpf/events.h"
+#include "userspace/capture/ingest.h"
+
+namespace bpfprof {
+namespace {
+
+template <typename Event>
+std::unique_ptr<Event> event(uint32_t kind, uint64_t time) {
+  auto e = std::make_unique<Event>();
+  memset(e.get(), 0, sizeof(Event));
+  e->header = bpfprof_event_header{kind, 0, time, 42, 42};
+  return e;
+}
+
+struct SideBandFixture {
+  Recording recording;
+  IngestPipeline pipeline{recording, {.dwarf = true, .pin_mapped_files = false}};
+  int reads = 0;
+  // Samples decoded when the pipeline took the mappings each read returned.
+  std::vector<size_t> samples_when_mapped;
+
+  SideBandFixture() {
+    pipeline.observe_lifecycle_events(
+        [this](const std::vector<LifecycleEvent>& events, size_t from) {
+          for (size_t i = from; i < events.size(); ++i)
+            if (std::holds_alternative<MmapEvent>(events[i].payload))
+              samples_when_mapped.push_back(recording.samples.size());
+        });
+    pipeline.read_side_band_with([this] {
+      ++reads;
+      MmapEvent mmap;
+      mmap.pid = Pid{42};
+      recording.events.push_back(LifecycleEvent{MonotonicNs{1000}, mmap});
+      return MonotonicNs{2000};  // the read began then
+    });
+    pipeline.side_band_read_until(MonotonicNs{1000});
+  }
+
+  template <typename Event>
+  void take(uint32_t kind, uint64_t time) {
+    auto e = event<Event>(kind, time);
+    pipeline.take_bpf_event(e.get(), sizeof(Event));
+  }
+};
+
+TEST(IngestPipeline, AStackCopyNewerThanTheLastSideBandReadHasTheSideBandReadFirst) {
+  SideBandFixture f;
+  f.take<bpfprof_dwarf_sample_event>(BPFPROF_EVENT_DWARF_SAMPLE, 1500);
+  EXPECT_EQ(f.reads, 1);
+  ASSERT_EQ(f.samples_when_mapped.size(), 1u);
+  EXPECT_EQ(f.samples_when_mapped[0], 0u);  // the mapping came before the sample was decoded
+  EXPECT_EQ(f.recording.samples.size(), 1u);
+  // Older than the read that followed: nothing more to read.
+  f.take<bpfprof_dwarf_sample_event>(BPFPROF_EVENT_DWARF_SWITCH_OUT, 1900);
+  EXPECT_EQ(f.reads, 1);
+  f.take<bpfprof_dwarf_sample_event>(BPFPROF_EVENT_DWARF_SAMPLE, 2500);
+  EXPECT_EQ(f.reads, 2);
+}
+
+TEST(IngestPipeline, StacksWalkedInTheKernelDoNotWaitForTheSideBand) {
+  SideBandFixture f;
+  // Resolved by the model after the reorder window, when every mapping is in.
+  f.take<bpfprof_unwound_event>(BPFPROF_EVENT_UNWOUND_SAMPLE, 5000);
+  f.take<bpfprof_sample_event>(BPFPROF_EVENT_SAMPLE, 5000);
+  EXPECT_EQ(f.reads, 0);
+  EXPECT_EQ(f.recording.samples.size(), 2u);
+}
+
+TEST(IngestPipeline, AStackCopyOlderThanTheLastSideBandReadIsUnwoundAtOnce) {
+  SideBandFixture f;
+  f.take<bpfprof_dwarf_sample_event>(BPFPROF_EVENT_DWARF_SAMPLE, 999);
+  EXPECT_EQ(f.reads, 0);
+  EXPECT_EQ(f.recording.samples.size(), 1u);
+}
+
+}  // namespace
+}  // namespace bpfprof
