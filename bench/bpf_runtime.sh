@@ -7,12 +7,13 @@
 # other processes' samples, which lowers its average a little on a busy machine. Needs root.
 # SHAPE=deep runs fixed_work's deep shape (a qsort callback under a 24-deep recursion);
 # MODES picks the --call-graph modes (default: dwarf dwarf-copy; fp for the floor).
-#   WORK=80000 SHAPE=deep MODES="fp dwarf dwarf-copy" bench/bpf_runtime.sh
+# The workload must outlive the second read (3 s): WORK=200000 runs ~5.5 s here.
+#   WORK=200000 SHAPE=deep MODES="fp dwarf dwarf-copy" bench/bpf_runtime.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BPFPROF=${BPFPROF:-build/bpfprof}
 WORK_BIN=${WORK_BIN:-build/tests/fixtures/fixed_work}
-WORK=${WORK:-80000}
+WORK=${WORK:-200000}
 SHAPE=${SHAPE:-flat}
 [ "$SHAPE" = deep ] && WORK_ARGS=("$WORK" deep) || WORK_ARGS=("$WORK")
 read -r -a MODES <<< "${MODES:-dwarf dwarf-copy}"
@@ -49,6 +50,7 @@ for mode in "${MODES[@]}"; do
   read -r s1 c1 < <(counters on_sample)
   read -r w1 v1 < <(counters on_switch)
   wait "$recorder"
+  ((c1 > c0)) || { echo "$mode: the workload ended before the second read (raise WORK)" >&2; exit 1; }
   printf '| %s | on_sample | %d | %.0f |\n' "$mode" $((c1 - c0)) "$(echo "($s1 - $s0) / ($c1 - $c0)" | bc -l)"
   ((v1 > v0)) && printf '| %s | on_switch | %d | %.0f |\n' "$mode" $((v1 - v0)) "$(echo "($w1 - $w0) / ($v1 - $v0)" | bc -l)"
   grep -E "bytes per sample|unwound in the kernel" "$out/stderr" | sed 's/^/    /' >&2

@@ -54,3 +54,16 @@ for mode in "${modes[@]}"; do
   m=$(mode_median "$mode")
   printf '| %s | %.1f ms | %.3fx |\n' "$mode" "$m" "$(echo "$m / $base" | bc -l)"
 done
+
+# The default against perf, round by round.
+pairs=()
+for other in perf-fp perf-dwarf perf-nostack; do
+  [[ " ${modes[*]} " == *" bpfprof-dwarf "* && " ${modes[*]} " == *" $other "* ]] &&
+    pairs+=("bpfprof-dwarf $other")
+done
+if ((${#pairs[@]})); then
+  echo
+  echo "| paired, per round | rounds faster | median difference (points of slowdown) | range |"
+  echo "| --- | ---: | ---: | ---: |"
+  for pair in "${pairs[@]}"; do paired_row $pair; done
+fi

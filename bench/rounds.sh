@@ -1,6 +1,7 @@
 # Sourced by the wall-time benchmarks: runs `run_one MODE` (which prints the workload's wall
 # time in ms, optionally followed by more numbers: its CPU time) for each of the `modes` in turn, ROUNDS times, interleaved so that a change in
-# the machine's load touches every mode alike; results go to $out/results as "MODE MS".
+# the machine's load touches every mode alike; results go to $out/results as "MODE MS", and
+# with their round to $out/rounds as "ROUND MODE MS" (for paired comparisons).
 run_rounds() {
   for round in $(seq "$ROUNDS"); do
     for mode in "${modes[@]}"; do
@@ -11,6 +12,7 @@ run_rounds() {
         continue
       fi
       echo "$mode $ms" >> "$out/results"
+      echo "$round $mode ${ms%% *}" >> "$out/rounds"
       echo "round $round: $mode $ms ms" >&2
     done
   done
@@ -21,3 +23,25 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[
 
 # The median wall time of one mode (column 2), or of its column $2 (3: the CPU time).
 mode_median() { awk -v m="$1" -v c="${2:-2}" '$1 == m {print $c}' "$out/results" | median; }
+
+# Paired comparison of modes A and B within each round: each one's slowdown against the
+# alone run of the same round (so that a round's load touches both alike). Prints one table
+# row: rounds where A was faster, and the median and range of (A - B) in points.
+paired_row() {
+  awk -v a="$1" -v b="$2" '
+    { ms[$1 " " $2] = $3; rounds[$1] = 1 }
+    END {
+      n = 0; faster = 0
+      for (r in rounds) {
+        base = ms[r " alone"]; x = ms[r " " a]; y = ms[r " " b]
+        if (base == "" || x == "" || y == "") continue
+        d[++n] = 100 * (x - y) / base
+        if (x < y) faster++
+      }
+      if (n == 0) exit
+      # insertion sort: a few dozen rounds
+      for (i = 2; i <= n; i++) { v = d[i]; j = i - 1; while (j > 0 && d[j] > v) { d[j + 1] = d[j]; j-- } d[j + 1] = v }
+      med = (n % 2) ? d[(n + 1) / 2] : (d[n / 2] + d[n / 2 + 1]) / 2
+      printf "| %s vs %s | %d of %d | %+.2f | %+.2f .. %+.2f |\n", a, b, faster, n, med, d[1], d[n]
+    }' "$out/rounds"
+}

@@ -152,6 +152,17 @@ static __noinline long read_stack_word(struct unwind_walk* w, __u64 addr, __u64*
   return 0;
 }
 
+/* read_stack_word without the call where the word lies in the window (most words: a frame's
+ * return address and saved rbp lie just above the last ones read). */
+static __always_inline long stack_word(struct unwind_walk* w, __u64 addr, __u64* out) {
+  const __u64 offset = addr - w->window_start;
+  if (addr >= w->window_start && offset + 8 <= w->window_len && offset <= STACK_WINDOW_BYTES - 8) {
+    __builtin_memcpy(out, w->window + offset, 8);
+    return 0;
+  }
+  return read_stack_word(w, addr, out);
+}
+
 /* Binary searches without branches on the compared values: with a branch per step the
  * verifier explores both halves at every step with different bounds (loading took 7 s);
  * moving lo or hi by arithmetic leaves one path. `right` is 1 when the probe lies at or below
@@ -259,10 +270,10 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unw
    * walk that could loop. */
   if (cfa <= w->sp) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
   __u64 return_address;
-  if (read_stack_word(w, cfa - 8, &return_address))
+  if (stack_word(w, cfa - 8, &return_address))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
   if (row->rbp_rule == BPFPROF_RBP_AT_CFA) {
-    if (read_stack_word(w, cfa + row->rbp_offset, &w->bp))
+    if (stack_word(w, cfa + row->rbp_offset, &w->bp))
       return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
     w->bp_known = 1;
   } else if (row->rbp_rule != BPFPROF_RBP_SAME) {
