@@ -728,6 +728,13 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
       if (not_followed) __sync_fetch_and_add(not_followed, 1);
     }
   }
+  /* A new process starts with a copy of its parent's address space: the parent's mappings
+   * walk its stacks until userspace writes its own entry (the same mappings) or its exec
+   * removes it. Without this its first samples fall back to stack copies. */
+  if (kernel_unwind && child_tgid != parent_tgid) {
+    struct bpfprof_process_mappings* pm = bpf_map_lookup_elem(&unwind_processes, &parent_tgid);
+    if (pm) bpf_map_update_elem(&unwind_processes, &child_tgid, pm, BPF_NOEXIST);
+  }
   struct bpfprof_fork_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();

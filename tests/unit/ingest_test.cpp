@@ -34,14 +34,14 @@ struct SideBandFixture {
             if (std::holds_alternative<MmapEvent>(events[i].payload))
               samples_when_mapped.push_back(recording.samples.size());
         });
-    pipeline.read_side_band_with([this] {
+    pipeline.read_lifecycle_with([this] {
       ++reads;
       MmapEvent mmap;
       mmap.pid = Pid{42};
       recording.events.push_back(LifecycleEvent{MonotonicNs{1000}, mmap});
       return MonotonicNs{2000};  // the read began then
     });
-    pipeline.side_band_read_until(MonotonicNs{1000});
+    pipeline.lifecycle_read_until(MonotonicNs{1000});
   }
 
   template <typename Event>

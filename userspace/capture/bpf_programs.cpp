@@ -149,6 +149,11 @@ BpfPrograms::BpfPrograms(const Config& config)
                                  &BpfPrograms::on_event, this))
     throw std::system_error(err < 0 ? -err : err, std::generic_category(),
                             "cannot set up the BPF ring buffer");
+  lifecycle_ring_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events),
+                                         &BpfPrograms::on_event, this, nullptr));
+  if (!lifecycle_ring_)
+    throw std::system_error(errno, std::generic_category(),
+                            "cannot set up the BPF lifecycle ring buffer");
 }
 
 BpfPrograms::~BpfPrograms() = default;
@@ -206,6 +211,10 @@ int BpfPrograms::consume(IngestPipeline& pipeline) {
   apply_python_changes(pipeline);
   ring_emptied_ = n != kPollBudgetSpent;
   return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
+}
+
+void BpfPrograms::read_lifecycle_ring() {
+  if (target_) ring_buffer__consume(lifecycle_ring_.get());
 }
 
 int BpfPrograms::drain(IngestPipeline& pipeline) {
@@ -311,7 +320,7 @@ std::unordered_map<Pid, uint64_t> BpfPrograms::lost_events_by_process() const {
 int BpfPrograms::on_event(void* context, void* data, size_t size) {
   auto* self = static_cast<BpfPrograms*>(context);
   if (!self->target_) return 0;
-  // Saved after it is taken: the mappings read for it (IngestPipeline::read_side_band_with)
+  // Saved after it is taken: the mappings read for it (IngestPipeline::read_lifecycle_with)
   // go into the saved stream before it, as a replay must take them.
   self->target_->take_bpf_event(data, size);
   if (self->event_log_) self->event_log_->write_bpf_event(data, size);

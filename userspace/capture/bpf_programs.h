@@ -73,6 +73,10 @@ class BpfPrograms {
   bool ring_emptied() const { return ring_emptied_; }
   // Consumes everything already in the ring buffer without waiting.
   int drain(IngestPipeline& pipeline);
+  // During consume(): reads the forks, execs and exits that came into their ring since it
+  // was read, into the pipeline consume() feeds (events are read one ring after the other:
+  // a child's first sample can be read before its fork otherwise).
+  void read_lifecycle_ring();
   // Events that did not fit in the ring buffer: in all, per CPU, and per process (tgid).
   uint64_t lost_events() const;
   // Children not followed because the table of tracked processes was full.
@@ -122,6 +126,9 @@ class BpfPrograms {
   std::unique_ptr<BpfUnwindMaps> unwind_maps_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
+  // The lifecycle ring alone, for read_lifecycle_ring() (libbpf 1.1 cannot read one ring of
+  // a ring_buffer; both readers go by the consumer position in the ring's shared page).
+  std::unique_ptr<ring_buffer, RingBufferDeleter> lifecycle_ring_;
   IngestPipeline* target_ = nullptr;  // where on_event sends events, during consume/drain
   std::optional<std::chrono::steady_clock::time_point> poll_deadline_;  // set during poll()
   uint64_t events_this_poll_ = 0;

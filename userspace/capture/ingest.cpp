@@ -43,21 +43,21 @@ void IngestPipeline::take_lifecycle_events() {
 }
 
 void IngestPipeline::take_bpf_event(const void* data, size_t size) {
-  read_side_band_up_to(data, size);
+  read_lifecycle_up_to(data, size);
   decoder_.decode(data, size, recording_);
   // Forks, execs and exits the decoder appended: before anything can reorder them.
   take_lifecycle_events();
 }
 
-void IngestPipeline::read_side_band_up_to(const void* data, size_t size) {
-  if (!read_side_band_ || size < sizeof(bpfprof_event_header)) return;
+void IngestPipeline::read_lifecycle_up_to(const void* data, size_t size) {
+  if (!read_lifecycle_ || size < sizeof(bpfprof_event_header)) return;
   bpfprof_event_header header;
   memcpy(&header, data, sizeof(header));  // a saved stream's records lie at any offset
   const bool unwound_now = header.kind == BPFPROF_EVENT_DWARF_SAMPLE ||
                            header.kind == BPFPROF_EVENT_DWARF_SWITCH_OUT ||
                            header.kind == BPFPROF_EVENT_DWARF_WAKER_STACK;
-  if (!unwound_now || header.timestamp_ns < side_band_read_until_.value) return;
-  side_band_read_until_ = read_side_band_();
+  if (!unwound_now || header.timestamp_ns < lifecycle_read_until_.value) return;
+  lifecycle_read_until_ = read_lifecycle_();
   take_lifecycle_events();
 }
 

@@ -55,14 +55,15 @@ class IngestPipeline {
   using LifecycleObserver = std::function<void(const std::vector<LifecycleEvent>&, size_t from)>;
   void observe_lifecycle_events(LifecycleObserver observer) { observer_ = std::move(observer); }
   void take_bpf_event(const void* data, size_t size);
-  // A live recording's side band: reads the mappings that happened up to now into
-  // recording().events and returns the time the read began. A stack copy is unwound as it
-  // is decoded, with its process's mappings at its time: one newer than the last read (it
-  // came into the ring while the batch was being read) has the side band read first.
-  using SideBandRead = std::function<MonotonicNs()>;
-  void read_side_band_with(SideBandRead read) { read_side_band_ = std::move(read); }
-  // The side band was read up to `time` (by the recorder's loop).
-  void side_band_read_until(MonotonicNs time) { side_band_read_until_ = time; }
+  // A live recording's lifecycle sources (the side band's mappings, the BPF forks and
+  // execs): reads what happened up to now into recording().events and returns the time the
+  // read began. A stack copy is unwound as it is decoded, with its process's mappings at its
+  // time: one newer than the last read (it came into the ring while the batch was being
+  // read) has them read first.
+  using LifecycleRead = std::function<MonotonicNs()>;
+  void read_lifecycle_with(LifecycleRead read) { read_lifecycle_ = std::move(read); }
+  // The lifecycle sources were read up to `time` (by the recorder's loop).
+  void lifecycle_read_until(MonotonicNs time) { lifecycle_read_until_ = time; }
   // The end of a batch of events (a poll): the model takes what is older than `now` minus
   // the reorder window, and the processes that exited are forgotten by the unwinder.
   void advance(MonotonicNs now);
@@ -87,7 +88,7 @@ class IngestPipeline {
 
  private:
   void consume_into_model(MonotonicNs until);
-  void read_side_band_up_to(const void* data, size_t size);
+  void read_lifecycle_up_to(const void* data, size_t size);
   void compact_raw_stacks_if_grown();
   // Runs `work`, its thread CPU time added to model_cpu_ms_ with Options::time_model.
   template <typename Work>
@@ -104,8 +105,8 @@ class IngestPipeline {
   const bool time_model_;
   SessionModel model_;
   LifecycleObserver observer_;
-  SideBandRead read_side_band_;
-  MonotonicNs side_band_read_until_{0};
+  LifecycleRead read_lifecycle_;
+  MonotonicNs lifecycle_read_until_{0};
   size_t resolved_events_ = 0;  // recording_.events before this index were taken
   double model_cpu_ms_ = 0;
   size_t raw_stacks_kept_ = 0;

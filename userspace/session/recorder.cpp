@@ -320,7 +320,12 @@ void RecordSession::set_up() {
     if (options_.walk_stacks_in_kernel) start_kernel_unwinding();
     std::vector<int> cpus = online_cpus();
     side_band_.emplace(cpus);
-    pipeline_.read_side_band_with([this] { return drain_side_band(); });
+    pipeline_.read_lifecycle_with([this] {
+      const MonotonicNs read_start = monotonic_now();
+      bpf_->read_lifecycle_ring();
+      drain_side_band();
+      return read_start;
+    });
     if (!options_.fixed_stack_copy_size) bpf_->adapt_stack_copies(pipeline_);
     bpf_->attach_lifecycle();
     sampling_ = open_sampling_events(options_.frequency_hz, cpus);
@@ -448,7 +453,7 @@ MonotonicNs RecordSession::drain_side_band() {
   const size_t before = recording_.events.size();
   side_band_->drain(recording_.events);
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, before);
-  pipeline_.side_band_read_until(read_start);
+  pipeline_.lifecycle_read_until(read_start);
   return read_start;
 }
 
