@@ -104,6 +104,7 @@ constexpr int kReaderNiceBoost = 5;
 // a new process's mappings are on their way to the kernel.
 constexpr int kPollMs = 100;
 constexpr int kSettlingPollMs = 5;
+constexpr int kCopyPollMs = 50;
 
 // --upload: how long the end waits for profiles still queued or under way.
 constexpr double kUploadWaitSeconds = 5;
@@ -490,7 +491,10 @@ bool RecordSession::step() {
   // fork or exec). Otherwise seldom: on a busy machine every wakeup preempts a profiled
   // thread, and costs ~40 us of CPU here.
   const bool settling = kernel_unwind_ && kernel_unwind_->settling(monotonic_now());
-  bpf_->wait(settling ? kSettlingPollMs : kPollMs);
+  // Every sample a stack copy (dwarf-copy): the ring fills ~20 times faster, and a process's
+  // first batch decides how large its copies must be (stacks cut before that stay cut).
+  const bool copies_every_stack = options_.user_stack_copy_bytes != 0 && !kernel_unwind_;
+  bpf_->wait(settling ? kSettlingPollMs : copies_every_stack ? kCopyPollMs : kPollMs);
   // Whatever happened before this moment is in the rings now: read below, it is all in.
   const MonotonicNs read_start = monotonic_now();
   // Mappings first: the samples read next come after them, and a DWARF sample is unwound
