@@ -130,37 +130,35 @@ static __always_inline long walk_stops(struct unwind_walk* w, __u32 result, __u3
   return 1; /* ends bpf_loop */
 }
 
-/* The user stack's 8 bytes at addr, from the walk's window of stack bytes, which is read
- * again (never across a page, so that it fails only where a read of the word would) when the
- * word lies outside it. 0 on success, as bpf_probe_read_user. */
-static __noinline long read_stack_word(struct unwind_walk* w, __u64 addr, __u64* out) {
-  __u64 offset = addr - w->window_start;
-  if (addr < w->window_start || offset + 8 > w->window_len) {
-    __u64 page = addr & ~4095ull;
-    __u64 start = addr - STACK_WINDOW_BELOW < page ? page : addr - STACK_WINDOW_BELOW;
-    __u64 len = page + 4096 - start;
-    if (len > STACK_WINDOW_BYTES) len = STACK_WINDOW_BYTES;
-    w->window_len = 0;
-    if (addr - start + 8 > len || bpf_probe_read_user(w->window, len, (void*)start))
-      return bpf_probe_read_user(out, 8, (void*)addr); /* a word across pages: read alone */
-    w->window_start = start;
-    w->window_len = len;
-    offset = addr - start;
-  }
+/* The window of stack bytes read again around addr (never across a page, so that it fails
+ * only where a read of the word would), then the word: for a word outside the window. */
+static __noinline long refill_stack_window(struct unwind_walk* w, __u64 addr, __u64* out) {
+  __u64 page = addr & ~4095ull;
+  __u64 start = addr - STACK_WINDOW_BELOW < page ? page : addr - STACK_WINDOW_BELOW;
+  __u64 len = page + 4096 - start;
+  if (len > STACK_WINDOW_BYTES) len = STACK_WINDOW_BYTES;
+  w->window_len = 0;
+  if (addr - start + 8 > len || bpf_probe_read_user(w->window, len, (void*)start))
+    return bpf_probe_read_user(out, 8, (void*)addr); /* a word across pages: read alone */
+  w->window_start = start;
+  w->window_len = len;
+  __u64 offset = addr - start;
   if (offset > STACK_WINDOW_BYTES - 8) return -1;
   __builtin_memcpy(out, w->window + offset, 8);
   return 0;
 }
 
-/* read_stack_word without the call where the word lies in the window (most words: a frame's
- * return address and saved rbp lie just above the last ones read). */
-static __always_inline long stack_word(struct unwind_walk* w, __u64 addr, __u64* out) {
+/* The user stack's 8 bytes at addr, from the walk's window of stack bytes; the call that
+ * reads the window again only when the word lies outside it (most words do not: a frame's
+ * return address and saved rbp lie just above the last ones read). 0 on success, as
+ * bpf_probe_read_user. */
+static __always_inline long read_stack_word(struct unwind_walk* w, __u64 addr, __u64* out) {
   const __u64 offset = addr - w->window_start;
   if (addr >= w->window_start && offset + 8 <= w->window_len && offset <= STACK_WINDOW_BYTES - 8) {
     __builtin_memcpy(out, w->window + offset, 8);
     return 0;
   }
-  return read_stack_word(w, addr, out);
+  return refill_stack_window(w, addr, out);
 }
 
 /* Binary searches without branches on the compared values: with a branch per step the
@@ -270,10 +268,10 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unw
    * walk that could loop. */
   if (cfa <= w->sp) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
   __u64 return_address;
-  if (stack_word(w, cfa - 8, &return_address))
+  if (read_stack_word(w, cfa - 8, &return_address))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
   if (row->rbp_rule == BPFPROF_RBP_AT_CFA) {
-    if (stack_word(w, cfa + row->rbp_offset, &w->bp))
+    if (read_stack_word(w, cfa + row->rbp_offset, &w->bp))
       return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
     w->bp_known = 1;
   } else if (row->rbp_rule != BPFPROF_RBP_SAME) {

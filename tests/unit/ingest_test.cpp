@@ -39,7 +39,7 @@ struct SideBandFixture {
       MmapEvent mmap;
       mmap.pid = Pid{42};
       recording.events.push_back(LifecycleEvent{MonotonicNs{1000}, mmap});
-      return MonotonicNs{2000};  // the read began then
+      pipeline.lifecycle_read_until(MonotonicNs{2000});  // the read began then
     });
     pipeline.lifecycle_read_until(MonotonicNs{1000});
   }

@@ -57,7 +57,7 @@ void IngestPipeline::read_lifecycle_up_to(const void* data, size_t size) {
                            header.kind == BPFPROF_EVENT_DWARF_SWITCH_OUT ||
                            header.kind == BPFPROF_EVENT_DWARF_WAKER_STACK;
   if (!unwound_now || header.timestamp_ns < lifecycle_read_until_.value) return;
-  lifecycle_read_until_ = read_lifecycle_();
+  read_lifecycle_();
   take_lifecycle_events();
 }
 

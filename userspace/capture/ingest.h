@@ -56,13 +56,13 @@ class IngestPipeline {
   void observe_lifecycle_events(LifecycleObserver observer) { observer_ = std::move(observer); }
   void take_bpf_event(const void* data, size_t size);
   // A live recording's lifecycle sources (the side band's mappings, the BPF forks and
-  // execs): reads what happened up to now into recording().events and returns the time the
-  // read began. A stack copy is unwound as it is decoded, with its process's mappings at its
-  // time: one newer than the last read (it came into the ring while the batch was being
-  // read) has them read first.
-  using LifecycleRead = std::function<MonotonicNs()>;
+  // execs): reads what happened up to now into recording().events, and says from when with
+  // lifecycle_read_until. A stack copy is unwound as it is decoded, with its process's
+  // mappings at its time: one newer than the last read (it came into the ring while the batch
+  // was being read) has them read first.
+  using LifecycleRead = std::function<void()>;
   void read_lifecycle_with(LifecycleRead read) { read_lifecycle_ = std::move(read); }
-  // The lifecycle sources were read up to `time` (by the recorder's loop).
+  // Everything in the lifecycle sources before `time` has been read (by the recorder).
   void lifecycle_read_until(MonotonicNs time) { lifecycle_read_until_ = time; }
   // The end of a batch of events (a poll): the model takes what is older than `now` minus
   // the reorder window, and the processes that exited are forgotten by the unwinder.

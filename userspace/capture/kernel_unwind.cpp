@@ -62,17 +62,13 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       Process& child = processes_[fork->child_pid];
       if (child.mappings.empty() && parent != processes_.end())
         child.mappings = parent->second.mappings;
-      track(fork->child_pid);
-      last_new_image_ = events[i].time;
+      track(fork->child_pid, events[i].time);
     } else if (const auto* exec = std::get_if<ExecEvent>(&payload)) {
-      track(exec->pid);
-      last_new_image_ = events[i].time;
+      track(exec->pid, events[i].time);
     } else if (const auto* start = std::get_if<ProcessStartEvent>(&payload)) {
-      track(start->pid);
-      last_new_image_ = events[i].time;
+      track(start->pid, events[i].time);
     } else if (const auto* existing = std::get_if<ExistingProcessEvent>(&payload)) {
-      track(existing->pid);
-      last_new_image_ = events[i].time;
+      track(existing->pid, events[i].time);
     } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
       if (!exit->group_dead) continue;
       processes_.erase(exit->pid);
@@ -96,8 +92,9 @@ void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInf
 }
 
 // A process whose samples the kernel takes: its mappings go to the kernel, its files' tables
-// are built.
-void KernelUnwindTables::track(Pid pid) {
+// are built. It is new at `time` (started, exec'd or found): see settling().
+void KernelUnwindTables::track(Pid pid, MonotonicNs time) {
+  last_new_image_ = time;
   Process& process = processes_[pid];
   changed_.insert(pid);
   if (process.tracked) return;

@@ -107,7 +107,7 @@ class KernelUnwindTables {
   };
 
   void add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info);
-  void track(Pid pid);
+  void track(Pid pid, MonotonicNs time);
   void queue_table(const Mapping& mapping);
   void forget_untracked(MonotonicNs now);
   void load(BuildResult& result);

@@ -236,7 +236,7 @@ class RecordSession {
   bool step();  // one poll of the event sources; false once the recording should end
   bool handle_stop_signals();
   void note_losses();
-  MonotonicNs drain_side_band();  // returns when the read began
+  void drain_side_band();
   void stop_collecting();
   void write_while_recording(MonotonicNs now);
   void write_period(MonotonicNs start, MonotonicNs end);
@@ -321,11 +321,11 @@ void RecordSession::set_up() {
     if (options_.walk_stacks_in_kernel) start_kernel_unwinding();
     std::vector<int> cpus = online_cpus();
     side_band_.emplace(cpus);
+    // The side band first: it notes when the read began, and the forks and execs before that
+    // are in their ring by then.
     pipeline_.read_lifecycle_with([this] {
-      const MonotonicNs read_start = monotonic_now();
-      bpf_->read_lifecycle_ring();
       drain_side_band();
-      return read_start;
+      bpf_->read_lifecycle_ring();
     });
     if (!options_.fixed_stack_copy_size) bpf_->adapt_stack_copies(pipeline_);
     bpf_->attach_lifecycle();
@@ -449,13 +449,14 @@ void RecordSession::attach_targets() {
   }
 }
 
-MonotonicNs RecordSession::drain_side_band() {
+// Also tells the pipeline from when the lifecycle sources are read: the BPF lifecycle ring
+// is read after this (in consume(), or by the pipeline's lifecycle read).
+void RecordSession::drain_side_band() {
   const MonotonicNs read_start = monotonic_now();
   const size_t before = recording_.events.size();
   side_band_->drain(recording_.events);
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, before);
   pipeline_.lifecycle_read_until(read_start);
-  return read_start;
 }
 
 void RecordSession::note_losses() {
