@@ -1,5 +1,6 @@
 // libFuzzer targets for the text parsers, one binary per target (FUZZ_TARGET selects):
-// /proc/PID/maps, /proc/kallsyms and /tmp/perf-PID.map. Each parse must return (never
+// /proc/PID/maps, /proc/kallsyms, /tmp/perf-PID.map and the cgroup files read for the
+// memory limit (/proc/self/cgroup, /proc/self/mounts, memory.stat). Each parse must return (never
 // crash, hang or read out of bounds, which the sanitizers check), and lookups in what it
 // returns must be consistent.
 #include <cstddef>
@@ -10,6 +11,9 @@
 #include "symbols/jit/perf_map.h"
 #include "symbols/kernel/kallsyms.h"
 #include "symbols/util/proc_maps.h"
+#if FUZZ_TARGET == 10
+#include "userspace/capture/memory_limit.h"
+#endif
 
 using namespace bpfprof;
 
@@ -30,8 +34,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const PerfMapEntry* e = map.lookup(address);
     if (e && (address < e->start || address - e->start >= e->size)) abort();
   }
+#elif FUZZ_TARGET == 10
+  if (const auto membership = memory_cgroup_of(text))
+    if (membership->path.empty() || membership->path[0] != '/') abort();
+  for (const CgroupVersion version : {CgroupVersion::kV1, CgroupVersion::kV2})
+    if (const auto mount = memory_hierarchy_mount(text, version))
+      if (mount->size() > text.size()) abort();
+  memory_stat_value(text, "active_file");
+  memory_stat_value(text, "total_inactive_file");
 #else
-#error "FUZZ_TARGET must be 1 (proc maps), 2 (kallsyms) or 3 (perf map)"
+#error "FUZZ_TARGET must be 1 (proc maps), 2 (kallsyms), 3 (perf map) or 10 (cgroup files)"
 #endif
   return 0;
 }

@@ -14,7 +14,7 @@ cmake --build "$build" -j "$(nproc)" > "$build/build.log" 2>&1 || { tail -30 "$b
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for target in fuzz_proc_maps fuzz_kallsyms fuzz_perf_map fuzz_elf fuzz_unwinder fuzz_event_log fuzz_unwind_cache fuzz_symbol_api fuzz_processed_profile; do
+for target in fuzz_proc_maps fuzz_kallsyms fuzz_perf_map fuzz_cgroup_files fuzz_elf fuzz_unwinder fuzz_event_log fuzz_unwind_cache fuzz_symbol_api fuzz_processed_profile; do
   mkdir -p "$work/$target"
   log=$build/$target.log
   # Full malloc stacks where the suppression (lsan.supp) must see libdwfl's frames.

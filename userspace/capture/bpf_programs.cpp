@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "bpf/events.h"
 #include "profiler.skel.h"
 #include "userspace/capture/event_log.h"
+#include "userspace/capture/memory_limit.h"
 
 namespace bpfprof {
 
@@ -26,17 +28,60 @@ std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
 
 // Why loading failed, with what to do about it. Out of memory is the maps' size against a
 // memory limit (a cgroup's limit is charged for BPF maps), not a missing privilege.
-std::string load_failure(int err, uint64_t ring_buffer_bytes, uint32_t unwind_rows) {
+std::string load_failure(int err, uint64_t ring_buffer_bytes, uint32_t unwind_rows,
+                         const std::string& room = {}) {
   if (err == -ENOMEM || err == ENOMEM) {
     const uint64_t table_mb = uint64_t{unwind_rows} * sizeof(bpfprof_unwind_row) >> 20;
     return "cannot load the BPF programs: out of memory for their maps (ring buffer " +
            std::to_string(ring_buffer_bytes >> 20) + " MB, unwind tables " +
-           std::to_string(table_mb) +
-           " MB) under this process's memory limit (cgroup); try a smaller --buffer-size, or "
-           "--call-graph dwarf-copy (no unwind tables)";
+           std::to_string(table_mb) + " MB) under this process's memory limit (cgroup" + room +
+           "); try a smaller --buffer-size, or --call-graph dwarf-copy (no unwind tables)";
   }
   return "cannot load the BPF programs (" + errno_text(err) +
          "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF";
+}
+
+// What the kernel will charge for the object's maps, from their sizes before loading (as
+// bpftool's memlock counts them). A preallocated hash map holds every element up front, each
+// with a header of ~48 bytes, and a 16-byte bucket per entry rounded up to a power of two.
+uint64_t map_bytes(const bpf_object* object, int cpus) {
+  uint64_t total = 0;
+  const bpf_map* map = nullptr;
+  bpf_object__for_each_map(map, object) {
+    const uint64_t entries = bpf_map__max_entries(map);
+    const uint64_t value = (bpf_map__value_size(map) + 7) & ~uint64_t{7};
+    const uint64_t key = (bpf_map__key_size(map) + 7) & ~uint64_t{7};
+    switch (bpf_map__type(map)) {
+      case BPF_MAP_TYPE_RINGBUF: total += entries; break;
+      case BPF_MAP_TYPE_ARRAY: total += value * entries; break;
+      case BPF_MAP_TYPE_PERCPU_ARRAY: total += value * entries * static_cast<uint64_t>(cpus); break;
+      case BPF_MAP_TYPE_HASH:
+      case BPF_MAP_TYPE_LRU_HASH:
+        total += std::bit_ceil(entries) * 16;
+        if (!(bpf_map__map_flags(map) & BPF_F_NO_PREALLOC)) total += (48 + key + value) * entries;
+        break;
+      default: break;  // allocated as used (task storage), or small
+    }
+  }
+  return total;
+}
+
+// The recorder's own memory beside the maps while it records: the model, the unwinder's
+// caches and the libraries' text it reads (~30 MB on a small recording).
+constexpr uint64_t kRecorderWorkingBytes = 32ull << 20;
+
+// Fails before loading when the maps cannot fit under a cgroup's limit with room left for the
+// recorder. Loading anyway would let the maps take the last of it, and the next page the
+// recorder touches would have it killed by the cgroup's OOM killer, with nothing said.
+void check_memory_room(const bpf_object* object, int cpus, const BpfPrograms::Config& config) {
+  const auto room = memory_cgroup_room();
+  if (!room) return;
+  const uint64_t needed = map_bytes(object, cpus) + kRecorderWorkingBytes;
+  if (needed <= *room) return;
+  throw std::runtime_error(load_failure(
+      -ENOMEM, config.ring_buffer_bytes, config.unwind_row_capacity,
+      ": " + std::to_string(*room >> 20) + " MB left, " + std::to_string(needed >> 20) +
+          " MB needed with the recorder's own"));
 }
 
 }  // namespace
@@ -132,6 +177,7 @@ BpfPrograms::BpfPrograms(const Config& config)
   if (int err = bpf_map__set_max_entries(skeleton_->maps.unwind_rows,
                                          std::max<uint32_t>(config.unwind_row_capacity, 1)))
     throw std::runtime_error("cannot size the unwind-table rows: " + errno_text(err));
+  check_memory_room(skeleton_->obj, cpus, config);
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error(
         load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
