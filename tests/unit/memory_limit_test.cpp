@@ -6,8 +6,8 @@ namespace bpfprof {
 namespace {
 
 TEST(MemoryCgroupOf, FindsTheV1MemoryControllerAmongOthers) {
-  const auto membership = memory_cgroup_of(
-      "9:name=systemd:/\n8:pids:/\n4:cpu,memory:/ci/job:7\n1:cpu:/\n0::/\n");
+  const auto membership =
+      memory_cgroup_of("9:name=systemd:/\n8:pids:/\n4:cpu,memory:/ci/job:7\n1:cpu:/\n0::/\n");
   ASSERT_TRUE(membership);
   EXPECT_EQ(membership->version, CgroupVersion::kV1);
   EXPECT_EQ(membership->path, "/ci/job:7");  // a ':' in the path is kept

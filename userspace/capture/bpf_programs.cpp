@@ -52,15 +52,22 @@ uint64_t map_bytes(const bpf_object* object, int cpus) {
     const uint64_t value = (bpf_map__value_size(map) + 7) & ~uint64_t{7};
     const uint64_t key = (bpf_map__key_size(map) + 7) & ~uint64_t{7};
     switch (bpf_map__type(map)) {
-      case BPF_MAP_TYPE_RINGBUF: total += entries; break;
-      case BPF_MAP_TYPE_ARRAY: total += value * entries; break;
-      case BPF_MAP_TYPE_PERCPU_ARRAY: total += value * entries * static_cast<uint64_t>(cpus); break;
+      case BPF_MAP_TYPE_RINGBUF:
+        total += entries;
+        break;
+      case BPF_MAP_TYPE_ARRAY:
+        total += value * entries;
+        break;
+      case BPF_MAP_TYPE_PERCPU_ARRAY:
+        total += value * entries * static_cast<uint64_t>(cpus);
+        break;
       case BPF_MAP_TYPE_HASH:
       case BPF_MAP_TYPE_LRU_HASH:
         total += std::bit_ceil(entries) * 16;
         if (!(bpf_map__map_flags(map) & BPF_F_NO_PREALLOC)) total += (48 + key + value) * entries;
         break;
-      default: break;  // allocated as used (task storage), or small
+      default:
+        break;  // allocated as used (task storage), or small
     }
   }
   return total;
@@ -78,10 +85,10 @@ void check_memory_room(const bpf_object* object, int cpus, const BpfPrograms::Co
   if (!room) return;
   const uint64_t needed = map_bytes(object, cpus) + kRecorderWorkingBytes;
   if (needed <= *room) return;
-  throw std::runtime_error(load_failure(
-      -ENOMEM, config.ring_buffer_bytes, config.unwind_row_capacity,
-      ": " + std::to_string(*room >> 20) + " MB left, " + std::to_string(needed >> 20) +
-          " MB needed with the recorder's own"));
+  throw std::runtime_error(
+      load_failure(-ENOMEM, config.ring_buffer_bytes, config.unwind_row_capacity,
+                   ": " + std::to_string(*room >> 20) + " MB left, " +
+                       std::to_string(needed >> 20) + " MB needed with the recorder's own"));
 }
 
 }  // namespace
