@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <random>
 #include <stdexcept>
 #include <system_error>
@@ -33,12 +34,28 @@ std::string random_suffix(std::mt19937_64& rng) {
 }  // namespace
 
 AtomicReplaceFile::AtomicReplaceFile(std::string target_path, AtomicFileOptions options)
-    : target_path_(std::move(target_path)), options_(options) {
+    : target_path_(std::move(target_path)), replaced_path_(target_path_), options_(options) {
+  struct stat target;
+  if (::stat(target_path_.c_str(), &target) == 0 && !S_ISREG(target.st_mode)) {
+    if (S_ISDIR(target.st_mode)) fail("write", EISDIR);
+    int fd = ::open(target_path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) fail("open", errno);
+    fd_.reset(fd);
+    return;
+  }
+  // A symbolic link to a file: replace the file, not the link (beside it, on its filesystem).
+  struct stat link;
+  if (::lstat(target_path_.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    if (char* resolved = ::realpath(target_path_.c_str(), nullptr)) {
+      replaced_path_ = resolved;
+      free(resolved);
+    }
+  }
   // Not mkstemp(): it creates files 0600, and a profile should get the usual 0666 & ~umask.
   std::mt19937_64 rng{std::random_device{}()};
   constexpr int kAttempts = 100;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    std::string candidate = target_path_ + ".tmp." + random_suffix(rng);
+    std::string candidate = replaced_path_ + ".tmp." + random_suffix(rng);
     int fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) {
       fd_.reset(fd);
@@ -52,7 +69,7 @@ AtomicReplaceFile::AtomicReplaceFile(std::string target_path, AtomicFileOptions 
 }
 
 AtomicReplaceFile::~AtomicReplaceFile() {
-  if (committed_ || temp_path_.empty()) return;
+  if (committed_ || temp_path_.empty()) return;  // nothing to remove in place
   fd_.reset();
   ::unlink(temp_path_.c_str());
 }
@@ -76,16 +93,21 @@ void AtomicReplaceFile::write_all(std::string_view data) {
 
 void AtomicReplaceFile::commit() {
   if (committed_) throw std::logic_error(target_path_ + " committed twice");
+  if (temp_path_.empty()) {  // written in place: a device or a pipe has nothing to sync
+    if (::close(fd_.release()) != 0) fail("close", errno);
+    committed_ = true;
+    return;
+  }
   if (options_.durable && ::fsync(fd_.get()) != 0) fail("sync", errno);
   // close() can report deferred write errors (NFS); it must not be retried on EINTR.
   if (::close(fd_.release()) != 0) fail("close", errno);
-  if (::rename(temp_path_.c_str(), target_path_.c_str()) != 0)
+  if (::rename(temp_path_.c_str(), replaced_path_.c_str()) != 0)
     fail("rename temporary file to", errno);
   committed_ = true;
   if (!options_.durable) return;
   // Make the rename itself durable. Best effort: the file is complete either way, and
   // some filesystems refuse fsync on directories.
-  UniqueFd dir{::open(directory_of(target_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  UniqueFd dir{::open(directory_of(replaced_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (dir.valid()) ::fsync(dir.get());
 }
 

@@ -1,6 +1,9 @@
 // A file that appears complete or not at all: written as a uniquely named temporary file
 // beside the target and renamed onto it by commit(); removed by the destructor otherwise.
 // Used for profiles (output/) and for the unwind-table cache (symbols/dwarf).
+// A target that exists and is not a regular file (/dev/null, /dev/stdout, a FIFO) is written
+// in place: renaming onto it would replace the device or pipe with a file. A symbolic link
+// keeps pointing to the file it names, which is replaced.
 #pragma once
 
 #include <sys/types.h>
@@ -36,6 +39,7 @@ class AtomicReplaceFile {
   void commit();
 
   const std::string& target_path() const { return target_path_; }
+  // Empty when the target is written in place.
   const std::string& temp_path() const { return temp_path_; }
   bool committed() const { return committed_; }
 
@@ -43,6 +47,7 @@ class AtomicReplaceFile {
   [[noreturn]] void fail(const char* action, int err);
 
   std::string target_path_;
+  std::string replaced_path_;  // the target, or the file a symbolic link there names
   AtomicFileOptions options_;
   std::string temp_path_;
   UniqueFd fd_;

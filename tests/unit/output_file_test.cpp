@@ -16,6 +16,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "userspace/output/json_writer.h"
 
@@ -252,18 +253,56 @@ TEST_F(OutputFileTest, UnwritableDirectoryThrowsOneLineMessage) {
   expect_one_line_error_naming("/proc/self/bpfprof_unit_test_profile", "");
 }
 
-TEST_F(OutputFileTest, TargetThatIsADirectoryFailsOnCommit) {
+TEST_F(OutputFileTest, TargetThatIsADirectoryFailsAtOnce) {
   fs::create_directory(path("taken"));
-  fs::create_directory(path("taken/inner"));
-  FileSink sink(path("taken"));
-  sink.write("x");
   try {
-    sink.commit();
-    FAIL() << "rename onto a non-empty directory should fail";
+    FileSink sink(path("taken"));
+    FAIL() << "a directory cannot be the output";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(path("taken")), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Is a directory"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(sink.write("y"), std::runtime_error);  // stays failed
+  EXPECT_EQ(entries(), std::set<std::string>{"taken"});
+}
+
+// -o /dev/null must not replace the device with a file (a rename onto it would).
+TEST_F(OutputFileTest, DeviceTargetIsWrittenInPlace) {
+  for (bool gzip : {true, false}) {
+    auto sink = gzip ? std::unique_ptr<CommittableSink>(new GzipFileSink("/dev/null"))
+                     : std::unique_ptr<CommittableSink>(new FileSink("/dev/null"));
+    EXPECT_TRUE(sink->temp_path().empty());
+    sink->write("{\"x\":1}");
+    sink->commit();
+    struct stat st;
+    ASSERT_EQ(stat("/dev/null", &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null is no longer a device";
+  }
+}
+
+TEST_F(OutputFileTest, FifoTargetIsWrittenInPlace) {
+  ASSERT_EQ(mkfifo(path("pipe").c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] { received = read_raw(path("pipe")); });
+  {
+    FileSink sink(path("pipe"));
+    sink.write("through the pipe");
+    sink.commit();
+  }
+  reader.join();
+  EXPECT_EQ(received, "through the pipe");
+  EXPECT_EQ(entries(), std::set<std::string>{"pipe"});
+}
+
+TEST_F(OutputFileTest, SymbolicLinkKeepsPointingToTheReplacedFile) {
+  fs::create_directory(path("real"));
+  std::ofstream(path("real/p.json")) << "old";
+  fs::create_symlink(path("real/p.json"), path("link.json"));
+  FileSink sink(path("link.json"));
+  sink.write("new");
+  sink.commit();
+  EXPECT_TRUE(fs::is_symlink(path("link.json")));
+  EXPECT_EQ(read_raw(path("real/p.json")), "new");
+  EXPECT_EQ(read_raw(path("link.json")), "new");
 }
 
 // Makes write(2) fail with EFBIG beyond `limit` bytes, for the lifetime of this object.

@@ -144,8 +144,11 @@ void raise_file_limit() {
 void print_written_file(const std::string& path, OutputFormat format) {
   struct stat written {};
   stat(path.c_str(), &written);
-  fprintf(stderr, "bpfprof: wrote %s (%s) — %s\n", path.c_str(),
-          human_size(static_cast<uint64_t>(written.st_size)).c_str(),
+  // A device or a pipe (-o /dev/stdout) has no size to show.
+  const std::string size = S_ISREG(written.st_mode)
+                               ? " (" + human_size(static_cast<uint64_t>(written.st_size)) + ")"
+                               : "";
+  fprintf(stderr, "bpfprof: wrote %s%s — %s\n", path.c_str(), size.c_str(),
           format == OutputFormat::kCollapsed
               ? "folded stacks for flamegraph.pl, inferno-flamegraph or speedscope"
           : format == OutputFormat::kPprof
