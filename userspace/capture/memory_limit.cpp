@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <vector>
+
+#include "symbols/util/read_file.h"
 
 namespace bpfprof {
 
@@ -29,14 +29,6 @@ std::optional<uint64_t> parse_number(std::string_view text) {
   return value;
 }
 
-std::optional<std::string> read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The names of a hierarchy's files, which differ between the two versions.
 struct MemoryFiles {
   const char* limit;
@@ -53,15 +45,15 @@ constexpr uint64_t kNoLimit = uint64_t{1} << 62;
 
 // The room under one cgroup's own limit; nothing when it has none or cannot be read.
 std::optional<uint64_t> room_in(const std::string& dir, const MemoryFiles& files) {
-  const auto limit_text = read_text(dir + "/" + files.limit);
+  const auto limit_text = read_entire_file(dir + "/" + files.limit);
   if (!limit_text) return std::nullopt;
   const auto limit = parse_number(*limit_text);  // "max" does not parse: no limit
   if (!limit || *limit >= kNoLimit) return std::nullopt;
-  const auto usage_text = read_text(dir + "/" + files.usage);
+  const auto usage_text = read_entire_file(dir + "/" + files.usage);
   const auto usage = usage_text ? parse_number(*usage_text) : std::nullopt;
   if (!usage) return std::nullopt;
   uint64_t reclaimable = 0;
-  if (const auto stat = read_text(dir + "/memory.stat"))
+  if (const auto stat = read_entire_file(dir + "/memory.stat"))
     reclaimable = memory_stat_value(*stat, files.active_file).value_or(0) +
                   memory_stat_value(*stat, files.inactive_file).value_or(0);
   const uint64_t held = usage > reclaimable ? *usage - reclaimable : 0;
@@ -115,8 +107,8 @@ std::optional<uint64_t> memory_stat_value(std::string_view memory_stat, std::str
 }
 
 std::optional<uint64_t> memory_cgroup_room() {
-  const auto cgroup_text = read_text("/proc/self/cgroup");
-  const auto mounts_text = read_text("/proc/self/mounts");
+  const auto cgroup_text = read_entire_file("/proc/self/cgroup");
+  const auto mounts_text = read_entire_file("/proc/self/mounts");
   if (!cgroup_text || !mounts_text) return std::nullopt;
   const auto membership = memory_cgroup_of(*cgroup_text);
   if (!membership) return std::nullopt;
