@@ -11,6 +11,7 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/elf/symbol_cache.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/dwarf_module.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/cfi_functions.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/crt_stubs.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwind_table.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwind_table_cache.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwinder.cpp

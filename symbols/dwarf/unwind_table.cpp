@@ -9,8 +9,10 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "symbols/dwarf/cfi_functions.h"
+#include "symbols/dwarf/crt_stubs.h"
 #include "symbols/dwarf/dwarf_module.h"
 
 namespace bpfprof {
@@ -214,6 +216,22 @@ std::vector<Span> collect_spans(const DwarfModule& module) {
   return spans;
 }
 
+// The rules of the .init and .fini stubs that no FDE covers (symbols/dwarf/crt_stubs.h), after
+// the CFI's spans: where .debug_frame has one starting at the same address, it wins.
+void add_crt_stub_spans(Elf* elf, std::vector<Span>& spans) {
+  for (const CrtStub& stub : find_crt_stubs(elf)) {
+    for (auto [start, end] : {std::pair{stub.start, stub.body}, std::pair{stub.body, stub.ret},
+                              std::pair{stub.ret, stub.end}}) {
+      if (start >= end) continue;
+      Span span{start, end, {}, UnwindGap::kNoCfi};
+      span.row.cfa_rule = BPFPROF_CFA_RSP;
+      span.row.cfa_offset = static_cast<int32_t>(stub.cfa_offset_at(start));
+      span.row.rbp_rule = BPFPROF_RBP_SAME;
+      spans.push_back(span);
+    }
+  }
+}
+
 // Sorted, not overlapping (where FDEs overlap, the one starting first wins), below 4 GiB.
 void normalize(std::vector<Span>& spans) {
   std::stable_sort(spans.begin(), spans.end(),
@@ -391,6 +409,7 @@ UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableO
   std::optional<std::vector<CodeSection>> sections = executable_sections(elf);
   if (!sections) return UnwindTableError::kAddressAbove4GiB;
   std::vector<Span> spans = collect_spans(*module);
+  add_crt_stub_spans(elf, spans);
   normalize(spans);
   UnwindTable table{rows_of(spans), {}};
   for (CodeSection& section : *sections) {

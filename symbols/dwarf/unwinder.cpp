@@ -12,6 +12,7 @@
 #include <set>
 #include <tuple>
 
+#include "symbols/dwarf/crt_stubs.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/held_file.h"
 #include "symbols/util/mapping_kind.h"
@@ -21,15 +22,30 @@ namespace bpfprof {
 
 namespace {
 
+// A frame in a crt stub where a walk stopped (libdwfl has no CFI for it): its registers.
+struct StubFrame {
+  const CrtStub* stub = nullptr;
+  uint64_t pc = 0;  // where its rule is looked up (a return address less one)
+  UserRegisters registers;
+  uint32_t known = 0;  // one bit per DWARF register number
+};
+
+constexpr uint32_t kAllRegisters = (uint32_t{1} << UserRegisters::kCount) - 1;
+
 // What libdwfl's callbacks read during one unwind.
 struct CurrentSample {
   int tid = 0;
-  UserRegisters registers;
+  UserRegisters registers;  // where the walk starts
+  uint32_t known = kAllRegisters;
+  uint64_t stack_base = 0;  // the sp the copy was taken at
   const uint8_t* stack = nullptr;
   size_t stack_size = 0;
   std::vector<uint64_t>* pcs = nullptr;
   size_t max_frames = 0;
   uint64_t stack_bytes_needed = 0;  // see UnwoundStack
+  const std::vector<CrtStub>* crt_stubs = nullptr;
+  bool skip_first_frame = false;  // a walk on from a stub's caller, already collected
+  std::optional<StubFrame> stub_stop;
 };
 
 pid_t next_thread(Dwfl*, void* arg, void** thread_arg) {
@@ -45,9 +61,8 @@ bool get_thread(Dwfl*, pid_t, void* arg, void** thread_arg) {
 }
 
 // Stack memory comes from the copy taken with the sample; nothing else is readable.
-bool memory_read(Dwfl*, Dwarf_Addr address, Dwarf_Word* result, void* arg) {
-  auto* sample = static_cast<CurrentSample*>(arg);
-  const uint64_t sp = sample->registers.sp();
+bool read_stack(CurrentSample* sample, uint64_t address, uint64_t* result) {
+  const uint64_t sp = sample->stack_base;
   // Written without sums that can wrap around (found by tests/fuzz: an sp near 2^64).
   if (address < sp) return false;
   if (address - sp > sample->stack_size ||
@@ -61,12 +76,24 @@ bool memory_read(Dwfl*, Dwarf_Addr address, Dwarf_Word* result, void* arg) {
   return true;
 }
 
+bool memory_read(Dwfl*, Dwarf_Addr address, Dwarf_Word* result, void* arg) {
+  static_assert(sizeof(Dwarf_Word) == sizeof(uint64_t));
+  return read_stack(static_cast<CurrentSample*>(arg), address, result);
+}
+
+// Registers a frame did not recover (a caller-saved one) are left undefined for libdwfl.
 bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
   auto* sample = static_cast<CurrentSample*>(thread_arg);
-  static_assert(sizeof(Dwarf_Word) == sizeof(uint64_t));
   const UserRegisters& r = sample->registers;
   dwfl_thread_state_register_pc(thread, r.ip());
-  return dwfl_thread_state_registers(thread, 0, UserRegisters::kCount, r.dwarf.data());
+  if (sample->known == kAllRegisters)
+    return dwfl_thread_state_registers(thread, 0, UserRegisters::kCount, r.dwarf.data());
+  for (int regno = 0; regno < UserRegisters::kCount; ++regno) {
+    if ((sample->known >> regno & 1) != 0 &&
+        !dwfl_thread_state_registers(thread, regno, 1, &r.dwarf[regno]))
+      return false;
+  }
+  return true;
 }
 
 const Dwfl_Thread_Callbacks kThreadCallbacks = {next_thread,           get_thread, memory_read,
@@ -80,13 +107,50 @@ int collect_frame(Dwfl_Frame* frame, void* arg) {
   Dwarf_Addr pc;
   bool activation;
   if (!dwfl_frame_pc(frame, &pc, &activation)) return DWARF_CB_ABORT;
+  if (sample->skip_first_frame) {
+    sample->skip_first_frame = false;
+    return DWARF_CB_OK;
+  }
   std::vector<uint64_t>& pcs = *sample->pcs;
   if (activation && !pcs.empty()) {
     pcs.back() += 1;  // the trampoline
     pc += 1;          // the interrupted instruction
   }
   pcs.push_back(pc);
-  return sample->pcs->size() >= sample->max_frames ? DWARF_CB_ABORT : DWARF_CB_OK;
+  if (pcs.size() >= sample->max_frames) return DWARF_CB_ABORT;
+  // In a crt stub libdwfl has no CFI and would guess from rbp: the stub's rule goes on.
+  const uint64_t lookup_pc = pcs.size() == 1 || activation ? pc : pc - 1;
+  if (const CrtStub* stub = find_crt_stub(*sample->crt_stubs, lookup_pc)) {
+    StubFrame stop{stub, lookup_pc, {}, 0};
+    for (int regno = 0; regno < UserRegisters::kCount; ++regno) {
+      if (dwfl_frame_reg(frame, regno, &stop.registers.dwarf[regno]) == 0)
+        stop.known |= uint32_t{1} << regno;
+    }
+    sample->stub_stop = stop;
+    return DWARF_CB_ABORT;
+  }
+  return DWARF_CB_OK;
+}
+
+// Steps from the frame where a walk stopped in a crt stub to its caller, by the stub's rule,
+// and has libdwfl walk on from there. False when the caller's return address is not readable.
+bool walk_past_stub(Dwfl* dwfl, CurrentSample& sample) {
+  const StubFrame stop = *sample.stub_stop;
+  sample.stub_stop.reset();
+  if ((stop.known >> UserRegisters::kSp & 1) == 0) return false;
+  const uint64_t cfa = stop.registers.sp() + stop.stub->cfa_offset_at(stop.pc);
+  uint64_t return_address = 0;
+  if (!read_stack(&sample, cfa - 8, &return_address) || return_address == 0) return false;
+  sample.pcs->push_back(return_address);
+  if (sample.pcs->size() >= sample.max_frames) return true;
+  // The caller starts in its call instruction, whose rules hold at the return address too.
+  sample.registers = stop.registers;
+  sample.registers.dwarf[UserRegisters::kSp] = cfa;
+  sample.registers.dwarf[UserRegisters::kIp] = return_address - 1;
+  sample.known = stop.known | uint32_t{1} << UserRegisters::kIp;
+  sample.skip_first_frame = true;
+  dwfl_getthread_frames(dwfl, sample.tid, collect_frame, &sample);
+  return true;
 }
 
 // Unwinding needs call-frame information, which .eh_frame in the mapped file itself has
@@ -110,6 +174,32 @@ int find_debuginfo_without_eh_frame(Dwfl_Module* module, void** userdata, const 
   }
   return dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name,
                                       debuglink_file, debuglink_crc, debuginfo_file_name);
+}
+
+// The crt stubs of a session's modules that no FDE covers, in process addresses.
+std::vector<CrtStub> crt_stubs_of(Dwfl* dwfl) {
+  std::vector<CrtStub> stubs;
+  auto add_module = [](Dwfl_Module* module, void**, const char*, Dwarf_Addr, void* arg) -> int {
+    auto& all = *static_cast<std::vector<CrtStub>*>(arg);
+    Dwarf_Addr bias = 0;
+    Elf* elf = dwfl_module_getelf(module, &bias);
+    if (elf == nullptr) return DWARF_CB_OK;
+    Dwarf_Addr cfi_bias = 0;
+    Dwarf_CFI* cfi = dwfl_module_eh_cfi(module, &cfi_bias);
+    for (CrtStub stub : find_crt_stubs(elf)) {
+      Dwarf_Frame* frame = nullptr;
+      if (cfi && dwarf_cfi_addrframe(cfi, stub.start + bias - cfi_bias, &frame) == 0) {
+        free(frame);
+        continue;
+      }
+      all.push_back({stub.start + bias, stub.body + bias, stub.ret + bias, stub.end + bias});
+    }
+    return DWARF_CB_OK;
+  };
+  dwfl_getmodules(dwfl, add_module, &stubs, 0);
+  std::sort(stubs.begin(), stubs.end(),
+            [](const CrtStub& a, const CrtStub& b) { return a.start < b.start; });
+  return stubs;
 }
 
 // Each session holds its files open and mapped (~2 fds and ~0.3 MB of mapped pages per
@@ -149,6 +239,7 @@ struct DwarfUnwinder::Process {
   char* debuginfo_path = nullptr;
   Dwfl* dwfl = nullptr;
   CurrentSample current;
+  std::vector<CrtStub> crt_stubs;  // in process addresses, sorted
   bool attached = false;
   uint64_t last_use = 0;
 
@@ -224,6 +315,7 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
       reported.erase(file);
   }
   dwfl_report_end(process->dwfl, nullptr, nullptr);
+  process->crt_stubs = crt_stubs_of(process->dwfl);
   process->attached =
       dwfl_attach_state(process->dwfl, nullptr, pid, &kThreadCallbacks, &process->current);
   if (!process->attached) return nullptr;
@@ -244,8 +336,20 @@ UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& regist
   UserRegisters start = registers;
   const bool syscall_leaf = in_syscall_past_cfi(*process, pid, registers.ip());
   if (syscall_leaf) start.dwarf[UserRegisters::kIp] -= 1;
-  process->current = CurrentSample{tid, start, stack, stack_size, &result.pcs, max_frames};
-  dwfl_getthread_frames(process->dwfl, tid, collect_frame, &process->current);
+  CurrentSample& current = process->current;
+  current = CurrentSample{};
+  current.tid = tid;
+  current.registers = start;
+  current.stack_base = registers.sp();
+  current.stack = stack;
+  current.stack_size = stack_size;
+  current.pcs = &result.pcs;
+  current.max_frames = max_frames;
+  current.crt_stubs = &process->crt_stubs;
+  dwfl_getthread_frames(process->dwfl, tid, collect_frame, &current);
+  // A stub's caller may be in a stub only if stubs call stubs, which they do not: bounded.
+  for (int step = 0; step < 4 && current.stub_stop; ++step)
+    if (!walk_past_stub(process->dwfl, current)) break;
   result.stack_bytes_needed = process->current.stack_bytes_needed;
   if (result.pcs.empty()) result.pcs.push_back(registers.ip());
   result.pcs.front() = registers.ip();

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "symbols/dwarf/dwarf_module.h"
+#include "symbols/dwarf/unwind_table.h"
 #include "symbols/dwarf/unwinder.h"
 #include "symbols/elf/elf_file.h"
 
@@ -63,6 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       dwarf->symbol_at(vaddr);
     }
   }
+  build_unwind_table(file.path());  // CFI rows, crt stubs, coverage of the sections
 #elif FUZZ_TARGET == 5
   uint32_t elf_size = 0;
   if (size < sizeof(elf_size) + 24) return 0;

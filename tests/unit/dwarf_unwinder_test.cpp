@@ -8,9 +8,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "symbols/util/proc_maps.h"
+
+// crti.o's _init of this test executable: a crt stub without CFI (symbols/dwarf/crt_stubs.h).
+extern "C" void _init();
 
 namespace bpfprof {
 namespace {
@@ -100,6 +104,63 @@ TEST(DwarfUnwinder, WithoutMappingsOnlyThePcIsKnown) {
       unwinder.unwind(getpid(), gettid(), s.registers, s.stack.data(), s.stack.size(), 64);
   ASSERT_EQ(unwound.pcs.size(), 1u);
   EXPECT_EQ(unwound.pcs[0], s.registers.ip());
+}
+
+// ---- Frames in a crt stub (_init, no CFI): built on a real snapshot by pushing what the stub
+// and its callee would have pushed, so that the walk past the stub must reach the same frames.
+
+uint64_t address_of(void (*function)()) { return reinterpret_cast<uint64_t>(function); }
+
+// Unwinds the snapshot with `words` pushed below its sp (the first word lowest) and the pc at
+// `ip`, as if the thread had gone on from the snapshot into code that pushed them.
+UnwoundStack unwind_pushed(const Snapshot& s, uint64_t ip, const std::vector<uint64_t>& words) {
+  std::vector<uint8_t> stack(words.size() * 8);
+  memcpy(stack.data(), words.data(), stack.size());
+  stack.insert(stack.end(), s.stack.begin(), s.stack.end());
+  const UserRegisters registers =
+      UserRegisters::with_ip_sp_bp(ip, s.registers.sp() - words.size() * 8, s.registers.bp());
+  DwarfUnwinder unwinder;
+  add_executable_mappings(unwinder);
+  return unwinder.unwind(getpid(), gettid(), registers, stack.data(), stack.size(), 64);
+}
+
+// pcs[from] on are a return address into the snapshot's function, then its own return addresses.
+void expect_snapshot_frames(const UnwoundStack& unwound, size_t from, const Snapshot& s) {
+  ASSERT_GE(unwound.pcs.size(), from + 4) << "the walk stopped in the stub";
+  EXPECT_EQ(unwound.pcs[from], s.registers.ip() + 1);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(unwound.pcs[from + 1 + i], s.return_addresses[i]) << i;
+}
+
+// As a library's _init is sampled in the page fault of its first instruction: only the return
+// address pushed. Here it "returns" into the snapshot's function, whose rules are known.
+TEST(DwarfUnwinder, WalksOnFromTheFirstInstructionOfInit) {
+  const Snapshot s = snapshot_three_deep();
+  const UnwoundStack unwound = unwind_pushed(s, address_of(_init), {s.registers.ip() + 1});
+  ASSERT_FALSE(unwound.pcs.empty());
+  EXPECT_EQ(unwound.pcs[0], address_of(_init));
+  expect_snapshot_frames(unwound, 1, s);
+}
+
+// In its body, after `sub $8,%rsp`: the return address lies 8 bytes higher.
+TEST(DwarfUnwinder, WalksOnFromTheBodyOfInit) {
+  const Snapshot s = snapshot_three_deep();
+  const UnwoundStack unwound =
+      unwind_pushed(s, address_of(_init) + 4, {0x5a5a5a5a, s.registers.ip() + 1});
+  expect_snapshot_frames(unwound, 1, s);
+}
+
+// A function that _init called (a constructor), sampled at its entry: libdwfl steps to the
+// return address in _init's body, where it has no CFI, and the stub's rule goes on from there.
+TEST(DwarfUnwinder, WalksThroughInitAsACaller) {
+  const Snapshot s = snapshot_three_deep();
+  const uint64_t return_into_init = address_of(_init) + 0x12;  // after `call *%rax`
+  const auto callee = reinterpret_cast<uint64_t>(&snapshot_three_deep);
+  const UnwoundStack unwound =
+      unwind_pushed(s, callee, {return_into_init, 0x5a5a5a5a, s.registers.ip() + 1});
+  ASSERT_GE(unwound.pcs.size(), 2u);
+  EXPECT_EQ(unwound.pcs[0], callee);
+  EXPECT_EQ(unwound.pcs[1], return_into_init);
+  expect_snapshot_frames(unwound, 2, s);
 }
 
 }  // namespace
