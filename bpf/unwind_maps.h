@@ -66,4 +66,24 @@ struct bpfprof_process_mappings {
   struct bpfprof_exec_mapping mappings[BPFPROF_MAX_PROCESS_MAPPINGS];
 };
 
+/* A file whose rows are loaded, named as a VMA names it: the superblock's device number in
+ * the kernel's encoding (major << 20 | minor) and the inode number. Where a pc lies in no
+ * mapping of the process's value (its first milliseconds, before userspace has read its
+ * mappings; a library just mapped), the walker looks the pc's VMA up and finds the table of
+ * its file here (userspace writes one entry per loaded table). */
+struct bpfprof_file_key {
+  __u64 dev;
+  __u64 inode;
+};
+
+struct bpfprof_file_table {
+  __u32 first_row;
+  __u32 row_count;
+  /* p_vaddr - p_offset of the file's executable segment: ELF virtual address = file offset
+   * + this (files whose executable segments disagree get no entry). */
+  __u64 vaddr_minus_offset;
+};
+
+#define BPFPROF_MAX_FILE_TABLES 4096
+
 #endif

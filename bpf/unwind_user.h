@@ -29,6 +29,14 @@ struct {
   __type(value, struct bpfprof_process_mappings);
 } unwind_processes SEC(".maps");
 
+/* The tables of loaded files by the name a VMA gives them (bpf/unwind_maps.h). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, BPFPROF_MAX_FILE_TABLES);
+  __type(key, struct bpfprof_file_key);
+  __type(value, struct bpfprof_file_table);
+} unwind_files SEC(".maps");
+
 /* Why walks fell back, per CPU (enum bpfprof_unwind_fallback). */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -60,6 +68,13 @@ struct unwind_walk {
    * table, so that the verifier sees one path into table_step). */
   struct bpfprof_unwind_row row;
   __u64 elf_pc;
+  /* The frame's mapping, copied here from the process's value or from vma_mapping (one path
+   * on for the verifier: it does not track a map value's contents). */
+  struct bpfprof_exec_mapping frame_mapping;
+  __u32 frame_mapping_from_vma; /* its rows are not cached: no generation covers them */
+  __u32 pad2;
+  /* The last mapping found from a VMA (not in the process's value), kept for the walk. */
+  struct bpfprof_exec_mapping vma_mapping;
   /* Stack bytes read at once: a helper call per word costs more than a few hundred bytes'
    * copy, and the next frames' words lie just above (see read_stack_word). */
   __u64 window_start;
@@ -110,8 +125,8 @@ struct {
 struct unwind_context {
   struct unwind_walk* walk;
   struct bpfprof_unwound_event* event;
-  struct bpfprof_process_mappings* mappings;
-  __u32 slot; /* 0: the sample program, 1: sched_switch */
+  struct bpfprof_process_mappings* mappings; /* NULL: not in the kernel yet */
+  __u32 slot;                                /* 0: the sample program, 1: sched_switch */
 };
 
 static __always_inline __u64 row_cache_key(const struct unwind_walk* w) {
@@ -175,6 +190,7 @@ static __always_inline void search_step(__u64* lo, __u64* hi, __u64 mid, __u64 p
 /* The mapping holding pc: the last one starting at or below it, if it reaches pc. */
 static __always_inline const struct bpfprof_exec_mapping* find_mapping(
     const struct bpfprof_process_mappings* pm, __u64 pc) {
+  if (!pm) return NULL;
   __u64 lo = 0, hi = pm->count;
   if (hi > BPFPROF_MAX_PROCESS_MAPPINGS) hi = BPFPROF_MAX_PROCESS_MAPPINGS;
   if (pc >> 63) return NULL;
@@ -203,6 +219,51 @@ static __always_inline const struct bpfprof_unwind_row* find_row(
   if (lo < hi || lo == first) return NULL;
   __u32 index = lo - 1;
   return bpf_map_lookup_elem(&unwind_rows, &index);
+}
+
+/* What the VMA callback found, on the BPF stack (bpf_find_vma's context must be there). */
+struct vma_table {
+  __u64 start;
+  __u64 end;
+  __u64 bias;
+  __u32 first_row;
+  __u32 row_count;
+};
+
+static long find_vma_table(struct task_struct* task, struct vm_area_struct* vma, void* data) {
+  struct vma_table* found = data;
+  if (!(vma->vm_flags & 0x4 /* VM_EXEC */) || !vma->vm_file) return 0;
+  struct inode* inode = vma->vm_file->f_inode;
+  struct bpfprof_file_key key = {.dev = inode->i_sb->s_dev, .inode = inode->i_ino};
+  const struct bpfprof_file_table* table = bpf_map_lookup_elem(&unwind_files, &key);
+  if (!table) return 0;
+  found->start = vma->vm_start;
+  found->end = vma->vm_end;
+  found->bias = vma->vm_start - (vma->vm_pgoff << 12) - table->vaddr_minus_offset;
+  found->first_row = table->first_row;
+  found->row_count = table->row_count;
+  return 0;
+}
+
+/* The mapping of w->pc from the task's VMA and the table of its file, into w->vma_mapping:
+ * for a pc that the process's value does not cover (yet). False if its file has no table.
+ * In the sampling interrupt a program gets one VMA lookup (the mmap lock's release is
+ * deferred to an irq_work, busy until the program ends), so the mapping found is kept for
+ * the walk's next frames: the first milliseconds' stacks cross one library not known yet. */
+__noinline int mapping_from_vma(struct unwind_walk* w) {
+  if (!w) return 0;
+  if (w->vma_mapping.start <= w->pc && w->pc < w->vma_mapping.end) return 1;
+  struct vma_table found = {0};
+  if (bpf_find_vma(bpf_get_current_task_btf(), w->pc, find_vma_table, &found, 0) ||
+      found.end <= w->pc || !found.row_count)
+    return 0;
+  w->vma_mapping.start = found.start;
+  w->vma_mapping.end = found.end;
+  w->vma_mapping.bias = found.bias;
+  w->vma_mapping.first_row = found.first_row;
+  w->vma_mapping.row_count = found.row_count;
+  w->vma_mapping.kind = BPFPROF_MAPPING_TABLE;
+  return 1;
 }
 
 /* Code without a table (JIT): the saved rbp and return address sit at rbp. */
@@ -333,8 +394,8 @@ static __always_inline int follows_syscall(__u64 pc) {
 static __always_inline bool row_cache_hit(struct unwind_context* c, struct unwind_walk* w) {
   const __u64 key = row_cache_key(w);
   struct row_cache_entry* cached = row_cache_entry_for(c->slot, key);
-  if (!cached || !cached->generation || cached->generation != c->mappings->generation ||
-      cached->key != key)
+  if (!cached || !c->mappings || !cached->generation ||
+      cached->generation != c->mappings->generation || cached->key != key)
     return false;
   w->row = cached->row;
   w->elf_pc = cached->elf_pc;
@@ -344,7 +405,7 @@ static __always_inline bool row_cache_hit(struct unwind_context* c, struct unwin
 static __always_inline void row_cache_fill(struct unwind_context* c, struct unwind_walk* w) {
   const __u64 key = row_cache_key(w);
   struct row_cache_entry* cached = row_cache_entry_for(c->slot, key);
-  if (!cached) return;
+  if (!cached || !c->mappings) return;
   cached->generation = 0; /* empty while it is filled */
   cached->key = key;
   cached->elf_pc = w->elf_pc;
@@ -363,8 +424,18 @@ static long unwind_step(__u64 index, void* context) {
   e->ips[depth & 0xff] = w->pc + w->bump;
   w->depth = depth + 1;
   if (row_cache_hit(c, w)) return table_step(w, e, depth);
-  const struct bpfprof_exec_mapping* m = find_mapping(c->mappings, w->pc);
-  if (!m) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNMAPPED);
+  const struct bpfprof_exec_mapping* known = find_mapping(c->mappings, w->pc);
+  if (known && known->kind != BPFPROF_MAPPING_FALLBACK) {
+    w->frame_mapping = *known;
+    w->frame_mapping_from_vma = 0;
+  } else if (mapping_from_vma(w)) {
+    w->frame_mapping = w->vma_mapping;
+    w->frame_mapping_from_vma = 1;
+  } else {
+    return walk_stops(w, WALK_FALLBACK,
+                      known ? BPFPROF_FALLBACK_NOT_LOADED : BPFPROF_FALLBACK_UNMAPPED);
+  }
+  const struct bpfprof_exec_mapping* m = &w->frame_mapping;
   if (m->kind == BPFPROF_MAPPING_FRAME_POINTERS) return frame_pointer_step(w);
   if (m->kind != BPFPROF_MAPPING_TABLE)
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_NOT_LOADED);
@@ -381,7 +452,7 @@ static long unwind_step(__u64 index, void* context) {
   w->row = *row;
   w->elf_pc = elf_pc;
   /* A leaf without a rule goes its own way above, every time. */
-  if (row->cfa_rule != BPFPROF_CFA_UNKNOWN) row_cache_fill(c, w);
+  if (row->cfa_rule != BPFPROF_CFA_UNKNOWN && !w->frame_mapping_from_vma) row_cache_fill(c, w);
   return table_step(w, e, depth);
 }
 
@@ -400,11 +471,8 @@ static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tg
   if (!task->mm) return true; /* a kernel thread */
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
   if (!regs) return true;
+  /* Without it (the process's first milliseconds) every frame's table is found from its VMA. */
   struct bpfprof_process_mappings* pm = bpf_map_lookup_elem(&unwind_processes, &tgid);
-  if (!pm) {
-    count_unwind_fallback(BPFPROF_FALLBACK_NO_PROCESS);
-    return false;
-  }
   struct unwind_walk* w = bpf_map_lookup_elem(&unwind_walks, &slot);
   if (!w) return false;
   w->pc = user_pc(regs);
@@ -417,10 +485,13 @@ static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tg
   w->bump = 0;
   w->bp_known = 1;
   w->window_len = 0;
+  w->vma_mapping.end = 0;
   struct unwind_context c = {.walk = w, .event = e, .mappings = pm, .slot = slot};
   bpf_loop(BPFPROF_MAX_UNWOUND_FRAMES + 1, unwind_step, &c, 0);
   if (w->result != WALK_ROOT) {
-    count_unwind_fallback(w->result == WALK_FALLBACK ? w->reason : BPFPROF_FALLBACK_DEPTH);
+    count_unwind_fallback(!pm                          ? BPFPROF_FALLBACK_NO_PROCESS
+                          : w->result == WALK_FALLBACK ? w->reason
+                                                       : BPFPROF_FALLBACK_DEPTH);
     return false;
   }
   e->user_depth = w->depth;

@@ -1,44 +1,13 @@
 #include "symbols/dwarf/debug_hint.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <array>
-
-#include "symbols/util/unique_handle.h"
-
-extern char** environ;
+#include "symbols/util/run_program.h"
 
 namespace bpfprof {
 namespace {
 
-// The standard output of `dpkg-query -S path` (no shell: the path is passed as is).
+// The standard output of `dpkg-query -S path`, or empty.
 std::string dpkg_query_search(const std::string& path) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return {};
-  UniqueFd read_end(pipe_fds[0]);
-  UniqueFd write_end(pipe_fds[1]);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  std::array<char*, 4> argv{const_cast<char*>("dpkg-query"), const_cast<char*>("-S"),
-                            const_cast<char*>(path.c_str()), nullptr};
-  pid_t pid = 0;
-  const int spawned = posix_spawnp(&pid, "dpkg-query", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  write_end.reset();
-  if (spawned != 0) return {};
-  std::string output;
-  char buffer[512];
-  ssize_t got = 0;
-  while ((got = read(read_end.get(), buffer, sizeof buffer)) > 0)
-    output.append(buffer, static_cast<size_t>(got));
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? output : std::string();
+  return program_output({"dpkg-query", "-S", path}, std::chrono::seconds(10)).value_or("");
 }
 
 }  // namespace

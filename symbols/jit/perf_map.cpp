@@ -6,17 +6,10 @@
 #include <map>
 
 #include "symbols/util/read_file.h"
+#include "symbols/util/text.h"
 
 namespace bpfprof {
 namespace {
-
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 // A hex number, with or without 0x, at the front of `s` and followed by whitespace (or the
 // end); consumes it.

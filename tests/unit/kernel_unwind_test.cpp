@@ -3,7 +3,10 @@
 #include "userspace/capture/kernel_unwind.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 
@@ -29,11 +32,17 @@ class RecordingSink : public UnwindMapsSink {
     return true;
   }
   void remove_process(Pid pid) override { processes.erase(pid); }
+  bool write_file(const bpfprof_file_key& key, const bpfprof_file_table& table) override {
+    files[{key.dev, key.inode}] = table;
+    return true;
+  }
+  void remove_file(const bpfprof_file_key& key) override { files.erase({key.dev, key.inode}); }
 
   std::vector<bpfprof_unwind_row> rows;
   size_t row_writes = 0;
   size_t process_limit = 100;
   std::map<Pid, bpfprof_process_mappings> processes;
+  std::map<std::pair<uint64_t, uint64_t>, bpfprof_file_table> files;  // by device and inode
 };
 
 std::vector<bpfprof_unwind_row> rows_of(uint32_t count) {
@@ -113,6 +122,44 @@ TEST(KernelUnwindTables, LoadsATableOnceAndGivesEachMappingItsBias) {
   }
   EXPECT_EQ(f.tables.stats().tables_built, 1u);
   EXPECT_EQ(f.tables.stats().rows_loaded, 10u);
+}
+
+// A loaded table is also named as a VMA names its file (device in the kernel's encoding,
+// inode), with the file offset -> ELF address shift of its executable segment, so that the
+// walker finds it for a pc whose mapping userspace has not written yet.
+TEST(KernelUnwindTables, ALoadedTableIsFoundByTheDeviceAndInodeOfItsFile) {
+  Fixture f;
+  LoadSegment text;
+  f.apply({start_event(Pid{12}), text_mapping(Pid{12}, 0x555500000000, &text)});
+  struct stat status;
+  ASSERT_EQ(stat(kBinary.c_str(), &status), 0);
+  const std::pair<uint64_t, uint64_t> key{
+      uint64_t{major(status.st_dev)} << 20 | minor(status.st_dev), status.st_ino};
+  ASSERT_EQ(f.sink.files.count(key), 1u);
+  const bpfprof_file_table& table = f.sink.files.at(key);
+  EXPECT_EQ(table.first_row, 0u);
+  EXPECT_EQ(table.row_count, 10u);
+  EXPECT_EQ(table.vaddr_minus_offset, text.vaddr - text.file_offset);
+}
+
+// `record -- CMD`: the tables of the files the command will map are loaded before it runs;
+// its mappings, when they come, find them loaded and build nothing.
+TEST(KernelUnwindTables, PreloadedTablesServeTheMappingsThatFollow) {
+  Fixture f;
+  f.tables.preload({kBinary});
+  EXPECT_TRUE(f.tables.wait_for_tables(std::chrono::seconds(5)));
+  f.tables.flush();
+  const int preloaded = f.builds;
+  EXPECT_GE(preloaded, 1);             // the binary (and the vDSO where this kernel has one)
+  EXPECT_EQ(f.sink.files.size(), 1u);  // the vDSO is no file a VMA names
+  // As the kernel reports it with the mapping: the file's own build-id.
+  const std::vector<uint8_t> id = ElfFile::open(kBinary, nullptr)->build_id();
+  LoadSegment text;
+  f.apply({start_event(Pid{13}),
+           text_mapping(Pid{13}, 0x555500000000, &text, std::string(id.begin(), id.end()))});
+  EXPECT_EQ(f.builds, preloaded);
+  ASSERT_EQ(f.sink.processes.at(Pid{13}).count, 1u);
+  EXPECT_EQ(f.sink.processes.at(Pid{13}).mappings[0].kind, BPFPROF_MAPPING_TABLE);
 }
 
 TEST(KernelUnwindTables, UntrackedProcessesGetNothing) {

@@ -142,10 +142,12 @@ TEST(ProfileBuilder, ThreadsStacksAndWeightsComeFromTheModel) {
   EXPECT_EQ(worker.name, "worker");
   EXPECT_FALSE(worker.is_main_thread);
 
-  // Four consecutive identical ticks are one sample of weight 4.
-  ASSERT_EQ(main.samples.size(), 3u);
-  EXPECT_EQ(main.samples.row(0).weight, 4.0);
+  // Four consecutive identical ticks: the thread's first sample, then one of weight 3.
+  ASSERT_EQ(main.samples.size(), 4u);
+  EXPECT_EQ(main.samples.row(0).weight, 1.0);
   EXPECT_EQ(main.samples.row(0).time_ms, 10.0);
+  EXPECT_EQ(main.samples.row(1).weight, 3.0);
+  EXPECT_EQ(main.samples.row(1).stack, main.samples.row(0).stack);
   EXPECT_EQ(stack_names(profile.shared, main.samples.row(0).stack),
             (std::vector<std::string>{"_start", "main", "compute_hash"}));
   // A stack that does not reach a thread root says so.

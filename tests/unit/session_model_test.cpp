@@ -437,14 +437,17 @@ TEST(CollapsedSamples, ConsecutiveIdenticalTicksBecomeOneWeightedSample) {
   model.add_sample(SampleRecord{ms(15), Pid{1}, Tid{2}, Cpu{0}, CpuTimeNs{6000000}, a}, raw);
   model.finish(ms(20));
   const Thread& t = thread_with_tid(model, 2);
-  ASSERT_EQ(t.samples.size(), 4u);
+  // The thread's first sample stays alone (the profiler ignores its CPU delta).
+  ASSERT_EQ(t.samples.size(), 5u);
   EXPECT_EQ(t.samples[0].time, ms(1));
-  EXPECT_EQ(t.samples[0].weight, 3.0);
-  EXPECT_EQ(t.samples[0].cpu_delta_ns, 3000000u);  // the three ticks' CPU time
-  EXPECT_EQ(t.samples[1].weight, 1.0);
-  EXPECT_NE(t.samples[1].stack, t.samples[0].stack);
+  EXPECT_EQ(t.samples[0].weight, 1.0);
+  EXPECT_EQ(t.samples[1].time, ms(2));
+  EXPECT_EQ(t.samples[1].weight, 2.0);
+  EXPECT_EQ(t.samples[1].cpu_delta_ns, 2000000u);  // the two ticks' CPU time
   EXPECT_EQ(t.samples[2].weight, 1.0);
-  EXPECT_EQ(t.samples[3].time, ms(15));
+  EXPECT_NE(t.samples[2].stack, t.samples[1].stack);
+  EXPECT_EQ(t.samples[3].weight, 1.0);
+  EXPECT_EQ(t.samples[4].time, ms(15));
   uint64_t cpu = 0;
   double weight = 0;
   for (const ThreadSample& s : t.samples) cpu += s.cpu_delta_ns, weight += s.weight;

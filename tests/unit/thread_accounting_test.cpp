@@ -15,17 +15,32 @@ const AccountingRules kOffCpuRules{.interval_ns = kMs, .off_cpu = true};
 TEST(ThreadAccounting, RepeatedStacksCollapseAndCpuNeverExceedsWallTime) {
   ThreadAccounting accounting(at_ms(0), cpu_ms(0));
   std::vector<ThreadSample> samples;
-  // The kernel updated the runtime late: 3 ms arrive at the second sample.
+  accounting.on_cpu_sample(kOffCpuRules, at_ms(0.5), cpu_ms(0), 6, samples);
+  // The kernel updated the runtime late: 3 ms arrive at the third sample.
   accounting.on_cpu_sample(kOffCpuRules, at_ms(1), cpu_ms(0), 7, samples);
   accounting.on_cpu_sample(kOffCpuRules, at_ms(2), cpu_ms(3), 7, samples);
   accounting.on_cpu_sample(kOffCpuRules, at_ms(3), cpu_ms(3), 8, samples);
-  ASSERT_EQ(samples.size(), 2u);
-  EXPECT_EQ(samples[0].weight, 2.0);  // two ticks of stack 7
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[1].weight, 2.0);  // two ticks of stack 7
   // Never more than the wall time since the tick before: 1 ms at 2 ms, 1 ms at 3 ms.
-  EXPECT_EQ(samples[0].cpu_delta_ns, 1 * kMs);
   EXPECT_EQ(samples[1].cpu_delta_ns, 1 * kMs);
+  EXPECT_EQ(samples[2].cpu_delta_ns, 1 * kMs);
   accounting.finish(kOffCpuRules, at_ms(3), samples);  // the rest goes to the last sample
-  EXPECT_EQ(samples[1].cpu_delta_ns, 2 * kMs);
+  EXPECT_EQ(samples[2].cpu_delta_ns, 2 * kMs);
+}
+
+// The profiler ignores a thread's first threadCPUDelta: a thread spinning on one stack from
+// its first sample must not put all its CPU time there.
+TEST(ThreadAccounting, NothingCollapsesIntoAThreadsFirstSample) {
+  ThreadAccounting accounting(at_ms(0), cpu_ms(0));
+  std::vector<ThreadSample> samples;
+  for (int ms = 1; ms <= 4; ++ms)
+    accounting.on_cpu_sample(kOffCpuRules, at_ms(ms), cpu_ms(ms), 7, samples);
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].weight, 1.0);
+  EXPECT_EQ(samples[0].cpu_delta_ns, 1 * kMs);
+  EXPECT_EQ(samples[1].weight, 3.0);
+  EXPECT_EQ(samples[1].cpu_delta_ns, 3 * kMs);
 }
 
 TEST(ThreadAccounting, ALongWaitIsOneSampleWeightedByItsLength) {

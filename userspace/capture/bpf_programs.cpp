@@ -97,7 +97,8 @@ void check_memory_room(const bpf_object* object, int cpus, const BpfPrograms::Co
 // it (a file's table, ~100k rows for libc, in one copy instead of one syscall a row).
 class BpfUnwindMaps : public UnwindMapsSink {
  public:
-  BpfUnwindMaps(bpf_map* rows, bpf_map* processes) : processes_(processes) {
+  BpfUnwindMaps(bpf_map* rows, bpf_map* processes, bpf_map* files)
+      : processes_(processes), files_(files) {
     capacity_ = bpf_map__max_entries(rows);
     // An array map's elements are 8-byte aligned: 12-byte rows lie 16 bytes apart.
     stride_ = (bpf_map__value_size(rows) + 7) & ~size_t{7};
@@ -129,6 +130,12 @@ class BpfUnwindMaps : public UnwindMapsSink {
     bpf_map__delete_elem(processes_, &key, sizeof(key), 0);
     stored_.erase(pid);
   }
+  bool write_file(const bpfprof_file_key& key, const bpfprof_file_table& table) override {
+    return bpf_map__update_elem(files_, &key, sizeof(key), &table, sizeof(table), BPF_ANY) == 0;
+  }
+  void remove_file(const bpfprof_file_key& key) override {
+    bpf_map__delete_elem(files_, &key, sizeof(key), 0);
+  }
   // The row array, and the largest number of process entries held at once.
   uint64_t bytes() const {
     peak_processes_ = std::max(peak_processes_, stored_.size());
@@ -137,6 +144,7 @@ class BpfUnwindMaps : public UnwindMapsSink {
 
  private:
   bpf_map* processes_;
+  bpf_map* files_;
   uint32_t capacity_ = 0;
   size_t stride_ = 0;
   size_t bytes_ = 0;
@@ -190,7 +198,8 @@ BpfPrograms::BpfPrograms(const Config& config)
         load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
   if (config.unwind_row_capacity)
     unwind_maps_ = std::make_unique<BpfUnwindMaps>(skeleton_->maps.unwind_rows,
-                                                   skeleton_->maps.unwind_processes);
+                                                   skeleton_->maps.unwind_processes,
+                                                   skeleton_->maps.unwind_files);
   // libbpf reads its rings in the order they were added: forks and execs first, so that a
   // new process's mappings are known before its samples are unwound.
   ring_buffer_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events),

@@ -1,5 +1,9 @@
 #include "userspace/capture/kernel_unwind.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -10,6 +14,7 @@
 #include "symbols/util/mapping_kind.h"
 #include "symbols/util/mapping_ranges.h"
 #include "symbols/util/text.h"
+#include "symbols/util/unique_handle.h"
 
 namespace bpfprof {
 
@@ -21,6 +26,31 @@ std::string unwind_file_key(const MappingInfo& mapping) {
   if (!mapping.build_id.empty()) return "build-id " + hex_string(mapping.build_id);
   return "path " + std::to_string(mapping.mount_namespace) + ":" + mapping.path;
 }
+
+namespace {
+
+// How a VMA names the file at `path`: its superblock's device in the kernel's encoding
+// (major << 20 | minor, not glibc's) and its inode.
+std::optional<bpfprof_file_key> vma_file_key(const std::string& path) {
+  struct stat status;
+  if (stat(path.c_str(), &status) != 0) return std::nullopt;
+  return bpfprof_file_key{uint64_t{major(status.st_dev)} << 20 | minor(status.st_dev),
+                          status.st_ino};
+}
+
+// p_vaddr - p_offset of the file's executable segments, if they all agree.
+std::optional<uint64_t> executable_vaddr_minus_offset(const ElfFile& elf) {
+  std::optional<uint64_t> delta;
+  for (const LoadSegment& segment : elf.load_segments()) {
+    if (!segment.executable()) continue;
+    const uint64_t here = segment.vaddr - segment.file_offset;
+    if (delta && *delta != here) return std::nullopt;
+    delta = here;
+  }
+  return delta;
+}
+
+}  // namespace
 
 KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider,
                                        bool track_all)
@@ -103,14 +133,36 @@ void KernelUnwindTables::track(Pid pid, MonotonicNs time) {
 }
 
 void KernelUnwindTables::queue_table(const Mapping& mapping) {
-  if (mapping.file.empty() || files_.contains(mapping.file)) return;
-  files_.emplace(mapping.file, FileTable{});
+  queue_table(mapping.file, mapping.mapped);
+}
+
+void KernelUnwindTables::queue_table(const std::string& file, const MappedFile& mapped) {
+  if (file.empty() || files_.contains(file)) return;
+  files_.emplace(file, FileTable{});
   {
     std::lock_guard lock(mutex_);
-    jobs_.push_back(BuildJob{mapping.file, mapping.mapped});
+    jobs_.push_back(BuildJob{file, mapped});
     ++pending_;
   }
   wake_worker_.notify_one();
+}
+
+// Keyed as their mappings will be: by build-id, else by path in bpfprof's mount namespace
+// (the command's). The vDSO too: every process maps it.
+void KernelUnwindTables::preload(const std::vector<std::string>& paths) {
+  std::vector<std::string> all = paths;
+  all.push_back("[vdso]");
+  for (const std::string& path : all) {
+    MappingInfo info;
+    info.path = path;
+    if (classify_mapping(path) == MappingKind::kFile) {
+      UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) continue;
+      const std::vector<uint8_t> build_id = read_elf_build_id(fd.get());
+      info.build_id.assign(build_id.begin(), build_id.end());
+    }
+    queue_table(unwind_file_key(info), info.file());
+  }
 }
 
 // The side band reports the mappings of every process on the machine; those of a process
@@ -133,7 +185,9 @@ void KernelUnwindTables::build_tables() {
     jobs_.pop_front();
     lock.unlock();
     const std::string& path = job.mapped.readable_path();
-    BuildResult result{job.file, provider_(path), ElfFile::open(path, nullptr)};
+    BuildResult result{job.file, provider_(path), ElfFile::open(path, nullptr),
+                       classify_mapping(job.mapped.path) == MappingKind::kFile ? vma_file_key(path)
+                                                                               : std::nullopt};
     lock.lock();
     results_.push_back(std::move(result));
     --pending_;
@@ -144,6 +198,11 @@ void KernelUnwindTables::build_tables() {
 void KernelUnwindTables::wait_for_tables() {
   std::unique_lock lock(mutex_);
   job_done_.wait(lock, [this] { return pending_ == 0; });
+}
+
+bool KernelUnwindTables::wait_for_tables(std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex_);
+  return job_done_.wait_for(lock, limit, [this] { return pending_ == 0; });
 }
 
 bool KernelUnwindTables::building() {
@@ -188,6 +247,7 @@ void KernelUnwindTables::load(BuildResult& result) {
       file.first_row = *first;
       file.row_count = static_cast<uint32_t>(table->rows.size());
       stats_.rows_loaded = rows_.in_use();
+      write_file_entry(file, result.vma_key);
     } else {
       file.status = TableStatus::kOverCapacity;
       ++stats_.files_over_capacity;
@@ -199,6 +259,16 @@ void KernelUnwindTables::load(BuildResult& result) {
         changed_.insert(pid);
         break;
       }
+}
+
+// Several keys (paths in other namespaces, a build-id and a path) can name one file: the
+// kernel's entry points at the rows of the last one loaded, which are as good.
+void KernelUnwindTables::write_file_entry(FileTable& file,
+                                          const std::optional<bpfprof_file_key>& key) {
+  const std::optional<uint64_t> delta = executable_vaddr_minus_offset(*file.elf);
+  if (!key || !delta) return;
+  if (sink_.write_file(*key, bpfprof_file_table{file.first_row, file.row_count, *delta}))
+    file.vma_key = key;
 }
 
 std::optional<uint32_t> KernelUnwindTables::allocate_rows(uint64_t count) {
@@ -220,6 +290,7 @@ void KernelUnwindTables::evict_unmapped_tables() {
     const FileTable& table = entry.second;
     if (table.status == TableStatus::kQueued || mapped.contains(entry.first)) return false;
     if (table.status == TableStatus::kLoaded) {
+      if (table.vma_key) sink_.remove_file(*table.vma_key);
       rows_.release(table.first_row, table.row_count);
       ++stats_.tables_evicted;
     }

@@ -9,6 +9,7 @@
 // The maps are reached through UnwindMapsSink only, so the bookkeeping is tested without BPF.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -47,6 +48,10 @@ class UnwindMapsSink {
   // False when the map of processes is full.
   virtual bool write_process(Pid pid, const bpfprof_process_mappings& mappings) = 0;
   virtual void remove_process(Pid pid) = 0;
+  // A loaded file's table by the name its VMAs give it, for pcs in no mapping of their
+  // process's entry (bpf/unwind_maps.h); false when the map is full.
+  virtual bool write_file(const bpfprof_file_key& key, const bpfprof_file_table& table) = 0;
+  virtual void remove_file(const bpfprof_file_key& key) = 0;
 };
 
 class KernelUnwindTables {
@@ -63,8 +68,13 @@ class KernelUnwindTables {
   void apply(const std::vector<LifecycleEvent>& events, size_t from);
   // Loads the tables built since the last call and writes the processes that changed.
   void flush();
+  // Tables of files that a process about to start will map (`record -- CMD`: its program and
+  // libraries), queued before it runs so that its first mappings find them loaded.
+  void preload(const std::vector<std::string>& paths);
   // Blocks until every queued table is built (then flush() loads them).
   void wait_for_tables();
+  // The same for at most `limit`; true if every table was built by then.
+  bool wait_for_tables(std::chrono::milliseconds limit);
   // Tables are queued or being built: their processes' samples fall back meanwhile.
   bool building();
   // Until a new process's mappings and tables are in the kernel its samples fall back to
@@ -81,7 +91,8 @@ class KernelUnwindTables {
     TableStatus status = TableStatus::kQueued;
     uint32_t first_row = 0;
     uint32_t row_count = 0;
-    std::shared_ptr<const ElfFile> elf;  // its load segments give each mapping's bias
+    std::shared_ptr<const ElfFile> elf;       // its load segments give each mapping's bias
+    std::optional<bpfprof_file_key> vma_key;  // written to the kernel's file map
   };
   struct Mapping {
     uint64_t start = 0;
@@ -104,15 +115,18 @@ class KernelUnwindTables {
     std::string file;
     CachedUnwindTableResult table;
     std::shared_ptr<const ElfFile> elf;
+    std::optional<bpfprof_file_key> vma_key;  // the file's device and inode, as the kernel's
   };
 
   void add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info);
   void track(Pid pid, MonotonicNs time);
   void queue_table(const Mapping& mapping);
+  void queue_table(const std::string& file, const MappedFile& mapped);
   void forget_untracked(MonotonicNs now);
   void load(BuildResult& result);
   std::optional<uint32_t> allocate_rows(uint64_t count);
   void evict_unmapped_tables();
+  void write_file_entry(FileTable& file, const std::optional<bpfprof_file_key>& key);
   void write_process(Pid pid);
   bpfprof_exec_mapping describe(const Mapping& mapping) const;
   void build_tables();  // the worker thread

@@ -5,21 +5,11 @@
 #include <vector>
 
 #include "symbols/util/read_file.h"
+#include "symbols/util/text.h"
 
 namespace bpfprof {
 
 namespace {
-
-std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(separator, start), text.size());
-    parts.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return parts;
-}
 
 std::optional<uint64_t> parse_number(std::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);

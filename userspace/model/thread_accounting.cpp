@@ -38,8 +38,11 @@ void ThreadAccounting::on_cpu_sample(const AccountingRules& rules, MonotonicNs t
   switched_in(rules, t, samples);  // running, so its switch-in was lost
   add_runtime(runtime);
   const uint64_t cpu = take_cpu(t, samples);
-  if (rules.collapse_repeated_samples && last_sample_is_tick_ && samples.back().stack == stack &&
-      t.value - last_tick_.value < 2 * rules.interval_ns) {
+  // Never into a thread's first sample: the profiler ignores the first threadCPUDelta (it
+  // cannot know since when it counts), and a thread that spins on one stack from its first
+  // sample showed a third of its CPU time.
+  if (rules.collapse_repeated_samples && last_sample_is_tick_ && samples.size() > 1 &&
+      samples.back().stack == stack && t.value - last_tick_.value < 2 * rules.interval_ns) {
     samples.back().weight += 1.0;
     samples.back().cpu_delta_ns += cpu;
   } else {

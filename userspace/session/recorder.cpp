@@ -36,6 +36,7 @@
 #include "userspace/session/periodic_output.h"
 #include "userspace/session/preflight.h"
 #include "userspace/session/proc_snapshot.h"
+#include "userspace/session/program_files.h"
 #include "userspace/session/serve.h"
 #include "userspace/session/signals.h"
 #include "userspace/session/uploader.h"
@@ -235,6 +236,7 @@ class RecordSession {
   void open_event_log();
   void start_kernel_unwinding();
   void launch_command();
+  void preload_command_tables();
   void attach_targets();
   bool step();  // one poll of the event sources; false once the recording should end
   bool handle_stop_signals();
@@ -415,6 +417,7 @@ void RecordSession::start_targets() {
 }
 
 void RecordSession::launch_command() {
+  if (kernel_unwind_) preload_command_tables();
   command_.emplace(options_.command, options_.run_as_root ? std::nullopt : invoking_user_);
   bpf_->track_process(command_->pid());
   recording_.events.push_back(LifecycleEvent{
@@ -422,6 +425,18 @@ void RecordSession::launch_command() {
       ProcessStartEvent{command_->pid(), base_name(options_.command[0]), /*is_launcher=*/true}});
   if (std::optional<std::string> error = command_->release())
     throw RecordFailure(127, "cannot run " + options_.command[0] + ": " + *error);
+}
+
+// The tables of the files the command maps as it starts (program_files.h), loaded before it
+// runs: without them its first ~10 ms of samples fell back to stack copies. A table still
+// being built (the first run on a machine: no cache yet) is loaded as usual when it is done.
+void RecordSession::preload_command_tables() {
+  constexpr std::chrono::milliseconds kLongestWait{500};
+  const std::optional<std::string> executable = find_executable(options_.command[0]);
+  if (!executable) return;
+  kernel_unwind_->preload(files_mapped_at_start(*executable));
+  kernel_unwind_->wait_for_tables(kLongestWait);
+  kernel_unwind_->flush();
 }
 
 // -p and -a. Track first, then read /proc: a thread or child created in between is seen by

@@ -1,0 +1,17 @@
+// Runs a helper program (dpkg-query, the dynamic loader's --list) and reads what it prints.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bpfprof {
+
+// The standard output of `argv` (argv[0] found in PATH; no shell), its standard error
+// discarded; nullopt if it could not run, did not exit with status 0, or ran past `timeout`
+// (then it is killed).
+std::optional<std::string> program_output(const std::vector<std::string>& argv,
+                                          std::chrono::milliseconds timeout);
+
+}  // namespace bpfprof
