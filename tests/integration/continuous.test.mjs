@@ -186,9 +186,11 @@ describe('--flight-recorder', () => {
       let weight = 0;
       for (const th of profile.threads) {
         for (let i = 0; i < th.samples.length; i++) {
+          // A row of weight w is w consecutive ticks of one stack, from its time on.
+          const ticks = th.samples.weight ? th.samples.weight[i] : 1;
           first = Math.min(first, th.samples.time[i]);
-          last = Math.max(last, th.samples.time[i]);
-          weight += th.samples.weight ? th.samples.weight[i] : 1;
+          last = Math.max(last, th.samples.time[i] + (Math.max(ticks, 1) - 1) * 1000 / FREQUENCY_HZ);
+          weight += ticks;
         }
       }
       t.diagnostic(`${file}: samples from ${first} to ${last} ms, weight ${weight}`);

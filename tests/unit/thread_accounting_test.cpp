@@ -43,6 +43,26 @@ TEST(ThreadAccounting, NothingCollapsesIntoAThreadsFirstSample) {
   EXPECT_EQ(samples[1].cpu_delta_ns, 3 * kMs);
 }
 
+// A window (--flight-recorder) that starts inside a collapsed run keeps the run's ticks from
+// its start on, with their share of the CPU time; a wait keeps the time after the start.
+TEST(ThreadAccounting, APartOfARunOrWaitFromATime) {
+  const ThreadSample run{at_ms(10), 7, 10 * kMs, 10.0};  // ticks at 10, 11, ..., 19 ms
+  const std::optional<ThreadSample> ticks = sample_part_from(run, at_ms(13.5), kMs);
+  ASSERT_TRUE(ticks);
+  EXPECT_EQ(ticks->time, at_ms(14));
+  EXPECT_EQ(ticks->weight, 6.0);
+  EXPECT_EQ(ticks->cpu_delta_ns, 6 * kMs);
+  EXPECT_EQ(sample_part_from(run, at_ms(19), kMs)->weight, 1.0);
+  EXPECT_FALSE(sample_part_from(run, at_ms(19.5), kMs));
+  EXPECT_EQ(sample_part_from(run, at_ms(5), kMs)->time, at_ms(10));  // wholly after: as is
+  const ThreadSample wait{at_ms(10), 8, 0, 2.5};
+  const std::optional<ThreadSample> rest = sample_part_from(wait, at_ms(11), kMs);
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->time, at_ms(11));
+  EXPECT_DOUBLE_EQ(rest->weight, 1.5);
+  EXPECT_FALSE(sample_part_from(wait, at_ms(12.5), kMs));
+}
+
 TEST(ThreadAccounting, ALongWaitIsOneSampleWeightedByItsLength) {
   ThreadAccounting accounting(at_ms(0), cpu_ms(0));
   std::vector<ThreadSample> samples;

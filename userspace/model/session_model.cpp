@@ -446,7 +446,12 @@ void SessionModel::drop_samples_before(MonotonicNs t) {
   for (Thread& th : threads_) {
     if (th.samples.empty()) continue;
     const MonotonicNs last = th.samples.back().time;
-    std::erase_if(th.samples, [&](const ThreadSample& s) { return s.time < t; });
+    std::vector<ThreadSample> kept;
+    kept.reserve(th.samples.size());
+    for (const ThreadSample& s : th.samples)
+      if (std::optional<ThreadSample> part = sample_part_from(s, t, rules_.interval_ns))
+        kept.push_back(*part);
+    th.samples = std::move(kept);
     if (th.samples.empty()) th.accounting.samples_dropped(last);
     if (th.samples.capacity() > 2 * th.samples.size() + 1024) th.samples.shrink_to_fit();
     std::erase_if(th.woken_waits, [&](const WokenWait& w) { return w.woken < t; });

@@ -192,8 +192,9 @@ class SessionModel {
   void consume(Recording& recording, MonotonicNs until);
 
   // Drops the threads' samples older than `t` (a rotating output wrote them; a flight
-  // recorder keeps only the recent ones), so memory holds the samples of one period.
-  // The woken waits that ended before `t` go too.
+  // recorder keeps only the recent ones), so memory holds the samples of one period. A
+  // collapsed run or a wait that began before `t` keeps its part from `t` on
+  // (sample_part_from). The woken waits that ended before `t` go too.
   void drop_samples_before(MonotonicNs t);
   // Processes and threads that ended before `t` and hold nothing any more (no samples, no
   // woken waits) leave the model; the others are renumbered. A rotating output's memory

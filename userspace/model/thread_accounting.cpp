@@ -1,6 +1,7 @@
 #include "userspace/model/thread_accounting.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace bpfprof {
 
@@ -16,6 +17,22 @@ void ThreadAccounting::add_runtime(CpuTimeNs runtime) {
   if (runtime_ && runtime.value >= runtime_->value)
     unattributed_cpu_ns_ += runtime.value - runtime_->value;
   runtime_ = runtime;
+}
+
+std::optional<ThreadSample> sample_part_from(const ThreadSample& sample, MonotonicNs t,
+                                             uint64_t interval_ns) {
+  if (sample.time.value >= t.value) return sample;
+  if (interval_ns == 0) return std::nullopt;
+  const double before = double(t.value - sample.time.value) / double(interval_ns);
+  const bool ticks = sample.weight >= 1.0 && std::floor(sample.weight) == sample.weight;
+  const double cut = ticks ? std::ceil(before) : before;  // ticks stay on their times
+  if (cut >= sample.weight) return std::nullopt;
+  ThreadSample part = sample;
+  part.time.value += ticks ? static_cast<uint64_t>(cut) * interval_ns : t.value - sample.time.value;
+  part.weight = sample.weight - cut;
+  part.cpu_delta_ns =
+      static_cast<uint64_t>(double(sample.cpu_delta_ns) * part.weight / sample.weight);
+  return part;
 }
 
 uint64_t ThreadAccounting::take_cpu(MonotonicNs t, const std::vector<ThreadSample>& samples) {

@@ -32,6 +32,14 @@ struct ThreadSample {
   double weight = 1.0;
 };
 
+// The part of `sample` from `t` on, or nullopt if it lies wholly before `t`. A collapsed run
+// of ticks (weight n: n ticks of one stack an interval apart from its time on) or a wait
+// (weight intervals long from its time on) that began before `t` keeps its ticks (its time)
+// from `t` on, with their share of its CPU time: a window that starts in the middle of a
+// long run (--flight-recorder) is full from its start.
+std::optional<ThreadSample> sample_part_from(const ThreadSample& sample, MonotonicNs t,
+                                             uint64_t interval_ns);
+
 struct AccountingRules {
   uint64_t interval_ns = 1000000;  // the sampling interval: off-CPU weights are in its units
   bool off_cpu = false;            // switch-ins come (off-CPU recording)
