@@ -8,7 +8,7 @@ import { before, describe, it } from 'node:test';
 import {
   BPFPROF, RESULTS_DIR, checkCpuAgainstFixture, checkProfileStructure, checkWithProfilerCli, fixturePath,
   hasUserChainAtLeaf, hottestSelf, parseCputimeLines, pct, recordWith, recorderUnavailableReason,
-  requireRecorder, run, saveMetrics, sleep, startBackground,
+  requireRecorder, run, saveMetrics, sleep, startBackground, STATE_FRAMES,
 } from './lib/harness.mjs';
 
 const DURATION_MS = 2400;  // late-worker starts at 800 ms
@@ -56,9 +56,10 @@ describe('attach (-p)', () => {
     // the recording (however much a busy machine gave it) was main_spin's.
     // Weighted: the ticks of an uninterrupted spin are a few rows (1-5 on a quiet machine).
     const ticks = (samples) => samples.reduce((sum, s) => sum + s.weight, 0);
-    const onCpu = ticks(view.samples(main).filter((s) => s.cpuDelta > 0));
-    const spinning = ticks(view.samples(main).filter(
-      (s) => s.cpuDelta > 0 && hasUserChainAtLeaf(s.frames, ['main', 'main_spin'])));
+    const onCpuSamples = view.samples(main).filter(
+      (s) => s.cpuDelta > 0 && s.frames.length && !STATE_FRAMES.has(s.frames[s.frames.length - 1].name));
+    const onCpu = ticks(onCpuSamples);
+    const spinning = ticks(onCpuSamples.filter((s) => hasUserChainAtLeaf(s.frames, ['main', 'main_spin'])));
     t.diagnostic(`main: ${spinning} of ${onCpu} on-CPU samples in main_spin`);
     assert.ok(onCpu >= 10, `main: ${onCpu} on-CPU samples`);
     assert.ok(spinning >= 0.8 * onCpu, `main: ${spinning} of ${onCpu} on-CPU samples in main_spin`);
