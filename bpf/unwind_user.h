@@ -221,17 +221,11 @@ static __always_inline const struct bpfprof_unwind_row* find_row(
   return bpf_map_lookup_elem(&unwind_rows, &index);
 }
 
-/* What the VMA callback found, on the BPF stack (bpf_find_vma's context must be there). */
-struct vma_table {
-  __u64 start;
-  __u64 end;
-  __u64 bias;
-  __u32 first_row;
-  __u32 row_count;
-};
-
+/* bpf_find_vma's callback: the mapping of the VMA, if its file's table is loaded (kind
+ * BPFPROF_MAPPING_TABLE; left zeroed otherwise). `data` is on the BPF stack, as the helper
+ * requires. */
 static long find_vma_table(struct task_struct* task, struct vm_area_struct* vma, void* data) {
-  struct vma_table* found = data;
+  struct bpfprof_exec_mapping* found = data;
   if (!(vma->vm_flags & 0x4 /* VM_EXEC */) || !vma->vm_file) return 0;
   struct inode* inode = vma->vm_file->f_inode;
   struct bpfprof_file_key key = {.dev = inode->i_sb->s_dev, .inode = inode->i_ino};
@@ -242,6 +236,7 @@ static long find_vma_table(struct task_struct* task, struct vm_area_struct* vma,
   found->bias = vma->vm_start - (vma->vm_pgoff << 12) - table->vaddr_minus_offset;
   found->first_row = table->first_row;
   found->row_count = table->row_count;
+  found->kind = BPFPROF_MAPPING_TABLE;
   return 0;
 }
 
@@ -253,16 +248,11 @@ static long find_vma_table(struct task_struct* task, struct vm_area_struct* vma,
 __noinline int mapping_from_vma(struct unwind_walk* w) {
   if (!w) return 0;
   if (w->vma_mapping.start <= w->pc && w->pc < w->vma_mapping.end) return 1;
-  struct vma_table found = {0};
+  struct bpfprof_exec_mapping found = {0};
   if (bpf_find_vma(bpf_get_current_task_btf(), w->pc, find_vma_table, &found, 0) ||
       found.end <= w->pc || !found.row_count)
     return 0;
-  w->vma_mapping.start = found.start;
-  w->vma_mapping.end = found.end;
-  w->vma_mapping.bias = found.bias;
-  w->vma_mapping.first_row = found.first_row;
-  w->vma_mapping.row_count = found.row_count;
-  w->vma_mapping.kind = BPFPROF_MAPPING_TABLE;
+  w->vma_mapping = found;
   return 1;
 }
 

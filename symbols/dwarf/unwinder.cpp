@@ -44,6 +44,7 @@ struct CurrentSample {
   size_t max_frames = 0;
   uint64_t stack_bytes_needed = 0;  // see UnwoundStack
   const std::vector<CrtStub>* crt_stubs = nullptr;
+  Dwfl* dwfl = nullptr;           // the session's: whether CFI covers a stub after all
   bool skip_first_frame = false;  // a walk on from a stub's caller, already collected
   std::optional<StubFrame> stub_stop;
 };
@@ -96,6 +97,29 @@ bool set_initial_registers(Dwfl_Thread* thread, void* thread_arg) {
   return true;
 }
 
+// Whether the call-frame information of `module` (.eh_frame, else .debug_frame) has a row
+// for `pc`.
+bool cfi_covers(Dwfl_Module* module, uint64_t pc) {
+  for (bool eh : {true, false}) {
+    Dwarf_Addr bias = 0;
+    Dwarf_CFI* cfi = eh ? dwfl_module_eh_cfi(module, &bias) : dwfl_module_dwarf_cfi(module, &bias);
+    Dwarf_Frame* frame = nullptr;
+    if (cfi && dwarf_cfi_addrframe(cfi, pc - bias, &frame) == 0) {
+      free(frame);
+      return true;
+    }
+  }
+  return false;
+}
+
+// A crt stub holding `pc` whose module has no CFI for it (where it has, libdwfl walks on).
+const CrtStub* stub_without_cfi(const CurrentSample& sample, uint64_t pc) {
+  const CrtStub* stub = find_crt_stub(*sample.crt_stubs, pc);
+  if (stub == nullptr) return nullptr;
+  Dwfl_Module* module = dwfl_addrmodule(sample.dwfl, pc);
+  return module != nullptr && cfi_covers(module, pc) ? nullptr : stub;
+}
+
 const Dwfl_Thread_Callbacks kThreadCallbacks = {next_thread,           get_thread, memory_read,
                                                 set_initial_registers, nullptr,    nullptr};
 
@@ -120,7 +144,7 @@ int collect_frame(Dwfl_Frame* frame, void* arg) {
   if (pcs.size() >= sample->max_frames) return DWARF_CB_ABORT;
   // In a crt stub libdwfl has no CFI and would guess from rbp: the stub's rule goes on.
   const uint64_t lookup_pc = pcs.size() == 1 || activation ? pc : pc - 1;
-  if (const CrtStub* stub = find_crt_stub(*sample->crt_stubs, lookup_pc)) {
+  if (const CrtStub* stub = stub_without_cfi(*sample, lookup_pc)) {
     StubFrame stop{stub, lookup_pc, {}, 0};
     for (int regno = 0; regno < UserRegisters::kCount; ++regno) {
       if (dwfl_frame_reg(frame, regno, &stop.registers.dwarf[regno]) == 0)
@@ -176,24 +200,16 @@ int find_debuginfo_without_eh_frame(Dwfl_Module* module, void** userdata, const 
                                       debuglink_file, debuglink_crc, debuginfo_file_name);
 }
 
-// The crt stubs of a session's modules that no FDE covers, in process addresses.
+// The crt stubs of a session's modules, in process addresses. Whether CFI covers one after
+// all is asked only when a walk reaches it (stub_without_cfi), not for every module here.
 std::vector<CrtStub> crt_stubs_of(Dwfl* dwfl) {
   std::vector<CrtStub> stubs;
   auto add_module = [](Dwfl_Module* module, void**, const char*, Dwarf_Addr, void* arg) -> int {
     auto& all = *static_cast<std::vector<CrtStub>*>(arg);
     Dwarf_Addr bias = 0;
-    Elf* elf = dwfl_module_getelf(module, &bias);
-    if (elf == nullptr) return DWARF_CB_OK;
-    Dwarf_Addr cfi_bias = 0;
-    Dwarf_CFI* cfi = dwfl_module_eh_cfi(module, &cfi_bias);
-    for (CrtStub stub : find_crt_stubs(elf)) {
-      Dwarf_Frame* frame = nullptr;
-      if (cfi && dwarf_cfi_addrframe(cfi, stub.start + bias - cfi_bias, &frame) == 0) {
-        free(frame);
-        continue;
-      }
-      all.push_back({stub.start + bias, stub.body + bias, stub.ret + bias, stub.end + bias});
-    }
+    if (Elf* elf = dwfl_module_getelf(module, &bias))
+      for (const CrtStub& stub : find_crt_stubs(elf))
+        all.push_back({stub.start + bias, stub.body + bias, stub.ret + bias, stub.end + bias});
     return DWARF_CB_OK;
   };
   dwfl_getmodules(dwfl, add_module, &stubs, 0);
@@ -346,6 +362,7 @@ UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& regist
   current.pcs = &result.pcs;
   current.max_frames = max_frames;
   current.crt_stubs = &process->crt_stubs;
+  current.dwfl = process->dwfl;
   dwfl_getthread_frames(process->dwfl, tid, collect_frame, &current);
   // A stub's caller may be in a stub only if stubs call stubs, which they do not: bounded.
   for (int step = 0; step < 4 && current.stub_stop; ++step)
@@ -361,16 +378,7 @@ UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& regist
 // rt_sigreturn (which never returns there). Such samples were ~12% of a signal storm's.
 bool DwarfUnwinder::in_syscall_past_cfi(Process& process, int pid, uint64_t pc) {
   Dwfl_Module* module = dwfl_addrmodule(process.dwfl, pc);
-  if (!module) return false;
-  for (bool eh : {true, false}) {
-    Dwarf_Addr bias = 0;
-    Dwarf_CFI* cfi = eh ? dwfl_module_eh_cfi(module, &bias) : dwfl_module_dwarf_cfi(module, &bias);
-    Dwarf_Frame* frame = nullptr;
-    if (cfi && dwarf_cfi_addrframe(cfi, pc - bias, &frame) == 0) {
-      free(frame);
-      return false;
-    }
-  }
+  if (!module || cfi_covers(module, pc)) return false;
   auto maps = mappings_.find(pid);
   const Mapping* mapping = maps == mappings_.end() ? nullptr : maps->second.find(pc);
   if (!mapping || pc - mapping->start < 2) return false;
