@@ -8,6 +8,8 @@
 # SHAPE=deep runs fixed_work's deep shape (a qsort callback under a 24-deep recursion);
 # MODES picks the --call-graph modes (default: dwarf dwarf-copy; fp for the floor).
 # The workload must outlive the second read (3 s): WORK=200000 runs ~5.5 s here.
+# RECORD_ARGS adds record options (e.g. --no-off-cpu). The last column is the program's
+# CPU time per second of the run (all CPUs).
 #   WORK=200000 SHAPE=deep MODES="fp dwarf dwarf-copy" bench/bpf_runtime.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,21 +39,30 @@ else:
     print(p.get("run_time_ns", 0), p.get("run_cnt", 0))'
 }
 
-echo "| mode | program | runs | ns per run |"
-echo "| --- | --- | ---: | ---: |"
+echo "| mode | program | runs | ns per run | us per second |"
+echo "| --- | --- | ---: | ---: | ---: |"
 for mode in "${MODES[@]}"; do
-  "$BPFPROF" record --call-graph "$mode" -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" \
+  # shellcheck disable=SC2086 # RECORD_ARGS: more record options, word-split on purpose
+  "$BPFPROF" record --call-graph "$mode" -F 1000 ${RECORD_ARGS:-} -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" \
     >/dev/null 2>"$out/stderr" &
   recorder=$!
   sleep 1
   read -r s0 c0 < <(counters on_sample)
   read -r w0 v0 < <(counters on_switch)
+  read -r k0 n0 < <(counters on_waking)
   sleep 2
   read -r s1 c1 < <(counters on_sample)
   read -r w1 v1 < <(counters on_switch)
+  read -r k1 n1 < <(counters on_waking)
   wait "$recorder"
   ((c1 > c0)) || { echo "$mode: the workload ended before the second read (raise WORK)" >&2; exit 1; }
-  printf '| %s | on_sample | %d | %.0f |\n' "$mode" $((c1 - c0)) "$(echo "($s1 - $s0) / ($c1 - $c0)" | bc -l)"
-  ((v1 > v0)) && printf '| %s | on_switch | %d | %.0f |\n' "$mode" $((v1 - v0)) "$(echo "($w1 - $w0) / ($v1 - $v0)" | bc -l)"
+  row() { # program, runtime before, count before, runtime after, count after
+    (($5 > $3)) && printf '| %s | %s | %d | %.0f | %.0f |\n' "$mode" "$1" $(($5 - $3)) \
+      "$(echo "($4 - $2) / ($5 - $3)" | bc -l)" "$(echo "($4 - $2) / 2000" | bc -l)"
+    return 0
+  }
+  row on_sample "$s0" "$c0" "$s1" "$c1"
+  row on_switch "$w0" "$v0" "$w1" "$v1"
+  row on_waking "$k0" "$n0" "$k1" "$n1"
   grep -E "bytes per sample|unwound in the kernel" "$out/stderr" | sed 's/^/    /' >&2
 done

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Overhead on a fixed amount of work (tests/fixtures/fixed_work: two threads, both CPUs, user
 # arithmetic and write() system calls), as the workload's own wall time: alone, under
-# bpfprof at 1 kHz (--call-graph fp and dwarf, defaults otherwise), under `perf record -F
-# 1000 -g` and `perf record -F 1000 --call-graph dwarf`; bpfprof dwarf is the default (stacks
+# bpfprof at FREQ (1 kHz unless given; --call-graph fp and dwarf, defaults otherwise), under
+# `perf record -g` and `perf record --call-graph dwarf` at the same rate; bpfprof dwarf is the default (stacks
 # walked in the kernel, a stack copy as the fallback), dwarf-copy copies every stack. Modes interleaved for ROUNDS
 # rounds; medians; slowdown against the alone baseline of the same run. Needs root.
 # SHAPE=deep: the work runs in a qsort callback under a 24-deep recursion (~30 frames through
 # libc, no frame pointers), the workload issue 15 is measured on.
 #   ROUNDS=5 WORK=80000 SHAPE=deep bench/overhead.sh
 #   ROUNDS=15 SHAPE=deep MODES="bpfprof-dwarf perf-fp perf-nostack" bench/overhead.sh
+#   ROUNDS=7 WORK=40000 FREQ=10000 SHAPE=deep bench/overhead.sh  (per-sample costs x10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/rounds.sh
@@ -17,6 +18,7 @@ WORK_BIN=${WORK_BIN:-build/tests/fixtures/fixed_work}
 ROUNDS=${ROUNDS:-5}
 WORK=${WORK:-80000}
 SHAPE=${SHAPE:-flat}
+FREQ=${FREQ:-1000}  # samples per second; a higher rate magnifies the per-sample costs
 [ "$SHAPE" = deep ] && WORK_ARGS=("$WORK" deep) || WORK_ARGS=("$WORK")
 [ "$(id -u)" -eq 0 ] || { echo "needs root" >&2; exit 1; }
 out=$(mktemp -d)
@@ -36,13 +38,13 @@ fi
 run_one() {
   case $1 in
     alone) "$WORK_BIN" "${WORK_ARGS[@]}" ;;
-    bpfprof-fp) "$BPFPROF" record --call-graph fp -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-    bpfprof-dwarf) "$BPFPROF" record --call-graph dwarf -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-    bpfprof-dwarf-copy) "$BPFPROF" record --call-graph dwarf-copy -F 1000 -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    bpfprof-fp) "$BPFPROF" record --call-graph fp -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    bpfprof-dwarf) "$BPFPROF" record --call-graph dwarf -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    bpfprof-dwarf-copy) "$BPFPROF" record --call-graph dwarf-copy -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
     # The floor: the sampling interrupts alone (no stacks), what any sampler pays here.
-    perf-nostack) perf record -q -F 1000 -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-    perf-fp) perf record -q -F 1000 -g -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-    perf-dwarf) perf record -q -F 1000 --call-graph dwarf -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    perf-nostack) perf record -q -F "$FREQ" -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    perf-fp) perf record -q -F "$FREQ" -g -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    perf-dwarf) perf record -q -F "$FREQ" --call-graph dwarf -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
   esac | sed -n 's/^wall_ms=//p'
 }
 

@@ -53,12 +53,33 @@ struct {
   __type(value, struct bpfprof_dwarf_sample_event);
 } dwarf_scratch SEC(".maps");
 
-/* When each thread's off-CPU stacks were last captured. */
+/* A thread leaving the CPU: when, where its user registers were, and whether its kernel stack
+ * is worth taking (kernel_stack_worth_taking). */
+struct off_cpu_stop {
+  __u64 time_ns;
+  __u64 user_pc;
+  __u64 user_sp;
+  __u32 with_kernel_stack;
+  /* --no-off-cpu: preempted after a sample, so its next stop is marked too (on_switch) */
+  __u32 owes_stop_mark;
+};
+
+/* The stop of the thread leaving the CPU now, per CPU: in a map value, whose contents the
+ * verifier does not track, rather than on the BPF stack, where each of its fields' values
+ * would double the paths verified after it (on_switch took 176 ms to load instead of 85). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct off_cpu_stop);
+} current_stop SEC(".maps");
+
+/* Each thread's last stop whose off-CPU stacks were taken. */
 struct {
   __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
   __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, int);
-  __type(value, __u64);
+  __type(value, struct off_cpu_stop);
 } off_cpu_stack_taken SEC(".maps");
 
 struct {
@@ -310,7 +331,7 @@ static __always_inline void copy_user_stack(struct task_struct* task,
 /* The current task's user registers and stack copy, for unwinding with CFI in userspace; and
  * its kernel stack. */
 static __always_inline void capture_dwarf_stacks(void* ctx, struct bpfprof_dwarf_sample_event* e,
-                                                 bool with_user) {
+                                                 bool with_user, bool with_kernel) {
   struct task_struct* task = bpf_get_current_task_btf();
   e->stack_size = 0;
   e->stack_copy_limit = 0;
@@ -318,7 +339,7 @@ static __always_inline void capture_dwarf_stacks(void* ctx, struct bpfprof_dwarf
   for (int i = 0; i < BPFPROF_USER_REGS; i++) e->user_regs[i] = 0;
   if (with_user) read_user_registers(task, e->user_regs);
   e->kernel_depth =
-      with_user ? capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f : 0;
+      with_kernel ? capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f : 0;
   if (e->user_regs[BPFPROF_REG_SP]) copy_user_stack(task, e);
 }
 
@@ -409,7 +430,7 @@ static __always_inline int send_dwarf_sample(struct bpf_perf_event_data* ctx, __
   e->cpu_time_ns = task->se.sum_exec_runtime;
   e->state = 0;
   e->flags = 0;
-  capture_dwarf_stacks(ctx, e, true);
+  capture_dwarf_stacks(ctx, e, true, true);
   send_python_stack(&e->header);
   send_dwarf_event(e);
   return 0;
@@ -469,26 +490,97 @@ static __always_inline __u32 off_cpu_state(bool preempt, unsigned int prev_state
   return BPFPROF_OFF_CPU_SLEEPING;
 }
 
+#define PF_KTHREAD_FLAG 0x00200000
+
+/* Whether a thread leaving the CPU is worth its kernel stack. Not so for one preempted on its
+ * way back to user mode from an interrupt (the timer's, a wakeup's): that stack is always the
+ * exit path (..._interrupt < irqentry_exit_to_user_mode < schedule) and says nothing the
+ * "waiting for CPU" frame does not, yet taking it at a context switch costs ~20 us, several
+ * user walks (measured with bench/bpf_runtime.sh). Such a thread is runnable without being
+ * preempted in the kernel (that is preempt_schedule), and its saved registers are an
+ * interrupt's (orig_ax < 0: a vector, or -1 for an exception without an error code) from user
+ * mode. A system call's exit keeps its stack: sched_yield's is worth seeing. */
+static __always_inline bool kernel_stack_worth_taking(struct task_struct* task, bool preempt,
+                                                      unsigned int prev_state) {
+  if (preempt || prev_state != TASK_RUNNING_STATE || (task->flags & PF_KTHREAD_FLAG)) return true;
+  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
+  if (!regs) return true;
+  return (long)regs->orig_ax >= 0 || (regs->cs & 3) != 3; /* BTF loads: no helper */
+}
+
+/* The stop of `task` leaving the CPU now (in current_stop), or NULL. */
+static __always_inline struct off_cpu_stop* off_cpu_stop_of(struct task_struct* task, bool preempt,
+                                                            unsigned int prev_state) {
+  __u32 zero = 0;
+  struct off_cpu_stop* stop = bpf_map_lookup_elem(&current_stop, &zero);
+  if (!stop) return NULL;
+  stop->time_ns = bpf_ktime_get_ns();
+  stop->with_kernel_stack = kernel_stack_worth_taking(task, preempt, prev_state);
+  stop->owes_stop_mark = 0;
+  stop->user_pc = 0;
+  stop->user_sp = 0;
+  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
+  if (regs && !(task->flags & PF_KTHREAD_FLAG)) {
+    stop->user_pc = regs->ip;
+    stop->user_sp = regs->sp;
+  }
+  return stop;
+}
+
+/* Whether a thread stops where its stacks were taken at its last stop: less than an interval
+ * ago, at the same user pc and sp, with a kernel stack taken likewise or not. Then they are
+ * not taken again (a thread that blocks in one place 100,000 times a second needs a stack per
+ * interval). Time alone is not enough: a thread preempted in its loop that goes to sleep in a
+ * system call 0.2 ms later slept in the loop's stack (on a busy machine: 90% of a sleeper's
+ * sleep). Else `taken` becomes this stop, whose stacks the caller takes. */
+static __always_inline bool reuses_off_cpu_stacks(struct off_cpu_stop* taken,
+                                                  const struct off_cpu_stop* stop) {
+  if (!taken || !stop) return false;
+  return taken->time_ns && stop->time_ns - taken->time_ns < off_cpu_stack_interval_ns &&
+         taken->user_pc == stop->user_pc && taken->user_sp == stop->user_sp &&
+         taken->with_kernel_stack == stop->with_kernel_stack;
+}
+
+static __always_inline struct off_cpu_stop* off_cpu_stacks_taken(struct task_struct* task) {
+  return bpf_task_storage_get(&off_cpu_stack_taken, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+/* --no-off-cpu marks a thread's stop (a weight-0 sample: its CPU time ends here) only when it
+ * was sampled since its last switch-in: a thread that switches 100,000 times a second unsampled
+ * costs nothing. A thread preempted after a sample that then sleeps before the next one owes
+ * the sleep's mark too, else the sleep would show as waiting for the CPU. */
+static __always_inline bool marks_stop_without_off_cpu(struct task_struct* prev, bool was_sampled,
+                                                       __u32 state) {
+  const bool preempted = state == BPFPROF_OFF_CPU_WAITING_CPU;
+  struct off_cpu_stop* marks = bpf_task_storage_get(
+      &off_cpu_stack_taken, prev, 0, was_sampled && preempted ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+  if (was_sampled) {
+    if (marks) marks->owes_stop_mark = preempted;
+    return true;
+  }
+  if (!marks || !marks->owes_stop_mark || preempted) return false;
+  marks->owes_stop_mark = 0;
+  return true;
+}
+
 /* A thread's off-CPU stacks, when taken now, walked in the kernel; false when the walk must
  * fall back to a stack copy. A stack taken less than an interval ago is not taken again. */
 static __always_inline bool send_unwound_switch_out(void* ctx, struct task_struct* prev,
-                                                    bool preempt, unsigned int prev_state) {
+                                                    const struct off_cpu_stop* stop, __u32 state) {
   __u32 slot = 1;
   struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
   if (!e) return false;
-  __u64* taken =
-      bpf_task_storage_get(&off_cpu_stack_taken, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-  const __u64 now = bpf_ktime_get_ns();
-  const bool reuse = taken && *taken && now - *taken < off_cpu_stack_interval_ns;
+  struct off_cpu_stop* taken = off_cpu_stacks_taken(prev);
+  const bool reuse = reuses_off_cpu_stacks(taken, stop);
   e->user_depth = 0;
   /* prev is still the current task here: these are the stacks it sleeps in. */
   if (!reuse && !unwind_user_stack(prev, prev->tgid, slot, e)) return false;
-  if (!reuse && taken) *taken = now;
+  if (!reuse && taken) *taken = *stop;
   fill_header(&e->header, BPFPROF_EVENT_UNWOUND_SWITCH_OUT, prev->tgid, prev->pid);
   e->cpu_time_ns = prev->se.sum_exec_runtime;
-  e->state = off_cpu_state(preempt, prev_state);
+  e->state = state;
   e->flags = reuse ? BPFPROF_SWITCH_STACK_REUSED : 0;
-  send_unwound_event(ctx, e, !reuse, !reuse);
+  send_unwound_event(ctx, e, !reuse && stop->with_kernel_stack, !reuse);
   return true;
 }
 
@@ -503,15 +595,18 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
   if (last_sampled) *last_sampled = 0;
 
   /* A dying thread's exit event ends it; anything else leaving the CPU is off-CPU time. */
+  const bool tracked = !(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid);
+  const __u32 state = off_cpu_state(preempt, prev_state);
   bool leaving =
-      !(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid) && (record_off_cpu || was_sampled);
+      tracked && (record_off_cpu || marks_stop_without_off_cpu(prev, was_sampled, state));
   if (leaving && record_off_cpu && in_exec_without_user_stack(prev)) {
-    send_exec_event(ctx, prev, BPFPROF_EVENT_UNWOUND_SWITCH_OUT, 1,
-                    off_cpu_state(preempt, prev_state));
+    send_exec_event(ctx, prev, BPFPROF_EVENT_UNWOUND_SWITCH_OUT, 1, state);
     leaving = false;
   }
-  if (leaving && record_off_cpu && kernel_unwind &&
-      send_unwound_switch_out(ctx, prev, preempt, prev_state))
+  struct off_cpu_stop* stop =
+      leaving && record_off_cpu ? off_cpu_stop_of(prev, preempt, prev_state) : NULL;
+  if (leaving && record_off_cpu && stop && kernel_unwind &&
+      send_unwound_switch_out(ctx, prev, stop, state))
     leaving = false;
   if (leaving && record_off_cpu && user_stack_copy_bytes) {
     /* Off-CPU stacks unwound like timer samples: registers and stack bytes. */
@@ -520,17 +615,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
     if (d) {
       fill_header(&d->header, BPFPROF_EVENT_DWARF_SWITCH_OUT, prev_tgid, prev_tid);
       d->cpu_time_ns = prev->se.sum_exec_runtime;
-      d->state = off_cpu_state(preempt, prev_state);
-      d->flags = 0;
-      __u64* taken =
-          bpf_task_storage_get(&off_cpu_stack_taken, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-      __u64 now = d->header.timestamp_ns;
-      bool reuse = taken && *taken && now - *taken < off_cpu_stack_interval_ns;
-      if (reuse)
-        d->flags = BPFPROF_SWITCH_STACK_REUSED;
-      else if (taken)
-        *taken = now;
-      capture_dwarf_stacks(ctx, d, !reuse);
+      d->state = state;
+      struct off_cpu_stop* taken = off_cpu_stacks_taken(prev);
+      const bool reuse = reuses_off_cpu_stacks(taken, stop);
+      if (!reuse && taken && stop) *taken = *stop;
+      d->flags = reuse ? BPFPROF_SWITCH_STACK_REUSED : 0;
+      capture_dwarf_stacks(ctx, d, !reuse, !reuse && (!stop || stop->with_kernel_stack));
       if (!reuse) send_python_stack(&d->header);
       send_dwarf_event(d);
     }
@@ -541,21 +631,20 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
     if (e) {
       fill_header(&e->header, BPFPROF_EVENT_SWITCH_OUT, prev_tgid, prev_tid);
       e->cpu_time_ns = prev->se.sum_exec_runtime;
-      e->state = off_cpu_state(preempt, prev_state);
+      e->state = state;
       e->flags = 0;
       __u32 user_depth = 0, kernel_depth = 0;
       if (record_off_cpu) {
-        __u64* taken =
-            bpf_task_storage_get(&off_cpu_stack_taken, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-        __u64 now = e->header.timestamp_ns;
-        if (taken && *taken && now - *taken < off_cpu_stack_interval_ns) {
+        struct off_cpu_stop* taken = off_cpu_stacks_taken(prev);
+        if (reuses_off_cpu_stacks(taken, stop)) {
           e->flags = BPFPROF_SWITCH_STACK_REUSED;
         } else {
-          if (taken) *taken = now;
+          if (taken && stop) *taken = *stop;
           /* prev is still the current task here: these are the stacks it sleeps in. */
           user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
-          kernel_depth =
-              capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
+          if (!stop || stop->with_kernel_stack)
+            kernel_depth =
+                capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
           send_python_stack(&e->header);
         }
       }
@@ -658,12 +747,11 @@ static __always_inline void send_waker_stack(void* ctx, const struct bpfprof_eve
   d->cpu_time_ns = 0;
   d->state = 0;
   d->flags = 0;
-  capture_dwarf_stacks(ctx, d, true);
+  capture_dwarf_stacks(ctx, d, true, true);
   send_python_stack(&d->header);
   send_dwarf_event(d);
 }
 
-#define PF_KTHREAD_FLAG 0x00200000
 #define ENOSYS_ERRNO 38
 
 /* Whether a thread on its own kernel stack is in a system call. An interrupt that arrives while

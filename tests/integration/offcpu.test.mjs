@@ -1,5 +1,6 @@
 // Off-CPU recording (on by default for `-- CMD`): when a tracked thread leaves the CPU it gets
-// one sample at that moment, stack = its user frames > the kernel's schedule path > a leaf
+// one sample at that moment, stack = its user frames > the kernel's schedule path (none for a
+// thread preempted in its own code: that path is only the interrupt's exit) > a leaf
 // pseudo-frame `[sleeping]` / `[I/O wait]` (category Idle) or `[waiting for CPU]` (category
 // `Waiting for CPU`), with samples.weight = blocked time / interval. On-CPU samples weigh 1,
 // so on + off weight x meta.interval = the thread's lifetime, and threadCPUDelta still adds up
@@ -13,6 +14,8 @@
 // lines. The blocking calls are made from the fixture functions' own code, so a frame-pointer
 // unwinder keeps those functions in the off-CPU stacks.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { after, before, describe, it } from 'node:test';
 
 import {
@@ -588,5 +591,69 @@ describe('--no-off-cpu: sleepy', () => {
   it('profiler-cli loads it', async (t) => {
     if (!requireRecorder(t)) return;
     await checkWithProfilerCli(t, rec.file, rec.view);
+  });
+});
+
+// A busy machine: a spinner (not profiled) for every CPU but one, so the sleeper is preempted
+// often but waits little (a CPU soon frees up: more spinners make each wait outlast the
+// interval, and hide the bug below), and a preemption that spans the end of a spin phase is
+// followed at once by the phase's nanosleep. Its stop then comes less than an interval after the preemption's, at
+// another place: the sleep must get its own stack (a reuse rule by time alone gave 90% of the
+// sleep weight to spin_phase), and with --no-off-cpu its own [sleeping] mark.
+describe('off-CPU: sleepy on a busy machine', () => {
+  const m = (metrics.sleepy_busy = { durationMs: SLEEPY_MS });
+  let offCpu;
+  let noOffCpu;
+
+  before(async () => {
+    if (recorderUnavailableReason()) return;
+    const spinners = Array.from({ length: Math.max(1, availableParallelism() - 1) },
+                                () => spawn('sh', ['-c', 'while :; do :; done']));
+    try {
+      offCpu = await recordFixture('sleepy', SLEEPY_MS, { label: 'offcpu_sleepy_busy' });
+      noOffCpu = await recordWith('offcpu_sleepy_busy_no_off_cpu',
+                                  ['--no-off-cpu', '--', fixturePath('sleepy'), String(SLEEPY_MS)]);
+    } finally {
+      for (const s of spinners) s.kill('SIGKILL');
+    }
+  });
+
+  it('the sleep is in sleep_phase, and a preemption in user code takes no kernel stack', (t) => {
+    if (!requireRecorder(t)) return;
+    const view = new ProfileView(offCpu.profile);
+    const f = fixtureThreads(offCpu.result.stdout).find((x) => x.name === 'sleeper');
+    assert.ok(f, `no sleeper line:\n${offCpu.result.stdout}`);
+    const th = threadByTid(view, f.tid, 'sleeper');
+    const sleeping = view.share(th, (fr) => leafIs(fr, '[sleeping]'));
+    const inSleepPhase = view.share(th, (fr) => blockedIn(fr, 'sleep_phase', '[sleeping]'));
+    const preempted = view.share(th, (fr) => leafIs(fr, '[waiting for CPU]') && contains(fr, 'spin_phase'));
+    const preemptedInUser = view.share(th, (fr) => leafIs(fr, '[waiting for CPU]') && contains(fr, 'spin_phase') &&
+                                                   fr[fr.length - 2]?.name === 'spin_phase');
+    Object.assign(m, { sleepingWeight: sleeping.hit, inSleepPhaseWeight: inSleepPhase.hit,
+                       preemptedInSpinWeight: preempted.hit, preemptedInUserWeight: preemptedInUser.hit });
+    t.diagnostic(`sleeper: [sleeping] weight ${sleeping.hit.toFixed(1)}, of it in sleep_phase > kernel ` +
+                 `${inSleepPhase.hit.toFixed(1)}; waiting for CPU in spin_phase ${preempted.hit.toFixed(1)}, ` +
+                 `of it right under spin_phase ${preemptedInUser.hit.toFixed(1)}`);
+    for (const [stack, w] of view.topStacks(th, (fr) => isPseudo(fr[fr.length - 1] ?? {}), 4))
+      t.diagnostic(`sleeper off-CPU stack weight ${w.toFixed(1)}: ${stack}`);
+    assert.ok(sleeping.hit > 0.3 * SLEEPY_MS / view.profile.meta.interval, 'the sleeper hardly slept');
+    assert.ok(inSleepPhase.hit >= 0.95 * sleeping.hit,
+              `only ${pct(inSleepPhase.hit / sleeping.hit)} of the [sleeping] weight is in sleep_phase > kernel`);
+    assert.ok(preempted.hit > 0, 'the sleeper was never preempted in spin_phase: the machine was not busy');
+    assert.ok(preemptedInUser.hit >= 0.9 * preempted.hit,
+              `only ${pct(preemptedInUser.hit / preempted.hit)} of spin_phase's waits for the CPU lack kernel frames`);
+  });
+
+  it('--no-off-cpu: each sleep gets its [sleeping] mark', (t) => {
+    if (!requireRecorder(t)) return;
+    const { view } = noOffCpu;
+    const f = fixtureThreads(noOffCpu.result.stdout).find((x) => x.name === 'sleeper');
+    assert.ok(f, `no sleeper line:\n${noOffCpu.result.stdout}`);
+    const samples = view.samples(threadByTid(view, f.tid, 'sleeper'));
+    const phases = Number(noOffCpu.result.stdout.match(/^phases=(\d+)$/m)?.[1]);
+    const marks = samples.filter((s) => s.weight === 0 && s.frames.length === 1 && leafIs(s.frames, '[sleeping]'));
+    Object.assign(m, { phases, sleepingMarks: marks.length });
+    t.diagnostic(`sleeper (--no-off-cpu): ${phases} spin phases, ${marks.length} [sleeping] marks`);
+    assert.ok(marks.length >= 0.9 * phases, `${marks.length} [sleeping] marks for ${phases} sleeps`);
   });
 });
