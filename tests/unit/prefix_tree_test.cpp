@@ -49,6 +49,45 @@ TEST(PrefixTree, LeafToRootWalksBack) {
   EXPECT_TRUE(tree.leaf_to_root(Tree::kRoot).empty());
 }
 
+// Interning from a thread's last path gives the node the whole-path walk gives, for paths
+// that share any part with the last one (nothing, a prefix, all of it, or more).
+TEST(PrefixTree, RecentPathGivesTheSameNodes) {
+  Tree hinted;
+  Tree plain;
+  Tree::RecentPath recent;
+  uint64_t state = 12345;
+  for (int i = 0; i < 5000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    std::vector<uint64_t> path;
+    const size_t length = (state >> 33) % 12;
+    for (size_t k = 0; k < length; ++k) path.push_back(k < 6 ? k : (state >> (20 + k)) % 3);
+    const Tree::NodeId node = hinted.intern_path(path, recent);
+    EXPECT_EQ(node, plain.intern_path(path));
+    EXPECT_EQ(hinted.leaf_to_root(node), plain.leaf_to_root(node));
+  }
+  EXPECT_EQ(hinted.size(), plain.size());
+}
+
+// A hint names its tree: after the tree is replaced (moved away, emptied, copied) the old
+// nodes are not used.
+TEST(PrefixTree, RecentPathOfAnotherTreeIsNotUsed) {
+  Tree tree;
+  Tree::RecentPath recent;
+  tree.intern_path(std::vector<uint64_t>{7, 8, 9}, recent);
+  Tree moved = std::move(tree);
+  tree = Tree{};
+  const Tree::NodeId node = tree.intern_path(std::vector<uint64_t>{7, 8, 9, 10}, recent);
+  EXPECT_EQ(tree.size(), 4u);
+  EXPECT_EQ(tree.leaf_to_root(node), (std::vector<uint64_t>{10, 9, 8, 7}));
+  Tree copy = tree;
+  const Tree::NodeId in_copy = copy.intern_path(std::vector<uint64_t>{1, 9}, recent);
+  EXPECT_EQ(copy.leaf_to_root(in_copy), (std::vector<uint64_t>{9, 1}));
+  Tree::RecentPath from_moved;
+  const Tree::NodeId first = moved.intern_path(std::vector<uint64_t>{7, 8}, from_moved);
+  EXPECT_EQ(moved.leaf_to_root(first), (std::vector<uint64_t>{8, 7}));
+  EXPECT_EQ(moved.size(), 3u);
+}
+
 TEST(PrefixTree, GrowsWithUniqueStacksNotWithRepeats) {
   Tree tree;
   for (int repeat = 0; repeat < 10000; ++repeat)

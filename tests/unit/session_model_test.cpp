@@ -160,6 +160,40 @@ TEST(SessionModel, ReturnAddressesAreNudgedAndTheInnermostUserAndKernelFramesAre
   EXPECT_EQ(frames[1].address, 0x1100u - 1 - 0x1000 + 0x2000);
 }
 
+// Callers are resolved once per raw stack and kept: a new mapping over their addresses (a
+// library replaced by dlopen) resolves them again; a stack of kernel frames only nudges all
+// but its leaf.
+TEST(SessionModel, CallersResolvedBeforeFollowTheAddressSpace) {
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ProcessStartEvent{Pid{7}, "p", false});
+  model.apply(ms(0), mmap_event(7, 0x1000, 0x1000, 0x2000, "/lib/x.so"));
+  const RawStackId first = raw.intern_path(std::vector<uint64_t>{0x1100, 0x1180, 0x1200});
+  model.add_sample(SampleRecord{ms(1), Pid{7}, Tid{7}, Cpu{0}, CpuTimeNs{1}, first}, raw);
+  model.apply(ms(2), mmap_event(7, 0x1000, 0x1000, 0x5000, "/lib/y.so"));
+  const RawStackId second = raw.intern_path(std::vector<uint64_t>{0x1100, 0x1180, 0x1210});
+  model.add_sample(SampleRecord{ms(3), Pid{7}, Tid{7}, Cpu{0}, CpuTimeNs{2}, second}, raw);
+  const auto& samples = model.threads()[0].samples;
+  ASSERT_EQ(samples.size(), 2u);
+  const std::vector<FrameKey> before = model.stacks().leaf_to_root(samples[0].stack);
+  const std::vector<FrameKey> after = model.stacks().leaf_to_root(samples[1].stack);
+  ASSERT_EQ(before.size(), 3u);
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(before[2].address, 0x1100u - 1 - 0x1000 + 0x2000);
+  EXPECT_EQ(after[0].address, 0x1210u - 0x1000 + 0x5000);
+  EXPECT_EQ(after[1].address, 0x1180u - 1 - 0x1000 + 0x5000);
+  EXPECT_EQ(after[2].address, 0x1100u - 1 - 0x1000 + 0x5000);
+  EXPECT_NE(after[2].lib, before[2].lib);
+
+  const RawStackId kernel_only =
+      raw.intern_path(std::vector<uint64_t>{0xffffffff81000100ull, 0xffffffff81000200ull});
+  model.add_sample(SampleRecord{ms(4), Pid{7}, Tid{7}, Cpu{0}, CpuTimeNs{3}, kernel_only}, raw);
+  const std::vector<FrameKey> kernel = model.stacks().leaf_to_root(samples.back().stack);
+  ASSERT_EQ(kernel.size(), 2u);
+  EXPECT_EQ(kernel[0], FrameKey::kernel(0xffffffff81000200ull));
+  EXPECT_EQ(kernel[1], FrameKey::kernel(0xffffffff81000100ull - 1));
+}
+
 // A library mapped by a process found at attach (/proc snapshot: device and inode, build-id
 // added by MappedFiles) and by a later process (MMAP2: build-id, no device or inode) is one
 // library; the same path with another build-id (replaced on disk) is another.

@@ -98,7 +98,12 @@ RawStackId EventDecoder::intern_stack(const Header& h, Recording& rec, const uin
   }
   for (size_t i = user + kernel; i-- > user;)
     if (ips[i]) path.push_back(ips[i]);
-  return rec.raw_stacks.intern_path(path);
+  // Threads that come and go without an exit event seen (lost, or before the recording) would
+  // keep theirs: a bound.
+  constexpr size_t kMostRecentPaths = 16384;
+  if (recent_paths_.size() >= kMostRecentPaths && !recent_paths_.contains(h.tid.value))
+    recent_paths_.clear();
+  return rec.raw_stacks.intern_path(path, recent_paths_[h.tid.value]);
 }
 
 namespace {
@@ -347,6 +352,7 @@ void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* 
     const auto* e = static_cast<const bpfprof_exit_event*>(data);
     event(ExitEvent{h.pid, h.tid, CpuTimeNs{e->cpu_time_ns}, e->exit_code, e->group_dead != 0,
                     bounded_string(e->comm, sizeof(e->comm))});
+    recent_paths_.erase(h.tid.value);
     if (unwinder_ && e->group_dead) exited_processes_.push_back(h.pid.value);
     if (sizer_ && e->group_dead) sizer_->on_exit(h.pid);
   } else if (kind == BPFPROF_EVENT_COMM && size >= sizeof(bpfprof_comm_event)) {

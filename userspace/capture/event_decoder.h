@@ -98,6 +98,8 @@ class EventDecoder {
   std::vector<uint64_t> scratch_user_;
   std::vector<uint64_t> scratch_ips_;
   std::vector<uint64_t> scratch_path_;
+  // Each thread's last raw stack, from which its next one is interned (PrefixTree::RecentPath).
+  std::unordered_map<int32_t, RawStackTree::RecentPath> recent_paths_;
   std::vector<int> exited_processes_;
   std::multimap<uint64_t, LifecyclePayload> address_space_changes_;  // by time
   std::optional<StackCopySizer> sizer_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -53,6 +54,35 @@ class PrefixTree {
     NodeId node = kRoot;
     for (const Key& key : root_to_leaf) node = intern(node, key);
     add_path(hash, node);
+    return node;
+  }
+
+  // The last path interned through it, with each of its prefixes' node: a thread's next
+  // stack mostly shares all but its last frames with its last one, and is interned from where
+  // the two part (a lookup per frame that differs, no hash of the whole path). Valid for the
+  // tree that filled it only.
+  struct RecentPath {
+    uint64_t tree = 0;
+    std::vector<Key> keys;      // root first
+    std::vector<NodeId> nodes;  // nodes[i]: the path keys[0..i]
+  };
+
+  // As intern_path(root_to_leaf), from the part it shares with `recent`, which it then holds.
+  NodeId intern_path(const std::vector<Key>& root_to_leaf, RecentPath& recent) {
+    if (recent.tree != identity_.value) recent = RecentPath{identity_.value, {}, {}};
+    const size_t shared =
+        static_cast<size_t>(std::mismatch(recent.keys.begin(), recent.keys.end(),
+                                          root_to_leaf.begin(), root_to_leaf.end())
+                                .first -
+                            recent.keys.begin());
+    recent.keys.resize(shared);
+    recent.nodes.resize(shared);
+    NodeId node = shared ? recent.nodes.back() : kRoot;
+    for (size_t i = shared; i < root_to_leaf.size(); ++i) {
+      node = intern(node, root_to_leaf[i]);
+      recent.keys.push_back(root_to_leaf[i]);
+      recent.nodes.push_back(node);
+    }
     return node;
   }
 
@@ -123,6 +153,29 @@ class PrefixTree {
     return n == kRoot;
   }
 
+  // A number no other tree has had, for RecentPath: a copy gets a new one, and so does a tree
+  // moved from (it is empty then).
+  struct Identity {
+    uint64_t value = next();
+    Identity() = default;
+    Identity(const Identity&) : value(next()) {}
+    Identity(Identity&& other) noexcept : value(other.value) { other.value = next(); }
+    Identity& operator=(const Identity&) {
+      value = next();
+      return *this;
+    }
+    Identity& operator=(Identity&& other) noexcept {
+      value = other.value;
+      other.value = next();
+      return *this;
+    }
+    static uint64_t next() {
+      static std::atomic<uint64_t> count{1};
+      return count++;
+    }
+  };
+
+  Identity identity_;
   std::vector<Node> nodes_;
   std::unordered_map<Edge, NodeId, EdgeHash> index_;
   std::vector<PathSlot> path_slots_;  // whole-path hash -> leaf

@@ -405,39 +405,59 @@ StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_s
   if (auto it = resolved_.find(cache_key);
       it != resolved_.end() && it->second.address_space_version == version)
     return it->second.stack;
-  const StackId resolved = resolve_uncached(space, raw, raw_stacks);
+  const StackId resolved = resolve_uncached(pid, space, raw, raw_stacks);
   resolved_[cache_key] = ResolvedStack{version, resolved};
   return resolved;
 }
 
-StackId SessionModel::resolve_uncached(const AddressSpace* space, RawStackId raw,
+FrameKey SessionModel::frame_key(const AddressSpace* space, uint64_t address, bool return_address) {
+  if (std::optional<PythonFrameId> python = python_frame_of(address))
+    return FrameKey::python(*python);  // a line, not a return address
+  if (address == kExecRawFrame) return FrameKey::exec();
+  if (return_address && address > 0) address -= 1;
+  if (is_kernel_address(address)) return FrameKey::kernel(address);
+  if (const Mapping* m = space ? space->find(address) : nullptr)
+    return FrameKey::native(m->lib, address - m->start + m->file_offset);
+  return FrameKey::unmapped(address);
+}
+
+StackId SessionModel::resolve_uncached(Pid pid, const AddressSpace* space, RawStackId raw,
                                        const RawStackTree& raw_stacks) {
-  std::vector<uint64_t> leaf_to_root = raw_stacks.leaf_to_root(raw);
   // The innermost user frame is the instruction the thread was at (sampled, or where it
-  // entered the kernel), also below kernel frames: it is exact, not a return address.
-  size_t innermost_user = 0;
-  while (innermost_user < leaf_to_root.size() && is_kernel_address(leaf_to_root[innermost_user]))
-    ++innermost_user;
+  // entered the kernel), also below kernel frames: it is exact, as the leaf is. Those frames
+  // are resolved each time; every frame above them is a return address, resolved once per
+  // raw stack ending there.
+  std::vector<uint64_t>& exact_part = scratch_exact_;  // leaf first
+  exact_part.clear();
+  RawStackId n = raw;
+  for (; n != RawStackTree::kRoot && is_kernel_address(raw_stacks.node(n).key);
+       n = raw_stacks.node(n).parent)
+    exact_part.push_back(raw_stacks.node(n).key);
+  const bool has_user_frame = n != RawStackTree::kRoot;
+  if (has_user_frame) {
+    exact_part.push_back(raw_stacks.node(n).key);
+    n = raw_stacks.node(n).parent;
+  }
+  const uint64_t version = space ? space->version() : 0;
+  const uint64_t process_key = static_cast<uint64_t>(static_cast<uint32_t>(pid.value)) << 32;
+  std::vector<RawStackId>& callers = scratch_callers_;  // innermost first
+  callers.clear();
   StackId node = ResolvedStackTree::kRoot;
-  for (size_t i = leaf_to_root.size(); i-- > 0;) {
-    uint64_t address = leaf_to_root[i];
-    if (std::optional<PythonFrameId> python = python_frame_of(address)) {
-      node = stacks_.intern(node, FrameKey::python(*python));  // a line, not a return address
-      continue;
+  for (; n != RawStackTree::kRoot; n = raw_stacks.node(n).parent) {
+    auto it = resolved_callers_.find(process_key | n);
+    if (it != resolved_callers_.end() && it->second.address_space_version == version) {
+      node = it->second.stack;
+      break;
     }
-    if (address == kExecRawFrame) {
-      node = stacks_.intern(node, FrameKey::exec());
-      continue;
-    }
-    // Every other frame is a return address: point into the call.
-    if (i != 0 && i != innermost_user && address > 0) address -= 1;
-    FrameKey key = FrameKey::unmapped(address);
-    if (is_kernel_address(address)) {
-      key = FrameKey::kernel(address);
-    } else if (const Mapping* m = space ? space->find(address) : nullptr) {
-      key = FrameKey::native(m->lib, address - m->start + m->file_offset);
-    }
-    node = stacks_.intern(node, key);
+    callers.push_back(n);
+  }
+  for (size_t i = callers.size(); i-- > 0;) {
+    node = stacks_.intern(node, frame_key(space, raw_stacks.node(callers[i]).key, true));
+    resolved_callers_[process_key | callers[i]] = ResolvedStack{version, node};
+  }
+  for (size_t i = exact_part.size(); i-- > 0;) {
+    const bool exact = i == 0 || (has_user_frame && i == exact_part.size() - 1);
+    node = stacks_.intern(node, frame_key(space, exact_part[i], !exact));
   }
   return node;
 }
@@ -557,6 +577,7 @@ void SessionModel::compact_stacks(
 void SessionModel::compact_raw_stacks(
     Recording& recording, const std::function<void(const RawStackMove&)>& other_raw_stacks) {
   resolved_.clear();  // keyed by raw stacks (and maybe pointing into an old resolved tree)
+  resolved_callers_.clear();
   RawStackTree raw;
   std::unordered_map<RawStackId, RawStackId> raw_moved;
   auto move_raw = [&](RawStackId id) {

@@ -254,8 +254,10 @@ class SessionModel {
   LibId intern_library(const MappingInfo& mapping);
   LibId anonymous_library(Pid pid);
   StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
-  StackId resolve_uncached(const AddressSpace* space, RawStackId raw,
+  StackId resolve_uncached(Pid pid, const AddressSpace* space, RawStackId raw,
                            const RawStackTree& raw_stacks);
+  // The frame of a raw address (a return address: the frame points into its call).
+  static FrameKey frame_key(const AddressSpace* space, uint64_t address, bool return_address);
   StackId off_cpu_stack(Thread& th, const SampleRecord& switch_out, const RawStackTree& raw_stacks);
   void note_waking(Thread& th, const SampleRecord& waking, const RawStackTree& raw_stacks);
   // The thread's wait (if one is open) ends at t: matched with the waking that ended it.
@@ -286,6 +288,11 @@ class SessionModel {
     StackId stack;
   };
   std::unordered_map<uint64_t, ResolvedStack> resolved_;  // by pid << 32 | raw stack
+  // The same for raw stacks as the callers of others (their frames all return addresses):
+  // the leaves of a loop differ from sample to sample, their callers do not.
+  std::unordered_map<uint64_t, ResolvedStack> resolved_callers_;
+  std::vector<uint64_t> scratch_exact_;  // resolve_uncached's, kept for their capacity
+  std::vector<RawStackId> scratch_callers_;
   AccountingRules rules_;
   uint64_t wake_threshold_ns_ = 0;
   WakerTable wakers_;
