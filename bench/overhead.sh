@@ -10,6 +10,7 @@
 #   ROUNDS=5 WORK=80000 SHAPE=deep bench/overhead.sh
 #   ROUNDS=15 SHAPE=deep MODES="bpfprof-dwarf perf-fp perf-nostack" bench/overhead.sh
 #   ROUNDS=7 WORK=40000 FREQ=10000 SHAPE=deep bench/overhead.sh  (per-sample costs x10)
+#   BPFPROF_BASE=/tmp/old/bpfprof MODES="bpfprof-dwarf base-dwarf perf-fp" bench/overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/rounds.sh
@@ -40,6 +41,8 @@ run_one() {
     alone) "$WORK_BIN" "${WORK_ARGS[@]}" ;;
     bpfprof-fp) "$BPFPROF" record --call-graph fp -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
     bpfprof-dwarf) "$BPFPROF" record --call-graph dwarf -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    # Another build's default (BPFPROF_BASE), to compare two builds in one run.
+    base-dwarf) "$BPFPROF_BASE" record --call-graph dwarf -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
     bpfprof-dwarf-copy) "$BPFPROF" record --call-graph dwarf-copy -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
     # The floor: the sampling interrupts alone (no stacks), what any sampler pays here.
     perf-nostack) perf record -q -F "$FREQ" -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
@@ -59,7 +62,7 @@ done
 
 # The default against perf, round by round.
 pairs=()
-for other in perf-fp perf-dwarf perf-nostack; do
+for other in perf-fp perf-dwarf perf-nostack base-dwarf; do
   [[ " ${modes[*]} " == *" bpfprof-dwarf "* && " ${modes[*]} " == *" $other "* ]] &&
     pairs+=("bpfprof-dwarf $other")
 done

@@ -254,11 +254,12 @@ constexpr int kPollBudgetSpent = -EAGAIN;
 constexpr auto kPollBudget = std::chrono::milliseconds(100);
 }  // namespace
 
-void BpfPrograms::wait(int timeout_ms) {
+void BpfPrograms::wait(int timeout_ms, const std::vector<int>& also) {
   // Events are submitted without waking the reader (see bpf/profiler.bpf.c): this returns at
   // the timeout, at a signal, or when the buffer is filling up.
-  pollfd fd{ring_buffer__epoll_fd(ring_buffer_.get()), POLLIN, 0};
-  ::poll(&fd, 1, timeout_ms);
+  std::vector<pollfd> fds{pollfd{ring_buffer__epoll_fd(ring_buffer_.get()), POLLIN, 0}};
+  for (int fd : also) fds.push_back(pollfd{fd, POLLIN, 0});
+  ::poll(fds.data(), fds.size(), timeout_ms);
 }
 
 int BpfPrograms::consume(IngestPipeline& pipeline) {

@@ -65,7 +65,9 @@ class BpfPrograms {
   void track_process(Pid pid);
 
   // Waits until events are pending (the buffer is filling up), a signal, or the timeout.
-  void wait(int timeout_ms);
+  // Until the ring buffer needs reading, timeout_ms pass, a signal comes or one of `also` (fds,
+  // such as pidfds) is readable.
+  void wait(int timeout_ms, const std::vector<int>& also = {});
   // Feeds the pending events into `pipeline`, for at most ~100 ms (the rest stays for the
   // next call). Returns the number of events consumed, or a negative errno.
   int consume(IngestPipeline& pipeline);

@@ -63,14 +63,19 @@ UniqueFd open_pidfd(Pid pid) {
   return UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid.value, 0)));
 }
 
-bool all_exited(const std::vector<UniqueFd>& pidfds) {
-  if (pidfds.empty()) return false;
+// The pidfds of the processes still running (a pidfd is readable once its process exited).
+std::vector<int> running(const std::vector<UniqueFd>& pidfds) {
   std::vector<pollfd> fds;
   for (const UniqueFd& fd : pidfds) fds.push_back(pollfd{fd.get(), POLLIN, 0});
-  if (poll(fds.data(), fds.size(), 0) < 0) return false;
+  const bool polled = poll(fds.data(), fds.size(), 0) >= 0;
+  std::vector<int> out;
   for (const pollfd& p : fds)
-    if (!(p.revents & (POLLIN | POLLHUP))) return false;
-  return true;
+    if (!polled || !(p.revents & (POLLIN | POLLHUP))) out.push_back(p.fd);
+  return out;
+}
+
+bool all_exited(const std::vector<UniqueFd>& pidfds) {
+  return !pidfds.empty() && running(pidfds).empty();
 }
 
 // The process (thread group) a task id belongs to, from /proc/ID/status.
@@ -106,6 +111,10 @@ constexpr int kReaderNiceBoost = 5;
 constexpr int kPollMs = 100;
 constexpr int kSettlingPollMs = 5;
 constexpr int kCopyPollMs = 50;
+// Stacks walked in the kernel, nothing waiting for a read: the ring holds seconds of samples,
+// and on a busy machine every read preempts a profiled thread and runs with cold caches. The
+// targets' exits and the stop signals end a wait at once.
+constexpr int kQuietPollMs = 500;
 
 // --upload: how long the end waits for profiles still queued or under way.
 constexpr double kUploadWaitSeconds = 5;
@@ -239,6 +248,7 @@ class RecordSession {
   void preload_command_tables();
   void attach_targets();
   bool step();  // one poll of the event sources; false once the recording should end
+  int read_interval_ms(MonotonicNs now);
   bool handle_stop_signals();
   void note_losses();
   void drain_side_band();
@@ -274,6 +284,8 @@ class RecordSession {
   std::unique_ptr<EventLogWriter> event_log_;
   std::optional<LaunchedCommand> command_;
   std::vector<UniqueFd> target_pidfds_;
+  UniqueFd command_pidfd_;          // its exit ends a wait for the rings at once
+  uint64_t stack_copies_read_ = 0;  // fallback stack copies read until the last read
 
   MonotonicNs sampling_started_{0};
   MonotonicNs targets_known_{0};
@@ -420,6 +432,7 @@ void RecordSession::launch_command() {
   if (kernel_unwind_) preload_command_tables();
   command_.emplace(options_.command, options_.run_as_root ? std::nullopt : invoking_user_);
   bpf_->track_process(command_->pid());
+  command_pidfd_ = open_pidfd(command_->pid());
   recording_.events.push_back(LifecycleEvent{
       recording_.start_time,
       ProcessStartEvent{command_->pid(), base_name(options_.command[0]), /*is_launcher=*/true}});
@@ -505,15 +518,9 @@ bool RecordSession::step() {
                       bpf_->lost_events() + side_band_->lost_records());
     next_status_.value += 1000000000;
   }
-  // Until a new process's mappings and tables are in the kernel its samples fall back to
-  // stack copies: read sooner while a process is new (the BPF side wakes the reader at its
-  // fork or exec). Otherwise seldom: on a busy machine every wakeup preempts a profiled
-  // thread, and costs ~40 us of CPU here.
-  const bool settling = kernel_unwind_ && kernel_unwind_->settling(monotonic_now());
-  // Every sample a stack copy (dwarf-copy): the ring fills ~20 times faster, and a process's
-  // first batch decides how large its copies must be (stacks cut before that stay cut).
-  const bool copies_every_stack = options_.user_stack_copy_bytes != 0 && !kernel_unwind_;
-  bpf_->wait(settling ? kSettlingPollMs : copies_every_stack ? kCopyPollMs : kPollMs);
+  std::vector<int> running_targets = running(target_pidfds_);
+  if (command_pidfd_.valid()) running_targets.push_back(command_pidfd_.get());
+  bpf_->wait(read_interval_ms(monotonic_now()), running_targets);
   // Whatever happened before this moment is in the rings now: read below, it is all in.
   const MonotonicNs read_start = monotonic_now();
   // Mappings first: the samples read next come after them, and a DWARF sample is unwound
@@ -541,6 +548,29 @@ bool RecordSession::step() {
     return false;
   }
   return !all_exited(target_pidfds_) && monotonic_now() < deadline_;
+}
+
+int RecordSession::read_interval_ms(MonotonicNs now) {
+  // Until a new process's mappings and tables are in the kernel its samples fall back to
+  // stack copies: read sooner while a process is new (the BPF side wakes the reader at its
+  // fork or exec). Otherwise seldom: on a busy machine every wakeup preempts a profiled
+  // thread, and costs ~40 us of CPU here.
+  if (kernel_unwind_ && kernel_unwind_->settling(now)) return kSettlingPollMs;
+  // Every sample a stack copy (dwarf-copy): the ring fills ~20 times faster, and a process's
+  // first batch decides how large its copies must be (stacks cut before that stay cut).
+  if (options_.user_stack_copy_bytes != 0 && !kernel_unwind_) return kCopyPollMs;
+  // Fallback copies since the last read: a table waits to be loaded (a library just mapped).
+  const uint64_t copies =
+      recording_.stats.on_cpu_stacks.copied + recording_.stats.off_cpu_stacks.copied;
+  const bool fell_back = copies != stack_copies_read_;
+  stack_copies_read_ = copies;
+  const bool periodic = options_.flight_recorder_seconds || options_.switch_output_seconds ||
+                        uploader_ || show_status_;
+  if (!kernel_unwind_ || fell_back || periodic) return kPollMs;
+  if (deadline_.value == UINT64_MAX) return kQuietPollMs;
+  const uint64_t left_ms =
+      deadline_.value > now.value ? (deadline_.value - now.value) / 1000000 : 0;
+  return static_cast<int>(std::clamp<uint64_t>(left_ms + 1, 1, kQuietPollMs));
 }
 
 // False when a signal ends the recording.
