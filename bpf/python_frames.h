@@ -19,6 +19,10 @@ struct {
   __type(value, struct bpfprof_python_process);
 } python_processes SEC(".maps");
 
+/* How many entries python_processes has (userspace keeps it, through the mmapped .bss): with
+ * none, a sample skips the lookup (~60 ns of ~3 us, a cache miss at every sample). */
+__u32 python_processes_count = 0;
+
 /* Each thread's PyThreadState as last found, checked on every use against its
  * native_thread_id: finding it walks the interpreter's thread list. */
 struct {
@@ -143,6 +147,7 @@ static long read_python_frame(__u64 index, void* context) {
  * or switch-out event that follows; nothing for a process that is not a known interpreter. */
 static __always_inline void send_python_stack(const struct bpfprof_event_header* sample) {
   __u32 tgid = sample->pid;
+  if (!python_processes_count) return;
   const struct bpfprof_python_process* p = bpf_map_lookup_elem(&python_processes, &tgid);
   if (!p) return;
   __u32 zero = 0;

@@ -329,9 +329,14 @@ void BpfPrograms::apply_python_changes(IngestPipeline& pipeline) {
                                sizeof(*change.entry), BPF_ANY))
         pipeline.recording().stats.python.not_read.emplace(
             "pid " + std::to_string(key), "the kernel's table of interpreters is full");
+      else
+        python_pids_.insert(key);
     } else {
       bpf_map__delete_elem(skeleton_->maps.python_processes, &key, sizeof(key), 0);
+      python_pids_.erase(key);
     }
+    // After the entry is in, before it is gone: a sample never misses an entry it needs.
+    skeleton_->bss->python_processes_count = static_cast<uint32_t>(python_pids_.size());
   }
 }
 

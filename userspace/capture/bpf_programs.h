@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "symbols/util/unique_handle.h"
@@ -134,6 +135,7 @@ class BpfPrograms {
   IngestPipeline* target_ = nullptr;  // where on_event sends events, during consume/drain
   std::optional<std::chrono::steady_clock::time_point> poll_deadline_;  // set during poll()
   uint64_t events_this_poll_ = 0;
+  std::unordered_set<uint32_t> python_pids_;  // the entries of the python_processes map
   bool ring_emptied_ = true;
   EventLogWriter* event_log_ = nullptr;
 };
