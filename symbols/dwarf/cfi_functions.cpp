@@ -1,4 +1,5 @@
 #include "symbols/dwarf/cfi_functions.h"
+#include "symbols/util/sorted_ranges.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -158,11 +159,8 @@ std::vector<CodeRange> read_cfi_functions(Elf* elf, CfiSection section) {
 }
 
 const CodeRange* find_code_range(const std::vector<CodeRange>& ranges, uint64_t vaddr) {
-  auto after = std::upper_bound(ranges.begin(), ranges.end(), vaddr,
-                                [](uint64_t value, const CodeRange& r) { return value < r.start; });
-  if (after == ranges.begin()) return nullptr;
-  const CodeRange& candidate = *std::prev(after);
-  return vaddr < candidate.end ? &candidate : nullptr;
+  const CodeRange* candidate = last_starting_at_or_below(ranges, vaddr, &CodeRange::start);
+  return candidate && vaddr < candidate->end ? candidate : nullptr;
 }
 
 }  // namespace bpfprof

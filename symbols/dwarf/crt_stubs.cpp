@@ -1,4 +1,5 @@
 #include "symbols/dwarf/crt_stubs.h"
+#include "symbols/util/sorted_ranges.h"
 
 #include <algorithm>
 #include <cstring>
@@ -53,11 +54,8 @@ std::vector<CrtStub> find_crt_stubs(Elf* elf) {
 }
 
 const CrtStub* find_crt_stub(const std::vector<CrtStub>& stubs, uint64_t pc) {
-  auto after = std::upper_bound(stubs.begin(), stubs.end(), pc,
-                                [](uint64_t value, const CrtStub& s) { return value < s.start; });
-  if (after == stubs.begin()) return nullptr;
-  const CrtStub& stub = *std::prev(after);
-  return stub.contains(pc) ? &stub : nullptr;
+  const CrtStub* stub = last_starting_at_or_below(stubs, pc, &CrtStub::start);
+  return stub && stub->contains(pc) ? stub : nullptr;
 }
 
 }  // namespace bpfprof

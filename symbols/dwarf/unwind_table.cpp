@@ -14,6 +14,7 @@
 #include "symbols/dwarf/cfi_functions.h"
 #include "symbols/dwarf/crt_stubs.h"
 #include "symbols/dwarf/dwarf_module.h"
+#include "symbols/util/sorted_ranges.h"
 
 namespace bpfprof {
 namespace {
@@ -420,9 +421,7 @@ UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableO
 }
 
 const UnwindRow* find_unwind_row(const std::vector<UnwindRow>& rows, uint64_t pc) {
-  auto after = std::upper_bound(rows.begin(), rows.end(), pc,
-                                [](uint64_t value, const UnwindRow& r) { return value < r.pc; });
-  return after == rows.begin() ? nullptr : &*std::prev(after);
+  return last_starting_at_or_below(rows, pc, &UnwindRow::pc);
 }
 
 bool is_usable(const UnwindRow& row) { return row.cfa_rule != BPFPROF_CFA_UNKNOWN; }

@@ -1,4 +1,5 @@
 #include "symbols/elf/symbol_table.h"
+#include "symbols/util/sorted_ranges.h"
 
 #include <elf.h>
 #include <libelf.h>
@@ -105,13 +106,11 @@ std::vector<Symbol> build_symbol_table(std::vector<SymbolEntry> entries) {
 }
 
 const Symbol* find_symbol(const std::vector<Symbol>& symbols, uint64_t vaddr) {
-  auto after = std::upper_bound(symbols.begin(), symbols.end(), vaddr,
-                                [](uint64_t value, const Symbol& s) { return value < s.address; });
-  if (after == symbols.begin()) return nullptr;
-  const Symbol& candidate = *std::prev(after);
+  const Symbol* candidate = last_starting_at_or_below(symbols, vaddr, &Symbol::address);
+  if (!candidate) return nullptr;
   // A size-0 symbol with nothing after it still names its own first byte.
-  const uint64_t extent = std::max<uint64_t>(candidate.size, 1);
-  return vaddr - candidate.address < extent ? &candidate : nullptr;
+  const uint64_t extent = std::max<uint64_t>(candidate->size, 1);
+  return vaddr - candidate->address < extent ? candidate : nullptr;
 }
 
 }  // namespace bpfprof
