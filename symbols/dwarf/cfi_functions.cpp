@@ -1,5 +1,4 @@
 #include "symbols/dwarf/cfi_functions.h"
-#include "symbols/util/sorted_ranges.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -10,6 +9,8 @@
 #include <optional>
 #include <string_view>
 #include <unordered_map>
+
+#include "symbols/util/sorted_ranges.h"
 
 namespace bpfprof {
 namespace {

@@ -1,9 +1,10 @@
 #include "symbols/dwarf/crt_stubs.h"
-#include "symbols/util/sorted_ranges.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+
+#include "symbols/util/sorted_ranges.h"
 
 namespace bpfprof {
 namespace {
