@@ -730,6 +730,32 @@ TEST_F(Wakers, TheThresholdIsConfigurable) {
   EXPECT_EQ(consumer().woken_waits[0].state, OffCpuState::kIoWait);
 }
 
+// --flight-recorder: the totals are those of the waits woken in the window; the seconds
+// before it leave them (timer waits in second 1, producer waits in seconds 2 and 3).
+TEST_F(Wakers, AWindowsTotalsForgetTheSecondsBeforeIt) {
+  model.keep_wakers_by_second();
+  const uint64_t s = 1000000;  // a second, in microseconds
+  at(1 * s + 1000, SampleKind::kSwitchOut, OffCpuState::kSleeping);
+  at(1 * s + 1500, SampleKind::kWaking, OffCpuState::kNone, timer);
+  at(1 * s + 1600, SampleKind::kSwitchIn);
+  for (uint64_t second : {2, 3}) {
+    at(second * s + 1000, SampleKind::kSwitchOut, OffCpuState::kSleeping);
+    at(second * s + 4000, SampleKind::kWaking, OffCpuState::kNone, producer);
+    at(second * s + 4100, SampleKind::kSwitchIn);
+  }
+  const Process& p = model.processes()[consumer().process.value];
+  ASSERT_EQ(p.interrupt_wakers.size(), 1u);
+  ASSERT_EQ(p.wakers.at(producer).wakings, 2u);
+  model.drop_samples_before(MonotonicNs{2500000000});  // second 1 is out, second 2 is not
+  EXPECT_TRUE(p.interrupt_wakers.empty());
+  EXPECT_EQ(p.wakers.at(producer).wakings, 2u);
+  model.drop_samples_before(MonotonicNs{3000000000});
+  EXPECT_EQ(p.wakers.at(producer).wakings, 1u);
+  EXPECT_EQ(p.wakers.at(producer).waited_ns, 3000000u);
+  model.drop_samples_before(MonotonicNs{4000000000});
+  EXPECT_TRUE(p.wakers.empty());
+}
+
 // The waker may run try_to_wake_up while the sleeper is still on its way off the CPU.
 TEST_F(Wakers, AWakingJustBeforeTheSwitchOutEndsThatWait) {
   at(1000, SampleKind::kWaking, OffCpuState::kNone, producer);

@@ -367,17 +367,59 @@ std::optional<ThreadAccounting::Runnable> SessionModel::runnable_after(
       stacks_.intern(*th.waits.last_stack(), FrameKey::off_cpu(OffCpuState::kWaitingForCpu))};
 }
 
+namespace {
+
+template <typename Key>
+void subtract_shares(std::unordered_map<Key, WakerShare>& totals,
+                     const std::unordered_map<Key, WakerShare>& part) {
+  for (const auto& [key, share] : part) {
+    auto it = totals.find(key);
+    if (it == totals.end()) continue;
+    it->second.waited_ns -= std::min(it->second.waited_ns, share.waited_ns);
+    it->second.wakings -= std::min(it->second.wakings, share.wakings);
+    if (!it->second.wakings) totals.erase(it);
+  }
+}
+
+// The process's bucket of waker shares for the second of `t`, made if need be. Waits end in
+// the order threads run again, not quite in the order they were woken: search from the end.
+WakerSecond& waker_second(Process& p, MonotonicNs t) {
+  const uint64_t second = t.value / 1000000000;
+  auto it = p.waker_seconds.end();
+  while (it != p.waker_seconds.begin() && std::prev(it)->second > second) --it;
+  if (it != p.waker_seconds.begin() && std::prev(it)->second == second) return *std::prev(it);
+  return *p.waker_seconds.insert(it, WakerSecond{second, {}, {}});
+}
+
+// The seconds of waker shares that ended by `t` leave the process's totals.
+void forget_waker_seconds_before(Process& p, MonotonicNs t) {
+  while (!p.waker_seconds.empty() && (p.waker_seconds.front().second + 1) * 1000000000 <= t.value) {
+    subtract_shares(p.wakers, p.waker_seconds.front().wakers);
+    subtract_shares(p.interrupt_wakers, p.waker_seconds.front().interrupt_wakers);
+    p.waker_seconds.pop_front();
+  }
+}
+
+}  // namespace
+
 std::optional<ThreadWaits::EndedWait> SessionModel::end_wait(Thread& th, MonotonicNs t) {
   const std::optional<ThreadWaits::EndedWait> wait = th.waits.runs_again(t);
   if (!wait) return wait;
   const ThreadWaits::Waking& waking = wait->waking;
   const uint64_t waited = wait->woken.value - wait->since.value;
   Process& p = process(th.process);
-  WakerShare& share = wakers_[waking.waker].context == WakerContext::kThread
-                          ? p.wakers[waking.waker]
-                          : p.interrupt_wakers[waking.cause.value_or(ResolvedStackTree::kRoot)];
+  const bool by_thread = wakers_[waking.waker].context == WakerContext::kThread;
+  const StackId cause = waking.cause.value_or(ResolvedStackTree::kRoot);
+  WakerShare& share = by_thread ? p.wakers[waking.waker] : p.interrupt_wakers[cause];
   share.waited_ns += waited;
   ++share.wakings;
+  if (wakers_by_second_) {
+    WakerSecond& bucket = waker_second(p, wait->woken);
+    WakerShare& in_second =
+        by_thread ? bucket.wakers[waking.waker] : bucket.interrupt_wakers[cause];
+    in_second.waited_ns += waited;
+    ++in_second.wakings;
+  }
   if (waited >= wake_threshold_ns())
     th.woken_waits.push_back(WokenWait{wait->since, wait->woken, wait->state, waking.waker,
                                        waking.waker_process, waking.cause});
@@ -476,12 +518,14 @@ void SessionModel::drop_samples_before(MonotonicNs t) {
     if (th.samples.capacity() > 2 * th.samples.size() + 1024) th.samples.shrink_to_fit();
     std::erase_if(th.woken_waits, [&](const WokenWait& w) { return w.woken < t; });
   }
+  for (Process& p : processes_) forget_waker_seconds_before(p, t);
 }
 
 void SessionModel::clear_waker_totals() {
   for (Process& p : processes_) {
     p.wakers.clear();
     p.interrupt_wakers.clear();
+    p.waker_seconds.clear();
   }
 }
 
@@ -561,14 +605,18 @@ void SessionModel::compact_stacks(
     for (WokenWait& w : th.woken_waits)
       if (w.cause) w.cause = move(*w.cause);
   }
-  for (Process& p : processes_) {
+  auto move_keys = [&](std::unordered_map<StackId, WakerShare>& shares) {
     std::unordered_map<StackId, WakerShare> by_stack;
-    for (const auto& [stack, share] : p.interrupt_wakers) {
+    for (const auto& [stack, share] : shares) {
       WakerShare& moved_share = by_stack[move(stack)];
       moved_share.waited_ns += share.waited_ns;
       moved_share.wakings += share.wakings;
     }
-    p.interrupt_wakers = std::move(by_stack);
+    shares = std::move(by_stack);
+  };
+  for (Process& p : processes_) {
+    move_keys(p.interrupt_wakers);
+    for (WakerSecond& second : p.waker_seconds) move_keys(second.interrupt_wakers);
   }
   stacks_ = std::move(stacks);
   compact_raw_stacks(recording, other_raw_stacks);

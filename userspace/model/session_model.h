@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -123,6 +124,14 @@ struct WakerShare {
   uint64_t wakings = 0;
 };
 
+// A process's waker shares of the waits woken within one second (SessionModel::
+// keep_wakers_by_second).
+struct WakerSecond {
+  uint64_t second = 0;  // MonotonicNs / 1e9
+  std::unordered_map<WakerId, WakerShare> wakers;
+  std::unordered_map<StackId, WakerShare> interrupt_wakers;
+};
+
 // A thread's identity and its samples; how the samples are made from its events is its
 // accounting's business.
 struct Thread {
@@ -156,6 +165,9 @@ struct Process {
   // The waits interrupts ended, by the interrupt's stack (which says what it was: a timer,
   // a device); kRoot for those whose stack was not taken.
   std::unordered_map<StackId, WakerShare> interrupt_wakers;
+  // The same by second, oldest first, with a sliding window only: what falls out of the
+  // window leaves the totals above.
+  std::deque<WakerSecond> waker_seconds;
 };
 
 class SessionModel {
@@ -203,6 +215,9 @@ class SessionModel {
   void forget_ended_before(MonotonicNs t);
   // The processes' waker totals (the summary's top wakers) start again: for a new period.
   void clear_waker_totals();
+  // A sliding window (--flight-recorder): the waker totals keep their shares by second, and
+  // drop_samples_before(t) takes out the seconds that ended by t.
+  void keep_wakers_by_second() { wakers_by_second_ = true; }
   // New stack trees with only the stacks still in use: the model's (threads' samples, open
   // waits) and the recording's raw ones (samples not yet taken). Without it a long run's
   // trees grow by every new stack it ever met (~7,000 a second with -a on a busy machine);
@@ -295,6 +310,7 @@ class SessionModel {
   std::vector<RawStackId> scratch_callers_;
   AccountingRules rules_;
   uint64_t wake_threshold_ns_ = 0;
+  bool wakers_by_second_ = false;
   WakerTable wakers_;
   // consume(): how much of the recording's pending events and samples is already in order.
   size_t sorted_pending_events_ = 0;

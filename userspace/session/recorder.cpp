@@ -360,6 +360,8 @@ void RecordSession::set_up() {
   install_dump_signal_handler();
   if (options_.switch_output_seconds) rotated_.emplace(options_.switch_output_files);
   if (options_.switch_output_seconds || options_.flight_recorder_seconds) period_writer_.emplace();
+  // The window's top wakers are those of the waits woken in the window.
+  if (options_.flight_recorder_seconds) pipeline_.model().keep_wakers_by_second();
   if (!options_.upload_url.empty()) {
     Uploader::Options upload;
     upload.url = options_.upload_url;
