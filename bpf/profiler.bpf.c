@@ -501,12 +501,10 @@ static __always_inline __u32 off_cpu_state(bool preempt, unsigned int prev_state
  * preempted in the kernel (that is preempt_schedule), and its saved registers are an
  * interrupt's (orig_ax < 0: a vector, or -1 for an exception without an error code) from user
  * mode. A system call's exit keeps its stack: sched_yield's is worth seeing. */
-static __always_inline bool kernel_stack_worth_taking(struct task_struct* task, bool preempt,
+static __always_inline bool kernel_stack_worth_taking(const struct pt_regs* user_regs, bool preempt,
                                                       unsigned int prev_state) {
-  if (preempt || prev_state != TASK_RUNNING_STATE || (task->flags & PF_KTHREAD_FLAG)) return true;
-  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
-  if (!regs) return true;
-  return (long)regs->orig_ax >= 0 || (regs->cs & 3) != 3; /* BTF loads: no helper */
+  if (preempt || prev_state != TASK_RUNNING_STATE || !user_regs) return true;
+  return (long)user_regs->orig_ax >= 0 || (user_regs->cs & 3) != 3; /* BTF loads: no helper */
 }
 
 /* The stop of `task` leaving the CPU now (in current_stop), or NULL. */
@@ -515,16 +513,14 @@ static __always_inline struct off_cpu_stop* off_cpu_stop_of(struct task_struct* 
   __u32 zero = 0;
   struct off_cpu_stop* stop = bpf_map_lookup_elem(&current_stop, &zero);
   if (!stop) return NULL;
+  /* A kernel thread has no user registers. */
+  struct pt_regs* regs =
+      task->flags & PF_KTHREAD_FLAG ? NULL : (struct pt_regs*)bpf_task_pt_regs(task);
   stop->time_ns = bpf_ktime_get_ns();
-  stop->with_kernel_stack = kernel_stack_worth_taking(task, preempt, prev_state);
+  stop->with_kernel_stack = kernel_stack_worth_taking(regs, preempt, prev_state);
   stop->owes_stop_mark = 0;
-  stop->user_pc = 0;
-  stop->user_sp = 0;
-  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
-  if (regs && !(task->flags & PF_KTHREAD_FLAG)) {
-    stop->user_pc = regs->ip;
-    stop->user_sp = regs->sp;
-  }
+  stop->user_pc = regs ? regs->ip : 0;
+  stop->user_sp = regs ? regs->sp : 0;
   return stop;
 }
 
@@ -544,6 +540,16 @@ static __always_inline bool reuses_off_cpu_stacks(struct off_cpu_stop* taken,
 
 static __always_inline struct off_cpu_stop* off_cpu_stacks_taken(struct task_struct* task) {
   return bpf_task_storage_get(&off_cpu_stack_taken, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+/* Whether the thread's last stacks serve this stop (reuses_off_cpu_stacks); if not, this stop
+ * becomes the one whose stacks the caller takes now. */
+static __always_inline bool reuse_or_claim_off_cpu_stacks(struct task_struct* task,
+                                                          const struct off_cpu_stop* stop) {
+  struct off_cpu_stop* taken = off_cpu_stacks_taken(task);
+  if (reuses_off_cpu_stacks(taken, stop)) return true;
+  if (taken && stop) *taken = *stop;
+  return false;
 }
 
 /* --no-off-cpu marks a thread's stop (a weight-0 sample: its CPU time ends here) only when it
@@ -617,9 +623,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
       fill_header(&d->header, BPFPROF_EVENT_DWARF_SWITCH_OUT, prev_tgid, prev_tid);
       d->cpu_time_ns = prev->se.sum_exec_runtime;
       d->state = state;
-      struct off_cpu_stop* taken = off_cpu_stacks_taken(prev);
-      const bool reuse = reuses_off_cpu_stacks(taken, stop);
-      if (!reuse && taken && stop) *taken = *stop;
+      const bool reuse = reuse_or_claim_off_cpu_stacks(prev, stop);
       d->flags = reuse ? BPFPROF_SWITCH_STACK_REUSED : 0;
       capture_dwarf_stacks(ctx, d, !reuse, !reuse && (!stop || stop->with_kernel_stack));
       if (!reuse) send_python_stack(&d->header);
@@ -636,11 +640,9 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
       e->flags = 0;
       __u32 user_depth = 0, kernel_depth = 0;
       if (record_off_cpu) {
-        struct off_cpu_stop* taken = off_cpu_stacks_taken(prev);
-        if (reuses_off_cpu_stacks(taken, stop)) {
+        if (reuse_or_claim_off_cpu_stacks(prev, stop)) {
           e->flags = BPFPROF_SWITCH_STACK_REUSED;
         } else {
-          if (taken && stop) *taken = *stop;
           /* prev is still the current task here: these are the stacks it sleeps in. */
           user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
           if (!stop || stop->with_kernel_stack)

@@ -400,6 +400,23 @@ void forget_waker_seconds_before(Process& p, MonotonicNs t) {
   }
 }
 
+// The frame of a raw address (a return address: the frame points into its call).
+FrameKey frame_key(const AddressSpace* space, uint64_t address, bool return_address) {
+  if (std::optional<PythonFrameId> python = python_frame_of(address))
+    return FrameKey::python(*python);  // a line, not a return address
+  if (address == kExecRawFrame) return FrameKey::exec();
+  if (return_address && address > 0) address -= 1;
+  if (is_kernel_address(address)) return FrameKey::kernel(address);
+  if (const Mapping* m = space ? space->find(address) : nullptr)
+    return FrameKey::native(m->lib, address - m->start + m->file_offset);
+  return FrameKey::unmapped(address);
+}
+
+// The key of a raw stack of a process in resolved_ and resolved_callers_.
+uint64_t resolved_key(Pid pid, RawStackId raw) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(pid.value)) << 32 | raw;
+}
+
 }  // namespace
 
 std::optional<ThreadWaits::EndedWait> SessionModel::end_wait(Thread& th, MonotonicNs t) {
@@ -443,24 +460,13 @@ StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_s
   const AddressSpace* space = nullptr;
   if (auto it = address_spaces_.find(pid); it != address_spaces_.end()) space = &it->second;
   const uint64_t version = space ? space->version() : 0;
-  const uint64_t cache_key = static_cast<uint64_t>(static_cast<uint32_t>(pid.value)) << 32 | raw;
+  const uint64_t cache_key = resolved_key(pid, raw);
   if (auto it = resolved_.find(cache_key);
       it != resolved_.end() && it->second.address_space_version == version)
     return it->second.stack;
   const StackId resolved = resolve_uncached(pid, space, raw, raw_stacks);
   resolved_[cache_key] = ResolvedStack{version, resolved};
   return resolved;
-}
-
-FrameKey SessionModel::frame_key(const AddressSpace* space, uint64_t address, bool return_address) {
-  if (std::optional<PythonFrameId> python = python_frame_of(address))
-    return FrameKey::python(*python);  // a line, not a return address
-  if (address == kExecRawFrame) return FrameKey::exec();
-  if (return_address && address > 0) address -= 1;
-  if (is_kernel_address(address)) return FrameKey::kernel(address);
-  if (const Mapping* m = space ? space->find(address) : nullptr)
-    return FrameKey::native(m->lib, address - m->start + m->file_offset);
-  return FrameKey::unmapped(address);
 }
 
 StackId SessionModel::resolve_uncached(Pid pid, const AddressSpace* space, RawStackId raw,
@@ -481,12 +487,11 @@ StackId SessionModel::resolve_uncached(Pid pid, const AddressSpace* space, RawSt
     n = raw_stacks.node(n).parent;
   }
   const uint64_t version = space ? space->version() : 0;
-  const uint64_t process_key = static_cast<uint64_t>(static_cast<uint32_t>(pid.value)) << 32;
   std::vector<RawStackId>& callers = scratch_callers_;  // innermost first
   callers.clear();
   StackId node = ResolvedStackTree::kRoot;
   for (; n != RawStackTree::kRoot; n = raw_stacks.node(n).parent) {
-    auto it = resolved_callers_.find(process_key | n);
+    auto it = resolved_callers_.find(resolved_key(pid, n));
     if (it != resolved_callers_.end() && it->second.address_space_version == version) {
       node = it->second.stack;
       break;
@@ -495,7 +500,7 @@ StackId SessionModel::resolve_uncached(Pid pid, const AddressSpace* space, RawSt
   }
   for (size_t i = callers.size(); i-- > 0;) {
     node = stacks_.intern(node, frame_key(space, raw_stacks.node(callers[i]).key, true));
-    resolved_callers_[process_key | callers[i]] = ResolvedStack{version, node};
+    resolved_callers_[resolved_key(pid, callers[i])] = ResolvedStack{version, node};
   }
   for (size_t i = exact_part.size(); i-- > 0;) {
     const bool exact = i == 0 || (has_user_frame && i == exact_part.size() - 1);

@@ -271,8 +271,6 @@ class SessionModel {
   StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
   StackId resolve_uncached(Pid pid, const AddressSpace* space, RawStackId raw,
                            const RawStackTree& raw_stacks);
-  // The frame of a raw address (a return address: the frame points into its call).
-  static FrameKey frame_key(const AddressSpace* space, uint64_t address, bool return_address);
   StackId off_cpu_stack(Thread& th, const SampleRecord& switch_out, const RawStackTree& raw_stacks);
   void note_waking(Thread& th, const SampleRecord& waking, const RawStackTree& raw_stacks);
   // The thread's wait (if one is open) ends at t: matched with the waking that ended it.
