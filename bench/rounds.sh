@@ -26,22 +26,24 @@ mode_median() { awk -v m="$1" -v c="${2:-2}" '$1 == m {print $c}' "$out/results"
 
 # Paired comparison of modes A and B within each round: each one's slowdown against the
 # alone run of the same round (so that a round's load touches both alike). Prints one table
-# row: rounds where A was faster, and the median and range of (A - B) in points.
+# row: rounds where A was faster, and the median and range of (A - B) in points. With a third
+# argument `raw`, the difference is of the measures themselves (no alone run needed).
 paired_row() {
-  awk -v a="$1" -v b="$2" '
+  awk -v a="$1" -v b="$2" -v raw="${3:-}" '
     { ms[$1 " " $2] = $3; rounds[$1] = 1 }
     END {
       n = 0; faster = 0
       for (r in rounds) {
-        base = ms[r " alone"]; x = ms[r " " a]; y = ms[r " " b]
+        base = raw == "raw" ? 1 : ms[r " alone"]; x = ms[r " " a]; y = ms[r " " b]
         if (base == "" || x == "" || y == "") continue
-        d[++n] = 100 * (x - y) / base
+        d[++n] = (raw == "raw" ? 1 : 100) * (x - y) / base
         if (x < y) faster++
       }
       if (n == 0) exit
       # insertion sort: a few dozen rounds
       for (i = 2; i <= n; i++) { v = d[i]; j = i - 1; while (j > 0 && d[j] > v) { d[j + 1] = d[j]; j-- } d[j + 1] = v }
       med = (n % 2) ? d[(n + 1) / 2] : (d[n / 2] + d[n / 2 + 1]) / 2
-      printf "| %s vs %s | %d of %d | %+.2f | %+.2f .. %+.2f |\n", a, b, faster, n, med, d[1], d[n]
+      fmt = raw == "raw" ? "| %s vs %s | %d of %d | %+.0f | %+.0f .. %+.0f |\n" : "| %s vs %s | %d of %d | %+.2f | %+.2f .. %+.2f |\n"
+      printf fmt, a, b, faster, n, med, d[1], d[n]
     }' "$out/rounds"
 }

@@ -246,22 +246,23 @@ static __always_inline void read_user_registers(struct task_struct* task, __u64*
   if (!task->mm) return;
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
   if (!regs) return;
-  r[0] = BPF_CORE_READ(regs, ax);
-  r[1] = BPF_CORE_READ(regs, dx);
-  r[2] = BPF_CORE_READ(regs, cx);
-  r[3] = BPF_CORE_READ(regs, bx);
-  r[4] = BPF_CORE_READ(regs, si);
-  r[5] = BPF_CORE_READ(regs, di);
-  r[6] = BPF_CORE_READ(regs, bp);
-  r[7] = BPF_CORE_READ(regs, sp);
-  r[8] = BPF_CORE_READ(regs, r8);
-  r[9] = BPF_CORE_READ(regs, r9);
-  r[10] = BPF_CORE_READ(regs, r10);
-  r[11] = BPF_CORE_READ(regs, r11);
-  r[12] = BPF_CORE_READ(regs, r12);
-  r[13] = BPF_CORE_READ(regs, r13);
-  r[14] = BPF_CORE_READ(regs, r14);
-  r[15] = BPF_CORE_READ(regs, r15);
+  /* Direct loads (a BTF pointer): a helper call per register costs ~20 ns more. */
+  r[0] = regs->ax;
+  r[1] = regs->dx;
+  r[2] = regs->cx;
+  r[3] = regs->bx;
+  r[4] = regs->si;
+  r[5] = regs->di;
+  r[6] = regs->bp;
+  r[7] = regs->sp;
+  r[8] = regs->r8;
+  r[9] = regs->r9;
+  r[10] = regs->r10;
+  r[11] = regs->r11;
+  r[12] = regs->r12;
+  r[13] = regs->r13;
+  r[14] = regs->r14;
+  r[15] = regs->r15;
   r[16] = user_pc(regs);
 }
 
@@ -377,7 +378,7 @@ static __noinline bool in_exec_without_user_stack(struct task_struct* task) {
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
   if (!regs || !task->mm) return false;
   struct stack_end found = {0};
-  return bpf_find_vma(task, BPF_CORE_READ(regs, sp), find_stack_end, &found, 0) != 0;
+  return bpf_find_vma(task, regs->sp, find_stack_end, &found, 0) != 0;
 }
 
 /* A sample or switch-out (`kind`, in unwound_scratch's `slot`) of a task

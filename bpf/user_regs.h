@@ -44,18 +44,16 @@ static long sigframe_search_step(__u64 i, void* ctx) {
  * instruction puts it there); in rt_sigreturn a cx that differs from ip has been restored
  * already, and so has sp. */
 static __always_inline __u64 user_pc(struct pt_regs* regs) {
-  const __u64 ip = BPF_CORE_READ(regs, ip);
-  const __u64 cx = BPF_CORE_READ(regs, cx);
-  if (BPF_CORE_READ(regs, orig_ax) != BPFPROF_NR_RT_SIGRETURN || cx == ip) return ip;
-  const __u64 sp = BPF_CORE_READ(regs, sp);
+  const __u64 ip = regs->ip; /* BTF loads (bpf_task_pt_regs): no helper */
+  const __u64 cx = regs->cx;
+  if (regs->orig_ax != BPFPROF_NR_RT_SIGRETURN || cx == ip) return ip;
+  const __u64 sp = regs->sp;
   __u64 saved_cx;
   if (!bpf_probe_read_user(&saved_cx, sizeof(saved_cx), (void*)(sp + BPFPROF_SIGFRAME_RCX)) &&
       saved_cx == cx)
     return ip; /* sp is still the signal frame's */
-  struct sigframe_search s = {.top = (sp - 128 - BPFPROF_SIGFRAME_RIP - 8) & ~15ull,
-                              .bp = BPF_CORE_READ(regs, bp),
-                              .cx = cx,
-                              .sp = sp};
+  struct sigframe_search s = {
+      .top = (sp - 128 - BPFPROF_SIGFRAME_RIP - 8) & ~15ull, .bp = regs->bp, .cx = cx, .sp = sp};
   bpf_loop(SIGFRAME_SEARCH_STEPS, sigframe_search_step, &s, 0);
   return s.pc ? s.pc : ip;
 }
