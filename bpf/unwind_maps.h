@@ -86,4 +86,7 @@ struct bpfprof_file_table {
 
 #define BPFPROF_MAX_FILE_TABLES 4096
 
+/* Entries of the walker's row cache per CPU (a slot per program: 2 << 10). */
+#define BPFPROF_ROW_CACHE_CPU_ENTRIES 2048
+
 #endif

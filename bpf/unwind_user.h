@@ -65,7 +65,8 @@ struct unwind_walk {
   __u32 bump;     /* record pc + 1: a signal-interrupted pc, nudged like a return address */
   __u32 bp_known; /* bp holds the frame's rbp (not so after a row with BPFPROF_RBP_UNKNOWN) */
   /* The frame's row and the ELF address it was found for (copied here from the cache or the
-   * table, so that the verifier sees one path into table_step). */
+   * table, so that the verifier sees one path into table_step); from the cache, only the
+   * address's low 4 bits, all that a step uses. */
   struct bpfprof_unwind_row row;
   __u64 elf_pc;
   /* The frame's mapping, copied here from the process's value or from vma_mapping (one path
@@ -108,16 +109,22 @@ struct {
  * mix an entry. */
 #define ROW_CACHE_BITS 10
 struct row_cache_entry {
-  __u64 key; /* row_cache_key() */
-  __u64 elf_pc;
-  __u32 generation; /* bpfprof_process_mappings.generation; 0: empty */
-  __u32 pad;
+  __u64 key;          /* row_cache_key() */
+  __u32 generation;   /* bpfprof_process_mappings.generation; 0: empty */
+  __u32 elf_pc_phase; /* the ELF address's low 4 bits: all a step uses of it (a PLT slot's) */
   struct bpfprof_unwind_row row;
+  __u32 pad;
 };
+_Static_assert(sizeof(struct row_cache_entry) == 32, "two entries a cache line");
 
+/* The CPUs' caches one after the other (BPFPROF_ROW_CACHE_CPU_ENTRIES each; userspace sizes
+ * it to the possible CPUs): a plain array, not a per-CPU one, whose lookup loads the entry's
+ * per-CPU pointer from another line first. Mmapable for its page-aligned values: a 32-byte
+ * entry then never straddles two cache lines. A walk touches one line a frame. */
 struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 2 << ROW_CACHE_BITS);
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, 1);
   __type(key, __u32);
   __type(value, struct row_cache_entry);
 } row_cache SEC(".maps");
@@ -127,15 +134,20 @@ struct unwind_context {
   struct bpfprof_unwound_event* event;
   struct bpfprof_process_mappings* mappings; /* NULL: not in the kernel yet */
   __u32 slot;                                /* 0: the sample program, 1: sched_switch */
+  __u32 cpu;                                 /* its part of the row cache */
 };
 
 static __always_inline __u64 row_cache_key(const struct unwind_walk* w) {
   return w->pc | ((__u64)(w->exact & 1) << 63);
 }
 
-static __always_inline struct row_cache_entry* row_cache_entry_for(__u32 slot, __u64 key) {
+_Static_assert(BPFPROF_ROW_CACHE_CPU_ENTRIES == 2 << ROW_CACHE_BITS, "a slot per program");
+
+static __always_inline struct row_cache_entry* row_cache_entry_for(const struct unwind_context* c,
+                                                                   __u64 key) {
   __u32 index = (__u32)((key * 0x9E3779B97F4A7C15ull) >> (64 - ROW_CACHE_BITS));
-  index |= (slot & 1) << ROW_CACHE_BITS;
+  index |= (c->slot & 1) << ROW_CACHE_BITS;
+  index += c->cpu * BPFPROF_ROW_CACHE_CPU_ENTRIES;
   return bpf_map_lookup_elem(&row_cache, &index);
 }
 
@@ -383,22 +395,22 @@ static __always_inline int follows_syscall(__u64 pc) {
  * without it). */
 static __always_inline bool row_cache_hit(struct unwind_context* c, struct unwind_walk* w) {
   const __u64 key = row_cache_key(w);
-  struct row_cache_entry* cached = row_cache_entry_for(c->slot, key);
+  struct row_cache_entry* cached = row_cache_entry_for(c, key);
   if (!cached || !c->mappings || !cached->generation ||
       cached->generation != c->mappings->generation || cached->key != key)
     return false;
   w->row = cached->row;
-  w->elf_pc = cached->elf_pc;
+  w->elf_pc = cached->elf_pc_phase;
   return true;
 }
 
 static __always_inline void row_cache_fill(struct unwind_context* c, struct unwind_walk* w) {
   const __u64 key = row_cache_key(w);
-  struct row_cache_entry* cached = row_cache_entry_for(c->slot, key);
+  struct row_cache_entry* cached = row_cache_entry_for(c, key);
   if (!cached || !c->mappings) return;
   cached->generation = 0; /* empty while it is filled */
   cached->key = key;
-  cached->elf_pc = w->elf_pc;
+  cached->elf_pc_phase = w->elf_pc & 15;
   cached->row = w->row;
   cached->generation = c->mappings->generation;
 }
@@ -419,7 +431,7 @@ struct fast_frame {
  * map value. */
 static __always_inline bool fast_step(const struct unwind_context* c, const struct unwind_walk* w,
                                       __u32 generation, struct fast_frame* f) {
-  const struct row_cache_entry* cached = row_cache_entry_for(c->slot, f->pc);
+  const struct row_cache_entry* cached = row_cache_entry_for(c, f->pc);
   if (!cached || cached->generation != generation || cached->key != f->pc) return false;
   const __s32 cfa_offset = cached->row.cfa_offset;
   __u64 cfa;
@@ -432,7 +444,7 @@ static __always_inline bool fast_step(const struct unwind_context* c, const stru
       cfa = f->bp + cfa_offset;
       break;
     case BPFPROF_CFA_PLT:
-      cfa = f->sp + cfa_offset + ((cached->elf_pc & 15) >= 11 ? 8 : 0);
+      cfa = f->sp + cfa_offset + (cached->elf_pc_phase >= 11 ? 8 : 0);
       break;
     default:
       return false;
@@ -556,7 +568,8 @@ static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tg
   w->bp_known = 1;
   w->window_len = 0;
   w->vma_mapping.end = 0;
-  struct unwind_context c = {.walk = w, .event = e, .mappings = pm, .slot = slot};
+  struct unwind_context c = {
+      .walk = w, .event = e, .mappings = pm, .slot = slot, .cpu = bpf_get_smp_processor_id()};
   bpf_loop(BPFPROF_MAX_UNWOUND_FRAMES + 1, unwind_step, &c, 0);
   if (w->result != WALK_ROOT) {
     count_unwind_fallback(!pm                          ? BPFPROF_FALLBACK_NO_PROCESS

@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "bpf/events.h"
+#include "bpf/unwind_maps.h"
 #include "profiler.skel.h"
 #include "userspace/capture/event_log.h"
 #include "userspace/capture/memory_limit.h"
@@ -189,6 +190,9 @@ BpfPrograms::BpfPrograms(const Config& config)
   for (bpf_map* scratch : {skeleton_->maps.dwarf_scratch, skeleton_->maps.dwarf_switch_scratch})
     if (int err = bpf_map__set_max_entries(scratch, static_cast<uint32_t>(cpus)))
       throw std::runtime_error("cannot size the stack-copy space: " + errno_text(err));
+  if (int err = bpf_map__set_max_entries(
+          skeleton_->maps.row_cache, static_cast<uint32_t>(cpus) * BPFPROF_ROW_CACHE_CPU_ENTRIES))
+    throw std::runtime_error("cannot size the unwinder's row cache: " + errno_text(err));
   if (int err = bpf_map__set_max_entries(skeleton_->maps.unwind_rows,
                                          std::max<uint32_t>(config.unwind_row_capacity, 1)))
     throw std::runtime_error("cannot size the unwind-table rows: " + errno_text(err));
