@@ -8,7 +8,7 @@
 # difference of a few hundred ns per sample shows at 1 kHz.
 # Modes interleaved for ROUNDS rounds; per mode the median over rounds of the mean ns per
 # sample, and that less perf-nostack's (the timer, perf's bookkeeping and a sample without a
-# stack: what every sampler pays here). Needs root and bpftrace (apt-get install bpftrace).
+# stack: what every sampler pays here). Needs root and bpftrace (scripts/install-deps.sh --bench).
 #   ROUNDS=5 SHAPE=deep bench/sample_cost.sh
 #   MODES="bpfprof-dwarf perf-fp" BPFPROF_BASE=/tmp/old/bpfprof bench/sample_cost.sh
 set -euo pipefail
@@ -21,7 +21,7 @@ SHAPE=${SHAPE:-deep}
 FREQ=${FREQ:-1000}
 [ "$SHAPE" = deep ] && WORK_ARGS=("$WORK" deep) || WORK_ARGS=("$WORK")
 [ "$(id -u)" -eq 0 ] || { echo "needs root" >&2; exit 1; }
-command -v bpftrace >/dev/null || { echo "needs bpftrace (apt-get install bpftrace)" >&2; exit 1; }
+command -v bpftrace >/dev/null || { echo "needs bpftrace (scripts/install-deps.sh --bench)" >&2; exit 1; }
 . bench/rounds.sh
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what bpfprof needs to build and test on Debian 12 (run as root). Idempotent:
 # installs only the packages that are missing. With --bench, also what bench/ needs beyond
-# that (perf, for bench/real_programs.sh and bench/perf_pipeline.sh).
+# that (perf, for bench/real_programs.sh and bench/perf_pipeline.sh; bpftrace, for
+# bench/sample_cost.sh).
 set -euo pipefail
 
 packages=(
@@ -18,7 +19,7 @@ packages=(
   sqlite3 xz-utils git coreutils python3
 )
 if [[ "${1:-}" == --bench ]]; then
-  packages+=(linux-perf)
+  packages+=(linux-perf bpftrace)
 fi
 
 missing=()
