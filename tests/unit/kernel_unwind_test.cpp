@@ -93,7 +93,7 @@ struct Fixture {
             track_all) {}
   void apply(const std::vector<LifecycleEvent>& events) {
     tables.apply(events, 0);
-    tables.wait_for_tables();
+    EXPECT_TRUE(tables.wait_for_tables(std::chrono::seconds(30)));
     tables.flush();
   }
   RecordingSink sink;

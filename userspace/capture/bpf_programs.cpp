@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <system_error>
@@ -360,13 +361,8 @@ std::vector<uint64_t> BpfPrograms::lost_events_per_cpu() const {
 }
 
 uint64_t BpfPrograms::processes_not_followed() const {
-  return per_cpu_total(skeleton_->maps.processes_not_followed);
-}
-
-uint64_t BpfPrograms::per_cpu_total(const bpf_map* map) const {
-  uint64_t total = 0;
-  for (uint64_t v : per_cpu_counts(map)) total += v;
-  return total;
+  const std::vector<uint64_t> per_cpu = per_cpu_counts(skeleton_->maps.processes_not_followed);
+  return std::accumulate(per_cpu.begin(), per_cpu.end(), uint64_t{0});
 }
 
 uint64_t BpfPrograms::lost_events() const {

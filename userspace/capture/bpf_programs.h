@@ -106,9 +106,8 @@ class BpfPrograms {
   void save_events_to(EventLogWriter* log) { event_log_ = log; }
 
  private:
-  // A per-CPU array map's first entry on each CPU (empty if unreadable), and their sum.
+  // A per-CPU array map's first entry on each CPU (empty if unreadable).
   std::vector<uint64_t> per_cpu_counts(const bpf_map* map) const;
-  uint64_t per_cpu_total(const bpf_map* map) const;
 
   static int on_event(void* context, void* data, size_t size);
   void apply_stack_copy_changes(IngestPipeline& pipeline);

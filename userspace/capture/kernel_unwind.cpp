@@ -195,11 +195,6 @@ void KernelUnwindTables::build_tables() {
   }
 }
 
-void KernelUnwindTables::wait_for_tables() {
-  std::unique_lock lock(mutex_);
-  job_done_.wait(lock, [this] { return pending_ == 0; });
-}
-
 bool KernelUnwindTables::wait_for_tables(std::chrono::milliseconds limit) {
   std::unique_lock lock(mutex_);
   return job_done_.wait_for(lock, limit, [this] { return pending_ == 0; });

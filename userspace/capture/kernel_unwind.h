@@ -71,9 +71,8 @@ class KernelUnwindTables {
   // Tables of files that a process about to start will map (`record -- CMD`: its program and
   // libraries), queued before it runs so that its first mappings find them loaded.
   void preload(const std::vector<std::string>& paths);
-  // Blocks until every queued table is built (then flush() loads them).
-  void wait_for_tables();
-  // The same for at most `limit`; true if every table was built by then.
+  // Blocks until every queued table is built (then flush() loads them), for at most `limit`;
+  // true if every table was built by then.
   bool wait_for_tables(std::chrono::milliseconds limit);
   // Tables are queued or being built: their processes' samples fall back meanwhile.
   bool building();
