@@ -125,9 +125,13 @@ struct bpfprof_switch_out_event {
   __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
 };
 
-/* The most user frames the in-kernel walk follows before it gives up and falls back to a
- * stack copy (a 150-deep recursion fits; 255 keeps the index a one-byte mask). */
-#define BPFPROF_MAX_UNWOUND_FRAMES 255
+/* The most user frames the in-kernel walk follows. A deeper stack (GCC's garbage collector
+ * recurses thousands deep) is cut there: its innermost frames are sent, and the profile roots
+ * them at [truncated]. A stack copy would give no more (userspace unwinds as many frames) for
+ * ~50 KB a sample and half a millisecond of unwinding. The index is masked to this array's
+ * bound (BPFPROF_UNWOUND_INDEX_MASK) for the verifier. */
+#define BPFPROF_MAX_UNWOUND_FRAMES 1023
+#define BPFPROF_UNWOUND_INDEX_MASK 0x3ff
 
 /* BPFPROF_EVENT_UNWOUND_SAMPLE and _SWITCH_OUT: `ips` holds user_depth user frames (the
  * innermost pc, then return addresses, the outermost one in the thread's root function;

@@ -357,7 +357,7 @@ static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event* 
  * when taken now; before it the Python stack, when its frames are taken now too. */
 static __always_inline void send_unwound_event(void* ctx, struct bpfprof_unwound_event* e,
                                                bool with_kernel_stack, bool with_python_stack) {
-  const __u32 user_depth = e->user_depth & 0xff;
+  const __u32 user_depth = e->user_depth & BPFPROF_UNWOUND_INDEX_MASK;
   __u32 kernel_depth = 0;
   if (with_kernel_stack)
     kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;

@@ -34,15 +34,17 @@ enum bpfprof_mapping_kind {
   BPFPROF_MAPPING_FALLBACK = 3,
 };
 
-/* Why a walk gave up and the sample fell back to a stack copy (counted per CPU in the
- * unwind_fallbacks map, reported at the end). */
+/* Why a walk gave up and the sample fell back to a stack copy, or was cut (counted per CPU
+ * in the unwind_fallbacks map, reported at the end). */
 enum bpfprof_unwind_fallback {
-  BPFPROF_FALLBACK_NO_PROCESS = 0,    /* the process's mappings are not in the kernel yet */
-  BPFPROF_FALLBACK_UNMAPPED = 1,      /* a pc in no known executable mapping */
-  BPFPROF_FALLBACK_NOT_LOADED = 2,    /* a pc in a file whose table is not loaded */
-  BPFPROF_FALLBACK_UNKNOWN_ROW = 3,   /* no row, or a row no rule covers */
-  BPFPROF_FALLBACK_READ = 4,          /* a stack read failed (page not present) */
-  BPFPROF_FALLBACK_DEPTH = 5,         /* more than BPFPROF_MAX_UNWOUND_FRAMES frames */
+  BPFPROF_FALLBACK_NO_PROCESS = 0,  /* the process's mappings are not in the kernel yet */
+  BPFPROF_FALLBACK_UNMAPPED = 1,    /* a pc in no known executable mapping */
+  BPFPROF_FALLBACK_NOT_LOADED = 2,  /* a pc in a file whose table is not loaded */
+  BPFPROF_FALLBACK_UNKNOWN_ROW = 3, /* no row, or a row no rule covers */
+  BPFPROF_FALLBACK_READ = 4,        /* a stack read failed (page not present) */
+  /* Not a fallback: a stack deeper than BPFPROF_MAX_UNWOUND_FRAMES, cut there (its innermost
+   * frames are sent; counted here with the walks that did not reach a root). */
+  BPFPROF_WALK_CUT_AT_DEPTH = 5,
   BPFPROF_FALLBACK_BAD_FRAME = 6,     /* a frame that goes nowhere: CFA below sp, pc 0 */
   BPFPROF_FALLBACK_FRAME_POINTER = 7, /* rbp needed but unknown, or a broken chain */
   BPFPROF_FALLBACK_REASONS = 8,

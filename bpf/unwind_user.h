@@ -37,7 +37,7 @@ struct {
   __type(value, struct bpfprof_file_table);
 } unwind_files SEC(".maps");
 
-/* Why walks fell back, per CPU (enum bpfprof_unwind_fallback). */
+/* Why walks fell back or were cut, per CPU (enum bpfprof_unwind_fallback). */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, BPFPROF_FALLBACK_REASONS);
@@ -50,7 +50,8 @@ struct {
  * return address, read first. */
 #define STACK_WINDOW_BELOW 64
 
-enum walk_result { WALK_GOING = 0, WALK_ROOT = 1, WALK_FALLBACK = 2 };
+/* WALK_CUT: BPFPROF_MAX_UNWOUND_FRAMES frames walked without reaching a root. */
+enum walk_result { WALK_GOING = 0, WALK_ROOT = 1, WALK_FALLBACK = 2, WALK_CUT = 3 };
 
 /* A walk's registers live in a map value, not on the BPF stack: the verifier does not track
  * a map value's contents, so bpf_loop's callback is verified once, not per frame. */
@@ -293,7 +294,9 @@ static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_un
       read_stack_word(w, w->sp + BPFPROF_SIGFRAME_RSP, &rsp) ||
       read_stack_word(w, w->sp + BPFPROF_SIGFRAME_RBP, &rbp))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
-  if (depth) e->ips[depth & 0xff] += 1; /* the leaf (a thread in rt_sigreturn) is exact */
+  if (depth)
+    e->ips[depth & BPFPROF_UNWOUND_INDEX_MASK] +=
+        1; /* the leaf (a thread in rt_sigreturn) is exact */
   w->pc = rip;
   w->sp = rsp;
   w->bp = rbp;
@@ -484,7 +487,7 @@ static __always_inline void fast_steps(const struct unwind_context* c, struct un
     if (f.depth >= BPFPROF_MAX_UNWOUND_FRAMES) break;
     const __u64 pc = f.pc;
     if (!fast_step(c, w, generation, &f)) break;
-    e->ips[f.depth & 0xff] = pc;
+    e->ips[f.depth & BPFPROF_UNWOUND_INDEX_MASK] = pc;
     f.depth += 1;
   }
   w->pc = f.pc;
@@ -501,9 +504,8 @@ static long unwind_step(__u64 index, void* context) {
   struct bpfprof_unwound_event* e = c->event;
   fast_steps(c, w, e);
   const __u32 depth = w->depth;
-  if (depth >= BPFPROF_MAX_UNWOUND_FRAMES)
-    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_DEPTH);
-  e->ips[depth & 0xff] = w->pc + w->bump;
+  if (depth >= BPFPROF_MAX_UNWOUND_FRAMES) return walk_stops(w, WALK_CUT, 0);
+  e->ips[depth & BPFPROF_UNWOUND_INDEX_MASK] = w->pc + w->bump;
   w->depth = depth + 1;
   if (row_cache_hit(c, w)) return table_step(w, e, depth);
   const struct bpfprof_exec_mapping* known = find_mapping(c->mappings, w->pc);
@@ -538,14 +540,14 @@ static long unwind_step(__u64 index, void* context) {
   return table_step(w, e, depth);
 }
 
-static __always_inline void count_unwind_fallback(__u32 reason) {
+static __always_inline void count_unwind_outcome(__u32 reason) {
   __u64* count = bpf_map_lookup_elem(&unwind_fallbacks, &reason);
   if (count) *count += 1; /* per CPU: no other writer */
 }
 
 /* Walks the user stack of `task` into e->ips and sets e->user_depth. True when the walk
- * reached a thread root (or the task has no user context); false when the sample must fall
- * back to a stack copy (the reason counted). `slot`: 0 in the sample program, 1 in
+ * reached a thread root or the depth limit (or the task has no user context); false when the
+ * sample must fall back to a stack copy (the reason counted). `slot`: 0 in the sample program, 1 in
  * sched_switch. */
 static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tgid, __u32 slot,
                                               struct bpfprof_unwound_event* e) {
@@ -571,12 +573,13 @@ static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tg
   struct unwind_context c = {
       .walk = w, .event = e, .mappings = pm, .slot = slot, .cpu = bpf_get_smp_processor_id()};
   bpf_loop(BPFPROF_MAX_UNWOUND_FRAMES + 1, unwind_step, &c, 0);
-  if (w->result != WALK_ROOT) {
-    count_unwind_fallback(!pm                          ? BPFPROF_FALLBACK_NO_PROCESS
-                          : w->result == WALK_FALLBACK ? w->reason
-                                                       : BPFPROF_FALLBACK_DEPTH);
+  /* Each step records a frame: the loop ends at the depth limit at the latest. */
+  if (w->result == WALK_GOING) w->result = WALK_CUT;
+  if (w->result == WALK_FALLBACK) {
+    count_unwind_outcome(pm ? w->reason : BPFPROF_FALLBACK_NO_PROCESS);
     return false;
   }
+  if (w->result == WALK_CUT) count_unwind_outcome(BPFPROF_WALK_CUT_AT_DEPTH);
   e->user_depth = w->depth;
   return true;
 }

@@ -64,8 +64,9 @@ void count_stack_copy(RecordingStats& stats, size_t event_bytes, size_t stack_by
 
 }  // namespace
 
-// Unwound stacks are not bound by the kernel's frame-pointer walk limit.
-constexpr size_t kMaxUnwoundFrames = 1024;
+// Stacks unwound from copies are not bound by the kernel's frame-pointer walk limit; they
+// stop where the in-kernel walk does, so that both modes give the same frames.
+constexpr size_t kMaxUnwoundFrames = BPFPROF_MAX_UNWOUND_FRAMES;
 
 static_assert(kExecRawFrame == BPFPROF_RAW_EXEC_FRAME);
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "bpf/events.h"
 #include "bpf/unwind_maps.h"
 
 namespace bpfprof {
@@ -17,11 +18,11 @@ std::string format(const char* pattern, auto... values) {
 std::string fallback_reasons(const std::vector<uint64_t>& by_reason) {
   static const char* const kNames[BPFPROF_FALLBACK_REASONS] = {
       "process not known yet", "pc in no known mapping", "table not loaded yet",
-      "no rule for the pc",    "stack page not present", "deeper than 255 frames",
+      "no rule for the pc",    "stack page not present", nullptr /* cut, not a fallback */,
       "frame going nowhere",   "frame pointer needed"};
   std::string text;
   for (size_t i = 0; i < by_reason.size() && i < BPFPROF_FALLBACK_REASONS; ++i)
-    if (by_reason[i])
+    if (by_reason[i] && kNames[i])
       text +=
           (text.empty() ? "" : ", ") + std::string(kNames[i]) + " " + std::to_string(by_reason[i]);
   return text.empty() ? "none" : text;
@@ -47,6 +48,14 @@ void describe_tables(const KernelUnwindStats& k,
                             BPFPROF_MAX_PROCESS_MAPPINGS,
                             static_cast<unsigned long long>(k.processes_not_stored)));
   out.emplace_back("Kernel walks that fell back", fallback_reasons(k.fallbacks_by_reason));
+  const uint64_t cut = k.fallbacks_by_reason.size() > BPFPROF_WALK_CUT_AT_DEPTH
+                           ? k.fallbacks_by_reason[BPFPROF_WALK_CUT_AT_DEPTH]
+                           : 0;
+  if (cut)
+    out.emplace_back("Kernel walks cut at the depth limit",
+                     format("%llu deeper than %d frames (their innermost frames kept, rooted "
+                            "at [truncated])",
+                            static_cast<unsigned long long>(cut), BPFPROF_MAX_UNWOUND_FRAMES));
 }
 
 }  // namespace
