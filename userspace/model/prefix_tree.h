@@ -6,10 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <limits>
-#include <unordered_map>
 #include <vector>
 
 namespace bpfprof {
@@ -26,9 +27,14 @@ class PrefixTree {
   };
 
   NodeId intern(NodeId parent, const Key& key) {
-    auto [it, inserted] = index_.try_emplace(Edge{parent, key}, static_cast<NodeId>(nodes_.size()));
-    if (inserted) nodes_.push_back(Node{parent, key});
-    return it->second;
+    const size_t hash = edge_hash(parent, key);
+    const NodeId found = edges_.find(
+        hash, [&](NodeId n) { return nodes_[n].parent == parent && nodes_[n].key == key; });
+    if (found != kRoot) return found;
+    const auto id = static_cast<NodeId>(nodes_.size());
+    nodes_.push_back(Node{parent, key});
+    edges_.add(hash, id);
+    return id;
   }
 
   // Interns a whole path given from the root to the leaf. A path seen before is found by
@@ -44,16 +50,12 @@ class PrefixTree {
       ++length;
     }
     if (length == 0) return kRoot;
-    const size_t mask = path_slots_.size() - 1;
-    size_t i = hash & mask;
-    if (!path_slots_.empty()) {
-      for (; path_slots_[i].leaf != kRoot; i = (i + 1) & mask)
-        if (path_slots_[i].hash == hash && path_equals(path_slots_[i].leaf, root_to_leaf, length))
-          return path_slots_[i].leaf;
-    }
+    const NodeId seen =
+        paths_.find(hash, [&](NodeId leaf) { return path_equals(leaf, root_to_leaf, length); });
+    if (seen != kRoot) return seen;
     NodeId node = kRoot;
     for (const Key& key : root_to_leaf) node = intern(node, key);
-    add_path(hash, node);
+    paths_.add(hash, node);
     return node;
   }
 
@@ -107,40 +109,52 @@ class PrefixTree {
   }
 
  private:
-  struct Edge {
-    NodeId parent;
-    Key key;
-    bool operator==(const Edge&) const = default;
-  };
-  struct EdgeHash {
-    size_t operator()(const Edge& e) const noexcept {
-      size_t h = KeyHash{}(e.key);
-      return h ^ (static_cast<size_t>(e.parent) * 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2));
-    }
-  };
+  static size_t edge_hash(NodeId parent, const Key& key) {
+    size_t h = KeyHash{}(key) ^ (static_cast<size_t>(parent) * 0x9E3779B97F4A7C15ull);
+    // Linear probing takes the low bits: mix the high ones in (KeyHash may be the identity).
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return h ^ (h >> 32);
+  }
 
-  // The whole-path index: open addressing (linear probing) in a power-of-two table kept at
-  // most 3/4 full; an empty slot's leaf is kRoot (the empty path is never indexed).
-  struct PathSlot {
+  // Node ids by a hash, in open addressing (linear probing) over a power-of-two table kept at
+  // most 3/4 full; an empty slot holds kRoot. What a node stands for is compared by the
+  // caller: its edge (parent and key), or its whole path. Node-based maps cost a cache miss
+  // and an allocation a node: deep stacks intern thousands of nodes a sample.
+  struct Slot {
     size_t hash = 0;
-    NodeId leaf = kRoot;
+    NodeId node = kRoot;
   };
-  void add_path(size_t hash, NodeId leaf) {
-    if ((paths_ + 1) * 4 > path_slots_.size() * 3) {
-      std::vector<PathSlot> old = std::move(path_slots_);
-      path_slots_.assign(std::max<size_t>(64, old.size() * 2), PathSlot{});
-      for (const PathSlot& slot : old)
-        if (slot.leaf != kRoot) place(slot);
+  struct SlotTable {
+    std::vector<Slot> slots;
+    size_t count = 0;
+
+    // The node of the first slot with `hash` whose node `matches`, or kRoot.
+    template <typename Matches>
+    NodeId find(size_t hash, const Matches& matches) const {
+      if (slots.empty()) return kRoot;
+      const size_t mask = slots.size() - 1;
+      for (size_t i = hash & mask; slots[i].node != kRoot; i = (i + 1) & mask)
+        if (slots[i].hash == hash && matches(slots[i].node)) return slots[i].node;
+      return kRoot;
     }
-    place(PathSlot{hash, leaf});
-    ++paths_;
-  }
-  void place(const PathSlot& slot) {
-    const size_t mask = path_slots_.size() - 1;
-    size_t i = slot.hash & mask;
-    while (path_slots_[i].leaf != kRoot) i = (i + 1) & mask;
-    path_slots_[i] = slot;
-  }
+    void add(size_t hash, NodeId node) {
+      if ((count + 1) * 4 > slots.size() * 3) {
+        std::vector<Slot> old = std::move(slots);
+        slots.assign(std::max<size_t>(64, old.size() * 2), Slot{});
+        for (const Slot& slot : old)
+          if (slot.node != kRoot) place(slot);
+      }
+      place(Slot{hash, node});
+      ++count;
+    }
+    void place(const Slot& slot) {
+      const size_t mask = slots.size() - 1;
+      size_t i = slot.hash & mask;
+      while (slots[i].node != kRoot) i = (i + 1) & mask;
+      slots[i] = slot;
+    }
+  };
 
   template <typename Range>
   bool path_equals(NodeId leaf, const Range& root_to_leaf, size_t length) const {
@@ -177,9 +191,8 @@ class PrefixTree {
 
   Identity identity_;
   std::vector<Node> nodes_;
-  std::unordered_map<Edge, NodeId, EdgeHash> index_;
-  std::vector<PathSlot> path_slots_;  // whole-path hash -> leaf
-  size_t paths_ = 0;
+  SlotTable edges_;  // (parent, key) -> node
+  SlotTable paths_;  // whole path -> leaf
 };
 
 }  // namespace bpfprof
