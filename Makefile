@@ -42,6 +42,7 @@ bench: build
 	@{ echo "# make bench, $$(date -u '+%Y-%m-%d %H:%M UTC'), $$(nproc) CPUs, $$(uname -r)"; \
 	  echo; echo "## Overhead (bench/overhead.sh)"; bench/overhead.sh 2>/dev/null; \
 	  echo; echo "## Overhead, deep stacks (SHAPE=deep bench/overhead.sh)"; SHAPE=deep bench/overhead.sh 2>/dev/null; \
+	  echo; echo "## One sample's cost in the interrupt (bench/sample_cost.sh)"; bench/sample_cost.sh 2>/dev/null; \
 	  echo; echo "## Unwind tables ($(BUILD_DIR)/bench/unwind_table_bench)"; $(BUILD_DIR)/bench/unwind_table_bench; \
 	  echo; echo "## Capacity (bench/capacity.sh)"; bench/capacity.sh; \
 	  echo; bench/pipeline.sh; \
