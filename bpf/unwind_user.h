@@ -176,17 +176,21 @@ static __noinline long refill_stack_window(struct unwind_walk* w, __u64 addr, __
   return 0;
 }
 
+/* The user stack's 8 bytes at addr if the walk's window holds them. */
+static __always_inline bool window_word(const struct unwind_walk* w, __u64 addr, __u64* out) {
+  const __u64 offset = addr - w->window_start;
+  if (addr < w->window_start || offset + 8 > w->window_len || offset > STACK_WINDOW_BYTES - 8)
+    return false;
+  __builtin_memcpy(out, w->window + offset, 8);
+  return true;
+}
+
 /* The user stack's 8 bytes at addr, from the walk's window of stack bytes; the call that
  * reads the window again only when the word lies outside it (most words do not: a frame's
  * return address and saved rbp lie just above the last ones read). 0 on success, as
  * bpf_probe_read_user. */
 static __always_inline long read_stack_word(struct unwind_walk* w, __u64 addr, __u64* out) {
-  const __u64 offset = addr - w->window_start;
-  if (addr >= w->window_start && offset + 8 <= w->window_len && offset <= STACK_WINDOW_BYTES - 8) {
-    __builtin_memcpy(out, w->window + offset, 8);
-    return 0;
-  }
-  return refill_stack_window(w, addr, out);
+  return window_word(w, addr, out) ? 0 : refill_stack_window(w, addr, out);
 }
 
 /* Binary searches without branches on the compared values: with a branch per step the
@@ -294,9 +298,8 @@ static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_un
       read_stack_word(w, w->sp + BPFPROF_SIGFRAME_RSP, &rsp) ||
       read_stack_word(w, w->sp + BPFPROF_SIGFRAME_RBP, &rbp))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
-  if (depth)
-    e->ips[depth & BPFPROF_UNWOUND_INDEX_MASK] +=
-        1; /* the leaf (a thread in rt_sigreturn) is exact */
+  /* The leaf (a thread in rt_sigreturn) is exact. */
+  if (depth) e->ips[depth & BPFPROF_UNWOUND_INDEX_MASK] += 1;
   w->pc = rip;
   w->sp = rsp;
   w->bp = rbp;
@@ -306,43 +309,50 @@ static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_un
   return rip ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
 }
 
+/* The CFA by a rule that computes it (RSP, RBP with rbp known, PLT); false for the others.
+ * Only the ELF address's low 4 bits matter (a PLT slot's). */
+static __always_inline bool rule_cfa(const struct bpfprof_unwind_row* row, __u64 elf_pc, __u64 sp,
+                                     __u64 bp, __u32 bp_known, __u64* cfa) {
+  switch (row->cfa_rule) {
+    case BPFPROF_CFA_RSP:
+      *cfa = sp + row->cfa_offset;
+      return true;
+    case BPFPROF_CFA_RBP:
+      *cfa = bp + row->cfa_offset;
+      return bp_known;
+    case BPFPROF_CFA_PLT:
+      *cfa = sp + row->cfa_offset + ((elf_pc & 15) >= 11 ? 8 : 0);
+      return true;
+    default:
+      return false;
+  }
+}
+
+/* Whether the caller's rbp is known after a step by the row's rbp rule. */
+static __always_inline __u32 caller_bp_known(const struct bpfprof_unwind_row* row, __u32 bp_known) {
+  return row->rbp_rule == BPFPROF_RBP_AT_CFA ? 1 : row->rbp_rule == BPFPROF_RBP_SAME ? bp_known : 0;
+}
+
 /* One step with the frame's row (bpf/unwind_table.h): CFA, return address, caller's rbp. */
 static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unwound_event* e,
                                        __u32 depth) {
   const struct bpfprof_unwind_row* row = &w->row;
-  const __u64 elf_pc = w->elf_pc;
+  if (row->cfa_rule == BPFPROF_CFA_ROOT) return walk_stops(w, WALK_ROOT, 0);
+  if (row->cfa_rule == BPFPROF_CFA_SIGNAL) return signal_step(w, e, depth);
   __u64 cfa;
-  switch (row->cfa_rule) {
-    case BPFPROF_CFA_RSP:
-      cfa = w->sp + row->cfa_offset;
-      break;
-    case BPFPROF_CFA_RBP:
-      if (!w->bp_known) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_FRAME_POINTER);
-      cfa = w->bp + row->cfa_offset;
-      break;
-    case BPFPROF_CFA_PLT:
-      cfa = w->sp + row->cfa_offset + ((elf_pc & 15) >= 11 ? 8 : 0);
-      break;
-    case BPFPROF_CFA_ROOT:
-      return walk_stops(w, WALK_ROOT, 0);
-    case BPFPROF_CFA_SIGNAL:
-      return signal_step(w, e, depth);
-    default:
-      return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
-  }
+  if (!rule_cfa(row, w->elf_pc, w->sp, w->bp, w->bp_known, &cfa))
+    return walk_stops(w, WALK_FALLBACK,
+                      row->cfa_rule == BPFPROF_CFA_RBP ? BPFPROF_FALLBACK_FRAME_POINTER
+                                                       : BPFPROF_FALLBACK_UNKNOWN_ROW);
   /* A caller's frame lies above its callee's: anything else is a rule gone wrong, and a
    * walk that could loop. */
   if (cfa <= w->sp) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
   __u64 return_address;
   if (read_stack_word(w, cfa - 8, &return_address))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
-  if (row->rbp_rule == BPFPROF_RBP_AT_CFA) {
-    if (read_stack_word(w, cfa + row->rbp_offset, &w->bp))
-      return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
-    w->bp_known = 1;
-  } else if (row->rbp_rule != BPFPROF_RBP_SAME) {
-    w->bp_known = 0;
-  }
+  if (row->rbp_rule == BPFPROF_RBP_AT_CFA && read_stack_word(w, cfa + row->rbp_offset, &w->bp))
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
+  w->bp_known = caller_bp_known(row, w->bp_known);
   w->sp = cfa;
   w->pc = return_address;
   w->exact = 0;
@@ -430,43 +440,20 @@ struct fast_frame {
 /* The caller of a return-address frame f whose row is in the cache, with words from the
  * window only; false (f unchanged) for anything else, which unwind_step's general path then
  * takes: a cache miss, a signal, root or unknown rule, a word outside the window, a frame
- * that goes nowhere. The same arithmetic as table_step, on registers rather than the walk's
- * map value. */
+ * that goes nowhere. table_step's arithmetic (rule_cfa, caller_bp_known), on registers
+ * rather than the walk's map value, and never refilling the window. */
 static __always_inline bool fast_step(const struct unwind_context* c, const struct unwind_walk* w,
                                       __u32 generation, struct fast_frame* f) {
   const struct row_cache_entry* cached = row_cache_entry_for(c, f->pc);
   if (!cached || cached->generation != generation || cached->key != f->pc) return false;
-  const __s32 cfa_offset = cached->row.cfa_offset;
-  __u64 cfa;
-  switch (cached->row.cfa_rule) {
-    case BPFPROF_CFA_RSP:
-      cfa = f->sp + cfa_offset;
-      break;
-    case BPFPROF_CFA_RBP:
-      if (!f->bp_known) return false;
-      cfa = f->bp + cfa_offset;
-      break;
-    case BPFPROF_CFA_PLT:
-      cfa = f->sp + cfa_offset + (cached->elf_pc_phase >= 11 ? 8 : 0);
-      break;
-    default:
-      return false;
-  }
-  const __u64 offset = cfa - 8 - w->window_start;
-  if (cfa <= f->sp || cfa - 8 < w->window_start || offset + 8 > w->window_len ||
-      offset > STACK_WINDOW_BYTES - 8)
+  const struct bpfprof_unwind_row* row = &cached->row;
+  __u64 cfa, return_address, bp = f->bp;
+  if (!rule_cfa(row, cached->elf_pc_phase, f->sp, f->bp, f->bp_known, &cfa) || cfa <= f->sp ||
+      !window_word(w, cfa - 8, &return_address) || !return_address ||
+      (row->rbp_rule == BPFPROF_RBP_AT_CFA && !window_word(w, cfa + row->rbp_offset, &bp)))
     return false;
-  __u64 return_address, bp = f->bp;
-  __builtin_memcpy(&return_address, w->window + offset, 8);
-  if (!return_address) return false;
-  const __u8 rbp_rule = cached->row.rbp_rule;
-  if (rbp_rule == BPFPROF_RBP_AT_CFA) {
-    const __u64 at = offset + 8 + cached->row.rbp_offset;
-    if (at + 8 > w->window_len || at > STACK_WINDOW_BYTES - 8) return false;
-    __builtin_memcpy(&bp, w->window + at, 8);
-  }
   f->bp = bp;
-  f->bp_known = rbp_rule == BPFPROF_RBP_AT_CFA ? 1 : rbp_rule == BPFPROF_RBP_SAME ? f->bp_known : 0;
+  f->bp_known = caller_bp_known(row, f->bp_known);
   f->sp = cfa;
   f->pc = return_address;
   return true;
