@@ -36,20 +36,7 @@ if [ -n "${MODES:-}" ]; then
   [[ " ${modes[*]} " == *" alone "* ]] || modes=(alone "${modes[@]}")
 fi
 
-run_one() {
-  case $1 in
-    alone) "$WORK_BIN" "${WORK_ARGS[@]}" ;;
-    bpfprof-fp) "$BPFPROF" record --call-graph fp -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-    bpfprof-dwarf) "$BPFPROF" record --call-graph dwarf -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-    # Another build's default (BPFPROF_BASE), to compare two builds in one run.
-    base-dwarf) "$BPFPROF_BASE" record --call-graph dwarf -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-    bpfprof-dwarf-copy) "$BPFPROF" record --call-graph dwarf-copy -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-    # The floor: the sampling interrupts alone (no stacks), what any sampler pays here.
-    perf-nostack) perf record -q -F "$FREQ" -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-    perf-fp) perf record -q -F "$FREQ" -g -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-    perf-dwarf) perf record -q -F "$FREQ" --call-graph dwarf -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
-  esac | sed -n 's/^wall_ms=//p'
-}
+run_one() { run_mode "$1" | sed -n 's/^wall_ms=//p'; }
 
 run_rounds
 base=$(mode_median alone)

@@ -2,6 +2,25 @@
 # time in ms, optionally followed by more numbers: its CPU time) for each of the `modes` in turn, ROUNDS times, interleaved so that a change in
 # the machine's load touches every mode alike; results go to $out/results as "MODE MS", and
 # with their round to $out/rounds as "ROUND MODE MS" (for paired comparisons).
+# Runs the workload ($WORK_BIN "${WORK_ARGS[@]}") once in mode $1: alone, or under bpfprof
+# (BPFPROF, or BPFPROF_BASE for base-dwarf: another build's default, to compare two builds in
+# one run) or perf, at FREQ samples a second, writing into $out. The workload's stdout passes
+# through; the recorders' stderr does not.
+run_mode() {
+  case $1 in
+    alone) "$WORK_BIN" "${WORK_ARGS[@]}" ;;
+    bpfprof-fp) "$BPFPROF" record --call-graph fp -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    bpfprof-dwarf) "$BPFPROF" record --call-graph dwarf -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    base-dwarf) "$BPFPROF_BASE" record --call-graph dwarf -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    bpfprof-dwarf-copy) "$BPFPROF" record --call-graph dwarf-copy -F "$FREQ" -o "$out/p.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    # The floor: the sampling interrupts alone (no stacks), what any sampler pays here.
+    perf-nostack) perf record -q -F "$FREQ" -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    perf-fp) perf record -q -F "$FREQ" -g -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    perf-dwarf) perf record -q -F "$FREQ" --call-graph dwarf -o "$out/perf.data" -- "$WORK_BIN" "${WORK_ARGS[@]}" 2>/dev/null ;;
+    *) echo "unknown mode $1" >&2; return 1 ;;
+  esac
+}
+
 run_rounds() {
   for round in $(seq "$ROUNDS"); do
     for mode in "${modes[@]}"; do

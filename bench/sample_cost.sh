@@ -38,27 +38,13 @@ tracepoint:timer:hrtimer_expire_exit
 { @ns = stats(nsecs - @start[cpu]); delete(@start[cpu]); }
 EOF
 
-record() {
-  local data="$out/data"
-  case $1 in
-    perf-nostack) perf record -q -F "$FREQ" -o "$data" -- "$WORK_BIN" "${WORK_ARGS[@]}" ;;
-    perf-fp) perf record -q -F "$FREQ" -g -o "$data" -- "$WORK_BIN" "${WORK_ARGS[@]}" ;;
-    perf-dwarf) perf record -q -F "$FREQ" --call-graph dwarf -o "$data" -- "$WORK_BIN" "${WORK_ARGS[@]}" ;;
-    bpfprof-fp) "$BPFPROF" record --call-graph fp -F "$FREQ" -o "$data.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" ;;
-    bpfprof-dwarf) "$BPFPROF" record -F "$FREQ" -o "$data.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" ;;
-    bpfprof-dwarf-copy) "$BPFPROF" record --call-graph dwarf-copy -F "$FREQ" -o "$data.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" ;;
-    base-dwarf) "$BPFPROF_BASE" record -F "$FREQ" -o "$data.json.gz" -- "$WORK_BIN" "${WORK_ARGS[@]}" ;;
-    *) echo "unknown mode $1" >&2; return 1 ;;
-  esac >/dev/null 2>&1
-}
-
 # Prints "MEAN_NS COUNT" for one recording of mode $1 (run_rounds' "ms" column holds the mean).
 run_one() {
   bpftrace "$out/cost.bt" > "$out/bt" 2>&1 &
   local tracer=$!
   for _ in $(seq 100); do grep -q "Attaching" "$out/bt" && break; sleep 0.1; done
   sleep 0.5
-  record "$1" || true
+  run_mode "$1" >/dev/null || true
   kill -INT "$tracer"
   wait "$tracer" || true
   sed -n 's/^@ns: count \([0-9]*\), average \([0-9]*\),.*/\2 \1/p' "$out/bt"
