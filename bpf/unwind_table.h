@@ -66,4 +66,37 @@ struct bpfprof_unwind_row {
 #define BPFPROF_SIGFRAME_RSP (40 + 15 * 8)
 #define BPFPROF_SIGFRAME_RIP (40 + 16 * 8)
 
+/* Whether the 8 bytes before a return address end with a call instruction: call rel32 (e8),
+ * or call through a register or memory (ff /2: 2, 3 or 6 bytes, any REX prefix before it). */
+static inline int bpfprof_follows_call(const unsigned char* code) {
+  if (code[3] == 0xe8) return 1;
+  if (code[6] == 0xff && (code[7] & 0xf8) == 0xd0) return 1;                             /* *%reg */
+  if (code[5] == 0xff && (code[6] & 0x38) == 0x10 && (code[6] & 0xc0) == 0x40) return 1; /* d8 */
+  if (code[2] == 0xff && (code[3] & 0x38) == 0x10 &&
+      ((code[3] & 0xc7) == 0x05 || (code[3] & 0xc0) == 0x80))
+    return 1; /* disp32(%rip), disp32(%reg) */
+  return 0;
+}
+
+/* glibc's clone and clone3 end their CFI before the syscall, for the child's sake: the child
+ * starts just past it, at `test %rax,%rax; jl <error>; je <thread start>; ret`, on a new stack
+ * that holds no caller, and runs those three instructions before the thread start's CFI
+ * begins. A thread at one of them with rax 0 is in its outermost frame (the parent, rax its
+ * child's tid, returns to its caller). `code`: the 10 bytes from 2 before the entry, where
+ * the syscall instruction is. */
+#define BPFPROF_CLONE_CODE_BYTES 10
+static inline int bpfprof_is_clone_child_entry(const unsigned char* code) {
+  return code[0] == 0x0f && code[1] == 0x05 && code[2] == 0x48 && code[3] == 0x85 &&
+         code[4] == 0xc0 && code[5] == 0x7c && code[7] == 0x74 && code[9] == 0xc3;
+}
+
+/* Whether a pc is at one of the child's three instructions (the entry, +3, +5). `window`: the
+ * BPFPROF_CLONE_WINDOW_BYTES bytes from pc - BPFPROF_CLONE_WINDOW_BEFORE. */
+#define BPFPROF_CLONE_WINDOW_BEFORE 7
+#define BPFPROF_CLONE_WINDOW_BYTES 15
+static inline int bpfprof_in_clone_child_start(const unsigned char* window) {
+  return bpfprof_is_clone_child_entry(window + 5) || bpfprof_is_clone_child_entry(window + 2) ||
+         bpfprof_is_clone_child_entry(window);
+}
+
 #endif

@@ -65,6 +65,7 @@ struct unwind_walk {
   __u32 exact;    /* pc is not a return address (the leaf, a frame a signal interrupted) */
   __u32 bump;     /* record pc + 1: a signal-interrupted pc, nudged like a return address */
   __u32 bp_known; /* bp holds the frame's rbp (not so after a row with BPFPROF_RBP_UNKNOWN) */
+  __u64 leaf_ax;  /* the leaf's rax: 0 in a child just out of clone */
   /* The frame's row and the ELF address it was found for (copied here from the cache or the
    * table, so that the verifier sees one path into table_step); from the cache, only the
    * address's low 4 bits, all that a step uses. */
@@ -360,18 +361,6 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unw
   return return_address ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
 }
 
-/* Whether the 8 bytes before an address end with a call instruction: call rel32 (e8), or
- * call through a register or memory (ff /2: 2, 3 or 6 bytes, any REX prefix before it). */
-static __always_inline int follows_call(const __u8* code) {
-  if (code[3] == 0xe8) return 1;
-  if (code[6] == 0xff && (code[7] & 0xf8) == 0xd0) return 1;                             /* *%reg */
-  if (code[5] == 0xff && (code[6] & 0x38) == 0x10 && (code[6] & 0xc0) == 0x40) return 1; /* d8 */
-  if (code[2] == 0xff && (code[3] & 0x38) == 0x10 &&
-      ((code[3] & 0xc7) == 0x05 || (code[3] & 0xc0) == 0x80))
-    return 1; /* disp32(%rip), disp32(%reg) */
-  return 0;
-}
-
 /* The innermost frame at a pc that no rule covers, such as a system call made after the
  * code's FDE ended (glibc's clone and clone3 end theirs before the syscall, for the child's
  * sake): if the word at sp is a return address, in executable code and just past a call
@@ -383,7 +372,8 @@ static __always_inline long leaf_step_without_rule(struct unwind_walk* w,
   __u8 code[8];
   if (bpf_probe_read_user(&return_address, 8, (void*)w->sp) || return_address < 8 ||
       !find_mapping(mappings, return_address) ||
-      bpf_probe_read_user(code, sizeof(code), (void*)(return_address - 8)) || !follows_call(code))
+      bpf_probe_read_user(code, sizeof(code), (void*)(return_address - 8)) ||
+      !bpfprof_follows_call(code))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
   w->sp += 8;
   w->pc = return_address;
@@ -400,6 +390,16 @@ static __always_inline int follows_syscall(__u64 pc) {
   __u8 code[2];
   return pc >= 2 && !bpf_probe_read_user(code, sizeof(code), (void*)(pc - 2)) && code[0] == 0x0f &&
          code[1] == 0x05;
+}
+
+/* Whether the leaf is the child side of glibc's clone or clone3 (bpf/unwind_table.h): the
+ * thread's outermost frame. */
+static __always_inline bool is_clone_child(const struct unwind_walk* w) {
+  __u8 window[BPFPROF_CLONE_WINDOW_BYTES];
+  return w->leaf_ax == 0 &&
+         bpf_probe_read_user(window, sizeof(window),
+                             (void*)(w->pc - BPFPROF_CLONE_WINDOW_BEFORE)) == 0 &&
+         bpfprof_in_clone_child_start(window);
 }
 
 /* Whether the cache holds the row of w->pc for this process's mappings: then it is in w. The
@@ -515,9 +515,14 @@ static long unwind_step(__u64 index, void* context) {
   __u64 elf_pc = (w->exact ? w->pc : w->pc - 1) - m->bias;
   const struct bpfprof_unwind_row* row = find_row(m, elf_pc);
   if ((!row || row->cfa_rule == BPFPROF_CFA_UNKNOWN) && depth == 0 && w->exact) {
-    if (!follows_syscall(w->pc)) return leaf_step_without_rule(w, c->mappings);
-    elf_pc -= 1;
-    row = find_row(m, elf_pc);
+    if (is_clone_child(w)) return walk_stops(w, WALK_ROOT, 0);
+    /* A thread in a system call whose FDE ends before it: the syscall's row (__restore_rt);
+     * else (clone's parent) a leaf that pushed nothing. */
+    if (follows_syscall(w->pc)) {
+      elf_pc -= 1;
+      row = find_row(m, elf_pc);
+    }
+    if (!row || row->cfa_rule == BPFPROF_CFA_UNKNOWN) return leaf_step_without_rule(w, c->mappings);
   }
   if (!row) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
   w->row = *row;
@@ -549,6 +554,7 @@ static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tg
   w->pc = user_pc(regs);
   w->sp = regs->sp;
   w->bp = regs->bp;
+  w->leaf_ax = regs->ax;
   w->depth = 0;
   w->result = WALK_GOING;
   w->reason = 0;

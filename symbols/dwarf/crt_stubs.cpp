@@ -59,4 +59,12 @@ const CrtStub* find_crt_stub(const std::vector<CrtStub>& stubs, uint64_t pc) {
   return stub && stub->contains(pc) ? stub : nullptr;
 }
 
+std::optional<EntryStub> entry_stub(Elf* elf) {
+  constexpr uint64_t kEntryStubBytes = 64;
+  GElf_Ehdr header;
+  if (elf == nullptr || gelf_getehdr(elf, &header) == nullptr || header.e_entry == 0)
+    return std::nullopt;
+  return EntryStub{header.e_entry, header.e_entry + kEntryStubBytes};
+}
+
 }  // namespace bpfprof

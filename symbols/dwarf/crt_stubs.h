@@ -38,4 +38,17 @@ std::vector<CrtStub> find_crt_stubs(Elf* elf);
 // The stub of a find_crt_stubs() list holding `pc`, or nullptr.
 const CrtStub* find_crt_stub(const std::vector<CrtStub>& stubs, uint64_t pc);
 
+// Where an entry point without CFI is a stub that calls into the real start-up code at once
+// (the dynamic loader's _start, whose call to _dl_start returns a few bytes past the entry
+// point, into _dl_start_user, which runs the constructors): a process's outermost frame.
+// [start, end) in the file's virtual addresses; nullopt for a file without an entry point.
+// Whether CFI covers it is the caller's to check.
+struct EntryStub {
+  uint64_t start = 0;
+  uint64_t end = 0;
+
+  bool contains(uint64_t pc) const { return pc >= start && pc < end; }
+};
+std::optional<EntryStub> entry_stub(Elf* elf);
+
 }  // namespace bpfprof

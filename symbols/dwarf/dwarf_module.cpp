@@ -6,6 +6,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "bpf/unwind_table.h"
+#include "symbols/dwarf/crt_stubs.h"
+#include "symbols/elf/elf_file.h"
 #include "symbols/elf/symbol_table.h"
 #include "symbols/util/debug_dirs.h"
 
@@ -290,9 +293,6 @@ bool return_address_undefined(Dwarf_Frame* frame) {
   return op_count == 0 && ops == ops_mem;  // (a null ops would be "same value")
 }
 
-// An entry point without CFI is a stub that calls into the real start-up code at once.
-constexpr uint64_t kEntryStubBytes = 64;
-
 }  // namespace
 
 Elf* DwarfModule::elf() const {
@@ -328,11 +328,14 @@ bool DwarfModule::is_thread_root(uint64_t vaddr) const {
     free(frame);
     return root;
   }
-  GElf_Addr elf_bias = 0;
-  Elf* elf = dwfl_module_getelf(module_, &elf_bias);
-  GElf_Ehdr header;
-  if (!elf || !gelf_getehdr(elf, &header) || header.e_entry == 0) return false;
-  return vaddr >= header.e_entry && vaddr - header.e_entry < kEntryStubBytes;
+  const std::optional<EntryStub> stub = entry_stub(elf());
+  if (stub && stub->contains(vaddr)) return true;
+  // A stack that ends here ends in clone's child: the parent's goes on to its caller (rax,
+  // which tells the two apart in the kernel walk, is not needed for the outermost frame).
+  if (vaddr < BPFPROF_CLONE_WINDOW_BEFORE) return false;
+  const std::vector<uint8_t> window =
+      read_code_bytes(elf(), vaddr - BPFPROF_CLONE_WINDOW_BEFORE, BPFPROF_CLONE_WINDOW_BYTES);
+  return window.size() == BPFPROF_CLONE_WINDOW_BYTES && bpfprof_in_clone_child_start(window.data());
 }
 
 }  // namespace bpfprof

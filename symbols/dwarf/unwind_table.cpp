@@ -233,6 +233,22 @@ void add_crt_stub_spans(Elf* elf, std::vector<Span>& spans) {
   }
 }
 
+// A ROOT span over the entry point's stub when no CFI covers it (crt_stubs.h), up to the next
+// span: the walk ends there as the userspace unwinder does (DwarfModule::is_thread_root).
+void add_entry_stub_span(Elf* elf, std::vector<Span>& spans) {
+  const std::optional<EntryStub> stub = entry_stub(elf);
+  if (!stub) return;
+  uint64_t end = stub->end;
+  for (const Span& span : spans) {
+    if (span.start <= stub->start && stub->start < span.end) return;
+    if (span.start > stub->start) end = std::min(end, span.start);
+  }
+  Span span{stub->start, end, {}, UnwindGap::kNoCfi};
+  span.row.cfa_rule = BPFPROF_CFA_ROOT;
+  span.row.rbp_rule = BPFPROF_RBP_UNKNOWN;
+  spans.push_back(span);
+}
+
 // Sorted, not overlapping (where FDEs overlap, the one starting first wins), below 4 GiB.
 void normalize(std::vector<Span>& spans) {
   std::stable_sort(spans.begin(), spans.end(),
@@ -411,6 +427,7 @@ UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableO
   if (!sections) return UnwindTableError::kAddressAbove4GiB;
   std::vector<Span> spans = collect_spans(*module);
   add_crt_stub_spans(elf, spans);
+  add_entry_stub_span(elf, spans);
   normalize(spans);
   UnwindTable table{rows_of(spans), {}};
   for (CodeSection& section : *sections) {

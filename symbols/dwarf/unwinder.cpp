@@ -12,6 +12,7 @@
 #include <set>
 #include <tuple>
 
+#include "bpf/unwind_table.h"
 #include "symbols/dwarf/crt_stubs.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/held_file.h"
@@ -22,10 +23,10 @@ namespace bpfprof {
 
 namespace {
 
-// A frame in a crt stub where a walk stopped (libdwfl has no CFI for it): its registers.
+// A frame without CFI whose rule is known here, where libdwfl stops: in a crt stub, or a leaf
+// that has pushed nothing (clone's parent). Its CFA is sp + cfa_offset; its registers.
 struct StubFrame {
-  const CrtStub* stub = nullptr;
-  uint64_t pc = 0;  // where its rule is looked up (a return address less one)
+  uint32_t cfa_offset = 8;
   UserRegisters registers;
   uint32_t known = 0;  // one bit per DWARF register number
 };
@@ -112,6 +113,53 @@ bool cfi_covers(Dwfl_Module* module, uint64_t pc) {
   return false;
 }
 
+// The `size` bytes of code at `address` of a module of the session; fewer if they are not
+// all in one of its sections.
+std::vector<uint8_t> code_at(Dwfl* dwfl, uint64_t address, size_t size) {
+  Dwfl_Module* module = dwfl_addrmodule(dwfl, address);
+  Dwarf_Addr bias = 0;
+  Elf* elf = module != nullptr ? dwfl_module_getelf(module, &bias) : nullptr;
+  if (elf == nullptr || address < bias) return {};
+  return read_code_bytes(elf, address - bias, size);
+}
+
+// Whether no CFI covers `pc` and the instruction before it is `syscall` (0f 05): a thread in
+// a system call made as the last instruction of its FDE, as glibc's __restore_rt makes
+// rt_sigreturn (which never returns there). Such samples were ~12% of a signal storm's.
+bool in_syscall_past_cfi(Dwfl* dwfl, uint64_t pc) {
+  Dwfl_Module* module = dwfl_addrmodule(dwfl, pc);
+  if (!module || cfi_covers(module, pc) || pc < 2) return false;
+  const std::vector<uint8_t> code = code_at(dwfl, pc - 2, 2);
+  return code.size() == 2 && code[0] == 0x0f && code[1] == 0x05;
+}
+
+// Whether the walk starts in a child just out of glibc's clone or clone3 (bpf/unwind_table.h):
+// its new stack holds no caller (what lies there is a reused stack's old frames), as the
+// kernel walk decides from the same bytes and rax.
+bool starts_in_clone_child(Dwfl* dwfl, const UserRegisters& registers) {
+  if (registers.ax() != 0 || registers.ip() < BPFPROF_CLONE_WINDOW_BEFORE) return false;
+  const std::vector<uint8_t> window =
+      code_at(dwfl, registers.ip() - BPFPROF_CLONE_WINDOW_BEFORE, BPFPROF_CLONE_WINDOW_BYTES);
+  return window.size() == BPFPROF_CLONE_WINDOW_BYTES && bpfprof_in_clone_child_start(window.data());
+}
+
+// Whether a leaf that no CFI covers (at `lookup_pc`: its pc, or the syscall instruction
+// before it) has pushed nothing: the word at sp is a return address, just past a call in a
+// module. So glibc's clone and clone3 are left in the parent (their CFI ends before the
+// syscall), as the kernel walk steps them (leaf_step_without_rule). Not in a crt stub, whose
+// own rule goes on (collect_frame).
+bool leaf_pushed_nothing(CurrentSample& sample, const UserRegisters& registers,
+                         uint64_t lookup_pc) {
+  Dwfl_Module* module = dwfl_addrmodule(sample.dwfl, lookup_pc);
+  if (module == nullptr || cfi_covers(module, lookup_pc) ||
+      find_crt_stub(*sample.crt_stubs, registers.ip()) != nullptr)
+    return false;
+  uint64_t return_address = 0;
+  if (!read_stack(&sample, registers.sp(), &return_address) || return_address < 8) return false;
+  const std::vector<uint8_t> code = code_at(sample.dwfl, return_address - 8, 8);
+  return code.size() == 8 && bpfprof_follows_call(code.data());
+}
+
 // A crt stub holding `pc` whose module has no CFI for it (where it has, libdwfl walks on).
 const CrtStub* stub_without_cfi(const CurrentSample& sample, uint64_t pc) {
   const CrtStub* stub = find_crt_stub(*sample.crt_stubs, pc);
@@ -145,7 +193,7 @@ int collect_frame(Dwfl_Frame* frame, void* arg) {
   // In a crt stub libdwfl has no CFI and would guess from rbp: the stub's rule goes on.
   const uint64_t lookup_pc = pcs.size() == 1 || activation ? pc : pc - 1;
   if (const CrtStub* stub = stub_without_cfi(*sample, lookup_pc)) {
-    StubFrame stop{stub, lookup_pc, {}, 0};
+    StubFrame stop{stub->cfa_offset_at(lookup_pc), {}, 0};
     for (int regno = 0; regno < UserRegisters::kCount; ++regno) {
       if (dwfl_frame_reg(frame, regno, &stop.registers.dwarf[regno]) == 0)
         stop.known |= uint32_t{1} << regno;
@@ -162,7 +210,7 @@ bool walk_past_stub(Dwfl* dwfl, CurrentSample& sample) {
   const StubFrame stop = *sample.stub_stop;
   sample.stub_stop.reset();
   if ((stop.known >> UserRegisters::kSp & 1) == 0) return false;
-  const uint64_t cfa = stop.registers.sp() + stop.stub->cfa_offset_at(stop.pc);
+  const uint64_t cfa = stop.registers.sp() + stop.cfa_offset;
   uint64_t return_address = 0;
   if (!read_stack(&sample, cfa - 8, &return_address) || return_address == 0) return false;
   sample.pcs->push_back(return_address);
@@ -343,14 +391,14 @@ UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& regist
                                    const uint8_t* stack, size_t stack_size, size_t max_frames) {
   UnwoundStack result;
   Process* process = session_for(pid);
-  if (!process || registers.ip() == 0) {
+  if (!process || registers.ip() == 0 || starts_in_clone_child(process->dwfl, registers)) {
     if (registers.ip()) result.pcs.push_back(registers.ip());
     return result;
   }
   // A leaf past its FDE's end, in a system call: unwound from the syscall instruction, whose
   // rules are the pc's (it moves no register they use), and shown at its own pc.
   UserRegisters start = registers;
-  const bool syscall_leaf = in_syscall_past_cfi(*process, pid, registers.ip());
+  const bool syscall_leaf = in_syscall_past_cfi(process->dwfl, registers.ip());
   if (syscall_leaf) start.dwarf[UserRegisters::kIp] -= 1;
   CurrentSample& current = process->current;
   current = CurrentSample{};
@@ -363,7 +411,12 @@ UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& regist
   current.max_frames = max_frames;
   current.crt_stubs = &process->crt_stubs;
   current.dwfl = process->dwfl;
-  dwfl_getthread_frames(process->dwfl, tid, collect_frame, &current);
+  if (leaf_pushed_nothing(current, registers, start.ip())) {
+    result.pcs.push_back(registers.ip());
+    current.stub_stop = StubFrame{8, registers, current.known};
+  } else {
+    dwfl_getthread_frames(process->dwfl, tid, collect_frame, &current);
+  }
   // A stub's caller may be in a stub only if stubs call stubs, which they do not: bounded.
   for (int step = 0; step < 4 && current.stub_stop; ++step)
     if (!walk_past_stub(process->dwfl, current)) break;
@@ -371,23 +424,6 @@ UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& regist
   if (result.pcs.empty()) result.pcs.push_back(registers.ip());
   result.pcs.front() = registers.ip();
   return result;
-}
-
-// Whether no CFI covers `pc` and the instruction before it is `syscall` (0f 05): a thread in
-// a system call made as the last instruction of its FDE, as glibc's __restore_rt makes
-// rt_sigreturn (which never returns there). Such samples were ~12% of a signal storm's.
-bool DwarfUnwinder::in_syscall_past_cfi(Process& process, int pid, uint64_t pc) {
-  Dwfl_Module* module = dwfl_addrmodule(process.dwfl, pc);
-  if (!module || cfi_covers(module, pc)) return false;
-  auto maps = mappings_.find(pid);
-  const Mapping* mapping = maps == mappings_.end() ? nullptr : maps->second.find(pc);
-  if (!mapping || pc - mapping->start < 2) return false;
-  UniqueFd fd(open(mapping->file.readable_path().c_str(), O_RDONLY | O_CLOEXEC));
-  uint8_t code[2];
-  return fd.get() >= 0 &&
-         pread(fd.get(), code, sizeof(code),
-               static_cast<off_t>(pc - mapping->start + mapping->file_offset - 2)) == 2 &&
-         code[0] == 0x0f && code[1] == 0x05;
 }
 
 }  // namespace bpfprof

@@ -28,11 +28,13 @@ namespace bpfprof {
 // computed from rip).
 struct UserRegisters {
   static constexpr int kCount = 17;
+  static constexpr int kAx = 0;
   static constexpr int kBp = 6;
   static constexpr int kSp = 7;
   static constexpr int kIp = 16;
   std::array<uint64_t, kCount> dwarf{};
 
+  uint64_t ax() const { return dwarf[kAx]; }
   uint64_t ip() const { return dwarf[kIp]; }
   uint64_t sp() const { return dwarf[kSp]; }
   uint64_t bp() const { return dwarf[kBp]; }
@@ -81,7 +83,6 @@ class DwarfUnwinder {
   };
   struct Process;
   Process* session_for(int pid);
-  bool in_syscall_past_cfi(Process& process, int pid, uint64_t pc);
 
   std::unordered_map<int, AddressSpaceOf<Mapping>> mappings_;
   std::unordered_map<int, std::unique_ptr<Process>> sessions_;

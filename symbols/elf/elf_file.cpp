@@ -388,12 +388,16 @@ std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
 }
 
 std::vector<uint8_t> read_code_bytes(int fd, uint64_t vaddr, uint64_t size) {
-  std::vector<uint8_t> bytes;
-  if (!libelf_ready()) return bytes;
+  if (!libelf_ready()) return {};
   UniqueElf elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
-  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return bytes;
-  for (Elf_Scn* section = elf_nextscn(elf.get(), nullptr); section != nullptr;
-       section = elf_nextscn(elf.get(), section)) {
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return {};
+  return read_code_bytes(elf.get(), vaddr, size);
+}
+
+std::vector<uint8_t> read_code_bytes(Elf* elf, uint64_t vaddr, uint64_t size) {
+  std::vector<uint8_t> bytes;
+  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
+       section = elf_nextscn(elf, section)) {
     GElf_Shdr header;
     // A separate debug file keeps the headers of the code sections but not their bytes
     // (SHT_NOBITS): only a section with its contents in the file is read.

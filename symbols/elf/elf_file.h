@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+struct Elf;  // libelf's
+
 namespace bpfprof {
 
 struct Symbol {
@@ -88,6 +90,8 @@ std::vector<uint8_t> read_elf_build_id(int fd);
 // as `fd`, from the executable section that holds `vaddr`, cut at its end; empty when no
 // section with its contents in the file (not a separate debug file's) holds it.
 std::vector<uint8_t> read_code_bytes(int fd, uint64_t vaddr, uint64_t size);
+// The same from an ELF file libelf has open.
+std::vector<uint8_t> read_code_bytes(Elf* elf, uint64_t vaddr, uint64_t size);
 
 // A defined .dynsym entry of any type (code or data): what a tool needs to find an
 // exported variable, such as an interpreter's runtime state, in a process.

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bpf/unwind_table.h"
 #include "symbols/util/proc_maps.h"
 
 // crti.o's _init of this test executable: a crt stub without CFI (symbols/dwarf/crt_stubs.h).
@@ -42,7 +43,9 @@ void add_executable_mappings(DwarfUnwinder& unwinder) {
 // does after reading them only touches its own locals and the stack below sp.
 [[gnu::noinline]] void take_snapshot(Snapshot& s) {
   uint64_t ip = 0, sp = 0, bp = 0;
-  asm volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
+  // ip: just past a call instruction (as a return address would be); sp is as before it.
+  asm volatile("call 1f\n1:\tpop %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+               : "=r"(ip), "=r"(sp), "=r"(bp));
   s.registers = UserRegisters::with_ip_sp_bp(ip, sp, bp);
   const uint64_t size = std::min<uint64_t>(mapping_end(sp) - sp, 64 << 10);
   const auto* bytes = reinterpret_cast<const uint8_t*>(sp);
@@ -113,12 +116,14 @@ uint64_t address_of(void (*function)()) { return reinterpret_cast<uint64_t>(func
 
 // Unwinds the snapshot with `words` pushed below its sp (the first word lowest) and the pc at
 // `ip`, as if the thread had gone on from the snapshot into code that pushed them.
-UnwoundStack unwind_pushed(const Snapshot& s, uint64_t ip, const std::vector<uint64_t>& words) {
+UnwoundStack unwind_pushed(const Snapshot& s, uint64_t ip, const std::vector<uint64_t>& words,
+                           uint64_t ax = 0) {
   std::vector<uint8_t> stack(words.size() * 8);
   memcpy(stack.data(), words.data(), stack.size());
   stack.insert(stack.end(), s.stack.begin(), s.stack.end());
-  const UserRegisters registers =
+  UserRegisters registers =
       UserRegisters::with_ip_sp_bp(ip, s.registers.sp() - words.size() * 8, s.registers.bp());
+  registers.dwarf[UserRegisters::kAx] = ax;
   DwarfUnwinder unwinder;
   add_executable_mappings(unwinder);
   return unwinder.unwind(getpid(), gettid(), registers, stack.data(), stack.size(), 64);
@@ -161,6 +166,46 @@ TEST(DwarfUnwinder, WalksThroughInitAsACaller) {
   EXPECT_EQ(unwound.pcs[0], callee);
   EXPECT_EQ(unwound.pcs[1], return_into_init);
   expect_snapshot_frames(unwound, 2, s);
+}
+
+// Where a thread created by clone3 starts: just past the syscall in this process's libc.
+uint64_t clone3_child_entry() {
+  for (const MapEntry& m : read_proc_maps(getpid()).value_or(std::vector<MapEntry>{})) {
+    if (!m.executable || m.path.find("/libc.so") == std::string::npos) continue;
+    const auto* code = reinterpret_cast<const uint8_t*>(m.start);
+    for (uint64_t i = 0; i + BPFPROF_CLONE_CODE_BYTES <= m.end - m.start; ++i)
+      if (bpfprof_is_clone_child_entry(code + i)) return m.start + i + 2;
+  }
+  return 0;
+}
+
+// A new thread's first moment: its stack is new (or a reused one's old frames), nothing of it
+// a caller. The walk ends at clone's pc, as the kernel walk does, instead of reading on.
+TEST(DwarfUnwinder, StopsAtTheChildSideOfClone) {
+  const uint64_t child = clone3_child_entry();
+  ASSERT_NE(child, 0u);
+  const Snapshot s = snapshot_three_deep();
+  // A stale return address where the child's sp points, as in a reused thread stack.
+  const UnwoundStack unwound = unwind_pushed(s, child, {s.registers.ip() + 1}, /*ax=*/0);
+  ASSERT_EQ(unwound.pcs.size(), 1u);
+  EXPECT_EQ(unwound.pcs[0], child);
+}
+
+// The parent at the same pc (rax its child's tid; or -ENOSYS, still in the syscall): clone3
+// pushed nothing, and without CFI there libdwfl would stop. It goes on to the caller whose
+// return address is at sp, as the kernel walk does.
+TEST(DwarfUnwinder, LeavesTheParentSideOfCloneToItsCaller) {
+  const uint64_t child = clone3_child_entry();
+  ASSERT_NE(child, 0u);
+  const Snapshot s = snapshot_three_deep();
+  // As if take_snapshot had called clone3 where the snapshot was taken (just past a call).
+  for (uint64_t ax : {uint64_t{4242}, static_cast<uint64_t>(-38)}) {
+    const UnwoundStack unwound = unwind_pushed(s, child, {s.registers.ip()}, ax);
+    ASSERT_GE(unwound.pcs.size(), 5u) << "stopped in clone3";
+    EXPECT_EQ(unwound.pcs[0], child);
+    EXPECT_EQ(unwound.pcs[1], s.registers.ip());
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(unwound.pcs[2 + i], s.return_addresses[i]) << i;
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // says the return address is undefined, or the CFI-less entry stub of the dynamic loader)
 // and nothing else.
 #include <elf.h>
+#include <gelf.h>
 #include <gtest/gtest.h>
 #include <link.h>
 #include <sys/auxv.h>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "bpf/unwind_table.h"
 #include "symbols/dwarf/dwarf_module.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/proc_maps.h"
@@ -75,6 +77,36 @@ TEST(ThreadRoot, CloneAndClone3StartThreadsInLibc) {
   EXPECT_TRUE(clone_has_root);
   for (uint64_t a = libc.vaddr; a < libc.vaddr + 64; ++a)
     EXPECT_FALSE(module->is_thread_root(a)) << a;
+}
+
+// Just past clone's and clone3's syscall no CFI covers the code (glibc ends it before the
+// syscall): a stack that ends at the child's first three instructions is a new thread's first
+// moment, not a cut one. The kernel walk takes the same bytes for it (bpf/unwind_table.h).
+TEST(ThreadRoot, TheChildSideOfClonesSyscallIsARoot) {
+  const CodeLocation libc = locate(reinterpret_cast<uint64_t>(&fopen));
+  ASSERT_FALSE(libc.path.empty());
+  std::unique_ptr<DwarfModule> module = DwarfModule::open(libc.path, {});
+  ASSERT_NE(module, nullptr);
+  GElf_Shdr text{};
+  for (Elf_Scn* scn = elf_nextscn(module->elf(), nullptr); scn;
+       scn = elf_nextscn(module->elf(), scn))
+    if (gelf_getshdr(scn, &text) && text.sh_addr <= libc.vaddr &&
+        libc.vaddr < text.sh_addr + text.sh_size)
+      break;
+  const std::vector<uint8_t> code = read_code_bytes(module->elf(), text.sh_addr, text.sh_size);
+  ASSERT_EQ(code.size(), text.sh_size);
+  int children = 0;
+  for (size_t i = 0; i + BPFPROF_CLONE_CODE_BYTES <= code.size(); ++i) {
+    if (!bpfprof_is_clone_child_entry(&code[i])) continue;
+    const uint64_t child_pc = text.sh_addr + i + 2;
+    EXPECT_EQ(module->cfi_function_at(child_pc), nullptr) << std::hex << child_pc << " has CFI";
+    for (uint64_t step : {0, 3, 5})  // test, jl, je: the child's until its thread start's CFI
+      EXPECT_TRUE(module->is_thread_root(child_pc + step)) << std::hex << child_pc << "+" << step;
+    EXPECT_FALSE(module->is_thread_root(child_pc + 7)) << "the ret: the parent's only";
+    EXPECT_FALSE(module->is_thread_root(child_pc - 2)) << "the syscall";
+    ++children;
+  }
+  EXPECT_EQ(children, 2) << "clone and clone3";
 }
 
 }  // namespace

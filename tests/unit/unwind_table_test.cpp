@@ -257,6 +257,25 @@ TEST(UnwindTable, StartIsARoot) {
   EXPECT_EQ(find_unwind_row(table.rows, main_function->address)->cfa_rule, BPFPROF_CFA_RSP);
 }
 
+// The dynamic loader's _start has no CFI: it calls _dl_start, whose return address is
+// _dl_start_user, where ld.so runs the libraries' constructors (_dl_init). Without a row
+// there, every sample of a process's constructors fell back to a stack copy.
+TEST(UnwindTable, DynamicLoaderEntryStubIsARoot) {
+  const char* const loader = "/lib64/ld-linux-x86-64.so.2";
+  const UnwindTable table = table_of(loader);
+  const std::unique_ptr<DwarfModule> module = DwarfModule::open(loader, {});
+  ASSERT_NE(module, nullptr);
+  const std::optional<EntryStub> stub = entry_stub(module->elf());
+  ASSERT_TRUE(stub.has_value());
+  ASSERT_EQ(module->cfi_function_at(stub->start), nullptr) << "ld.so's _start has CFI after all";
+  for (uint64_t pc : {stub->start, stub->start + 8}) {  // _start; _dl_start's return address
+    const UnwindRow* row = find_unwind_row(table.rows, pc);
+    ASSERT_NE(row, nullptr);
+    EXPECT_EQ(row->cfa_rule, BPFPROF_CFA_ROOT) << std::hex << pc;
+    EXPECT_TRUE(module->is_thread_root(pc)) << "the userspace unwinder agrees";
+  }
+}
+
 TEST(UnwindTable, LibcSignalTrampolineIsTheOnlySignalRow) {
   const UnwindTable table = table_of(kLibc);
   const std::unique_ptr<DwarfModule> module = DwarfModule::open(kLibc, {});
