@@ -847,9 +847,10 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binprm* bprm) {
   __u32 tgid = task->tgid;
   if (!is_tracked(tgid)) return 0;
-  /* The old image's mappings must not walk the new one's stacks: until userspace has the
-   * new mappings (from the side band), its samples fall back to stack copies. */
-  if (kernel_unwind) bpf_map_delete_elem(&unwind_processes, &tgid);
+  /* The old image's mappings must not walk the new one's stacks: the new one's as they are
+   * now, else none (its samples fall back to stack copies until userspace has them). */
+  if (kernel_unwind && !exec_mappings_write(task, tgid))
+    bpf_map_delete_elem(&unwind_processes, &tgid);
   struct bpfprof_exec_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();

@@ -274,6 +274,101 @@ __noinline int mapping_from_vma(struct unwind_walk* w) {
   return 1;
 }
 
+/* A new image's mappings, written by the exec tracepoint (exec_mappings_write) until
+ * userspace writes its own entry: a per-CPU scratch value, 10 KB, too large for the BPF
+ * stack. `scanned` lives here too: the verifier does not track a map value's contents, so
+ * the VMA iterator's loop converges at once instead of being walked VMA by VMA. */
+struct exec_scan {
+  __u32 scanned;
+  __u32 pad;
+  struct bpfprof_process_mappings list;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct exec_scan);
+} exec_scan_scratch SEC(".maps");
+
+extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma* it, struct task_struct* task,
+                                 __u64 addr) __weak __ksym;
+extern struct vm_area_struct* bpf_iter_task_vma_next(struct bpf_iter_task_vma* it) __weak __ksym;
+extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma* it) __weak __ksym;
+
+/* A fresh image maps its program, the dynamic loader, the vDSO and its stack. */
+#define EXEC_VMA_SCAN_LIMIT 64
+#define VM_EXEC_FLAG 0x4
+
+/* Entries written here, not by userspace: their generations have the top bit, which
+ * userspace's never have (kernel_unwind.cpp), so the row cache never mixes the two; then the
+ * CPU and a count of its execs, unique without an atomic (which this BPF target lacks) for
+ * 2^24 execs per CPU, far longer than a row cache entry lives. */
+#define BPF_WRITTEN_GENERATION 0x80000000u
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u32);
+} exec_generations SEC(".maps");
+
+static __always_inline __u32 next_exec_generation(void) {
+  __u32 zero = 0;
+  __u32* count = bpf_map_lookup_elem(&exec_generations, &zero);
+  if (!count) return BPF_WRITTEN_GENERATION;
+  *count += 1;
+  return BPF_WRITTEN_GENERATION | (bpf_get_smp_processor_id() & 0x7f) << 24 | (*count & 0xffffff);
+}
+
+/* One VMA into `out` if it maps a file whose table is loaded; false otherwise. */
+static __always_inline bool vma_table_mapping(struct vm_area_struct* vma,
+                                              struct bpfprof_exec_mapping* out) {
+  if (!(vma->vm_flags & VM_EXEC_FLAG) || !vma->vm_file) return false;
+  struct inode* inode = vma->vm_file->f_inode;
+  struct bpfprof_file_key key = {.dev = inode->i_sb->s_dev, .inode = inode->i_ino};
+  const struct bpfprof_file_table* table = bpf_map_lookup_elem(&unwind_files, &key);
+  if (!table || !table->row_count) return false;
+  out->start = vma->vm_start;
+  out->end = vma->vm_end;
+  out->bias = vma->vm_start - (vma->vm_pgoff << 12) - table->vaddr_minus_offset;
+  out->first_row = table->first_row;
+  out->row_count = table->row_count;
+  out->kind = BPFPROF_MAPPING_TABLE;
+  out->reserved = 0;
+  return true;
+}
+
+/* At exec, in place of the old image's entry: the new image's mappings whose files' tables
+ * are loaded (the program and ld.so, as a rule), from its VMAs. Until userspace has read
+ * the image's mappings from the side band (milliseconds: the reader is woken, reads, writes),
+ * its first samples are walked with these, and a library mapped meanwhile (libc) is found
+ * by the walk's one VMA lookup; without them each frame needed that one lookup, and a stack
+ * through two files fell back to a stack copy. The VMA iterator runs here, with interrupts
+ * on; in the sampling interrupt it refuses. False if the VMAs could not be read. */
+static __noinline int exec_mappings_write(struct task_struct* task, __u32 tgid) {
+  __u32 zero = 0;
+  struct exec_scan* scan = bpf_map_lookup_elem(&exec_scan_scratch, &zero);
+  if (!scan || !task) return 0;
+  scan->list.count = 0;
+  scan->scanned = 0;
+  struct bpf_iter_task_vma it;
+  if (bpf_iter_task_vma_new(&it, task, 0) != 0) {
+    bpf_iter_task_vma_destroy(&it);
+    return 0;
+  }
+  struct vm_area_struct* vma;
+  while ((vma = bpf_iter_task_vma_next(&it))) {
+    const __u32 count = scan->list.count;
+    if (count >= BPFPROF_MAX_PROCESS_MAPPINGS || scan->scanned >= EXEC_VMA_SCAN_LIMIT) break;
+    scan->scanned += 1;
+    if (vma_table_mapping(vma, &scan->list.mappings[count & (BPFPROF_MAX_PROCESS_MAPPINGS - 1)]))
+      scan->list.count = count + 1;
+  }
+  bpf_iter_task_vma_destroy(&it);
+  scan->list.generation = next_exec_generation();
+  return bpf_map_update_elem(&unwind_processes, &tgid, &scan->list, BPF_ANY) == 0;
+}
+
 /* Code without a table (JIT): the saved rbp and return address sit at rbp. */
 static __always_inline long frame_pointer_step(struct unwind_walk* w) {
   if (!w->bp_known || w->bp < w->sp || w->bp == 0)

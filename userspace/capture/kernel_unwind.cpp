@@ -333,7 +333,8 @@ void KernelUnwindTables::write_process(Pid pid) {
     }
     value->mappings[value->count++] = describe(mapping);
   }
-  if (++last_generation_ == 0) ++last_generation_;
+  // Never 0 (an empty cache entry) nor with the top bit (the BPF side's own entries).
+  last_generation_ = last_generation_ % 0x7fffffffu + 1;
   value->generation = last_generation_;
   if (!sink_.write_process(pid, *value)) ++stats_.processes_not_stored;
 }
