@@ -239,22 +239,31 @@ static __always_inline const struct bpfprof_unwind_row* find_row(
   return bpf_map_lookup_elem(&unwind_rows, &index);
 }
 
+#define VM_EXEC_FLAG 0x4
+
+/* One VMA into `out` if it maps a file whose table is loaded; false otherwise. */
+static __always_inline bool vma_table_mapping(struct vm_area_struct* vma,
+                                              struct bpfprof_exec_mapping* out) {
+  if (!(vma->vm_flags & VM_EXEC_FLAG) || !vma->vm_file) return false;
+  struct inode* inode = vma->vm_file->f_inode;
+  struct bpfprof_file_key key = {.dev = inode->i_sb->s_dev, .inode = inode->i_ino};
+  const struct bpfprof_file_table* table = bpf_map_lookup_elem(&unwind_files, &key);
+  if (!table || !table->row_count) return false;
+  out->start = vma->vm_start;
+  out->end = vma->vm_end;
+  out->bias = vma->vm_start - (vma->vm_pgoff << 12) - table->vaddr_minus_offset;
+  out->first_row = table->first_row;
+  out->row_count = table->row_count;
+  out->kind = BPFPROF_MAPPING_TABLE;
+  out->reserved = 0;
+  return true;
+}
+
 /* bpf_find_vma's callback: the mapping of the VMA, if its file's table is loaded (kind
  * BPFPROF_MAPPING_TABLE; left zeroed otherwise). `data` is on the BPF stack, as the helper
  * requires. */
 static long find_vma_table(struct task_struct* task, struct vm_area_struct* vma, void* data) {
-  struct bpfprof_exec_mapping* found = data;
-  if (!(vma->vm_flags & 0x4 /* VM_EXEC */) || !vma->vm_file) return 0;
-  struct inode* inode = vma->vm_file->f_inode;
-  struct bpfprof_file_key key = {.dev = inode->i_sb->s_dev, .inode = inode->i_ino};
-  const struct bpfprof_file_table* table = bpf_map_lookup_elem(&unwind_files, &key);
-  if (!table) return 0;
-  found->start = vma->vm_start;
-  found->end = vma->vm_end;
-  found->bias = vma->vm_start - (vma->vm_pgoff << 12) - table->vaddr_minus_offset;
-  found->first_row = table->first_row;
-  found->row_count = table->row_count;
-  found->kind = BPFPROF_MAPPING_TABLE;
+  vma_table_mapping(vma, data);
   return 0;
 }
 
@@ -298,7 +307,6 @@ extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma* it) __weak __ksy
 
 /* A fresh image maps its program, the dynamic loader, the vDSO and its stack. */
 #define EXEC_VMA_SCAN_LIMIT 64
-#define VM_EXEC_FLAG 0x4
 
 /* Entries written here, not by userspace: their generations have the top bit, which
  * userspace's never have (kernel_unwind.cpp), so the row cache never mixes the two; then the
@@ -318,24 +326,6 @@ static __always_inline __u32 next_exec_generation(void) {
   if (!count) return BPF_WRITTEN_GENERATION;
   *count += 1;
   return BPF_WRITTEN_GENERATION | (bpf_get_smp_processor_id() & 0x7f) << 24 | (*count & 0xffffff);
-}
-
-/* One VMA into `out` if it maps a file whose table is loaded; false otherwise. */
-static __always_inline bool vma_table_mapping(struct vm_area_struct* vma,
-                                              struct bpfprof_exec_mapping* out) {
-  if (!(vma->vm_flags & VM_EXEC_FLAG) || !vma->vm_file) return false;
-  struct inode* inode = vma->vm_file->f_inode;
-  struct bpfprof_file_key key = {.dev = inode->i_sb->s_dev, .inode = inode->i_ino};
-  const struct bpfprof_file_table* table = bpf_map_lookup_elem(&unwind_files, &key);
-  if (!table || !table->row_count) return false;
-  out->start = vma->vm_start;
-  out->end = vma->vm_end;
-  out->bias = vma->vm_start - (vma->vm_pgoff << 12) - table->vaddr_minus_offset;
-  out->first_row = table->first_row;
-  out->row_count = table->row_count;
-  out->kind = BPFPROF_MAPPING_TABLE;
-  out->reserved = 0;
-  return true;
 }
 
 /* At exec, in place of the old image's entry: the new image's mappings whose files' tables
