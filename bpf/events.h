@@ -15,6 +15,12 @@
  * no user stack to walk or copy): a raw address no code has (not canonical), which the
  * model turns into the [exec] pseudo-frame. Userspace keeps Python frames at 1 << 60. */
 #define BPFPROF_RAW_EXEC_FRAME (2ull << 60)
+
+/* tracked_processes values. A command bpfprof launches is tracked from its fork, so that
+ * nothing of it is missed, but until its exec it runs bpfprof's launcher: its samples and
+ * switch-outs then get the exec pseudo-frame (above the kernel stack), not bpfprof's frames. */
+#define BPFPROF_TRACKED 1
+#define BPFPROF_TRACKED_AWAITING_EXEC 2
 #define BPFPROF_COMM_LEN 16
 #define BPFPROF_PATH_LEN 256
 

@@ -205,11 +205,16 @@ static __always_inline __u64 new_process_submit_flags(void) {
   return BPF_RB_FORCE_WAKEUP;
 }
 
-static __always_inline bool is_tracked(__u32 tgid) {
+/* 0 when not tracked, else BPFPROF_TRACKED or BPFPROF_TRACKED_AWAITING_EXEC. */
+static __always_inline __u8 tracked_state(__u32 tgid) {
   if (tgid == 0 || tgid == self_tgid) /* the per-CPU idle tasks; the profiler itself */
-    return false;
-  return track_all || bpf_map_lookup_elem(&tracked_processes, &tgid) != NULL;
+    return 0;
+  if (track_all) return BPFPROF_TRACKED;
+  const __u8* state = bpf_map_lookup_elem(&tracked_processes, &tgid);
+  return state ? *state : 0;
 }
+
+static __always_inline bool is_tracked(__u32 tgid) { return tracked_state(tgid) != 0; }
 
 static __always_inline void fill_header(struct bpfprof_event_header* h, __u32 kind, __u32 pid,
                                         __u32 tid) {
@@ -441,13 +446,14 @@ SEC("perf_event")
 int on_sample(struct bpf_perf_event_data* ctx) {
   __u64 pid_tgid = bpf_get_current_pid_tgid();
   __u32 tgid = pid_tgid >> 32;
-  if (!is_tracked(tgid)) return 0;
+  const __u8 tracked = tracked_state(tgid);
+  if (!tracked) return 0;
 
   __u32 zero = 0;
   __u32* last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
   if (last_sampled) *last_sampled = (__u32)pid_tgid;
   struct task_struct* current = bpf_get_current_task_btf();
-  if (in_exec_without_user_stack(current)) {
+  if (tracked == BPFPROF_TRACKED_AWAITING_EXEC || in_exec_without_user_stack(current)) {
     send_exec_event(ctx, current, BPFPROF_EVENT_UNWOUND_SAMPLE, 0, 0);
     return 0;
   }
@@ -603,11 +609,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
   if (last_sampled) *last_sampled = 0;
 
   /* A dying thread's exit event ends it; anything else leaving the CPU is off-CPU time. */
-  const bool tracked = !(prev_state & TASK_DEAD_STATE) && is_tracked(prev_tgid);
+  const __u8 tracked = prev_state & TASK_DEAD_STATE ? 0 : tracked_state(prev_tgid);
   const __u32 state = off_cpu_state(preempt, prev_state);
   bool leaving =
       tracked && (record_off_cpu || marks_stop_without_off_cpu(prev, was_sampled, state));
-  if (leaving && record_off_cpu && in_exec_without_user_stack(prev)) {
+  if (leaving && record_off_cpu &&
+      (tracked == BPFPROF_TRACKED_AWAITING_EXEC || in_exec_without_user_stack(prev))) {
     send_exec_event(ctx, prev, BPFPROF_EVENT_UNWOUND_SWITCH_OUT, 1, state);
     leaving = false;
   }
@@ -813,7 +820,7 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   if (!is_tracked(parent_tgid)) return 0;
   __u32 child_tgid = child->tgid;
   if (!track_all && child_tgid != parent_tgid) {
-    __u8 one = 1;
+    __u8 one = BPFPROF_TRACKED;
     /* The map is full: the child (and what it starts) goes unsampled; counted, so the
      * summary says so. */
     if (bpf_map_update_elem(&tracked_processes, &child_tgid, &one, BPF_ANY)) {
@@ -846,7 +853,12 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binprm* bprm) {
   __u32 tgid = task->tgid;
-  if (!is_tracked(tgid)) return 0;
+  const __u8 tracked = tracked_state(tgid);
+  if (!tracked) return 0;
+  if (tracked == BPFPROF_TRACKED_AWAITING_EXEC) {
+    const __u8 now_tracked = BPFPROF_TRACKED;
+    bpf_map_update_elem(&tracked_processes, &tgid, &now_tracked, BPF_EXIST);
+  }
   /* The old image's mappings must not walk the new one's stacks: the new one's as they are
    * now, else none (its samples fall back to stack copies until userspace has them). */
   if (kernel_unwind && !exec_mappings_write(task, tgid))

@@ -448,15 +448,17 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unw
 
 /* The innermost frame at a pc that no rule covers, such as a system call made after the
  * code's FDE ended (glibc's clone and clone3 end theirs before the syscall, for the child's
- * sake): if the word at sp is a return address, in executable code and just past a call
- * instruction, the function has pushed nothing and its caller continues there. Anything else falls
- * back. */
+ * sake): if the word at sp is a return address, in executable code (a mapping of the
+ * process's entry, or the one the walk found from a VMA: a new image's libc) and just past a
+ * call instruction, the function has pushed nothing and its caller continues there.
+ * Anything else falls back. */
 static __always_inline long leaf_step_without_rule(struct unwind_walk* w,
                                                    struct bpfprof_process_mappings* mappings) {
   __u64 return_address;
   __u8 code[8];
   if (bpf_probe_read_user(&return_address, 8, (void*)w->sp) || return_address < 8 ||
-      !find_mapping(mappings, return_address) ||
+      (!find_mapping(mappings, return_address) &&
+       !(w->vma_mapping.start <= return_address && return_address < w->vma_mapping.end)) ||
       bpf_probe_read_user(code, sizeof(code), (void*)(return_address - 8)) ||
       !bpfprof_follows_call(code))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);

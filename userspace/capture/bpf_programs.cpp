@@ -242,11 +242,12 @@ void BpfPrograms::attach_sampling(const std::vector<UniqueFd>& perf_event_fds) {
 
 void BpfPrograms::detach_sampling() { sample_links_.clear(); }
 
-void BpfPrograms::track_process(Pid pid) {
+void BpfPrograms::track_process(Pid pid, Tracked how) {
   uint32_t key = static_cast<uint32_t>(pid.value);
-  uint8_t one = 1;
-  if (bpf_map__update_elem(skeleton_->maps.tracked_processes, &key, sizeof(key), &one, sizeof(one),
-                           BPF_ANY))
+  uint8_t state =
+      how == Tracked::kLaunchedBeforeExec ? BPFPROF_TRACKED_AWAITING_EXEC : BPFPROF_TRACKED;
+  if (bpf_map__update_elem(skeleton_->maps.tracked_processes, &key, sizeof(key), &state,
+                           sizeof(state), BPF_ANY))
     throw std::runtime_error("cannot track pid " + std::to_string(pid.value) + ": " +
                              errno_text(errno));
 }

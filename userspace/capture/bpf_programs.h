@@ -63,7 +63,11 @@ class BpfPrograms {
   // Attaches the sample program to each sampling perf event.
   void attach_sampling(const std::vector<UniqueFd>& perf_event_fds);
   void detach_sampling();
-  void track_process(Pid pid);
+  // A process to sample, with its children. A command bpfprof launched is tracked from its
+  // fork, before its exec: until then it runs bpfprof's launcher, and its samples get the
+  // exec pseudo-frame instead of bpfprof's own frames (and need no unwinding).
+  enum class Tracked : uint8_t { kProcess, kLaunchedBeforeExec };
+  void track_process(Pid pid, Tracked how = Tracked::kProcess);
 
   // Waits until events are pending (the buffer is filling up), a signal, or the timeout.
   // Until the ring buffer needs reading, timeout_ms pass, a signal comes or one of `also` (fds,

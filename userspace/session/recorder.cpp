@@ -433,7 +433,7 @@ void RecordSession::start_targets() {
 void RecordSession::launch_command() {
   if (kernel_unwind_) preload_command_tables();
   command_.emplace(options_.command, options_.run_as_root ? std::nullopt : invoking_user_);
-  bpf_->track_process(command_->pid());
+  bpf_->track_process(command_->pid(), BpfPrograms::Tracked::kLaunchedBeforeExec);
   command_pidfd_ = open_pidfd(command_->pid());
   recording_.events.push_back(LifecycleEvent{
       recording_.start_time,
