@@ -18,9 +18,11 @@ function extra(view, label) {
 describe('lost events', () => {
   it('a ring buffer too small for the rate loses events: counted, per CPU and process, marked in time', async (t) => {
     if (!requireRecorder(t)) return;
-    // Two spinning threads sampled at 20 kHz with DWARF stacks (~5 KB each) through a 64 KB
-    // ring buffer: the reader cannot keep up.
-    const rec = await recordWith('losses', ['-F', '20000', '--buffer-size', '64K', '--', fixturePath('threads'), '1500']);
+    // Two spinning threads sampled at 20 kHz with stack copies (~5 KB each: dwarf-copy; the
+    // default's kernel walk sends ~100 bytes, which the reader, woken at a quarter full,
+    // could keep up with) through a 64 KB ring buffer: the reader cannot keep up.
+    const rec = await recordWith('losses', ['-F', '20000', '--buffer-size', '64K', '--call-graph', 'dwarf-copy',
+                                            '--', fixturePath('threads'), '1500']);
     const stderr = rec.result.stderr;
     const total = Number(stderr.match(/; (\d+) events lost/)?.[1]);
     assert.ok(total > 0, `nothing lost?\n${stderr}`);
