@@ -861,7 +861,7 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binp
   }
   /* The old image's mappings must not walk the new one's stacks: the new one's as they are
    * now, else none (its samples fall back to stack copies until userspace has them). */
-  if (kernel_unwind && !exec_mappings_write(task, tgid))
+  if (kernel_unwind && !image_mappings_write(task, tgid))
     bpf_map_delete_elem(&unwind_processes, &tgid);
   struct bpfprof_exec_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
@@ -874,6 +874,19 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binp
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
   bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), bprm->filename);
   bpf_ringbuf_submit(e, new_process_submit_flags());
+  return 0;
+}
+
+/* A young image's mmap (ld.so mapping the libraries): its entry again, while it is the one
+ * written here (the generation's top bit) and not yet userspace's. */
+SEC("tracepoint/syscalls/sys_exit_mmap")
+int on_mmap_exit(void* ctx) {
+  if (!kernel_unwind) return 0;
+  const __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  if (!is_tracked(tgid)) return 0;
+  const struct bpfprof_process_mappings* pm = bpf_map_lookup_elem(&unwind_processes, &tgid);
+  if (!pm || !(pm->generation & BPF_WRITTEN_GENERATION)) return 0;
+  image_mappings_write(bpf_get_current_task_btf(), tgid);
   return 0;
 }
 

@@ -283,7 +283,7 @@ __noinline int mapping_from_vma(struct unwind_walk* w) {
   return 1;
 }
 
-/* A new image's mappings, written by the exec tracepoint (exec_mappings_write) until
+/* A new image's mappings, written at its exec and mmaps (image_mappings_write) until
  * userspace writes its own entry: a per-CPU scratch value, 10 KB, too large for the BPF
  * stack. `scanned` lives here too: the verifier does not track a map value's contents, so
  * the VMA iterator's loop converges at once instead of being walked VMA by VMA. */
@@ -305,8 +305,8 @@ extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma* it, struct task_struc
 extern struct vm_area_struct* bpf_iter_task_vma_next(struct bpf_iter_task_vma* it) __weak __ksym;
 extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma* it) __weak __ksym;
 
-/* A fresh image maps its program, the dynamic loader, the vDSO and its stack. */
-#define EXEC_VMA_SCAN_LIMIT 64
+/* A young image maps a few dozen VMAs; one with more is past its first milliseconds. */
+#define EXEC_VMA_SCAN_LIMIT 512
 
 /* Entries written here, not by userspace: their generations have the top bit, which
  * userspace's never have (kernel_unwind.cpp), so the row cache never mixes the two; then the
@@ -328,14 +328,15 @@ static __always_inline __u32 next_exec_generation(void) {
   return BPF_WRITTEN_GENERATION | (bpf_get_smp_processor_id() & 0x7f) << 24 | (*count & 0xffffff);
 }
 
-/* At exec, in place of the old image's entry: the new image's mappings whose files' tables
- * are loaded (the program and ld.so, as a rule), from its VMAs. Until userspace has read
- * the image's mappings from the side band (milliseconds: the reader is woken, reads, writes),
- * its first samples are walked with these, and a library mapped meanwhile (libc) is found
- * by the walk's one VMA lookup; without them each frame needed that one lookup, and a stack
- * through two files fell back to a stack copy. The VMA iterator runs here, with interrupts
- * on; in the sampling interrupt it refuses. False if the VMAs could not be read. */
-static __noinline int exec_mappings_write(struct task_struct* task, __u32 tgid) {
+/* A new image's entry, from its VMAs: the mappings whose files' tables are loaded. Written
+ * at exec in place of the old image's (the program and ld.so, as a rule), and again at each
+ * mmap until userspace has written its own from the side band (milliseconds later: the
+ * reader is woken, reads, writes), so that the libraries ld.so maps meanwhile are in it too.
+ * Without it the first samples' frames were found by the walk's one VMA lookup, and a stack
+ * through two files not in the entry fell back to a stack copy. The VMA iterator runs at
+ * these tracepoints, with interrupts on; in the sampling interrupt it refuses. False if the
+ * VMAs could not be read. */
+static __noinline int image_mappings_write(struct task_struct* task, __u32 tgid) {
   __u32 zero = 0;
   struct exec_scan* scan = bpf_map_lookup_elem(&exec_scan_scratch, &zero);
   if (!scan || !task) return 0;
