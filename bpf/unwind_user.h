@@ -267,6 +267,11 @@ static long find_vma_table(struct task_struct* task, struct vm_area_struct* vma,
   return 0;
 }
 
+/* Whether addr lies in the mapping the walk last found from a VMA (none yet: end 0). */
+static __always_inline bool in_vma_mapping(const struct unwind_walk* w, __u64 addr) {
+  return w->vma_mapping.start <= addr && addr < w->vma_mapping.end;
+}
+
 /* The mapping of w->pc from the task's VMA and the table of its file, into w->vma_mapping:
  * for a pc that the process's value does not cover (yet). False if its file has no table.
  * In the sampling interrupt a program gets one VMA lookup (the mmap lock's release is
@@ -274,7 +279,7 @@ static long find_vma_table(struct task_struct* task, struct vm_area_struct* vma,
  * the walk's next frames: the first milliseconds' stacks cross one library not known yet. */
 __noinline int mapping_from_vma(struct unwind_walk* w) {
   if (!w) return 0;
-  if (w->vma_mapping.start <= w->pc && w->pc < w->vma_mapping.end) return 1;
+  if (in_vma_mapping(w, w->pc)) return 1;
   struct bpfprof_exec_mapping found = {0};
   if (bpf_find_vma(bpf_get_current_task_btf(), w->pc, find_vma_table, &found, 0) ||
       found.end <= w->pc || !found.row_count)
@@ -287,7 +292,7 @@ __noinline int mapping_from_vma(struct unwind_walk* w) {
  * userspace writes its own entry: a per-CPU scratch value, 10 KB, too large for the BPF
  * stack. `scanned` lives here too: the verifier does not track a map value's contents, so
  * the VMA iterator's loop converges at once instead of being walked VMA by VMA. */
-struct exec_scan {
+struct image_scan {
   __u32 scanned;
   __u32 pad;
   struct bpfprof_process_mappings list;
@@ -297,8 +302,8 @@ struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, struct exec_scan);
-} exec_scan_scratch SEC(".maps");
+  __type(value, struct image_scan);
+} image_scan_scratch SEC(".maps");
 
 extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma* it, struct task_struct* task,
                                  __u64 addr) __weak __ksym;
@@ -306,23 +311,24 @@ extern struct vm_area_struct* bpf_iter_task_vma_next(struct bpf_iter_task_vma* i
 extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma* it) __weak __ksym;
 
 /* A young image maps a few dozen VMAs; one with more is past its first milliseconds. */
-#define EXEC_VMA_SCAN_LIMIT 512
+#define IMAGE_VMA_SCAN_LIMIT 512
 
 /* Entries written here, not by userspace: their generations have the top bit, which
  * userspace's never have (kernel_unwind.cpp), so the row cache never mixes the two; then the
- * CPU and a count of its execs, unique without an atomic (which this BPF target lacks) for
- * 2^24 execs per CPU, far longer than a row cache entry lives. */
+ * CPU and a count of its writes, unique without an atomic (which this BPF target lacks)
+ * for 2^24 writes per CPU (execs and young images' mmaps), far longer than a row cache
+ * entry lives. */
 #define BPF_WRITTEN_GENERATION 0x80000000u
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
   __type(value, __u32);
-} exec_generations SEC(".maps");
+} image_generations SEC(".maps");
 
-static __always_inline __u32 next_exec_generation(void) {
+static __always_inline __u32 next_image_generation(void) {
   __u32 zero = 0;
-  __u32* count = bpf_map_lookup_elem(&exec_generations, &zero);
+  __u32* count = bpf_map_lookup_elem(&image_generations, &zero);
   if (!count) return BPF_WRITTEN_GENERATION;
   *count += 1;
   return BPF_WRITTEN_GENERATION | (bpf_get_smp_processor_id() & 0x7f) << 24 | (*count & 0xffffff);
@@ -338,7 +344,7 @@ static __always_inline __u32 next_exec_generation(void) {
  * VMAs could not be read. */
 static __noinline int image_mappings_write(struct task_struct* task, __u32 tgid) {
   __u32 zero = 0;
-  struct exec_scan* scan = bpf_map_lookup_elem(&exec_scan_scratch, &zero);
+  struct image_scan* scan = bpf_map_lookup_elem(&image_scan_scratch, &zero);
   if (!scan || !task) return 0;
   scan->list.count = 0;
   scan->scanned = 0;
@@ -350,13 +356,13 @@ static __noinline int image_mappings_write(struct task_struct* task, __u32 tgid)
   struct vm_area_struct* vma;
   while ((vma = bpf_iter_task_vma_next(&it))) {
     const __u32 count = scan->list.count;
-    if (count >= BPFPROF_MAX_PROCESS_MAPPINGS || scan->scanned >= EXEC_VMA_SCAN_LIMIT) break;
+    if (count >= BPFPROF_MAX_PROCESS_MAPPINGS || scan->scanned >= IMAGE_VMA_SCAN_LIMIT) break;
     scan->scanned += 1;
     if (vma_table_mapping(vma, &scan->list.mappings[count & (BPFPROF_MAX_PROCESS_MAPPINGS - 1)]))
       scan->list.count = count + 1;
   }
   bpf_iter_task_vma_destroy(&it);
-  scan->list.generation = next_exec_generation();
+  scan->list.generation = next_image_generation();
   return bpf_map_update_elem(&unwind_processes, &tgid, &scan->list, BPF_ANY) == 0;
 }
 
@@ -458,8 +464,7 @@ static __always_inline long leaf_step_without_rule(struct unwind_walk* w,
   __u64 return_address;
   __u8 code[8];
   if (bpf_probe_read_user(&return_address, 8, (void*)w->sp) || return_address < 8 ||
-      (!find_mapping(mappings, return_address) &&
-       !(w->vma_mapping.start <= return_address && return_address < w->vma_mapping.end)) ||
+      (!find_mapping(mappings, return_address) && !in_vma_mapping(w, return_address)) ||
       bpf_probe_read_user(code, sizeof(code), (void*)(return_address - 8)) ||
       !bpfprof_follows_call(code))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);

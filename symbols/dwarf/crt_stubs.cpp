@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "bpf/unwind_table.h"
+#include "symbols/elf/elf_file.h"
 #include "symbols/util/sorted_ranges.h"
 
 namespace bpfprof {
@@ -65,6 +67,13 @@ std::optional<EntryStub> entry_stub(Elf* elf) {
   if (elf == nullptr || gelf_getehdr(elf, &header) == nullptr || header.e_entry == 0)
     return std::nullopt;
   return EntryStub{header.e_entry, header.e_entry + kEntryStubBytes};
+}
+
+bool is_clone_child_start(Elf* elf, uint64_t vaddr) {
+  if (elf == nullptr || vaddr < BPFPROF_CLONE_WINDOW_BEFORE) return false;
+  const std::vector<uint8_t> window =
+      read_code_bytes(elf, vaddr - BPFPROF_CLONE_WINDOW_BEFORE, BPFPROF_CLONE_WINDOW_BYTES);
+  return window.size() == BPFPROF_CLONE_WINDOW_BYTES && bpfprof_in_clone_child_start(window.data());
 }
 
 }  // namespace bpfprof

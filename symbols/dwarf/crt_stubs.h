@@ -51,4 +51,9 @@ struct EntryStub {
 };
 std::optional<EntryStub> entry_stub(Elf* elf);
 
+// Whether `vaddr` (the file's virtual address) is at one of the instructions that the child
+// side of glibc's clone or clone3 runs before its thread start's CFI begins, read from the
+// file's code (bpfprof_in_clone_child_start, bpf/unwind_table.h: the kernel walk's test).
+bool is_clone_child_start(Elf* elf, uint64_t vaddr);
+
 }  // namespace bpfprof

@@ -6,9 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "bpf/unwind_table.h"
 #include "symbols/dwarf/crt_stubs.h"
-#include "symbols/elf/elf_file.h"
 #include "symbols/elf/symbol_table.h"
 #include "symbols/util/debug_dirs.h"
 
@@ -332,10 +330,7 @@ bool DwarfModule::is_thread_root(uint64_t vaddr) const {
   if (stub && stub->contains(vaddr)) return true;
   // A stack that ends here ends in clone's child: the parent's goes on to its caller (rax,
   // which tells the two apart in the kernel walk, is not needed for the outermost frame).
-  if (vaddr < BPFPROF_CLONE_WINDOW_BEFORE) return false;
-  const std::vector<uint8_t> window =
-      read_code_bytes(elf(), vaddr - BPFPROF_CLONE_WINDOW_BEFORE, BPFPROF_CLONE_WINDOW_BYTES);
-  return window.size() == BPFPROF_CLONE_WINDOW_BYTES && bpfprof_in_clone_child_start(window.data());
+  return is_clone_child_start(elf(), vaddr);
 }
 
 }  // namespace bpfprof

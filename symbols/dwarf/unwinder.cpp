@@ -123,37 +123,32 @@ std::vector<uint8_t> code_at(Dwfl* dwfl, uint64_t address, size_t size) {
   return read_code_bytes(elf, address - bias, size);
 }
 
-// Whether no CFI covers `pc` and the instruction before it is `syscall` (0f 05): a thread in
-// a system call made as the last instruction of its FDE, as glibc's __restore_rt makes
-// rt_sigreturn (which never returns there). Such samples were ~12% of a signal storm's.
-bool in_syscall_past_cfi(Dwfl* dwfl, uint64_t pc) {
-  Dwfl_Module* module = dwfl_addrmodule(dwfl, pc);
-  if (!module || cfi_covers(module, pc) || pc < 2) return false;
+// Whether the instruction before `pc` is `syscall` (0f 05). For a leaf that no CFI covers: a
+// thread in a system call made as the last instruction of its FDE, as glibc's __restore_rt
+// makes rt_sigreturn (which never returns there). Such samples were ~12% of a signal storm's.
+bool follows_syscall(Dwfl* dwfl, uint64_t pc) {
+  if (pc < 2) return false;
   const std::vector<uint8_t> code = code_at(dwfl, pc - 2, 2);
   return code.size() == 2 && code[0] == 0x0f && code[1] == 0x05;
 }
 
-// Whether the walk starts in a child just out of glibc's clone or clone3 (bpf/unwind_table.h):
-// its new stack holds no caller (what lies there is a reused stack's old frames), as the
-// kernel walk decides from the same bytes and rax.
-bool starts_in_clone_child(Dwfl* dwfl, const UserRegisters& registers) {
-  if (registers.ax() != 0 || registers.ip() < BPFPROF_CLONE_WINDOW_BEFORE) return false;
-  const std::vector<uint8_t> window =
-      code_at(dwfl, registers.ip() - BPFPROF_CLONE_WINDOW_BEFORE, BPFPROF_CLONE_WINDOW_BYTES);
-  return window.size() == BPFPROF_CLONE_WINDOW_BYTES && bpfprof_in_clone_child_start(window.data());
+// Whether a leaf that no CFI covers is a child just out of glibc's clone or clone3: its new
+// stack holds no caller (what lies there is a reused stack's old frames), as the kernel walk
+// decides from the same bytes and rax.
+bool starts_in_clone_child(Dwfl_Module* module, const UserRegisters& registers) {
+  if (registers.ax() != 0) return false;
+  Dwarf_Addr bias = 0;
+  Elf* elf = dwfl_module_getelf(module, &bias);
+  return registers.ip() >= bias && is_clone_child_start(elf, registers.ip() - bias);
 }
 
-// Whether a leaf that no CFI covers (at `lookup_pc`: its pc, or the syscall instruction
-// before it) has pushed nothing: the word at sp is a return address, just past a call in a
-// module. So glibc's clone and clone3 are left in the parent (their CFI ends before the
-// syscall), as the kernel walk steps them (leaf_step_without_rule). Not in a crt stub, whose
-// own rule goes on (collect_frame).
-bool leaf_pushed_nothing(CurrentSample& sample, const UserRegisters& registers,
-                         uint64_t lookup_pc) {
-  Dwfl_Module* module = dwfl_addrmodule(sample.dwfl, lookup_pc);
-  if (module == nullptr || cfi_covers(module, lookup_pc) ||
-      find_crt_stub(*sample.crt_stubs, registers.ip()) != nullptr)
-    return false;
+// Whether a leaf without a rule (no CFI at its pc, nor at the syscall instruction before it)
+// has pushed nothing: the word at sp is a return address, just past a call in a module. So
+// glibc's clone and clone3 are left in the parent (their CFI ends before the syscall), as
+// the kernel walk steps them (leaf_step_without_rule). Not in a crt stub, whose own rule goes
+// on (collect_frame).
+bool leaf_pushed_nothing(CurrentSample& sample, const UserRegisters& registers) {
+  if (find_crt_stub(*sample.crt_stubs, registers.ip()) != nullptr) return false;
   uint64_t return_address = 0;
   if (!read_stack(&sample, registers.sp(), &return_address) || return_address < 8) return false;
   const std::vector<uint8_t> code = code_at(sample.dwfl, return_address - 8, 8);
@@ -391,15 +386,21 @@ UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& regist
                                    const uint8_t* stack, size_t stack_size, size_t max_frames) {
   UnwoundStack result;
   Process* process = session_for(pid);
-  if (!process || registers.ip() == 0 || starts_in_clone_child(process->dwfl, registers)) {
-    if (registers.ip()) result.pcs.push_back(registers.ip());
+  const uint64_t ip = registers.ip();
+  Dwfl_Module* module =
+      process != nullptr && ip != 0 ? dwfl_addrmodule(process->dwfl, ip) : nullptr;
+  // Where libdwfl has no CFI for the leaf, the rules below (the kernel walk's) go first.
+  const bool leaf_without_cfi = module != nullptr && !cfi_covers(module, ip);
+  if (!process || ip == 0 || (leaf_without_cfi && starts_in_clone_child(module, registers))) {
+    if (ip) result.pcs.push_back(ip);
     return result;
   }
   // A leaf past its FDE's end, in a system call: unwound from the syscall instruction, whose
   // rules are the pc's (it moves no register they use), and shown at its own pc.
   UserRegisters start = registers;
-  const bool syscall_leaf = in_syscall_past_cfi(process->dwfl, registers.ip());
+  const bool syscall_leaf = leaf_without_cfi && follows_syscall(process->dwfl, ip);
   if (syscall_leaf) start.dwarf[UserRegisters::kIp] -= 1;
+  const bool leaf_without_rule = leaf_without_cfi && (!syscall_leaf || !cfi_covers(module, ip - 1));
   CurrentSample& current = process->current;
   current = CurrentSample{};
   current.tid = tid;
@@ -411,7 +412,7 @@ UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& regist
   current.max_frames = max_frames;
   current.crt_stubs = &process->crt_stubs;
   current.dwfl = process->dwfl;
-  if (leaf_pushed_nothing(current, registers, start.ip())) {
+  if (leaf_without_rule && leaf_pushed_nothing(current, registers)) {
     result.pcs.push_back(registers.ip());
     current.stub_stop = StubFrame{8, registers, current.known};
   } else {

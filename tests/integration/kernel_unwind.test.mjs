@@ -128,63 +128,62 @@ describe('a 20 KB frame above the hot leaf (big_frame)', () => {
   });
 });
 
+// unwind_recursion `depth` deep, recorded in both modes, checked by `check(t, r)` in one test.
+function describeRecursion(depth, title, check) {
+  describe(`a recursion ${depth.toLocaleString('en')} deep (unwind_recursion)`, () => {
+    let r;
+    before(async () => {
+      r = await recordBoth(`recursion${depth}`,
+                           fixtureRecorder('unwind_recursion', DURATION_MS, [], [String(depth)]));
+    });
+
+    it(title, (t) => {
+      if (!requireRecorder(t)) return;
+      report(t, `recursion${depth}`, r);
+      check(t, r);
+    });
+  });
+}
+
 // Deeper than the 255 frames the walk once stopped at (then copied the stack): walked in the
 // kernel to the root.
-describe('a recursion 600 deep (unwind_recursion)', () => {
-  let r;
-  before(async () => {
-    r = await recordBoth('recursion600',
-                         fixtureRecorder('unwind_recursion', DURATION_MS, [], ['600']));
-  });
-
-  it('is 100% complete, walked in the kernel, with the same stacks as dwarf-copy', (t) => {
-    if (!requireRecorder(t)) return;
-    report(t, 'recursion600', r);
-    assert.ok(r.k.complete >= 0.999, `${pct(r.k.complete ?? 0)} complete`);
-    assert.ok(r.k.kernelShare >= 0.95, `${pct(r.k.kernelShare)} in the kernel`);
-    const same = sharedShare(userStacks(r.kernel), userStacks(r.copy));
-    assert.ok(same >= 0.95, `only ${pct(same)} of the stacks are dwarf-copy's`);
-  });
+describeRecursion(600, 'is 100% complete, walked in the kernel, with the same stacks as dwarf-copy',
+                  (t, r) => {
+  assert.ok(r.k.complete >= 0.999, `${pct(r.k.complete ?? 0)} complete`);
+  assert.ok(r.k.kernelShare >= 0.95, `${pct(r.k.kernelShare)} in the kernel`);
+  const same = sharedShare(userStacks(r.kernel), userStacks(r.copy));
+  assert.ok(same >= 0.95, `only ${pct(same)} of the stacks are dwarf-copy's`);
 });
 
 // Deeper than any mode unwinds (GCC's garbage collector recurses thousands deep): the walk
 // is cut at its limit and the innermost frames sent, rooted at [truncated], as a copy
 // unwound in userspace would give them, for a quarter of its bytes (8 KB against 32 KB
 // here) and no unwinding.
-describe('a recursion 3,000 deep (unwind_recursion)', () => {
-  let r;
-  before(async () => {
-    r = await recordBoth('recursion3000',
-                         fixtureRecorder('unwind_recursion', DURATION_MS, [], ['3000']));
-  });
-
-  it('is cut in the kernel at 1,023 frames, marked [truncated], the same as dwarf-copy', (t) => {
-    if (!requireRecorder(t)) return;
-    report(t, 'recursion3000', r);
-    const cut = /Kernel walks cut at the depth limit: (\d+) deeper than 1023 frames/
-      .exec(r.kernel.result.stderr);
-    assert.ok(cut, `no cut walks reported:\n${r.kernel.result.stderr}`);
-    const view = new ProfileView(r.kernel.profile);
-    let spinning = 0;
-    let deepAndMarked = 0;
-    for (const thread of view.threads) {
-      for (const s of view.samples(thread)) {
-        if (!s.frames.some((f) => f.name === 'bottom_spin')) continue;
-        spinning += s.weight;
-        const recursing = s.frames.filter((f) => f.name === 'recurse').length;
-        if (s.frames[0].name === '[truncated]' && recursing >= 1000) deepAndMarked += s.weight;
-      }
+describeRecursion(3000, 'is cut in the kernel at 1,023 frames, marked [truncated], the same as dwarf-copy',
+                  (t, r) => {
+  const cut = /Kernel walks cut at the depth limit: (\d+) deeper than 1023 frames/
+    .exec(r.kernel.result.stderr);
+  assert.ok(cut, `no cut walks reported:\n${r.kernel.result.stderr}`);
+  const view = new ProfileView(r.kernel.profile);
+  let spinning = 0;
+  let deepAndMarked = 0;
+  for (const thread of view.threads) {
+    for (const s of view.samples(thread)) {
+      if (!s.frames.some((f) => f.name === 'bottom_spin')) continue;
+      spinning += s.weight;
+      const recursing = s.frames.filter((f) => f.name === 'recurse').length;
+      if (s.frames[0].name === '[truncated]' && recursing >= 1000) deepAndMarked += s.weight;
     }
-    assert.ok(spinning > 0, 'no bottom_spin samples');
-    assert.ok(deepAndMarked >= 0.99 * spinning,
-              `${deepAndMarked} of ${spinning} bottom_spin samples hold >= 1000 recurse frames under [truncated]`);
-    assert.ok(Number(cut[1]) >= 0.9 * spinning, `${cut[1]} walks cut, ${spinning} samples`);
-    assert.ok(r.k.kernelShare >= 0.95, `${pct(r.k.kernelShare)} in the kernel`);
-    assert.ok(r.k.bytesPerSample < r.c.bytesPerSample / 3,
-              `${r.k.bytesPerSample} vs ${r.c.bytesPerSample} bytes per sample`);
-    const same = sharedShare(userStacks(r.kernel), userStacks(r.copy));
-    assert.ok(same >= 0.9, `only ${pct(same)} of the stacks are dwarf-copy's`);
-  });
+  }
+  assert.ok(spinning > 0, 'no bottom_spin samples');
+  assert.ok(deepAndMarked >= 0.99 * spinning,
+            `${deepAndMarked} of ${spinning} bottom_spin samples hold >= 1000 recurse frames under [truncated]`);
+  assert.ok(Number(cut[1]) >= 0.9 * spinning, `${cut[1]} walks cut, ${spinning} samples`);
+  assert.ok(r.k.kernelShare >= 0.95, `${pct(r.k.kernelShare)} in the kernel`);
+  assert.ok(r.k.bytesPerSample < r.c.bytesPerSample / 3,
+            `${r.k.bytesPerSample} vs ${r.c.bytesPerSample} bytes per sample`);
+  const same = sharedShare(userStacks(r.kernel), userStacks(r.copy));
+  assert.ok(same >= 0.9, `only ${pct(same)} of the stacks are dwarf-copy's`);
 });
 
 describe('python3.11 (stripped, no frame pointers)', () => {
