@@ -310,3 +310,40 @@ describe('code whose table cannot be loaded yet', () => {
     assert.equal(s.complete, 1);
   });
 });
+
+// A freshly booted machine may have no tracefs mounted, where the mmap hook's tracepoint is
+// found (the others are tp_btf). Each case runs in a mount namespace of its own, so that the
+// machine's mounts are left as they are.
+describe('without tracefs mounted', () => {
+  const unmountTracefs = 'umount -l /sys/kernel/tracing 2>/dev/null; umount -l /sys/kernel/debug 2>/dev/null;';
+  // /sys/kernel made a read-only tmpfs holding only btf/ (which loading needs): no mount point.
+  const forbidTracefs = 'btf=$(mktemp -d) && mount --bind /sys/kernel/btf "$btf" && ' +
+    'mount -t tmpfs -o size=64k none /sys/kernel && mkdir /sys/kernel/btf && ' +
+    'mount --move "$btf" /sys/kernel/btf && mount -o remount,ro /sys/kernel || exit 99;';
+  const inNamespace = (setup) => ['unshare', '-m', '--propagation', 'private', 'sh', '-c',
+                                  `${setup} exec "$@"`, 'sh'];
+  const loop = `for i in $(seq 20); do ${fixturePath('unwind_plt')} 20; done`;
+
+  it('is mounted: the recording works and new libraries are walked in the kernel', async (t) => {
+    if (!requireRecorder(t)) return;
+    const rec = await recordWith('kunwind_tracefs_unmounted', ['--call-graph', 'dwarf', '--', 'sh', '-c', loop],
+                                 { prefix: inNamespace(unmountTracefs) });
+    assert.doesNotMatch(rec.result.stderr, /no tracefs/);
+    const s = summary(rec);
+    t.diagnostic(`complete ${pct(s.complete ?? 0)}, ${pct(s.kernelShare)} in the kernel`);
+    assert.ok(s.complete >= 0.995, `${pct(s.complete ?? 0)} complete`);
+    assert.ok(s.kernelShare >= 0.93, `${pct(s.kernelShare)} in the kernel`);
+  });
+
+  it('cannot be mounted: one note, and the recording is still complete', async (t) => {
+    if (!requireRecorder(t)) return;
+    const rec = await recordWith('kunwind_tracefs_forbidden', ['--call-graph', 'dwarf', '--', 'sh', '-c', loop],
+                                 { prefix: inNamespace(unmountTracefs + forbidTracefs) });
+    assert.match(rec.result.stderr, /^bpfprof: note: no tracefs \(mounting it on \/sys\/kernel\/tracing: .*\n/m);
+    const s = summary(rec);
+    t.diagnostic(`complete ${pct(s.complete ?? 0)}, ${pct(s.kernelShare)} in the kernel`);
+    assert.ok(s.complete >= 0.995, `${pct(s.complete ?? 0)} complete`);
+    assert.ok(new ProfileView(rec.profile).threads.filter((th) => th.name === 'unwind_plt').length >= 15,
+              'the children are in the profile');
+  });
+});

@@ -645,12 +645,14 @@ export function sleep(ms) {
 }
 
 // Runs `bpfprof record <args>` writing RESULTS_DIR/<label>.json.gz; returns
-// { file, profile, view, result } after checking that it exited with `expectCode`.
-export async function recordWith(label, args, { expectCode = 0, timeoutMs = 180_000 } = {}) {
+// { file, profile, view, result } after checking that it exited with `expectCode`. With
+// `prefix` ([command, ...args]), bpfprof and its arguments are that command's last arguments.
+export async function recordWith(label, args, { expectCode = 0, timeoutMs = 180_000, prefix = [] } = {}) {
   const file = join(RESULTS_DIR, `${label}.json.gz`);
   rmSync(file, { force: true });
   const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...callGraphArgs(args), ...args];
-  const result = await run(BPFPROF, argv, { timeoutMs });
+  const [command, ...commandArgs] = [...prefix, BPFPROF, ...argv];
+  const result = await run(command, [...commandArgs], { timeoutMs });
   const describe = `${BPFPROF} ${argv.join(' ')}\nexit ${result.code} signal ${result.signal}` +
                    `\nstdout:\n${result.stdout}\nstderr:\n${result.stderr}`;
   assert.equal(result.code, expectCode, `unexpected exit status:\n${describe}`);
