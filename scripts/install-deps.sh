@@ -15,6 +15,8 @@ packages=(
   # pprof output, record --upload; go tool pprof checks pprof in the tests
   libprotobuf-dev protobuf-compiler libcurl4-openssl-dev golang-go
   nodejs npm
+  # signals.test.mjs holds the profile's rename with strace's syscall delay
+  strace
   # the real programs tests/integration/real_programs.test.mjs records
   sqlite3 xz-utils git coreutils python3
 )

@@ -3,7 +3,7 @@
 // written a second Ctrl-C is ignored with a message and a third aborts, leaving no file.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 
@@ -12,10 +12,10 @@ import {
   requireRecorder, sleep,
 } from './lib/harness.mjs';
 
-// Starts bpfprof; resolves { code, signal, stderr } at exit. `onStderr(text, child)` sees
-// the stderr text so far after each chunk.
-function startRecorder(args, onStderr = () => {}) {
-  const child = spawn(BPFPROF, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+// Starts bpfprof (or `command`, which runs it); resolves { code, signal, stderr } at exit.
+// `onStderr(text, child)` sees the stderr text so far after each chunk.
+function startRecorder(args, onStderr = () => {}, command = BPFPROF) {
+  const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => {
     stderr += d;
@@ -66,24 +66,35 @@ describe('a command killed by a signal', () => {
   });
 });
 
+// Starts bpfprof under strace, which holds the rename of the finished temporary file into
+// place for HOLD_MS (a syscall delay): signals sent on seeing "writing the profile" land in
+// the writing phase however fast the write is and however late this process reads the line
+// (a loaded machine once delayed it past a 200 ms write). `onWriting(pid)` gets bpfprof's pid.
+const HOLD_MS = 1500;
+function startRecorderHeldAtRename(args, onWriting) {
+  let seen = false;
+  const strace = ['-f', '-qq', '-o', '/dev/null', '-e', 'trace=/^rename', '-e',
+                  `inject=/^rename:delay_enter=${HOLD_MS * 1000}`];
+  return startRecorder([...strace, BPFPROF, ...args], (text, child) => {
+    if (seen || !text.includes('writing the profile')) return;
+    seen = true;
+    // strace's only child is bpfprof (its threads are not listed as children).
+    onWriting(Number(readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim()));
+  }, 'strace');
+}
+
 describe('Ctrl-C while the profile is written', () => {
   it('a second one is ignored with a message and the profile is complete', async (t) => {
     if (!requireRecorder(t)) return;
     const file = join(RESULTS_DIR, 'signals-writing.json.gz');
     rmSync(file, { force: true });
     let sent = false;
-    const { done } = startRecorder(['record', '-a', '-d', '1', '--keep-idle-threads', '-o', file], (text, child) => {
-      if (!sent && text.includes('writing the profile')) {
-        sent = true;
-        // Held while the signal is sent, so that it lands in the writing phase however
-        // short the write is on an idle machine (~70 ms for -a -d 1).
-        child.kill('SIGSTOP');
-        child.kill('SIGINT');
-        setTimeout(() => child.kill('SIGCONT'), 50);
-      }
+    const { done } = startRecorderHeldAtRename(['record', '-a', '-d', '1', '-o', file], (pid) => {
+      sent = true;
+      process.kill(pid, 'SIGINT');
     });
     const r = await done;
-    assert.ok(sent, 'never saw the writing phase');
+    assert.ok(sent, `never saw the writing phase: ${r.stderr}`);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stderr, /still writing the profile; a third Ctrl-C aborts without it/);
     assert.ok(existsSync(file));
@@ -95,17 +106,15 @@ describe('Ctrl-C while the profile is written', () => {
     const file = join(RESULTS_DIR, 'signals-abort.json.gz');
     rmSync(file, { force: true });
     let sent = false;
-    const { done } = startRecorder(['record', '-a', '-d', '1', '--keep-idle-threads', '-o', file], (text, child) => {
-      if (!sent && text.includes('writing the profile')) {
-        sent = true;
-        // One at a time: a signal sent while the same one is pending is merged into it.
-        child.kill('SIGINT');
-        setTimeout(() => child.kill('SIGINT'), 20);
-        setTimeout(() => child.kill('SIGINT'), 40);
-      }
+    const { done } = startRecorderHeldAtRename(['record', '-a', '-d', '1', '-o', file], (pid) => {
+      sent = true;
+      // One at a time: a signal sent while the same one is pending is merged into it.
+      process.kill(pid, 'SIGINT');
+      setTimeout(() => process.kill(pid, 'SIGINT'), 20);
+      setTimeout(() => process.kill(pid, 'SIGINT'), 40);
     });
     const r = await done;
-    assert.ok(sent, 'never saw the writing phase');
+    assert.ok(sent, `never saw the writing phase: ${r.stderr}`);
     assert.equal(r.code, 130, r.stderr);
     assert.match(r.stderr, /aborted; no profile written/);
     assert.ok(!existsSync(file), 'a profile was left behind');

@@ -316,6 +316,9 @@ class RecordSession {
 };
 
 void RecordSession::set_up() {
+  // Always, and first: without --flight-recorder a SIGUSR2 would otherwise end bpfprof (its
+  // default action), during the set-up (the verifier's ~0.7 s) as well as later.
+  install_dump_signal_handler();
   raise_file_limit();
   check_record_options(options_);
   try {
@@ -356,8 +359,6 @@ void RecordSession::set_up() {
   }
   sampling_started_ = monotonic_now();
   install_stop_signal_handlers();
-  // Always: without --flight-recorder a SIGUSR2 would otherwise end bpfprof, recording lost.
-  install_dump_signal_handler();
   if (options_.switch_output_seconds) rotated_.emplace(options_.switch_output_files);
   if (options_.switch_output_seconds || options_.flight_recorder_seconds) period_writer_.emplace();
   // The window's top wakers are those of the waits woken in the window.
