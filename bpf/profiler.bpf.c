@@ -417,7 +417,7 @@ static __always_inline bool send_unwound_sample(struct bpf_perf_event_data* ctx,
   struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
   if (!e) return false;
   struct task_struct* task = bpf_get_current_task_btf();
-  if (!unwind_user_stack(task, tgid, slot, e)) return false;
+  if (!unwind_current_user_stack(tgid, slot)) return false;
   fill_header(&e->header, BPFPROF_EVENT_UNWOUND_SAMPLE, tgid, tid);
   e->cpu_time_ns = task->se.sum_exec_runtime;
   e->state = 0;
@@ -588,7 +588,7 @@ static __always_inline bool send_unwound_switch_out(void* ctx, struct task_struc
   const bool reuse = reuses_off_cpu_stacks(taken, stop);
   e->user_depth = 0;
   /* prev is still the current task here: these are the stacks it sleeps in. */
-  if (!reuse && !unwind_user_stack(prev, prev->tgid, slot, e)) return false;
+  if (!reuse && !unwind_current_user_stack(prev->tgid, slot)) return false;
   if (!reuse && taken) *taken = *stop;
   fill_header(&e->header, BPFPROF_EVENT_UNWOUND_SWITCH_OUT, prev->tgid, prev->pid);
   e->cpu_time_ns = prev->se.sum_exec_runtime;
@@ -738,7 +738,7 @@ static __always_inline void send_waker_stack(void* ctx, const struct bpfprof_eve
   e->user_depth = 0;
   bool walked = !with_user;
   if (with_user && kernel_unwind) {
-    walked = unwind_user_stack(task, tgid, slot, e);
+    walked = unwind_current_user_stack(tgid, slot);
   } else if (with_user && !user_stack_copy_bytes) {
     e->user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
     walked = true;

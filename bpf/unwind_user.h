@@ -634,8 +634,8 @@ static __always_inline void count_unwind_outcome(__u32 reason) {
  * reached a thread root or the depth limit (or the task has no user context); false when the
  * sample must fall back to a stack copy (the reason counted). `slot`: 0 in the sample program, 1 in
  * sched_switch. */
-static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tgid, __u32 slot,
-                                              struct bpfprof_unwound_event* e) {
+static __always_inline bool walk_user_stack(struct task_struct* task, __u32 tgid, __u32 slot,
+                                            struct bpfprof_unwound_event* e) {
   e->user_depth = 0;
   if (!task->mm) return true; /* a kernel thread */
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
@@ -668,6 +668,16 @@ static __always_inline bool unwind_user_stack(struct task_struct* task, __u32 tg
   if (w->result == WALK_CUT) count_unwind_outcome(BPFPROF_WALK_CUT_AT_DEPTH);
   e->user_depth = w->depth;
   return true;
+}
+
+/* Walks the current task's user stack into unwound_scratch's `slot` (walk_user_stack). A
+ * global function: the verifier checks it once per program, on its own, instead of once
+ * for each state its callers reach it in (sched_switch's paths reached it twice). */
+__noinline int unwind_current_user_stack(__u32 tgid, __u32 slot) {
+  slot &= 1;
+  struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
+  if (!e) return 0;
+  return walk_user_stack(bpf_get_current_task_btf(), tgid, slot, e);
 }
 
 #endif
