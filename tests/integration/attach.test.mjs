@@ -11,7 +11,9 @@ import {
   requireRecorder, run, saveMetrics, sleep, startBackground, STATE_FRAMES,
 } from './lib/harness.mjs';
 
-const DURATION_MS = 2400;  // late-worker starts at 800 ms
+// late-worker starts at a third: 1,200 ms, 900 ms after the attach begins, for bpfprof's set-up
+// (the verifier's 0.3-0.6 s on a 2-CPU VM; at 2,400 ms a slow set-up missed main_spin).
+const DURATION_MS = 3600;
 
 describe('attach (-p)', () => {
   let rec;

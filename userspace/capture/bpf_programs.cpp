@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <future>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -186,11 +188,10 @@ BpfPrograms::BpfPrograms(const Config& config)
   });
   skeleton_.reset(profiler_bpf__open());
   if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
-  skeleton_->rodata->track_all = config.track_all_processes ? 1 : 0;
-  skeleton_->rodata->record_off_cpu = config.record_off_cpu ? 1 : 0;
-  skeleton_->rodata->off_cpu_stack_interval_ns = config.sampling_interval_ns;
-  skeleton_->rodata->record_wakers = config.record_wakers ? 1 : 0;
-  bpf_program__set_autoload(skeleton_->progs.on_waking, config.record_wakers);
+  set_read_only_data(skeleton_.get(), config);
+  for (bpf_program* walker : walker_programs(skeleton_.get(), config))
+    bpf_program__set_autoload(walker, false);  // each loaded from an object of its own
+  bpf_program__set_autoload(skeleton_->progs.on_waking, false);
   // The one program on a tracefs tracepoint (the others are tp_btf): without tracefs a young
   // program's libraries are walked once userspace has passed them on, copied until then.
   const std::optional<std::string> no_tracefs =
@@ -202,11 +203,6 @@ BpfPrograms::BpfPrograms(const Config& config)
             "bpfprof: note: no tracefs (%s): a new program's libraries are unwound from stack "
             "copies until their tables are loaded\n",
             no_tracefs->c_str());
-  skeleton_->rodata->user_stack_copy_bytes = config.user_stack_copy_bytes;
-  skeleton_->rodata->fallback_copies_whole_stack = config.fallback_copies_whole_stack ? 1 : 0;
-  skeleton_->rodata->kernel_unwind = config.unwind_row_capacity ? 1 : 0;
-  skeleton_->rodata->wakeup_threshold = config.ring_buffer_bytes / 4;
-  skeleton_->rodata->self_tgid = static_cast<uint32_t>(getpid());
   if (int err = bpf_map__set_max_entries(skeleton_->maps.tracked_processes,
                                          std::max<uint32_t>(config.max_tracked_processes, 1)))
     throw std::runtime_error("cannot size the table of tracked processes: " + errno_text(err));
@@ -229,6 +225,7 @@ BpfPrograms::BpfPrograms(const Config& config)
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error(
         load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
+  load_walker_programs(config);
   if (config.unwind_row_capacity)
     unwind_maps_ = std::make_unique<BpfUnwindMaps>(skeleton_->maps.unwind_rows,
                                                    skeleton_->maps.unwind_processes,
@@ -253,14 +250,82 @@ BpfPrograms::BpfPrograms(const Config& config)
 
 BpfPrograms::~BpfPrograms() = default;
 
+// The programs that hold the stack walker (sample, sched_switch, and sched_waking with
+// wakers), as they are in `skel`.
+std::vector<bpf_program*> BpfPrograms::walker_programs(profiler_bpf* skel, const Config& config) {
+  std::vector<bpf_program*> programs = {skel->progs.on_sample, skel->progs.on_switch};
+  if (config.record_wakers) programs.push_back(skel->progs.on_waking);
+  return programs;
+}
+
+void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
+  skel->rodata->track_all = config.track_all_processes ? 1 : 0;
+  skel->rodata->record_off_cpu = config.record_off_cpu ? 1 : 0;
+  skel->rodata->off_cpu_stack_interval_ns = config.sampling_interval_ns;
+  skel->rodata->record_wakers = config.record_wakers ? 1 : 0;
+  skel->rodata->user_stack_copy_bytes = config.user_stack_copy_bytes;
+  skel->rodata->fallback_copies_whole_stack = config.fallback_copies_whole_stack ? 1 : 0;
+  skel->rodata->kernel_unwind = config.unwind_row_capacity ? 1 : 0;
+  skel->rodata->wakeup_threshold = config.ring_buffer_bytes / 4;
+  skel->rodata->self_tgid = static_cast<uint32_t>(getpid());
+}
+
+// Each walker program takes the verifier 100-150 ms here (the rest of the object ~30 ms), one
+// after the other in one object: so each is loaded from an object of its own, on a thread of
+// its own, with the main object's maps (its global data included, so its read-only values are
+// those the verifier sees). On 2 CPUs this took start-up from ~550 to ~350 ms; with more CPUs
+// it waits for the longest one alone.
+void BpfPrograms::load_walker_programs(const Config& config) {
+  const size_t count = walker_programs(skeleton_.get(), config).size();
+  std::vector<std::future<void>> loads;
+  for (size_t i = 0; i < count; ++i) {
+    profiler_bpf* skel = profiler_bpf__open();
+    if (!skel) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
+    walker_skeletons_.emplace_back(skel);
+    set_read_only_data(skel, config);
+    bpf_program* mine = walker_programs(skel, config)[i];
+    bpf_program* program;
+    bpf_object__for_each_program(program, skel->obj) {
+      bpf_program__set_autoload(program, program == mine);
+    }
+    bpf_map* map;
+    bpf_object__for_each_map(map, skel->obj) {
+      const bpf_map* shared = bpf_object__find_map_by_name(skeleton_->obj, bpf_map__name(map));
+      if (!shared || bpf_map__reuse_fd(map, bpf_map__fd(shared)))
+        throw std::runtime_error(std::string("cannot share the BPF map ") + bpf_map__name(map) +
+                                 ": " + errno_text(errno));
+    }
+    loads.push_back(std::async(std::launch::async, [skel, &config] {
+      if (int err = profiler_bpf__load(skel))
+        throw std::runtime_error(
+            load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
+    }));
+  }
+  // All waited for before any error is thrown: none may still be loading an object then.
+  std::exception_ptr failure;
+  for (std::future<void>& load : loads) {
+    try {
+      load.get();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+  sample_program_ = walker_skeletons_[0]->progs.on_sample;
+}
+
 void BpfPrograms::attach_lifecycle() {
   if (int err = profiler_bpf__attach(skeleton_.get()))
     throw std::runtime_error("cannot attach the process-lifecycle tracepoints: " + errno_text(err));
+  // sched_switch and sched_waking (the sample program is attached to its perf events).
+  for (const auto& skel : walker_skeletons_)
+    if (int err = profiler_bpf__attach(skel.get()))
+      throw std::runtime_error("cannot attach the scheduler tracepoints: " + errno_text(err));
 }
 
 void BpfPrograms::attach_sampling(const std::vector<UniqueFd>& perf_event_fds) {
   for (const UniqueFd& fd : perf_event_fds) {
-    bpf_link* link = bpf_program__attach_perf_event(skeleton_->progs.on_sample, fd.get());
+    bpf_link* link = bpf_program__attach_perf_event(sample_program_, fd.get());
     if (!link)
       throw std::runtime_error("cannot attach the sample program to a perf event: " +
                                errno_text(errno));

@@ -16,6 +16,7 @@
 #include "userspace/model/recording.h"
 
 struct bpf_map;
+struct bpf_program;
 
 struct profiler_bpf;
 namespace bpfprof {
@@ -114,6 +115,9 @@ class BpfPrograms {
   std::vector<uint64_t> per_cpu_counts(const bpf_map* map) const;
 
   static int on_event(void* context, void* data, size_t size);
+  static std::vector<bpf_program*> walker_programs(profiler_bpf* skel, const Config& config);
+  static void set_read_only_data(profiler_bpf* skel, const Config& config);
+  void load_walker_programs(const Config& config);
   void apply_stack_copy_changes(IngestPipeline& pipeline);
 
   uint32_t user_stack_copy_bytes_;
@@ -128,7 +132,11 @@ class BpfPrograms {
     void operator()(ring_buffer* rb) const;
   };
 
+  // The maps and the small programs; the walker programs, each in an object of its own
+  // sharing those maps (load_walker_programs), the sample program's among them.
   std::unique_ptr<profiler_bpf, SkeletonDeleter> skeleton_;
+  std::vector<std::unique_ptr<profiler_bpf, SkeletonDeleter>> walker_skeletons_;
+  bpf_program* sample_program_ = nullptr;
   std::unique_ptr<BpfUnwindMaps> unwind_maps_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
