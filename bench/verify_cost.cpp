@@ -65,8 +65,8 @@ struct ProgramCost {
 bool load_once(const char* path, std::map<std::string, ProgramCost>& costs) {
   Object object(bpf_object__open(path));
   if (!object) return false;
-  for (const char* flag : {"record_off_cpu", "record_wakers", "kernel_unwind",
-                           "fallback_copies_whole_stack"})
+  for (const char* flag :
+       {"record_off_cpu", "record_wakers", "kernel_unwind", "fallback_copies_whole_stack"})
     set_read_only(object.get(), flag, 1);
   set_read_only(object.get(), "user_stack_copy_bytes", 8192);
   set_read_only(object.get(), "self_tgid", 1);
