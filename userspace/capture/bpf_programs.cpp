@@ -275,42 +275,54 @@ void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
 // its own, with the main object's maps (its global data included, so its read-only values are
 // those the verifier sees). On 2 CPUs this took start-up from ~550 to ~350 ms; with more CPUs
 // it waits for the longest one alone.
+BpfPrograms::Skeleton BpfPrograms::open_walker(size_t index, const Config& config) const {
+  Skeleton skel(profiler_bpf__open());
+  if (!skel) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
+  set_read_only_data(skel.get(), config);
+  bpf_program* mine = walker_programs(skel.get(), config).at(index);
+  bpf_program* program;
+  bpf_object__for_each_program(program, skel->obj) {
+    bpf_program__set_autoload(program, program == mine);
+  }
+  bpf_map* map;
+  bpf_object__for_each_map(map, skel->obj) {
+    const bpf_map* shared = bpf_object__find_map_by_name(skeleton_->obj, bpf_map__name(map));
+    if (!shared || bpf_map__reuse_fd(map, bpf_map__fd(shared)))
+      throw std::runtime_error(std::string("cannot share the BPF map ") + bpf_map__name(map) +
+                               ": " + errno_text(errno));
+  }
+  return skel;
+}
+
 void BpfPrograms::load_walker_programs(const Config& config) {
   const size_t count = walker_programs(skeleton_.get(), config).size();
-  std::vector<std::future<void>> loads;
+  std::vector<Skeleton> skeletons;
+  for (size_t i = 0; i < count; ++i) skeletons.push_back(open_walker(i, config));
+  std::vector<int> errors(count, -EAGAIN);
+  {
+    std::vector<std::future<int>> loads(count);
+    for (size_t i = 0; i < count; ++i) {
+      try {
+        loads[i] = std::async(std::launch::async,
+                              [skel = skeletons[i].get()] { return profiler_bpf__load(skel); });
+      } catch (const std::system_error&) {
+        // No thread to be had: loaded alone below.
+      }
+    }
+    for (size_t i = 0; i < count; ++i)
+      if (loads[i].valid()) errors[i] = loads[i].get();
+  }
+  // What failed at once is tried again alone, in a fresh object: several copies of the
+  // kernel's BTF parsed at once may not fit under a small `ulimit -v` where one does (and
+  // then the error is the one a single load gives).
   for (size_t i = 0; i < count; ++i) {
-    profiler_bpf* skel = profiler_bpf__open();
-    if (!skel) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
-    walker_skeletons_.emplace_back(skel);
-    set_read_only_data(skel, config);
-    bpf_program* mine = walker_programs(skel, config)[i];
-    bpf_program* program;
-    bpf_object__for_each_program(program, skel->obj) {
-      bpf_program__set_autoload(program, program == mine);
-    }
-    bpf_map* map;
-    bpf_object__for_each_map(map, skel->obj) {
-      const bpf_map* shared = bpf_object__find_map_by_name(skeleton_->obj, bpf_map__name(map));
-      if (!shared || bpf_map__reuse_fd(map, bpf_map__fd(shared)))
-        throw std::runtime_error(std::string("cannot share the BPF map ") + bpf_map__name(map) +
-                                 ": " + errno_text(errno));
-    }
-    loads.push_back(std::async(std::launch::async, [skel, &config] {
-      if (int err = profiler_bpf__load(skel))
-        throw std::runtime_error(
-            load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
-    }));
+    if (!errors[i]) continue;
+    skeletons[i] = open_walker(i, config);
+    if (int err = profiler_bpf__load(skeletons[i].get()))
+      throw std::runtime_error(
+          load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
   }
-  // All waited for before any error is thrown: none may still be loading an object then.
-  std::exception_ptr failure;
-  for (std::future<void>& load : loads) {
-    try {
-      load.get();
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
+  walker_skeletons_ = std::move(skeletons);
   sample_program_ = walker_skeletons_[0]->progs.on_sample;
 }
 

@@ -117,7 +117,6 @@ class BpfPrograms {
   static int on_event(void* context, void* data, size_t size);
   static std::vector<bpf_program*> walker_programs(profiler_bpf* skel, const Config& config);
   static void set_read_only_data(profiler_bpf* skel, const Config& config);
-  void load_walker_programs(const Config& config);
   void apply_stack_copy_changes(IngestPipeline& pipeline);
 
   uint32_t user_stack_copy_bytes_;
@@ -134,8 +133,14 @@ class BpfPrograms {
 
   // The maps and the small programs; the walker programs, each in an object of its own
   // sharing those maps (load_walker_programs), the sample program's among them.
-  std::unique_ptr<profiler_bpf, SkeletonDeleter> skeleton_;
-  std::vector<std::unique_ptr<profiler_bpf, SkeletonDeleter>> walker_skeletons_;
+  using Skeleton = std::unique_ptr<profiler_bpf, SkeletonDeleter>;
+  // A skeleton for the walker program `index` of walker_programs() alone, its maps the main
+  // object's; and the loading of them all.
+  Skeleton open_walker(size_t index, const Config& config) const;
+  void load_walker_programs(const Config& config);
+
+  Skeleton skeleton_;
+  std::vector<Skeleton> walker_skeletons_;
   bpf_program* sample_program_ = nullptr;
   std::unique_ptr<BpfUnwindMaps> unwind_maps_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
