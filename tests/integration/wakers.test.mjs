@@ -4,12 +4,14 @@
 // interrupt context and the kernel function that woke it), data.wakerThread, data.wakerTid,
 // data.wakerProcess, and data.cause = {stack, time}: the waker's stack when it woke the thread.
 //
-// Fixture (tests/fixtures/wakers.c), four scenarios at once:
+// Fixture (tests/fixtures/wakers.c), five scenarios at once:
 //   acc-consumer waits on a condition variable that acc-producer signals in hand_over();
 //   ping (a thread) and pong (a child process) write to each other through pipes, each 2 ms
 //     after the other's byte came;
 //   sleeper sleeps 3 ms at a time in nanosleep (a timer ends each wait);
-//   pipe-reader reads what pipe-writer (another child process) writes every 100 ms.
+//   pipe-reader reads what pipe-writer (another child process) writes every 100 ms;
+//   udp-reader receives the datagrams udp-writer sends over loopback every 5 ms (the network's
+//     softirq, run on the interrupt stack at the end of the send, delivers and wakes).
 // It prints `waits name=<thread> tid=<tid> count=<n>` and `process name=<n> pid=<pid>`.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -33,7 +35,7 @@ function parseFixture(stdout) {
     waits.set(m[1], { tid: Number(m[2]), count: Number(m[3]) });
   const processes = new Map();
   for (const m of stdout.matchAll(/^process name=(\S+) pid=(\d+)$/gm)) processes.set(m[1], Number(m[2]));
-  for (const name of ['acc-consumer', 'ping', 'sleeper', 'pipe-reader'])
+  for (const name of ['acc-consumer', 'ping', 'sleeper', 'pipe-reader', 'udp-reader'])
     assert.ok(waits.has(name), `the fixture printed no waits line for ${name}:\n${stdout}`);
   for (const name of ['pong', 'pipe-writer'])
     assert.ok(processes.has(name), `the fixture printed no process line for ${name}:\n${stdout}`);
@@ -171,6 +173,22 @@ describe('wakers: who woke each wait', () => {
                  `the timer, ${byThread.length} by a thread\n  ${summary(markers)}`);
     assert.ok(byTimer.length >= 0.9 * sleeper.count, `only ${byTimer.length} of ${sleeper.count} sleeps name the timer`);
     assert.ok(byThread.length <= 0.02 * sleeper.count, `${byThread.length} of the sleeper's waits name a thread`);
+  });
+
+  it('a datagram over loopback names the softirq that delivered it, not a thread', (t) => {
+    if (!requireRecorder(t)) return;
+    const reader = fixture.waits.get('udp-reader');
+    const markers = wokenMarkers(view, threadNamed(view, reader.tid, 'udp-reader'));
+    const bySoftirq = markers.filter((k) => k.data.waker === 'softirq: sock_def_readable' &&
+                                            k.data.wakerTid === undefined &&
+                                            k.causeFrames.some((f) => f.name === 'net_rx_action'));
+    const byThread = markers.filter((k) => k.data.wakerTid !== undefined);
+    Object.assign(m, { udpWaits: reader.count, udpMarkers: markers.length, udpBySoftirq: bySoftirq.length });
+    t.diagnostic(`udp-reader: ${reader.count} datagrams, ${markers.length} woken markers, ${bySoftirq.length} ` +
+                 `by the softirq through net_rx_action, ${byThread.length} by a thread\n  ${summary(markers)}`);
+    assert.ok(bySoftirq.length >= 0.9 * reader.count,
+              `only ${bySoftirq.length} of ${reader.count} waits name the softirq`);
+    assert.ok(byThread.length <= 0.02 * reader.count, `${byThread.length} of the reader's waits name a thread`);
   });
 
   it('the pipe reader names the writer process', (t) => {
