@@ -189,9 +189,11 @@ BpfPrograms::BpfPrograms(const Config& config)
   skeleton_.reset(profiler_bpf__open());
   if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
   set_read_only_data(skeleton_.get(), config);
-  for (bpf_program* walker : walker_programs(skeleton_.get(), config))
-    bpf_program__set_autoload(walker, false);  // each loaded from an object of its own
-  bpf_program__set_autoload(skeleton_->progs.on_waking, false);
+  // The walker programs are each loaded from an object of their own (load_walker_programs);
+  // sched_waking's only with wakers.
+  for (bpf_program* walker :
+       {skeleton_->progs.on_sample, skeleton_->progs.on_switch, skeleton_->progs.on_waking})
+    bpf_program__set_autoload(walker, false);
   // The one program on a tracefs tracepoint (the others are tp_btf): without tracefs a young
   // program's libraries are walked once userspace has passed them on, copied until then.
   const std::optional<std::string> no_tracefs =
@@ -270,11 +272,6 @@ void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
   skel->rodata->self_tgid = static_cast<uint32_t>(getpid());
 }
 
-// Each walker program takes the verifier 100-150 ms here (the rest of the object ~30 ms), one
-// after the other in one object: so each is loaded from an object of its own, on a thread of
-// its own, with the main object's maps (its global data included, so its read-only values are
-// those the verifier sees). On 2 CPUs this took start-up from ~550 to ~350 ms; with more CPUs
-// it waits for the longest one alone.
 BpfPrograms::Skeleton BpfPrograms::open_walker(size_t index, const Config& config) const {
   Skeleton skel(profiler_bpf__open());
   if (!skel) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
@@ -294,6 +291,11 @@ BpfPrograms::Skeleton BpfPrograms::open_walker(size_t index, const Config& confi
   return skel;
 }
 
+// Each walker program takes the verifier 100-150 ms here (the rest of the object ~30 ms), one
+// after the other in one object: so each is loaded from an object of its own, on a thread of
+// its own, with the main object's maps (its global data included, so its read-only values are
+// those the verifier sees). On 2 CPUs this took start-up from ~550 to ~350 ms; with more CPUs
+// it waits for the longest one alone.
 void BpfPrograms::load_walker_programs(const Config& config) {
   const size_t count = walker_programs(skeleton_.get(), config).size();
   std::vector<Skeleton> skeletons;

@@ -652,8 +652,8 @@ export async function recordWith(label, args, { expectCode = 0, timeoutMs = 180_
   rmSync(file, { force: true });
   const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...callGraphArgs(args), ...args];
   const [command, ...commandArgs] = [...prefix, BPFPROF, ...argv];
-  const result = await run(command, [...commandArgs], { timeoutMs });
-  const describe = `${BPFPROF} ${argv.join(' ')}\nexit ${result.code} signal ${result.signal}` +
+  const result = await run(command, commandArgs, { timeoutMs });
+  const describe = `${[command, ...commandArgs].join(' ')}\nexit ${result.code} signal ${result.signal}` +
                    `\nstdout:\n${result.stdout}\nstderr:\n${result.stderr}`;
   assert.equal(result.code, expectCode, `unexpected exit status:\n${describe}`);
   assert.ok(existsSync(file), `no profile written:\n${describe}`);
