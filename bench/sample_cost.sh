@@ -38,6 +38,16 @@ tracepoint:timer:hrtimer_expire_exit
 { @ns = stats(nsecs - @start[cpu]); delete(@start[cpu]); }
 EOF
 
+# bpftrace prints its maps and exits on SIGINT, but now and then misses the first one (seen
+# once in ~20 rounds, a round then hung for good): send it again until it is gone.
+stop_tracer() {
+  for _ in $(seq 20); do
+    kill -INT "$1" 2>/dev/null || break
+    for _ in $(seq 30); do kill -0 "$1" 2>/dev/null || break 2; sleep 0.1; done
+  done
+  wait "$1" || true
+}
+
 # Prints "MEAN_NS COUNT" for one recording of mode $1 (run_rounds' "ms" column holds the mean).
 run_one() {
   bpftrace "$out/cost.bt" > "$out/bt" 2>&1 &
@@ -45,8 +55,7 @@ run_one() {
   for _ in $(seq 100); do grep -q "Attaching" "$out/bt" && break; sleep 0.1; done
   sleep 0.5
   run_mode "$1" >/dev/null || true
-  kill -INT "$tracer"
-  wait "$tracer" || true
+  stop_tracer "$tracer"
   sed -n 's/^@ns: count \([0-9]*\), average \([0-9]*\),.*/\2 \1/p' "$out/bt"
 }
 
