@@ -7,28 +7,42 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../../build/fuzz}
+mkdir -p "$build" && build=$(cd "$build" && pwd)  # the targets run from there
 seconds=${SECONDS_PER_TARGET:-10}
 command -v clang++ > /dev/null || { echo "fuzz: clang++ is needed" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
 cmake --build "$build" -j "$(nproc)" > "$build/build.log" 2>&1 || { tail -30 "$build/build.log" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-status=0
-for target in fuzz_proc_maps fuzz_kallsyms fuzz_perf_map fuzz_cgroup_files fuzz_elf fuzz_unwinder fuzz_event_log fuzz_unwind_cache fuzz_symbol_api fuzz_processed_profile; do
+# One target per CPU at a time: each keeps its full time, and the run takes a CPU-th of it.
+run_target() {
+  local target=$1
   mkdir -p "$work/$target"
-  log=$build/$target.log
+  local log=$build/$target.log
   # Full malloc stacks where the suppression (lsan.supp) must see libdwfl's frames.
-  asan=""
+  local asan=""
   [ "$target" = fuzz_elf ] && asan=fast_unwind_on_malloc=0
   if (cd "$build" && ASAN_OPTIONS=$asan LSAN_OPTIONS=suppressions=$here/lsan.supp "./$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         "$work/$target" "$here/corpus/${target#fuzz_}" > "$log" 2>&1); then
+    local runs speed
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
     echo "fuzz: $target: ${runs:-?} runs in ${seconds} s (${speed:-?}/s), no failure"
   else
     echo "fuzz: $target FAILED; see $log (reproducer: $build/crash-* / leak-* / timeout-*)" >&2
     grep -m5 -E "ERROR|SUMMARY|runtime error" "$log" >&2 || tail -20 "$log" >&2
-    status=1
+    return 1
   fi
+}
+status=0
+running=0
+for target in fuzz_proc_maps fuzz_kallsyms fuzz_perf_map fuzz_cgroup_files fuzz_elf fuzz_unwinder fuzz_event_log fuzz_unwind_cache fuzz_symbol_api fuzz_processed_profile; do
+  if [ "$running" -ge "$(nproc)" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  run_target "$target" &
+  running=$((running + 1))
 done
+for _ in $(seq "$running"); do wait -n || status=1; done
 exit $status
