@@ -175,8 +175,13 @@ std::optional<NativeSymbolInfo> Symbolizer::native_symbol_at(
       continue;
     uint64_t size = symbol->size;
     if (symbol->widened && dwarf) {
+      // It also stops where its own FDE ends: code after it without CFI (crtstuff's functions
+      // after _start) is not its.
       const CodeRange* own = dwarf->cfi_function_at(symbol->address);
-      if (own && own->start == symbol->address) size = std::min(size, own->end - own->start);
+      if (own && own->start == symbol->address) {
+        if (vaddr >= own->end) continue;
+        size = std::min(size, own->end - own->start);
+      }
     }
     return NativeSymbolInfo{demangle(symbol->name), symbol->address - binary->base_vaddr(), size};
   }

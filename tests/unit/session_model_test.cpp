@@ -300,6 +300,32 @@ TEST(SessionModel, SamplesOnTheWayOutStayWithTheExitedThread) {
   EXPECT_EQ(model.threads().back().samples.size(), 1u);
 }
 
+// A process's last task samples after the exit tracepoint too (inside do_exit, its mappings
+// still in place): its frames resolve in the mappings it had, not as unmapped addresses. A
+// later process with the same pid starts from its own.
+TEST(SessionModel, SamplesOnTheWayOutResolveInTheExitedProcessesMappings) {
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{50}, Tid{50}, "short"});
+  model.apply(ms(0), mmap_event(50, 0x1000, 0x1000, 0x2000, "/lib/x.so"));
+  model.apply(ms(2), ExitEvent{Pid{50}, Tid{50}, CpuTimeNs{300}, 0, true, "short"});
+  const RawStackId stack = raw.intern_path(std::vector<uint64_t>{0x1100, 0x1200});
+  model.add_sample(SampleRecord{ms(3), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{350}, stack}, raw);
+  const std::vector<FrameKey> frames =
+      model.stacks().leaf_to_root(model.threads().back().samples.back().stack);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].kind, FrameKind::kNative);
+  EXPECT_EQ(frames[0].address, 0x1200u - 0x1000 + 0x2000);
+  EXPECT_EQ(frames[1].kind, FrameKind::kNative);
+
+  model.apply(ms(4), ForkEvent{Pid{1}, Tid{1}, Pid{50}, Tid{50}, "reused"});
+  model.add_sample(SampleRecord{ms(5), Pid{50}, Tid{50}, Cpu{0}, CpuTimeNs{10}, stack}, raw);
+  const std::vector<FrameKey> reused =
+      model.stacks().leaf_to_root(model.threads().back().samples.back().stack);
+  ASSERT_EQ(reused.size(), 2u);
+  EXPECT_EQ(reused[0].kind, FrameKind::kUnmapped);
+}
+
 }  // namespace
 }  // namespace bpfprof
 

@@ -166,6 +166,17 @@ TEST_F(StrippedNamesTest, EntryPointIsStartWithItsFdeExtent) {
   const SymbolizedFrame main_frame =
       symbolize_stripped(symbolizer, nm_symbols(path("full")).at("main") + 1);
   EXPECT_NE(main_frame.name, "_start");
+  // crtstuff's functions follow _start with no CFI of their own: past _start's FDE, not _start.
+  const Addresses full = nm_symbols(path("full"));
+  int checked = 0;
+  for (const char* crt :
+       {"deregister_tm_clones", "register_tm_clones", "__do_global_dtors_aux", "frame_dummy"}) {
+    auto it = full.find(crt);
+    if (it == full.end() || it->second <= entry) continue;
+    ++checked;
+    EXPECT_NE(symbolize_stripped(symbolizer, it->second).name, "_start") << crt;
+  }
+  EXPECT_GT(checked, 0) << "no crtstuff function after the entry point";
 }
 
 TEST_F(StrippedNamesTest, UndefinedSymbolsNeverNameCode) {

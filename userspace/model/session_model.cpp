@@ -8,6 +8,10 @@
 
 namespace bpfprof {
 
+// Enough for the exits that can come between one and its process's last samples (the model
+// takes events in time order; those samples follow the exit by microseconds).
+constexpr size_t kExitedSpacesKept = 64;
+
 SessionModel::SessionModel() {
   libraries_.push_back(Library{.path = "[kernel.kallsyms]"});  // kKernelLib
 }
@@ -248,8 +252,19 @@ void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
       process(p->second).exit_code = e.exit_code;
       end_process(t, p->second);
     }
-    address_spaces_.erase(e.pid);
+    if (auto space = address_spaces_.find(e.pid); space != address_spaces_.end()) {
+      exited_address_spaces_.emplace_back(e.pid, std::move(space->second));
+      if (exited_address_spaces_.size() > kExitedSpacesKept) exited_address_spaces_.pop_front();
+      address_spaces_.erase(space);
+    }
   }
+}
+
+const AddressSpace* SessionModel::address_space_of(Pid pid) const {
+  if (auto it = address_spaces_.find(pid); it != address_spaces_.end()) return &it->second;
+  for (auto it = exited_address_spaces_.rbegin(); it != exited_address_spaces_.rend(); ++it)
+    if (it->first == pid) return &it->second;
+  return nullptr;
 }
 
 void SessionModel::on(MonotonicNs, const CommEvent& e) {
@@ -457,8 +472,7 @@ StackId SessionModel::off_cpu_stack(Thread& th, const SampleRecord& switch_out,
 }
 
 StackId SessionModel::resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks) {
-  const AddressSpace* space = nullptr;
-  if (auto it = address_spaces_.find(pid); it != address_spaces_.end()) space = &it->second;
+  const AddressSpace* space = address_space_of(pid);
   const uint64_t version = space ? space->version() : 0;
   const uint64_t cache_key = resolved_key(pid, raw);
   if (auto it = resolved_.find(cache_key);

@@ -294,6 +294,10 @@ class SessionModel {
   // tracepoint, and those samples are its own.
   std::unordered_map<Tid, ThreadIndex> exited_threads_;
   std::unordered_map<Pid, AddressSpace> address_spaces_;
+  // The last processes to exit, newest last: their last task samples on its way out after
+  // the exit tracepoint too, with its mappings still in place (kept: kExitedSpacesKept).
+  std::deque<std::pair<Pid, AddressSpace>> exited_address_spaces_;
+  const AddressSpace* address_space_of(Pid pid) const;
   ResolvedStackTree stacks_;
   // Raw stacks already resolved in a process, with the address-space version they used.
   struct ResolvedStack {
