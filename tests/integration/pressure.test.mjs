@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 
 import {
   BPFPROF, ProfileView, RESULTS_DIR, fixturePath, pct, readProfile, recordFixture, requireRecorder,
-  run, sleep, startBackground,
+  run, sleep, startBackground, untilSampling,
 } from './lib/harness.mjs';
 
 // Runs argv under python's getrusage: { code, signal, stdout, stderr, maxRssMb }.
@@ -25,6 +25,11 @@ async function runMeasured(argv, timeoutMs = 120_000) {
 
 function userNames(s) {
   return s.frames.filter((f) => f.category === 'User').map((f) => f.name);
+}
+
+// A frame the symbolizer could not name: an address, or an offset in its file.
+function unnamed(name) {
+  return name === '[truncated]' || /^0x[0-9a-f]+$/.test(name) || /\+0x[0-9a-f]+$/.test(name);
 }
 
 describe('a target with 10,000 threads', () => {
@@ -74,20 +79,21 @@ describe('a process that execs 100 times a second', () => {
         const names = userNames(s);
         if (!names.length) continue;
         onCpu += s.weight;
-        if (!names.includes('storm_spin') || !names.includes('main')) continue;
-        named += s.weight;
-        // From the image's own _start: each image's stacks unwound with its own mappings
-        // (they were once unwound with the last image's of a batch, and ended at
-        // __libc_start_call_main, found by frame pointers).
-        if (names[0] === '_start') rooted += s.weight;
+        // Every frame named, from the image's own _start: each image's stacks unwound with its
+        // own mappings (they were once unwound with the last image's of a batch, and ended at
+        // __libc_start_call_main, found by frame pointers). Besides the spin: ld.so's and
+        // libc's start-up, a fixed CPU cost per image (its share grows with the machine's
+        // load, as the spin is timed by the clock).
+        if (names[0] === '_start' && !names.some(unnamed)) rooted += s.weight;
+        if (names.includes('storm_spin') && names.includes('main')) named += s.weight;
       }
     }
-    t.diagnostic(`${generations} generations; ${pct(named / onCpu)} of ${Math.round(onCpu)} on-CPU user ` +
-                 `samples in main > storm_spin, ${pct(rooted / named)} of them from _start; inside execve (left out): ${inExec.oldStack} with the ` +
-                 `old stack, ${inExec.exec} [exec], ${inExec.truncated} [truncated]`);
+    t.diagnostic(`${generations} generations; of ${Math.round(onCpu)} on-CPU user samples ${pct(rooted / onCpu)} ` +
+                 `named from _start, ${pct(named / onCpu)} in main > storm_spin; inside execve (left out): ` +
+                 `${inExec.oldStack} with the old stack, ${inExec.exec} [exec], ${inExec.truncated} [truncated]`);
     assert.ok(generations >= 20, `${generations} generations`);
-    assert.ok(named >= 0.9 * onCpu, `${pct(named / onCpu)} in storm_spin`);
-    assert.ok(rooted >= 0.95 * named, `${pct(rooted / named)} of the storm_spin samples from _start`);
+    assert.ok(rooted >= 0.98 * onCpu, `${pct(rooted / onCpu)} of the on-CPU user samples named from _start`);
+    assert.ok(named >= 0.75 * onCpu, `${pct(named / onCpu)} in storm_spin`);
     assert.equal(inExec.truncated, 0, 'samples inside execve begin with [truncated]');
     assert.ok(inExec.exec > 0, 'no sample inside execve after the old image was gone ([exec])');
   });
@@ -99,7 +105,7 @@ describe('a pid reused during -a', () => {
     const file = join(RESULTS_DIR, 'pressure-pid-reuse.json.gz');
     rmSync(file, { force: true });
     const recorder = startBackground(BPFPROF, ['record', '-a', '-d', '6', '-o', file]);
-    await sleep(2500);  // set up and attached (start-up is well under a second)
+    await untilSampling(recorder);
     const cycler = await run(fixturePath('pid_cycler'), ['500'], { timeoutMs: 90_000 });
     const done = await recorder.done;
     assert.equal(done.code, 0, done.stderr);

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 
 import {
   BPFPROF, FREQUENCY_HZ, RESULTS_DIR, fixturePath, hasUserChainAtLeaf, osPid, readProfile,
-  recordWith, requireRecorder, saveMetrics, sleep, startBackground, ProfileView,
+  recordWith, requireRecorder, saveMetrics, startBackground, untilSampling, ProfileView,
 } from './lib/harness.mjs';
 
 const SHORT_RUNS = 30;
@@ -42,7 +42,7 @@ describe('processes over time', () => {
     const file = join(RESULTS_DIR, 'short_lived_all.json.gz');
     rmSync(file, { force: true });
     const recorder = startBackground(BPFPROF, ['record', '-a', '-d', '4', '-F', String(FREQUENCY_HZ), '-o', file]);
-    await sleep(800);
+    await untilSampling(recorder);
     const loop = startBackground('sh', ['-c', shortLoop()]);
     assert.equal((await loop.done).code, 0);
     const recording = await recorder.done;

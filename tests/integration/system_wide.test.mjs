@@ -7,7 +7,7 @@ import { before, describe, it } from 'node:test';
 import {
   BPFPROF, FREQUENCY_HZ, RESULTS_DIR, checkCpuAgainstFixture, checkProfileStructure, checkWithProfilerCli,
   fixturePath, hasUserChainAtLeaf, parseCputimeLines, pct, readProfile, recorderUnavailableReason,
-  requireRecorder, run, saveMetrics, sleep, startBackground, ProfileView,
+  requireRecorder, run, saveMetrics, startBackground, untilSampling, ProfileView,
 } from './lib/harness.mjs';
 import { join } from 'node:path';
 import { rmSync } from 'node:fs';
@@ -27,7 +27,7 @@ describe('system-wide (-a)', () => {
     rmSync(file, { force: true });
     const recorder = startBackground(BPFPROF, ['record', '-a', '-d', String(RECORD_SECONDS),
                                                '-F', String(FREQUENCY_HZ), '-o', file]);
-    await sleep(800);  // past start-up: the fixtures' whole lives are inside the recording
+    await untilSampling(recorder);  // the fixtures' whole lives are inside the recording
     const a = startBackground(fixturePath('busy'), [String(FIXTURE_MS)]);
     const b = startBackground(fixturePath('busy'), [String(FIXTURE_MS)]);
     // Kernel threads at work: writeback of a file synced to disk.

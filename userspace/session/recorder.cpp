@@ -237,6 +237,7 @@ class RecordSession {
   // Each throws RecordFailure.
   void set_up();
   void start_targets();
+  void say_sampling_started() const;
   void collect();
   // The exit status of `record`.
   int finish();
@@ -434,6 +435,20 @@ void RecordSession::start_targets() {
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, 0);
   pipeline_.take_lifecycle_events();
   bpf_->apply_python_changes(pipeline_);  // interpreters already running: their frames now
+  if (!command_) say_sampling_started();
+}
+
+// -p and -a: what runs from now on is in the profile (the set-up took ~0.2-0.7 s).
+void RecordSession::say_sampling_started() const {
+  const std::string what = options_.system_wide
+                               ? std::string("every process")
+                               : std::to_string(options_.attach_pids.size()) +
+                                     (options_.attach_pids.size() == 1 ? " process" : " processes");
+  char until[64] = "";
+  if (options_.duration_seconds)
+    snprintf(until, sizeof until, " for %g s", *options_.duration_seconds);
+  fprintf(stderr, "bpfprof: sampling %s from now%s; Ctrl-C ends the recording\n", what.c_str(),
+          until);
 }
 
 void RecordSession::launch_command() {

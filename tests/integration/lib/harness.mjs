@@ -637,11 +637,27 @@ export function startBackground(command, args, { env } = {}) {
       code, signal, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'),
     }));
   });
-  return { child, pid: child.pid, done };
+  let exited = false;
+  done.then(() => { exited = true; }, () => { exited = true; });
+  return { child, pid: child.pid, done, stderrSoFar: () => Buffer.concat(err).toString('utf8'),
+           exited: () => exited };
 }
 
 export function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+// Waits until a `bpfprof record -p/-a` started with startBackground says it samples (its
+// set-up takes ~0.2-0.7 s, more on a loaded machine): what starts after this is recorded.
+export async function untilSampling(recorder, { timeoutMs = 20_000 } = {}) {
+  const started = Date.now();
+  for (;;) {
+    if (/^bpfprof: sampling .* from now/m.test(recorder.stderrSoFar())) return;
+    assert.ok(!recorder.exited(), `bpfprof ended before sampling:\n${recorder.stderrSoFar()}`);
+    assert.ok(Date.now() - started < timeoutMs,
+              `bpfprof not sampling after ${timeoutMs} ms:\n${recorder.stderrSoFar()}`);
+    await sleep(10);
+  }
 }
 
 // Runs `bpfprof record <args>` writing RESULTS_DIR/<label>.json.gz; returns
