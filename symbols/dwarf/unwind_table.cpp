@@ -14,6 +14,7 @@
 #include "symbols/dwarf/cfi_functions.h"
 #include "symbols/dwarf/crt_stubs.h"
 #include "symbols/dwarf/dwarf_module.h"
+#include "symbols/dwarf/stack_height.h"
 #include "symbols/util/sorted_ranges.h"
 
 namespace bpfprof {
@@ -347,6 +348,51 @@ bool is_fill(const CodeSection& section, uint64_t from, uint64_t to) {
   return true;
 }
 
+// Rules read from the instructions (stack_height.h) of each stretch of code that no span
+// covers: crtstuff's functions. Stretches beyond kLongestInferred (a file without CFI) are
+// left alone: that is not the code this is for, and it would slow the table's build.
+void add_inferred_spans(const std::vector<CodeSection>& sections, std::vector<Span>& spans) {
+  constexpr uint64_t kLongestInferred = 64 * 1024;
+  const IsFunctionEntry is_function_entry = [&spans](uint64_t address) {
+    auto it = std::upper_bound(spans.begin(), spans.end(), address,
+                               [](uint64_t value, const Span& s) { return value < s.start; });
+    if (it == spans.begin() || (--it)->end <= address) return false;
+    return it->row.cfa_rule == BPFPROF_CFA_PLT ||
+           (it->row.cfa_rule == BPFPROF_CFA_RSP && it->row.cfa_offset == 8 &&
+            it->row.rbp_rule == BPFPROF_RBP_SAME);
+  };
+  std::vector<Span> inferred;
+  auto infer = [&](const CodeSection& section, uint64_t from, uint64_t to) {
+    if (from >= to || to - from > kLongestInferred || is_fill(section, from, to)) return;
+    const uint8_t* code = section.bytes + (from - section.coverage.start);
+    for (const InferredSpan& s : infer_stack_heights(from, code, to - from, is_function_entry)) {
+      Span span{s.start, s.end, {}, UnwindGap::kNoCfi};
+      span.row.cfa_rule = BPFPROF_CFA_RSP;
+      span.row.cfa_offset = static_cast<int32_t>(s.cfa_offset);
+      span.row.rbp_rule = s.rbp == InferredRbp::kSame    ? BPFPROF_RBP_SAME
+                          : s.rbp == InferredRbp::kSaved ? BPFPROF_RBP_AT_CFA
+                                                         : BPFPROF_RBP_UNKNOWN;
+      span.row.rbp_offset = s.rbp_offset;
+      inferred.push_back(span);
+    }
+  };
+  for (const CodeSection& section : sections) {
+    if (section.bytes == nullptr) continue;
+    const uint64_t start = section.coverage.start;
+    const uint64_t end = section.coverage.end;
+    uint64_t done = start;
+    for (const Span& span : spans) {  // sorted, not overlapping (normalize)
+      if (span.end <= start || span.start >= end) continue;
+      infer(section, done, std::max(done, span.start));
+      done = std::max(done, std::min(span.end, end));
+    }
+    infer(section, done, end);
+  }
+  if (inferred.empty()) return;
+  spans.insert(spans.end(), inferred.begin(), inferred.end());
+  normalize(spans);
+}
+
 void count_gap(CodeSection& section, uint64_t from, uint64_t to) {
   if (from >= to) return;
   if (is_fill(section, from, to))
@@ -429,6 +475,7 @@ UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableO
   add_crt_stub_spans(elf, spans);
   add_entry_stub_span(elf, spans);
   normalize(spans);
+  add_inferred_spans(*sections, spans);
   UnwindTable table{rows_of(spans), {}};
   for (CodeSection& section : *sections) {
     measure(section, spans);

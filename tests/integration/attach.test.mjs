@@ -8,7 +8,8 @@ import { before, describe, it } from 'node:test';
 import {
   BPFPROF, RESULTS_DIR, checkCpuAgainstFixture, checkProfileStructure, checkWithProfilerCli, fixturePath,
   hasUserChainAtLeaf, hottestSelf, parseCputimeLines, pct, recordWith, recorderUnavailableReason,
-  requireRecorder, run, saveMetrics, sleep, startBackground, STATE_FRAMES,
+  requireRecorder, run, saveMetrics, sleep, startBackground, STATE_FRAMES, FREQUENCY_HZ, callGraphArgs,
+  readProfile, untilSampling, ProfileView,
 } from './lib/harness.mjs';
 
 // late-worker starts at a third: 1,200 ms, 900 ms after the attach begins, for bpfprof's set-up
@@ -89,11 +90,16 @@ describe('attach (-p)', () => {
     const victim = startBackground(copy, ['1500']);
     try {
       await sleep(300);
-      const recording = recordWith('attach_replaced', ['-p', String(victim.pid)]);
-      await sleep(400);
+      const file = join(RESULTS_DIR, 'attach_replaced.json.gz');
+      rmSync(file, { force: true });
+      const recorder = startBackground(BPFPROF, ['record', '-F', String(FREQUENCY_HZ), '-o', file,
+                                                 ...callGraphArgs([]), '-p', String(victim.pid)]);
+      await untilSampling(recorder);
       rmSync(copy);
       writeFileSync(copy, 'not an ELF file any more\n');
-      const { view } = await recording;
+      const recorded = await recorder.done;
+      assert.equal(recorded.code, 0, recorded.stderr);
+      const view = new ProfileView(readProfile(file));
       const th = view.threads.find((x) => String(x.tid) === String(victim.pid));
       assert.ok(th, 'the target is in the profile');
       const r = view.share(th, (f) => hasUserChainAtLeaf(f, ['main', 'outer', 'inner_spin']));

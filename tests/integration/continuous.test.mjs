@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 
 import {
   BPFPROF, FREQUENCY_HZ, ProfileView, RESULTS_DIR, checkWithProfilerCli, fixturePath, withCliSession,
-  parseCputimeLines, readProfile, requireRecorder, run, sleep, startBackground,
+  parseCputimeLines, readProfile, requireRecorder, run, sleep, startBackground, untilSampling,
 } from './lib/harness.mjs';
 
 // Loads a whole-system profile in profiler-cli and compares its thread list with the file
@@ -93,7 +93,7 @@ describe('--switch-output', () => {
     const recording = startBackground(BPFPROF, ['record', '-a', '-F', String(FREQUENCY_HZ), '-d', '7',
                                                 '--call-graph', 'fp', '--switch-output', '2s',
                                                 '-o', join(dir, 'sw.json.gz')]);
-    await sleep(1000);
+    await untilSampling(recording);
     // busy runs inside the recording: its own clock is the reference for its samples.
     const busy = await run(fixturePath('busy'), ['4000']);
     const result = await recording.done;

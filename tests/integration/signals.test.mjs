@@ -37,8 +37,13 @@ for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
       try {
         const file = join(RESULTS_DIR, `signals-${signal}.json.gz`);
         rmSync(file, { force: true });
-        const { child, done } = startRecorder(['record', '-o', file, '-p', String(busy.pid)]);
-        await sleep(1500);
+        let sampling;
+        const started = new Promise((resolve) => { sampling = resolve; });
+        const { child, done } = startRecorder(['record', '-o', file, '-p', String(busy.pid)], (text) => {
+          if (/^bpfprof: sampling .* from now/m.test(text)) sampling();
+        });
+        await Promise.race([started, done]);
+        await sleep(500);  // some samples first
         child.kill(signal);
         const r = await done;
         assert.equal(r.code, code, r.stderr);

@@ -158,6 +158,8 @@ size_t expect_table_agrees_with_libdw(const std::string& path) {
     }
     const std::string actual = row_text(find_unwind_row(table.rows, pc));
     if (expected == actual) continue;
+    // No CFI there: the rules read from the code (stack_height_test checks them).
+    if (expected == "unknown" && actual.starts_with("rsp+")) continue;
     if (++mismatches <= 10)
       ADD_FAILURE() << path << " at 0x" << std::hex << pc << ": libdw " << expected << ", table "
                     << actual;
