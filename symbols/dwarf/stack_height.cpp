@@ -2,14 +2,9 @@
 
 #include <capstone/capstone.h>
 
-#include <string_view>
-
 #include <algorithm>
 #include <map>
 #include <optional>
-
-#include "symbols/dwarf/cfi_functions.h"
-#include "symbols/elf/elf_file.h"
 
 namespace bpfprof {
 namespace {
@@ -263,62 +258,6 @@ std::vector<InferredSpan> infer_stack_heights(uint64_t address, const uint8_t* c
       read_code(handle, address, code, size, is_function_entry);
   cs_close(&handle);
   return decoded ? spans_of(*decoded) : std::vector<InferredSpan>{};
-}
-
-namespace {
-
-// The executable section holding `vaddr`: [start, end) and whether it is a PLT.
-struct CodeSectionBounds {
-  uint64_t start = 0;
-  uint64_t end = 0;
-  bool plt = false;
-};
-std::vector<CodeSectionBounds> code_sections(Elf* elf) {
-  std::vector<CodeSectionBounds> sections;
-  size_t names = 0;
-  if (elf_getshdrstrndx(elf, &names) != 0) return sections;
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr header;
-    if (gelf_getshdr(scn, &header) == nullptr || header.sh_type == SHT_NOBITS ||
-        (header.sh_flags & SHF_EXECINSTR) == 0)
-      continue;
-    const char* name = elf_strptr(elf, names, header.sh_name);
-    sections.push_back({header.sh_addr, header.sh_addr + header.sh_size,
-                        name != nullptr && std::string_view(name).starts_with(".plt")});
-  }
-  return sections;
-}
-
-}  // namespace
-
-InferredStretch infer_stretch_around(Elf* elf, uint64_t vaddr) {
-  constexpr uint64_t kLongest = 64 * 1024;
-  InferredStretch stretch;
-  if (elf == nullptr) return stretch;
-  const std::vector<CodeRange> functions = read_cfi_functions(elf, CfiSection::kEhFrame);
-  const std::vector<CodeSectionBounds> sections = code_sections(elf);
-  const CodeSectionBounds* section = nullptr;
-  for (const CodeSectionBounds& s : sections)
-    if (vaddr >= s.start && vaddr < s.end) section = &s;
-  if (section == nullptr || find_code_range(functions, vaddr) != nullptr) return stretch;
-  stretch.start = section->start;
-  stretch.end = section->end;
-  for (const CodeRange& f : functions) {
-    if (f.end <= vaddr) stretch.start = std::max(stretch.start, f.end);
-    if (f.start > vaddr) stretch.end = std::min(stretch.end, f.start);
-  }
-  if (stretch.end - stretch.start > kLongest) return stretch;
-  const std::vector<uint8_t> code =
-      read_code_bytes(elf, stretch.start, stretch.end - stretch.start);
-  if (code.size() != stretch.end - stretch.start) return stretch;
-  const IsFunctionEntry is_entry = [&](uint64_t address) {
-    for (const CodeSectionBounds& s : sections)
-      if (s.plt && address >= s.start && address < s.end) return true;
-    const CodeRange* f = find_code_range(functions, address);
-    return f != nullptr && f->start == address;
-  };
-  stretch.spans = infer_stack_heights(stretch.start, code.data(), code.size(), is_entry);
-  return stretch;
 }
 
 }  // namespace bpfprof

@@ -12,8 +12,6 @@
 // or that keeps its frame some other way is left uncovered, never guessed.
 #pragma once
 
-#include <gelf.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -43,15 +41,5 @@ using IsFunctionEntry = std::function<bool(uint64_t address)>;
 // instruction breaks the conditions above (or cannot be decoded).
 std::vector<InferredSpan> infer_stack_heights(uint64_t address, const uint8_t* code, size_t size,
                                               const IsFunctionEntry& is_function_entry);
-
-// The stretch of `elf`'s code without an .eh_frame FDE that holds `vaddr` (a file virtual
-// address, within its section and at most 64 KB), with the rules read from it: for the
-// userspace unwinder, which meets such code where a walk stops. Empty spans when none.
-struct InferredStretch {
-  uint64_t start = 0;
-  uint64_t end = 0;
-  std::vector<InferredSpan> spans;
-};
-InferredStretch infer_stretch_around(Elf* elf, uint64_t vaddr);
 
 }  // namespace bpfprof

@@ -14,7 +14,6 @@
 
 #include "bpf/unwind_table.h"
 #include "symbols/dwarf/crt_stubs.h"
-#include "symbols/dwarf/stack_height.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/held_file.h"
 #include "symbols/util/mapping_kind.h"
@@ -24,24 +23,13 @@ namespace bpfprof {
 
 namespace {
 
-// The rule of code without CFI: a crt stub's, or read from the code (stack_height.h).
-struct NoCfiRule {
-  uint32_t cfa_offset = 8;
-  InferredRbp rbp = InferredRbp::kSame;
-  int32_t rbp_offset = 0;  // kSaved: at CFA + rbp_offset
-};
-
-// A frame without CFI whose rule is known here, where libdwfl stops: in a crt stub or code
-// whose rules were read from it, or a leaf that has pushed nothing (clone's parent). Its CFA
-// is sp + rule.cfa_offset; its registers.
+// A frame without CFI whose rule is known here, where libdwfl stops: in a crt stub, or a leaf
+// that has pushed nothing (clone's parent). Its CFA is sp + cfa_offset; its registers.
 struct StubFrame {
-  NoCfiRule rule;
+  uint32_t cfa_offset = 8;
   UserRegisters registers;
   uint32_t known = 0;  // one bit per DWARF register number
 };
-
-// The stretches of a session's modules without CFI whose rules were read, as walks met them.
-using InferredStretches = std::map<Dwfl_Module*, std::vector<InferredStretch>>;
 
 constexpr uint32_t kAllRegisters = (uint32_t{1} << UserRegisters::kCount) - 1;
 
@@ -57,7 +45,6 @@ struct CurrentSample {
   size_t max_frames = 0;
   uint64_t stack_bytes_needed = 0;  // see UnwoundStack
   const std::vector<CrtStub>* crt_stubs = nullptr;
-  InferredStretches* inferred = nullptr;
   Dwfl* dwfl = nullptr;           // the session's: whether CFI covers a stub after all
   bool skip_first_frame = false;  // a walk on from a stub's caller, already collected
   std::optional<StubFrame> stub_stop;
@@ -160,47 +147,20 @@ bool starts_in_clone_child(Dwfl_Module* module, const UserRegisters& registers) 
 // glibc's clone and clone3 are left in the parent (their CFI ends before the syscall), as
 // the kernel walk steps them (leaf_step_without_rule). Not in a crt stub, whose own rule goes
 // on (collect_frame).
-std::optional<NoCfiRule> rule_without_cfi(CurrentSample& sample, uint64_t pc);
-
 bool leaf_pushed_nothing(CurrentSample& sample, const UserRegisters& registers) {
-  if (rule_without_cfi(sample, registers.ip())) return false;
+  if (find_crt_stub(*sample.crt_stubs, registers.ip()) != nullptr) return false;
   uint64_t return_address = 0;
   if (!read_stack(&sample, registers.sp(), &return_address) || return_address < 8) return false;
   const std::vector<uint8_t> code = code_at(sample.dwfl, return_address - 8, 8);
   return code.size() == 8 && bpfprof_follows_call(code.data());
 }
 
-// The rules read from the code around `vaddr` of `module` (a file virtual address), read once
-// per stretch.
-const InferredSpan* inferred_span(InferredStretches& inferred, Dwfl_Module* module,
-                                  uint64_t vaddr) {
-  std::vector<InferredStretch>& stretches = inferred[module];
-  auto holds = [vaddr](const InferredStretch& s) { return vaddr >= s.start && vaddr < s.end; };
-  auto it = std::find_if(stretches.begin(), stretches.end(), holds);
-  if (it == stretches.end()) {
-    Dwarf_Addr bias = 0;
-    InferredStretch stretch = infer_stretch_around(dwfl_module_getelf(module, &bias), vaddr);
-    if (!holds(stretch)) stretch = {vaddr, vaddr + 1, {}};  // none: not looked for again
-    it = stretches.insert(stretches.end(), std::move(stretch));
-  }
-  for (const InferredSpan& span : it->spans)
-    if (vaddr >= span.start && vaddr < span.end) return &span;
-  return nullptr;
-}
-
-// The rule at `pc` where its module has no CFI for it (where it has, libdwfl walks on): a crt
-// stub's, else one read from the code.
-std::optional<NoCfiRule> rule_without_cfi(CurrentSample& sample, uint64_t pc) {
+// A crt stub holding `pc` whose module has no CFI for it (where it has, libdwfl walks on).
+const CrtStub* stub_without_cfi(const CurrentSample& sample, uint64_t pc) {
+  const CrtStub* stub = find_crt_stub(*sample.crt_stubs, pc);
+  if (stub == nullptr) return nullptr;
   Dwfl_Module* module = dwfl_addrmodule(sample.dwfl, pc);
-  if (module == nullptr || cfi_covers(module, pc)) return std::nullopt;
-  if (const CrtStub* stub = find_crt_stub(*sample.crt_stubs, pc))
-    return NoCfiRule{stub->cfa_offset_at(pc), InferredRbp::kSame, 0};
-  Dwarf_Addr bias = 0;
-  if (sample.inferred == nullptr || dwfl_module_getelf(module, &bias) == nullptr || pc < bias)
-    return std::nullopt;
-  const InferredSpan* span = inferred_span(*sample.inferred, module, pc - bias);
-  if (span == nullptr) return std::nullopt;
-  return NoCfiRule{span->cfa_offset, span->rbp, span->rbp_offset};
+  return module != nullptr && cfi_covers(module, pc) ? nullptr : stub;
 }
 
 const Dwfl_Thread_Callbacks kThreadCallbacks = {next_thread,           get_thread, memory_read,
@@ -225,10 +185,10 @@ int collect_frame(Dwfl_Frame* frame, void* arg) {
   }
   pcs.push_back(pc);
   if (pcs.size() >= sample->max_frames) return DWARF_CB_ABORT;
-  // Without CFI libdwfl would guess from rbp: a crt stub's rule, or the code's, goes on.
+  // In a crt stub libdwfl has no CFI and would guess from rbp: the stub's rule goes on.
   const uint64_t lookup_pc = pcs.size() == 1 || activation ? pc : pc - 1;
-  if (const std::optional<NoCfiRule> rule = rule_without_cfi(*sample, lookup_pc)) {
-    StubFrame stop{*rule, {}, 0};
+  if (const CrtStub* stub = stub_without_cfi(*sample, lookup_pc)) {
+    StubFrame stop{stub->cfa_offset_at(lookup_pc), {}, 0};
     for (int regno = 0; regno < UserRegisters::kCount; ++regno) {
       if (dwfl_frame_reg(frame, regno, &stop.registers.dwarf[regno]) == 0)
         stop.known |= uint32_t{1} << regno;
@@ -245,12 +205,9 @@ bool walk_past_stub(Dwfl* dwfl, CurrentSample& sample) {
   const StubFrame stop = *sample.stub_stop;
   sample.stub_stop.reset();
   if ((stop.known >> UserRegisters::kSp & 1) == 0) return false;
-  const uint64_t cfa = stop.registers.sp() + stop.rule.cfa_offset;
+  const uint64_t cfa = stop.registers.sp() + stop.cfa_offset;
   uint64_t return_address = 0;
   if (!read_stack(&sample, cfa - 8, &return_address) || return_address == 0) return false;
-  uint64_t saved_rbp = 0;
-  const bool rbp_read = stop.rule.rbp == InferredRbp::kSaved &&
-                        read_stack(&sample, cfa + stop.rule.rbp_offset, &saved_rbp);
   sample.pcs->push_back(return_address);
   if (sample.pcs->size() >= sample.max_frames) return true;
   // The caller starts in its call instruction, whose rules hold at the return address too.
@@ -258,9 +215,6 @@ bool walk_past_stub(Dwfl* dwfl, CurrentSample& sample) {
   sample.registers.dwarf[UserRegisters::kSp] = cfa;
   sample.registers.dwarf[UserRegisters::kIp] = return_address - 1;
   sample.known = stop.known | uint32_t{1} << UserRegisters::kIp;
-  if (rbp_read) sample.registers.dwarf[UserRegisters::kBp] = saved_rbp;
-  if (stop.rule.rbp != InferredRbp::kSame && !rbp_read)
-    sample.known &= ~(uint32_t{1} << UserRegisters::kBp);
   sample.skip_first_frame = true;
   dwfl_getthread_frames(dwfl, sample.tid, collect_frame, &sample);
   return true;
@@ -345,7 +299,6 @@ struct DwarfUnwinder::Process {
   Dwfl* dwfl = nullptr;
   CurrentSample current;
   std::vector<CrtStub> crt_stubs;  // in process addresses, sorted
-  InferredStretches inferred;
   bool attached = false;
   uint64_t last_use = 0;
 
@@ -458,11 +411,10 @@ UnwoundStack DwarfUnwinder::unwind(int pid, int tid, const UserRegisters& regist
   current.pcs = &result.pcs;
   current.max_frames = max_frames;
   current.crt_stubs = &process->crt_stubs;
-  current.inferred = &process->inferred;
   current.dwfl = process->dwfl;
   if (leaf_without_rule && leaf_pushed_nothing(current, registers)) {
     result.pcs.push_back(registers.ip());
-    current.stub_stop = StubFrame{NoCfiRule{}, registers, current.known};
+    current.stub_stop = StubFrame{8, registers, current.known};
   } else {
     dwfl_getthread_frames(process->dwfl, tid, collect_frame, &current);
   }
