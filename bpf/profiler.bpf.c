@@ -885,7 +885,7 @@ int on_mmap_exit(void* ctx) {
   const __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   if (!is_tracked(tgid)) return 0;
   const struct bpfprof_process_mappings* pm = bpf_map_lookup_elem(&unwind_processes, &tgid);
-  if (!pm || !(pm->generation & BPF_WRITTEN_GENERATION)) return 0;
+  if (!pm || !(pm->generation & BPFPROF_KERNEL_WRITTEN_GENERATION)) return 0;
   image_mappings_write(bpf_get_current_task_btf(), tgid);
   return 0;
 }

@@ -60,11 +60,18 @@ struct bpfprof_exec_mapping {
   __u32 reserved;
 };
 
+/* The generations of entries the BPF side writes (a young image's, from its VMAs) have this
+ * bit; userspace's never do. */
+#define BPFPROF_KERNEL_WRITTEN_GENERATION 0x80000000u
+
 struct bpfprof_process_mappings {
   __u32 count;
   /* Unique to this write of this process's mappings (never 0): the walker's per-CPU cache of
    * rows found for pcs is valid only for the generation that filled it. */
   __u32 generation;
+  /* When the BPF side wrote it (CLOCK_MONOTONIC ns); 0 in userspace's. Userspace does not
+   * replace an entry written after the mappings it has read (kernel_unwind.cpp). */
+  __u64 kernel_written_ns;
   struct bpfprof_exec_mapping mappings[BPFPROF_MAX_PROCESS_MAPPINGS];
 };
 

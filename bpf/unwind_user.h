@@ -318,12 +318,11 @@ extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma* it) __weak __ksy
 /* A young image maps a few dozen VMAs; one with more is past its first milliseconds. */
 #define IMAGE_VMA_SCAN_LIMIT 512
 
-/* Entries written here, not by userspace: their generations have the top bit, which
- * userspace's never have (kernel_unwind.cpp), so the row cache never mixes the two; then the
- * CPU and a count of its writes, unique without an atomic (which this BPF target lacks)
- * for 2^24 writes per CPU (execs and young images' mmaps), far longer than a row cache
- * entry lives. */
-#define BPF_WRITTEN_GENERATION 0x80000000u
+/* Entries written here, not by userspace: their generations have the top bit
+ * (BPFPROF_KERNEL_WRITTEN_GENERATION), which userspace's never have, so the row cache never
+ * mixes the two; then the CPU and a count of its writes, unique without an atomic (which this
+ * BPF target lacks) for 2^24 writes per CPU (execs and young images' mmaps), far longer than
+ * a row cache entry lives. */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
@@ -334,9 +333,10 @@ struct {
 static __always_inline __u32 next_image_generation(void) {
   __u32 zero = 0;
   __u32* count = bpf_map_lookup_elem(&image_generations, &zero);
-  if (!count) return BPF_WRITTEN_GENERATION;
+  if (!count) return BPFPROF_KERNEL_WRITTEN_GENERATION;
   *count += 1;
-  return BPF_WRITTEN_GENERATION | (bpf_get_smp_processor_id() & 0x7f) << 24 | (*count & 0xffffff);
+  return BPFPROF_KERNEL_WRITTEN_GENERATION | (bpf_get_smp_processor_id() & 0x7f) << 24 |
+         (*count & 0xffffff);
 }
 
 /* A new image's entry, from its VMAs: the mappings whose files' tables are loaded. Written
@@ -368,6 +368,7 @@ static __noinline int image_mappings_write(struct task_struct* task, __u32 tgid)
   }
   bpf_iter_task_vma_destroy(&it);
   scan->list.generation = next_image_generation();
+  scan->list.kernel_written_ns = bpf_ktime_get_ns();
   return bpf_map_update_elem(&unwind_processes, &tgid, &scan->list, BPF_ANY) == 0;
 }
 

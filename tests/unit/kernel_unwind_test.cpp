@@ -31,6 +31,12 @@ class RecordingSink : public UnwindMapsSink {
     processes[pid] = m;
     return true;
   }
+  std::optional<MonotonicNs> kernel_written_at(Pid pid) override {
+    auto it = processes.find(pid);
+    if (it == processes.end() || !(it->second.generation & BPFPROF_KERNEL_WRITTEN_GENERATION))
+      return std::nullopt;
+    return MonotonicNs{it->second.kernel_written_ns};
+  }
   void remove_process(Pid pid) override { processes.erase(pid); }
   bool write_file(const bpfprof_file_key& key, const bpfprof_file_table& table) override {
     files[{key.dev, key.inode}] = table;
@@ -94,8 +100,10 @@ struct Fixture {
   void apply(const std::vector<LifecycleEvent>& events) {
     tables.apply(events, 0);
     EXPECT_TRUE(tables.wait_for_tables(std::chrono::seconds(30)));
-    tables.flush();
+    tables.flush(kEverythingRead);
   }
+  // As if the side band had been read to now, and now were later than any event.
+  static constexpr MonotonicNs kEverythingRead{UINT64_MAX};
   RecordingSink sink;
   int builds = 0;
   KernelUnwindTables tables;
@@ -148,7 +156,7 @@ TEST(KernelUnwindTables, PreloadedTablesServeTheMappingsThatFollow) {
   Fixture f;
   f.tables.preload({kBinary});
   EXPECT_TRUE(f.tables.wait_for_tables(std::chrono::seconds(5)));
-  f.tables.flush();
+  f.tables.flush(Fixture::kEverythingRead);
   const int preloaded = f.builds;
   EXPECT_GE(preloaded, 1);             // the binary (and the vDSO where this kernel has one)
   EXPECT_EQ(f.sink.files.size(), 1u);  // the vDSO is no file a VMA names
@@ -202,6 +210,38 @@ TEST(KernelUnwindTables, ExecClearsForkCopiesExitRemoves) {
   f.apply({LifecycleEvent{MonotonicNs{4}, ExitEvent{Pid{40}, Tid{40}, CpuTimeNs{0}, 0, true}}});
   EXPECT_FALSE(f.sink.processes.contains(Pid{40}));
   EXPECT_TRUE(f.sink.processes.contains(Pid{41}));
+}
+
+// A shell's child execs; ld.so maps its libraries and the BPF side rewrites the entry from the
+// VMAs at each mmap. Our entry, from a side band read before those mmaps, has the program
+// alone: it must not replace the kernel's until we have read past the kernel's write.
+TEST(KernelUnwindTables, AnEntryTheKernelWroteAfterOurReadStays) {
+  Fixture f;
+  LoadSegment text;
+  f.apply({start_event(Pid{60}), text_mapping(Pid{60}, 0x100000000, &text)});
+  bpfprof_process_mappings kernels{};
+  kernels.count = 3;
+  kernels.generation = BPFPROF_KERNEL_WRITTEN_GENERATION | 7;
+  kernels.kernel_written_ns = 5000;
+  f.sink.processes[Pid{60}] = kernels;
+  const std::vector<LifecycleEvent> exec{
+      LifecycleEvent{MonotonicNs{4000}, AddressSpaceResetEvent{Pid{60}, Tid{60}}},
+      text_mapping(Pid{60}, 0x200000000, &text)};
+  f.tables.apply(exec, 0);
+  f.tables.flush(MonotonicNs{4500});  // read before the kernel's write: ours is older
+  EXPECT_EQ(f.sink.processes.at(Pid{60}).generation, kernels.generation);
+  f.tables.flush(MonotonicNs{4900});
+  EXPECT_EQ(f.sink.processes.at(Pid{60}).generation, kernels.generation);
+  f.tables.flush(MonotonicNs{5100});  // read past it: ours has all it had
+  const bpfprof_process_mappings& ours = f.sink.processes.at(Pid{60});
+  EXPECT_FALSE(ours.generation & BPFPROF_KERNEL_WRITTEN_GENERATION);
+  EXPECT_EQ(ours.kernel_written_ns, 0u);
+  ASSERT_EQ(ours.count, 1u);
+  EXPECT_EQ(ours.mappings[0].start, 0x200000000u + (text.vaddr & ~uint64_t{4095}));
+  // An entry userspace wrote is replaced at once.
+  f.tables.apply({mmap_event(Pid{60}, 0x7000000000, 4096, 0, "//anon", "")}, 0);
+  f.tables.flush(MonotonicNs{5200});
+  EXPECT_EQ(f.sink.processes.at(Pid{60}).count, 2u);
 }
 
 // The walker's row cache is valid for one write of one process's mappings: each write has a

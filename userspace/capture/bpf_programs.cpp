@@ -146,6 +146,13 @@ class BpfUnwindMaps : public UnwindMapsSink {
     stored_.insert(pid);
     return true;
   }
+  std::optional<MonotonicNs> kernel_written_at(Pid pid) override {
+    const uint32_t key = static_cast<uint32_t>(pid.value);
+    if (bpf_map__lookup_elem(processes_, &key, sizeof(key), entry_.get(), sizeof(*entry_), 0) ||
+        !(entry_->generation & BPFPROF_KERNEL_WRITTEN_GENERATION))
+      return std::nullopt;
+    return MonotonicNs{entry_->kernel_written_ns};
+  }
   void remove_process(Pid pid) override {
     const uint32_t key = static_cast<uint32_t>(pid.value);
     bpf_map__delete_elem(processes_, &key, sizeof(key), 0);
@@ -172,6 +179,8 @@ class BpfUnwindMaps : public UnwindMapsSink {
   uint8_t* rows_ = nullptr;
   std::set<Pid> stored_;
   mutable size_t peak_processes_ = 0;
+  // An entry read back (10 KB: not on the stack).
+  std::unique_ptr<bpfprof_process_mappings> entry_ = std::make_unique<bpfprof_process_mappings>();
 };
 
 void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const {

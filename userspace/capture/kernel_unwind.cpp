@@ -210,15 +210,14 @@ bool KernelUnwindTables::settling(MonotonicNs now) {
   return building();
 }
 
-void KernelUnwindTables::flush() {
+void KernelUnwindTables::flush(MonotonicNs mappings_read_until) {
   std::vector<BuildResult> results;
   {
     std::lock_guard lock(mutex_);
     results.swap(results_);
   }
   for (BuildResult& result : results) load(result);
-  for (Pid pid : changed_) write_process(pid);
-  changed_.clear();
+  std::erase_if(changed_, [&](Pid pid) { return write_process(pid, mappings_read_until); });
   forget_untracked(latest_);
 }
 
@@ -320,9 +319,17 @@ bpfprof_exec_mapping KernelUnwindTables::describe(const Mapping& mapping) const 
   return out;
 }
 
-void KernelUnwindTables::write_process(Pid pid) {
+// True when done; false when the entry in the kernel is newer than what we know: the BPF side
+// rewrites a young image's entry from its VMAs at its exec and at each mmap, and one written
+// after the side band was read has the libraries that ld.so mapped since. Replacing it with
+// ours (without them) left a 20 ms process's stacks through them to stack copies. (An mmap
+// between the look-up and the write is lost from the kernel's entry until our next write.)
+bool KernelUnwindTables::write_process(Pid pid, MonotonicNs mappings_read_until) {
   auto process = processes_.find(pid);
-  if (process == processes_.end() || !process->second.tracked) return;
+  if (process == processes_.end() || !process->second.tracked) return true;
+  if (std::optional<MonotonicNs> written = sink_.kernel_written_at(pid);
+      written && written->value >= mappings_read_until.value)
+    return false;
   auto value = std::make_unique<bpfprof_process_mappings>();
   memset(value.get(), 0, sizeof(*value));
   for (const auto& [start, mapping] : process->second.mappings) {
@@ -337,6 +344,7 @@ void KernelUnwindTables::write_process(Pid pid) {
   last_generation_ = last_generation_ % 0x7fffffffu + 1;
   value->generation = last_generation_;
   if (!sink_.write_process(pid, *value)) ++stats_.processes_not_stored;
+  return true;
 }
 
 }  // namespace bpfprof

@@ -47,6 +47,9 @@ class UnwindMapsSink {
   virtual void write_rows(uint32_t first, const std::vector<bpfprof_unwind_row>& rows) = 0;
   // False when the map of processes is full.
   virtual bool write_process(Pid pid, const bpfprof_process_mappings& mappings) = 0;
+  // When the BPF side wrote the process's current entry (a young image's, from its VMAs);
+  // nullopt if userspace wrote it or there is none.
+  virtual std::optional<MonotonicNs> kernel_written_at(Pid pid) = 0;
   virtual void remove_process(Pid pid) = 0;
   // A loaded file's table by the name its VMAs give it, for pcs in no mapping of their
   // process's entry (bpf/unwind_maps.h); false when the map is full.
@@ -67,7 +70,9 @@ class KernelUnwindTables {
   // mappings, execs, forks and exits; queues the tables of files not seen before.
   void apply(const std::vector<LifecycleEvent>& events, size_t from);
   // Loads the tables built since the last call and writes the processes that changed.
-  void flush();
+  // `mappings_read_until`: every mapping change before it has been applied (the side band was
+  // read after it); an entry the BPF side wrote later is newer than ours and stays a while.
+  void flush(MonotonicNs mappings_read_until);
   // Tables of files that a process about to start will map (`record -- CMD`: its program and
   // libraries), queued before it runs so that its first mappings find them loaded.
   void preload(const std::vector<std::string>& paths);
@@ -126,7 +131,7 @@ class KernelUnwindTables {
   std::optional<uint32_t> allocate_rows(uint64_t count);
   void evict_unmapped_tables();
   void write_file_entry(FileTable& file, const std::optional<bpfprof_file_key>& key);
-  void write_process(Pid pid);
+  bool write_process(Pid pid, MonotonicNs mappings_read_until);
   bpfprof_exec_mapping describe(const Mapping& mapping) const;
   void build_tables();  // the worker thread
 

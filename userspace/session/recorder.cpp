@@ -471,7 +471,7 @@ void RecordSession::preload_command_tables() {
   if (!executable) return;
   kernel_unwind_->preload(files_mapped_at_start(*executable));
   kernel_unwind_->wait_for_tables(kLongestWait);
-  kernel_unwind_->flush();
+  kernel_unwind_->flush(monotonic_now());
 }
 
 // -p and -a. Track first, then read /proc: a thread or child created in between is seen by
@@ -554,7 +554,7 @@ bool RecordSession::step() {
     return false;
   }
   note_losses();
-  if (kernel_unwind_) kernel_unwind_->flush();
+  if (kernel_unwind_) kernel_unwind_->flush(read_start);
   // With events left in the ring (the budget ran out), only what is older than the last
   // one read is surely in.
   MonotonicNs all_read_before = read_start;
@@ -630,7 +630,7 @@ void RecordSession::stop_collecting() {
   stats.lost_bpf_events_per_cpu = bpf_->lost_events_per_cpu();
   stats.lost_sideband_records = side_band_->lost_records();
   if (kernel_unwind_) {
-    kernel_unwind_->flush();
+    kernel_unwind_->flush(monotonic_now());
     KernelUnwindStats unwind = kernel_unwind_->stats();
     unwind.map_bytes = bpf_->unwind_map_bytes();
     unwind.fallbacks_by_reason = bpf_->unwind_fallbacks();
