@@ -39,6 +39,12 @@ enum bpfprof_cfa_rule {
    * kernel's ucontext; the interrupted frame's registers are read from its uc_mcontext
    * (see BPFPROF_SIGFRAME_*), and that frame's pc is exact (not a return address). */
   BPFPROF_CFA_SIGNAL = 5,
+  /* CFA = sp + cfa_offset, and the return address is in rdi: glibc's vfork pops it there
+   * before its system call (the child must not overwrite it on the shared stack), so a
+   * shell's every vfork leaves its parent blocked here. Only the innermost frame has its
+   * registers; anywhere else the walk falls back. */
+  BPFPROF_CFA_RSP_RETURN_IN_RDI = 6,
+  BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_RSP_RETURN_IN_RDI,
 };
 
 /* How the caller's rbp is found. */

@@ -66,6 +66,7 @@ struct unwind_walk {
   __u32 bump;     /* record pc + 1: a signal-interrupted pc, nudged like a return address */
   __u32 bp_known; /* bp holds the frame's rbp (not so after a row with BPFPROF_RBP_UNKNOWN) */
   __u64 leaf_ax;  /* the leaf's rax: 0 in a child just out of clone */
+  __u64 leaf_di;  /* the leaf's rdi: vfork's return address (BPFPROF_CFA_RSP_RETURN_IN_RDI) */
   /* The frame's row and the ELF address it was found for (copied here from the cache or the
    * table, so that the verifier sees one path into table_step); from the cache, only the
    * address's low 4 bits, all that a step uses. */
@@ -432,12 +433,26 @@ static __always_inline __u32 caller_bp_known(const struct bpfprof_unwind_row* ro
   return row->rbp_rule == BPFPROF_RBP_AT_CFA ? 1 : row->rbp_rule == BPFPROF_RBP_SAME ? bp_known : 0;
 }
 
+/* vfork between its pop of the return address into rdi and its push back: only the innermost
+ * frame has rdi (the registers of the sample). The caller's sp is the CFA, which may equal sp
+ * (nothing is on the stack); bp is unchanged. */
+static __always_inline long return_in_rdi_step(struct unwind_walk* w, __u32 depth) {
+  if (depth != 0 || !w->exact)
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
+  w->sp += w->row.cfa_offset;
+  w->pc = w->leaf_di;
+  w->exact = 0;
+  w->bump = 0;
+  return w->pc ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+}
+
 /* One step with the frame's row (bpf/unwind_table.h): CFA, return address, caller's rbp. */
 static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unwound_event* e,
                                        __u32 depth) {
   const struct bpfprof_unwind_row* row = &w->row;
   if (row->cfa_rule == BPFPROF_CFA_ROOT) return walk_stops(w, WALK_ROOT, 0);
   if (row->cfa_rule == BPFPROF_CFA_SIGNAL) return signal_step(w, e, depth);
+  if (row->cfa_rule == BPFPROF_CFA_RSP_RETURN_IN_RDI) return return_in_rdi_step(w, depth);
   __u64 cfa;
   if (!rule_cfa(row, w->elf_pc, w->sp, w->bp, w->bp_known, &cfa))
     return walk_stops(w, WALK_FALLBACK,
@@ -654,6 +669,7 @@ static __always_inline bool walk_user_stack(struct task_struct* task, __u32 tgid
   w->sp = regs->sp;
   w->bp = regs->bp;
   w->leaf_ax = regs->ax;
+  w->leaf_di = regs->di;
   w->depth = 0;
   w->result = WALK_GOING;
   w->reason = 0;

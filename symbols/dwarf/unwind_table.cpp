@@ -20,6 +20,7 @@
 namespace bpfprof {
 namespace {
 
+constexpr int kRegisterRdi = 5;
 constexpr int kRegisterRbp = 6;
 constexpr int kRegisterRsp = 7;
 constexpr int kRegisterRip = 16;
@@ -58,6 +59,7 @@ std::optional<int64_t> saved_at_cfa(const Dwarf_Op* ops, size_t count) {
 struct RegisterRule {
   enum class Kind { kSame, kUndefined, kOther } kind = Kind::kOther;
   std::optional<int64_t> cfa_offset;  // set when saved at CFA + offset
+  std::optional<int> in_register;     // set when held in another register (DW_CFA_register)
 };
 
 RegisterRule register_rule(Dwarf_Frame* frame, int regno) {
@@ -68,9 +70,11 @@ RegisterRule register_rule(Dwarf_Frame* frame, int regno) {
   // libdw: "same value" is no ops and a null pointer, "undefined" no ops and ops_mem.
   if (count == 0) {
     return {ops == nullptr ? RegisterRule::Kind::kSame : RegisterRule::Kind::kUndefined,
-            std::nullopt};
+            std::nullopt, std::nullopt};
   }
-  return {RegisterRule::Kind::kOther, saved_at_cfa(ops, count)};
+  RegisterRule rule{RegisterRule::Kind::kOther, saved_at_cfa(ops, count), std::nullopt};
+  if (count == 1 && ops[0].atom == DW_OP_regx) rule.in_register = static_cast<int>(ops[0].number);
+  return rule;
 }
 
 // binutils' x86-64 PLT CFA: sp + 8, plus 8 once the slot's push has run (offset 11 of 16).
@@ -143,7 +147,11 @@ Span classify(Dwarf_Frame* frame, bool signal_frame) {
   if (const std::optional<UnwindGap> gap = classify_cfa(frame, span.row)) {
     return unknown_span(0, 0, *gap);
   }
-  if (return_address.cfa_offset != -8) return unknown_span(0, 0, UnwindGap::kReturnAddress);
+  if (return_address.in_register == kRegisterRdi && span.row.cfa_rule == BPFPROF_CFA_RSP) {
+    span.row.cfa_rule = BPFPROF_CFA_RSP_RETURN_IN_RDI;
+  } else if (return_address.cfa_offset != -8) {
+    return unknown_span(0, 0, UnwindGap::kReturnAddress);
+  }
   classify_rbp(frame, span.row);
   return span;
 }

@@ -134,7 +134,7 @@ TEST_F(UnwindTableCacheTest, DirectoryFromTheEnvironment) {
   setenv("BPFPROF_CACHE_DIR", root_.c_str(), 1);
   EXPECT_EQ(UnwindTableCache::default_directory(), root_);
   unsetenv("BPFPROF_CACHE_DIR");
-  EXPECT_EQ(UnwindTableCache::default_directory(), "/var/cache/bpfprof/unwind-v4");
+  EXPECT_EQ(UnwindTableCache::default_directory(), "/var/cache/bpfprof/unwind-v5");
 }
 
 TEST(UnwindTableFile, RejectsUnsortedRowsAndUnknownRules) {

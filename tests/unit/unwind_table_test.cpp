@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "symbols/dwarf/crt_stubs.h"
@@ -41,6 +42,7 @@ std::string op_text(const Dwarf_Op& op) {
   if (op.atom >= DW_OP_breg0 && op.atom <= DW_OP_breg31)
     return "r" + std::to_string(op.atom - DW_OP_breg0) + "+" + sign(op.number);
   if (op.atom == DW_OP_call_frame_cfa) return "cfa";
+  if (op.atom == DW_OP_regx) return "in r" + std::to_string(op.number);
   if (op.atom == DW_OP_plus_uconst) return "+" + sign(op.number);
   return "op" + std::to_string(op.atom);
 }
@@ -73,17 +75,20 @@ std::string expected_rule(Dwarf_CFI* cfi, uint64_t pc) {
   if (ra == "undefined") return "root";
   Dwarf_Op* ops = nullptr;
   size_t count = 0;
-  if (ra != "cfa +-8" || dwarf_frame_cfa(frame, &ops, &count) != 0) return "unknown";
+  // vfork keeps it in rdi (r5) for a few instructions; the table follows that with rsp only.
+  const bool in_rdi = ra == "in r5";
+  if ((ra != "cfa +-8" && !in_rdi) || dwarf_frame_cfa(frame, &ops, &count) != 0) return "unknown";
   std::string cfa = ops_text(ops, count);
   // binutils' PLT expression: DW_OP_breg7 8, breg16 0, lit15, and, lit11, ge, lit3, shl, plus.
-  if (cfa == "r7+8 r16+0 op63 op26 op59 op42 op51 op36 op34")
+  if (cfa == "r7+8 r16+0 op63 op26 op59 op42 op51 op36 op34" && !in_rdi)
     cfa = "plt+8";
   else if (cfa.rfind("r7+", 0) == 0 && cfa.find(' ') == std::string::npos)
     cfa.replace(0, 2, "rsp");
-  else if (cfa.rfind("r6+", 0) == 0 && cfa.find(' ') == std::string::npos)
+  else if (cfa.rfind("r6+", 0) == 0 && cfa.find(' ') == std::string::npos && !in_rdi)
     cfa.replace(0, 2, "rbp");
   else
     return "unknown";
+  if (in_rdi) cfa += " ra=rdi";
   const std::string rbp = register_text(frame, 6);
   if (rbp == "same") return cfa + " rbp=same";
   if (rbp == "cfa") return cfa + " rbp@0";
@@ -108,10 +113,14 @@ std::string row_text(const UnwindRow* row) {
       return "root";
     case BPFPROF_CFA_SIGNAL:
       return "signal";
+    case BPFPROF_CFA_RSP_RETURN_IN_RDI:
+      cfa = "rsp+";
+      break;
     default:
       return "unknown";
   }
   cfa += std::to_string(row->cfa_offset);
+  if (row->cfa_rule == BPFPROF_CFA_RSP_RETURN_IN_RDI) cfa += " ra=rdi";
   if (row->rbp_rule == BPFPROF_RBP_SAME) return cfa + " rbp=same";
   if (row->rbp_rule == BPFPROF_RBP_AT_CFA) return cfa + " rbp@" + std::to_string(row->rbp_offset);
   return cfa + " rbp=?";
@@ -289,6 +298,35 @@ TEST(UnwindTable, LibcSignalTrampolineIsTheOnlySignalRow) {
     names.push_back(symbol != nullptr ? symbol->name : "?");
   }
   EXPECT_EQ(names, std::vector<std::string>{"__restore_rt"});
+}
+
+// A shell's parent sits in vfork while its child runs up to the exec: vfork's return address
+// is in rdi from its first instruction's pop to its push after the system call. Those rows,
+// and only those, say so; without them every vfork's off-CPU stack fell back to a copy.
+TEST(UnwindTable, LibcVforkHoldsItsReturnAddressInRdi) {
+  const UnwindTable table = table_of(kLibc);
+  const std::unique_ptr<DwarfModule> module = DwarfModule::open(kLibc, {});
+  ASSERT_NE(module, nullptr);
+  std::set<std::string> names;
+  for (const UnwindRow& row : table.rows) {
+    if (row.cfa_rule != BPFPROF_CFA_RSP_RETURN_IN_RDI) continue;
+    const Symbol* symbol = module->symbol_at(row.pc);
+    names.insert(symbol != nullptr ? symbol->name : "?");
+    EXPECT_EQ(row.rbp_rule, BPFPROF_RBP_SAME) << std::hex << row.pc;
+  }
+  ASSERT_EQ(names.size(), 1u);
+  const std::string vfork = *names.begin();
+  EXPECT_NE(vfork.find("vfork"), std::string::npos) << vfork;
+  // Its system call's return, where a vfork parent waits: pop rdi; mov eax, 58; syscall.
+  // (After the push back, the CFI still names rdi, which holds it too: CFA sp + 8.)
+  const std::unique_ptr<ElfFile> elf = ElfFile::open(kLibc, nullptr);
+  ASSERT_NE(elf, nullptr);
+  const Symbol* symbol = symbol_named(*elf, vfork);
+  ASSERT_NE(symbol, nullptr);
+  const UnwindRow* at_return = find_unwind_row(table.rows, symbol->address + 8);
+  ASSERT_NE(at_return, nullptr);
+  EXPECT_EQ(at_return->cfa_rule, BPFPROF_CFA_RSP_RETURN_IN_RDI);
+  EXPECT_EQ(at_return->cfa_offset, 0);
 }
 
 TEST(UnwindTable, TwentyKilobyteFrameHasItsLargeOffset) {
