@@ -11,8 +11,10 @@
 #include <cstring>
 #include <vector>
 
+#include "bpf/events.h"
 #include "bpf/unwind_table.h"
 #include "symbols/util/proc_maps.h"
+#include "userspace/capture/event_decoder.h"
 
 // crti.o's _init of this test executable: a crt stub without CFI (symbols/dwarf/crt_stubs.h).
 extern "C" void _init();
@@ -206,6 +208,85 @@ TEST(DwarfUnwinder, LeavesTheParentSideOfCloneToItsCaller) {
     EXPECT_EQ(unwound.pcs[1], s.registers.ip());
     for (size_t i = 0; i < 3; ++i) EXPECT_EQ(unwound.pcs[2 + i], s.return_addresses[i]) << i;
   }
+}
+
+// ---- Through the event decoder: a stack copy event of this process, unwound when its exit
+// has been read already (the copy's ring is read in parts at high rates).
+
+std::unique_ptr<bpfprof_dwarf_sample_event> sample_event(const Snapshot& s, uint64_t time,
+                                                         size_t* size) {
+  auto e = std::make_unique<bpfprof_dwarf_sample_event>();
+  memset(e.get(), 0, sizeof(*e));
+  e->header =
+      bpfprof_event_header{BPFPROF_EVENT_DWARF_SAMPLE, 0, time, static_cast<uint32_t>(getpid()),
+                           static_cast<uint32_t>(gettid())};
+  memcpy(e->user_regs, s.registers.dwarf.data(), sizeof e->user_regs);
+  e->stack_size = static_cast<uint32_t>(std::min(s.stack.size(), sizeof e->stack));
+  memcpy(e->stack, s.stack.data(), e->stack_size);
+  *size = offsetof(bpfprof_dwarf_sample_event, stack) + e->stack_size;
+  return e;
+}
+
+void decode_exit(EventDecoder& decoder, uint64_t time, Recording& rec) {
+  bpfprof_exit_event exit;
+  memset(&exit, 0, sizeof exit);
+  exit.header = bpfprof_event_header{BPFPROF_EVENT_EXIT, 0, time, static_cast<uint32_t>(getpid()),
+                                     static_cast<uint32_t>(getpid())};
+  exit.group_dead = 1;
+  decoder.decode(&exit, sizeof exit, rec);
+}
+
+// The frames of the last sample decoded.
+size_t last_sample_frames(const Recording& rec) {
+  return rec.raw_stacks.leaf_to_root(rec.samples.back().stack).size();
+}
+
+TEST(EventDecoder, SamplesReadAfterTheirProcesssExitAreUnwoundWithItsMappings) {
+  const Snapshot s = snapshot_three_deep();
+  DwarfUnwinder unwinder;
+  EventDecoder decoder(&unwinder);
+  Recording rec;
+  std::vector<LifecycleEvent> mappings;
+  for (const MapEntry& m : read_proc_maps(getpid()).value_or(std::vector<MapEntry>{}))
+    if (m.executable && m.kind() == MappingKind::kFile)
+      mappings.push_back({MonotonicNs{10}, MmapEvent{Pid{getpid()}, Tid{getpid()},
+                                                     MappingInfo{.start = m.start,
+                                                                 .length = m.end - m.start,
+                                                                 .file_offset = m.file_offset,
+                                                                 .path = m.path}}});
+  decoder.queue_address_space_changes(mappings, 0);
+  decode_exit(decoder, 1000, rec);
+  // The batch ends with the samples before the exit still in their ring.
+  decoder.forget_exited_processes(MonotonicNs{1500});
+  size_t size = 0;
+  auto before_exit = sample_event(s, 900, &size);
+  decoder.decode(before_exit.get(), size, rec);
+  ASSERT_EQ(rec.samples.size(), 1u);
+  EXPECT_GE(last_sample_frames(rec), 4u) << "unwound without the process's mappings";
+  // Long after its exit, it is forgotten.
+  decoder.forget_exited_processes(MonotonicNs{1000 + EventDecoder::kExitedProcessGraceNs + 1});
+  auto late = sample_event(s, 2000, &size);
+  decoder.decode(late.get(), size, rec);
+  EXPECT_EQ(last_sample_frames(rec), 1u);
+}
+
+// Its pid used again by a new process (a fork from a process with no mappings known) before
+// the old one is forgotten: the new one does not inherit the old one's mappings.
+TEST(EventDecoder, AReusedPidDoesNotKeepTheExitedProcesssMappings) {
+  const Snapshot s = snapshot_three_deep();
+  DwarfUnwinder unwinder;
+  add_executable_mappings(unwinder);
+  EventDecoder decoder(&unwinder);
+  Recording rec;
+  decode_exit(decoder, 1000, rec);
+  decoder.forget_exited_processes(MonotonicNs{1100});
+  decoder.queue_address_space_changes(
+      {{MonotonicNs{1200}, ForkEvent{Pid{1}, Tid{1}, Pid{getpid()}, Tid{getpid()}}}}, 0);
+  size_t size = 0;
+  auto reused = sample_event(s, 1300, &size);
+  decoder.decode(reused.get(), size, rec);
+  ASSERT_EQ(rec.samples.size(), 1u);
+  EXPECT_EQ(last_sample_frames(rec), 1u);
 }
 
 }  // namespace

@@ -354,7 +354,7 @@ void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* 
     event(ExitEvent{h.pid, h.tid, CpuTimeNs{e->cpu_time_ns}, e->exit_code, e->group_dead != 0,
                     bounded_string(e->comm, sizeof(e->comm))});
     recent_paths_.erase(h.tid.value);
-    if (unwinder_ && e->group_dead) exited_processes_.push_back(h.pid.value);
+    if (unwinder_ && e->group_dead) exited_processes_.push_back({h.pid.value, h.time});
     if (sizer_ && e->group_dead) sizer_->on_exit(h.pid);
   } else if (kind == BPFPROF_EVENT_COMM && size >= sizeof(bpfprof_comm_event)) {
     const auto* e = static_cast<const bpfprof_comm_event*>(data);
@@ -362,11 +362,23 @@ void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* 
   }
 }
 
-void EventDecoder::forget_exited_processes() {
-  apply_address_space_changes();
-  if (unwinder_)
-    for (int pid : exited_processes_) unwinder_->remove(pid);
-  exited_processes_.clear();
+void EventDecoder::forget_exited_processes(MonotonicNs decoded_until) {
+  if (!unwinder_) return;
+  apply_address_space_changes_until(decoded_until);
+  std::erase_if(exited_processes_, [&](const ExitedProcess& exited) {
+    if (exited.time.value + kExitedProcessGraceNs >= decoded_until.value) return false;
+    unwinder_->remove(exited.pid);
+    return true;
+  });
+}
+
+// A pid that exited and is not forgotten yet, used again: its old mappings go first.
+void EventDecoder::forget_reused_pid(int pid, MonotonicNs time) {
+  std::erase_if(exited_processes_, [&](const ExitedProcess& exited) {
+    if (exited.pid != pid || exited.time.value > time.value) return false;
+    unwinder_->remove(pid);
+    return true;
+  });
 }
 
 void EventDecoder::queue_address_space_changes(const std::vector<LifecycleEvent>& events,
@@ -390,6 +402,7 @@ void EventDecoder::apply_address_space_changes_until(MonotonicNs time) {
       const MappingInfo& m = mmap->mapping;
       unwinder_->add_mapping(mmap->pid.value, m.start, m.start + m.length, m.file_offset, m.file());
     } else if (const auto* fork = std::get_if<ForkEvent>(&it->second)) {
+      forget_reused_pid(fork->child_pid.value, MonotonicNs{it->first});
       unwinder_->copy(fork->parent_pid.value, fork->child_pid.value);
     }
   }

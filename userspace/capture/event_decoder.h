@@ -36,19 +36,21 @@ class EventDecoder {
   // Decodes one event into `recording`. Malformed or truncated events are ignored.
   void decode(const void* data, size_t size, Recording& recording);
 
-  // Drops the unwinder's state of the processes whose exit was decoded before: call it
-  // before reading the next batch. Exits travel in their own ring buffer, read before the
-  // samples, so the process's last samples come after its exit within a batch.
-  void forget_exited_processes();
+  // Drops the unwinder's state of the processes that exited a while before `decoded_until`,
+  // the time before which every event has been decoded. An exit travels in a ring of its own,
+  // read before the samples; when a read leaves samples in their ring (its budget ran out:
+  // stack copies at 20 kHz), a process's last samples come in the next batch, after its exit
+  // was read. Forgotten at once, those were unwound without mappings: whole short processes
+  // came out [truncated] (8% of the samples of a date+ls loop).
+  void forget_exited_processes(MonotonicNs decoded_until);
+  // Samples after the exit's tracepoint (inside do_exit) are the process's too.
+  static constexpr uint64_t kExitedProcessGraceNs = 100'000'000;
   // Address-space changes for the unwinder (exec resets, mappings, forks) from the lifecycle
   // events from index `from` on. They are applied in time order with the stacks: a stack is
   // unwound with its process's mappings as they were when it was taken, also when one read
   // of the rings spans several images of a process (one that execs every 10 ms had 9 stacks
   // in 10 unwound with its last image's mappings).
   void queue_address_space_changes(const std::vector<LifecycleEvent>& events, size_t from);
-  // Applies every change queued: call it once every event read so far is decoded (later
-  // stacks were taken after them).
-  void apply_address_space_changes() { apply_address_space_changes_until(MonotonicNs{UINT64_MAX}); }
   // The raw stack tree was compacted (a rotating output): the raw ids held here move.
   void move_raw_stacks(const std::function<RawStackId(RawStackId)>& move);
 
@@ -71,6 +73,7 @@ class EventDecoder {
     Cpu cpu;
   };
   void apply_address_space_changes_until(MonotonicNs time);
+  void forget_reused_pid(int pid, MonotonicNs time);
   void decode_sample(const Header& h, const void* data, size_t size, Recording& rec);
   void decode_switch_out(const Header& h, const void* data, size_t size, Recording& rec);
   void decode_unwound(const Header& h, bool switch_out, const void* data, size_t size,
@@ -100,7 +103,11 @@ class EventDecoder {
   std::vector<uint64_t> scratch_path_;
   // Each thread's last raw stack, from which its next one is interned (PrefixTree::RecentPath).
   std::unordered_map<int32_t, RawStackTree::RecentPath> recent_paths_;
-  std::vector<int> exited_processes_;
+  struct ExitedProcess {
+    int pid;
+    MonotonicNs time;
+  };
+  std::vector<ExitedProcess> exited_processes_;  // not forgotten by the unwinder yet
   std::multimap<uint64_t, LifecyclePayload> address_space_changes_;  // by time
   std::optional<StackCopySizer> sizer_;
   // Wakings whose waker stack follows in an event of its own, by CPU.

@@ -63,7 +63,7 @@ void IngestPipeline::read_lifecycle_up_to(const void* data, size_t size) {
 
 void IngestPipeline::advance(MonotonicNs now) {
   consume_into_model(MonotonicNs{now.value - std::min(now.value, kReorderWindowNs)});
-  decoder_.forget_exited_processes();
+  decoder_.forget_exited_processes(now);
   for (Pid pid : python_processes_.forget_exited()) python_stacks_.forget(pid);
   compact_raw_stacks_if_grown();
 }
