@@ -8,12 +8,15 @@
  * address in the file (what .eh_frame speaks); a process mapping carries the `bias` that turns
  * a runtime address into it: elf_vaddr = address - bias.
  *
- * One frame step from the registers {pc, sp, bp} of a frame, with the row of pc (for every
+ * One frame step from the registers {pc, sp, bp, bx} of a frame, with the row of pc (for every
  * frame but the innermost and a signal-interrupted one, the row of pc - 1, the call site):
- *   CFA = (cfa_rule == RSP ? sp : bp) + cfa_offset            (PLT: see below)
+ *   CFA = (cfa_rule == RSP ? sp : RBP ? bp : bx) + cfa_offset (PLT: see below)
  *   return address = *(u64 *)(CFA - 8)
  *   caller's bp   = rbp_rule == AT_CFA ? *(u64 *)(CFA + rbp_offset) : bp
+ *   caller's bx   = rbx_rule == AT_CFA ? *(u64 *)(CFA + rbx_offset) : bx
  *   caller's sp   = CFA
+ * rbx is followed only for the rare frame whose CFA it gives (the dynamic loader's lazy
+ * binding trampoline): a walk keeps where each frame's rbx is saved, and reads it only there.
  */
 #ifndef BPFPROF_UNWIND_TABLE_H
 #define BPFPROF_UNWIND_TABLE_H
@@ -44,10 +47,13 @@ enum bpfprof_cfa_rule {
    * shell's every vfork leaves its parent blocked here. Only the innermost frame has its
    * registers; anywhere else the walk falls back. */
   BPFPROF_CFA_RSP_RETURN_IN_RDI = 6,
-  BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_RSP_RETURN_IN_RDI,
+  /* CFA = rbx + cfa_offset: ld.so's _dl_runtime_resolve_* (lazy binding), which aligns rsp for
+   * its register save area after keeping the frame in rbx, then calls _dl_fixup. */
+  BPFPROF_CFA_RBX = 7,
+  BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_RBX,
 };
 
-/* How the caller's rbp is found. */
+/* How the caller's rbp is found (and its rbx: rbx_rule). */
 enum bpfprof_rbp_rule {
   BPFPROF_RBP_SAME = 0,   /* unchanged (not saved by this frame yet) */
   BPFPROF_RBP_AT_CFA = 1, /* saved at CFA + rbp_offset */
@@ -62,12 +68,16 @@ struct bpfprof_unwind_row {
   __s16 rbp_offset;
   __u8 cfa_rule; /* enum bpfprof_cfa_rule */
   __u8 rbp_rule; /* enum bpfprof_rbp_rule */
+  __s16 rbx_offset;
+  __u8 rbx_rule; /* enum bpfprof_rbp_rule's values, for rbx */
+  __u8 reserved;
 };
 
 /* Offsets from sp at __restore_rt (the handler's return popped pretcode, so sp points at the
  * ucontext): uc_mcontext starts 40 bytes in, then r8..r15, rdi, rsi, rbp, rbx, rdx, rax, rcx,
  * rsp, rip. */
 #define BPFPROF_SIGFRAME_RBP (40 + 10 * 8)
+#define BPFPROF_SIGFRAME_RBX (40 + 11 * 8)
 #define BPFPROF_SIGFRAME_RCX (40 + 14 * 8)
 #define BPFPROF_SIGFRAME_RSP (40 + 15 * 8)
 #define BPFPROF_SIGFRAME_RIP (40 + 16 * 8)

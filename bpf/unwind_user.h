@@ -67,6 +67,12 @@ struct unwind_walk {
   __u32 bp_known; /* bp holds the frame's rbp (not so after a row with BPFPROF_RBP_UNKNOWN) */
   __u64 leaf_ax;  /* the leaf's rax: 0 in a child just out of clone */
   __u64 leaf_di;  /* the leaf's rdi: vfork's return address (BPFPROF_CFA_RSP_RETURN_IN_RDI) */
+  __u64 leaf_bx;  /* the leaf's rbx */
+  /* Where the frame's rbx is: 0 while it is the leaf's (in leaf_bx), else the stack address
+   * a callee saved it at; read only by a BPFPROF_CFA_RBX frame (bpf/unwind_table.h). */
+  __u64 bx_slot;
+  __u32 bx_known; /* not so after a row with rbx_rule BPFPROF_RBP_UNKNOWN */
+  __u32 pad3;
   /* The frame's row and the ELF address it was found for (copied here from the cache or the
    * table, so that the verifier sees one path into table_step); from the cache, only the
    * address's low 4 bits, all that a step uses. */
@@ -116,7 +122,6 @@ struct row_cache_entry {
   __u32 generation;   /* bpfprof_process_mappings.generation; 0: empty */
   __u32 elf_pc_phase; /* the ELF address's low 4 bits: all a step uses of it (a PLT slot's) */
   struct bpfprof_unwind_row row;
-  __u32 pad;
 };
 _Static_assert(sizeof(struct row_cache_entry) == 32, "two entries a cache line");
 
@@ -382,6 +387,7 @@ static __always_inline long frame_pointer_step(struct unwind_walk* w) {
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
   w->sp = w->bp + 16;
   w->bp = saved_bp;
+  w->bx_known = 0; /* code without a table: where it keeps rbx is not known */
   w->pc = return_address;
   w->exact = 0;
   w->bump = 0;
@@ -400,6 +406,8 @@ static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_un
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
   /* The leaf (a thread in rt_sigreturn) is exact. */
   if (depth) e->ips[depth & BPFPROF_UNWOUND_INDEX_MASK] += 1;
+  w->bx_slot = w->sp + BPFPROF_SIGFRAME_RBX;
+  w->bx_known = 1;
   w->pc = rip;
   w->sp = rsp;
   w->bp = rbp;
@@ -428,6 +436,27 @@ static __always_inline bool rule_cfa(const struct bpfprof_unwind_row* row, __u64
   }
 }
 
+/* Where the caller's rbx is after a step by the row's rbx rule: an address, not the value
+ * (read only where a frame's CFA needs it). */
+static __always_inline void caller_bx(const struct bpfprof_unwind_row* row, __u64 cfa,
+                                      __u64* bx_slot, __u32* bx_known) {
+  if (row->rbx_rule == BPFPROF_RBP_AT_CFA) {
+    *bx_slot = cfa + row->rbx_offset;
+    *bx_known = 1;
+  } else if (row->rbx_rule != BPFPROF_RBP_SAME) {
+    *bx_known = 0;
+  }
+}
+
+/* The CFA of a BPFPROF_CFA_RBX frame: the frame's rbx, from the leaf's registers or where a
+ * callee saved it. False if it is not known or cannot be read. */
+static __always_inline bool rbx_cfa(struct unwind_walk* w, __u64* cfa) {
+  __u64 bx = w->leaf_bx;
+  if (!w->bx_known || (w->bx_slot && read_stack_word(w, w->bx_slot, &bx))) return false;
+  *cfa = bx + w->row.cfa_offset;
+  return true;
+}
+
 /* Whether the caller's rbp is known after a step by the row's rbp rule. */
 static __always_inline __u32 caller_bp_known(const struct bpfprof_unwind_row* row, __u32 bp_known) {
   return row->rbp_rule == BPFPROF_RBP_AT_CFA ? 1 : row->rbp_rule == BPFPROF_RBP_SAME ? bp_known : 0;
@@ -453,7 +482,8 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unw
   if (row->cfa_rule == BPFPROF_CFA_SIGNAL) return signal_step(w, e, depth);
   if (row->cfa_rule == BPFPROF_CFA_RSP_RETURN_IN_RDI) return return_in_rdi_step(w, depth);
   __u64 cfa;
-  if (!rule_cfa(row, w->elf_pc, w->sp, w->bp, w->bp_known, &cfa))
+  if (row->cfa_rule == BPFPROF_CFA_RBX ? !rbx_cfa(w, &cfa)
+                                       : !rule_cfa(row, w->elf_pc, w->sp, w->bp, w->bp_known, &cfa))
     return walk_stops(w, WALK_FALLBACK,
                       row->cfa_rule == BPFPROF_CFA_RBP ? BPFPROF_FALLBACK_FRAME_POINTER
                                                        : BPFPROF_FALLBACK_UNKNOWN_ROW);
@@ -466,6 +496,7 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unw
   if (row->rbp_rule == BPFPROF_RBP_AT_CFA && read_stack_word(w, cfa + row->rbp_offset, &w->bp))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
   w->bp_known = caller_bp_known(row, w->bp_known);
+  caller_bx(row, cfa, &w->bx_slot, &w->bx_known);
   w->sp = cfa;
   w->pc = return_address;
   w->exact = 0;
@@ -546,7 +577,9 @@ struct fast_frame {
   __u64 pc;
   __u64 sp;
   __u64 bp;
+  __u64 bx_slot;
   __u32 bp_known;
+  __u32 bx_known;
   __u32 depth;
 };
 
@@ -567,6 +600,7 @@ static __always_inline bool fast_step(const struct unwind_context* c, const stru
     return false;
   f->bp = bp;
   f->bp_known = caller_bp_known(row, f->bp_known);
+  caller_bx(row, cfa, &f->bx_slot, &f->bx_known);
   f->sp = cfa;
   f->pc = return_address;
   return true;
@@ -581,8 +615,13 @@ static __always_inline void fast_steps(const struct unwind_context* c, struct un
                                        struct bpfprof_unwound_event* e) {
   if (w->exact || w->bump || !c->mappings) return;
   const __u32 generation = c->mappings->generation;
-  struct fast_frame f = {
-      .pc = w->pc, .sp = w->sp, .bp = w->bp, .bp_known = w->bp_known, .depth = w->depth};
+  struct fast_frame f = {.pc = w->pc,
+                         .sp = w->sp,
+                         .bp = w->bp,
+                         .bx_slot = w->bx_slot,
+                         .bp_known = w->bp_known,
+                         .bx_known = w->bx_known,
+                         .depth = w->depth};
   for (int i = 0; i < FAST_FRAMES; i++) {
     if (f.depth >= BPFPROF_MAX_UNWOUND_FRAMES) break;
     const __u64 pc = f.pc;
@@ -594,6 +633,8 @@ static __always_inline void fast_steps(const struct unwind_context* c, struct un
   w->sp = f.sp;
   w->bp = f.bp;
   w->bp_known = f.bp_known;
+  w->bx_slot = f.bx_slot;
+  w->bx_known = f.bx_known;
   w->depth = f.depth;
 }
 
@@ -669,6 +710,9 @@ static __always_inline bool walk_user_stack(struct task_struct* task, __u32 tgid
   w->bp = regs->bp;
   w->leaf_ax = regs->ax;
   w->leaf_di = regs->di;
+  w->leaf_bx = regs->bx;
+  w->bx_slot = 0;
+  w->bx_known = 1;
   w->depth = 0;
   w->result = WALK_GOING;
   w->reason = 0;

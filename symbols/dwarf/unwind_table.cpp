@@ -20,6 +20,7 @@
 namespace bpfprof {
 namespace {
 
+constexpr int kRegisterRbx = 3;
 constexpr int kRegisterRdi = 5;
 constexpr int kRegisterRbp = 6;
 constexpr int kRegisterRsp = 7;
@@ -43,6 +44,7 @@ Span unknown_span(uint64_t start, uint64_t end, UnwindGap gap) {
   Span span{start, end, {}, gap};
   span.row.cfa_rule = BPFPROF_CFA_UNKNOWN;
   span.row.rbp_rule = BPFPROF_RBP_UNKNOWN;
+  span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
   return span;
 }
 
@@ -112,23 +114,30 @@ std::optional<UnwindGap> classify_cfa(Dwarf_Frame* frame, UnwindRow& row) {
   } else {
     return UnwindGap::kCfaExpression;
   }
-  if (regno != kRegisterRsp && regno != kRegisterRbp) return UnwindGap::kCfaRegister;
+  if (regno != kRegisterRsp && regno != kRegisterRbp && regno != kRegisterRbx)
+    return UnwindGap::kCfaRegister;
   if (offset < std::numeric_limits<int32_t>::min() || offset > std::numeric_limits<int32_t>::max())
     return UnwindGap::kOffsetRange;
-  row.cfa_rule = regno == kRegisterRsp ? BPFPROF_CFA_RSP : BPFPROF_CFA_RBP;
+  row.cfa_rule = regno == kRegisterRsp   ? BPFPROF_CFA_RSP
+                 : regno == kRegisterRbp ? BPFPROF_CFA_RBP
+                                         : BPFPROF_CFA_RBX;
   row.cfa_offset = static_cast<int32_t>(offset);
   return std::nullopt;
 }
 
-void classify_rbp(Dwarf_Frame* frame, UnwindRow& row) {
-  const RegisterRule rbp = register_rule(frame, kRegisterRbp);
-  row.rbp_rule = BPFPROF_RBP_UNKNOWN;
-  if (rbp.kind == RegisterRule::Kind::kSame) {
-    row.rbp_rule = BPFPROF_RBP_SAME;
-  } else if (rbp.cfa_offset && *rbp.cfa_offset >= std::numeric_limits<int16_t>::min() &&
-             *rbp.cfa_offset <= std::numeric_limits<int16_t>::max()) {
-    row.rbp_rule = BPFPROF_RBP_AT_CFA;
-    row.rbp_offset = static_cast<int16_t>(*rbp.cfa_offset);
+// How the caller's value of a callee-saved register (rbp, rbx) is found: enum bpfprof_rbp_rule.
+// elfutils' x86-64 ABI defaults name rax where they mean rbx (backends/x86_64_cfi.c), so libdw
+// says rbx is undefined until a function saves it; by the ABI it is callee-saved: unchanged.
+void classify_saved(Dwarf_Frame* frame, int regno, uint8_t& rule, int16_t& offset) {
+  const RegisterRule saved = register_rule(frame, regno);
+  rule = BPFPROF_RBP_UNKNOWN;
+  if (saved.kind == RegisterRule::Kind::kSame ||
+      (regno == kRegisterRbx && saved.kind == RegisterRule::Kind::kUndefined)) {
+    rule = BPFPROF_RBP_SAME;
+  } else if (saved.cfa_offset && *saved.cfa_offset >= std::numeric_limits<int16_t>::min() &&
+             *saved.cfa_offset <= std::numeric_limits<int16_t>::max()) {
+    rule = BPFPROF_RBP_AT_CFA;
+    offset = static_cast<int16_t>(*saved.cfa_offset);
   }
 }
 
@@ -152,7 +161,8 @@ Span classify(Dwarf_Frame* frame, bool signal_frame) {
   } else if (return_address.cfa_offset != -8) {
     return unknown_span(0, 0, UnwindGap::kReturnAddress);
   }
-  classify_rbp(frame, span.row);
+  classify_saved(frame, kRegisterRbp, span.row.rbp_rule, span.row.rbp_offset);
+  classify_saved(frame, kRegisterRbx, span.row.rbx_rule, span.row.rbx_offset);
   return span;
 }
 
@@ -237,6 +247,7 @@ void add_crt_stub_spans(Elf* elf, std::vector<Span>& spans) {
       span.row.cfa_rule = BPFPROF_CFA_RSP;
       span.row.cfa_offset = static_cast<int32_t>(stub.cfa_offset_at(start));
       span.row.rbp_rule = BPFPROF_RBP_SAME;
+      span.row.rbx_rule = BPFPROF_RBP_SAME;  // .init and .fini move rsp only
       spans.push_back(span);
     }
   }
@@ -255,6 +266,7 @@ void add_entry_stub_span(Elf* elf, std::vector<Span>& spans) {
   Span span{stub->start, end, {}, UnwindGap::kNoCfi};
   span.row.cfa_rule = BPFPROF_CFA_ROOT;
   span.row.rbp_rule = BPFPROF_RBP_UNKNOWN;
+  span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
   spans.push_back(span);
 }
 
@@ -277,7 +289,7 @@ void normalize(std::vector<Span>& spans) {
 
 bool same_rule(const UnwindRow& a, const UnwindRow& b) {
   return a.cfa_rule == b.cfa_rule && a.rbp_rule == b.rbp_rule && a.cfa_offset == b.cfa_offset &&
-         a.rbp_offset == b.rbp_offset;
+         a.rbp_offset == b.rbp_offset && a.rbx_rule == b.rbx_rule && a.rbx_offset == b.rbx_offset;
 }
 
 std::vector<UnwindRow> rows_of(const std::vector<Span>& spans) {
@@ -381,6 +393,7 @@ void add_inferred_spans(const std::vector<CodeSection>& sections, std::vector<Sp
                           : s.rbp == InferredRbp::kSaved ? BPFPROF_RBP_AT_CFA
                                                          : BPFPROF_RBP_UNKNOWN;
       span.row.rbp_offset = s.rbp_offset;
+      span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;  // not followed by the reading
       inferred.push_back(span);
     }
   };

@@ -20,7 +20,7 @@ namespace bpfprof {
 namespace {
 
 constexpr char kMagic[8] = {'B', 'P', 'F', 'P', 'U', 'N', 'W', 'T'};
-constexpr const char* kDefaultDirectory = "/var/cache/bpfprof/unwind-v5";
+constexpr const char* kDefaultDirectory = "/var/cache/bpfprof/unwind-v6";
 
 uint32_t crc_of(const void* bytes, size_t size) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -32,7 +32,8 @@ uint32_t crc_of(const void* bytes, size_t size) {
 bool rows_are_valid(const std::vector<UnwindRow>& rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     if (i > 0 && rows[i].pc <= rows[i - 1].pc) return false;
-    if (rows[i].cfa_rule > BPFPROF_CFA_LAST_RULE || rows[i].rbp_rule > BPFPROF_RBP_UNKNOWN)
+    if (rows[i].cfa_rule > BPFPROF_CFA_LAST_RULE || rows[i].rbp_rule > BPFPROF_RBP_UNKNOWN ||
+        rows[i].rbx_rule > BPFPROF_RBP_UNKNOWN)
       return false;
   }
   return true;

@@ -116,6 +116,39 @@ for (const [fixture, minKernelShare] of [
   });
 }
 
+// Lazy binding: ld.so's _dl_runtime_resolve_* keeps its frame in rbx (its CFA is rbx + 32)
+// and calls _dl_fixup, which saves rbx. Under LD_BIND_NOT=1 every call of lib_spin goes that
+// way; the walk follows where each frame saved rbx. Before, every such sample fell back to a
+// stack copy ('no rule for the pc'): ~1.5% of a date+ls loop's samples.
+describe('lazy binding through _dl_runtime_resolve (CFA from rbx)', () => {
+  let r;
+  before(async () => {
+    r = await recordBoth('lazy_binding', (mode, label) => recordWith(label, [
+      '--call-graph', mode, '--', 'env', 'LD_BIND_NOT=1', fixturePath('unwind_plt'),
+      String(DURATION_MS), '1']));
+  });
+
+  it('is complete, walked in the kernel, with the same stacks as dwarf-copy', (t) => {
+    if (!requireRecorder(t)) return;
+    report(t, 'lazy_binding', r);
+    const stacks = userStacks(r.kernel);
+    let all = 0;
+    let resolving = 0;
+    for (const [key, weight] of stacks) {
+      all += weight;
+      if (key.includes(' > _dl_runtime_resolve')) resolving += weight;
+    }
+    t.diagnostic(`${pct(resolving / all)} of the samples in the lazy-binding resolver`);
+    assert.ok(resolving / all >= 0.5, `${pct(resolving / all)} in the resolver`);
+    assert.ok(r.k.complete >= 0.999, `${pct(r.k.complete ?? 0)} complete`);
+    // The rest: env's exec of the fixture, its first milliseconds (tables being loaded).
+    assert.ok(r.k.kernelShare >= 0.95, `${pct(r.k.kernelShare)} in the kernel`);
+    assert.ok(!r.k.fallbacks.includes('no rule'), `fell back: ${r.k.fallbacks}`);
+    const same = sharedShare(stacks, userStacks(r.copy));
+    assert.ok(same >= 0.95, `only ${pct(same)} of the stacks are dwarf-copy's`);
+  });
+});
+
 describe('a 20 KB frame above the hot leaf (big_frame)', () => {
   let r;
   before(async () => { r = await recordBoth('big_frame', fixtureRecorder('big_frame')); });

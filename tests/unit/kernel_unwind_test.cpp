@@ -53,7 +53,8 @@ class RecordingSink : public UnwindMapsSink {
 
 std::vector<bpfprof_unwind_row> rows_of(uint32_t count) {
   std::vector<bpfprof_unwind_row> rows(count);
-  for (uint32_t i = 0; i < count; ++i) rows[i] = {0x1000 + 16 * i, 8, 0, BPFPROF_CFA_RSP, 0};
+  for (uint32_t i = 0; i < count; ++i)
+    rows[i] = {0x1000 + 16 * i, 8, 0, BPFPROF_CFA_RSP, 0, 0, 0, 0};
   return rows;
 }
 

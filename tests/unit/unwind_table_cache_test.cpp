@@ -134,17 +134,22 @@ TEST_F(UnwindTableCacheTest, DirectoryFromTheEnvironment) {
   setenv("BPFPROF_CACHE_DIR", root_.c_str(), 1);
   EXPECT_EQ(UnwindTableCache::default_directory(), root_);
   unsetenv("BPFPROF_CACHE_DIR");
-  EXPECT_EQ(UnwindTableCache::default_directory(), "/var/cache/bpfprof/unwind-v5");
+  EXPECT_EQ(UnwindTableCache::default_directory(), "/var/cache/bpfprof/unwind-v6");
 }
 
 TEST(UnwindTableFile, RejectsUnsortedRowsAndUnknownRules) {
-  std::vector<UnwindRow> rows = {{0x1000, 8, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME},
-                                 {0x1004, 16, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME}};
+  std::vector<UnwindRow> rows = {
+      {0x1000, 8, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME, 0, BPFPROF_RBP_SAME, 0},
+      {0x1004, 16, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME, -16, BPFPROF_RBP_AT_CFA, 0}};
   EXPECT_TRUE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
   std::swap(rows[0], rows[1]);
   EXPECT_FALSE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
   std::swap(rows[0], rows[1]);
   rows[1].cfa_rule = 9;
+  EXPECT_FALSE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
+  rows[1].cfa_rule = BPFPROF_CFA_RBX;
+  EXPECT_TRUE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
+  rows[1].rbx_rule = 3;
   EXPECT_FALSE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
   EXPECT_TRUE(parse_unwind_rows(serialize_unwind_rows({})).value().empty());
 }

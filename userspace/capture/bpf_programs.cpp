@@ -121,7 +121,7 @@ class BpfUnwindMaps : public UnwindMapsSink {
   BpfUnwindMaps(bpf_map* rows, bpf_map* processes, bpf_map* files)
       : processes_(processes), files_(files) {
     capacity_ = bpf_map__max_entries(rows);
-    // An array map's elements are 8-byte aligned: 12-byte rows lie 16 bytes apart.
+    // An array map's elements are 8-byte aligned (16-byte rows: none between them).
     stride_ = (bpf_map__value_size(rows) + 7) & ~size_t{7};
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     bytes_ = (capacity_ * stride_ + page - 1) / page * page;
