@@ -316,7 +316,7 @@ DwarfModule::CallFrameInfo DwarfModule::call_frame_info(CfiSection section) cons
   return info;
 }
 
-bool DwarfModule::is_thread_root(uint64_t vaddr) const {
+std::optional<bool> DwarfModule::cfi_says_root(uint64_t vaddr) const {
   for (CfiSection section : {CfiSection::kEhFrame, CfiSection::kDebugFrame}) {
     const CallFrameInfo info = call_frame_info(section);
     Dwarf_Frame* frame = nullptr;
@@ -326,8 +326,16 @@ bool DwarfModule::is_thread_root(uint64_t vaddr) const {
     free(frame);
     return root;
   }
+  return std::nullopt;
+}
+
+bool DwarfModule::is_thread_root(uint64_t vaddr) const {
+  if (const std::optional<bool> root = cfi_says_root(vaddr)) return *root;
+  // The entry stub without CFI (ld.so's _start). Where an FDE covers the entry, the bytes
+  // after it are crtstuff's functions (deregister_tm_clones), not the stub: a leaf there
+  // was taken for a root.
   const std::optional<EntryStub> stub = entry_stub(elf());
-  if (stub && stub->contains(vaddr)) return true;
+  if (stub && stub->contains(vaddr) && !cfi_says_root(stub->start)) return true;
   // A stack that ends here ends in clone's child: the parent's goes on to its caller (rax,
   // which tells the two apart in the kernel walk, is not needed for the outermost frame).
   return is_clone_child_start(elf(), vaddr);

@@ -77,6 +77,8 @@ class DwarfModule {
 
  private:
   DwarfModule() = default;
+  // What the CFI at `vaddr` says of the return address (undefined: a root); nullopt without.
+  std::optional<bool> cfi_says_root(uint64_t vaddr) const;
 
   // The address ranges of a compilation unit's functions, built on first use, so that a
   // lookup descends into one function instead of walking the whole unit.

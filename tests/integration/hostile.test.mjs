@@ -66,12 +66,21 @@ describe('the recorder killed with SIGKILL', () => {
     const file = join(RESULTS_DIR, 'killed.json.gz');
     const recorder = startBackground(BPFPROF, ['record', '-o', file, '--', 'sleep', '60']);
     let held = { prog_id: new Set(), link_id: new Set() };
-    // Attached, and the command started (it is released after the attach).
+    // Attached, and the command started (it is released after the attach). The recorder has
+    // another child for a moment: the dynamic loader listing the command's libraries.
     let command = '';
+    const runsSleep = (pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('sleep\0');
+      } catch {
+        return false;  // gone meanwhile
+      }
+    };
     for (let i = 0; i < 100 && (held.link_id.size === 0 || !command); ++i) {
       await sleep(20);
       held = heldBpfObjects(recorder.pid);
-      command = readFileSync(`/proc/${recorder.pid}/task/${recorder.pid}/children`, 'utf8').trim();
+      const children = readFileSync(`/proc/${recorder.pid}/task/${recorder.pid}/children`, 'utf8');
+      command = children.trim().split(/\s+/).find(runsSleep) ?? '';
     }
     assert.ok(held.prog_id.size > 0 && held.link_id.size > 0, 'the recorder attached its programs');
     recorder.child.kill('SIGKILL');

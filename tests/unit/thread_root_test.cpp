@@ -60,6 +60,26 @@ TEST(ThreadRoot, TheDynamicLoadersEntryStubIsARootWithoutCfi) {
   EXPECT_FALSE(module->is_thread_root(header->e_entry + 0x400));
 }
 
+// A gcc-built program's _start has an FDE; the 64 bytes taken for a CFI-less entry stub then
+// reach into crtstuff's deregister_tm_clones, whose leaf samples must not end as roots.
+TEST(ThreadRoot, CodeAfterAnFdeCoveredStartIsNoRoot) {
+  const std::string program = std::string(TEST_FIXTURE_DIR) + "/unwind_qsort";
+  const std::unique_ptr<ElfFile> elf = ElfFile::open(program, nullptr);
+  ASSERT_NE(elf, nullptr);
+  std::unique_ptr<DwarfModule> module = DwarfModule::open(program, {});
+  ASSERT_NE(module, nullptr);
+  const Symbol* start = nullptr;
+  const Symbol* after = nullptr;
+  for (const Symbol& s : elf->symbols()) {
+    if (s.name == "_start") start = &s;
+    if (s.name == "deregister_tm_clones") after = &s;
+  }
+  ASSERT_TRUE(start && after);
+  ASSERT_LT(after->address, start->address + 64) << "not within the stub's reach";
+  EXPECT_TRUE(module->is_thread_root(start->address + 4));
+  EXPECT_FALSE(module->is_thread_root(after->address + 4));
+}
+
 TEST(ThreadRoot, CloneAndClone3StartThreadsInLibc) {
   const CodeLocation libc = locate(reinterpret_cast<uint64_t>(&fopen));
   ASSERT_FALSE(libc.path.empty());
