@@ -878,15 +878,24 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binp
 }
 
 /* A young image's mmap (ld.so mapping the libraries): its entry again, while it is the one
- * written here (the generation's top bit) and not yet userspace's. */
-SEC("tracepoint/syscalls/sys_exit_mmap")
-int on_mmap_exit(void* ctx) {
+ * written here (the generation's top bit) and not yet userspace's. At the start of each
+ * write lock of the process's own address space, before the lock is taken (the VMA iterator
+ * only trylocks): so the entry holds the mappings up to the last change, and ld.so's
+ * mprotects after its last mmap bring that one in. Not on the sys_exit_mmap tracepoint: a
+ * system-call tracepoint in use sends every system call of every task through the slow entry
+ * and exit paths (getppid: +60-80 ns a call), a cost perf does not charge. (fexit on
+ * vm_mmap_pgoff is refused on this VM.) */
+SEC("tp_btf/mmap_lock_start_locking")
+int BPF_PROG(on_mmap_lock, struct mm_struct* mm, bool write) {
+  if (!write) return 0;
+  struct task_struct* task = bpf_get_current_task_btf();
+  if (task->mm != mm) return 0; /* another process's address space (ptrace, /proc) */
   if (!kernel_unwind) return 0;
   const __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   if (!is_tracked(tgid)) return 0;
   const struct bpfprof_process_mappings* pm = bpf_map_lookup_elem(&unwind_processes, &tgid);
   if (!pm || !(pm->generation & BPFPROF_KERNEL_WRITTEN_GENERATION)) return 0;
-  image_mappings_write(bpf_get_current_task_btf(), tgid);
+  image_mappings_write(task, tgid);
   return 0;
 }
 

@@ -165,6 +165,14 @@ static __always_inline long walk_stops(struct unwind_walk* w, __u32 result, __u3
   return 1; /* ends bpf_loop */
 }
 
+/* The word at a window offset, in one load. Stack words are 8-aligned as a rule, but nothing
+ * here relies on it: x86 loads an unaligned word, and the verifier checks alignment only where
+ * the architecture needs it (BPF_F_STRICT_ALIGNMENT). A memcpy from the byte array compiled to
+ * eight byte loads with shifts and ors, a fifth of a frame's instructions. */
+static __always_inline __u64 window_load(const struct unwind_walk* w, __u64 offset) {
+  return *(const __u64*)(w->window + offset);
+}
+
 /* The window of stack bytes read again around addr (never across a page, so that it fails
  * only where a read of the word would), then the word: for a word outside the window. */
 static __noinline long refill_stack_window(struct unwind_walk* w, __u64 addr, __u64* out) {
@@ -179,7 +187,7 @@ static __noinline long refill_stack_window(struct unwind_walk* w, __u64 addr, __
   w->window_len = len;
   __u64 offset = addr - start;
   if (offset > STACK_WINDOW_BYTES - 8) return -1;
-  __builtin_memcpy(out, w->window + offset, 8);
+  *out = window_load(w, offset);
   return 0;
 }
 
@@ -188,7 +196,7 @@ static __always_inline bool window_word(const struct unwind_walk* w, __u64 addr,
   const __u64 offset = addr - w->window_start;
   if (addr < w->window_start || offset + 8 > w->window_len || offset > STACK_WINDOW_BYTES - 8)
     return false;
-  __builtin_memcpy(out, w->window + offset, 8);
+  *out = window_load(w, offset);
   return true;
 }
 

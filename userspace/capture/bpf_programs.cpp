@@ -5,7 +5,6 @@
 
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <bit>
@@ -46,20 +45,6 @@ std::string load_failure(int err, uint64_t ring_buffer_bytes, uint32_t unwind_ro
   }
   return "cannot load the BPF programs (" + errno_text(err) +
          "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF";
-}
-
-// Whether tracefs is there for libbpf to find a tracepoint's id (under /sys/kernel/tracing,
-// or /sys/kernel/debug/tracing with debugfs). A freshly booted machine may have neither
-// mounted: it is mounted then, as perf and bpftrace do. nullopt when it is there; else why
-// it cannot be.
-std::optional<std::string> tracefs_unavailable() {
-  if (access("/sys/kernel/tracing/events", F_OK) == 0 ||
-      access("/sys/kernel/debug/tracing/events", F_OK) == 0)
-    return std::nullopt;
-  if (mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, nullptr) != 0)
-    return "mounting it on /sys/kernel/tracing: " + errno_text(errno);
-  if (access("/sys/kernel/tracing/events", F_OK) != 0) return "no events in it once mounted";
-  return std::nullopt;
 }
 
 // What the kernel will charge for the object's maps, from their sizes before loading (as
@@ -203,17 +188,7 @@ BpfPrograms::BpfPrograms(const Config& config)
   for (bpf_program* walker :
        {skeleton_->progs.on_sample, skeleton_->progs.on_switch, skeleton_->progs.on_waking})
     bpf_program__set_autoload(walker, false);
-  // The one program on a tracefs tracepoint (the others are tp_btf): without tracefs a young
-  // program's libraries are walked once userspace has passed them on, copied until then.
-  const std::optional<std::string> no_tracefs =
-      config.unwind_row_capacity ? tracefs_unavailable() : std::nullopt;
-  bpf_program__set_autoload(skeleton_->progs.on_mmap_exit,
-                            config.unwind_row_capacity && !no_tracefs);
-  if (no_tracefs)
-    fprintf(stderr,
-            "bpfprof: note: no tracefs (%s): a new program's libraries are unwound from stack "
-            "copies until their tables are loaded\n",
-            no_tracefs->c_str());
+  bpf_program__set_autoload(skeleton_->progs.on_mmap_lock, config.unwind_row_capacity != 0);
   if (int err = bpf_map__set_max_entries(skeleton_->maps.tracked_processes,
                                          std::max<uint32_t>(config.max_tracked_processes, 1)))
     throw std::runtime_error("cannot size the table of tracked processes: " + errno_text(err));
