@@ -396,7 +396,7 @@ describe('system calls under recording', () => {
   it('take the fast path: no system-call tracepoint in their stacks', async (t) => {
     if (!requireRecorder(t)) return;
     const rec = await recordWith('kunwind_syscall_path', ['--', 'dd', 'if=/dev/zero', 'of=/dev/null', 'bs=1',
-                                                          'count=1500000']);
+                                                          'count=3000000']);
     const view = new ProfileView(rec.profile);
     const dd = view.threads.filter((th) => th.name === 'dd');
     assert.ok(dd.length >= 1, 'dd is in the profile');
