@@ -335,7 +335,7 @@ bool DwarfModule::is_thread_root(uint64_t vaddr) const {
   // after it are crtstuff's functions (deregister_tm_clones), not the stub: a leaf there
   // was taken for a root.
   const std::optional<EntryStub> stub = entry_stub(elf());
-  if (stub && stub->contains(vaddr) && !cfi_says_root(stub->start)) return true;
+  if (stub && stub->contains(vaddr) && !cfi_says_root(stub->start).has_value()) return true;
   // A stack that ends here ends in clone's child: the parent's goes on to its caller (rax,
   // which tells the two apart in the kernel walk, is not needed for the outermost frame).
   return is_clone_child_start(elf(), vaddr);
