@@ -191,7 +191,7 @@ struct bpfprof_fork_event {
 struct bpfprof_exec_event {
   struct bpfprof_event_header header;
   __u32 old_tid; /* a non-leader thread that execs takes over the leader's tid */
-  __u32 reserved;
+  __u32 euid;    /* the new image's effective user: who may write its perf map */
   char comm[BPFPROF_COMM_LEN];
   char filename[BPFPROF_PATH_LEN];
 };

@@ -870,7 +870,7 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binp
   }
   fill_header(&e->header, BPFPROF_EVENT_EXEC, tgid, task->pid);
   e->old_tid = old_tid;
-  e->reserved = 0;
+  e->euid = BPF_CORE_READ(task, cred, euid.val);
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);
   bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), bprm->filename);
   bpf_ringbuf_submit(e, new_process_submit_flags());

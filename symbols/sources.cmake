@@ -2,6 +2,7 @@
 # includes this file with BPFPROF_SYMBOLS_DIR set.
 set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/util/read_file.cpp
+  ${BPFPROF_SYMBOLS_DIR}/util/untrusted_file.cpp
   ${BPFPROF_SYMBOLS_DIR}/util/proc_maps.cpp
   ${BPFPROF_SYMBOLS_DIR}/util/held_file.cpp
   ${BPFPROF_SYMBOLS_DIR}/util/atomic_file.cpp

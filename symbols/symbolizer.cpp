@@ -231,9 +231,10 @@ const KernelSymbols* Symbolizer::kernel_symbols() {
 
 bool Symbolizer::kernel_addresses_hidden() { return kernel_symbols() == nullptr; }
 
-std::vector<SymbolizedFrame> Symbolizer::symbolize_jit(int pid, uint64_t address) {
+std::vector<SymbolizedFrame> Symbolizer::symbolize_jit(int pid, uint32_t owner_uid,
+                                                       uint64_t address) {
   auto [it, inserted] = perf_maps_.try_emplace(pid);
-  if (inserted) it->second = PerfMap::load("/tmp/perf-" + std::to_string(pid) + ".map");
+  if (inserted) it->second = PerfMap::load("/tmp/perf-" + std::to_string(pid) + ".map", owner_uid);
   SymbolizedFrame frame;
   frame.relative_address = address;
   if (it->second) {

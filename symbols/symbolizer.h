@@ -89,8 +89,9 @@ class Symbolizer {
   // For a return address, pass the offset of its call instruction (the address minus one).
   bool is_thread_root(const std::string& library_path, uint64_t file_offset);
   // Code in a process's anonymous executable memory (JITs), named through its
-  // /tmp/perf-PID.map when it has one; `address` is absolute.
-  std::vector<SymbolizedFrame> symbolize_jit(int pid, uint64_t address);
+  // /tmp/perf-PID.map when it has one that belongs to `owner_uid` (the process's effective
+  // user) or root; `address` is absolute.
+  std::vector<SymbolizedFrame> symbolize_jit(int pid, uint32_t owner_uid, uint64_t address);
   bool kernel_addresses_hidden();
 
  private:

@@ -3,12 +3,16 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "symbols/dwarf/crt_stubs.h"
+#include "symbols/elf/elf_file.h"
 #include "symbols/elf/symbol_table.h"
 #include "symbols/util/debug_dirs.h"
+#include "symbols/util/text.h"
+#include "symbols/util/untrusted_file.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -75,32 +79,56 @@ void call_site(Dwarf_Die* inlined, Dwarf_Die* cu, SourceFunction& caller) {
 
 }  // namespace
 
-int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char* module_name,
-                                Dwarf_Addr base, const char* file_name, const char* debuglink_file,
-                                GElf_Word debuglink_crc, char** debuginfo_file_name) {
-  int fd = dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name,
-                                        debuglink_file, debuglink_crc, debuginfo_file_name);
-  if (fd >= 0) return fd;
-  // The standard search can leave a name behind when it finds nothing; nobody frees it
-  // then (found by tests/fuzz: fuzz_elf, a file with a .gnu_debuglink).
-  free(*debuginfo_file_name);
+// libdwfl's standard search (build-id trees, then the debuglink next to the binary, in its
+// .debug/ and under the debug roots), with every candidate opened as an untrusted file: a
+// FIFO or link planted next to a user's binary must neither block nor be read. A candidate
+// must carry the binary's build-id (or, without one, the debuglink's CRC).
+int find_debug_file(Dwfl_Module* module, const std::vector<std::string>& symbol_dirs,
+                    const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                    char** debuginfo_file_name) {
   *debuginfo_file_name = nullptr;
-  if (!debuglink_file) return fd;
-  // libdwfl looks for a debuglink file next to the binary and under the path's directories
-  // joined with the binary's own directory; a --symbol-dir may also hold it directly.
-  auto* self = static_cast<DwarfModule*>(*userdata);
-  if (!self) return -1;
-  for (const std::string& dir : self->symbol_dirs_) {
-    std::string candidate = dir + "/" + debuglink_file;
-    int candidate_fd = ::open(candidate.c_str(), O_RDONLY | O_CLOEXEC);
-    if (candidate_fd < 0) continue;
-    if (debuglink_crc == 0 || file_crc32(candidate_fd) == debuglink_crc) {
-      *debuginfo_file_name = strdup(candidate.c_str());
-      return candidate_fd;
+  const unsigned char* id_bits = nullptr;
+  GElf_Addr id_vaddr = 0;
+  const int id_size = dwfl_module_build_id(module, &id_bits, &id_vaddr);
+  const std::vector<uint8_t> build_id(id_bits, id_bits + std::max(id_size, 0));
+  struct stat binary {};
+  const bool binary_known = file_name && stat(file_name, &binary) == 0;
+  auto take = [&](const std::string& candidate) -> int {
+    UntrustedOpen file = open_untrusted(candidate, UntrustedKind::kDebugFile);
+    struct stat st {};
+    if (!file.fd || fstat(file.fd.get(), &st) != 0) return -1;
+    if (binary_known && st.st_dev == binary.st_dev && st.st_ino == binary.st_ino) return -1;
+    if (!build_id.empty() ? read_elf_build_id(file.fd.get()) != build_id
+                          : debuglink_crc != 0 && file_crc32(file.fd.get()) != debuglink_crc)
+      return -1;
+    *debuginfo_file_name = strdup(candidate.c_str());
+    return file.fd.release();
+  };
+  std::vector<std::string> candidates;
+  if (!build_id.empty()) candidates = build_id_paths(hex_string(build_id), symbol_dirs);
+  if (debuglink_file && !strchr(debuglink_file, '/')) {
+    const std::string name = debuglink_file;
+    const std::string dir = file_name ? directory_name(file_name) : std::string();
+    if (!dir.empty()) {
+      candidates.push_back(dir + "/" + name);
+      candidates.push_back(dir + "/.debug/" + name);
+      for (const std::string& root : debug_roots(symbol_dirs))
+        candidates.push_back(root + dir + "/" + name);
     }
-    close(candidate_fd);
+    for (const std::string& root : symbol_dirs) candidates.push_back(root + "/" + name);
   }
+  for (const std::string& candidate : candidates)
+    if (const int fd = take(candidate); fd >= 0) return fd;
   return -1;
+}
+
+int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char* /*module_name*/,
+                                Dwarf_Addr /*base*/, const char* file_name,
+                                const char* debuglink_file, GElf_Word debuglink_crc,
+                                char** debuginfo_file_name) {
+  const auto* self = static_cast<const DwarfModule*>(*userdata);
+  return find_debug_file(module, self ? self->symbol_dirs_ : std::vector<std::string>{}, file_name,
+                         debuglink_file, debuglink_crc, debuginfo_file_name);
 }
 
 std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path,
@@ -108,18 +136,16 @@ std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path,
                                                int fd) {
   std::unique_ptr<DwarfModule> m(new DwarfModule());
   m->symbol_dirs_ = symbol_dirs;
-  m->debuginfo_path_ = dwfl_debuginfo_path(symbol_dirs);
-  m->debuginfo_path_ptr_ = m->debuginfo_path_.data();
   m->callbacks_.find_elf = dwfl_build_id_find_elf;
   m->callbacks_.find_debuginfo = &DwarfModule::find_debuginfo;
   m->callbacks_.section_address = dwfl_offline_section_address;
-  m->callbacks_.debuginfo_path = &m->debuginfo_path_ptr_;
   m->dwfl_ = dwfl_begin(&m->callbacks_);
   if (!m->dwfl_) return nullptr;
   dwfl_report_begin(m->dwfl_);
-  // libdwfl takes the descriptor it is given.
-  const int own_fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
-  if (fd >= 0 && own_fd < 0) return nullptr;
+  // libdwfl takes the descriptor it is given; it never opens the path itself.
+  const int own_fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0)
+                             : open_untrusted(path, UntrustedKind::kBinary).fd.release();
+  if (own_fd < 0) return nullptr;
   m->module_ = dwfl_report_offline(m->dwfl_, path.c_str(), path.c_str(), own_fd);
   dwfl_report_end(m->dwfl_, nullptr, nullptr);
   if (!m->module_) return nullptr;

@@ -25,6 +25,15 @@ struct SourceFunction {
   std::optional<uint32_t> line;
 };
 
+// The separate debug file of `module` (main file `file_name`), searched where libdwfl's
+// standard search looks (build-id trees of /usr/lib/debug and the symbol dirs, then the
+// debuglink next to the file, in its .debug/ and under the debug roots), every candidate
+// opened as an untrusted file and checked by build-id (else the debuglink's CRC). A
+// find_debuginfo callback for libdwfl: the fd, with *debuginfo_file_name set; -1 if none.
+int find_debug_file(Dwfl_Module* module, const std::vector<std::string>& symbol_dirs,
+                    const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                    char** debuginfo_file_name);
+
 class DwarfModule {
  public:
   // nullptr when libdwfl cannot read the file at all. With `fd` >= 0 the file is read from
@@ -101,8 +110,6 @@ class DwarfModule {
   mutable std::optional<std::vector<Symbol>> table_symbols_;
   mutable std::optional<std::vector<CodeRange>> cfi_functions_;  // read on first use
 
-  std::string debuginfo_path_;  // what libdwfl's standard search walks
-  char* debuginfo_path_ptr_ = nullptr;
   std::vector<std::string> symbol_dirs_;
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;

@@ -12,9 +12,9 @@
 
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/atomic_file.h"
-#include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 namespace {
@@ -113,12 +113,13 @@ CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd) {
   const auto start = std::chrono::steady_clock::now();
   UniqueFd own;
   if (fd < 0) {
-    own.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    own = open_untrusted(path, UntrustedKind::kBinary).fd;
     fd = own.get();
   }
   const std::optional<std::string> key = fd >= 0 ? cache_key(fd) : std::nullopt;
   if (!key) return UnwindTableError::kUnreadable;
-  if (const std::optional<std::string> bytes = read_entire_file(directory_ + "/" + *key)) {
+  if (const std::optional<std::string> bytes =
+          read_untrusted(directory_ + "/" + *key, UntrustedKind::kUnwindCache)) {
     if (std::optional<std::vector<UnwindRow>> rows = parse_unwind_rows(*bytes)) {
       return CachedUnwindTable{std::move(*rows), UnwindTableSource::kCache,
                                std::chrono::steady_clock::now() - start, *key, std::nullopt};

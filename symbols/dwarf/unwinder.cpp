@@ -14,10 +14,12 @@
 
 #include "bpf/unwind_table.h"
 #include "symbols/dwarf/crt_stubs.h"
+#include "symbols/dwarf/dwarf_module.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/held_file.h"
 #include "symbols/util/mapping_kind.h"
 #include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 
@@ -223,10 +225,10 @@ bool walk_past_stub(Dwfl* dwfl, CurrentSample& sample) {
 // Unwinding needs call-frame information, which .eh_frame in the mapped file itself has
 // almost always; a separate debug file (for .debug_frame) is looked for only when it does
 // not: opening libc's debug file cost ~80 ms of the recorder's CPU per process.
-int find_debuginfo_without_eh_frame(Dwfl_Module* module, void** userdata, const char* module_name,
-                                    Dwarf_Addr base, const char* file_name,
-                                    const char* debuglink_file, GElf_Word debuglink_crc,
-                                    char** debuginfo_file_name) {
+int find_debuginfo_without_eh_frame(Dwfl_Module* module, void** /*userdata*/,
+                                    const char* /*module_name*/, Dwarf_Addr /*base*/,
+                                    const char* file_name, const char* debuglink_file,
+                                    GElf_Word debuglink_crc, char** debuginfo_file_name) {
   Dwarf_Addr bias = 0;
   if (Elf* elf = dwfl_module_getelf(module, &bias)) {
     size_t section_names = 0;
@@ -239,8 +241,7 @@ int find_debuginfo_without_eh_frame(Dwfl_Module* module, void** userdata, const 
       }
     }
   }
-  return dwfl_standard_find_debuginfo(module, userdata, module_name, base, file_name,
-                                      debuglink_file, debuglink_crc, debuginfo_file_name);
+  return find_debug_file(module, {}, file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
 }
 
 // The crt stubs of a session's modules, in process addresses. Whether CFI covers one after
@@ -295,7 +296,6 @@ std::optional<uint64_t> DwarfUnwinder::vaddr_of_file_offset(const std::string& f
 // callbacks that read the current sample.
 struct DwarfUnwinder::Process {
   Dwfl_Callbacks callbacks{};
-  char* debuginfo_path = nullptr;
   Dwfl* dwfl = nullptr;
   CurrentSample current;
   std::vector<CrtStub> crt_stubs;  // in process addresses, sorted
@@ -353,7 +353,6 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
   process->callbacks.find_elf = dwfl_build_id_find_elf;
   process->callbacks.find_debuginfo = find_debuginfo_without_eh_frame;
   process->callbacks.section_address = dwfl_offline_section_address;
-  process->callbacks.debuginfo_path = &process->debuginfo_path;
   process->dwfl = dwfl_begin(&process->callbacks);
   if (!process->dwfl) return nullptr;
   dwfl_report_begin(process->dwfl);
@@ -369,9 +368,13 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
     // A file libdwfl cannot use (not ELF, or overlapping one reported before) is left out,
     // and may be tried again through another of its mappings: frames in it are cut there,
     // and such stacks are shown truncated.
-    if (!dwfl_report_elf(process->dwfl, mapping.file.path.c_str(), file.c_str(), -1, start - *vaddr,
-                         false))
+    // libdwfl keeps the descriptor of a module it accepts.
+    const int fd = open_untrusted(file, UntrustedKind::kBinary).fd.release();
+    if (fd < 0 || !dwfl_report_elf(process->dwfl, mapping.file.path.c_str(), file.c_str(), fd,
+                                   start - *vaddr, false)) {
+      if (fd >= 0) close(fd);
       reported.erase(file);
+    }
   }
   dwfl_report_end(process->dwfl, nullptr, nullptr);
   process->crt_stubs = crt_stubs_of(process->dwfl);

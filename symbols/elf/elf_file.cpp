@@ -19,6 +19,7 @@
 #include "symbols/elf/symbol_table.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 namespace {
@@ -199,12 +200,14 @@ class ElfReader {
       return nullptr;
     };
     if (!libelf_ready()) return fail("libelf initialization failed");
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) return fail(std::strerror(errno));
-    struct stat file_status;
-    if (::fstat(fd.get(), &file_status) != 0) return fail(std::strerror(errno));
-    if (!S_ISREG(file_status.st_mode)) return fail("not a regular file");
-    if (file_status.st_size == 0) return fail("empty file");
+    UntrustedOpen opened = open_untrusted(path, UntrustedKind::kBinary);
+    if (opened.refusal) {
+      if (error != nullptr) *error = opened.refusal->message;
+      return nullptr;
+    }
+    if (!opened.fd) return fail(std::strerror(errno));
+    UniqueFd fd = std::move(opened.fd);
+    if (opened.size == 0) return fail("empty file");
 
     UniqueElf elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
     if (!elf) return fail("elf_begin: " + libelf_error());
@@ -212,8 +215,7 @@ class ElfReader {
     GElf_Ehdr header;
     if (gelf_getehdr(elf.get(), &header) == nullptr)
       return fail("bad ELF header: " + libelf_error());
-    if (std::optional<std::string> problem =
-            truncated_header_tables(header, static_cast<uint64_t>(file_status.st_size)))
+    if (std::optional<std::string> problem = truncated_header_tables(header, opened.size))
       return fail(*problem);
 
     auto file = std::unique_ptr<ElfFile>(new ElfFile());
@@ -349,9 +351,11 @@ std::optional<uint64_t> ElfFile::vaddr_to_file_offset(uint64_t vaddr) const {
 
 const Symbol* ElfFile::lookup(uint64_t vaddr) const { return find_symbol(symbols_, vaddr); }
 
+// Small reads of a file that may change meanwhile (ELF_C_READ: pread, where a mapping
+// would raise SIGBUS once the file is truncated under it).
 std::vector<uint8_t> read_elf_build_id(int fd) {
   if (!libelf_ready()) return {};
-  UniqueElf elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
+  UniqueElf elf(elf_begin(fd, ELF_C_READ, nullptr));
   size_t count = 0;
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF || elf_getphdrnum(elf.get(), &count) != 0) return {};
   std::vector<GElf_Phdr> note_segments;
@@ -367,7 +371,7 @@ std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
     int fd, const std::vector<std::string>& names) {
   std::unordered_map<std::string, DynamicSymbol> found;
   if (!libelf_ready()) return found;
-  UniqueElf elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
+  UniqueElf elf(elf_begin(fd, ELF_C_READ, nullptr));
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return found;
   Elf_Scn* table = find_section(elf.get(), SHT_DYNSYM);
   GElf_Shdr table_header;

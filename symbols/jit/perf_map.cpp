@@ -5,8 +5,8 @@
 #include <iterator>
 #include <map>
 
-#include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 namespace {
@@ -97,8 +97,9 @@ PerfMap PerfMap::parse(std::string_view text) {
   return map;
 }
 
-std::optional<PerfMap> PerfMap::load(const std::string& path) {
-  std::optional<std::string> text = read_entire_file(path);
+std::optional<PerfMap> PerfMap::load(const std::string& path, uint32_t owner_uid) {
+  std::optional<std::string> text =
+      read_untrusted(path, UntrustedKind::kPerfMap, OwnerRule{owner_uid});
   if (!text) return std::nullopt;
   return parse(*text);
 }

@@ -27,8 +27,9 @@ class PerfMap {
   // Malformed lines (no size, non-hex numbers, an empty name, size 0, a range past 2^64)
   // are skipped.
   static PerfMap parse(std::string_view text);
-  // nullopt if the file cannot be read.
-  static std::optional<PerfMap> load(const std::string& path);
+  // nullopt if the file cannot be read or is refused (untrusted_file.h: it must be a regular
+  // file, not a link planted in /tmp, owned by `owner_uid` or root, not writable by others).
+  static std::optional<PerfMap> load(const std::string& path, uint32_t owner_uid);
 
   // The entry that names `address`: the last line of the file whose [start, start + size)
   // holds it; nullptr if none does.

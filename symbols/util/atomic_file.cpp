@@ -10,18 +10,13 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "symbols/util/text.h"
+
 namespace bpfprof {
 
 namespace {
 
 std::string error_text(int err) { return std::generic_category().message(err); }
-
-std::string directory_of(const std::string& path) {
-  auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 std::string random_suffix(std::mt19937_64& rng) {
   static constexpr std::string_view kAlphabet =
@@ -107,7 +102,7 @@ void AtomicReplaceFile::commit() {
   if (!options_.durable) return;
   // Make the rename itself durable. Best effort: the file is complete either way, and
   // some filesystems refuse fsync on directories.
-  UniqueFd dir{::open(directory_of(replaced_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  UniqueFd dir{::open(directory_name(replaced_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (dir.valid()) ::fsync(dir.get());
 }
 

@@ -9,6 +9,7 @@
 
 #include "symbols/util/mapping_kind.h"
 #include "symbols/util/proc_maps.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 
@@ -16,7 +17,12 @@ HeldFile::HeldFile(UniqueFd fd)
     : fd_(std::move(fd)), path_("/proc/self/fd/" + std::to_string(fd_.get())) {}
 
 std::shared_ptr<const HeldFile> HeldFile::open(const std::string& path) {
-  return adopt(UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)));
+  return adopt(open_untrusted(path, UntrustedKind::kBinary).fd);
+}
+
+std::shared_ptr<const HeldFile> HeldFile::open_in_root(const std::string& root,
+                                                       const std::string& path) {
+  return adopt(open_untrusted_in_root(root, path, UntrustedKind::kBinary).fd);
 }
 
 std::shared_ptr<const HeldFile> HeldFile::adopt(UniqueFd fd) {

@@ -14,8 +14,12 @@ namespace bpfprof {
 
 class HeldFile {
  public:
-  // Opens `path` read-only; nullptr if it cannot be opened (the file is gone already).
+  // Opens `path` read-only as an untrusted binary (untrusted_file.h: a regular file, copied
+  // when a user could still change it); nullptr if it cannot be opened or is refused.
   static std::shared_ptr<const HeldFile> open(const std::string& path);
+  // `path` inside the root directory `root` (/proc/PID/root), links resolved inside it.
+  static std::shared_ptr<const HeldFile> open_in_root(const std::string& root,
+                                                      const std::string& path);
   // Takes an fd opened elsewhere (e.g. a memfd); nullptr if it is not valid.
   static std::shared_ptr<const HeldFile> adopt(UniqueFd fd);
 

@@ -1,7 +1,6 @@
 #include "symbols/util/read_file.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,25 +28,6 @@ std::optional<std::string> read_entire_file(const std::string& path) {
     if (got == 0) return contents;
     contents.append(chunk.get(), static_cast<size_t>(got));
   }
-}
-
-std::optional<std::string> read_regular_file(const std::string& path, uint64_t max_bytes) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  struct stat st {};
-  if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<uint64_t>(st.st_size) > max_bytes)
-    return std::nullopt;
-  std::string contents(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t got =
-        pread(fd.get(), contents.data() + done, contents.size() - done, static_cast<off_t>(done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;  // shortened meanwhile: what is there
-    done += static_cast<size_t>(got);
-  }
-  contents.resize(done);
-  return contents;
 }
 
 }  // namespace bpfprof

@@ -1,4 +1,5 @@
-// Whole-file reads that also work for /proc files, whose st_size is 0.
+// Whole-file reads that also work for /proc files, whose st_size is 0: for the kernel's own
+// files. A file a user may control is read through untrusted_file.h.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +10,5 @@ namespace bpfprof {
 
 // The file's full contents, or nullopt if it cannot be opened or read.
 std::optional<std::string> read_entire_file(const std::string& path);
-
-// A regular file's contents when it has at most `max_bytes` (nullopt: not a regular file,
-// larger, or unreadable). Never blocks on a FIFO or device named like a file.
-std::optional<std::string> read_regular_file(const std::string& path, uint64_t max_bytes);
 
 }  // namespace bpfprof

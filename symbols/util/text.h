@@ -38,6 +38,13 @@ inline std::string base_name(std::string_view path) {
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
+// All but the last component ("/usr/bin/sort" -> "/usr/bin", "sort" -> ".", "/x" -> "/").
+inline std::string directory_name(std::string_view path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string_view::npos) return ".";
+  return slash == 0 ? "/" : std::string(path.substr(0, slash));
+}
+
 // Bytes as lowercase hex, two digits each (build-ids).
 inline std::string hex_string(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";

@@ -55,7 +55,9 @@ class FakeSymbolizer final : public ProfileSymbolizer {
     f.relative_address = address & 0xffffff;
     return {f};
   }
-  std::vector<SymbolizedFrame> symbolize_jit(int, uint64_t) override { return {SymbolizedFrame{}}; }
+  std::vector<SymbolizedFrame> symbolize_jit(int, uint32_t, uint64_t) override {
+    return {SymbolizedFrame{}};
+  }
   bool is_thread_root(const std::string&, uint64_t offset) override {
     return (offset & ~uint64_t{0xff}) == kStartOffset;
   }

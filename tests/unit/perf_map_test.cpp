@@ -142,12 +142,12 @@ TEST(PerfMapTest, LoadsAFile) {
     std::ofstream out(path);
     out << "7f00dead0000 80 jit_spin_function\n";
   }
-  const std::optional<PerfMap> map = PerfMap::load(path);
+  const std::optional<PerfMap> map = PerfMap::load(path, 0);
   unlink(path);
   ASSERT_TRUE(map.has_value());
   ASSERT_NE(map->lookup(0x7f00dead0010), nullptr);
   EXPECT_EQ(map->lookup(0x7f00dead0010)->name, "jit_spin_function");
-  EXPECT_FALSE(PerfMap::load("/nonexistent/perf-1.map").has_value());
+  EXPECT_FALSE(PerfMap::load("/nonexistent/perf-1.map", 0).has_value());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
 #include "userspace/capture/python_stacks.h"
 
 namespace bpfprof {
@@ -22,7 +23,8 @@ std::string bounded_string(const char* s, size_t max) { return std::string(s, st
 // The program behind a path, whatever the path: git runs as /usr/bin/git and, for its
 // subcommands, as /usr/lib/git-core/git, two copies of one build.
 std::string program_identity(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd fd =
+      open_untrusted(path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
   const std::vector<uint8_t> build_id =
       fd.valid() ? read_elf_build_id(fd.get()) : std::vector<uint8_t>{};
   return build_id.empty() ? path : "build-id " + hex_string(build_id);
@@ -348,7 +350,7 @@ void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* 
     std::string filename = bounded_string(e->filename, sizeof(e->filename));
     if (sizer_) sizer_->on_exec(h.pid, program_identity(filename));
     event(ExecEvent{h.pid, h.tid, Tid{static_cast<int32_t>(e->old_tid)},
-                    bounded_string(e->comm, sizeof(e->comm)), std::move(filename)});
+                    bounded_string(e->comm, sizeof(e->comm)), std::move(filename), e->euid});
   } else if (kind == BPFPROF_EVENT_EXIT && size >= sizeof(bpfprof_exit_event)) {
     const auto* e = static_cast<const bpfprof_exit_event*>(data);
     event(ExitEvent{h.pid, h.tid, CpuTimeNs{e->cpu_time_ns}, e->exit_code, e->group_dead != 0,

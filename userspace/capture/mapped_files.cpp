@@ -25,10 +25,12 @@ uint64_t MappedFiles::namespace_of(Pid pid) {
   return it->second;
 }
 
-HeldFileRef MappedFiles::hold(const std::string& key, const std::string& proc_path) {
+HeldFileRef MappedFiles::hold(const std::string& key, const std::string& proc_path,
+                              const std::string& root) {
   auto it = files_.find(key);
   if (it == files_.end()) {
-    HeldFileRef file = HeldFile::open(proc_path);
+    HeldFileRef file =
+        root.empty() ? HeldFile::open(proc_path) : HeldFile::open_in_root(root, proc_path);
     if (!file) return nullptr;  // gone already: the plain path is the best guess left
     it = files_.emplace(key, std::move(file)).first;
   }
@@ -63,7 +65,7 @@ void MappedFiles::resolve(std::vector<LifecycleEvent>& events, size_t from) {
     HeldFileRef file;
     if (ns != 0 && ns != own_namespace_) {
       m.mount_namespace = ns;
-      file = hold(std::to_string(ns) + ":" + m.path, pid_dir + "/root" + m.path);
+      file = hold(std::to_string(ns) + ":" + m.path, m.path, pid_dir + "/root");
     } else if (!m.build_id.empty()) {
       // Reported by the kernel as it was mapped: opened now, while the process surely has
       // it mapped, so that a binary deleted or replaced before the end is still read.

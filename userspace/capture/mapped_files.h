@@ -1,7 +1,8 @@
 // Symbols are read at the end of the recording, from the mapped files. Where a mapping's
 // path will not lead to its file then, the file is opened while the process lives and kept
 // open until the end:
-// - a process in another mount namespace (a container): through /proc/PID/root/PATH;
+// - a process in another mount namespace (a container): PATH inside /proc/PID/root, its
+//   links resolved inside that root;
 // - every file the kernel reports mapped (MMAP2, with its build-id), when the record is
 //   read: through /proc/PID/map_files/START-END, so a binary deleted later is still read;
 // - every file mapped by a process we attach to (-p, -a), at attach: through
@@ -31,8 +32,10 @@ class MappedFiles {
 
  private:
   uint64_t namespace_of(Pid pid);
-  // The file, opened through `proc_path` once per key (nullptr if it cannot be opened).
-  HeldFileRef hold(const std::string& key, const std::string& proc_path);
+  // The file, opened through `proc_path` once per key (nullptr if it cannot be opened); with
+  // a `root`, `proc_path` is resolved inside that root directory.
+  HeldFileRef hold(const std::string& key, const std::string& proc_path,
+                   const std::string& root = {});
   // The build-id (raw bytes) of the file held under `key`, read once.
   const std::string& build_id_of(const std::string& key, const HeldFile& file);
   std::map<std::string, std::string> build_ids_;

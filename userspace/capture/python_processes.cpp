@@ -8,6 +8,7 @@
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 
@@ -75,7 +76,8 @@ PythonInspection inspect_python_binary(const std::string& readable_path,
   if (!layout) return PythonRejection{version + "no layout for this version, frames not read"};
   std::string error;
   std::shared_ptr<const ElfFile> elf = ElfFile::open(readable_path, &error);
-  UniqueFd fd(open(readable_path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd fd =
+      open_untrusted(readable_path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
   if (!elf || !fd) return PythonRejection{version + "cannot read the binary " + error};
   const auto symbols = read_dynamic_symbols(
       fd.get(),

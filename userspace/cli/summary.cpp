@@ -177,6 +177,16 @@ void print_wakers(const RunReport& r, FILE* out) {
             top_wakers_text(wakers).c_str());
 }
 
+// Files of other users that were not read, and why: said even when nothing else is.
+void print_refused_files(const RunReport& r, FILE* out) {
+  constexpr size_t kShown = 10;
+  for (size_t i = 0; i < r.refused_files.size() && i < kShown; ++i)
+    fprintf(out, "bpfprof: %s\n", r.refused_files[i].c_str());
+  if (r.refused_files.size() > kShown)
+    fprintf(out, "bpfprof: %zu more files refused (the profile's meta.extra lists them)\n",
+            r.refused_files.size() - kShown);
+}
+
 }  // namespace
 
 void print_run_summary(const RunReport& report, FILE* out) {
@@ -185,6 +195,7 @@ void print_run_summary(const RunReport& report, FILE* out) {
   print_losses(report, out);
   print_unnamed(report, out);
   print_python(report.python, out);
+  print_refused_files(report, out);
   print_top_processes(report, out);
   print_top_functions(report, out);
   print_embedded_sources(report, out);

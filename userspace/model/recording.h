@@ -100,6 +100,9 @@ struct ExecEvent {
   Tid old_tid;
   std::string comm{};
   std::string filename{};
+  // Who owns the new image (its perf map must be this user's or root's). Not kept in saved
+  // event logs: a replay reads perf maps of another time anyway.
+  std::optional<uint32_t> euid{};
 };
 struct ExitEvent {
   Pid pid;
@@ -144,6 +147,7 @@ struct ExistingProcessEvent {
   std::string name{};
   std::string executable{};
   std::vector<ThreadState> threads{};
+  std::optional<uint32_t> euid{};  // as for ExecEvent
 };
 
 using LifecyclePayload =

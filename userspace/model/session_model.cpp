@@ -180,6 +180,7 @@ void SessionModel::on(MonotonicNs t, const ExistingProcessEvent& e) {
     return;
   }
   ProcessIndex p = start_process(t, e.pid, e.name, e.executable);
+  process(p).euid = e.euid;
   address_spaces_[e.pid] = AddressSpace{};
   // Only CPU used from now on is counted.
   for (const ThreadState& ts : e.threads) start_thread(t, p, ts.tid, ts.comm, ts.cpu_time);
@@ -192,6 +193,7 @@ void SessionModel::adopt_snapshot(MonotonicNs t, ProcessIndex index,
   Process& p = process(index);
   p.name = e.name;
   p.executable = e.executable;
+  p.euid = e.euid;
   p.implicit = false;
   for (const ThreadState& ts : e.threads) {
     auto it = live_threads_.find(ts.tid);
@@ -210,7 +212,9 @@ void SessionModel::on(MonotonicNs t, const ForkEvent& e) {
   }
   std::string name = process(parent).name;
   std::string executable = process(parent).executable;
+  const std::optional<uint32_t> euid = process(parent).euid;
   ProcessIndex child = start_process(t, e.child_pid, std::move(name), std::move(executable));
+  process(child).euid = euid;
   start_thread(t, child, e.child_tid, e.child_comm, CpuTimeNs{0});
   // A forked child starts with a copy of its parent's address space.
   address_spaces_[e.child_pid] = address_spaces_[e.parent_pid];
@@ -231,6 +235,7 @@ void SessionModel::on(MonotonicNs t, const ExecEvent& e) {
 
   std::string name = e.filename.empty() ? e.comm : base_name(e.filename);
   ProcessIndex p = start_process(t, e.pid, std::move(name), e.filename);
+  process(p).euid = e.euid;
   start_thread(t, p, e.tid, e.comm, runtime);  // the same task goes on running
   address_spaces_.try_emplace(e.pid);          // emptied by the reset that preceded the exec
 }

@@ -155,6 +155,7 @@ struct Process {
   std::optional<MonotonicNs> end;
   std::optional<int> exit_code;
   std::vector<ThreadIndex> threads;
+  std::optional<uint32_t> euid;  // its effective user when it started, where known
   // The profiler's own child between fork and the exec of the launched command: its
   // samples are the profiler's, not the user's, and it is left out of the profile.
   bool is_launcher = false;

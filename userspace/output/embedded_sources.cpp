@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "symbols/util/read_file.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 

@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "symbols/util/untrusted_file.h"
+
 namespace bpfprof {
 
 namespace {
@@ -100,6 +102,7 @@ class ProfileBuilder {
   FrameIndex python_frame(PythonFrameId id);
   std::vector<FrameIndex> code_frames(const FrameKey& key);
   std::vector<SymbolizedFrame> symbolize(const FrameKey& key);
+  uint32_t jit_owner(Pid pid) const;
   FrameIndex add_code_frame(const FrameKey& key, LibIndex library_lib, const SymbolizedFrame& s);
   LibIndex output_lib(LibId id);
   LibIndex module_lib(const std::string& module);
@@ -306,13 +309,26 @@ std::vector<FrameIndex> ProfileBuilder::code_frames(const FrameKey& key) {
   return frames;
 }
 
+// Whose perf map may name a process's JIT code: its effective user now while it runs (a
+// server may have dropped privileges since its exec), else when it started; root's alone
+// when neither is known.
+uint32_t ProfileBuilder::jit_owner(Pid pid) const {
+  const Process* latest = nullptr;
+  for (const Process& p : model_.processes())
+    if (p.pid == pid) latest = &p;
+  if (latest && !latest->end)
+    if (std::optional<uint32_t> live = process_effective_uid(pid.value)) return *live;
+  return latest && latest->euid ? *latest->euid : 0;
+}
+
 std::vector<SymbolizedFrame> ProfileBuilder::symbolize(const FrameKey& key) {
   if (key.kind == FrameKind::kKernel) return symbolizer_.symbolize_kernel(key.address);
   const Library& library = model_.library(key.lib);
   if (!library.anonymous_memory_of)
     return symbolizer_.symbolize_in_file(library.readable_path(), key.address);
+  const Pid pid = *library.anonymous_memory_of;
   std::vector<SymbolizedFrame> symbolized =
-      symbolizer_.symbolize_jit(library.anonymous_memory_of->value, key.address);
+      symbolizer_.symbolize_jit(pid.value, jit_owner(pid), key.address);
   const uint64_t base = anonymous_base_.at(key.lib.value);
   for (SymbolizedFrame& f : symbolized) {
     f.relative_address -= base;

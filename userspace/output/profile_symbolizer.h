@@ -25,7 +25,9 @@ class ProfileSymbolizer {
   virtual std::vector<SymbolizedFrame> symbolize_in_file(const std::string& readable_path,
                                                          uint64_t file_offset) = 0;
   virtual std::vector<SymbolizedFrame> symbolize_kernel(uint64_t address) = 0;
-  virtual std::vector<SymbolizedFrame> symbolize_jit(int pid, uint64_t address) = 0;
+  // JIT code of `pid`, whose perf map must belong to `owner_uid` or root.
+  virtual std::vector<SymbolizedFrame> symbolize_jit(int pid, uint32_t owner_uid,
+                                                     uint64_t address) = 0;
   // Whether the code at `file_offset` is the outermost frame of a thread.
   virtual bool is_thread_root(const std::string& readable_path, uint64_t file_offset) = 0;
 };
@@ -47,8 +49,9 @@ class SystemSymbolizer final : public ProfileSymbolizer {
   std::vector<SymbolizedFrame> symbolize_kernel(uint64_t address) override {
     return symbolizer_.symbolize_kernel(address);
   }
-  std::vector<SymbolizedFrame> symbolize_jit(int pid, uint64_t address) override {
-    return symbolizer_.symbolize_jit(pid, address);
+  std::vector<SymbolizedFrame> symbolize_jit(int pid, uint32_t owner_uid,
+                                             uint64_t address) override {
+    return symbolizer_.symbolize_jit(pid, owner_uid, address);
   }
   bool is_thread_root(const std::string& readable_path, uint64_t file_offset) override {
     return symbolizer_.is_thread_root(readable_path, file_offset);

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "symbols/dwarf/debug_hint.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 
@@ -119,6 +120,7 @@ RunReport build_run_report(const Recording& recording, const SessionModel& model
     report.debug_info_hint = debug_info_hint(summary.unnamed_library_paths);
   report.unwinding = unwind_cost(recording);
   report.python = recording.stats.python;
+  report.refused_files = untrusted_file_refusals();
   report.processes_by_cpu_time = processes_by_cpu_time(model);
   report.wakers = recording.record_wakers || recording.stats.wakings.wakings > 0;
   report.wakings = recording.stats.wakings;
@@ -172,6 +174,12 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
     entries.push_back({"Lost events by process", "string", by_process});
   }
   add_python_entries(report.python, entries);
+  if (!report.refused_files.empty()) {
+    std::string text;
+    for (const std::string& refusal : report.refused_files)
+      text += (text.empty() ? "" : "; ") + refusal;
+    entries.push_back({"Files refused", "string", text});
+  }
   if (report.wakers) entries.push_back({"Wakeups", "string", wakings_text(report.wakings)});
   for (const ProcessWakers& wakers : report.profile.top_wakers)
     entries.push_back({"Top wakers of " + wakers.process, "string", top_wakers_text(wakers)});

@@ -10,6 +10,7 @@
 #include "symbols/util/mapping_kind.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 
@@ -43,7 +44,8 @@ void add_if_it_has_build_id(const std::string& candidate, const std::string& cod
 }  // namespace
 
 bool file_has_build_id(const std::string& path, const std::string& code_id) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd fd =
+      open_untrusted(path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
   if (!fd.valid() || code_id.empty()) return false;
   return same_hex(hex_string(read_elf_build_id(fd.get())), code_id);
 }

@@ -8,8 +8,8 @@
 #include <stdexcept>
 
 #include "symbols/elf/elf_file.h"
-#include "symbols/util/read_file.h"
 #include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
 #include "userspace/serve/disassembler.h"
 
 namespace bpfprof {
@@ -241,7 +241,7 @@ struct SymbolApiHandlers {
       throw malformed("size must be from 1 to " + std::to_string(SymbolApi::kMaxCodeBytes));
     for (const std::string& path : library.files) {
       std::shared_ptr<const ElfFile> elf = api.elf_cache_.get(path);
-      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      const UniqueFd fd = open_untrusted(path, UntrustedKind::kBinary).fd;
       if (!elf || !fd.valid()) continue;
       const uint64_t vaddr = start + elf->base_vaddr();
       const std::vector<uint8_t> code = read_code_bytes(fd.get(), vaddr, size);

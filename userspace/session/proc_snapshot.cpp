@@ -10,6 +10,7 @@
 
 #include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 
@@ -50,6 +51,7 @@ std::optional<ProcessSnapshot> snapshot_process(Pid pid, std::string* error) {
     return std::nullopt;
   }
   s.comm = trim_newline(*comm);
+  s.euid = process_effective_uid(pid.value);
   char exe[4096];
   ssize_t n = readlink((dir + "/exe").c_str(), exe, sizeof(exe) - 1);
   if (n > 0) s.executable.assign(exe, static_cast<size_t>(n));
@@ -77,7 +79,7 @@ void append_snapshot_events(MonotonicNs time, ProcessSnapshot snapshot,
   if (name.size() > 10 && name.ends_with(" (deleted)")) name.resize(name.size() - 10);
   out.push_back(LifecycleEvent{
       time, ExistingProcessEvent{snapshot.pid, std::move(name), std::move(snapshot.executable),
-                                 std::move(snapshot.threads)}});
+                                 std::move(snapshot.threads), snapshot.euid}});
   for (MapEntry& m : snapshot.executable_mappings) {
     MmapEvent e;
     e.pid = snapshot.pid;

@@ -18,6 +18,7 @@ struct ProcessSnapshot {
   std::string executable;  // /proc/PID/exe, empty for kernel threads
   std::vector<ThreadState> threads;
   std::vector<MapEntry> executable_mappings;
+  std::optional<uint32_t> euid;  // effective user
 };
 
 // Reads /proc/PID. nullopt when the process does not exist (or is gone meanwhile);

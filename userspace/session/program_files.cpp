@@ -15,6 +15,7 @@
 #include "symbols/util/run_program.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
 #include "userspace/session/launcher.h"
 
 namespace bpfprof {
@@ -49,7 +50,8 @@ struct ElfCloser {
 // The PT_INTERP of the ELF file open as `fd`: empty for a static program or no ELF file.
 std::string elf_interpreter(int fd) {
   elf_version(EV_CURRENT);
-  std::unique_ptr<Elf, ElfCloser> elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
+  std::unique_ptr<Elf, ElfCloser> elf(
+      elf_begin(fd, ELF_C_READ, nullptr));  // no mapping: see read_elf_build_id
   size_t count = 0;
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF || elf_getphdrnum(elf.get(), &count) != 0) return {};
   for (size_t i = 0; i < count; ++i) {
@@ -85,7 +87,7 @@ std::vector<std::string> files_mapped_at_start(const std::string& executable) {
   std::string program = executable;
   UniqueFd fd;
   for (int depth = 0; depth < 4; ++depth) {  // a script's interpreter may be a script
-    fd = UniqueFd(open(program.c_str(), O_RDONLY | O_CLOEXEC));
+    fd = open_untrusted(program, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
     if (!fd.valid()) return {};
     std::optional<std::string> interpreter = script_interpreter(fd.get());
     if (!interpreter) break;
