@@ -96,6 +96,8 @@ TEST(PythonBinary, DebiansPython311IsAccepted) {
   EXPECT_EQ(b.layout, &kPythonLayouts[0]);
   EXPECT_NE(b.runtime, 0u);
   EXPECT_GT(b.eval_size, 1000u);
+  EXPECT_NE(b.str_type, 0u) << "PyUnicode_Type";
+  EXPECT_NE(b.bytes_type, 0u) << "PyBytes_Type";
 }
 
 constexpr uint64_t kEval = 0x5000;  // a native _PyEval_EvalFrameDefault frame

@@ -2,6 +2,7 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -12,46 +13,16 @@ namespace {
 // Names and file paths longer than this are cut: a str whose header was overwritten (the
 // object freed while being read) must not make us read megabytes.
 constexpr uint64_t kMaxTextCodePoints = 4096;
+// A str that says it is longer than this is no name or path of a real program (a path is at
+// most 4096 bytes): its header is garbage, not a long text to cut.
+constexpr uint64_t kMaxPlausibleCodePoints = 1 << 20;
 // Location tables grow with a function's size: 1 MiB is a function of ~100k instructions.
 constexpr uint64_t kMaxLinetableBytes = 1 << 20;
-
-bool read_memory(Pid pid, uint64_t address, void* out, size_t size) {
-  iovec local{out, size};
-  iovec remote{reinterpret_cast<void*>(address), size};
-  return process_vm_readv(pid.value, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
-}
 
 uint64_t word_at(const std::vector<uint8_t>& bytes, uint32_t offset) {
   uint64_t value = 0;
   if (offset + sizeof(value) <= bytes.size()) memcpy(&value, bytes.data() + offset, sizeof(value));
   return value;
-}
-
-// A compact str object's text (the only kind code objects hold), or nothing.
-std::optional<std::string> read_str(Pid pid, const PythonLayout& l, uint64_t address) {
-  std::vector<uint8_t> header(l.str_compact_data);
-  if (!address || !read_memory(pid, address, header.data(), header.size())) return std::nullopt;
-  const uint64_t length = word_at(header, l.str_length);
-  const uint32_t state = static_cast<uint32_t>(word_at(header, l.str_state));
-  const int kind = static_cast<int>(state >> 2 & 7);
-  const bool compact = (state >> 5 & 1) != 0;
-  const bool ascii = (state >> 6 & 1) != 0;
-  if (!compact || (kind != 1 && kind != 2 && kind != 4)) return std::nullopt;
-  const uint64_t code_points = std::min(length, kMaxTextCodePoints);
-  std::string data(code_points * static_cast<uint64_t>(kind), '\0');
-  const uint64_t start = address + (ascii ? l.str_ascii_data : l.str_compact_data);
-  if (!read_memory(pid, start, data.data(), data.size())) return std::nullopt;
-  return ascii ? data : python_text_as_utf8(data, kind);
-}
-
-std::optional<std::string> read_bytes(Pid pid, const PythonLayout& l, uint64_t address) {
-  std::vector<uint8_t> header(l.bytes_data);
-  if (!address || !read_memory(pid, address, header.data(), header.size())) return std::nullopt;
-  const uint64_t size = word_at(header, l.bytes_size);
-  if (size > kMaxLinetableBytes) return std::nullopt;
-  std::string data(size, '\0');
-  if (!read_memory(pid, address + l.bytes_data, data.data(), data.size())) return std::nullopt;
-  return data;
 }
 
 void append_utf8(std::string& out, uint32_t c) {
@@ -99,10 +70,56 @@ class LinetableReader {
   size_t pos_ = 0;
 };
 
+// One entry of a location table: `length` code units on `line` (none when it has no line).
+struct LinetableEntry {
+  uint32_t length = 0;
+  std::optional<uint32_t> line;
+};
+
+// The entries of a location table, in order, until its end or its first byte that does not
+// begin an entry (not a 3.11 table, or garbage).
+class LinetableEntries {
+ public:
+  LinetableEntries(std::string_view table, int first_line) : r_(table), line_(first_line) {}
+  bool next(LinetableEntry& entry) {
+    if (r_.done()) return false;
+    const uint8_t first = r_.byte();
+    if (!(first & 0x80)) return false;
+    const int code = first >> 3 & 15;
+    entry.length = (first & 7) + 1u;
+    bool has_line = true;
+    if (code == 15) {
+      has_line = false;  // no location
+    } else if (code == 14) {
+      line_ += r_.svarint();  // long form: then end line, column, end column
+      r_.varint();
+      r_.varint();
+      r_.varint();
+    } else if (code == 13) {
+      line_ += r_.svarint();  // no columns
+    } else if (code >= 10) {
+      line_ += code - 10;  // one-line forms: column and end column bytes
+      r_.skip(2);
+    } else {
+      r_.skip(1);  // short forms: same line, one column byte
+    }
+    // A line beyond 32 bits is garbage too (each entry moves it by up to 2^31).
+    entry.line = has_line && line_ > 0 && line_ <= UINT32_MAX
+                     ? std::optional<uint32_t>(static_cast<uint32_t>(line_))
+                     : std::nullopt;
+    return true;
+  }
+
+ private:
+  LinetableReader r_;
+  int64_t line_;
+};
+
 }  // namespace
 
 std::string python_text_as_utf8(std::string_view data, int kind) {
   std::string out;
+  if (kind != 1 && kind != 2 && kind != 4) return out;
   const size_t width = static_cast<size_t>(kind);
   for (size_t i = 0; i + width <= data.size(); i += width) {
     uint32_t c = 0;
@@ -114,68 +131,154 @@ std::string python_text_as_utf8(std::string_view data, int kind) {
 
 std::optional<uint32_t> python_line_for(std::string_view linetable, int first_line,
                                         uint32_t code_unit) {
-  LinetableReader r(linetable);
-  int64_t line = first_line;
+  LinetableEntries entries(linetable, first_line);
   uint64_t start = 0;
-  while (!r.done()) {
-    const uint8_t first = r.byte();
-    if (!(first & 0x80)) return std::nullopt;  // not the start of an entry: not a 3.11 table
-    const int code = first >> 3 & 15;
-    const uint32_t length = (first & 7) + 1u;
-    bool has_line = true;
-    if (code == 15) {
-      has_line = false;  // no location
-    } else if (code == 14) {
-      line += r.svarint();  // long form: then end line, column, end column
-      r.varint();
-      r.varint();
-      r.varint();
-    } else if (code == 13) {
-      line += r.svarint();  // no columns
-    } else if (code >= 10) {
-      line += code - 10;  // one-line forms: column and end column bytes
-      r.skip(2);
-    } else {
-      r.skip(1);  // short forms: same line, one column byte
-    }
-    if (code_unit < start + length) {
-      if (!has_line || line <= 0) return std::nullopt;
-      return static_cast<uint32_t>(line);
-    }
-    start += length;
-  }
+  for (LinetableEntry entry; entries.next(entry); start += entry.length)
+    if (code_unit < start + entry.length) return entry.line;
   return std::nullopt;
 }
 
-const PythonCode* PythonCodeReader::read(Pid pid, const PythonInterpreter& interpreter,
-                                         uint64_t address, int first_line) {
-  auto& of_process = cache_[pid];
-  auto it = of_process.find(address);
-  if (it != of_process.end() && it->second.first_line == first_line) return &it->second;
-  std::optional<PythonCode> code = read_uncached(pid, interpreter, address);
-  if (!code) return nullptr;
-  return &(of_process[address] = std::move(*code));
+std::vector<PythonLineRun> python_line_runs(std::string_view linetable, int first_line) {
+  std::vector<PythonLineRun> runs;
+  LinetableEntries entries(linetable, first_line);
+  uint64_t start = 0;
+  for (LinetableEntry entry; entries.next(entry); start += entry.length) {
+    // Units past 32 bits cannot be asked for (and a table holds at most 8 per byte).
+    if (start + entry.length > UINT32_MAX) break;
+    const uint32_t line = entry.line.value_or(0);
+    if (runs.empty() || runs.back().line != line)
+      runs.push_back({static_cast<uint32_t>(start), line});
+  }
+  if (runs.empty() || runs.back().line != 0) runs.push_back({static_cast<uint32_t>(start), 0});
+  return runs;
 }
 
-void PythonCodeReader::forget(Pid pid) { cache_.erase(pid); }
+std::optional<uint32_t> python_line_in(std::span<const PythonLineRun> runs, uint32_t code_unit) {
+  // The last run that starts at or before the unit.
+  auto after =
+      std::upper_bound(runs.begin(), runs.end(), code_unit,
+                       [](uint32_t unit, const PythonLineRun& run) { return unit < run.start; });
+  if (after == runs.begin() || (after - 1)->line == 0) return std::nullopt;
+  return (after - 1)->line;
+}
 
-std::optional<PythonCode> PythonCodeReader::read_uncached(Pid pid,
+// Reads from one process for one code object, counting what is copied against the process's
+// and the sample's budgets.
+class PythonCodeReader::Budgeted {
+ public:
+  Budgeted(Pid pid, Process& process, uint64_t& sample_bytes)
+      : pid_(pid), process_(process), sample_bytes_(sample_bytes) {}
+
+  bool read(uint64_t address, void* out, size_t size) {
+    if (!address) return false;
+    if (!size) return true;
+    charge(size);
+    iovec local{out, size};
+    iovec remote{reinterpret_cast<void*>(address), size};
+    return process_vm_readv(pid_.value, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
+  }
+  void charge(uint64_t bytes) {
+    process_.bytes += bytes;
+    sample_bytes_ += bytes;
+  }
+
+  // A str object's text (compact, the only kind code objects hold), or nothing.
+  std::optional<std::string> str(const PythonInterpreter& interpreter, uint64_t address) {
+    const PythonLayout& l = *interpreter.layout;
+    std::vector<uint8_t> header(l.str_compact_data);
+    if (!read(address, header.data(), header.size())) return std::nullopt;
+    if (interpreter.str_type && word_at(header, l.object_type) != interpreter.str_type)
+      return std::nullopt;
+    const uint64_t length = word_at(header, l.str_length);
+    const uint32_t state = static_cast<uint32_t>(word_at(header, l.str_state));
+    const int kind = static_cast<int>(state >> 2 & 7);
+    const bool compact = (state >> 5 & 1) != 0;
+    const bool ascii = (state >> 6 & 1) != 0;
+    if (!compact || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1) ||
+        length > kMaxPlausibleCodePoints)
+      return std::nullopt;
+    const uint64_t code_points = std::min(length, kMaxTextCodePoints);
+    std::string data(code_points * static_cast<uint64_t>(kind), '\0');
+    const uint64_t start = address + (ascii ? l.str_ascii_data : l.str_compact_data);
+    if (!read(start, data.data(), data.size())) return std::nullopt;
+    return ascii ? data : python_text_as_utf8(data, kind);
+  }
+
+  // A bytes object's contents (up to kMaxLinetableBytes), or nothing.
+  std::optional<std::string> bytes(const PythonInterpreter& interpreter, uint64_t address) {
+    const PythonLayout& l = *interpreter.layout;
+    std::vector<uint8_t> header(l.bytes_data);
+    if (!read(address, header.data(), header.size())) return std::nullopt;
+    if (interpreter.bytes_type && word_at(header, l.object_type) != interpreter.bytes_type)
+      return std::nullopt;
+    const uint64_t size = word_at(header, l.bytes_size);
+    if (size > kMaxLinetableBytes) return std::nullopt;
+    std::string data(size, '\0');
+    if (!read(address + l.bytes_data, data.data(), data.size())) return std::nullopt;
+    return data;
+  }
+
+ private:
+  Pid pid_;
+  Process& process_;
+  uint64_t& sample_bytes_;
+};
+
+PythonCodeResult PythonCodeReader::read(Pid pid, const PythonInterpreter& interpreter,
+                                        uint64_t address, int first_line, MonotonicNs time) {
+  Process& process = processes_[pid];
+  if (auto it = process.codes.find(address);
+      it != process.codes.end() && it->second.first_line == first_line)
+    return {&it->second, PythonCodeStatus::kRead};
+  if (auto it = process.failed.find(address);
+      it != process.failed.end() && time.value - it->second.value < limits_.retry_after_ns)
+    return {nullptr, PythonCodeStatus::kUnreadable};
+  if (process.over_budget) return {nullptr, PythonCodeStatus::kProcessBudgetUsedUp};
+  if (process.objects >= limits_.objects_per_process ||
+      process.bytes >= limits_.bytes_per_process) {
+    // Nothing more is read: the failed addresses need no remembering.
+    process.over_budget = true;
+    process.failed.clear();
+    ++processes_over_budget_;
+    return {nullptr, PythonCodeStatus::kProcessBudgetUsedUp};
+  }
+  if (sample_bytes_ >= limits_.bytes_per_sample)
+    return {nullptr, PythonCodeStatus::kSampleBudgetUsedUp};
+  ++process.objects;
+  Budgeted memory(pid, process, sample_bytes_);
+  std::optional<PythonCode> code = read_uncached(memory, interpreter, address);
+  if (!code) {
+    if (process.failed.size() >= limits_.failed_addresses_per_process) process.failed.clear();
+    process.failed[address] = time;
+    return {nullptr, PythonCodeStatus::kUnreadable};
+  }
+  process.failed.erase(address);
+  memory.charge(code->lines.size() * sizeof(PythonLineRun));
+  PythonCode& kept = process.codes[address] = std::move(*code);
+  return {&kept, PythonCodeStatus::kRead};
+}
+
+void PythonCodeReader::forget(Pid pid) { processes_.erase(pid); }
+
+std::optional<PythonCode> PythonCodeReader::read_uncached(Budgeted& memory,
                                                           const PythonInterpreter& interpreter,
                                                           uint64_t address) {
   const PythonLayout& l = *interpreter.layout;
   std::vector<uint8_t> object(l.code_instructions);
-  if (!read_memory(pid, address, object.data(), object.size())) return std::nullopt;
+  if (!memory.read(address, object.data(), object.size())) return std::nullopt;
   ++objects_read_;
   // Whatever the address holds now must still be a code object.
   if (word_at(object, l.object_type) != interpreter.code_type) return std::nullopt;
-  std::optional<std::string> name = read_str(pid, l, word_at(object, l.code_qualname));
-  std::optional<std::string> file = read_str(pid, l, word_at(object, l.code_filename));
-  std::optional<std::string> table = read_bytes(pid, l, word_at(object, l.code_linetable));
-  if (!name || !file) return std::nullopt;
+  std::optional<std::string> name = memory.str(interpreter, word_at(object, l.code_qualname));
+  if (!name) return std::nullopt;
+  std::optional<std::string> file = memory.str(interpreter, word_at(object, l.code_filename));
+  if (!file) return std::nullopt;
   int32_t first_line = 0;
   memcpy(&first_line, object.data() + l.code_first_line, sizeof(first_line));
+  // Without its table the function is still named, at its first line.
+  std::optional<std::string> table = memory.bytes(interpreter, word_at(object, l.code_linetable));
   return PythonCode{std::move(*name), std::move(*file), first_line,
-                    table ? std::move(*table) : std::string()};
+                    table ? python_line_runs(*table, first_line) : std::vector<PythonLineRun>{}};
 }
 
 }  // namespace bpfprof

@@ -2,13 +2,20 @@
 // process (process_vm_readv: co_qualname, co_filename, co_firstlineno, co_linetable), keeps
 // it by address, and turns an instruction offset into a line with the 3.11 location table
 // (CPython's Objects/locations.md).
+//
+// The process's memory is its owner's to fill, so what it holds is never trusted: every
+// size read from it is bounded, and reading has a budget per process and per sample. A code
+// object that cannot be read, or one past the budget, is no name (the caller shows an
+// "[unknown ...]" frame), never a hang or unbounded memory.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "userspace/capture/python_processes.h"
 #include "userspace/model/ids.h"
@@ -21,6 +28,18 @@ namespace bpfprof {
 std::optional<uint32_t> python_line_for(std::string_view linetable, int first_line,
                                         uint32_t code_unit);
 
+// A location table decoded once, so that each line costs a binary search however large the
+// table: code units from `start` up to the next run's start are on `line` (0: none). The
+// last run starts where the table's entries end, without a line.
+struct PythonLineRun {
+  uint32_t start = 0;
+  uint32_t line = 0;
+  bool operator==(const PythonLineRun&) const = default;
+};
+std::vector<PythonLineRun> python_line_runs(std::string_view linetable, int first_line);
+// What python_line_for says of the table the runs were decoded from.
+std::optional<uint32_t> python_line_in(std::span<const PythonLineRun> runs, uint32_t code_unit);
+
 // Text of a str object's contents as stored: `kind` 1 (latin-1), 2 (UCS-2) or 4 (UCS-4)
 // bytes per code point, as UTF-8.
 std::string python_text_as_utf8(std::string_view data, int kind);
@@ -29,25 +48,80 @@ struct PythonCode {
   std::string qualified_name;
   std::string filename;
   int first_line = 0;
-  std::string linetable;
+  std::vector<PythonLineRun> lines;
+};
+
+// What naming the code objects of one process, and of one sample, may cost.
+struct PythonReadLimits {
+  // Code objects read (each attempt counts, failed or not). A large Django application holds
+  // ~100k code objects; some are read twice (freed, and another made at the same address):
+  // 256k leaves room for both, and ends a process that shows new garbage addresses at every
+  // sample after ~0.5 s of reading.
+  uint64_t objects_per_process = 256 * 1024;
+  // Bytes copied out of the process and kept as line runs. That application's code objects
+  // with their names and location tables are ~60 MB (~600 bytes each): four times that.
+  uint64_t bytes_per_process = uint64_t{256} << 20;
+  // A sample's frames (at most BPFPROF_MAX_PYTHON_FRAMES), all new, read ~100 KB of real
+  // code objects; one large generated function's table is up to 1 MiB. Past this, the
+  // sample's other new frames are named at a later sample: one sample never costs more than
+  // this (and one object, ~1.1 MiB, started below it) of copying.
+  uint64_t bytes_per_sample = uint64_t{4} << 20;
+  // Addresses that held no readable code object are not read again for `retry_after_ns`
+  // (the next object at a freed one's address may be real); at most this many per process,
+  // all forgotten when it is full (each read still counts against the budget).
+  size_t failed_addresses_per_process = 4096;
+  uint64_t retry_after_ns = 1'000'000'000;
+  // Each process's cache of named frames (python_stacks.h), by code object and instruction,
+  // is emptied when it holds this many: a real program samples far fewer distinct places
+  // (the recording's frame table keeps their names), and a process that shows a new
+  // instruction at every sample does not grow it.
+  size_t named_frames_per_process = 256 * 1024;
+};
+
+enum class PythonCodeStatus {
+  kRead,
+  kUnreadable,           // not a code object, or its names are not str objects
+  kProcessBudgetUsedUp,  // this process's budget: no more code objects read in it
+  kSampleBudgetUsedUp,   // this sample's: a later sample may name it
+};
+struct PythonCodeResult {
+  const PythonCode* code = nullptr;
+  PythonCodeStatus status = PythonCodeStatus::kUnreadable;
 };
 
 class PythonCodeReader {
  public:
-  // The code object at `address` in `pid`; read once and kept while the address keeps
-  // holding a code object of that first line (a freed one's address may be reused).
-  const PythonCode* read(Pid pid, const PythonInterpreter& interpreter, uint64_t address,
-                         int first_line);
+  explicit PythonCodeReader(PythonReadLimits limits = {}) : limits_(limits) {}
+
+  // Begins a sample: its byte budget is full again.
+  void start_sample() { sample_bytes_ = 0; }
+  // The code object at `address` in `pid` (for a sample at `time`); read once and kept while
+  // the address keeps holding a code object of that first line (a freed one's address may
+  // be reused).
+  PythonCodeResult read(Pid pid, const PythonInterpreter& interpreter, uint64_t address,
+                        int first_line, MonotonicNs time);
   void forget(Pid pid);
   uint64_t objects_read() const { return objects_read_; }
+  // Processes whose budget was used up.
+  uint64_t processes_over_budget() const { return processes_over_budget_; }
 
  private:
-  std::optional<PythonCode> read_uncached(Pid pid, const PythonInterpreter& interpreter,
+  struct Process {
+    std::unordered_map<uint64_t, PythonCode> codes;    // by address
+    std::unordered_map<uint64_t, MonotonicNs> failed;  // address -> when it failed
+    uint64_t objects = 0;
+    uint64_t bytes = 0;
+    bool over_budget = false;
+  };
+  class Budgeted;
+  std::optional<PythonCode> read_uncached(Budgeted& memory, const PythonInterpreter& interpreter,
                                           uint64_t address);
 
-  // By pid << 64 | address, as two keys.
-  std::unordered_map<Pid, std::unordered_map<uint64_t, PythonCode>> cache_;
+  PythonReadLimits limits_;
+  std::unordered_map<Pid, Process> processes_;
+  uint64_t sample_bytes_ = 0;
   uint64_t objects_read_ = 0;
+  uint64_t processes_over_budget_ = 0;
 };
 
 }  // namespace bpfprof

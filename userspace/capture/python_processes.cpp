@@ -80,8 +80,8 @@ PythonInspection inspect_python_binary(const std::string& readable_path,
       open_untrusted(readable_path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
   if (!elf || !fd) return PythonRejection{version + "cannot read the binary " + error};
   const auto symbols = read_dynamic_symbols(
-      fd.get(),
-      {"_PyRuntime", "PyCode_Type", "_PyEval_EvalFrameDefault", "Py_Version", "Py_BytesMain"});
+      fd.get(), {"_PyRuntime", "PyCode_Type", "_PyEval_EvalFrameDefault", "Py_Version",
+                 "Py_BytesMain", "PyUnicode_Type", "PyBytes_Type"});
   auto symbol = [&](const char* name) -> const DynamicSymbol* {
     auto it = symbols.find(name);
     return it == symbols.end() || !it->second.defined ? nullptr : &it->second;
@@ -106,8 +106,16 @@ PythonInspection inspect_python_binary(const std::string& readable_path,
   if (!code_size || *code_size != layout->code_instructions)
     return PythonRejection{version + "code objects are not laid out as expected (tp_basicsize " +
                            (code_size ? std::to_string(*code_size) : "unreadable") + ")"};
-  return PythonBinary{std::move(elf),     layout,        runtime->address,
-                      code_type->address, eval->address, eval->size};
+  const DynamicSymbol* str_type = symbol("PyUnicode_Type");
+  const DynamicSymbol* bytes_type = symbol("PyBytes_Type");
+  return PythonBinary{std::move(elf),
+                      layout,
+                      runtime->address,
+                      code_type->address,
+                      eval->address,
+                      eval->size,
+                      str_type ? str_type->address : 0,
+                      bytes_type ? bytes_type->address : 0};
 }
 
 // 3.13+: the offsets the binary states in _Py_DebugOffsets, at the start of _PyRuntime's
@@ -203,8 +211,14 @@ void PythonProcesses::on_mapping(Pid pid, const MappingInfo& mapping, PythonStat
   const std::optional<uint64_t> vaddr = b.elf->file_offset_to_vaddr(mapping.file_offset);
   if (!vaddr) return;
   const uint64_t bias = mapping.start - *vaddr;
-  const PythonInterpreter interpreter{b.layout, b.runtime + bias, b.code_type + bias,
-                                      b.eval_start + bias, b.eval_start + bias + b.eval_size};
+  auto placed = [&](uint64_t address) { return address ? address + bias : 0; };
+  const PythonInterpreter interpreter{b.layout,
+                                      b.runtime + bias,
+                                      b.code_type + bias,
+                                      b.eval_start + bias,
+                                      b.eval_start + bias + b.eval_size,
+                                      placed(b.str_type),
+                                      placed(b.bytes_type)};
   interpreters_.emplace(pid, interpreter);
   changes_.push_back(Change{pid, interpreter.bpf_entry()});
   ++stats.interpreters;

@@ -31,6 +31,10 @@ struct PythonInterpreter {
   // interpreter loop, whose Python frames take its place.
   uint64_t eval_start = 0;
   uint64_t eval_end = 0;
+  // &PyUnicode_Type and &PyBytes_Type: the type of a code object's names and of its location
+  // table (0: not known, not checked).
+  uint64_t str_type = 0;
+  uint64_t bytes_type = 0;
 
   bool runs_interpreter_loop(uint64_t pc) const { return pc >= eval_start && pc <= eval_end; }
   bpfprof_python_process bpf_entry() const;
@@ -44,6 +48,8 @@ struct PythonBinary {
   uint64_t code_type = 0;
   uint64_t eval_start = 0;
   uint64_t eval_size = 0;
+  uint64_t str_type = 0;  // 0 where the binary does not say
+  uint64_t bytes_type = 0;
 };
 
 // Why a file that is named like an interpreter gives no frames: one line of the summary.

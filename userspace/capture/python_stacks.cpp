@@ -9,8 +9,9 @@ namespace bpfprof {
 
 namespace {
 
-// An unnamed frame still shows where Python ran: under this name, counted in the summary.
+// An unnamed frame still shows where Python ran: under these names, counted in the summary.
 const PythonFunction kUnknownCode{"[unknown Python code]", "", 0};
+const PythonFunction kUnreadCode{"[unknown Python code: read budget used up]", "", 0};
 
 }  // namespace
 
@@ -75,8 +76,10 @@ void PythonStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<ui
   const PythonInterpreter* interpreter = processes_.find(pid);
   if (pending.time != time || !interpreter || pending.frames.empty()) return;
   scratch_.clear();
+  code_.start_sample();
   for (const PendingFrame& f : pending.frames)
-    scratch_.push_back({raw_python_frame(name_frame(pid, *interpreter, f, recording)), f.entry});
+    scratch_.push_back(
+        {raw_python_frame(name_frame(pid, *interpreter, f, time, recording)), f.entry});
   MergedStack merged = merge_python_frames(
       user, scratch_, [&](uint64_t pc) { return interpreter->runs_interpreter_loop(pc); });
   PythonStats& stats = recording.stats.python;
@@ -93,33 +96,38 @@ void PythonStacks::forget(Pid pid) {
 }
 
 PythonFrameId PythonStacks::name_frame(Pid pid, const PythonInterpreter& interpreter,
-                                       const PendingFrame& f, Recording& recording) {
+                                       const PendingFrame& f, MonotonicNs time,
+                                       Recording& recording) {
   auto& named = named_[pid];
   const FrameCacheKey key{f.code, f.instruction, f.first_line};
   if (auto it = named.find(key); it != named.end()) return it->second;
   PythonStats& stats = recording.stats.python;
   const auto start = std::chrono::steady_clock::now();
   const uint64_t reads_before = code_.objects_read();
-  const PythonCode* code = code_.read(pid, interpreter, f.code, f.first_line);
+  const uint64_t over_budget_before = code_.processes_over_budget();
+  const PythonCodeResult read = code_.read(pid, interpreter, f.code, f.first_line, time);
   stats.code_objects_read += code_.objects_read() - reads_before;
-  if (!code) {
-    // Not kept: the object may be readable at the next sample (it was being set up).
+  stats.read_budget_used_up += code_.processes_over_budget() - over_budget_before;
+  if (!read.code) {
+    // Not kept here: a later sample may read it (it was being set up, or this sample's
+    // budget was spent); the reader keeps a failed address from being read at each sample.
     ++stats.unnamed_frames;
-    return recording.python_frames.intern(kUnknownCode, 0);
+    return recording.python_frames.intern(
+        read.status == PythonCodeStatus::kUnreadable ? kUnknownCode : kUnreadCode, 0);
   }
+  const PythonCode* code = read.code;
   ++stats.frames;
   const uint32_t first_line = static_cast<uint32_t>(std::max(code->first_line, 0));
   // A frame that has not run its first instruction yet points just before it (-1 unit).
   const int32_t offset = static_cast<int32_t>(f.instruction);
   const std::optional<uint32_t> line =
-      offset < 0
-          ? first_line
-          : python_line_for(code->linetable, code->first_line, static_cast<uint32_t>(offset) / 2);
+      offset < 0 ? first_line : python_line_in(code->lines, static_cast<uint32_t>(offset) / 2);
   const PythonFrameId id = recording.python_frames.intern(
       {code->qualified_name, code->filename, first_line}, line.value_or(0));
   stats.code_read_ns += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count());
+  if (named.size() >= limits_.named_frames_per_process) named.clear();
   named.emplace(key, id);
   return id;
 }

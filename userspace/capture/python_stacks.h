@@ -40,7 +40,8 @@ MergedStack merge_python_frames(std::span<const uint64_t> native,
 
 class PythonStacks {
  public:
-  explicit PythonStacks(const PythonProcesses& processes) : processes_(processes) {}
+  explicit PythonStacks(const PythonProcesses& processes, PythonReadLimits limits = {})
+      : processes_(processes), limits_(limits), code_(limits) {}
 
   // A BPFPROF_EVENT_PYTHON_STACK event: kept for the sample of its thread that follows.
   void take_event(const void* data, size_t size, PythonStats& stats);
@@ -51,6 +52,11 @@ class PythonStacks {
   // Whether Python frames wait for a sample of `tid` (else merge_into changes nothing).
   bool has_frames_for(Tid tid) const { return pending_.contains(tid); }
   void forget(Pid pid);
+  // How many frames of `pid` have their names cached.
+  size_t named_frames(Pid pid) const {
+    auto it = named_.find(pid);
+    return it == named_.end() ? 0 : it->second.size();
+  }
 
  private:
   struct PendingFrame {
@@ -77,9 +83,10 @@ class PythonStacks {
     }
   };
   PythonFrameId name_frame(Pid pid, const PythonInterpreter& interpreter, const PendingFrame& f,
-                           Recording& recording);
+                           MonotonicNs time, Recording& recording);
 
   const PythonProcesses& processes_;
+  PythonReadLimits limits_;
   PythonCodeReader code_;
   std::unordered_map<Tid, Pending> pending_;
   std::unordered_map<Pid, std::unordered_map<FrameCacheKey, PythonFrameId, FrameCacheKeyHash>>

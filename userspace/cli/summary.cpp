@@ -130,6 +130,11 @@ void print_python(const PythonStats& p, FILE* out) {
             "native interpreter frames; %llu frames unnamed\n",
             count(p.no_thread_state), count(p.unreadable), count(p.at_limit),
             BPFPROF_MAX_PYTHON_FRAMES, count(p.mismatched), count(p.unnamed_frames));
+  if (p.read_budget_used_up)
+    fprintf(out,
+            "bpfprof: python: code-object budget used up in %llu process(es): their frames not "
+            "named before are \"[unknown Python code: read budget used up]\"\n",
+            count(p.read_budget_used_up));
 }
 
 // The processes that used the most CPU time (the kernel's accounting, summed over threads).

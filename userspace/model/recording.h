@@ -231,6 +231,8 @@ struct PythonStats {
   uint64_t mismatched = 0;
   uint64_t frames = 0;          // frames named
   uint64_t unnamed_frames = 0;  // frames whose code object could not be read
+  // Processes whose code objects were no longer read: their budget was used up (python_code.h).
+  uint64_t read_budget_used_up = 0;
   uint64_t code_objects_read = 0;
   uint64_t code_read_ns = 0;  // time spent reading code objects (process_vm_readv, decoding)
   uint64_t interpreters = 0;  // processes whose frames were read

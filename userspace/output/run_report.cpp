@@ -95,6 +95,9 @@ void add_python_entries(const PythonStats& python, std::vector<ReportEntry>& ent
                        static_cast<double>(python.merged) / static_cast<double>(python.stacks)});
   if (python.interpreters)
     entries.push_back({"Python code objects read", "integer", python.code_objects_read});
+  if (python.read_budget_used_up)
+    entries.push_back(
+        {"Python processes over the code-object budget", "integer", python.read_budget_used_up});
   std::string not_read;
   for (const auto& [file, reason] : python.not_read)
     not_read += (not_read.empty() ? "" : "; ") + file + ": " + reason;
