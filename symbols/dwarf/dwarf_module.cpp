@@ -210,6 +210,7 @@ void descend(Dwarf_Die* die, Dwarf_Addr pc, std::vector<Dwarf_Die>& path, int de
 const std::vector<Symbol>& DwarfModule::table_symbols() const {
   if (table_symbols_) return *table_symbols_;
   std::vector<SymbolEntry> entries;
+  SymbolNameBudget names(1ull << 30);  // the table may come from another file: a fixed bound
   const int count = dwfl_module_getsymtab(module_);
   for (int i = 0; i < count; ++i) {
     GElf_Sym symbol;
@@ -219,7 +220,9 @@ const std::vector<Symbol>& DwarfModule::table_symbols() const {
     const char* name =
         dwfl_module_getsym_info(module_, i, &symbol, &address, &section_index, &elf, nullptr);
     if (!name || !elf || address < bias_) continue;
-    auto entry = code_symbol_entry(elf, symbol, section_index, name);
+    const std::optional<std::string_view> bounded = names.take(name);
+    if (!bounded) break;
+    auto entry = code_symbol_entry(elf, symbol, section_index, *bounded);
     if (!entry) continue;
     // The table's own addresses (its section's too) are moved to the file's.
     const uint64_t shift = address - bias_ - entry->address;

@@ -151,6 +151,12 @@ std::vector<SymbolEntry> read_function_symbols(Elf* elf, Elf_Scn* symbol_table) 
   if (data == nullptr || entry_size == 0) return entries;
   Elf_Data* extended_index_data = find_extended_index_data(elf, symbol_table);
 
+  // Names may take four times the string table (real files: about once; aliases share one).
+  GElf_Shdr strings_header;
+  Elf_Scn* strings = elf_getscn(elf, table_header.sh_link);
+  SymbolNameBudget names((strings && gelf_getshdr(strings, &strings_header) != nullptr)
+                             ? 4 * strings_header.sh_size + SymbolNameBudget::kMaxNameBytes
+                             : 0);
   const size_t count = data->d_size / entry_size;
   for (size_t i = 1; i < count; ++i) {  // entry 0 is the reserved null symbol
     GElf_Sym symbol;
@@ -160,8 +166,10 @@ std::vector<SymbolEntry> read_function_symbols(Elf* elf, Elf_Scn* symbol_table) 
       continue;
     }
     const size_t section_index = symbol.st_shndx == SHN_XINDEX ? extended_index : symbol.st_shndx;
-    const char* name = elf_strptr(elf, table_header.sh_link, symbol.st_name);
-    if (auto entry = code_symbol_entry(elf, symbol, section_index, name))
+    const std::optional<std::string_view> name =
+        names.take(elf_strptr(elf, table_header.sh_link, symbol.st_name));
+    if (!name) break;
+    if (auto entry = code_symbol_entry(elf, symbol, section_index, *name))
       entries.push_back(std::move(*entry));
   }
   return entries;

@@ -58,8 +58,8 @@ void widen_size_zero_symbols(std::vector<Symbol>& symbols,
 }  // namespace
 
 std::optional<SymbolEntry> code_symbol_entry(Elf* elf, const GElf_Sym& symbol, size_t section_index,
-                                             const char* name) {
-  if (symbol.st_value == 0 || symbol.st_shndx == SHN_UNDEF || name == nullptr || name[0] == '\0') {
+                                             std::string_view name) {
+  if (symbol.st_value == 0 || symbol.st_shndx == SHN_UNDEF || name.empty()) {
     return std::nullopt;
   }
   GElf_Shdr section;
@@ -75,7 +75,7 @@ std::optional<SymbolEntry> code_symbol_entry(Elf* elf, const GElf_Sym& symbol, s
   // $d) and tool markers (.annobin_*) do not.
   const bool is_code_label = type == STT_NOTYPE && executable && name[0] != '$' && name[0] != '.';
   if (!is_function && !is_code_label) return std::nullopt;
-  return SymbolEntry{symbol.st_value, symbol.st_size, name,
+  return SymbolEntry{symbol.st_value, symbol.st_size, std::string(name),
                      binding_rank(GELF_ST_BIND(symbol.st_info)),
                      has_section ? section.sh_addr + section.sh_size : 0};
 }

@@ -6,8 +6,10 @@
 #include <gelf.h>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "symbols/elf/elf_file.h"
@@ -30,7 +32,26 @@ inline constexpr int kSyntheticBindingRank = 3;
 // never do (in an executable their value is a PLT slot, not their code), nor data, nor
 // ARM/RISC-V mapping symbols. `section_index` is st_shndx with SHN_XINDEX resolved.
 std::optional<SymbolEntry> code_symbol_entry(Elf* elf, const GElf_Sym& symbol, size_t section_index,
-                                             const char* name);
+                                             std::string_view name);
+
+// What a crafted symbol table can make us hold: a table may point every entry at one huge
+// name. Names are cut at kMaxNameBytes (real mangled names stay far below), and all names
+// of a table together may take `limit` bytes, past which the rest of the table is left.
+class SymbolNameBudget {
+ public:
+  static constexpr size_t kMaxNameBytes = 64 * 1024;
+  explicit SymbolNameBudget(uint64_t limit) : left_(limit) {}
+  // `name` cut to kMaxNameBytes, empty for none; nullopt once the budget is used up.
+  std::optional<std::string_view> take(const char* name) {
+    const std::string_view cut(name ? name : "", name ? strnlen(name, kMaxNameBytes) : 0);
+    if (cut.size() > left_) return std::nullopt;
+    left_ -= cut.size();
+    return cut;
+  }
+
+ private:
+  uint64_t left_;
+};
 
 // Sorted by address, one per address (aliases merged), each size-0 symbol widened to reach
 // at most the next symbol and never past its own section's end.

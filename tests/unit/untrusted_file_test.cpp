@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "symbols/elf/symbol_table.h"
 #include "symbols/jit/perf_map.h"
 
 namespace bpfprof {
@@ -191,6 +192,26 @@ TEST_F(UntrustedFileTest, LinksInsideAProcessRootStayInsideIt) {
 TEST(ProcessEffectiveUid, OfThisProcess) {
   EXPECT_EQ(process_effective_uid(getpid()), geteuid());
   EXPECT_FALSE(process_effective_uid(-5).has_value());
+}
+
+}  // namespace
+}  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+// A crafted symbol table that points every entry at one huge name cannot make the reader
+// hold that name once per entry.
+TEST(SymbolNameBudget, CutsLongNamesAndStopsAtItsLimit) {
+  const std::string huge(1 << 20, 'n');
+  SymbolNameBudget names(3 * SymbolNameBudget::kMaxNameBytes);
+  for (int i = 0; i < 3; ++i) {
+    const std::optional<std::string_view> name = names.take(huge.c_str());
+    ASSERT_TRUE(name);
+    EXPECT_EQ(name->size(), SymbolNameBudget::kMaxNameBytes);
+  }
+  EXPECT_FALSE(names.take(huge.c_str()));
+  EXPECT_EQ(names.take(nullptr), std::string_view());
 }
 
 }  // namespace
