@@ -77,6 +77,9 @@ struct RunReport {
   std::vector<std::pair<std::string, std::string>> stack_sources;
   // How reading Python frames went (nothing when no interpreter was seen).
   PythonStats python;
+  // Files that another user controls and that were refused (untrusted_file.h), each once:
+  // "perf map /tmp/perf-1.map ignored: owned by uid 65534, ...".
+  std::vector<std::string> refused_files;
   // Processes that used CPU time, most first.
   std::vector<ProcessCpuTime> processes_by_cpu_time;
   // Who woke the threads (with off-CPU recording), and what the wakers' stacks cost.
