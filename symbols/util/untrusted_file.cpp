@@ -52,12 +52,6 @@ Refusal refuse(RefusalReason reason, UntrustedKind kind, const std::string& name
 
 std::string mib_text(uint64_t bytes) { return std::to_string(bytes / kMiB) + " MiB"; }
 
-// A world-writable directory (/tmp, /var/tmp, /dev/shm): any user may have put a link there.
-bool in_shared_directory(const std::string& path) {
-  struct stat dir {};
-  return stat(directory_name(path).c_str(), &dir) == 0 && (dir.st_mode & S_IWOTH) != 0;
-}
-
 constexpr int kContentSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
 
 // Whether a user other than root could change the file's contents from now on (a memfd
@@ -187,7 +181,7 @@ uint64_t untrusted_size_cap(UntrustedKind kind) {
 UntrustedOpen open_untrusted(const std::string& path, UntrustedKind kind,
                              std::optional<OwnerRule> owner, Copying copying) {
   int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
-  const bool shared = in_shared_directory(path);
+  const bool shared = in_world_writable_directory(path);
   if (shared) flags |= O_NOFOLLOW;
   UniqueFd fd(::open(path.c_str(), flags));
   if (!fd) {
@@ -252,6 +246,11 @@ std::optional<std::string> read_regular_file(const std::string& path, uint64_t m
   UntrustedOpen file = open_untrusted(path, UntrustedKind::kSource);
   if (!file.fd || file.size > max_bytes) return std::nullopt;
   return read_opened(file);
+}
+
+bool in_world_writable_directory(const std::string& path) {
+  struct stat dir {};
+  return stat(directory_name(path).c_str(), &dir) == 0 && (dir.st_mode & S_IWOTH) != 0;
 }
 
 std::optional<uint32_t> process_effective_uid(int pid) {

@@ -99,6 +99,10 @@ std::optional<std::string> read_untrusted(const std::string& path, UntrustedKind
 // unreadable); a file over `max_bytes` but within the kind's cap is not a refusal.
 std::optional<std::string> read_regular_file(const std::string& path, uint64_t max_bytes);
 
+// Whether `path`'s directory is one every user may write to (/tmp, /dev/shm): a name there
+// may be a link another user planted.
+bool in_world_writable_directory(const std::string& path);
+
 // The effective uid of a running process (from /proc/PID/status), nullopt when gone.
 std::optional<uint32_t> process_effective_uid(int pid);
 

@@ -196,5 +196,26 @@ TEST(EventLog, CreatedOwnerOnlyAndAFullDiskIsReported) {
   }
 }
 
+// In a directory every user may write to, a link at the log's path is not written through:
+// root would truncate the file it names.
+TEST(EventLogWriter, DoesNotWriteThroughALinkInASharedDirectory) {
+  char pattern[] = "/tmp/event-log-link-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  ASSERT_EQ(chmod(dir.c_str(), 01777), 0);
+  const std::string victim = dir + "-victim";
+  std::ofstream(victim) << "keep me";
+  const std::string link = dir + "/events.log";
+  ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
+  EXPECT_THROW(
+      EventLogWriter(link, RecordingSettings{1000, "cpu-clock", true, "dwarf", MonotonicNs{5}, 0}),
+      std::runtime_error);
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "keep me");
+  unlink(link.c_str());
+  unlink(victim.c_str());
+  rmdir(dir.c_str());
+}
+
 }  // namespace
 }  // namespace bpfprof

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 
@@ -207,8 +208,10 @@ LifecycleEvent decode_lifecycle_event(const uint8_t* data, size_t size) {
 
 EventLogWriter::EventLogWriter(const std::string& path, const RecordingSettings& settings)
     : path_(path) {
-  // Raw user stacks can hold keys and passwords: readable by the owner only.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // Raw user stacks can hold keys and passwords: readable by the owner only. In /tmp, a
+  // link another user put at the path is not written through (to a file of root's).
+  const int no_follow = in_world_writable_directory(path) ? O_NOFOLLOW : 0;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | no_follow, 0600);
   if (fd >= 0) file_.reset(fdopen(fd, "wb"));
   if (!file_) {
     const int error = errno;

@@ -894,7 +894,8 @@ std::optional<std::string> RecordSession::write_profile_elsewhere(std::optional<
 }
 
 void RecordSession::give_to_invoking_user(const std::string& path) const {
-  if (invoking_user_ && chown(path.c_str(), invoking_user_->uid, invoking_user_->gid) != 0)
+  // lchown: a link that replaced the file meanwhile gives nothing of root's away.
+  if (invoking_user_ && lchown(path.c_str(), invoking_user_->uid, invoking_user_->gid) != 0)
     fprintf(stderr, "bpfprof: cannot give %s to %s: %s\n", path.c_str(),
             invoking_user_->name.c_str(), strerror(errno));
 }
