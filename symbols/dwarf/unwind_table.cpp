@@ -3,8 +3,10 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <gelf.h>
+#include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -31,6 +33,41 @@ struct FrameFree {
   void operator()(Dwarf_Frame* frame) const noexcept { free(frame); }
 };
 using UniqueFrame = std::unique_ptr<Dwarf_Frame, FrameFree>;
+
+std::chrono::nanoseconds thread_cpu_time() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
+}
+
+// The bounds of UnwindTableOptions, checked inside every loop of the build. The CPU clock is a
+// system call (~400 ns) and a check can come every few nanoseconds (measure's loop): it is read
+// at most once per millisecond of the wall clock (vDSO, ~35 ns).
+class Budget {
+ public:
+  explicit Budget(const UnwindTableOptions& options)
+      : max_rows_(options.max_rows), time_limit_(options.time_limit), start_(thread_cpu_time()) {}
+
+  // Whether the build must stop, holding `rows` rows so far; once true, always true.
+  bool spent(size_t rows = 0) {
+    if (error_) return true;
+    if (rows > max_rows_) {
+      error_ = UnwindTableError::kTooManyRows;
+    } else if (const auto now = std::chrono::steady_clock::now(); now >= next_cpu_check_) {
+      next_cpu_check_ = now + std::chrono::milliseconds(1);
+      if (thread_cpu_time() - start_ >= time_limit_) error_ = UnwindTableError::kTooSlow;
+    }
+    return error_.has_value();
+  }
+  std::optional<UnwindTableError> error() const { return error_; }
+
+ private:
+  uint64_t max_rows_;
+  std::chrono::nanoseconds time_limit_;
+  std::chrono::nanoseconds start_;
+  std::chrono::steady_clock::time_point next_cpu_check_{};
+  std::optional<UnwindTableError> error_;
+};
 
 // One CFI row (or a gap) in file virtual addresses; `gap` says why when the rule is UNKNOWN.
 struct Span {
@@ -168,10 +205,10 @@ Span classify(Dwarf_Frame* frame, bool signal_frame) {
 
 // The rows of `range` (CFI addresses), one span per CFI row, appended in file addresses.
 void add_fde_spans(const DwarfModule::CallFrameInfo& info, CodeRange range,
-                   std::vector<Span>& spans) {
+                   std::vector<Span>& spans, Budget& budget) {
   const uint64_t shift = info.cfi_minus_vaddr;
   uint64_t pc = range.start;
-  while (pc < range.end) {
+  while (pc < range.end && !budget.spent(spans.size())) {
     Dwarf_Frame* raw = nullptr;
     if (dwarf_cfi_addrframe(info.cfi, pc, &raw) != 0) {
       spans.push_back(unknown_span(pc - shift, range.end - shift, UnwindGap::kUnreadableCfi));
@@ -212,12 +249,15 @@ std::vector<CodeRange> uncovered_parts(const std::vector<CodeRange>& covered, Co
 }
 
 // Spans from .eh_frame, then from .debug_frame where .eh_frame has no FDE.
-std::vector<Span> collect_spans(const DwarfModule& module) {
+std::vector<Span> collect_spans(const DwarfModule& module, Budget& budget) {
   std::vector<Span> spans;
   const DwarfModule::CallFrameInfo eh = module.call_frame_info(CfiSection::kEhFrame);
   std::vector<CodeRange> eh_ranges;
   if (eh.cfi != nullptr) eh_ranges = read_cfi_functions(eh.elf, CfiSection::kEhFrame);
-  for (const CodeRange& range : eh_ranges) add_fde_spans(eh, range, spans);
+  for (const CodeRange& range : eh_ranges) {
+    if (budget.spent(spans.size())) return spans;
+    add_fde_spans(eh, range, spans, budget);
+  }
 
   const DwarfModule::CallFrameInfo debug = module.call_frame_info(CfiSection::kDebugFrame);
   if (debug.cfi == nullptr) return spans;
@@ -231,8 +271,11 @@ std::vector<Span> collect_spans(const DwarfModule& module) {
     else
       covered.push_back(range);
   }
-  for (const CodeRange& range : read_cfi_functions(debug.elf, CfiSection::kDebugFrame))
-    for (const CodeRange& part : uncovered_parts(covered, range)) add_fde_spans(debug, part, spans);
+  for (const CodeRange& range : read_cfi_functions(debug.elf, CfiSection::kDebugFrame)) {
+    if (budget.spent(spans.size())) return spans;
+    for (const CodeRange& part : uncovered_parts(covered, range))
+      add_fde_spans(debug, part, spans, budget);
+  }
   return spans;
 }
 
@@ -371,7 +414,8 @@ bool is_fill(const CodeSection& section, uint64_t from, uint64_t to) {
 // Rules read from the instructions (stack_height.h) of each stretch of code that no span
 // covers: crtstuff's functions. Stretches beyond kLongestInferred (a file without CFI) are
 // left alone: that is not the code this is for, and it would slow the table's build.
-void add_inferred_spans(const std::vector<CodeSection>& sections, std::vector<Span>& spans) {
+void add_inferred_spans(const std::vector<CodeSection>& sections, std::vector<Span>& spans,
+                        Budget& budget) {
   constexpr uint64_t kLongestInferred = 64 * 1024;
   const IsFunctionEntry is_function_entry = [&spans](uint64_t address) {
     auto it = std::upper_bound(spans.begin(), spans.end(), address,
@@ -383,7 +427,9 @@ void add_inferred_spans(const std::vector<CodeSection>& sections, std::vector<Sp
   };
   std::vector<Span> inferred;
   auto infer = [&](const CodeSection& section, uint64_t from, uint64_t to) {
-    if (from >= to || to - from > kLongestInferred || is_fill(section, from, to)) return;
+    if (from >= to || to - from > kLongestInferred || budget.spent(spans.size() + inferred.size()))
+      return;
+    if (is_fill(section, from, to)) return;
     const uint8_t* code = section.bytes + (from - section.coverage.start);
     for (const InferredSpan& s : infer_stack_heights(from, code, to - from, is_function_entry)) {
       Span span{s.start, s.end, {}, UnwindGap::kNoCfi};
@@ -401,15 +447,18 @@ void add_inferred_spans(const std::vector<CodeSection>& sections, std::vector<Sp
     if (section.bytes == nullptr) continue;
     const uint64_t start = section.coverage.start;
     const uint64_t end = section.coverage.end;
+    if (budget.spent(spans.size() + inferred.size())) return;
     uint64_t done = start;
-    for (const Span& span : spans) {  // sorted, not overlapping (normalize)
-      if (span.end <= start || span.start >= end) continue;
-      infer(section, done, std::max(done, span.start));
-      done = std::max(done, std::min(span.end, end));
+    // Spans are sorted and do not overlap (normalize): the first one ending after the start.
+    auto it = std::upper_bound(spans.begin(), spans.end(), start,
+                               [](uint64_t value, const Span& s) { return value < s.end; });
+    for (; it != spans.end() && it->start < end; ++it) {
+      infer(section, done, std::max(done, it->start));
+      done = std::max(done, std::min(it->end, end));
     }
     infer(section, done, end);
   }
-  if (inferred.empty()) return;
+  if (inferred.empty() || budget.spent(spans.size() + inferred.size())) return;
   spans.insert(spans.end(), inferred.begin(), inferred.end());
   normalize(spans);
 }
@@ -422,13 +471,14 @@ void count_gap(CodeSection& section, uint64_t from, uint64_t to) {
     section.coverage.uncovered_bytes[static_cast<size_t>(UnwindGap::kNoCfi)] += to - from;
 }
 
-void measure(CodeSection& code, const std::vector<Span>& spans) {
+void measure(CodeSection& code, const std::vector<Span>& spans, Budget& budget) {
   SectionCoverage& section = code.coverage;
   auto it = std::upper_bound(spans.begin(), spans.end(), section.start,
                              [](uint64_t value, const Span& s) { return value < s.start; });
   if (it != spans.begin()) --it;
   uint64_t done = section.start;  // counted up to here
   for (; it != spans.end() && it->start < section.end; ++it) {
+    if (budget.spent()) return;
     const uint64_t from = std::max(it->start, section.start);
     const uint64_t to = std::min(it->end, section.end);
     if (from >= to) continue;
@@ -480,6 +530,10 @@ const char* unwind_table_error_name(UnwindTableError error) {
       return "not an x86-64 ELF file";
     case UnwindTableError::kAddressAbove4GiB:
       return "code above 4 GiB";
+    case UnwindTableError::kTooManyRows:
+      return "more CFI rows than a table takes";
+    case UnwindTableError::kTooSlow:
+      return "longer to build than a table may take";
   }
   return "?";
 }
@@ -492,16 +546,21 @@ UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableO
   if (!is_x86_64(elf)) return UnwindTableError::kNotX86_64;
   std::optional<std::vector<CodeSection>> sections = executable_sections(elf);
   if (!sections) return UnwindTableError::kAddressAbove4GiB;
-  std::vector<Span> spans = collect_spans(*module);
+  Budget budget(options);
+  std::vector<Span> spans = collect_spans(*module, budget);
+  if (budget.spent(spans.size())) return *budget.error();
   add_crt_stub_spans(elf, spans);
   add_entry_stub_span(elf, spans);
   normalize(spans);
-  add_inferred_spans(*sections, spans);
+  add_inferred_spans(*sections, spans, budget);
+  if (budget.spent(spans.size())) return *budget.error();
   UnwindTable table{rows_of(spans), {}};
+  if (budget.spent(table.rows.size())) return *budget.error();
   for (CodeSection& section : *sections) {
-    measure(section, spans);
+    measure(section, spans, budget);
     table.coverage.push_back(std::move(section.coverage));
   }
+  if (budget.spent()) return *budget.error();
   return table;
 }
 

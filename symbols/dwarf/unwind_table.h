@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -63,13 +64,34 @@ enum class UnwindTableError {
   kUnreadable,        // not a file that libelf/libdwfl can read
   kNotX86_64,         // another machine or a 32-bit file
   kAddressAbove4GiB,  // code beyond what a row's 32-bit pc can say
+  kTooManyRows,       // more CFI rows than UnwindTableOptions::max_rows
+  kTooSlow,           // not built within UnwindTableOptions::time_limit
 };
 const char* unwind_table_error_name(UnwindTableError error);
 
 using UnwindTableResult = std::variant<UnwindTable, UnwindTableError>;
 
+// Bounds on the work of one file's table. Any user can build a file and map it in a process
+// that bpfprof follows, and its CFI may describe as many rows as its bytes allow, in FDEs whose
+// instructions libdw reads again from the start for each of their rows: unbounded, one such
+// file would hold the table builder (and every table queued after it) and fill the recorder's
+// memory. A file past a bound gets no table: its samples fall back to stack copies.
+//
+// Rows (CFI rows as read, before merging): the largest real files met, libLLVM-15 and -14,
+// have 0.98 M and 0.95 M (16 MB of rows; both mapped by one process, 1.9 M), and a table past
+// 2 M rows does not fit in the kernel's row array of a command's recording anyway. 8 M is
+// eight times libLLVM; at 40 bytes a span, building that many holds under 1 GB.
+inline constexpr uint64_t kMaxUnwindTableRows = 8'000'000;
+// Time: CPU time of the building thread, so that a loaded machine does not skip real files.
+// libLLVM-15's table takes 1.0 s on this slow VM (~1 us a row); 5 s leaves room for slower
+// machines and bigger files, and a crafted file costs at most that (plus one libdw call) per
+// recording. At that speed the time bound comes before the row bound.
+inline constexpr std::chrono::milliseconds kUnwindTableTimeLimit{5000};
+
 struct UnwindTableOptions {
   std::vector<std::string> symbol_dirs;  // also searched for separate debug files
+  uint64_t max_rows = kMaxUnwindTableRows;
+  std::chrono::nanoseconds time_limit = kUnwindTableTimeLimit;
 };
 
 // The table of the file at `path`. With `fd` >= 0 the file is read from that descriptor (the

@@ -93,6 +93,7 @@ struct Fixture {
             [this, table_rows](const std::string& path) -> CachedUnwindTableResult {
               ++builds;
               if (path == "/nonexistent") return UnwindTableError::kUnreadable;
+              if (path == "/crafted") return UnwindTableError::kTooManyRows;
               CachedUnwindTable table;
               table.rows = rows_of(table_rows);
               return table;
@@ -198,6 +199,19 @@ TEST(KernelUnwindTables, KindsForAnonymousUnreadableAndOversizedFiles) {
   EXPECT_EQ(m.mappings[3].kind, BPFPROF_MAPPING_FALLBACK);        // did not fit
   EXPECT_EQ(f.tables.stats().files_over_capacity, 1u);
   EXPECT_EQ(f.tables.stats().tables_failed, 1u);
+}
+
+// A file past a bound of the table builder gets no table: its samples fall back to stack
+// copies, and the summary says which file and why.
+TEST(KernelUnwindTables, AFileThatPassesTheBuildersBoundsFallsBackAndIsCounted) {
+  Fixture f;
+  f.apply({start_event(Pid{35}), mmap_event(Pid{35}, 0x7000000000, 4096, 0, "/crafted", "x")});
+  const bpfprof_process_mappings& m = f.sink.processes.at(Pid{35});
+  ASSERT_EQ(m.count, 1u);
+  EXPECT_EQ(m.mappings[0].kind, BPFPROF_MAPPING_FALLBACK);
+  EXPECT_EQ(f.tables.stats().tables_past_row_limit, 1u);
+  EXPECT_EQ(f.tables.stats().tables_failed, 0u);
+  EXPECT_EQ(f.tables.stats().tables_skipped_files, std::vector<std::string>{"/crafted"});
 }
 
 TEST(KernelUnwindTables, ExecClearsForkCopiesExitRemoves) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -400,6 +401,36 @@ TEST(UnwindTable, RowsAreSortedMergedAndClosed) {
   }
   EXPECT_EQ(table.rows.back().cfa_rule, BPFPROF_CFA_UNKNOWN);
   EXPECT_EQ(find_unwind_row(table.rows, 0), nullptr);
+}
+
+// A file with more rows, or more work, than a table may take gets none (its samples fall back
+// to stack copies): libc, with bounds made small enough for it.
+TEST(UnwindTable, StopsAtItsRowBound) {
+  UnwindTableOptions options;
+  options.max_rows = 1000;
+  const UnwindTableResult result = build_unwind_table(kLibc, options);
+  ASSERT_TRUE(std::holds_alternative<UnwindTableError>(result));
+  EXPECT_EQ(std::get<UnwindTableError>(result), UnwindTableError::kTooManyRows);
+  // Up to the bound, no error.
+  options.max_rows = table_of(kLibc).rows.size();
+  EXPECT_TRUE(std::holds_alternative<UnwindTable>(build_unwind_table(kLibc, options)));
+}
+
+TEST(UnwindTable, StopsAtItsTimeBound) {
+  UnwindTableOptions options;
+  options.time_limit = std::chrono::milliseconds(1);  // libc's rows take ~50 ms here
+  const UnwindTableResult result = build_unwind_table(kLibc, options);
+  ASSERT_TRUE(std::holds_alternative<UnwindTableError>(result));
+  EXPECT_EQ(std::get<UnwindTableError>(result), UnwindTableError::kTooSlow);
+}
+
+// The default bounds leave the largest real file met alone.
+TEST(UnwindTable, DefaultBoundsFitLibLLVM) {
+  const char* const llvm = "/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1";
+  if (access(llvm, R_OK) != 0) GTEST_SKIP() << llvm << " is not installed";
+  const UnwindTable table = table_of(llvm);
+  EXPECT_GT(table.rows.size(), 500'000u);
+  EXPECT_LT(table.rows.size() * 4, kMaxUnwindTableRows);
 }
 
 TEST(UnwindTable, RefusesWhatItCannotRead) {

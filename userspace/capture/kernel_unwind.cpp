@@ -1,6 +1,5 @@
 #include "userspace/capture/kernel_unwind.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -15,6 +14,7 @@
 #include "symbols/util/mapping_ranges.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 
@@ -156,7 +156,9 @@ void KernelUnwindTables::preload(const std::vector<std::string>& paths) {
     MappingInfo info;
     info.path = path;
     if (classify_mapping(path) == MappingKind::kFile) {
-      UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      // Only its build-id is read (pread): no copy of a file a user could change.
+      const UniqueFd fd =
+          open_untrusted(path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
       if (!fd.valid()) continue;
       const std::vector<uint8_t> build_id = read_elf_build_id(fd.get());
       info.build_id.assign(build_id.begin(), build_id.end());
@@ -185,7 +187,7 @@ void KernelUnwindTables::build_tables() {
     jobs_.pop_front();
     lock.unlock();
     const std::string& path = job.mapped.readable_path();
-    BuildResult result{job.file, provider_(path), ElfFile::open(path, nullptr),
+    BuildResult result{job.file, job.mapped.path, provider_(path), ElfFile::open(path, nullptr),
                        classify_mapping(job.mapped.path) == MappingKind::kFile ? vma_file_key(path)
                                                                                : std::nullopt};
     lock.lock();
@@ -226,7 +228,15 @@ void KernelUnwindTables::flush(MonotonicNs mappings_read_until) {
 void KernelUnwindTables::load(BuildResult& result) {
   FileTable& file = files_[result.file];
   const auto* table = std::get_if<CachedUnwindTable>(&result.table);
-  if (!table || !result.elf) {
+  const auto* error = std::get_if<UnwindTableError>(&result.table);
+  if (error && (*error == UnwindTableError::kTooManyRows || *error == UnwindTableError::kTooSlow)) {
+    file.status = TableStatus::kUnavailable;
+    ++(*error == UnwindTableError::kTooManyRows ? stats_.tables_past_row_limit
+                                                : stats_.tables_past_time_limit);
+    constexpr size_t kSkippedFilesNamed = 5;
+    if (stats_.tables_skipped_files.size() < kSkippedFilesNamed)
+      stats_.tables_skipped_files.push_back(result.path);
+  } else if (!table || !result.elf) {
     file.status = TableStatus::kUnavailable;
     ++stats_.tables_failed;
   } else {

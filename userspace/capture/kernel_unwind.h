@@ -117,6 +117,7 @@ class KernelUnwindTables {
   };
   struct BuildResult {
     std::string file;
+    std::string path;  // as the mapping names it
     CachedUnwindTableResult table;
     std::shared_ptr<const ElfFile> elf;
     std::optional<bpfprof_file_key> vma_key;  // the file's device and inode, as the kernel's

@@ -247,6 +247,11 @@ struct KernelUnwindStats {
   uint64_t tables_built = 0;       // files whose table was built during the recording
   uint64_t tables_from_cache = 0;  // files whose table came from the builder's cache
   uint64_t tables_failed = 0;      // files without a table (unreadable, not ELF)
+  // Files whose table the builder gave up on at a bound (symbols/dwarf/unwind_table.h): more
+  // rows than it takes, or longer to build. Their samples fall back to stack copies.
+  uint64_t tables_past_row_limit = 0;
+  uint64_t tables_past_time_limit = 0;
+  std::vector<std::string> tables_skipped_files{};  // the first few of those, by path
   double table_ms = 0;             // worker time building or reading those tables
   uint64_t rows_loaded = 0;        // rows in use at the end
   uint64_t tables_evicted = 0;     // tables dropped for space: no process mapped their file

@@ -1,9 +1,11 @@
 #include "userspace/model/unwind_report.h"
 
+#include <chrono>
 #include <cstdio>
 
 #include "bpf/events.h"
 #include "bpf/unwind_maps.h"
+#include "symbols/dwarf/unwind_table.h"
 
 namespace bpfprof {
 
@@ -13,6 +15,33 @@ std::string format(const char* pattern, auto... values) {
   char text[256];
   snprintf(text, sizeof text, pattern, values...);
   return text;
+}
+
+// 8000000 -> "8,000,000".
+std::string grouped(uint64_t value) {
+  std::string digits = std::to_string(value);
+  for (size_t at = digits.size(); at > 3; at -= 3) digits.insert(at - 3, ",");
+  return digits;
+}
+
+// "1 (past 8,000,000 rows): /tmp/a.so", or with both bounds "2 (1 past 8,000,000 rows, 1 past
+// 5 s of building): /tmp/a.so, /tmp/b.so".
+std::string skipped_tables(const KernelUnwindStats& k) {
+  const uint64_t rows = k.tables_past_row_limit;
+  const uint64_t time = k.tables_past_time_limit;
+  const std::string row_bound = "past " + grouped(kMaxUnwindTableRows) + " rows";
+  const std::string time_bound = format(
+      "past %.0f s of building", std::chrono::duration<double>(kUnwindTableTimeLimit).count());
+  std::string text = std::to_string(rows + time) + " (";
+  if (rows && time)
+    text += std::to_string(rows) + " " + row_bound + ", " + std::to_string(time) + " " + time_bound;
+  else
+    text += rows ? row_bound : time_bound;
+  text += ")";
+  for (size_t i = 0; i < k.tables_skipped_files.size(); ++i)
+    text += (i ? ", " : ": ") + k.tables_skipped_files[i];
+  if (rows + time > k.tables_skipped_files.size()) text += ", ...";
+  return text + "; their samples fall back to stack copies";
 }
 
 std::string fallback_reasons(const std::vector<uint64_t>& by_reason) {
@@ -39,6 +68,8 @@ void describe_tables(const KernelUnwindStats& k,
                           static_cast<unsigned long long>(k.rows_loaded), k.row_capacity,
                           static_cast<unsigned long long>(k.tables_evicted),
                           static_cast<double>(k.map_bytes) / 1e6));
+  if (k.tables_past_row_limit || k.tables_past_time_limit)
+    out.emplace_back("Unwind tables skipped", skipped_tables(k));
   if (k.files_over_capacity || k.processes_over_mapping_limit || k.processes_not_stored)
     out.emplace_back("Unwind bounds hit",
                      format("%llu tables did not fit in the row array, %llu processes had more "
