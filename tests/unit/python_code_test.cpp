@@ -325,14 +325,18 @@ class PythonStacksBudget : public testing::Test {
   // `instruction`, in one activation; its merged Python frames' names.
   std::vector<std::string> sample(PythonStacks& stacks, uint64_t time_ns,
                                   const std::vector<uint64_t>& codes, uint32_t instruction = 0,
-                                  uint32_t depth = 0) {
+                                  uint32_t depth = 0,
+                                  uint32_t status = BPFPROF_PYTHON_STACK_COMPLETE,
+                                  uint32_t outermost_flags = 0) {
     bpfprof_python_stack_event e{};
     e.header = {BPFPROF_EVENT_PYTHON_STACK, 0, time_ns, static_cast<__u32>(kSelf.value), 77};
+    e.status = status;
     for (const uint64_t code : codes) {
       e.frames[e.depth].code = code;
       e.frames[e.depth].first_line = 1;
       e.frames[e.depth++].instruction = instruction;
     }
+    if (e.depth) e.frames[e.depth - 1].flags = outermost_flags;
     if (depth) e.depth = depth;
     stacks.take_event(&e, sizeof(e), recording_.stats.python);
     std::vector<uint64_t> user = {0x10, interpreter_->eval_start + 16, 0x30};
@@ -355,6 +359,7 @@ TEST_F(PythonStacksBudget, FramesPastTheBudgetAreUnknownAndTheProcessIsCounted) 
   PythonReadLimits limits;
   limits.objects_per_process = 2;
   PythonStacks stacks(processes_, limits);
+  EXPECT_EQ(recording_.stats.python.interpreters, 0u) << "a mapping is not yet an interpreter";
   const uint64_t garbage = fake.garbage(64);
   const std::vector<std::string> names =
       sample(stacks, 1000, {fake.code("inner"), garbage, fake.code("outer")});
@@ -363,6 +368,9 @@ TEST_F(PythonStacksBudget, FramesPastTheBudgetAreUnknownAndTheProcessIsCounted) 
   EXPECT_EQ(recording_.stats.python.read_budget_used_up, 1u);
   EXPECT_EQ(recording_.stats.python.unnamed_frames, 2u);
   EXPECT_EQ(recording_.stats.python.frames, 1u);
+  EXPECT_EQ(recording_.stats.python.interpreters, 1u);
+  sample(stacks, 2000, {garbage});
+  EXPECT_EQ(recording_.stats.python.interpreters, 1u);
 }
 
 TEST_F(PythonStacksBudget, ASampleKeepsAtMostTheBpfSidesFrames) {
@@ -372,6 +380,28 @@ TEST_F(PythonStacksBudget, ASampleKeepsAtMostTheBpfSidesFrames) {
   // The event says it holds more frames than any event can.
   const std::vector<std::string> names = sample(stacks, 1000, codes, 0, 100000);
   EXPECT_EQ(names.size(), size_t{BPFPROF_MAX_PYTHON_FRAMES});
+}
+
+TEST_F(PythonStacksBudget, AStackTheBpfSideCutEndsInAnUnknownFrame) {
+  FakeObjects fake = objects();
+  PythonStacks stacks(processes_);
+  const uint64_t code = fake.code("cycle");
+  // A frame whose previous frame is itself: read up to the limit.
+  const std::vector<uint64_t> cycle(BPFPROF_MAX_PYTHON_FRAMES, code);
+  std::vector<std::string> names = sample(stacks, 1000, cycle, 0, 0, BPFPROF_PYTHON_STACK_AT_LIMIT);
+  ASSERT_EQ(names.size(), size_t{BPFPROF_MAX_PYTHON_FRAMES} + 1);
+  EXPECT_EQ(names.front(), "cycle");
+  EXPECT_EQ(names.back(), "[unknown Python frames: more than 96 deep]");
+  names = sample(stacks, 2000, {code, code}, 0, 0, BPFPROF_PYTHON_STACK_UNREADABLE);
+  EXPECT_EQ(names, (std::vector<std::string>{"cycle", "cycle",
+                                             "[unknown Python frames: unreadable frame]"}));
+  // The last frame read says it begins its activation (garbage does): the rest is still there.
+  names = sample(stacks, 3000, {code, code}, 0, 0, BPFPROF_PYTHON_STACK_UNREADABLE,
+                 BPFPROF_PYTHON_FRAME_ENTRY);
+  EXPECT_EQ(names, (std::vector<std::string>{"cycle", "cycle",
+                                             "[unknown Python frames: unreadable frame]"}));
+  EXPECT_EQ(sample(stacks, 4000, {code}), std::vector<std::string>{"cycle"});
+  EXPECT_EQ(recording_.stats.python.mismatched, 0u);
 }
 
 TEST_F(PythonStacksBudget, TheCacheOfNamedFramesIsBounded) {

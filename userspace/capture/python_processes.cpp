@@ -221,7 +221,6 @@ void PythonProcesses::on_mapping(Pid pid, const MappingInfo& mapping, PythonStat
                                       placed(b.bytes_type)};
   interpreters_.emplace(pid, interpreter);
   changes_.push_back(Change{pid, interpreter.bpf_entry()});
-  ++stats.interpreters;
 }
 
 }  // namespace bpfprof

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <string>
 
 #include "bpf/events.h"
 
@@ -12,6 +13,12 @@ namespace {
 // An unnamed frame still shows where Python ran: under these names, counted in the summary.
 const PythonFunction kUnknownCode{"[unknown Python code]", "", 0};
 const PythonFunction kUnreadCode{"[unknown Python code: read budget used up]", "", 0};
+// Where the BPF side stopped before the outermost frame (a chain that is a cycle ends at the
+// limit too), the frames it did not read are this one frame, outermost.
+const PythonFunction kDeeperFrames{
+    "[unknown Python frames: more than " + std::to_string(BPFPROF_MAX_PYTHON_FRAMES) + " deep]", "",
+    0};
+const PythonFunction kUnreadableFrames{"[unknown Python frames: unreadable frame]", "", 0};
 
 }  // namespace
 
@@ -52,8 +59,12 @@ void PythonStacks::take_event(const void* data, size_t size, PythonStats& stats)
   if (e.status == BPFPROF_PYTHON_STACK_AT_LIMIT) ++stats.at_limit;
   Pending& pending = pending_[Tid{static_cast<int32_t>(e.header.tid)}];
   pending.pid = Pid{static_cast<int32_t>(e.header.pid)};
+  // Counted here, not where the mappings are seen: the side band also shows processes that
+  // are not recorded (bpfprof itself reading the binary, other users' interpreters).
+  if (with_frames_.insert(pending.pid).second) ++stats.interpreters;
   pending.time = MonotonicNs{e.header.timestamp_ns};
   pending.frames.clear();
+  pending.status = e.status;
   for (size_t i = 0; i < depth; ++i) {
     const bpfprof_python_frame& f = e.frames[i];
     // A shim frame (3.12+) is no function: it says that the frame inside it began its
@@ -80,6 +91,15 @@ void PythonStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<ui
   for (const PendingFrame& f : pending.frames)
     scratch_.push_back(
         {raw_python_frame(name_frame(pid, *interpreter, f, time, recording)), f.entry});
+  if (pending.status == BPFPROF_PYTHON_STACK_AT_LIMIT ||
+      pending.status == BPFPROF_PYTHON_STACK_UNREADABLE) {
+    // Outside the outermost frame read, in its activation (whose entry flag, when that frame
+    // has one, may have been read from garbage).
+    scratch_.back().entry = false;
+    const PythonFunction& rest =
+        pending.status == BPFPROF_PYTHON_STACK_AT_LIMIT ? kDeeperFrames : kUnreadableFrames;
+    scratch_.push_back({raw_python_frame(recording.python_frames.intern(rest, 0)), true});
+  }
   MergedStack merged = merge_python_frames(
       user, scratch_, [&](uint64_t pc) { return interpreter->runs_interpreter_loop(pc); });
   PythonStats& stats = recording.stats.python;
@@ -91,6 +111,7 @@ void PythonStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<ui
 void PythonStacks::forget(Pid pid) {
   code_.forget(pid);
   named_.erase(pid);
+  with_frames_.erase(pid);
   // Frames whose sample never came (lost in a full ring buffer) would stay forever.
   std::erase_if(pending_, [&](const auto& entry) { return entry.second.pid == pid; });
 }

@@ -3,6 +3,8 @@
 // user stack here, and every native _PyEval_EvalFrameDefault frame is replaced by the Python
 // frames its activation was running (up to the frame marked as the activation's entry),
 // innermost first. The code objects are named as the stacks arrive, while the process lives.
+// Where the BPF side stopped before the outermost frame (deeper than it reads, a frame it
+// could not read), one "[unknown Python frames: ...]" frame stands for the rest.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +12,7 @@
 #include <functional>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "userspace/capture/python_code.h"
@@ -69,6 +72,7 @@ class PythonStacks {
     Pid pid;  // so that a process's threads' leftovers go with it
     MonotonicNs time;
     std::vector<PendingFrame> frames;
+    uint32_t status;  // bpfprof_python_stack_status: whether frames beyond these were left
   };
   struct FrameCacheKey {
     uint64_t code;
@@ -92,6 +96,7 @@ class PythonStacks {
   std::unordered_map<Pid, std::unordered_map<FrameCacheKey, PythonFrameId, FrameCacheKeyHash>>
       named_;
   std::vector<ActivationFrame> scratch_;
+  std::unordered_set<Pid> with_frames_;  // processes whose stacks came
 };
 
 }  // namespace bpfprof
