@@ -2,7 +2,7 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test bench clean format format-check
+.PHONY: all deps build demo test fuzz bench clean format format-check
 
 all: build
 
@@ -24,6 +24,12 @@ demo: build
 test: build
 	@scripts/setup-profiler-cli.sh
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j 1
+
+# Every libFuzzer target of tests/fuzz for 120 s, one per CPU at a time (make test runs them
+# for 10 s each, as ctest's fuzz.short); a crash, leak or hang fails it, its reproducer kept in
+# $(BUILD_DIR)/fuzz.
+fuzz:
+	@SECONDS_PER_TARGET=120 tests/fuzz/run.sh $(BUILD_DIR)/fuzz
 
 clean:
 	rm -rf $(BUILD_DIR)
