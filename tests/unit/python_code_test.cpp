@@ -148,6 +148,9 @@ TEST(PythonCodeReader, GarbageIsUnreadableNeverANameFromIt) {
   const uint64_t not_str = objects.str("GARBAGE");
   FakeObjects::put(FakeObjects::at(not_str), kPython311.object_type, interpreter.bytes_type);
   cases.push_back({"qualname of another type", objects.code(not_str, file, table, 1)});
+  // A str said to be ASCII that is not: its bytes would be no UTF-8 in the profile.
+  cases.push_back(
+      {"ascii str with a byte above 127", objects.code(objects.str("caf\xe9"), file, table, 1)});
   // A str whose state bits say ASCII but two bytes per code point.
   const uint64_t wide_ascii = objects.str("GARBAGE");
   FakeObjects::put<uint32_t>(FakeObjects::at(wide_ascii), kPython311.str_state,

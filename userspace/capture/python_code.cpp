@@ -201,7 +201,10 @@ class PythonCodeReader::Budgeted {
     std::string data(code_points * static_cast<uint64_t>(kind), '\0');
     const uint64_t start = address + (ascii ? l.str_ascii_data : l.str_compact_data);
     if (!read(start, data.data(), data.size())) return std::nullopt;
-    return ascii ? data : python_text_as_utf8(data, kind);
+    if (!ascii) return python_text_as_utf8(data, kind);
+    // Said to be ASCII: anything else would be no UTF-8 in the profile.
+    if (std::any_of(data.begin(), data.end(), [](char c) { return c & 0x80; })) return std::nullopt;
+    return data;
   }
 
   // A bytes object's contents (up to kMaxLinetableBytes), or nothing.
