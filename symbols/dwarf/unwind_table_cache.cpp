@@ -118,20 +118,25 @@ CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd) {
   }
   const std::optional<std::string> key = fd >= 0 ? cache_key(fd) : std::nullopt;
   if (!key) return UnwindTableError::kUnreadable;
-  if (const std::optional<std::string> bytes =
-          read_untrusted(directory_ + "/" + *key, UntrustedKind::kUnwindCache)) {
-    if (std::optional<std::vector<UnwindRow>> rows = parse_unwind_rows(*bytes)) {
-      return CachedUnwindTable{std::move(*rows), UnwindTableSource::kCache,
-                               std::chrono::steady_clock::now() - start, *key, std::nullopt};
+  // A user's file may claim the build-id of a file whose table it would replace for everyone.
+  const bool cacheable = written_by_us_or_root_only(fd);
+  if (cacheable) {
+    if (const std::optional<std::string> bytes =
+            read_untrusted(directory_ + "/" + *key, UntrustedKind::kUnwindCache)) {
+      if (std::optional<std::vector<UnwindRow>> rows = parse_unwind_rows(*bytes)) {
+        return CachedUnwindTable{std::move(*rows), UnwindTableSource::kCache,
+                                 std::chrono::steady_clock::now() - start, *key, std::nullopt};
+      }
     }
   }
   UnwindTableResult built = build_unwind_table(path, options_, fd);
   if (const auto* error = std::get_if<UnwindTableError>(&built)) return *error;
   UnwindTable& table = std::get<UnwindTable>(built);
-  CachedUnwindTable result{std::move(table.rows), UnwindTableSource::kBuilt,
-                           std::chrono::steady_clock::now() - start, *key,
-                           std::move(table.coverage)};
-  if (!store(*key, result.rows)) result.source = UnwindTableSource::kBuiltNotStored;
+  CachedUnwindTable result{
+      std::move(table.rows),
+      cacheable ? UnwindTableSource::kBuilt : UnwindTableSource::kBuiltUncached,
+      std::chrono::steady_clock::now() - start, cacheable ? *key : "", std::move(table.coverage)};
+  if (cacheable && !store(*key, result.rows)) result.source = UnwindTableSource::kBuiltNotStored;
   return result;
 }
 

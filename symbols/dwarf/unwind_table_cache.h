@@ -48,6 +48,9 @@ enum class UnwindTableSource {
   kCache,           // loaded from a valid cache file
   kBuilt,           // built, and stored in the cache
   kBuiltNotStored,  // built; the cache could not be written (see UnwindTableCache::last_error)
+  // Built, not looked up or stored: a user other than root could have written the file, and
+  // made it claim the build-id of a file whose table it would then replace for everyone.
+  kBuiltUncached,
 };
 
 struct CachedUnwindTable {

@@ -54,12 +54,16 @@ std::string mib_text(uint64_t bytes) { return std::to_string(bytes / kMiB) + " M
 
 constexpr int kContentSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
 
-// Whether a user other than root could change the file's contents from now on (a memfd
-// sealed against writes, such as our own copies, cannot change at all).
+bool trusted_writer_only(const struct stat& st) {
+  return (st.st_uid == 0 || st.st_uid == geteuid()) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+// Whether another user could change the file's contents from now on (a memfd sealed against
+// writes, such as our own copies, cannot change at all).
 bool changeable_by_users(int fd, const struct stat& st) {
   const int seals = fcntl(fd, F_GET_SEALS);
   if (seals > 0 && (seals & kContentSeals) == kContentSeals) return false;
-  return st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  return !trusted_writer_only(st);
 }
 
 bool reserve_copy(uint64_t bytes) {
@@ -246,6 +250,11 @@ std::optional<std::string> read_regular_file(const std::string& path, uint64_t m
   UntrustedOpen file = open_untrusted(path, UntrustedKind::kSource);
   if (!file.fd || file.size > max_bytes) return std::nullopt;
   return read_opened(file);
+}
+
+bool written_by_us_or_root_only(int fd) {
+  struct stat st {};
+  return fstat(fd, &st) == 0 && trusted_writer_only(st);
 }
 
 bool in_world_writable_directory(const std::string& path) {

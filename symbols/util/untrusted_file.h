@@ -10,10 +10,10 @@
 // - a size cap per kind of file, said with the cap in the refusal;
 // - where a convention names the file after a process (perf maps), it must belong to that
 //   process's user or root and not be writable by others (perf's rule);
-// - a file that a user other than root could still change (owned by one, or writable by
-//   group or others) is copied once into a sealed memfd and read from there, up to a budget
-//   for all such copies: a truncation while libelf or libdw maps it cannot raise SIGBUS, and
-//   what is read is one consistent version of the file.
+// - a file that another user could still change (owned by a user other than root or
+//   bpfprof's own, or writable by group or others) is copied once into a sealed memfd and read from
+//   there, up to a budget for all such copies: a truncation while libelf or libdw maps it cannot
+//   raise SIGBUS, and what is read is one consistent version of the file.
 //
 // Every refusal is recorded once (untrusted_file_refusals()) for the end-of-run summary and
 // the profile's meta.extra.
@@ -98,6 +98,12 @@ std::optional<std::string> read_untrusted(const std::string& path, UntrustedKind
 // A source file's contents when it has at most `max_bytes` (nullopt: refused, larger, or
 // unreadable); a file over `max_bytes` but within the kind's cap is not a refusal.
 std::optional<std::string> read_regular_file(const std::string& path, uint64_t max_bytes);
+
+// Whether only root (or bpfprof's own user) can have written the file open as `fd`: owned by
+// one of them and writable by neither group nor others. Only then is what the file says of
+// itself (a build-id) to be believed: any user can build a file that claims another's
+// build-id. False for our copies of other users' files.
+bool written_by_us_or_root_only(int fd);
 
 // Whether `path`'s directory is one every user may write to (/tmp, /dev/shm): a name there
 // may be a link another user planted.

@@ -122,6 +122,25 @@ TEST_F(UnwindTableCacheTest, AnotherFileAtTheSamePathIsRebuilt) {
   EXPECT_NE(serialize_unwind_rows(second.rows), serialize_unwind_rows(first.rows));
 }
 
+// Any user can build a file that claims another's build-id: its table would then replace
+// the genuine file's for every later recording. Tables of files another user could have
+// written are neither looked up nor stored.
+TEST_F(UnwindTableCacheTest, AnotherUsersFileIsNeitherLookedUpNorStored) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another user";
+  UnwindTableCache cache(root_ + "/cache");
+  const CachedUnwindTable genuine = get(cache, kPltLoop);
+  ASSERT_EQ(genuine.source, UnwindTableSource::kBuilt) << cache.last_error();
+  // Another user's file with the same build-id (here, a copy): its table is its own.
+  const std::string forged = root_ + "/forged";
+  fs::copy_file(kPltLoop, forged);
+  ASSERT_EQ(chown(forged.c_str(), 65534, 65534), 0);
+  const CachedUnwindTable table = get(cache, forged);
+  EXPECT_EQ(table.source, UnwindTableSource::kBuiltUncached);
+  EXPECT_TRUE(table.key.empty());
+  // A file nobody else may write is looked up as before.
+  EXPECT_EQ(get(cache, kPltLoop).source, UnwindTableSource::kCache);
+}
+
 TEST_F(UnwindTableCacheTest, AnUnwritableDirectoryStillGivesTheTable) {
   UnwindTableCache cache("/dev/null/cache");
   const CachedUnwindTable table = get(cache, kPltLoop);

@@ -23,6 +23,10 @@ std::string unwind_file_key(const MappingInfo& mapping) {
   // The vdso is the same image in every process (clock_gettime: where timing loops sample).
   if (kind == MappingKind::kVdso) return vdso_image_path().empty() ? "" : "vdso";
   if (kind != MappingKind::kFile) return {};
+  // A build-id names one table for every file that claims it only where root alone wrote the
+  // file; a user's file gets a table of its own (it may claim libc's build-id).
+  if (mapping.held_file && !written_by_us_or_root_only(mapping.held_file->fd()))
+    return "held " + mapping.held_file->path();
   if (!mapping.build_id.empty()) return "build-id " + hex_string(mapping.build_id);
   return "path " + std::to_string(mapping.mount_namespace) + ":" + mapping.path;
 }
