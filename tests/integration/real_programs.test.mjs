@@ -45,7 +45,7 @@ after(() => {
 async function record(w) {
   const file = join(RESULTS_DIR, `real_${w.name}.json.gz`);
   rmSync(file, { force: true });
-  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...(w.recordArgs ?? []),
+  const argv = ['record', '-v', '-F', String(FREQUENCY_HZ), '-o', file, ...(w.recordArgs ?? []),
                 ...callGraphArgs(w.recordArgs ?? []), '--', ...w.argv];
   const result = await run(BPFPROF, argv, { timeoutMs: 180_000, env: { ...process.env, ...(w.env ?? {}) } });
   const describeRun = `${BPFPROF} ${argv.join(' ')}\nexit ${result.code} signal ${result.signal}\n` +

@@ -153,3 +153,49 @@ describe('--format collapsed', () => {
     assert.ok(hot / total > 0.9, `main;outer;inner_spin ${hot} of ${total}`);
   });
 });
+
+// A plain record says what matters in a few lines, as perf and samply do: what was recorded,
+// problems only when there are any, the top functions, where the profile is. The rest is -v's.
+describe('the end-of-run summary', () => {
+  const record = (args) => spawnSync(BPFPROF, ['record', '-o', join(RESULTS_DIR, 'summary.json.gz'), ...args],
+                                     { encoding: 'utf8', timeout: 120_000 });
+  const linesOf = (stderr) => stderr.split('\n').filter((l) => l.trim() !== '');
+
+  it('fits in 8 lines by default, with the top functions on one of them', async (t) => {
+    if (!requireRecorder(t)) return;
+    const r = record(['--', fixturePath('threads'), '600']);
+    assert.equal(r.status, 0, r.stderr);
+    const lines = linesOf(r.stderr);
+    t.diagnostic(`\n${lines.join('\n')}`);
+    assert.ok(lines.length <= 8, `${lines.length} lines:\n${r.stderr}`);
+    assert.match(r.stderr, /^bpfprof: \d+ samples \(.*\) from \d+ processes and \d+ threads; 0 events lost$/m);
+    assert.match(r.stderr, /^bpfprof: top functions \(self time on CPU\): .*spin.* \d+\.\d%/m);
+    assert.match(r.stderr, /^bpfprof: wrote .*summary\.json\.gz/m);
+    assert.doesNotMatch(r.stderr, /start-up:|own CPU time|Unwind tables|unwinding/);
+  });
+
+  it('prints every figure with -v', async (t) => {
+    if (!requireRecorder(t)) return;
+    const r = record(['-v', '--', fixturePath('threads'), '600']);
+    assert.equal(r.status, 0, r.stderr);
+    for (const pattern of [/start-up: sampling after/, /its own CPU time/, /user stacks complete/,
+                           /User stacks unwound in the kernel/, /top functions by on-CPU samples \(self\):\n +\d/])
+      assert.match(r.stderr, pattern);
+  });
+
+  it('never prints a heading without its list', async (t) => {
+    if (!requireRecorder(t)) return;
+    // A command over before much is sampled, and code that nothing names (JIT code without
+    // a perf map).
+    for (const command of [['true'], [fixturePath('jit'), '300', '--no-perf-map']]) {
+      for (const verbose of [[], ['-v']]) {
+        const r = record([...verbose, '--', ...command]);
+        assert.equal(r.status, 0, r.stderr);
+        const lines = linesOf(r.stderr);
+        lines.forEach((line, i) => {
+          if (line.endsWith(':')) assert.match(lines[i + 1] ?? '', /^ +\d/, `an empty heading: ${line}\n${r.stderr}`);
+        });
+      }
+    }
+  });
+});

@@ -73,7 +73,7 @@ async function recordStress(label, args) {
   const rssFile = join(RESULTS_DIR, `${label}.rss`);
   rmSync(file, { force: true });
   rmSync(rssFile, { force: true });
-  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...args, '--', fixturePath('stress'),
+  const argv = ['record', '-v', '-F', String(FREQUENCY_HZ), '-o', file, ...args, '--', fixturePath('stress'),
                 String(DURATION_MS), '--threads', String(THREADS), '--forks-per-s', String(FORKS_PER_S),
                 '--exec-every', String(EXEC_EVERY)];
   let result;

@@ -293,7 +293,7 @@ describe('crafted ELF files mapped executable by another user\'s process', () =>
       const file = join(RESULTS_DIR, `untrusted-elf-${slug(label)}.json.gz`);
       rmSync(file, { force: true });
       const result = await run(BPFPROF, [
-        'record', '-F', String(FREQUENCY_HZ), '-o', file, '--',
+        'record', '-v', '-F', String(FREQUENCY_HZ), '-o', file, '--',
         ...AS_NOBODY, mapExec, String(DURATION_MS), ...crafts.get(label),
       ], { timeoutMs: TIMEOUT_MS, env });
       checkOwnStacks(t, label, file, result);
@@ -326,7 +326,7 @@ describe('crafted ELF files mapped executable by another user\'s process', () =>
       rmSync(file, { force: true });
       const started = Date.now();
       recorder = startBackground(BPFPROF, [
-        'record', '-F', String(FREQUENCY_HZ), '-p', String(target.pid), '-o', file,
+        'record', '-v', '-F', String(FREQUENCY_HZ), '-p', String(target.pid), '-o', file,
       ], { env });
       await untilSampling(recorder);
       // The bomb's 5 s, then until the builder is idle (bpfprof's CPU time stands still).
@@ -362,7 +362,7 @@ describe('crafted ELF files mapped executable by another user\'s process', () =>
       const file = join(RESULTS_DIR, 'untrusted-elf-attach.json.gz');
       rmSync(file, { force: true });
       const result = await run(BPFPROF, [
-        'record', '-F', String(FREQUENCY_HZ), '-d', '2', '-p', String(target.pid), '-o', file,
+        'record', '-v', '-F', String(FREQUENCY_HZ), '-d', '2', '-p', String(target.pid), '-o', file,
       ], { timeoutMs: TIMEOUT_MS, env });
       checkOwnStacks(t, `-p with ${files.length} crafted files`, file, result);
       assert.ok(!target.exited(), `map_exec ended under the recording: ${target.stderrSoFar()}`);

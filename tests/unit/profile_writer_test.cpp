@@ -59,7 +59,7 @@ std::string printed_summary(const RunReport& report) {
   char* text = nullptr;
   size_t size = 0;
   FILE* out = open_memstream(&text, &size);
-  print_run_summary(report, out);
+  print_run_summary(report, SummaryDetail::kFull, out);
   fclose(out);
   std::string result(text, size);
   free(text);

@@ -11,8 +11,10 @@ namespace {
 // Visits the parsed command line: runs the subcommand, or says why not.
 struct RunCommand {
   int operator()(const bpfprof::RecordOptions& options) const {
-    return bpfprof::run_record(options, [](const bpfprof::RunReport& report) {
-      bpfprof::print_run_summary(report, stderr);
+    const auto detail =
+        options.verbose ? bpfprof::SummaryDetail::kFull : bpfprof::SummaryDetail::kBrief;
+    return bpfprof::run_record(options, [detail](const bpfprof::RunReport& report) {
+      bpfprof::print_run_summary(report, detail, stderr);
     });
   }
   int operator()(const bpfprof::ReplayOptions& options) const {

@@ -174,6 +174,9 @@ void add_record_output_options(CLI::App* record, RecordOptions& options, RecordO
   record->add_flag(
       "--open", options.open,
       "After recording, serve the profile like bpfprof serve (until Ctrl-C) and open its link");
+  record->add_flag("-v,--verbose", options.verbose,
+                   "Print the full summary at the end (start-up, bpfprof's own CPU, unwinding, "
+                   "wakers, every note); it is always in the profile's meta.extra");
   record->add_option("command", options.command, "The command to run, after --");
   record->positionals_at_end();
   record->footer(

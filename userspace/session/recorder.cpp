@@ -903,6 +903,11 @@ void RecordSession::give_to_invoking_user(const std::string& path) const {
 void RecordSession::print_summary(const RunReport& report, const std::string& written,
                                   double own_cpu_writing_ms) const {
   const Recording& r = recording_;
+  if (!options_.verbose) {
+    print_report_(report);
+    print_written_file(written, options_.format);
+    return;
+  }
   fprintf(stderr,
           "bpfprof: start-up: sampling after %.0f ms, targets known after %.0f ms, first sample "
           "after %.0f ms; profile written %.0f ms after the end\n",

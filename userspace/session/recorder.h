@@ -53,6 +53,9 @@ struct RecordOptions {
   OutputFormat format = OutputFormat::kFirefox;
   // --open: serve the written profile for the Firefox Profiler until Ctrl-C.
   bool open = false;
+  // -v: the full end-of-run summary (start-up, own CPU, unwinding, wakers, every note);
+  // without it, what was recorded, problems with their fixes, the top functions.
+  bool verbose = false;
   // --run-as-root: under sudo, run the command as root rather than as the invoking user.
   bool run_as_root = false;
   // --no-collapse: one sample per timer tick, even when consecutive ones are identical.

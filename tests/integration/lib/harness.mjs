@@ -105,7 +105,8 @@ export function parseCputimeLines(stdout) {
   return lines;
 }
 
-// Records `fixture durationMs` with `bpfprof record -F 1000 -o <file> --`, checks that both
+// Records `fixture durationMs` with `bpfprof record -v -F 1000 -o <file> --` (-v: the full
+// summary, whose figures tests compare with the profile), checks that both
 // exited 0, and returns { file, profile, cputimes, result }. The profile is kept as
 // RESULTS_DIR/<label>.json.gz for inspection.
 // BPFPROF_CALL_GRAPH (e.g. dwarf-copy) runs the recordings that do not choose a mode
@@ -118,7 +119,7 @@ export function callGraphArgs(args) {
 export async function recordFixture(fixture, durationMs, { label = fixture, args = [], recordArgs = [] } = {}) {
   const file = join(RESULTS_DIR, `${label}.json.gz`);
   rmSync(file, { force: true });
-  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...recordArgs,
+  const argv = ['record', '-v', '-F', String(FREQUENCY_HZ), '-o', file, ...recordArgs,
                 ...callGraphArgs(recordArgs), '--', fixturePath(fixture), String(durationMs), ...args];
   const result = await run(BPFPROF, argv, { timeoutMs: durationMs + 120_000 });
   const describe = `${BPFPROF} ${argv.join(' ')}\nexit ${result.code} signal ${result.signal}` +
@@ -666,7 +667,7 @@ export async function untilSampling(recorder, { timeoutMs = 20_000 } = {}) {
 export async function recordWith(label, args, { expectCode = 0, timeoutMs = 180_000, prefix = [] } = {}) {
   const file = join(RESULTS_DIR, `${label}.json.gz`);
   rmSync(file, { force: true });
-  const argv = ['record', '-F', String(FREQUENCY_HZ), '-o', file, ...callGraphArgs(args), ...args];
+  const argv = ['record', '-v', '-F', String(FREQUENCY_HZ), '-o', file, ...callGraphArgs(args), ...args];
   const [command, ...commandArgs] = [...prefix, BPFPROF, ...argv];
   const result = await run(command, commandArgs, { timeoutMs });
   const describe = `${[command, ...commandArgs].join(' ')}\nexit ${result.code} signal ${result.signal}` +
