@@ -15,6 +15,7 @@
 #include "symbols/util/untrusted_file.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -119,7 +120,14 @@ int find_debug_file(Dwfl_Module* module, const std::vector<std::string>& symbol_
   }
   for (const std::string& candidate : candidates)
     if (const int fd = take(candidate); fd >= 0) return fd;
-  return -1;
+  // Then the debuginfod servers of $DEBUGINFOD_URLS, through libdwfl: without a file name it
+  // looks only in /usr/lib/debug's build-id tree (root's) before asking them.
+  const char* servers = std::getenv("DEBUGINFOD_URLS");
+  if (build_id.empty() || !servers || !*servers) return -1;
+  void* no_userdata = nullptr;
+  errno = 0;
+  return dwfl_standard_find_debuginfo(module, &no_userdata, nullptr, 0, nullptr, nullptr, 0,
+                                      debuginfo_file_name);
 }
 
 int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char* /*module_name*/,

@@ -28,8 +28,9 @@ struct SourceFunction {
 // The separate debug file of `module` (main file `file_name`), searched where libdwfl's
 // standard search looks (build-id trees of /usr/lib/debug and the symbol dirs, then the
 // debuglink next to the file, in its .debug/ and under the debug roots), every candidate
-// opened as an untrusted file and checked by build-id (else the debuglink's CRC). A
-// find_debuginfo callback for libdwfl: the fd, with *debuginfo_file_name set; -1 if none.
+// opened as an untrusted file and checked by build-id (else the debuglink's CRC); then the
+// debuginfod servers of $DEBUGINFOD_URLS. A find_debuginfo callback for libdwfl: the fd,
+// with *debuginfo_file_name set; -1 if none.
 int find_debug_file(Dwfl_Module* module, const std::vector<std::string>& symbol_dirs,
                     const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
                     char** debuginfo_file_name);

@@ -25,7 +25,7 @@ describe('system-wide (-a)', () => {
     if (recorderUnavailableReason()) return;
     file = join(RESULTS_DIR, 'system_wide.json.gz');
     rmSync(file, { force: true });
-    const recorder = startBackground(BPFPROF, ['record', '-a', '-d', String(RECORD_SECONDS),
+    const recorder = startBackground(BPFPROF, ['record', '-v', '-a', '-d', String(RECORD_SECONDS),
                                                '-F', String(FREQUENCY_HZ), '-o', file]);
     await untilSampling(recorder);  // the fixtures' whole lives are inside the recording
     const a = startBackground(fixturePath('busy'), [String(FIXTURE_MS)]);
