@@ -319,6 +319,7 @@ class PythonStacksBudget : public testing::Test {
     if (access("/usr/bin/python3.11", R_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3.11";
     MappingInfo text{.start = 0x41f000, .length = 0x2b3000, .file_offset = 0x1f000};
     text.path = "/usr/bin/python3.11";
+    recording_.events.push_back({MonotonicNs{1}, ProcessStartEvent{kSelf, "python3.11"}});
     recording_.events.push_back({MonotonicNs{1}, MmapEvent{kSelf, Tid{kSelf.value}, text}});
     processes_.observe(recording_.events, 0, recording_.stats.python);
     interpreter_ = processes_.find(kSelf);

@@ -156,6 +156,29 @@ TEST(PythonFrameTable, InternsFunctionsAndLinesOnceAndTellsRawFramesApart) {
 namespace bpfprof {
 namespace {
 
+// The side band reports every process's mappings: a python3.X of a process that is not
+// recorded gets no entry (another user's programs must not fill the kernel's table), until
+// the process becomes known (its exec came after the mapping).
+TEST(PythonProcesses, OnlyRecordedProcessesGetAnInterpreter) {
+  if (access("/usr/bin/python3.11", R_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3.11";
+  Recording recording;
+  MappingInfo text{.start = 0x41f000, .length = 0x2b3000, .file_offset = 0x1f000};
+  text.path = "/usr/bin/python3.11";
+  const Pid stranger{4242};
+  const Pid ours{4343};
+  recording.events.push_back({MonotonicNs{1}, MmapEvent{stranger, Tid{4242}, text}});
+  recording.events.push_back({MonotonicNs{2}, MmapEvent{ours, Tid{4343}, text}});
+  recording.events.push_back(
+      {MonotonicNs{3}, ExecEvent{ours, Tid{4343}, Tid{4343}, "python3.11", text.path}});
+  PythonProcesses processes;
+  processes.observe(recording.events, 0, recording.stats.python);
+  EXPECT_EQ(processes.find(stranger), nullptr);
+  EXPECT_NE(processes.find(ours), nullptr);
+  const auto changes = processes.take_changes();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].pid, ours);
+}
+
 // The decoder's path: a Python-stack event (3.12-style shim frames) for a registered
 // interpreter, then the sample's native stack. The code objects cannot be read (made-up
 // addresses in this process), so every frame is "[unknown Python code]": what is checked is
@@ -166,6 +189,7 @@ TEST(PythonStacks, ShimFramesSplitActivationsAndUnreadableCodeIsCounted) {
   const Pid pid{static_cast<int32_t>(getpid())};
   MappingInfo text{.start = 0x41f000, .length = 0x2b3000, .file_offset = 0x1f000};
   text.path = "/usr/bin/python3.11";
+  recording.events.push_back({MonotonicNs{1}, ProcessStartEvent{pid, "python3.11"}});
   recording.events.push_back({MonotonicNs{1}, MmapEvent{pid, Tid{pid.value}, text}});
   PythonProcesses processes;
   processes.observe(recording.events, 0, recording.stats.python);

@@ -161,20 +161,50 @@ bpfprof_python_process PythonInterpreter::bpf_entry() const {
 
 void PythonProcesses::observe(const std::vector<LifecycleEvent>& events, size_t from,
                               PythonStats& stats) {
+  // Mappings of processes that never become known are dropped past this many.
+  constexpr size_t kMaxPending = 4096;
   for (size_t i = from; i < events.size(); ++i) {
     const LifecyclePayload& payload = events[i].payload;
     if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
-      on_mapping(mmap->pid, mmap->mapping, stats);
+      if (!python_version_from_file_name(base_name(mmap->mapping.path))) continue;
+      if (tracked_.contains(mmap->pid)) {
+        on_mapping(mmap->pid, mmap->mapping, stats);
+      } else {
+        if (pending_.size() >= kMaxPending) pending_.clear();
+        pending_.try_emplace(mmap->pid, mmap->mapping);
+      }
+    } else if (const auto* fork = std::get_if<ForkEvent>(&payload)) {
+      if (fork->child_pid != fork->parent_pid) on_tracked(fork->child_pid, stats);
+    } else if (const auto* exec = std::get_if<ExecEvent>(&payload)) {
+      on_tracked(exec->pid, stats);
+    } else if (const auto* start = std::get_if<ProcessStartEvent>(&payload)) {
+      on_tracked(start->pid, stats);
+    } else if (const auto* existing = std::get_if<ExistingProcessEvent>(&payload)) {
+      on_tracked(existing->pid, stats);
     } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
       forget(reset->pid);  // an exec: the new image's mappings follow
+      pending_.erase(reset->pid);
     } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
       if (exit->group_dead) exited_.push_back(exit->pid);
     }
   }
 }
 
+void PythonProcesses::on_tracked(Pid pid, PythonStats& stats) {
+  tracked_.insert(pid);
+  auto waiting = pending_.find(pid);
+  if (waiting == pending_.end()) return;
+  const MappingInfo mapping = std::move(waiting->second);
+  pending_.erase(waiting);
+  on_mapping(pid, mapping, stats);
+}
+
 std::vector<Pid> PythonProcesses::forget_exited() {
-  for (Pid pid : exited_) forget(pid);
+  for (Pid pid : exited_) {
+    forget(pid);
+    tracked_.erase(pid);
+    pending_.erase(pid);
+  }
   return std::exchange(exited_, {});
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -91,10 +92,17 @@ class PythonProcesses {
 
  private:
   void on_mapping(Pid pid, const MappingInfo& mapping, PythonStats& stats);
+  void on_tracked(Pid pid, PythonStats& stats);
   void forget(Pid pid);
   const PythonInspection& binary_for(const MappingInfo& mapping, PythonVersion version);
 
   std::unordered_map<Pid, PythonInterpreter> interpreters_;
+  // The side band reports every process's mappings; only recorded processes (those the BPF
+  // side reports a fork, exec or start of, or found at attach) get an entry: another user's
+  // python3.X-named programs must neither fill the kernel's table of interpreters nor put
+  // notes into the summary. A python mapping of a process not known yet waits here for it.
+  std::unordered_set<Pid> tracked_;
+  std::unordered_map<Pid, MappingInfo> pending_;
   // By path and inode: a binary is read once however many processes run it.
   std::map<std::pair<std::string, uint64_t>, PythonInspection> binaries_;
   std::vector<Pid> exited_;
