@@ -229,8 +229,6 @@ const KernelSymbols* Symbolizer::kernel_symbols() {
   return kernel_symbols_ && !kernel_symbols_->addresses_hidden() ? &*kernel_symbols_ : nullptr;
 }
 
-bool Symbolizer::kernel_addresses_hidden() { return kernel_symbols() == nullptr; }
-
 std::vector<SymbolizedFrame> Symbolizer::symbolize_jit(int pid, uint32_t owner_uid,
                                                        uint64_t address) {
   auto [it, inserted] = perf_maps_.try_emplace(pid);

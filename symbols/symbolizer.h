@@ -92,7 +92,6 @@ class Symbolizer {
   // /tmp/perf-PID.map when it has one that belongs to `owner_uid` (the process's effective
   // user) or root; `address` is absolute.
   std::vector<SymbolizedFrame> symbolize_jit(int pid, uint32_t owner_uid, uint64_t address);
-  bool kernel_addresses_hidden();
 
  private:
   const KernelSymbols* kernel_symbols();

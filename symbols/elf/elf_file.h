@@ -54,7 +54,6 @@ class ElfFile {
   // objects, typically 0x400000 for classic non-PIE x86_64 executables.
   uint64_t base_vaddr() const { return base_vaddr_; }
 
-  uint16_t elf_type() const { return elf_type_; }  // ET_EXEC, ET_DYN, ...
   bool is_elf_type_exec() const;
   bool is_elf_type_dyn() const;
   // "x86_64", "aarch64", ...; "unknown" for machines not listed.

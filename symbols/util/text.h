@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,13 @@ inline std::string directory_name(std::string_view path) {
   const size_t slash = path.find_last_of('/');
   if (slash == std::string_view::npos) return ".";
   return slash == 0 ? "/" : std::string(path.substr(0, slash));
+}
+
+// "0x1a2b": an address as the summary and frame names show it.
+inline std::string hex_address(uint64_t value) {
+  char text[24];
+  snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
 }
 
 // Bytes as lowercase hex, two digits each (build-ids).

@@ -75,7 +75,6 @@ class IngestPipeline {
   // How many raw stack nodes were kept by the last compaction of the raw stacks, which
   // advance() does whenever the tree has grown past twice that and kRawStackSlack more.
   static constexpr size_t kRawStackSlack = 256 * 1024;
-  size_t raw_stacks_kept() const { return raw_stacks_kept_; }
 
   Recording& recording() { return recording_; }
   SessionModel& model() { return model_; }

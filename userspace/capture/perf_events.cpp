@@ -125,7 +125,6 @@ SideBandReader::SideBandReader(const std::vector<int>& cpus) {
     if (ring.base == MAP_FAILED)
       throw std::runtime_error(std::string("cannot map the side-band ring buffer: ") +
                                strerror(errno));
-    poll_fds_.push_back(fd);
     rings_.push_back(std::move(ring));
   }
 }

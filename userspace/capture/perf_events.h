@@ -59,7 +59,6 @@ class SideBandReader {
   // Records the kernel dropped (ring full), plus one for each stretch of a ring that was
   // skipped as corrupt.
   uint64_t lost_records() const { return lost_; }
-  const std::vector<int>& fds_for_poll() const { return poll_fds_; }
 
  private:
   struct Ring {
@@ -69,7 +68,6 @@ class SideBandReader {
   };
 
   std::vector<Ring> rings_;
-  std::vector<int> poll_fds_;
   std::vector<uint8_t> scratch_;
   uint64_t lost_ = 0;
 };

@@ -82,7 +82,6 @@ struct FrameKey {
     return {FrameKind::kPython, LibId{}, frame.value};
   }
 
-  bool has_library() const { return kind == FrameKind::kNative || kind == FrameKind::kKernel; }
   bool is_off_cpu_state() const { return kind == FrameKind::kOffCpuState; }
   OffCpuState off_cpu_state() const { return static_cast<OffCpuState>(address); }
   PythonFrameId python_frame() const { return PythonFrameId{static_cast<uint32_t>(address)}; }

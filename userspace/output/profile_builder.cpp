@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "symbols/util/text.h"
 #include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
@@ -20,12 +21,6 @@ constexpr uint64_t kMaxRelativeAddress = 0xFFFFFFFFull;
 // Noticed up to a poll after the loss: a process entry that ended this shortly before a
 // loss still gets it.
 constexpr uint64_t kLossNoticeSlackNs = 200000000;
-
-std::string hex_address(uint64_t value) {
-  char buf[32];
-  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
-}
 
 struct StateFrame {
   const char* name;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
 #include "symbols/util/untrusted_file.h"
 #include "userspace/serve/disassembler.h"
@@ -83,12 +84,6 @@ uint64_t hex_member(const Json& object, const char* name) {
   return std::stoull(text.substr(2), nullptr, 16);
 }
 
-std::string hex(uint64_t value) {
-  char text[24];
-  snprintf(text, sizeof text, "0x%" PRIx64, value);
-  return text;
-}
-
 }  // namespace
 
 // The endpoints, with the API's members (a friend: no JSON type in the header).
@@ -111,13 +106,13 @@ struct SymbolApiHandlers {
   // inlined at the address, innermost first.
   Json frame_json(size_t index, const std::string& module, uint64_t offset,
                   const std::vector<SymbolizedFrame>& frames) {
-    Json out = {{"frame", index}, {"module", module}, {"module_offset", hex(offset)}};
+    Json out = {{"frame", index}, {"module", module}, {"module_offset", hex_address(offset)}};
     if (frames.empty()) return out;
     const SymbolizedFrame& outer = frames.front();
     if (!outer.name.empty() && outer.symbol && offset >= outer.symbol->relative_address) {
       out["function"] = outer.name;
-      out["function_offset"] = hex(offset - outer.symbol->relative_address);
-      if (outer.symbol->size > 0) out["function_size"] = hex(outer.symbol->size);
+      out["function_offset"] = hex_address(offset - outer.symbol->relative_address);
+      if (outer.symbol->size > 0) out["function_size"] = hex_address(outer.symbol->size);
     }
     if (outer.file) out["file"] = *outer.file;
     if (outer.line) out["line"] = *outer.line;
@@ -202,7 +197,7 @@ struct SymbolApiHandlers {
       named = named || (frame.file && *frame.file == file);
     if (!named)
       throw RequestError(404, "the debug information of " + library.description->debug_name +
-                                  " does not name " + file + " at " + hex(offset));
+                                  " does not name " + file + " at " + hex_address(offset));
     std::optional<std::string> text = read_regular_file(file, SymbolApi::kMaxSourceBytes);
     if (!text) throw RequestError(404, "cannot read " + file);
     return {{"symbolsLastModified", nullptr},
@@ -252,14 +247,14 @@ struct SymbolApiHandlers {
       Json instructions = Json::array();
       for (auto& [at, instruction] : text->instructions)
         instructions.push_back(Json::array({at, std::move(instruction)}));
-      return {{"startAddress", hex(start)},
-              {"size", hex(text->size)},
+      return {{"startAddress", hex_address(start)},
+              {"size", hex_address(text->size)},
               {"arch", elf->architecture()},
               {"syntax", Json::array({text->syntax})},
               {"instructions", std::move(instructions)}};
     }
     throw RequestError(
-        404, "no code at " + hex(start) + " in the files of " + library.description->name);
+        404, "no code at " + hex_address(start) + " in the files of " + library.description->name);
   }
 };
 
