@@ -225,7 +225,7 @@ static __always_inline void fill_header(struct bpfprof_event_header* h, __u32 ki
   h->tid = tid;
 }
 
-#include "python_frames.h"
+#include "runtimes/python/frames.bpf.h"
 
 struct stack_end {
   __u64 end;

@@ -21,10 +21,10 @@
 #include <string_view>
 #include <vector>
 
-#include "userspace/capture/python_code.h"
-#include "userspace/capture/python_layout.h"
-#include "userspace/capture/python_processes.h"
-#include "userspace/capture/python_stacks.h"
+#include "runtimes/python/code.h"
+#include "runtimes/python/layout.h"
+#include "runtimes/python/processes.h"
+#include "runtimes/python/stacks.h"
 
 using namespace bpfprof;
 

@@ -127,7 +127,7 @@ describe('python', () => {
   it('the layout table matches what this python3.11 shows of itself (ctypes)', async (t) => {
     if (!existsSync(PYTHON)) return t.skip(`${PYTHON} is missing`);
     const r = await run(PYTHON, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
-      join(REPO_DIR, 'userspace', 'capture', 'python_layout.h')]);
+      join(REPO_DIR, 'runtimes', 'python', 'layout.h')]);
     t.diagnostic(r.stdout.trim());
     assert.equal(r.code, 0, `${r.stdout}${r.stderr}`);
   });
@@ -164,7 +164,7 @@ describe('python', () => {
       if (!existsSync(python)) return t.skip(`no ${python}`);
       if (!requireRecorder(t)) return;
       const offsets = await run(python, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
-        join(REPO_DIR, 'userspace', 'capture', 'python_layout.h')]);
+        join(REPO_DIR, 'runtimes', 'python', 'layout.h')]);
       t.diagnostic(offsets.stdout.trim());
       assert.equal(offsets.code, 0, `${offsets.stdout}${offsets.stderr}`);
       const r = await recordWith(`python-launch-${version}`, ['--', python, SCRIPT, String(SECONDS)]);

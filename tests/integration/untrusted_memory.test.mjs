@@ -24,7 +24,7 @@ const LAUNCH_FIXTURE_MS = 2500;
 const TIMEOUT_MS = (DURATION_S + 20) * 1000;
 // bpfprof's peak resident memory: ~160 MB for one process on this machine, ~375 MB for
 // `huge`, whose code objects take the whole per-process read budget (256 MiB,
-// userspace/capture/python_code.h); without it, `huge` would keep 4 MiB of lines for each of
+// runtimes/python/code.h); without it, `huge` would keep 4 MiB of lines for each of
 // its 2048 readable code objects.
 const MAX_RSS_KB = 512 * 1024;
 // BPFPROF_MAX_PYTHON_FRAMES (bpf/events.h), and the "[unknown Python frames: ...]" frame

@@ -1,7 +1,7 @@
 // Naming code objects from memory their process controls: code objects, str and bytes objects
 // are made in this test's own memory (read back with process_vm_readv, as from a profiled
 // process), well-formed or not. Whatever they hold, reading ends in a name or in an
-// "[unknown ...]" frame, within the budgets of python_code.h.
+// "[unknown ...]" frame, within the budgets of runtimes/python/code.h.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "userspace/capture/python_code.h"
-#include "userspace/capture/python_layout.h"
-#include "userspace/capture/python_processes.h"
-#include "userspace/capture/python_stacks.h"
+#include "runtimes/python/code.h"
+#include "runtimes/python/layout.h"
+#include "runtimes/python/processes.h"
+#include "runtimes/python/stacks.h"
 
 namespace bpfprof {
 namespace {
@@ -191,12 +191,25 @@ TEST(PythonCodeReader, AFailedAddressIsNotReadAgainForAWhile) {
   EXPECT_EQ(reader.read(kSelf, interpreter, code, 3, kStart).status, PythonCodeStatus::kUnreadable);
   EXPECT_EQ(reader.objects_read(), 1u);
   FakeObjects::put(FakeObjects::at(code), kPython311.object_type, interpreter.code_type);
-  EXPECT_EQ(reader.read(kSelf, interpreter, code, 3, after_ms(500)).status,
+  EXPECT_EQ(reader.read(kSelf, interpreter, code, 3, after_ms(200)).status,
             PythonCodeStatus::kUnreadable);
   EXPECT_EQ(reader.objects_read(), 1u) << "read again at the next sample";
-  EXPECT_EQ(reader.read(kSelf, interpreter, code, 3, after_ms(1001)).status,
-            PythonCodeStatus::kRead)
+  EXPECT_EQ(reader.read(kSelf, interpreter, code, 3, after_ms(251)).status, PythonCodeStatus::kRead)
       << "a later object at the address is read";
+  EXPECT_EQ(reader.objects_read(), 2u);
+}
+
+// A frame read while its code object was freed or incomplete names it with another first
+// line than the frames after: those read it at once.
+TEST(PythonCodeReader, AFailedAddressNamedWithAnotherFirstLineIsReadAtOnce) {
+  const PythonInterpreter interpreter = fake_interpreter();
+  FakeObjects objects(interpreter);
+  const uint64_t code = objects.code("complete", 3);
+  FakeObjects::put<uint64_t>(FakeObjects::at(code), kPython311.object_type, 0);
+  PythonCodeReader reader;
+  EXPECT_EQ(reader.read(kSelf, interpreter, code, 0, kStart).status, PythonCodeStatus::kUnreadable);
+  FakeObjects::put(FakeObjects::at(code), kPython311.object_type, interpreter.code_type);
+  EXPECT_EQ(reader.read(kSelf, interpreter, code, 3, after_ms(1)).status, PythonCodeStatus::kRead);
   EXPECT_EQ(reader.objects_read(), 2u);
 }
 

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "runtimes/python/code.h"
+#include "runtimes/python/layout.h"
+#include "runtimes/python/processes.h"
+#include "runtimes/python/stacks.h"
 #include "symbols/util/unique_handle.h"
-#include "userspace/capture/python_code.h"
-#include "userspace/capture/python_layout.h"
-#include "userspace/capture/python_processes.h"
-#include "userspace/capture/python_stacks.h"
 
 namespace bpfprof {
 namespace {

@@ -7,12 +7,12 @@
 #include <cstring>
 
 #include "bpf/events.h"
+#include "runtimes/python/stacks.h"
 #include "symbols/dwarf/unwinder.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
 #include "symbols/util/untrusted_file.h"
-#include "userspace/capture/python_stacks.h"
 
 namespace bpfprof {
 
@@ -73,8 +73,9 @@ constexpr size_t kMaxUnwoundFrames = BPFPROF_MAX_UNWOUND_FRAMES;
 static_assert(kExecRawFrame == BPFPROF_RAW_EXEC_FRAME);
 
 // Interns `ips` (user frames, then kernel frames, each innermost first) as a root-first path.
-// The Python frames sent for the sample replace its interpreter-loop frames (python_stacks.h).
-// A sample inside execve after the old image is gone has the exec frame as its only user one.
+// The Python frames sent for the sample replace its interpreter-loop frames
+// (runtimes/python/stacks.h). A sample inside execve after the old image is gone has the exec frame
+// as its only user one.
 RawStackId EventDecoder::intern_stack(const Header& h, Recording& rec, const uint64_t* ips,
                                       size_t available, uint32_t user_depth,
                                       uint32_t kernel_depth) {

@@ -11,10 +11,10 @@
 #include <functional>
 #include <memory>
 
+#include "runtimes/python/processes.h"
+#include "runtimes/python/stacks.h"
 #include "userspace/capture/event_decoder.h"
 #include "userspace/capture/mapped_files.h"
-#include "userspace/capture/python_processes.h"
-#include "userspace/capture/python_stacks.h"
 #include "userspace/model/recording.h"
 #include "userspace/model/session_model.h"
 

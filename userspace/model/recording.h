@@ -219,7 +219,7 @@ struct WakingStats {
   uint64_t stacks_missing = 0;       // the stack event did not arrive (ring buffer full)
 };
 
-// How the Python frames of a recording went (see userspace/capture/python_stacks.h).
+// How the Python frames of a recording went (see runtimes/python/stacks.h).
 struct PythonStats {
   uint64_t stacks = 0;           // samples and off-CPU stacks of interpreters that came with frames
   uint64_t merged = 0;           // of those, stacks whose native interpreter frames were replaced
@@ -231,7 +231,8 @@ struct PythonStats {
   uint64_t mismatched = 0;
   uint64_t frames = 0;          // frames named
   uint64_t unnamed_frames = 0;  // frames whose code object could not be read
-  // Processes whose code objects were no longer read: their budget was used up (python_code.h).
+  // Processes whose code objects were no longer read: their budget was used up
+  // (runtimes/python/code.h).
   uint64_t read_budget_used_up = 0;
   uint64_t code_objects_read = 0;
   uint64_t code_read_ns = 0;  // time spent reading code objects (process_vm_readv, decoding)

@@ -1,4 +1,4 @@
-#include "userspace/capture/python_processes.h"
+#include "runtimes/python/processes.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "userspace/capture/python_processes.h"
+#include "runtimes/python/processes.h"
 #include "userspace/model/ids.h"
 
 namespace bpfprof {
@@ -67,13 +67,16 @@ struct PythonReadLimits {
   // this (and one object, ~1.1 MiB, started below it) of copying.
   uint64_t bytes_per_sample = uint64_t{4} << 20;
   // Addresses that held no readable code object are not read again for `retry_after_ns`
-  // (the next object at a freed one's address may be real); at most this many per process,
-  // all forgotten when it is full (each read still counts against the budget).
+  // while the frames name them with the same first line: the kernel side read a frame at a
+  // moment its code object was freed or not yet complete, and the next object there, or the
+  // same one complete, may be real (a frame that names it with another first line is read
+  // at once). At most this many per process, all forgotten when it is full (each read
+  // still counts against the budget).
   size_t failed_addresses_per_process = 4096;
-  uint64_t retry_after_ns = 1'000'000'000;
-  // Each process's cache of named frames (python_stacks.h), by code object and instruction,
-  // is emptied when it holds this many: a real program samples far fewer distinct places
-  // (the recording's frame table keeps their names), and a process that shows a new
+  uint64_t retry_after_ns = 250'000'000;
+  // Each process's cache of named frames (runtimes/python/stacks.h), by code object and
+  // instruction, is emptied when it holds this many: a real program samples far fewer distinct
+  // places (the recording's frame table keeps their names), and a process that shows a new
   // instruction at every sample does not grow it.
   size_t named_frames_per_process = 256 * 1024;
 };
@@ -107,8 +110,12 @@ class PythonCodeReader {
 
  private:
   struct Process {
-    std::unordered_map<uint64_t, PythonCode> codes;    // by address
-    std::unordered_map<uint64_t, MonotonicNs> failed;  // address -> when it failed
+    std::unordered_map<uint64_t, PythonCode> codes;  // by address
+    struct Failure {
+      MonotonicNs time;
+      int first_line;
+    };
+    std::unordered_map<uint64_t, Failure> failed;  // by address
     uint64_t objects = 0;
     uint64_t bytes = 0;
     bool over_budget = false;

@@ -1,7 +1,7 @@
 // Finds the CPython interpreters among the recorded processes, by their mapping of a
 // python3.X executable or libpython3.X shared object, and works out from the binary where
 // the interpreter's state lies in each process: what the BPF frame walk needs
-// (bpf/python_frames.h) and what naming and merging need (python_stacks.h).
+// (runtimes/python/frames.bpf.h) and what naming and merging need (runtimes/python/stacks.h).
 #pragma once
 
 #include <cstddef>
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "runtimes/python/layout.h"
 #include "symbols/elf/elf_file.h"
-#include "userspace/capture/python_layout.h"
 #include "userspace/model/recording.h"
 
 namespace bpfprof {

@@ -1,4 +1,4 @@
-#include "userspace/capture/python_code.h"
+#include "runtimes/python/code.h"
 
 #include <sys/uio.h>
 
@@ -234,7 +234,8 @@ PythonCodeResult PythonCodeReader::read(Pid pid, const PythonInterpreter& interp
       it != process.codes.end() && it->second.first_line == first_line)
     return {&it->second, PythonCodeStatus::kRead};
   if (auto it = process.failed.find(address);
-      it != process.failed.end() && time.value - it->second.value < limits_.retry_after_ns)
+      it != process.failed.end() && it->second.first_line == first_line &&
+      time.value - it->second.time.value < limits_.retry_after_ns)
     return {nullptr, PythonCodeStatus::kUnreadable};
   if (process.over_budget) return {nullptr, PythonCodeStatus::kProcessBudgetUsedUp};
   if (process.objects >= limits_.objects_per_process ||
@@ -252,7 +253,7 @@ PythonCodeResult PythonCodeReader::read(Pid pid, const PythonInterpreter& interp
   std::optional<PythonCode> code = read_uncached(memory, interpreter, address);
   if (!code) {
     if (process.failed.size() >= limits_.failed_addresses_per_process) process.failed.clear();
-    process.failed[address] = time;
+    process.failed[address] = {time, first_line};
     return {nullptr, PythonCodeStatus::kUnreadable};
   }
   process.failed.erase(address);

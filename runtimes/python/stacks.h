@@ -15,8 +15,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "userspace/capture/python_code.h"
-#include "userspace/capture/python_processes.h"
+#include "runtimes/python/code.h"
+#include "runtimes/python/processes.h"
 #include "userspace/model/recording.h"
 
 namespace bpfprof {

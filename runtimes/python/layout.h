@@ -1,10 +1,10 @@
 // Where CPython keeps what a profiler reads, per interpreter version: the offsets of the
 // fields of _PyRuntimeState, PyInterpreterState, PyThreadState, _PyCFrame,
-// _PyInterpreterFrame, PyCodeObject, str and bytes that the frame walk (bpf/python_frames.h)
-// and the naming of code objects (python_code.cpp) read. Versions before 3.13 describe
-// themselves nowhere (no _Py_DebugOffsets), so the numbers come from the headers of each
-// release and are checked at attach time against what the binary does say (python_processes.cpp).
-// A version is one entry of kPythonLayouts.
+// _PyInterpreterFrame, PyCodeObject, str and bytes that the frame walk
+// (runtimes/python/frames.bpf.h) and the naming of code objects (runtimes/python/code.cpp) read.
+// Versions before 3.13 describe themselves nowhere (no _Py_DebugOffsets), so the numbers come from
+// the headers of each release and are checked at attach time against what the binary does say
+// (runtimes/python/processes.cpp). A version is one entry of kPythonLayouts.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "userspace/capture/python_stacks.h"
+#include "runtimes/python/stacks.h"
 
 #include <chrono>
 #include <cstring>
