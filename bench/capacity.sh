@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Capacity (issue 7, item 2): the highest sampling frequency on all CPUs at which nothing is
+# Capacity: the highest sampling frequency on all CPUs at which nothing is
 # lost. A busy fixture spins on every CPU; `bpfprof record -a -d SECONDS -F F` (fp, dwarf:
 # stacks walked in the kernel, and dwarf-copy: every stack copied; off-CPU off as -a's
 # default) and `perf record -a -F F` (-g and --call-graph dwarf) at rising F.

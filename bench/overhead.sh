@@ -6,7 +6,7 @@
 # walked in the kernel, a stack copy as the fallback), dwarf-copy copies every stack. Modes interleaved for ROUNDS
 # rounds; medians; slowdown against the alone baseline of the same run. Needs root.
 # SHAPE=deep: the work runs in a qsort callback under a 24-deep recursion (~30 frames through
-# libc, no frame pointers), the workload issue 15 is measured on.
+# libc, no frame pointers), the overhead workload.
 #   ROUNDS=5 WORK=80000 SHAPE=deep bench/overhead.sh
 #   ROUNDS=15 SHAPE=deep MODES="bpfprof-dwarf perf-fp perf-nostack" bench/overhead.sh
 #   ROUNDS=7 WORK=40000 FREQ=10000 SHAPE=deep bench/overhead.sh  (per-sample costs x10)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Userspace pipeline (issue 7, items 3-5): throughput of decode -> unwind -> model ->
+# Userspace pipeline: throughput of decode -> unwind -> model ->
 # symbolize -> write, replaying saved event streams with `bpfprof replay`; output size with
 # and without collapsing consecutive identical samples; peak RSS against the sample count.
 #  1. Real recordings: tests/fixtures/threads (2 spinning threads) and unwind_qsort (deep

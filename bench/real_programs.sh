@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stack quality on real programs (issue 13): the workloads of
+# Stack quality on real programs: the workloads of
 # tests/integration/real_programs.test.mjs (sqlite3, seq|sort|uniq|wc, cc1 on a generated
 # 3,000-function file, xz -9, git log -p + git gc on a generated 5,800-commit repository,
 # python3, plt_loop, big_frame) recorded with `bpfprof record -F 1000` and with

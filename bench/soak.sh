@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak (issue 17): `bpfprof record -a -F 1000` for SOAK_SECONDS (default 1800) on a busy
+# Soak: `bpfprof record -a -F 1000` for SOAK_SECONDS (default 1800) on a busy
 # machine: a spinner per CPU and a churn of short processes (shell pipelines: fork, exec,
 # exit, pid reuse). Every SAMPLE_EVERY seconds the recorder's RSS and open fds are read from
 # /proc. Reported: RSS at start / max / end, fds at start / end, the samples and lost events

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3 scale case: `bpfprof record -a` on a machine running ~200 extra processes and
+# Scale: `bpfprof record -a` on a machine running ~200 extra processes and
 # ~1,000 extra threads, with every CPU busy, at 1 kHz. Prints bpfprof's start-up line,
 # samples and losses, and how many processes/threads the profile holds. Needs root.
 set -euo pipefail

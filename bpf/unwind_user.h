@@ -1,4 +1,4 @@
-/* The in-kernel user-stack walker (issue 15): from a thread's saved user registers, frame by
+/* The in-kernel user-stack walker: from a thread's saved user registers, frame by
  * frame, with the compact unwind tables userspace loaded for the files the process maps
  * (bpf/unwind_table.h, bpf/unwind_maps.h). A walk that reaches a thread root yields the list
  * of return addresses; anything it cannot follow (a table not loaded yet, a row no rule

@@ -1,4 +1,4 @@
-// Odd files mapped executable (issue 8.6): code run from a file that is not ELF, a
+// Odd files mapped executable: code run from a file that is not ELF, a
 // truncated ELF and a corrupt ELF is recorded without a crash, its frames named by offset
 // in the file, and the profile loads in profiler-cli.
 import assert from 'node:assert/strict';

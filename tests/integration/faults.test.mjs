@@ -1,4 +1,4 @@
-// Faults at write time (issue 17): a full disk or an output directory removed during the
+// Faults at write time: a full disk or an output directory removed during the
 // recording does not lose the recording. The profile goes to a fallback place ($TMPDIR, then
 // the user's ~/.cache/bpfprof), stderr says where in one line, the exit status is non-zero;
 // when nothing can be written, no half-written file is left anywhere.

@@ -1,4 +1,4 @@
-// Hostile conditions (issue 17): two recorders at once each get their own processes only; a
+// Hostile conditions: two recorders at once each get their own processes only; a
 // recorder killed outright (SIGKILL) leaves no BPF program or link behind, and its command
 // is not left stopped (it runs on, reparented, as after any parent's death).
 import assert from 'node:assert/strict';

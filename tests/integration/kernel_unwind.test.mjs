@@ -1,4 +1,4 @@
-// In-kernel unwinding (issue 15): the default --call-graph dwarf walks user stacks in BPF with
+// In-kernel unwinding: the default --call-graph dwarf walks user stacks in BPF with
 // unwind tables and copies a stack only where the walk cannot reach a thread root. Each
 // fixture is recorded in that mode and in --call-graph dwarf-copy: the stacks must be as
 // complete and the same; most samples must come from the kernel walk, at far fewer bytes.

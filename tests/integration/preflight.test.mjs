@@ -1,4 +1,4 @@
-// Up-front checks and help (issue 8.2, 8.12): what cannot work is refused before anything
+// Up-front checks and help: what cannot work is refused before anything
 // starts, with one line and exit status 2; --help shows examples, --version the version.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

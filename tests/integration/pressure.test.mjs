@@ -1,4 +1,4 @@
-// Pressure (issue 17): a target with 10,000 threads, a process that execs 100 times a
+// Pressure: a target with 10,000 threads, a process that execs 100 times a
 // second, a pid that two processes have one after the other during -a, a target in another
 // pid namespace, and a recorder under a memory limit (ulimit -v, a cgroup's). Each ends
 // with a correct profile or one clear line, never a crash.

@@ -1,4 +1,4 @@
-// Stacks that tell the truth on real programs (issue 13): recorded with the default
+// Stacks that tell the truth on real programs: recorded with the default
 // --call-graph dwarf, every on-CPU user stack must either reach a thread root (_start,
 // __libc_start_call_main, clone3, start_thread, ...) or begin with a [truncated] frame; the
 // completeness figure bpfprof prints and stores must be the profile's own; and the share of

@@ -1,4 +1,4 @@
-// What bpfprof tells its user (issue 8.5, 8.8, 8.9): lost events counted per CPU and per
+// What bpfprof tells its user: lost events counted per CPU and per
 // process, shown at the end and stored in the profile (meta.extra and markers at the time
 // they happened); a live status line on a terminal only; the end summary.
 import assert from 'node:assert/strict';

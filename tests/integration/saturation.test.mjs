@@ -1,4 +1,4 @@
-// Unwinding while other processes saturate every CPU (issue 17): the recorder then gets a
+// Unwinding while other processes saturate every CPU: the recorder then gets a
 // fraction of a CPU, reads its rings late and must still give complete, correctly ordered
 // stacks, and a completeness figure that is the profile's own. Several recordings of the
 // deep recursion and of a callback inside libc, each checked on its own.

@@ -1,5 +1,5 @@
-// bpfprof serve (issue 8.10): the profile on 127.0.0.1 with CORS for profiler.firefox.com's
-// from-url, its link printed; nothing but that one file is served (and, issue 18, the symbol
+// bpfprof serve: the profile on 127.0.0.1 with CORS for profiler.firefox.com's
+// from-url, its link printed; nothing but that one file is served (and, as the symbol
 // server: serve_symbols.test.mjs). Needs no root, but for opening the browser as another user.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -89,7 +89,7 @@ describe('bpfprof serve', () => {
     assert.match(r.err, /^bpfprof: cannot read .*missing\.json\.gz: No such file or directory\n$/);
   });
 
-  // Under sudo the browser runs as the user who ran sudo, never as root (issue 14): $BROWSER
+  // Under sudo the browser runs as the user who ran sudo, never as root: $BROWSER
   // here is a script that writes who it runs as and the link it was given.
   it('opens the link with $BROWSER as the invoking user, not root', async (t) => {
     if (!requireRecorder(t)) return;  // becoming another user needs root

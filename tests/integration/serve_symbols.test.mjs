@@ -1,4 +1,4 @@
-// bpfprof serve as the Firefox Profiler's symbol server (issue 18): a profile of inline_hot
+// bpfprof serve as the Firefox Profiler's symbol server: a profile of inline_hot
 // (-O2 -g: helper() inlined into hot_loop()) served with POST /symbolicate/v5, /source/v1 and
 // /asm/v1 under the served path's unguessable prefix, the from-url link carrying
 // ?symbolServer=; then the Firefox Profiler's own source and assembly fetching

@@ -1,4 +1,4 @@
-// Signals (issue 8.1): SIGINT/SIGTERM end a recording and the profile is written (exit
+// Signals: SIGINT/SIGTERM end a recording and the profile is written (exit
 // 128+signal); a command killed by a signal still yields its profile; while the profile is
 // written a second Ctrl-C is ignored with a message and a third aborts, leaving no file.
 import assert from 'node:assert/strict';

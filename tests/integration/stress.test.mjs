@@ -1,4 +1,4 @@
-// Stress (issue 8.7): in one recording at 10 kHz, 1000 short threads started and stopped in
+// Stress: in one recording at 10 kHz, 1000 short threads started and stopped in
 // waves and a fork storm of 200 short processes per second (every 4th execs a small program)
 // for 5 s (tests/fixtures/stress.c). bpfprof must exit with the command's status, stay within
 // a memory bound, report what it lost, and write a profile that profiler-cli loads, with the

@@ -1,4 +1,4 @@
-// Crafted ELF files mapped executable by another user's process (issue 33). bpfprof runs as
+// Crafted ELF files mapped executable by another user's process. bpfprof runs as
 // root and reads every file a profiled process maps: it builds the file's unwind table from
 // its CFI, reads its symbols and DWARF and unwinds through it. Any user can build such a file,
 // so none may crash or hang the recorder. A process of nobody (map_exec) maps copies of

@@ -1,4 +1,4 @@
-// Who woke me (issue 20): every wait of at least --wake-threshold (default one interval) that
+// Who woke me: every wait of at least --wake-threshold (default one interval) that
 // something ended gets an interval marker on the waiting thread, from the switch-out to the
 // waking, of type bpfprof-woken: data.state, data.duration, data.waker ("comm (tid)", or the
 // interrupt context and the kernel function that woke it), data.wakerThread, data.wakerTid,

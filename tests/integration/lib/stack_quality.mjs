@@ -1,4 +1,4 @@
-// How truthful the user stacks of a profile are (issue 13): every user stack must either
+// How truthful the user stacks of a profile are: every user stack must either
 // reach a real thread root or say, with a `[truncated]` frame at its root end, that it was
 // cut. This module sorts samples into three kinds, for bpfprof profiles and for
 // `perf script` output of `perf record --call-graph dwarf`, with the same rules:
