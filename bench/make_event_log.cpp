@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   const Pid pid{static_cast<int32_t>(getpid())};
   const MonotonicNs start{1000000000};
 
-  EventLogWriter log(argv[3], RecordingSettings{4000, "cpu-clock", false, "fp", start, 1.7e12});
+  EventLogWriter log(argv[3], RecordingSettings{4000, "cpu-clock", false, CallGraph::kFramePointers,
+                                                start, 1.7e12});
   std::vector<LifecycleEvent> events;
   ExistingProcessEvent process{pid, "synthetic", "/proc/self/exe", {}};
   for (int i = 0; i < 4; ++i)

@@ -75,7 +75,7 @@ inline Recording demo_recording() {
   r.start_wall_clock_ms = 1.7e12;
   r.frequency_hz = 1000;
   r.sampling_event = "cpu-clock";
-  r.call_graph = "dwarf";
+  r.call_graph = CallGraph::kDwarf;
   r.stats.samples = 8;
   r.stats.lost_bpf_events = 5;
   r.stats.lost_bpf_events_per_cpu = {0, 5};

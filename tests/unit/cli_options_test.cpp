@@ -69,6 +69,7 @@ TEST(CliOptions, CallGraph) {
   RecordOptions options;
   EXPECT_FALSE(apply_call_graph("fp", options));
   EXPECT_EQ(options.user_stack_copy_bytes, 0u);
+  EXPECT_EQ(options.call_graph, CallGraph::kFramePointers);
   EXPECT_FALSE(apply_call_graph("dwarf,16000", options));
   EXPECT_EQ(options.user_stack_copy_bytes, 16000u);
   EXPECT_TRUE(options.fixed_stack_copy_size);
@@ -76,15 +77,15 @@ TEST(CliOptions, CallGraph) {
   EXPECT_EQ(options.user_stack_copy_bytes, 96u);  // whole 8-byte words
   EXPECT_FALSE(apply_call_graph("dwarf", options));
   EXPECT_FALSE(options.fixed_stack_copy_size);
-  EXPECT_TRUE(options.walk_stacks_in_kernel);  // dwarf: in the kernel, copies as the fallback
+  EXPECT_EQ(options.call_graph, CallGraph::kDwarf);  // in the kernel, copies as the fallback
   EXPECT_FALSE(apply_call_graph("dwarf-copy", options));
-  EXPECT_FALSE(options.walk_stacks_in_kernel);
+  EXPECT_EQ(options.call_graph, CallGraph::kDwarfCopy);
   EXPECT_EQ(options.user_stack_copy_bytes, 8192u);
   EXPECT_FALSE(apply_call_graph("dwarf-copy,32768", options));
   EXPECT_EQ(options.user_stack_copy_bytes, 32768u);
-  EXPECT_FALSE(options.walk_stacks_in_kernel);
+  EXPECT_EQ(options.call_graph, CallGraph::kDwarfCopy);
   EXPECT_FALSE(apply_call_graph("fp", options));
-  EXPECT_FALSE(options.walk_stacks_in_kernel);
+  EXPECT_EQ(options.call_graph, CallGraph::kFramePointers);
   for (const char* bad : {"dwarf,", "dwarf,x", "dwarf,63", "dwarf,65529", "dwarf,-8", "lbr",
                           "dwarf,99999999999999999999", "dwarf,8k", "dwarf-copy,", "dwarf-copyx",
                           "dwarf-cop", "dwarf,dwarf-copy"})

@@ -79,8 +79,8 @@ TEST(EventLog, AWrittenLogReadsBackInOrder) {
   const std::string path = temp_path("events");
   const uint8_t raw[] = {1, 2, 3, 4, 5};
   {
-    EventLogWriter writer(
-        path, RecordingSettings{997, "cpu-clock", true, "dwarf", MonotonicNs{42}, 1.5e12});
+    EventLogWriter writer(path, RecordingSettings{997, "cpu-clock", true, CallGraph::kDwarf,
+                                                  MonotonicNs{42}, 1.5e12});
     writer.write_bpf_event(raw, sizeof(raw));
     std::vector<LifecycleEvent> events{
         LifecycleEvent{MonotonicNs{1}, CommEvent{Pid{1}, Tid{1}, "a"}},
@@ -92,7 +92,7 @@ TEST(EventLog, AWrittenLogReadsBackInOrder) {
   EXPECT_EQ(reader.settings().frequency_hz, 997u);
   EXPECT_EQ(reader.settings().sampling_event, "cpu-clock");
   EXPECT_TRUE(reader.settings().off_cpu);
-  EXPECT_EQ(reader.settings().call_graph, "dwarf");
+  EXPECT_EQ(reader.settings().call_graph, CallGraph::kDwarf);
   EXPECT_EQ(reader.settings().start_time, MonotonicNs{42});
   EXPECT_EQ(reader.settings().start_wall_clock_ms, 1.5e12);
   auto r1 = reader.next();
@@ -117,8 +117,8 @@ TEST(EventLog, AWrittenLogReadsBackInOrder) {
 TEST(EventLog, AVersion3LogIsStillRead) {
   const std::string path = temp_path("v3");
   {
-    EventLogWriter writer(path,
-                          RecordingSettings{1000, "cpu-clock", true, "dwarf", MonotonicNs{5}, 0});
+    EventLogWriter writer(
+        path, RecordingSettings{1000, "cpu-clock", true, CallGraph::kDwarf, MonotonicNs{5}, 0});
     writer.finish(RecordingTrailer{MonotonicNs{9}, 0, 0});
   }
   std::string bytes;
@@ -151,8 +151,8 @@ TEST(EventLog, NotALogOrCutShortGivesAClearError) {
   EXPECT_THROW(EventLogReader{path + ".missing"}, std::runtime_error);
 
   {
-    EventLogWriter writer(path,
-                          RecordingSettings{1000, "cpu-clock", false, "fp", MonotonicNs{0}, 0});
+    EventLogWriter writer(path, RecordingSettings{1000, "cpu-clock", false,
+                                                  CallGraph::kFramePointers, MonotonicNs{0}, 0});
     const uint8_t raw[64] = {};
     writer.write_bpf_event(raw, sizeof(raw));
     writer.finish(RecordingTrailer{});
@@ -207,9 +207,9 @@ TEST(EventLogWriter, DoesNotWriteThroughALinkInASharedDirectory) {
   std::ofstream(victim) << "keep me";
   const std::string link = dir + "/events.log";
   ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
-  EXPECT_THROW(
-      EventLogWriter(link, RecordingSettings{1000, "cpu-clock", true, "dwarf", MonotonicNs{5}, 0}),
-      std::runtime_error);
+  EXPECT_THROW(EventLogWriter(link, RecordingSettings{1000, "cpu-clock", true, CallGraph::kDwarf,
+                                                      MonotonicNs{5}, 0}),
+               std::runtime_error);
   std::ifstream in(victim);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "keep me");
   unlink(link.c_str());

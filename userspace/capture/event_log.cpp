@@ -222,7 +222,8 @@ EventLogWriter::EventLogWriter(const std::string& path, const RecordingSettings&
   if (fwrite(kMagic, 1, kMagicSize, file_.get()) != kMagicSize) note_failure();
   ByteWriter w(scratch_);
   w.put(settings.frequency_hz), w.put(settings.sampling_event), w.put<uint8_t>(settings.off_cpu);
-  w.put(settings.call_graph), w.put(settings.start_time), w.put(settings.start_wall_clock_ms);
+  w.put(std::string(call_graph_name(settings.call_graph))), w.put(settings.start_time),
+      w.put(settings.start_wall_clock_ms);
   std::vector<uint8_t> record = std::move(scratch_);
   write_record(kSettings, record.data(), record.size());
 }
@@ -295,7 +296,10 @@ EventLogReader::EventLogReader(const std::string& path) : path_(path) {
   settings_.frequency_hz = r.get<uint32_t>();
   settings_.sampling_event = r.get_string();
   settings_.off_cpu = r.get<uint8_t>() != 0;
-  settings_.call_graph = r.get_string();
+  const std::string call_graph = r.get_string();
+  const std::optional<CallGraph> mode = call_graph_named(call_graph);
+  if (!mode) throw std::runtime_error("corrupt event log: unknown call graph '" + call_graph + "'");
+  settings_.call_graph = *mode;
   settings_.start_time = r.get<MonotonicNs>();
   settings_.start_wall_clock_ms = r.get<double>();
 }

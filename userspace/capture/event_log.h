@@ -23,7 +23,7 @@ struct RecordingSettings {
   uint32_t frequency_hz = 0;
   std::string sampling_event;
   bool off_cpu = false;
-  std::string call_graph;  // "fp" or "dwarf"
+  CallGraph call_graph = CallGraph::kFramePointers;
   MonotonicNs start_time;
   double start_wall_clock_ms = 0;
 };

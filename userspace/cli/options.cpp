@@ -293,8 +293,8 @@ std::optional<uint32_t> parse_ring_buffer_size(const std::string& text) {
 
 std::optional<std::string> apply_call_graph(const std::string& text, RecordOptions& options) {
   options.fixed_stack_copy_size = false;
-  options.walk_stacks_in_kernel = false;
   if (text == "fp") {
+    options.call_graph = CallGraph::kFramePointers;
     options.user_stack_copy_bytes = 0;
     return std::nullopt;
   }
@@ -309,7 +309,7 @@ std::optional<std::string> apply_call_graph(const std::string& text, RecordOptio
   // initialisation needs 8-20 KB). They take the whole stack (BpfPrograms::Config::
   // fallback_copies_whole_stack); this size is for a stack whose end cannot be found.
   options.user_stack_copy_bytes = copy_only ? 8192 : 16384;
-  options.walk_stacks_in_kernel = !copy_only;
+  options.call_graph = copy_only ? CallGraph::kDwarfCopy : CallGraph::kDwarf;
   if (text == mode) return std::nullopt;
   const std::string size_text = text.substr(mode.size() + 1);
   char* end = nullptr;

@@ -34,7 +34,7 @@ std::optional<double> parse_duration(const std::string& text);
 std::optional<uint32_t> parse_ring_buffer_size(const std::string& text);
 
 // --call-graph fp | dwarf[,SIZE] | dwarf-copy[,SIZE]: sets user_stack_copy_bytes,
-// fixed_stack_copy_size and walk_stacks_in_kernel.
+// fixed_stack_copy_size and call_graph.
 // nullopt on success, else the message.
 std::optional<std::string> apply_call_graph(const std::string& text, RecordOptions& options);
 

@@ -86,7 +86,7 @@ void add_stack_completeness(const RunReport& r, Lines& lines) {
       "user stacks complete: %.1f%% of %.0f on-CPU samples reach a thread root (the "
       "rest begin with [truncated])%s",
       100.0 * stacks.share(), stacks.total, worst.c_str());
-  if (r.call_graph == "fp" && stacks.share() < kFramePointerAdviceBelow)
+  if (r.call_graph == CallGraph::kFramePointers && stacks.share() < kFramePointerAdviceBelow)
     add(lines,
         "most code here has no frame pointers, so frame-pointer stacks stop early; "
         "the default --call-graph dwarf unwinds without them");

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <variant>
 #include <vector>
@@ -310,16 +311,43 @@ struct LossRecord {
   uint64_t count = 0;
 };
 
+// How user stacks are taken (--call-graph).
+enum class CallGraph : uint8_t {
+  kFramePointers,  // fp: frame pointers walked in the kernel
+  kDwarf,          // dwarf: CFI tables walked in the kernel, stack copies as the fallback
+  kDwarfCopy,      // dwarf-copy: every stack copied and unwound in userspace
+};
+
+// "fp", "dwarf", "dwarf-copy": the option's words, also in saved event logs and meta.extra.
+inline const char* call_graph_name(CallGraph mode) {
+  switch (mode) {
+    case CallGraph::kFramePointers:
+      return "fp";
+    case CallGraph::kDwarf:
+      return "dwarf";
+    case CallGraph::kDwarfCopy:
+      return "dwarf-copy";
+  }
+  return "?";
+}
+inline std::optional<CallGraph> call_graph_named(std::string_view name) {
+  for (CallGraph mode : {CallGraph::kFramePointers, CallGraph::kDwarf, CallGraph::kDwarfCopy})
+    if (name == call_graph_name(mode)) return mode;
+  return std::nullopt;
+}
+// Whether stacks come with CFI unwinding (tables in the kernel or copies in userspace).
+inline bool uses_dwarf(CallGraph mode) { return mode != CallGraph::kFramePointers; }
+
 struct Recording {
   MonotonicNs start_time;  // time zero of the profile
   MonotonicNs end_time;
   double start_wall_clock_ms = 0;  // the wall clock at start_time, ms since the epoch
   uint32_t frequency_hz = 0;
-  std::string sampling_event{};        // "cycles" or "cpu-clock"
-  bool off_cpu = false;                // switch-out stacks and switch-in events were recorded
-  bool record_wakers = false;          // who woke each thread (with off_cpu)
-  uint64_t wake_threshold_ns = 0;      // waits this long get a marker; 0: one interval
-  std::string call_graph = "fp";       // how user stacks were taken: "fp" or "dwarf"
+  std::string sampling_event{};    // "cycles" or "cpu-clock"
+  bool off_cpu = false;            // switch-out stacks and switch-in events were recorded
+  bool record_wakers = false;      // who woke each thread (with off_cpu)
+  uint64_t wake_threshold_ns = 0;  // waits this long get a marker; 0: one interval
+  CallGraph call_graph = CallGraph::kFramePointers;
   bool fixed_stack_copy_size = false;  // dwarf,SIZE given: no process got a larger copy
   std::vector<LifecycleEvent> events{};
   // A deque: a live recording takes samples from the front as they go into the model.

@@ -99,7 +99,7 @@ std::vector<std::pair<std::string, std::string>> stack_source_report(const Recor
                      format("%.0f bytes per sample", static_cast<double>(s.sample_event_bytes) /
                                                          static_cast<double>(s.samples)));
   // A replay has the split (from the events) but not the tables (the recorder's own state).
-  if (recording.call_graph != "dwarf") return out;
+  if (recording.call_graph != CallGraph::kDwarf) return out;
   auto split = [&](const char* label, const StackSources& stacks) {
     const uint64_t all = stacks.kernel + stacks.copied;
     if (all)

@@ -151,7 +151,7 @@ std::string top_wakers_text(const ProcessWakers& wakers) {
 
 std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
   std::vector<ReportEntry> entries;
-  entries.push_back({"Call graph", "string", report.call_graph});
+  entries.push_back({"Call graph", "string", std::string(call_graph_name(report.call_graph))});
   entries.push_back({"Sampling event", "string", report.sampling_event});
   entries.push_back({"Samples", "integer", report.samples});
   entries.push_back({"Lost events", "integer", report.lost_events});

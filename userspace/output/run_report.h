@@ -49,7 +49,7 @@ struct UnwindCost {
 
 struct RunReport {
   // How the recording was made.
-  std::string call_graph;      // "fp" or "dwarf"
+  CallGraph call_graph = CallGraph::kFramePointers;
   std::string sampling_event;  // "cycles" or "cpu-clock"
   uint32_t frequency_hz = 0;
   uint64_t samples = 0;  // timer samples recorded (before collapsing)

@@ -200,9 +200,7 @@ Recording recording_for(const RecordOptions& options) {
   recording.record_wakers = recording.off_cpu && options.wakers;
   if (options.wake_threshold_ms)
     recording.wake_threshold_ns = static_cast<uint64_t>(*options.wake_threshold_ms * 1e6);
-  recording.call_graph = !options.user_stack_copy_bytes  ? "fp"
-                         : options.walk_stacks_in_kernel ? "dwarf"
-                                                         : "dwarf-copy";
+  recording.call_graph = options.call_graph;
   recording.fixed_stack_copy_size = options.fixed_stack_copy_size;
   return recording;
 }
@@ -230,7 +228,7 @@ class RecordSession {
         print_report_(print_report),
         invoked_(monotonic_now()),
         recording_(recording_for(options)),
-        pipeline_(recording_, {.dwarf = options.user_stack_copy_bytes != 0,
+        pipeline_(recording_, {.dwarf = uses_dwarf(options.call_graph),
                                .collapse_repeated_samples = !options.no_collapse,
                                .python_frames = options.python_frames}) {}
 
@@ -337,14 +335,14 @@ void RecordSession::set_up() {
         .sampling_interval_ns = 1000000000ull / options_.frequency_hz,
         .user_stack_copy_bytes = options_.user_stack_copy_bytes,
         .fallback_copies_whole_stack =
-            options_.walk_stacks_in_kernel && !options_.fixed_stack_copy_size,
+            options_.call_graph == CallGraph::kDwarf && !options_.fixed_stack_copy_size,
         .ring_buffer_bytes = options_.ring_buffer_bytes,
-        .unwind_row_capacity = !options_.walk_stacks_in_kernel ? 0
-                               : options_.system_wide          ? kSystemWideUnwindRowCapacity
-                                                               : kUnwindRowCapacity,
+        .unwind_row_capacity = options_.call_graph != CallGraph::kDwarf ? 0
+                               : options_.system_wide ? kSystemWideUnwindRowCapacity
+                                                      : kUnwindRowCapacity,
         .record_wakers = recording_.record_wakers,
         .max_tracked_processes = options_.max_processes});
-    if (options_.walk_stacks_in_kernel) start_kernel_unwinding();
+    if (options_.call_graph == CallGraph::kDwarf) start_kernel_unwinding();
     std::vector<int> cpus = online_cpus();
     side_band_.emplace(cpus);
     // The side band first: it notes when the read began, and the forks and execs before that
@@ -580,7 +578,7 @@ int RecordSession::read_interval_ms(MonotonicNs now) {
   if (kernel_unwind_ && kernel_unwind_->settling(now)) return kSettlingPollMs;
   // Every sample a stack copy (dwarf-copy): the ring fills ~20 times faster, and a process's
   // first batch decides how large its copies must be (stacks cut before that stay cut).
-  if (options_.user_stack_copy_bytes != 0 && !kernel_unwind_) return kCopyPollMs;
+  if (uses_dwarf(options_.call_graph) && !kernel_unwind_) return kCopyPollMs;
   // Fallback copies since the last read: a table waits to be loaded (a library just mapped).
   const uint64_t copies =
       recording_.stats.on_cpu_stacks.copied + recording_.stats.off_cpu_stacks.copied;

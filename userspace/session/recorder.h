@@ -33,15 +33,14 @@ struct RecordOptions {
   bool wakers = true;
   std::optional<double> wake_threshold_ms;
   std::vector<std::string> symbol_dirs;  // --symbol-dir: more places to look for debug files
-  // User stacks: walked along frame pointers in the kernel (0), or this many bytes of the
-  // stack copied per sample and unwound with DWARF CFI.
-  uint32_t user_stack_copy_bytes = 0;
+  // --call-graph: how user stacks are taken.
+  CallGraph call_graph = CallGraph::kDwarf;
+  // With DWARF: this many bytes of the stack copied per sample (all of them with
+  // dwarf-copy, the fallbacks' with dwarf) and unwound in userspace; 0 with fp.
+  uint32_t user_stack_copy_bytes = 16384;
   // DWARF: the copy size was given (dwarf,SIZE) and stays; else processes whose stacks are
   // cut at the copy's end get larger copies.
   bool fixed_stack_copy_size = false;
-  // DWARF: walk user stacks in the kernel with unwind tables first, copying a stack only
-  // where the walk cannot reach a thread root (--call-graph dwarf; dwarf-copy: never).
-  bool walk_stacks_in_kernel = false;
   // --save-events: also write the raw event stream there, for `bpfprof replay`.
   std::string save_events_path;
   // --buffer-size: the BPF ring buffer (a power of two); events that do not fit are lost.

@@ -43,10 +43,10 @@ void print_replay_report(const Recording& recording, const ReplayedEvents& count
       "%zu unique stacks, %zu samples written, peak RSS %.1f MB\n",
       static_cast<unsigned long long>(events),
       static_cast<unsigned long long>(recording.stats.samples),
-      static_cast<unsigned long long>(recording.stats.switch_outs), recording.call_graph.c_str(),
-      total_ms, static_cast<double>(events) / (total_ms / 1e3), times.ingest - times.model,
-      times.model, times.write, unique_stacks, samples_written,
-      static_cast<double>(usage.ru_maxrss) / 1024.0);
+      static_cast<unsigned long long>(recording.stats.switch_outs),
+      call_graph_name(recording.call_graph), total_ms,
+      static_cast<double>(events) / (total_ms / 1e3), times.ingest - times.model, times.model,
+      times.write, unique_stacks, samples_written, static_cast<double>(usage.ru_maxrss) / 1024.0);
 }
 
 }  // namespace
@@ -55,7 +55,7 @@ int run_replay(const ReplayOptions& options) {
   try {
     EventLogReader reader(options.events_path);
     Recording recording = recording_for(reader.settings());
-    IngestPipeline pipeline(recording, {.dwarf = recording.call_graph != "fp",  // dwarf, dwarf-copy
+    IngestPipeline pipeline(recording, {.dwarf = uses_dwarf(recording.call_graph),
                                         .collapse_repeated_samples = !options.no_collapse,
                                         .pin_mapped_files = false,
                                         .time_model = true});
