@@ -39,15 +39,17 @@ const EVAL = '_PyEval_EvalFrameDefault';
 // What the Python frames of each mode may be called, and what on-CPU samples must show:
 // `outermost`, the outermost Python frame (how the stack ends), or `native`, the fixture's
 // spinning _PyEval_EvalFrameDefault left native. `maxCodeObjectsRead`: a failed address is
-// read again at most once a second (32 readable ones in garbage, 48 in wild), the budget
-// ends huge's reading; at every sample each would be thousands.
+// read again at most every 250 ms while frames name it alike (runtimes/python/code.h: 32 such
+// addresses in garbage, 48 in wild), the budget ends huge's reading; at every sample each
+// would be thousands.
+const READS_PER_FAILED_ADDRESS = 4 * DURATION_S + 1;
 const MODES = {
   self_cycle: { names: ['cycle_self', DEEPER], outermost: DEEPER, maxCodeObjectsRead: 4 },
   cycle: { names: ['cycle_a', 'cycle_b', DEEPER], outermost: DEEPER, maxCodeObjectsRead: 4 },
   garbage: { names: [UNKNOWN_CODE, UNREADABLE], outermost: UNREADABLE,
-    maxCodeObjectsRead: 32 * (DURATION_S + 1) },
+    maxCodeObjectsRead: 32 * READS_PER_FAILED_ADDRESS },
   wild: { names: [UNKNOWN_CODE, 'wild_table'], outermost: UNKNOWN_CODE,
-    maxCodeObjectsRead: 16 + 48 * (DURATION_S + 1) },
+    maxCodeObjectsRead: 16 + 48 * READS_PER_FAILED_ADDRESS },
   huge: { names: [UNKNOWN_CODE, OVER_BUDGET, /^huge_\d+$/], maxCodeObjectsRead: 300,
     overBudget: true },
   thread_cycle: { names: [], native: true, maxCodeObjectsRead: 0 },
