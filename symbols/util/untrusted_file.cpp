@@ -214,11 +214,6 @@ UntrustedOpen open_untrusted_in_root(const std::string& root, const std::string&
   return checked(std::move(fd), root + path, kind, std::nullopt, Copying::kWhenChangeable);
 }
 
-UntrustedOpen check_untrusted(UniqueFd fd, const std::string& name, UntrustedKind kind) {
-  if (!fd) return {};
-  return checked(std::move(fd), name, kind, std::nullopt, Copying::kWhenChangeable);
-}
-
 namespace {
 
 // The first `file.size` bytes, from its one descriptor (what a file that grows meanwhile has
@@ -288,8 +283,6 @@ uint64_t untrusted_copy_bytes() {
   std::lock_guard lock(log().mutex);
   return log().copy_bytes;
 }
-
-uint64_t untrusted_copy_budget() { return kCopyBudget; }
 
 void reset_untrusted_file_log() {
   RefusalLog& l = log();

@@ -86,9 +86,6 @@ UntrustedOpen open_untrusted(const std::string& path, UntrustedKind kind,
 // resolved inside that root, never out of it onto the host's files.
 UntrustedOpen open_untrusted_in_root(const std::string& root, const std::string& path,
                                      UntrustedKind kind);
-// The same for a descriptor already open (e.g. from /proc/PID/map_files): checked, and
-// copied when changeable. `name` is what a refusal calls it.
-UntrustedOpen check_untrusted(UniqueFd fd, const std::string& name, UntrustedKind kind);
 
 // A path's whole contents, read from one descriptor: at most the size it had when opened
 // (a file that grows meanwhile is read up to that point). nullopt when missing or refused.
@@ -116,9 +113,8 @@ std::optional<uint32_t> process_effective_uid(int pid);
 std::vector<std::string> untrusted_file_refusals();
 // How many opens were refused in all (a repeated refusal counts each time).
 uint64_t untrusted_file_refusal_count();
-// Bytes held in copies of changeable files, and their budget.
+// Bytes of other users' files read from copies so far (at most 2 GiB in a run).
 uint64_t untrusted_copy_bytes();
-uint64_t untrusted_copy_budget();
 // For tests: forget the refusals and copies counted so far.
 void reset_untrusted_file_log();
 

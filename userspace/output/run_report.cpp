@@ -124,6 +124,8 @@ RunReport build_run_report(const Recording& recording, const SessionModel& model
   report.unwinding = unwind_cost(recording);
   report.python = recording.stats.python;
   report.refused_files = untrusted_file_refusals();
+  report.refused_opens = untrusted_file_refusal_count();
+  report.copied_file_bytes = untrusted_copy_bytes();
   report.processes_by_cpu_time = processes_by_cpu_time(model);
   report.wakers = recording.record_wakers || recording.stats.wakings.wakings > 0;
   report.wakings = recording.stats.wakings;
@@ -182,7 +184,11 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
     for (const std::string& refusal : report.refused_files)
       text += (text.empty() ? "" : "; ") + refusal;
     entries.push_back({"Files refused", "string", text});
+    entries.push_back({"Opens of files refused", "integer", report.refused_opens});
   }
+  if (report.copied_file_bytes)
+    entries.push_back(
+        {"Bytes of other users' files read from copies", "integer", report.copied_file_bytes});
   if (report.wakers) entries.push_back({"Wakeups", "string", wakings_text(report.wakings)});
   for (const ProcessWakers& wakers : report.profile.top_wakers)
     entries.push_back({"Top wakers of " + wakers.process, "string", top_wakers_text(wakers)});

@@ -80,6 +80,8 @@ struct RunReport {
   // Files that another user controls and that were refused (untrusted_file.h), each once:
   // "perf map /tmp/perf-1.map ignored: owned by uid 65534, ...".
   std::vector<std::string> refused_files;
+  uint64_t refused_opens = 0;      // in all, a file refused again counting each time
+  uint64_t copied_file_bytes = 0;  // other users' binaries and debug files read from copies
   // Processes that used CPU time, most first.
   std::vector<ProcessCpuTime> processes_by_cpu_time;
   // Who woke the threads (with off-CPU recording), and what the wakers' stacks cost.
