@@ -1,6 +1,7 @@
 #include "symbols/dwarf/dwarf_module.h"
 
 #include <dwarf.h>
+#include <elf.h>
 #include <elfutils/libdw.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -126,8 +127,23 @@ int find_debug_file(Dwfl_Module* module, const std::vector<std::string>& symbol_
   if (build_id.empty() || !servers || !*servers) return -1;
   void* no_userdata = nullptr;
   errno = 0;
-  return dwfl_standard_find_debuginfo(module, &no_userdata, nullptr, 0, nullptr, nullptr, 0,
-                                      debuginfo_file_name);
+  const int fd = dwfl_standard_find_debuginfo(module, &no_userdata, nullptr, 0, nullptr, nullptr, 0,
+                                              debuginfo_file_name);
+  if (fd >= 0) return fd;
+  // The standard search can leave a name behind when it finds nothing; nobody frees it
+  // then (found by tests/fuzz: fuzz_elf, a file with a .gnu_debuglink).
+  free(*debuginfo_file_name);
+  *debuginfo_file_name = nullptr;
+  return -1;
+}
+
+UniqueFd elf_descriptor_for_libdwfl(const std::string& path, int fd) {
+  UniqueFd own = fd >= 0 ? UniqueFd(fcntl(fd, F_DUPFD_CLOEXEC, 0))
+                         : open_untrusted(path, UntrustedKind::kBinary).fd;
+  char magic[SELFMAG];
+  if (!own || pread(own.get(), magic, SELFMAG, 0) != SELFMAG || memcmp(magic, ELFMAG, SELFMAG) != 0)
+    return {};
+  return own;
 }
 
 int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char* /*module_name*/,
@@ -150,13 +166,13 @@ std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path,
   m->dwfl_ = dwfl_begin(&m->callbacks_);
   if (!m->dwfl_) return nullptr;
   dwfl_report_begin(m->dwfl_);
-  // libdwfl takes the descriptor it is given; it never opens the path itself.
-  const int own_fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0)
-                             : open_untrusted(path, UntrustedKind::kBinary).fd.release();
-  if (own_fd < 0) return nullptr;
-  m->module_ = dwfl_report_offline(m->dwfl_, path.c_str(), path.c_str(), own_fd);
+  // libdwfl never opens the path itself.
+  UniqueFd own_fd = elf_descriptor_for_libdwfl(path, fd);
+  if (!own_fd) return nullptr;
+  m->module_ = dwfl_report_offline(m->dwfl_, path.c_str(), path.c_str(), own_fd.get());
   dwfl_report_end(m->dwfl_, nullptr, nullptr);
   if (!m->module_) return nullptr;
+  own_fd.release();  // libdwfl's now
   // find_debuginfo reaches its DwarfModule through the module's userdata.
   void** userdata = nullptr;
   dwfl_module_info(m->module_, &userdata, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);

@@ -16,6 +16,7 @@
 
 #include "symbols/dwarf/cfi_functions.h"
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/unique_handle.h"
 
 namespace bpfprof {
 
@@ -34,6 +35,14 @@ struct SourceFunction {
 int find_debug_file(Dwfl_Module* module, const std::vector<std::string>& symbol_dirs,
                     const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
                     char** debuginfo_file_name);
+
+// A descriptor of the ELF file at `path` (or a duplicate of `fd` when that is open) to hand
+// to dwfl_report_elf / dwfl_report_offline, which keep it when they accept the file. Opened
+// as an untrusted binary, and invalid unless the file starts with the ELF magic: libdwfl
+// decompresses what is not ELF (a bomb any user can map) and then closes the descriptor
+// itself, which the caller's close on failure would close a second time. On failure the
+// caller's UniqueFd closes it; on success the caller releases it.
+UniqueFd elf_descriptor_for_libdwfl(const std::string& path, int fd = -1);
 
 class DwarfModule {
  public:

@@ -19,7 +19,6 @@
 #include "symbols/util/held_file.h"
 #include "symbols/util/mapping_kind.h"
 #include "symbols/util/unique_handle.h"
-#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 
@@ -368,11 +367,11 @@ DwarfUnwinder::Process* DwarfUnwinder::session_for(int pid) {
     // A file libdwfl cannot use (not ELF, or overlapping one reported before) is left out,
     // and may be tried again through another of its mappings: frames in it are cut there,
     // and such stacks are shown truncated.
-    // libdwfl keeps the descriptor of a module it accepts.
-    const int fd = open_untrusted(file, UntrustedKind::kBinary).fd.release();
-    if (fd < 0 || !dwfl_report_elf(process->dwfl, mapping.file.path.c_str(), file.c_str(), fd,
-                                   start - *vaddr, false)) {
-      if (fd >= 0) close(fd);
+    UniqueFd fd = elf_descriptor_for_libdwfl(file);
+    if (fd && dwfl_report_elf(process->dwfl, mapping.file.path.c_str(), file.c_str(), fd.get(),
+                              start - *vaddr, false)) {
+      fd.release();  // libdwfl keeps the descriptor of a module it accepts
+    } else {
       reported.erase(file);
     }
   }

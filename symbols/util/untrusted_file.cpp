@@ -206,8 +206,8 @@ UntrustedOpen open_untrusted_in_root(const std::string& root, const std::string&
   open_how how{};
   how.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  const std::string relative = path.substr(
-      path.find_first_not_of('/') == std::string::npos ? path.size() : path.find_first_not_of('/'));
+  const size_t first = path.find_first_not_of('/');
+  const std::string relative = first == std::string::npos ? std::string() : path.substr(first);
   UniqueFd fd(
       static_cast<int>(syscall(SYS_openat2, root_fd.get(), relative.c_str(), &how, sizeof(how))));
   if (!fd) return {};

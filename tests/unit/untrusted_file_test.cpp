@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "symbols/dwarf/dwarf_module.h"
 #include "symbols/elf/symbol_table.h"
 #include "symbols/jit/perf_map.h"
 
@@ -212,6 +213,35 @@ TEST(SymbolNameBudget, CutsLongNamesAndStopsAtItsLimit) {
   }
   EXPECT_FALSE(names.take(huge.c_str()));
   EXPECT_EQ(names.take(nullptr), std::string_view());
+}
+
+}  // namespace
+}  // namespace bpfprof
+
+namespace bpfprof {
+namespace {
+
+// libdwfl decompresses a file that is not ELF (a bomb any user can map executable) and then
+// closes the descriptor itself: it gets ELF files only.
+TEST(ElfDescriptorForLibdwfl, OnlyElfFilesReachLibdwfl) {
+  const std::string elf = std::string(TEST_FIXTURE_DIR) + "/busy";
+  char pattern[] = "/tmp/elf-for-libdwfl-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string compressed = std::string(pattern) + "/busy.gz";
+  ASSERT_EQ(std::system(("gzip -c " + elf + " > " + compressed).c_str()), 0);
+  EXPECT_TRUE(elf_descriptor_for_libdwfl(elf).valid());
+  EXPECT_FALSE(elf_descriptor_for_libdwfl(compressed).valid());
+  EXPECT_EQ(DwarfModule::open(compressed, {}), nullptr);
+  EXPECT_NE(DwarfModule::open(elf, {}), nullptr);
+  // A descriptor given is duplicated: the caller's stays open.
+  const int fd = ::open(elf.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  UniqueFd copy = elf_descriptor_for_libdwfl(elf, fd);
+  ASSERT_TRUE(copy.valid());
+  EXPECT_NE(copy.get(), fd);
+  EXPECT_EQ(fcntl(fd, F_GETFD) >= 0, true);
+  close(fd);
+  fs::remove_all(pattern);
 }
 
 }  // namespace
