@@ -97,7 +97,7 @@ class ProfileBuilder {
   FrameIndex python_frame(PythonFrameId id);
   std::vector<FrameIndex> code_frames(const FrameKey& key);
   std::vector<SymbolizedFrame> symbolize(const FrameKey& key);
-  uint32_t jit_owner(Pid pid) const;
+  uint32_t jit_owner(Pid pid);
   FrameIndex add_code_frame(const FrameKey& key, LibIndex library_lib, const SymbolizedFrame& s);
   LibIndex output_lib(LibId id);
   LibIndex module_lib(const std::string& module);
@@ -140,6 +140,7 @@ class ProfileBuilder {
   // An [anon] library has no file: its addresses are made relative to the lowest one seen,
   // so they fit the front end's 32-bit address column (a JIT's code lies close together).
   std::unordered_map<int32_t, uint64_t> anonymous_base_;  // by LibId
+  std::unordered_map<Pid, uint32_t> jit_owners_;          // jit_owner(), once per process
   // The frames one address becomes, outermost first (several where functions were inlined).
   std::unordered_map<FrameKey, std::vector<FrameIndex>, FrameKeyHash> frame_index_;
   // The output stack of each model stack, shared with the threads' samples tables.
@@ -307,13 +308,15 @@ std::vector<FrameIndex> ProfileBuilder::code_frames(const FrameKey& key) {
 // Whose perf map may name a process's JIT code: its effective user now while it runs (a
 // server may have dropped privileges since its exec), else when it started; root's alone
 // when neither is known.
-uint32_t ProfileBuilder::jit_owner(Pid pid) const {
+uint32_t ProfileBuilder::jit_owner(Pid pid) {
+  if (auto known = jit_owners_.find(pid); known != jit_owners_.end()) return known->second;
   const Process* latest = nullptr;
   for (const Process& p : model_.processes())
     if (p.pid == pid) latest = &p;
-  if (latest && !latest->end)
-    if (std::optional<uint32_t> live = process_effective_uid(pid.value)) return *live;
-  return latest && latest->euid ? *latest->euid : 0;
+  std::optional<uint32_t> live;
+  if (latest && !latest->end) live = process_effective_uid(pid.value);
+  const uint32_t owner = live ? *live : latest && latest->euid ? *latest->euid : 0;
+  return jit_owners_[pid] = owner;
 }
 
 std::vector<SymbolizedFrame> ProfileBuilder::symbolize(const FrameKey& key) {
