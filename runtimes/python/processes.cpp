@@ -173,14 +173,8 @@ void PythonProcesses::observe(const std::vector<LifecycleEvent>& events, size_t 
         if (pending_.size() >= kMaxPending) pending_.clear();
         pending_.try_emplace(mmap->pid, mmap->mapping);
       }
-    } else if (const auto* fork = std::get_if<ForkEvent>(&payload)) {
-      if (fork->child_pid != fork->parent_pid) on_tracked(fork->child_pid, stats);
-    } else if (const auto* exec = std::get_if<ExecEvent>(&payload)) {
-      on_tracked(exec->pid, stats);
-    } else if (const auto* start = std::get_if<ProcessStartEvent>(&payload)) {
-      on_tracked(start->pid, stats);
-    } else if (const auto* existing = std::get_if<ExistingProcessEvent>(&payload)) {
-      on_tracked(existing->pid, stats);
+    } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
+      on_tracked(*known, stats);
     } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
       forget(reset->pid);  // an exec: the new image's mappings follow
       pending_.erase(reset->pid);

@@ -97,12 +97,8 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       if (child.mappings.empty() && parent != processes_.end())
         child.mappings = parent->second.mappings;
       track(fork->child_pid, events[i].time);
-    } else if (const auto* exec = std::get_if<ExecEvent>(&payload)) {
-      track(exec->pid, events[i].time);
-    } else if (const auto* start = std::get_if<ProcessStartEvent>(&payload)) {
-      track(start->pid, events[i].time);
-    } else if (const auto* existing = std::get_if<ExistingProcessEvent>(&payload)) {
-      track(existing->pid, events[i].time);
+    } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
+      track(*known, events[i].time);  // an exec, a start, an attach
     } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
       if (!exit->group_dead) continue;
       processes_.erase(exit->pid);

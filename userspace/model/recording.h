@@ -155,6 +155,18 @@ using LifecyclePayload =
     std::variant<ForkEvent, ExecEvent, ExitEvent, CommEvent, MmapEvent, AddressSpaceResetEvent,
                  ProcessStartEvent, ExistingProcessEvent>;
 
+// The process that a fork (of a new process), exec, start or attach event makes known: the
+// BPF side reports forks and execs of the processes it records only, so these are the ones
+// recorded (the side band's mappings cover every process on the machine).
+inline std::optional<Pid> process_made_known_by(const LifecyclePayload& payload) {
+  if (const auto* fork = std::get_if<ForkEvent>(&payload))
+    return fork->child_pid != fork->parent_pid ? std::optional(fork->child_pid) : std::nullopt;
+  if (const auto* exec = std::get_if<ExecEvent>(&payload)) return exec->pid;
+  if (const auto* start = std::get_if<ProcessStartEvent>(&payload)) return start->pid;
+  if (const auto* existing = std::get_if<ExistingProcessEvent>(&payload)) return existing->pid;
+  return std::nullopt;
+}
+
 struct LifecycleEvent {
   MonotonicNs time;
   LifecyclePayload payload;
