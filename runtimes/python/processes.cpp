@@ -160,7 +160,7 @@ bpfprof_python_process PythonInterpreter::bpf_entry() const {
 }
 
 void PythonProcesses::observe(const std::vector<LifecycleEvent>& events, size_t from,
-                              PythonStats& stats) {
+                              RuntimeStats& stats) {
   // Mappings of processes that never become known are dropped past this many.
   constexpr size_t kMaxPending = 4096;
   for (size_t i = from; i < events.size(); ++i) {
@@ -184,7 +184,7 @@ void PythonProcesses::observe(const std::vector<LifecycleEvent>& events, size_t 
   }
 }
 
-void PythonProcesses::on_tracked(Pid pid, PythonStats& stats) {
+void PythonProcesses::on_tracked(Pid pid, RuntimeStats& stats) {
   tracked_.insert(pid);
   auto waiting = pending_.find(pid);
   if (waiting == pending_.end()) return;
@@ -223,7 +223,7 @@ const PythonInspection& PythonProcesses::binary_for(const MappingInfo& mapping,
 
 // One mapping of the interpreter's file is enough: the whole file is loaded with one bias,
 // which the mapping's start and file offset give.
-void PythonProcesses::on_mapping(Pid pid, const MappingInfo& mapping, PythonStats& stats) {
+void PythonProcesses::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats) {
   const std::optional<PythonVersion> version =
       python_version_from_file_name(base_name(mapping.path));
   if (!version || interpreters_.contains(pid)) return;

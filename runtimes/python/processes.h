@@ -76,7 +76,7 @@ std::optional<PythonRejection> check_debug_offsets(int fd, const ElfFile& elf, u
 class PythonProcesses {
  public:
   // Mappings of new and existing processes, execs and exits, from events[from] on.
-  void observe(const std::vector<LifecycleEvent>& events, size_t from, PythonStats& stats);
+  void observe(const std::vector<LifecycleEvent>& events, size_t from, RuntimeStats& stats);
   // Processes that exited since the last call are forgotten (their last samples may come in
   // the same batch as their exit, so not at once); returns them.
   std::vector<Pid> forget_exited();
@@ -91,8 +91,8 @@ class PythonProcesses {
   std::vector<Change> take_changes() { return std::exchange(changes_, {}); }
 
  private:
-  void on_mapping(Pid pid, const MappingInfo& mapping, PythonStats& stats);
-  void on_tracked(Pid pid, PythonStats& stats);
+  void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats);
+  void on_tracked(Pid pid, RuntimeStats& stats);
   void forget(Pid pid);
   const PythonInspection& binary_for(const MappingInfo& mapping, PythonVersion version);
 

@@ -11,14 +11,14 @@ namespace bpfprof {
 namespace {
 
 // An unnamed frame still shows where Python ran: under these names, counted in the summary.
-const PythonFunction kUnknownCode{"[unknown Python code]", "", 0};
-const PythonFunction kUnreadCode{"[unknown Python code: read budget used up]", "", 0};
+const RuntimeFunction kUnknownCode{"[unknown Python code]", "", 0};
+const RuntimeFunction kUnreadCode{"[unknown Python code: read budget used up]", "", 0};
 // Where the BPF side stopped before the outermost frame (a chain that is a cycle ends at the
 // limit too), the frames it did not read are this one frame, outermost.
-const PythonFunction kDeeperFrames{
+const RuntimeFunction kDeeperFrames{
     "[unknown Python frames: more than " + std::to_string(BPFPROF_MAX_PYTHON_FRAMES) + " deep]", "",
     0};
-const PythonFunction kUnreadableFrames{"[unknown Python frames: unreadable frame]", "", 0};
+const RuntimeFunction kUnreadableFrames{"[unknown Python frames: unreadable frame]", "", 0};
 
 }  // namespace
 
@@ -45,7 +45,7 @@ MergedStack merge_python_frames(std::span<const uint64_t> native,
   return merged;
 }
 
-void PythonStacks::take_event(const void* data, size_t size, PythonStats& stats) {
+void PythonStacks::take_event(const void* data, size_t size, RuntimeStats& stats) {
   constexpr size_t kFixed = offsetof(bpfprof_python_stack_event, frames);
   if (size < kFixed) return;
   bpfprof_python_stack_event e;
@@ -53,6 +53,7 @@ void PythonStacks::take_event(const void* data, size_t size, PythonStats& stats)
   const size_t depth = std::min<size_t>(
       {e.depth, BPFPROF_MAX_PYTHON_FRAMES, (size - kFixed) / sizeof(bpfprof_python_frame)});
   ++stats.stacks;
+  stats.max_frames = BPFPROF_MAX_PYTHON_FRAMES;
   stats.event_bytes += size;
   if (e.status == BPFPROF_PYTHON_STACK_NO_THREAD) ++stats.no_thread_state;
   if (e.status == BPFPROF_PYTHON_STACK_UNREADABLE) ++stats.unreadable;
@@ -90,19 +91,19 @@ void PythonStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<ui
   code_.start_sample();
   for (const PendingFrame& f : pending.frames)
     scratch_.push_back(
-        {raw_python_frame(name_frame(pid, *interpreter, f, time, recording)), f.entry});
+        {raw_runtime_frame(name_frame(pid, *interpreter, f, time, recording)), f.entry});
   if (pending.status == BPFPROF_PYTHON_STACK_AT_LIMIT ||
       pending.status == BPFPROF_PYTHON_STACK_UNREADABLE) {
     // Outside the outermost frame read, in its activation (whose entry flag, when that frame
     // has one, may have been read from garbage).
     scratch_.back().entry = false;
-    const PythonFunction& rest =
+    const RuntimeFunction& rest =
         pending.status == BPFPROF_PYTHON_STACK_AT_LIMIT ? kDeeperFrames : kUnreadableFrames;
-    scratch_.push_back({raw_python_frame(recording.python_frames.intern(rest, 0)), true});
+    scratch_.push_back({raw_runtime_frame(recording.runtime_frames.intern(rest, 0)), true});
   }
   MergedStack merged = merge_python_frames(
       user, scratch_, [&](uint64_t pc) { return interpreter->runs_interpreter_loop(pc); });
-  PythonStats& stats = recording.stats.python;
+  RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kPython];
   if (merged.mismatched) ++stats.mismatched;
   if (merged.python_frames > 0) ++stats.merged;
   user = std::move(merged.frames);
@@ -116,13 +117,13 @@ void PythonStacks::forget(Pid pid) {
   std::erase_if(pending_, [&](const auto& entry) { return entry.second.pid == pid; });
 }
 
-PythonFrameId PythonStacks::name_frame(Pid pid, const PythonInterpreter& interpreter,
-                                       const PendingFrame& f, MonotonicNs time,
-                                       Recording& recording) {
+RuntimeFrameId PythonStacks::name_frame(Pid pid, const PythonInterpreter& interpreter,
+                                        const PendingFrame& f, MonotonicNs time,
+                                        Recording& recording) {
   auto& named = named_[pid];
   const FrameCacheKey key{f.code, f.instruction, f.first_line};
   if (auto it = named.find(key); it != named.end()) return it->second;
-  PythonStats& stats = recording.stats.python;
+  RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kPython];
   const auto start = std::chrono::steady_clock::now();
   const uint64_t reads_before = code_.objects_read();
   const uint64_t over_budget_before = code_.processes_over_budget();
@@ -133,7 +134,7 @@ PythonFrameId PythonStacks::name_frame(Pid pid, const PythonInterpreter& interpr
     // Not kept here: a later sample may read it (it was being set up, or this sample's
     // budget was spent); the reader keeps a failed address from being read at each sample.
     ++stats.unnamed_frames;
-    return recording.python_frames.intern(
+    return recording.runtime_frames.intern(
         read.status == PythonCodeStatus::kUnreadable ? kUnknownCode : kUnreadCode, 0);
   }
   const PythonCode* code = read.code;
@@ -143,7 +144,7 @@ PythonFrameId PythonStacks::name_frame(Pid pid, const PythonInterpreter& interpr
   const int32_t offset = static_cast<int32_t>(f.instruction);
   const std::optional<uint32_t> line =
       offset < 0 ? first_line : python_line_in(code->lines, static_cast<uint32_t>(offset) / 2);
-  const PythonFrameId id = recording.python_frames.intern(
+  const RuntimeFrameId id = recording.runtime_frames.intern(
       {code->qualified_name, code->filename, first_line}, line.value_or(0));
   stats.code_read_ns += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)

@@ -21,7 +21,7 @@
 
 namespace bpfprof {
 
-// A Python frame as it goes into a raw stack: its raw address (raw_python_frame) and whether
+// A Python frame as it goes into a raw stack: its raw address (raw_runtime_frame) and whether
 // it is the first frame of its interpreter-loop activation.
 struct ActivationFrame {
   uint64_t raw = 0;
@@ -47,7 +47,7 @@ class PythonStacks {
       : processes_(processes), limits_(limits), code_(limits) {}
 
   // A BPFPROF_EVENT_PYTHON_STACK event: kept for the sample of its thread that follows.
-  void take_event(const void* data, size_t size, PythonStats& stats);
+  void take_event(const void* data, size_t size, RuntimeStats& stats);
   // The user stack `user` (innermost first) of the sample of `tid` at `time`, with the
   // Python frames sent for it merged in (unchanged when none were).
   void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
@@ -86,14 +86,14 @@ class PythonStacks {
                                    (uint64_t{k.instruction} << 32 | uint32_t(k.first_line)));
     }
   };
-  PythonFrameId name_frame(Pid pid, const PythonInterpreter& interpreter, const PendingFrame& f,
-                           MonotonicNs time, Recording& recording);
+  RuntimeFrameId name_frame(Pid pid, const PythonInterpreter& interpreter, const PendingFrame& f,
+                            MonotonicNs time, Recording& recording);
 
   const PythonProcesses& processes_;
   PythonReadLimits limits_;
   PythonCodeReader code_;
   std::unordered_map<Tid, Pending> pending_;
-  std::unordered_map<Pid, std::unordered_map<FrameCacheKey, PythonFrameId, FrameCacheKeyHash>>
+  std::unordered_map<Pid, std::unordered_map<FrameCacheKey, RuntimeFrameId, FrameCacheKeyHash>>
       named_;
   std::vector<ActivationFrame> scratch_;
   std::unordered_set<Pid> with_frames_;  // processes whose stacks came

@@ -33,6 +33,14 @@ inline std::string_view trim(std::string_view s) {
   return s;
 }
 
+// ASCII letters in lower case ("Python" -> "python"); other bytes unchanged.
+inline std::string lowercase(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return lower;
+}
+
 // The last component of a path ("/usr/bin/sort" -> "sort").
 inline std::string base_name(std::string_view path) {
   const size_t slash = path.find_last_of('/');

@@ -114,16 +114,16 @@ void merge(Input& in) {
   const size_t native_count = in.take<uint8_t>();
   std::vector<uint64_t> native;
   for (size_t i = 0; i < native_count && !in.empty(); ++i)
-    native.push_back(in.take<uint64_t>() & ~kPythonRawFrameBase);
+    native.push_back(in.take<uint64_t>() & ~kRuntimeRawFrameBase);
   std::vector<ActivationFrame> python;
   while (!in.empty()) {
     const uint32_t id = in.take<uint32_t>();
-    python.push_back({raw_python_frame(PythonFrameId{id}), (id & 1) != 0});
+    python.push_back({raw_runtime_frame(RuntimeFrameId{id}), (id & 1) != 0});
   }
   const MergedStack merged =
       merge_python_frames(native, python, [](uint64_t pc) { return (pc & 1) != 0; });
   size_t placed = 0;
-  for (const uint64_t frame : merged.frames) placed += python_frame_of(frame).has_value();
+  for (const uint64_t frame : merged.frames) placed += runtime_frame_of(frame).has_value();
   if (placed != merged.python_frames || placed > python.size() ||
       merged.frames.size() > native.size() + python.size() ||
       merged.frames.size() - placed > native.size() ||
@@ -189,7 +189,7 @@ void stack_event(Input& in) {
   const std::string_view event = in.rest();
   PythonProcesses processes;
   PythonStacks stacks(processes);
-  PythonStats stats;
+  RuntimeStats stats;
   stacks.take_event(event.data(), event.size(), stats);
   if (stats.stacks > 1) abort();
 }

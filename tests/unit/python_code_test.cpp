@@ -334,7 +334,7 @@ class PythonStacksBudget : public testing::Test {
     text.path = "/usr/bin/python3.11";
     recording_.events.push_back({MonotonicNs{1}, ProcessStartEvent{kSelf, "python3.11"}});
     recording_.events.push_back({MonotonicNs{1}, MmapEvent{kSelf, Tid{kSelf.value}, text}});
-    processes_.observe(recording_.events, 0, recording_.stats.python);
+    processes_.observe(recording_.events, 0, recording_.stats.runtimes[RuntimeKind::kPython]);
     interpreter_ = processes_.find(kSelf);
     ASSERT_NE(interpreter_, nullptr);
   }
@@ -355,13 +355,13 @@ class PythonStacksBudget : public testing::Test {
     }
     if (e.depth) e.frames[e.depth - 1].flags = outermost_flags;
     if (depth) e.depth = depth;
-    stacks.take_event(&e, sizeof(e), recording_.stats.python);
+    stacks.take_event(&e, sizeof(e), recording_.stats.runtimes[RuntimeKind::kPython]);
     std::vector<uint64_t> user = {0x10, interpreter_->eval_start + 16, 0x30};
     stacks.merge_into(kSelf, Tid{77}, MonotonicNs{time_ns}, user, recording_);
     std::vector<std::string> names;
     for (const uint64_t raw : user)
-      if (auto frame = python_frame_of(raw))
-        names.push_back(recording_.python_frames.function_of(*frame).qualified_name);
+      if (auto frame = runtime_frame_of(raw))
+        names.push_back(recording_.runtime_frames.function_of(*frame).qualified_name);
     return names;
   }
   FakeObjects objects() { return FakeObjects(*interpreter_); }
@@ -376,18 +376,19 @@ TEST_F(PythonStacksBudget, FramesPastTheBudgetAreUnknownAndTheProcessIsCounted) 
   PythonReadLimits limits;
   limits.objects_per_process = 2;
   PythonStacks stacks(processes_, limits);
-  EXPECT_EQ(recording_.stats.python.interpreters, 0u) << "a mapping is not yet an interpreter";
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].interpreters, 0u)
+      << "a mapping is not yet an interpreter";
   const uint64_t garbage = fake.garbage(64);
   const std::vector<std::string> names =
       sample(stacks, 1000, {fake.code("inner"), garbage, fake.code("outer")});
   EXPECT_EQ(names, (std::vector<std::string>{"inner", "[unknown Python code]",
                                              "[unknown Python code: read budget used up]"}));
-  EXPECT_EQ(recording_.stats.python.read_budget_used_up, 1u);
-  EXPECT_EQ(recording_.stats.python.unnamed_frames, 2u);
-  EXPECT_EQ(recording_.stats.python.frames, 1u);
-  EXPECT_EQ(recording_.stats.python.interpreters, 1u);
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].read_budget_used_up, 1u);
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].unnamed_frames, 2u);
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].frames, 1u);
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].interpreters, 1u);
   sample(stacks, 2000, {garbage});
-  EXPECT_EQ(recording_.stats.python.interpreters, 1u);
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].interpreters, 1u);
 }
 
 TEST_F(PythonStacksBudget, ASampleKeepsAtMostTheBpfSidesFrames) {
@@ -418,7 +419,7 @@ TEST_F(PythonStacksBudget, AStackTheBpfSideCutEndsInAnUnknownFrame) {
   EXPECT_EQ(names, (std::vector<std::string>{"cycle", "cycle",
                                              "[unknown Python frames: unreadable frame]"}));
   EXPECT_EQ(sample(stacks, 4000, {code}), std::vector<std::string>{"cycle"});
-  EXPECT_EQ(recording_.stats.python.mismatched, 0u);
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].mismatched, 0u);
 }
 
 TEST_F(PythonStacksBudget, TheCacheOfNamedFramesIsBounded) {
@@ -432,7 +433,8 @@ TEST_F(PythonStacksBudget, TheCacheOfNamedFramesIsBounded) {
     EXPECT_EQ(sample(stacks, 1000 + i, {code}, 2 * i), std::vector<std::string>{"moving"});
     EXPECT_LE(stacks.named_frames(kSelf), 8u);
   }
-  EXPECT_EQ(recording_.stats.python.code_objects_read, 1u) << "the code object stays read";
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].code_objects_read, 1u)
+      << "the code object stays read";
 }
 
 }  // namespace

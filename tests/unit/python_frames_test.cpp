@@ -102,7 +102,7 @@ TEST(PythonBinary, DebiansPython311IsAccepted) {
 
 constexpr uint64_t kEval = 0x5000;  // a native _PyEval_EvalFrameDefault frame
 bool is_eval(uint64_t pc) { return pc == kEval; }
-uint64_t py(uint32_t id) { return raw_python_frame(PythonFrameId{id}); }
+uint64_t py(uint32_t id) { return raw_runtime_frame(RuntimeFrameId{id}); }
 
 TEST(PythonMerge, EachActivationReplacesItsInterpreterFrame) {
   // Innermost first: a C function called from Python (0x10), the inner activation, a native
@@ -134,20 +134,20 @@ TEST(PythonMerge, DisagreementsAreFlaggedAndNothingIsInvented) {
   EXPECT_EQ(merged.frames, native);
 }
 
-TEST(PythonFrameTable, InternsFunctionsAndLinesOnceAndTellsRawFramesApart) {
-  PythonFrameTable table;
-  const PythonFunction f{"Grove.tend", "/x/call_tree.py", 42};
-  const PythonFrameId a = table.intern(f, 43);
+TEST(RuntimeFrameTable, InternsFunctionsAndLinesOnceAndTellsRawFramesApart) {
+  RuntimeFrameTable table;
+  const RuntimeFunction f{"Grove.tend", "/x/call_tree.py", 42};
+  const RuntimeFrameId a = table.intern(f, 43);
   EXPECT_EQ(table.intern(f, 43), a);
-  const PythonFrameId b = table.intern(f, 44);
+  const RuntimeFrameId b = table.intern(f, 44);
   EXPECT_NE(a, b);
   EXPECT_EQ(table.function_of(a), table.function_of(b));
   EXPECT_EQ(table.frame(b).line, 44u);
-  EXPECT_EQ(python_frame_of(raw_python_frame(b)), b);
-  EXPECT_FALSE(is_user_address(raw_python_frame(b)));
-  EXPECT_FALSE(is_kernel_address(raw_python_frame(b)));
-  EXPECT_EQ(python_frame_of(0x7fff12345678ull), std::nullopt);
-  EXPECT_EQ(python_frame_of(0xffffffff81000000ull), std::nullopt);
+  EXPECT_EQ(runtime_frame_of(raw_runtime_frame(b)), b);
+  EXPECT_FALSE(is_user_address(raw_runtime_frame(b)));
+  EXPECT_FALSE(is_kernel_address(raw_runtime_frame(b)));
+  EXPECT_EQ(runtime_frame_of(0x7fff12345678ull), std::nullopt);
+  EXPECT_EQ(runtime_frame_of(0xffffffff81000000ull), std::nullopt);
 }
 
 }  // namespace
@@ -171,7 +171,7 @@ TEST(PythonProcesses, OnlyRecordedProcessesGetAnInterpreter) {
   recording.events.push_back(
       {MonotonicNs{3}, ExecEvent{ours, Tid{4343}, Tid{4343}, "python3.11", text.path}});
   PythonProcesses processes;
-  processes.observe(recording.events, 0, recording.stats.python);
+  processes.observe(recording.events, 0, recording.stats.runtimes[RuntimeKind::kPython]);
   EXPECT_EQ(processes.find(stranger), nullptr);
   EXPECT_NE(processes.find(ours), nullptr);
   const auto changes = processes.take_changes();
@@ -192,7 +192,7 @@ TEST(PythonStacks, ShimFramesSplitActivationsAndUnreadableCodeIsCounted) {
   recording.events.push_back({MonotonicNs{1}, ProcessStartEvent{pid, "python3.11"}});
   recording.events.push_back({MonotonicNs{1}, MmapEvent{pid, Tid{pid.value}, text}});
   PythonProcesses processes;
-  processes.observe(recording.events, 0, recording.stats.python);
+  processes.observe(recording.events, 0, recording.stats.runtimes[RuntimeKind::kPython]);
   const PythonInterpreter* interpreter = processes.find(pid);
   ASSERT_NE(interpreter, nullptr);
   ASSERT_EQ(processes.take_changes().size(), 1u);
@@ -206,21 +206,21 @@ TEST(PythonStacks, ShimFramesSplitActivationsAndUnreadableCodeIsCounted) {
   }
   PythonStacks stacks(processes);
   stacks.take_event(&e, offsetof(bpfprof_python_stack_event, frames) + 5 * sizeof(e.frames[0]),
-                    recording.stats.python);
+                    recording.stats.runtimes[RuntimeKind::kPython]);
   const uint64_t eval = interpreter->eval_start + 16;
   std::vector<uint64_t> user = {0x10, eval, 0x20, eval, 0x30};
   stacks.merge_into(pid, Tid{77}, MonotonicNs{1000}, user, recording);
   ASSERT_EQ(user.size(), 6u);
-  const auto unknown = python_frame_of(user[1]);
+  const auto unknown = runtime_frame_of(user[1]);
   ASSERT_TRUE(unknown.has_value());
-  EXPECT_EQ(recording.python_frames.function_of(*unknown).qualified_name, "[unknown Python code]");
+  EXPECT_EQ(recording.runtime_frames.function_of(*unknown).qualified_name, "[unknown Python code]");
   EXPECT_EQ(user, (std::vector<uint64_t>{0x10, user[1], user[1], 0x20, user[1], 0x30}));
-  EXPECT_EQ(recording.stats.python.stacks, 1u);
-  EXPECT_EQ(recording.stats.python.merged, 1u);
-  EXPECT_EQ(recording.stats.python.unnamed_frames, 3u);
-  EXPECT_EQ(recording.stats.python.mismatched, 0u);
+  EXPECT_EQ(recording.stats.runtimes[RuntimeKind::kPython].stacks, 1u);
+  EXPECT_EQ(recording.stats.runtimes[RuntimeKind::kPython].merged, 1u);
+  EXPECT_EQ(recording.stats.runtimes[RuntimeKind::kPython].unnamed_frames, 3u);
+  EXPECT_EQ(recording.stats.runtimes[RuntimeKind::kPython].mismatched, 0u);
   // A sample of another time does not take these frames.
-  stacks.take_event(&e, sizeof(e), recording.stats.python);
+  stacks.take_event(&e, sizeof(e), recording.stats.runtimes[RuntimeKind::kPython]);
   std::vector<uint64_t> later = {0x10, eval};
   stacks.merge_into(pid, Tid{77}, MonotonicNs{2000}, later, recording);
   EXPECT_EQ(later, (std::vector<uint64_t>{0x10, eval}));

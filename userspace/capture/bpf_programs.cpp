@@ -360,7 +360,7 @@ void BpfPrograms::wait(int timeout_ms, const std::vector<int>& also) {
 }
 
 int BpfPrograms::consume(IngestPipeline& pipeline) {
-  apply_python_changes(pipeline);  // interpreters found in the mappings taken just before
+  apply_runtime_changes(pipeline);  // interpreters found in the mappings taken just before
   target_ = &pipeline;
   poll_deadline_ = std::chrono::steady_clock::now() + kPollBudget;
   events_this_poll_ = 0;
@@ -368,7 +368,7 @@ int BpfPrograms::consume(IngestPipeline& pipeline) {
   poll_deadline_.reset();
   target_ = nullptr;
   apply_stack_copy_changes(pipeline);
-  apply_python_changes(pipeline);
+  apply_runtime_changes(pipeline);
   ring_emptied_ = n != kPollBudgetSpent;
   return n == kPollBudgetSpent ? static_cast<int>(events_this_poll_) : n;
 }
@@ -416,25 +416,40 @@ std::vector<uint64_t> BpfPrograms::unwind_fallbacks() const {
   return by_reason;
 }
 
-// The BPF side reads the Python frames of the interpreters userspace found, and forgets
-// those that exited or exec'd (their pids may be reused by other programs).
-void BpfPrograms::apply_python_changes(IngestPipeline& pipeline) {
-  for (const PythonProcesses::Change& change : pipeline.python_processes().take_changes()) {
-    const uint32_t key = static_cast<uint32_t>(change.pid.value);
-    if (change.entry) {
-      if (bpf_map__update_elem(skeleton_->maps.python_processes, &key, sizeof(key), &*change.entry,
-                               sizeof(*change.entry), BPF_ANY))
-        pipeline.recording().stats.python.not_read.emplace(
-            "pid " + std::to_string(key), "the kernel's table of interpreters is full");
-      else
-        python_pids_.insert(key);
-    } else {
-      bpf_map__delete_elem(skeleton_->maps.python_processes, &key, sizeof(key), 0);
-      python_pids_.erase(key);
-    }
-    // After the entry is in, before it is gone: a sample never misses an entry it needs.
-    skeleton_->bss->python_processes_count = static_cast<uint32_t>(python_pids_.size());
+namespace {
+
+// The runtimes' per-process maps (runtimes/<name>/frames.bpf.h), by name, and their counts.
+class SkeletonRuntimeMaps final : public RuntimeKernelMaps {
+ public:
+  explicit SkeletonRuntimeMaps(profiler_bpf* skeleton) : skeleton_(skeleton) {}
+
+  bool put(const char* map, Pid pid, const void* value, size_t size) override {
+    const uint32_t key = static_cast<uint32_t>(pid.value);
+    bpf_map* found = bpf_object__find_map_by_name(skeleton_->obj, map);
+    return found && bpf_map__update_elem(found, &key, sizeof(key), value, size, BPF_ANY) == 0;
   }
+  void erase(const char* map, Pid pid) override {
+    const uint32_t key = static_cast<uint32_t>(pid.value);
+    if (bpf_map* found = bpf_object__find_map_by_name(skeleton_->obj, map))
+      bpf_map__delete_elem(found, &key, sizeof(key), 0);
+  }
+  void set_process_count(RuntimeKind runtime, uint32_t count) override {
+    switch (runtime) {
+      case RuntimeKind::kPython:
+        skeleton_->bss->python_processes_count = count;
+        return;
+    }
+  }
+
+ private:
+  profiler_bpf* skeleton_;
+};
+
+}  // namespace
+
+void BpfPrograms::apply_runtime_changes(IngestPipeline& pipeline) {
+  SkeletonRuntimeMaps maps(skeleton_.get());
+  pipeline.runtimes().apply_kernel_changes(maps, pipeline.recording());
 }
 
 std::vector<uint64_t> BpfPrograms::per_cpu_counts(const bpf_map* map) const {

@@ -103,9 +103,9 @@ class BpfPrograms {
   // Kernel memory of the unwinder's maps: the row array (allocated whole) and the process
   // entries written.
   uint64_t unwind_map_bytes() const;
-  // The kernel side learns of the interpreters found (and forgets those gone): done at every
-  // consume(), and as soon as the targets of -p / -a are known.
-  void apply_python_changes(IngestPipeline& pipeline);
+  // The kernel side learns of the runtimes' processes found (and forgets those gone): done at
+  // every consume(), and as soon as the targets of -p / -a are known.
+  void apply_runtime_changes(IngestPipeline& pipeline);
 
   // Every event read from now on is also written to `log` (raw, for replay); null stops.
   void save_events_to(EventLogWriter* log) { event_log_ = log; }
@@ -151,7 +151,6 @@ class BpfPrograms {
   IngestPipeline* target_ = nullptr;  // where on_event sends events, during consume/drain
   std::optional<std::chrono::steady_clock::time_point> poll_deadline_;  // set during poll()
   uint64_t events_this_poll_ = 0;
-  std::unordered_set<uint32_t> python_pids_;  // the entries of the python_processes map
   bool ring_emptied_ = true;
   EventLogWriter* event_log_ = nullptr;
 };

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "bpf/events.h"
-#include "runtimes/python/stacks.h"
+#include "runtimes/registry.h"
 #include "symbols/dwarf/unwinder.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/text.h"
@@ -73,8 +73,8 @@ constexpr size_t kMaxUnwoundFrames = BPFPROF_MAX_UNWOUND_FRAMES;
 static_assert(kExecRawFrame == BPFPROF_RAW_EXEC_FRAME);
 
 // Interns `ips` (user frames, then kernel frames, each innermost first) as a root-first path.
-// The Python frames sent for the sample replace its interpreter-loop frames
-// (runtimes/python/stacks.h). A sample inside execve after the old image is gone has the exec frame
+// The runtimes' frames sent for the sample replace its interpreter-loop frames
+// (runtimes/runtime.h). A sample inside execve after the old image is gone has the exec frame
 // as its only user one.
 RawStackId EventDecoder::intern_stack(const Header& h, Recording& rec, const uint64_t* ips,
                                       size_t available, uint32_t user_depth,
@@ -91,9 +91,9 @@ RawStackId EventDecoder::intern_stack(const Header& h, Recording& rec, const uin
     size_t user_kept = 0;
     while (user_kept < user && is_user_address(ips[user_kept])) ++user_kept;
     const uint64_t* user_frames = ips;  // innermost first
-    if (python_ && python_->has_frames_for(h.tid)) {
+    if (runtimes_) {
       scratch_user_.assign(ips, ips + user_kept);
-      python_->merge_into(h.pid, h.tid, h.time, scratch_user_, rec);
+      runtimes_->merge_into(h.pid, h.tid, h.time, scratch_user_, rec);
       user_frames = scratch_user_.data();
       user_kept = scratch_user_.size();
     }
@@ -167,15 +167,13 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
                       has_user_stack, rec),
           rec);
     }
-    case BPFPROF_EVENT_PYTHON_STACK:
-      if (python_) python_->take_event(data, size, rec.stats.python);
-      return;
     case BPFPROF_EVENT_FORK:
     case BPFPROF_EVENT_EXEC:
     case BPFPROF_EVENT_EXIT:
     case BPFPROF_EVENT_COMM:
       return decode_lifecycle(h, raw.kind, data, size, rec);
     default:
+      if (runtimes_) runtimes_->take_event(raw.kind, data, size, rec);
       return;
   }
 }

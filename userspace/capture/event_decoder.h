@@ -21,7 +21,7 @@ struct bpfprof_dwarf_sample_event;
 namespace bpfprof {
 
 class DwarfUnwinder;
-class PythonStacks;
+class Runtimes;
 
 class EventDecoder {
  public:
@@ -29,9 +29,9 @@ class EventDecoder {
   // one, DWARF samples are dropped.
   explicit EventDecoder(DwarfUnwinder* unwinder = nullptr) : unwinder_(unwinder) {}
 
-  // Python frames (BPFPROF_EVENT_PYTHON_STACK) are merged into the user stacks of the
-  // samples they came with; without (null), they are ignored and stacks stay native.
-  void set_python_stacks(PythonStacks* python) { python_ = python; }
+  // Runtimes' frames (runtimes/runtime.h) are merged into the user stacks of the samples
+  // they came with; without (null), they are ignored and stacks stay native.
+  void set_runtimes(Runtimes* runtimes) { runtimes_ = runtimes; }
 
   // Decodes one event into `recording`. Malformed or truncated events are ignored.
   void decode(const void* data, size_t size, Recording& recording);
@@ -97,7 +97,7 @@ class EventDecoder {
                           uint32_t user_depth, uint32_t kernel_depth);
 
   DwarfUnwinder* unwinder_;
-  PythonStacks* python_ = nullptr;
+  Runtimes* runtimes_ = nullptr;
   std::vector<uint64_t> scratch_user_;
   std::vector<uint64_t> scratch_ips_;
   std::vector<uint64_t> scratch_path_;

@@ -9,17 +9,24 @@
 #include "userspace/model/clocks.h"
 
 namespace bpfprof {
+namespace {
+
+std::set<RuntimeKind> disabled_runtimes(const IngestPipeline::Options& options) {
+  return options.runtime_frames ? options.runtimes_not_read : all_runtimes();
+}
+
+}  // namespace
 
 IngestPipeline::IngestPipeline(Recording& recording, const Options& options)
     : recording_(recording),
       unwinder_(options.dwarf ? std::make_unique<DwarfUnwinder>() : nullptr),
-      python_frames_(options.python_frames),
+      runtimes_(disabled_runtimes(options)),
       decoder_(unwinder_.get()),
       pin_mapped_files_(options.pin_mapped_files),
       time_model_(options.time_model) {
   model_.configure_for(recording_);
   model_.set_collapse_repeated_samples(options.collapse_repeated_samples);
-  if (python_frames_) decoder_.set_python_stacks(&python_stacks_);
+  if (!runtimes_.empty()) decoder_.set_runtimes(&runtimes_);
 }
 
 IngestPipeline::~IngestPipeline() = default;
@@ -37,7 +44,7 @@ void IngestPipeline::take_lifecycle_events() {
   if (resolved_events_ >= events.size()) return;
   if (pin_mapped_files_) mapped_files_.resolve(events, resolved_events_);
   decoder_.queue_address_space_changes(events, resolved_events_);
-  if (python_frames_) python_processes_.observe(events, resolved_events_, recording_.stats.python);
+  runtimes_.observe(events, resolved_events_, recording_);
   if (observer_) observer_(events, resolved_events_);
   resolved_events_ = events.size();
 }
@@ -64,7 +71,7 @@ void IngestPipeline::read_lifecycle_up_to(const void* data, size_t size) {
 void IngestPipeline::advance(MonotonicNs now) {
   consume_into_model(MonotonicNs{now.value - std::min(now.value, kReorderWindowNs)});
   decoder_.forget_exited_processes(now);
-  for (Pid pid : python_processes_.forget_exited()) python_stacks_.forget(pid);
+  runtimes_.forget_exited();
   compact_raw_stacks_if_grown();
 }
 

@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 
-#include "runtimes/python/processes.h"
-#include "runtimes/python/stacks.h"
+#include "runtimes/registry.h"
 #include "userspace/capture/event_decoder.h"
 #include "userspace/capture/mapped_files.h"
 #include "userspace/model/recording.h"
@@ -35,10 +35,11 @@ class IngestPipeline {
     // (MappedFiles). A replay must not: the pids of a saved stream are no longer (or are
     // other) processes, so it reads the files at their paths.
     bool pin_mapped_files = true;
-    // Name Python frames: the code objects are read from the live processes (a live
-    // recording only: the processes of a replayed stream are gone, and a fuzzed one names
-    // processes at random), else the native interpreter frames stay.
-    bool python_frames = false;
+    // The runtimes whose frames are read (runtimes/registry.h): their code is read from the
+    // live processes (a live recording only: the processes of a replayed stream are gone,
+    // and a fuzzed one names processes at random); the others' native frames stay.
+    bool runtime_frames = false;
+    std::set<RuntimeKind> runtimes_not_read{};  // with runtime_frames: e.g. --no-python-frames
     // Measure the model's CPU time (model_cpu_ms): two system calls per batch, which a
     // replay reports and a live recording does not pay for.
     bool time_model = false;
@@ -80,8 +81,8 @@ class IngestPipeline {
   SessionModel& model() { return model_; }
   const SessionModel& model() const { return model_; }
   EventDecoder& decoder() { return decoder_; }
-  // The interpreters found so far, and what the kernel side must learn about them.
-  PythonProcesses& python_processes() { return python_processes_; }
+  // The runtimes' processes found so far, and what the kernel side must learn about them.
+  Runtimes& runtimes() { return runtimes_; }
   // The model's share of the work, with Options::time_model.
   double model_cpu_ms() const { return model_cpu_ms_; }
 
@@ -95,9 +96,7 @@ class IngestPipeline {
 
   Recording& recording_;
   std::unique_ptr<DwarfUnwinder> unwinder_;
-  PythonProcesses python_processes_;
-  PythonStacks python_stacks_{python_processes_};
-  const bool python_frames_;
+  Runtimes runtimes_;
   EventDecoder decoder_;
   MappedFiles mapped_files_;  // holds files that will not be at their path at the end
   const bool pin_mapped_files_;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "symbols/util/text.h"
 
 namespace bpfprof {
 
@@ -146,31 +147,38 @@ std::string format_share(double share) {
 }
 
 // Interpreters whose frames were not read, and processes past the reading budget.
-void add_python_problems(const PythonStats& p, Lines& lines) {
-  for (const auto& [file, reason] : p.not_read) add(lines, "%s (%s)", reason.c_str(), file.c_str());
-  if (p.read_budget_used_up)
-    add(lines,
-        "python: code-object budget used up in %llu process(es): their frames not named before "
-        "are \"[unknown Python code: read budget used up]\"",
-        count(p.read_budget_used_up));
+void add_runtime_problems(const RunReport& r, Lines& lines) {
+  for (const auto& [runtime, p] : r.runtimes) {
+    for (const auto& [file, reason] : p.not_read)
+      add(lines, "%s (%s)", reason.c_str(), file.c_str());
+    if (p.read_budget_used_up)
+      add(lines,
+          "%s: code-object budget used up in %llu process(es): their frames not named before "
+          "are \"[unknown %s code: read budget used up]\"",
+          lowercase(runtime_name(runtime)).c_str(), count(p.read_budget_used_up),
+          std::string(runtime_name(runtime)).c_str());
+  }
 }
 
-// How many stacks of interpreters got their Python frames, and why the others did not.
-void add_python_figures(const PythonStats& p, Lines& lines) {
+// How many stacks of interpreters got their runtime's frames, and why the others did not.
+void add_runtime_figures(RuntimeKind runtime, const RuntimeStats& p, Lines& lines) {
   if (!p.stacks) return;
+  const std::string name(runtime_name(runtime));
+  const std::string lower = lowercase(name);
   add(lines,
-      "python: %llu interpreter(s); Python frames in %.1f%% of their %llu stacks "
+      "%s: %llu interpreter(s); %s frames in %.1f%% of their %llu stacks "
       "(%.0f bytes per stack); %llu code objects read and named in %.1f ms",
-      count(p.interpreters), 100.0 * static_cast<double>(p.merged) / static_cast<double>(p.stacks),
-      count(p.stacks), static_cast<double>(p.event_bytes) / static_cast<double>(p.stacks),
+      lower.c_str(), count(p.interpreters), name.c_str(),
+      100.0 * static_cast<double>(p.merged) / static_cast<double>(p.stacks), count(p.stacks),
+      static_cast<double>(p.event_bytes) / static_cast<double>(p.stacks),
       count(p.code_objects_read), static_cast<double>(p.code_read_ns) / 1e6);
   if (p.no_thread_state || p.unreadable || p.at_limit || p.mismatched || p.unnamed_frames)
     add(lines,
-        "python stacks without or with fewer frames: %llu without a thread state, "
-        "%llu cut by an unreadable frame, %llu deeper than %d frames, %llu not matching the "
+        "%s stacks without or with fewer frames: %llu without a thread state, "
+        "%llu cut by an unreadable frame, %llu deeper than %u frames, %llu not matching the "
         "native interpreter frames; %llu frames unnamed",
-        count(p.no_thread_state), count(p.unreadable), count(p.at_limit), BPFPROF_MAX_PYTHON_FRAMES,
-        count(p.mismatched), count(p.unnamed_frames));
+        lower.c_str(), count(p.no_thread_state), count(p.unreadable), count(p.at_limit),
+        p.max_frames, count(p.mismatched), count(p.unnamed_frames));
 }
 
 // The processes that used the most CPU time (the kernel's accounting, summed over threads).
@@ -253,7 +261,7 @@ Lines problems(const RunReport& r) {
   if (r.profile.user_stacks.total > 0 && r.profile.user_stacks.share() < kIncompleteNoteBelow)
     add_stack_completeness(r, lines);
   if (r.unnamed_share >= kUnnamedNoteFrom) add_unnamed(r, lines);
-  add_python_problems(r.python, lines);
+  add_runtime_problems(r, lines);
   add_refused_files(r, 1, lines);
   add_embedded_sources(r, lines);
   if (lines.size() > kBriefProblemLines) {
@@ -272,8 +280,8 @@ Lines full_summary(const RunReport& r) {
   add_unwinding(r, lines);
   add_losses(r, lines);
   add_unnamed(r, lines);
-  add_python_problems(r.python, lines);
-  add_python_figures(r.python, lines);
+  add_runtime_problems(r, lines);
+  for (const auto& [runtime, stats] : r.runtimes) add_runtime_figures(runtime, stats, lines);
   add_refused_files(r, 10, lines);
   add_top_processes(r, lines);
   add_top_functions(r, SummaryDetail::kFull, lines);

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -27,46 +28,55 @@ inline bool is_kernel_address(uint64_t address) { return (address >> 63) != 0; }
 // Canonical user-space addresses (x86-64 with 5-level paging, arm64): below 2^56.
 inline bool is_user_address(uint64_t address) { return address < (uint64_t{1} << 56); }
 
-// A Python frame: a function of the interpreted program and the line it was at.
-using PythonFrameId = StrongId<struct PythonFrameIdTag, uint32_t>;
-struct PythonFunction {
-  std::string qualified_name;  // co_qualname: "Grove.tend", "main.<locals>.leaf"
-  std::string filename;        // co_filename
-  uint32_t first_line = 0;     // co_firstlineno
-  bool operator==(const PythonFunction&) const = default;
+// The language runtimes whose own frames bpfprof reads (runtimes/<name>/); each has its
+// category in the profile.
+enum class RuntimeKind : uint8_t {
+  kPython,
 };
-struct PythonFrame {
-  uint32_t function = 0;  // index into PythonFrameTable::functions()
+std::string_view runtime_name(RuntimeKind runtime);
+std::set<RuntimeKind> all_runtimes();
+
+// A frame of a runtime's program (a Python function, ...) and the line it was at.
+using RuntimeFrameId = StrongId<struct RuntimeFrameIdTag, uint32_t>;
+struct RuntimeFunction {
+  std::string qualified_name;  // as the runtime names it: "Grove.tend", "main.<locals>.leaf"
+  std::string filename;        // the source file
+  uint32_t first_line = 0;     // the function's first line
+  RuntimeKind runtime = RuntimeKind::kPython;
+  bool operator==(const RuntimeFunction&) const = default;
+};
+struct RuntimeFrame {
+  uint32_t function = 0;  // index into RuntimeFrameTable::functions()
   uint32_t line = 0;      // the line of the instruction the frame was at; 0: unknown
 };
 
-// The Python frames of a recording, each (function, line) once. Raw stacks hold them as
+// The runtime frames of a recording, each (function, line) once. Raw stacks hold them as
 // addresses of a range of their own, non-canonical for user and kernel code alike
 // (2^60 + id): the same way kernel and user frames are told apart.
-class PythonFrameTable {
+class RuntimeFrameTable {
  public:
-  PythonFrameId intern(const PythonFunction& function, uint32_t line);
-  const PythonFrame& frame(PythonFrameId id) const { return frames_[id.value]; }
-  const PythonFunction& function_of(PythonFrameId id) const {
+  RuntimeFrameId intern(const RuntimeFunction& function, uint32_t line);
+  const RuntimeFrame& frame(RuntimeFrameId id) const { return frames_[id.value]; }
+  const RuntimeFunction& function_of(RuntimeFrameId id) const {
     return functions_[frames_[id.value].function];
   }
   size_t size() const { return frames_.size(); }
 
  private:
-  std::vector<PythonFunction> functions_;
-  std::vector<PythonFrame> frames_;
+  std::vector<RuntimeFunction> functions_;
+  std::vector<RuntimeFrame> frames_;
   std::unordered_map<std::string, uint32_t> function_index_;  // by filename:line:name
-  std::unordered_map<uint64_t, PythonFrameId> frame_index_;   // by function << 32 | line
+  std::unordered_map<uint64_t, RuntimeFrameId> frame_index_;  // by function << 32 | line
 };
 
-inline constexpr uint64_t kPythonRawFrameBase = uint64_t{1} << 60;
+inline constexpr uint64_t kRuntimeRawFrameBase = uint64_t{1} << 60;
 // A sample taken inside execve once the old image was gone: no user stack, this raw frame
 // instead (BPFPROF_RAW_EXEC_FRAME), the [exec] pseudo-frame in the profile.
 inline constexpr uint64_t kExecRawFrame = uint64_t{2} << 60;
-inline uint64_t raw_python_frame(PythonFrameId id) { return kPythonRawFrameBase | id.value; }
-inline std::optional<PythonFrameId> python_frame_of(uint64_t raw_address) {
-  if ((raw_address >> 32) != (kPythonRawFrameBase >> 32)) return std::nullopt;
-  return PythonFrameId{static_cast<uint32_t>(raw_address)};
+inline uint64_t raw_runtime_frame(RuntimeFrameId id) { return kRuntimeRawFrameBase | id.value; }
+inline std::optional<RuntimeFrameId> runtime_frame_of(uint64_t raw_address) {
+  if ((raw_address >> 32) != (kRuntimeRawFrameBase >> 32)) return std::nullopt;
+  return RuntimeFrameId{static_cast<uint32_t>(raw_address)};
 }
 
 struct MappingInfo {
@@ -232,15 +242,17 @@ struct WakingStats {
   uint64_t stacks_missing = 0;       // the stack event did not arrive (ring buffer full)
 };
 
-// How the Python frames of a recording went (see runtimes/python/stacks.h).
-struct PythonStats {
+// How one runtime's frames went in a recording (runtimes/<name>/; Python's:
+// runtimes/python/stacks.h).
+struct RuntimeStats {
   uint64_t stacks = 0;           // samples and off-CPU stacks of interpreters that came with frames
   uint64_t merged = 0;           // of those, stacks whose native interpreter frames were replaced
-  uint64_t no_thread_state = 0;  // the thread had no PyThreadState (starting, ending, C thread)
+  uint64_t no_thread_state = 0;  // the thread had no runtime state (starting, ending, C thread)
   uint64_t unreadable = 0;       // a frame could not be read (freed, paged out): cut there
-  uint64_t at_limit = 0;         // deeper than the BPF side reads (BPFPROF_MAX_PYTHON_FRAMES)
-  // Python activations left over (or missing) against the native _PyEval_EvalFrameDefault
-  // frames: the native stack was cut short, or the sample caught a call being set up.
+  uint64_t at_limit = 0;         // deeper than the BPF side reads (max_frames)
+  uint32_t max_frames = 0;       // how many frames of a stack the BPF side reads
+  // Activations left over (or missing) against the native interpreter-loop frames: the native
+  // stack was cut short, or the sample caught a call being set up.
   uint64_t mismatched = 0;
   uint64_t frames = 0;          // frames named
   uint64_t unnamed_frames = 0;  // frames whose code object could not be read
@@ -250,7 +262,7 @@ struct PythonStats {
   uint64_t code_objects_read = 0;
   uint64_t code_read_ns = 0;  // time spent reading code objects (process_vm_readv, decoding)
   uint64_t interpreters = 0;  // processes whose frames were read
-  uint64_t event_bytes = 0;   // ring-buffer bytes of the Python-stack events
+  uint64_t event_bytes = 0;   // ring-buffer bytes of the runtime's stack events
   // An interpreter whose frames were not read, by file: why ("python 3.12: no layout").
   std::map<std::string, std::string> not_read{};
 };
@@ -311,7 +323,7 @@ struct RecordingStats {
   // later than the reorder window): applied out of order, e.g. a mapping after samples in it.
   uint64_t late_events = 0;
   std::optional<KernelUnwindStats> kernel_unwind{};  // --call-graph dwarf only
-  PythonStats python;
+  std::map<RuntimeKind, RuntimeStats> runtimes;      // those whose processes were recorded
   WakingStats wakings;
 };
 
@@ -365,7 +377,7 @@ struct Recording {
   // A deque: a live recording takes samples from the front as they go into the model.
   std::deque<SampleRecord> samples;
   RawStackTree raw_stacks;
-  PythonFrameTable python_frames;
+  RuntimeFrameTable runtime_frames;
   WakerTable wakers;
   RecordingStats stats;
   std::vector<LossRecord> losses{};

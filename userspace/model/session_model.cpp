@@ -422,8 +422,8 @@ void forget_waker_seconds_before(Process& p, MonotonicNs t) {
 
 // The frame of a raw address (a return address: the frame points into its call).
 FrameKey frame_key(const AddressSpace* space, uint64_t address, bool return_address) {
-  if (std::optional<PythonFrameId> python = python_frame_of(address))
-    return FrameKey::python(*python);  // a line, not a return address
+  if (std::optional<RuntimeFrameId> python = runtime_frame_of(address))
+    return FrameKey::runtime(*python);  // a line, not a return address
   if (address == kExecRawFrame) return FrameKey::exec();
   if (return_address && address > 0) address -= 1;
   if (is_kernel_address(address)) return FrameKey::kernel(address);

@@ -35,7 +35,8 @@ enum class FrameKind : uint8_t {
   kOffCpuState,  // a pseudo-frame naming why the thread is off the CPU (off_cpu_state())
   kTruncated,    // the pseudo-frame the profile writer puts at the root of a user stack that
                  // does not reach a thread root (the model never makes one itself)
-  kPython,       // a Python function at a line: the address is the recording's PythonFrameId
+  kRuntime,      // a runtime's function at a line (Python, ...): the address is the
+                 // recording's RuntimeFrameId
   kExec,         // the root of a sample taken inside execve once the old image was gone:
                  // there is no user stack (kExecRawFrame)
 };
@@ -78,13 +79,13 @@ struct FrameKey {
   }
   static constexpr FrameKey truncated() { return {FrameKind::kTruncated, LibId{}, 0}; }
   static constexpr FrameKey exec() { return {FrameKind::kExec, LibId{}, 0}; }
-  static constexpr FrameKey python(PythonFrameId frame) {
-    return {FrameKind::kPython, LibId{}, frame.value};
+  static constexpr FrameKey runtime(RuntimeFrameId frame) {
+    return {FrameKind::kRuntime, LibId{}, frame.value};
   }
 
   bool is_off_cpu_state() const { return kind == FrameKind::kOffCpuState; }
   OffCpuState off_cpu_state() const { return static_cast<OffCpuState>(address); }
-  PythonFrameId python_frame() const { return PythonFrameId{static_cast<uint32_t>(address)}; }
+  RuntimeFrameId runtime_frame() const { return RuntimeFrameId{static_cast<uint32_t>(address)}; }
   bool operator==(const FrameKey&) const = default;
 };
 struct FrameKeyHash {

@@ -94,7 +94,7 @@ class ProfileBuilder {
   bool is_tracing_frame(const FrameKey& key);
   const std::vector<FrameIndex>& frames_for(const FrameKey& key);
   FrameIndex pseudo_frame(Category category, const std::string& name);
-  FrameIndex python_frame(PythonFrameId id);
+  FrameIndex runtime_frame(RuntimeFrameId id);
   std::vector<FrameIndex> code_frames(const FrameKey& key);
   std::vector<SymbolizedFrame> symbolize(const FrameKey& key);
   uint32_t jit_owner(Pid pid);
@@ -223,9 +223,9 @@ ProfileBuilder::StackRoot ProfileBuilder::classify_outermost(const FrameKey& key
       return StackRoot::kNoUserFrames;
     case FrameKind::kUnmapped:
     case FrameKind::kTruncated:
-    // Python frames sit where the native interpreter loop ran: above them there is always
+    // Runtime frames sit where the native interpreter loop ran: above them there is always
     // the native code that started the interpreter, unless the native stack was cut.
-    case FrameKind::kPython:
+    case FrameKind::kRuntime:
       return StackRoot::kTruncated;
     case FrameKind::kNative:
       break;
@@ -267,26 +267,26 @@ const std::vector<FrameIndex>& ProfileBuilder::frames_for(const FrameKey& key) {
     case FrameKind::kKernel:
       frames = code_frames(key);
       break;
-    case FrameKind::kPython:
-      frames.push_back(python_frame(key.python_frame()));
+    case FrameKind::kRuntime:
+      frames.push_back(runtime_frame(key.runtime_frame()));
       break;
   }
   return frame_index_.emplace(key, std::move(frames)).first->second;
 }
 
-// A frame without a library or address: only a name.
-// A Python function at a line: no library or address; the file is the function's source.
-FrameIndex ProfileBuilder::python_frame(PythonFrameId id) {
+// A runtime's function at a line: no library or address; the file is the function's source.
+FrameIndex ProfileBuilder::runtime_frame(RuntimeFrameId id) {
   SharedTables& t = out_.shared;
-  const PythonFunction& function = recording_.python_frames.function_of(id);
+  const RuntimeFunction& function = recording_.runtime_frames.function_of(id);
   FrameTable::Frame frame;
-  frame.category = Category::kPython;
+  frame.category = category_of(function.runtime);
   const SourceIndex source = t.sources.add(t.strings, function.filename);
   frame.func = t.funcs.add_script(t.strings, function.qualified_name, source, function.first_line);
-  if (const uint32_t line = recording_.python_frames.frame(id).line) frame.line = line;
+  if (const uint32_t line = recording_.runtime_frames.frame(id).line) frame.line = line;
   return t.frames.add(frame);
 }
 
+// A frame without a library or address: only a name.
 FrameIndex ProfileBuilder::pseudo_frame(Category category, const std::string& name) {
   SharedTables& t = out_.shared;
   FrameTable::Frame frame;

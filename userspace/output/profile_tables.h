@@ -56,6 +56,15 @@ inline constexpr CategoryInfo kCategories[] = {
     {"Python", "yellow"},
 };
 
+// A runtime's frames have the runtime's own category.
+inline Category category_of(RuntimeKind runtime) {
+  switch (runtime) {
+    case RuntimeKind::kPython:
+      return Category::kPython;
+  }
+  return Category::kOther;
+}
+
 // Writes the strings themselves as `stringArray`.
 void write_string_array(JsonWriter& w, const StringTable& strings);
 

@@ -89,19 +89,21 @@ std::string shares_text(const std::vector<std::pair<std::string, double>>& share
   return text;
 }
 
-void add_python_entries(const PythonStats& python, std::vector<ReportEntry>& entries) {
-  if (python.stacks)
-    entries.push_back({"Python stacks with Python frames", "percentage",
-                       static_cast<double>(python.merged) / static_cast<double>(python.stacks)});
-  if (python.interpreters)
-    entries.push_back({"Python code objects read", "integer", python.code_objects_read});
-  if (python.read_budget_used_up)
+void add_runtime_entries(RuntimeKind runtime, const RuntimeStats& stats,
+                         std::vector<ReportEntry>& entries) {
+  const std::string name(runtime_name(runtime));
+  if (stats.stacks)
+    entries.push_back({name + " stacks with " + name + " frames", "percentage",
+                       static_cast<double>(stats.merged) / static_cast<double>(stats.stacks)});
+  if (stats.interpreters)
+    entries.push_back({name + " code objects read", "integer", stats.code_objects_read});
+  if (stats.read_budget_used_up)
     entries.push_back(
-        {"Python processes over the code-object budget", "integer", python.read_budget_used_up});
+        {name + " processes over the code-object budget", "integer", stats.read_budget_used_up});
   std::string not_read;
-  for (const auto& [file, reason] : python.not_read)
+  for (const auto& [file, reason] : stats.not_read)
     not_read += (not_read.empty() ? "" : "; ") + file + ": " + reason;
-  if (!not_read.empty()) entries.push_back({"Python interpreters not read", "string", not_read});
+  if (!not_read.empty()) entries.push_back({name + " interpreters not read", "string", not_read});
 }
 
 }  // namespace
@@ -122,7 +124,7 @@ RunReport build_run_report(const Recording& recording, const SessionModel& model
   if (!summary.unnamed_share_by_library.empty())
     report.debug_info_hint = debug_info_hint(summary.unnamed_library_paths);
   report.unwinding = unwind_cost(recording);
-  report.python = recording.stats.python;
+  report.runtimes = recording.stats.runtimes;
   report.refused_files = untrusted_file_refusals();
   report.refused_opens = untrusted_file_refusal_count();
   report.copied_file_bytes = untrusted_copy_bytes();
@@ -178,7 +180,7 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
     if (report.lost_by_process.size() > 10) by_process += ", ...";
     entries.push_back({"Lost events by process", "string", by_process});
   }
-  add_python_entries(report.python, entries);
+  for (const auto& [runtime, stats] : report.runtimes) add_runtime_entries(runtime, stats, entries);
   if (!report.refused_files.empty()) {
     std::string text;
     for (const std::string& refusal : report.refused_files)

@@ -75,8 +75,8 @@ struct RunReport {
   // Where user stacks were unwound (kernel walk / fallback copy), bytes per sample, the
   // unwind tables and maps: (label, text), model/unwind_report.
   std::vector<std::pair<std::string, std::string>> stack_sources;
-  // How reading Python frames went (nothing when no interpreter was seen).
-  PythonStats python;
+  // How reading each runtime's frames went (nothing when no interpreter was seen).
+  std::map<RuntimeKind, RuntimeStats> runtimes;
   // Files that another user controls and that were refused (untrusted_file.h), each once:
   // "perf map /tmp/perf-1.map ignored: owned by uid 65534, ...".
   std::vector<std::string> refused_files;

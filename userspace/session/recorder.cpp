@@ -193,6 +193,12 @@ void check_record_options(const RecordOptions& options) {
 constexpr uint32_t kUnwindRowCapacity = 2u << 20;
 constexpr uint32_t kSystemWideUnwindRowCapacity = 4u << 20;
 
+// Runtimes whose frames stay native, as the options say.
+std::set<RuntimeKind> runtimes_not_read(const RecordOptions& options) {
+  if (options.python_frames) return {};
+  return {RuntimeKind::kPython};
+}
+
 Recording recording_for(const RecordOptions& options) {
   Recording recording;
   recording.frequency_hz = options.frequency_hz;
@@ -230,7 +236,8 @@ class RecordSession {
         recording_(recording_for(options)),
         pipeline_(recording_, {.dwarf = uses_dwarf(options.call_graph),
                                .collapse_repeated_samples = !options.no_collapse,
-                               .python_frames = options.python_frames}) {}
+                               .runtime_frames = true,
+                               .runtimes_not_read = runtimes_not_read(options)}) {}
 
   // Each throws RecordFailure.
   void set_up();
@@ -432,7 +439,7 @@ void RecordSession::start_targets() {
   // programs' events are saved raw as they are read).
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, 0);
   pipeline_.take_lifecycle_events();
-  bpf_->apply_python_changes(pipeline_);  // interpreters already running: their frames now
+  bpf_->apply_runtime_changes(pipeline_);  // interpreters already running: their frames now
   if (!command_) say_sampling_started();
 }
 

@@ -1,0 +1,40 @@
+#include "runtimes/registry.h"
+
+#include "runtimes/python/runtime.h"
+
+namespace bpfprof {
+
+Runtimes::Runtimes(const std::set<RuntimeKind>& disabled) {
+  if (!disabled.contains(RuntimeKind::kPython)) runtimes_.push_back(make_python_runtime());
+}
+
+Runtimes::~Runtimes() = default;
+
+void Runtimes::observe(const std::vector<LifecycleEvent>& events, size_t from,
+                       Recording& recording) {
+  for (auto& runtime : runtimes_) runtime->observe(events, from, recording);
+}
+
+void Runtimes::forget_exited() {
+  for (auto& runtime : runtimes_) runtime->forget_exited();
+}
+
+void Runtimes::apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) {
+  for (auto& runtime : runtimes_) runtime->apply_kernel_changes(maps, recording);
+}
+
+bool Runtimes::take_event(uint32_t kind, const void* data, size_t size, Recording& recording) {
+  for (auto& runtime : runtimes_) {
+    if (runtime->event_kind() != kind) continue;
+    runtime->take_event(data, size, recording);
+    return true;
+  }
+  return false;
+}
+
+void Runtimes::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
+                          Recording& recording) {
+  for (auto& runtime : runtimes_) runtime->merge_into(pid, tid, time, user, recording);
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,35 @@
+// The runtimes a recording reads the frames of (runtimes/runtime.h), in one list.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "runtimes/runtime.h"
+
+namespace bpfprof {
+
+class Runtimes {
+ public:
+  // Every runtime bpfprof knows, but those in `disabled` (--no-python-frames, a replay).
+  explicit Runtimes(const std::set<RuntimeKind>& disabled);
+  ~Runtimes();
+  Runtimes(const Runtimes&) = delete;
+  Runtimes& operator=(const Runtimes&) = delete;
+
+  void observe(const std::vector<LifecycleEvent>& events, size_t from, Recording& recording);
+  void forget_exited();
+  void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording);
+  // Whether the event is a runtime's frames (then taken), else the caller decodes it.
+  bool take_event(uint32_t kind, const void* data, size_t size, Recording& recording);
+  void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
+                  Recording& recording);
+  bool empty() const { return runtimes_.empty(); }
+
+ private:
+  std::vector<std::unique_ptr<Runtime>> runtimes_;
+};
+
+}  // namespace bpfprof

@@ -1,0 +1,52 @@
+// A language runtime whose own frames bpfprof reads in place of its interpreter's native
+// frames (Python now). Each runtime is one folder, runtimes/<name>/: it recognises its
+// processes from their mappings, tells the BPF side where to find their frames, takes the
+// frame events its BPF reader (runtimes/<name>/frames.bpf.h) sends, and merges its frames
+// into the native stacks. The capture layer knows runtimes only through this interface and
+// the list in runtimes/registry.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "userspace/model/recording.h"
+
+namespace bpfprof {
+
+// The kernel side of the runtimes, as the capture layer that holds the BPF object offers it.
+class RuntimeKernelMaps {
+ public:
+  virtual ~RuntimeKernelMaps() = default;
+  // Puts (or replaces) the entry of `pid` in the BPF hash map `map`; false when refused.
+  virtual bool put(const char* map, Pid pid, const void* value, size_t size) = 0;
+  virtual void erase(const char* map, Pid pid) = 0;
+  // How many of `runtime`'s processes the kernel side knows: with none it skips the runtime.
+  virtual void set_process_count(RuntimeKind runtime, uint32_t count) = 0;
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  virtual RuntimeKind kind() const = 0;
+
+  // Recognises the runtime's processes among the lifecycle events from events[from] on
+  // (mappings, execs, exits of recorded processes).
+  virtual void observe(const std::vector<LifecycleEvent>& events, size_t from,
+                       Recording& recording) = 0;
+  // Processes that exited since the last call are forgotten.
+  virtual void forget_exited() = 0;
+  // Tells the kernel side about processes found or gone since the last call.
+  virtual void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) = 0;
+
+  // The ring-buffer event kind its BPF reader sends (enum bpfprof_event_kind): a thread's
+  // frames, just before the sample or off-CPU stack they belong to.
+  virtual uint32_t event_kind() const = 0;
+  virtual void take_event(const void* data, size_t size, Recording& recording) = 0;
+  // `user`: the native user stack of the sample of `tid` at `time`, innermost first; the
+  // runtime's frames sent for it, if any, replace its interpreter frames.
+  virtual void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
+                          Recording& recording) = 0;
+};
+
+}  // namespace bpfprof
