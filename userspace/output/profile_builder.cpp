@@ -10,6 +10,8 @@
 
 #include "symbols/util/text.h"
 #include "symbols/util/untrusted_file.h"
+#include "userspace/output/run_figures.h"
+#include "userspace/output/waker_labels.h"
 
 namespace bpfprof {
 
@@ -44,36 +46,6 @@ bool is_libc_thread_start(const std::string& name) {
          name == "__libc_start_main_impl" || name == "start_thread";
 }
 
-// The frames of the profiler's own BPF program and the tracepoint machinery under it.
-bool is_tracing_function(const std::string& name) {
-  return name.starts_with("bpf_prog_") || name.starts_with("bpf_trace_run") ||
-         name.starts_with("__bpf_trace_") || name.starts_with("__traceiter_") ||
-         name.starts_with("bpf_trampoline_");
-}
-
-// The wake-up machinery between whatever woke a thread and the scheduler: skipped to find the
-// function that did (hrtimer_wakeup, pipe_write, futex_wake).
-bool is_wake_up_function(const std::string& name) {
-  for (const char* prefix : {"try_to_wake_up", "wake_up", "__wake_up", "ttwu", "autoremove_wake",
-                             "default_wake_function", "woken_wake_function", "swake_up",
-                             "__swake_up", "rcuwait_wake_up", "wake_q", "complete"})
-    if (name.starts_with(prefix)) return true;
-  return false;
-}
-
-const char* state_name(OffCpuState state) {
-  return state == OffCpuState::kIoWait ? "I/O wait" : "sleeping";
-}
-
-// Where a softirq's handlers run (handle_softirqs since 6.10, __do_softirq before).
-bool is_softirq_function(const std::string& name) {
-  return name == "handle_softirqs" || name == "__do_softirq";
-}
-
-bool is_off_cpu_sample(const SessionModel& model, const ThreadSample& s) {
-  return s.stack != ResolvedStackTree::kRoot && model.stacks().node(s.stack).key.is_off_cpu_state();
-}
-
 class ProfileBuilder {
  public:
   ProfileBuilder(const SessionModel& model, const Recording& recording,
@@ -83,9 +55,6 @@ class ProfileBuilder {
   BuiltProfile build();
 
  private:
-  // How a stack begins, decided by its outermost frame.
-  enum class StackRoot : uint8_t { kNoUserFrames, kThreadRoot, kTruncated };
-
   // Stacks and frames.
   void find_anonymous_bases();
   void build_stacks();
@@ -107,25 +76,13 @@ class ProfileBuilder {
   std::vector<const Thread*> threads_to_write();
   void assign_pid_strings(const std::vector<const Thread*>& threads);
   void assign_losses(const std::vector<const Thread*>& threads);
-  ThreadTables build_thread(const Thread& thread);
+  ThreadTables build_thread(const Thread& thread, WakerLabels& wakers);
   void add_loss_markers(const Thread& thread, MarkersTable& markers);
-  void add_woken_markers(const Thread& thread, MarkersTable& markers);
-  std::optional<StackIndex> cause_stack(std::optional<StackId> stack) const;
-  std::string waking_function(std::optional<StackIndex> cause) const;
-  std::string interrupt_kind(std::optional<StackIndex> cause) const;
-  std::string process_label(ProcessIndex index) const;
-  std::string waker_label(const Waker& waker, std::optional<StackIndex> cause) const;
-  void summarize_wakers(const std::vector<const Thread*>& threads);
 
   // Summary figures.
-  void measure_completeness(const std::vector<const Thread*>& threads);
-  void measure_unnamed(const std::vector<const Thread*>& threads);
-  std::vector<std::string> unnamed_library_paths() const;
-  std::vector<std::pair<std::string, double>> top_self_functions(
-      const std::vector<const Thread*>& threads, size_t count) const;
-  std::vector<double> source_weights(const std::vector<const Thread*>& threads) const;
-  FrameIndex leaf_frame(StackId stack) const {
-    return out_.shared.stacks.frame((*output_stack_of_)[stack]);
+  void measure(const std::vector<const Thread*>& threads);
+  WrittenStacks written(const std::vector<const Thread*>& threads) const {
+    return WrittenStacks{model_, threads, out_.shared, out_.libs, *output_stack_of_};
   }
 
   const SessionModel& model_;
@@ -159,15 +116,26 @@ BuiltProfile ProfileBuilder::build() {
   const std::vector<const Thread*> threads = threads_to_write();
   assign_pid_strings(threads);
   assign_losses(threads);
-  if (options_.measure_unnamed) measure_unnamed(threads);
-  measure_completeness(threads);
-  if (options_.measure_unnamed) out_.summary.unnamed_library_paths = unnamed_library_paths();
-  for (const Thread* th : threads) out_.threads.push_back(build_thread(*th));
-  out_.summary.top_self_functions = top_self_functions(threads, 10);
+  measure(threads);
+  WakerLabels wakers(model_, out_.shared, *output_stack_of_);
+  for (const Thread* th : threads) out_.threads.push_back(build_thread(*th, wakers));
+  out_.summary.top_self_functions = top_self_functions(written(threads), 10);
   if (options_.embed_sources)
-    out_.summary.embedded_sources = embed_sources(out_.shared, source_weights(threads));
-  summarize_wakers(threads);
+    out_.summary.embedded_sources = embed_sources(out_.shared, source_weights(written(threads)));
+  out_.summary.top_wakers = wakers.top_wakers(threads);
   return std::move(out_);
+}
+
+void ProfileBuilder::measure(const std::vector<const Thread*>& threads) {
+  ProfileSummary& summary = out_.summary;
+  if (options_.measure_unnamed)
+    summary.unnamed_share_by_library = unnamed_share_by_library(written(threads), unnamed_frames_);
+  UserStackFigures user_stacks = measure_user_stacks(written(threads), root_of_);
+  summary.user_stacks = user_stacks.all;
+  summary.incomplete_user_stacks_by_process = std::move(user_stacks.incomplete_by_process);
+  if (options_.measure_unnamed)
+    summary.unnamed_library_paths =
+        unnamed_library_paths(summary.unnamed_share_by_library, out_.libs);
 }
 
 void ProfileBuilder::find_anonymous_bases() {
@@ -215,7 +183,7 @@ StackIndex ProfileBuilder::append_frames(std::optional<StackIndex> prefix, const
   return *prefix;  // frames_for() is never empty
 }
 
-ProfileBuilder::StackRoot ProfileBuilder::classify_outermost(const FrameKey& key) {
+StackRoot ProfileBuilder::classify_outermost(const FrameKey& key) {
   switch (key.kind) {
     case FrameKind::kKernel:
     case FrameKind::kOffCpuState:
@@ -462,7 +430,7 @@ void ProfileBuilder::assign_losses(const std::vector<const Thread*>& threads) {
   }
 }
 
-ThreadTables ProfileBuilder::build_thread(const Thread& thread) {
+ThreadTables ProfileBuilder::build_thread(const Thread& thread, WakerLabels& wakers) {
   const Process& process = model_.processes()[thread.process.value];
   const MonotonicNs zero = recording_.start_time;
   auto ms_or_none = [&](const std::optional<MonotonicNs>& t) -> std::optional<double> {
@@ -482,7 +450,7 @@ ThreadTables ProfileBuilder::build_thread(const Thread& thread) {
   out.unregister_ms = ms_or_none(thread.end);
   out.samples = SamplesTable(thread.samples, output_stack_of_, zero);
   add_loss_markers(thread, out.markers);
-  add_woken_markers(thread, out.markers);
+  wakers.add_woken_markers(thread, zero, out.markers);
   return out;
 }
 
@@ -495,228 +463,6 @@ void ProfileBuilder::add_loss_markers(const Thread& thread, MarkersTable& marker
     markers.add({name, ms_between(recording_.start_time, loss->time),
                  MarkersTable::EventsLost{
                      loss->count, process_name + " (" + std::to_string(loss->pid.value) + ")"}});
-}
-
-std::string ProfileBuilder::process_label(ProcessIndex index) const {
-  const Process& p = model_.processes()[index.value];
-  return p.name + " (" + std::to_string(p.pid.value) + ")";
-}
-
-// "comm (tid)" for a thread; for an interrupt, what it was and the function that woke the
-// thread, from its stack: "interrupt: hrtimer_wakeup".
-std::string ProfileBuilder::waker_label(const Waker& waker, std::optional<StackIndex> cause) const {
-  if (waker.context == WakerContext::kThread)
-    return waker.comm + " (" + std::to_string(waker.tid.value) + ")";
-  const std::string function = waking_function(cause);
-  return interrupt_kind(cause) + (function.empty() ? "" : ": " + function);
-}
-
-// The waker's stack as written, without the profiler's own frames at its leaf (the
-// sched_waking program and the tracepoint machinery under it).
-std::optional<StackIndex> ProfileBuilder::cause_stack(std::optional<StackId> stack) const {
-  if (!stack) return std::nullopt;
-  std::optional<StackIndex> out = (*output_stack_of_)[*stack];
-  while (out && is_tracing_function(function_name(out_.shared, out_.shared.stacks.frame(*out))))
-    out = out_.shared.stacks.prefix(*out);
-  return out;
-}
-
-// The innermost function of a waker's stack that is not wake-up machinery: what woke the
-// thread, for an interrupt (hrtimer_wakeup: a timer expired).
-std::string ProfileBuilder::waking_function(std::optional<StackIndex> cause) const {
-  for (std::optional<StackIndex> s = cause; s; s = out_.shared.stacks.prefix(*s)) {
-    const std::string& name = function_name(out_.shared, out_.shared.stacks.frame(*s));
-    if (!is_wake_up_function(name)) return name;
-  }
-  return "";
-}
-
-// "softirq" when the waker's kernel stack runs a softirq's handlers, else "interrupt".
-std::string ProfileBuilder::interrupt_kind(std::optional<StackIndex> cause) const {
-  for (std::optional<StackIndex> s = cause; s; s = out_.shared.stacks.prefix(*s))
-    if (is_softirq_function(function_name(out_.shared, out_.shared.stacks.frame(*s))))
-      return "softirq";
-  return "interrupt";
-}
-
-void ProfileBuilder::add_woken_markers(const Thread& thread, MarkersTable& markers) {
-  const MonotonicNs zero = recording_.start_time;
-  for (const WokenWait& wait : thread.woken_waits) {
-    const Waker& waker = model_.wakers()[wait.waker];
-    MarkersTable::Woken data;
-    data.state = state_name(wait.state);
-    data.duration_ms = static_cast<double>(wait.woken.value - wait.start.value) / 1e6;
-    data.cause = cause_stack(wait.cause);
-    data.waker = waker_label(waker, data.cause);
-    if (waker.context == WakerContext::kThread) {
-      data.waker_thread = waker.comm;
-      data.waker_tid = waker.tid.value;
-      data.waker_process = wait.waker_process ? process_label(*wait.waker_process)
-                                              : "pid " + std::to_string(waker.pid.value);
-    } else {
-      data.waker_thread = interrupt_kind(data.cause);
-    }
-    const StringIndex name = out_.shared.strings.intern("Woken by " + data.waker);
-    markers.add(
-        {name, ms_between(zero, wait.start), std::move(data), ms_between(zero, wait.woken)});
-  }
-}
-
-// The top wakers of each process written, by the waiting time they ended.
-void ProfileBuilder::summarize_wakers(const std::vector<const Thread*>& threads) {
-  std::set<uint32_t> seen;
-  std::vector<std::pair<uint64_t, ProcessWakers>> ranked;
-  for (const Thread* th : threads) {
-    if (!seen.insert(th->process.value).second) continue;
-    const Process& p = model_.processes()[th->process.value];
-    if (p.wakers.empty() && p.interrupt_wakers.empty()) continue;
-    // By label: interrupts of one kind through one function are one waker.
-    std::map<std::string, WakerShare> by_label;
-    auto add = [&](const std::string& label, const WakerShare& share) {
-      by_label[label].waited_ns += share.waited_ns;
-      by_label[label].wakings += share.wakings;
-    };
-    for (const auto& [waker, share] : p.wakers) add(waker_label(model_.wakers()[waker], {}), share);
-    const Waker interrupt{WakerContext::kInterrupt, Pid{0}, Tid{0}, ""};
-    for (const auto& [stack, share] : p.interrupt_wakers)
-      add(waker_label(interrupt,
-                      stack == ResolvedStackTree::kRoot ? std::nullopt : cause_stack(stack)),
-          share);
-    std::vector<std::pair<std::string, WakerShare>> shares(by_label.begin(), by_label.end());
-    std::stable_sort(shares.begin(), shares.end(), [](const auto& a, const auto& b) {
-      return a.second.waited_ns > b.second.waited_ns;
-    });
-    uint64_t total = 0;
-    for (const auto& [label, share] : shares) total += share.waited_ns;
-    ProcessWakers entry{process_label(th->process), {}};
-    for (size_t i = 0; i < shares.size() && i < 5; ++i)
-      entry.top.push_back(WakerTotal{shares[i].first,
-                                     static_cast<double>(shares[i].second.waited_ns) / 1e6,
-                                     shares[i].second.wakings});
-    ranked.emplace_back(total, std::move(entry));
-  }
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t i = 0; i < ranked.size() && i < 5; ++i)
-    out_.summary.top_wakers.push_back(std::move(ranked[i].second));
-}
-
-void ProfileBuilder::measure_completeness(const std::vector<const Thread*>& threads) {
-  ProfileSummary& summary = out_.summary;
-  std::map<uint32_t, StackCompleteness> by_process;  // by ProcessIndex
-  for (const Thread* th : threads) {
-    for (const ThreadSample& s : th->samples) {
-      if (s.stack == ResolvedStackTree::kRoot || is_off_cpu_sample(model_, s)) continue;
-      const StackRoot root = root_of_[s.stack];
-      if (root == StackRoot::kNoUserFrames) continue;
-      StackCompleteness& process = by_process[th->process.value];
-      process.total += s.weight;
-      summary.user_stacks.total += s.weight;
-      if (root != StackRoot::kThreadRoot) continue;
-      process.complete += s.weight;
-      summary.user_stacks.complete += s.weight;
-    }
-  }
-  for (const auto& [process, stacks] : by_process) {
-    if (stacks.complete >= stacks.total) continue;
-    const Process& p = model_.processes()[process];
-    summary.incomplete_user_stacks_by_process.emplace_back(
-        p.name + " (" + std::to_string(p.pid.value) + ")", stacks);
-  }
-  std::stable_sort(summary.incomplete_user_stacks_by_process.begin(),
-                   summary.incomplete_user_stacks_by_process.end(),
-                   [](const auto& a, const auto& b) {
-                     return a.second.total - a.second.complete > b.second.total - b.second.complete;
-                   });
-}
-
-// The share of on-CPU sample weight whose leaf frame has no name, by library.
-void ProfileBuilder::measure_unnamed(const std::vector<const Thread*>& threads) {
-  std::unordered_map<int32_t, double> by_lib;  // -1: outside any mapping
-  double total = 0;
-  for (const Thread* th : threads) {
-    for (const ThreadSample& s : th->samples) {
-      if (s.stack == ResolvedStackTree::kRoot || is_off_cpu_sample(model_, s)) continue;
-      total += s.weight;
-      const FrameIndex frame = leaf_frame(s.stack);
-      if (!unnamed_frames_.contains(frame.value)) continue;
-      const std::optional<LibIndex> lib = out_.shared.frames[frame].lib;
-      by_lib[lib ? static_cast<int32_t>(lib->value) : -1] += s.weight;
-    }
-  }
-  auto& shares = out_.summary.unnamed_share_by_library;
-  for (const auto& [lib, weight] : by_lib)
-    shares.emplace_back(
-        lib >= 0 ? out_.libs[LibIndex{static_cast<uint32_t>(lib)}].name : "(outside any mapping)",
-        weight / total);
-  std::sort(shares.begin(), shares.end(),
-            [](const auto& a, const auto& b) { return a.second > b.second; });
-}
-
-std::vector<std::string> ProfileBuilder::unnamed_library_paths() const {
-  const auto& shares = out_.summary.unnamed_share_by_library;
-  std::vector<std::string> paths;
-  for (size_t i = 0; i < shares.size() && i < 3; ++i) {
-    if (shares[i].second < 0.01) break;
-    for (const LibraryDescription& lib : out_.libs.rows()) {
-      if (lib.name == shares[i].first && !lib.path.empty()) {
-        paths.push_back(lib.path);
-        break;
-      }
-    }
-  }
-  return paths;
-}
-
-std::vector<std::pair<std::string, double>> ProfileBuilder::top_self_functions(
-    const std::vector<const Thread*>& threads, size_t count) const {
-  const SharedTables& t = out_.shared;
-  std::unordered_map<int32_t, double> weight_by_func;
-  double total = 0;
-  for (const Thread* th : threads) {
-    for (const ThreadSample& s : th->samples) {
-      if (s.stack == ResolvedStackTree::kRoot || is_off_cpu_sample(model_, s)) continue;
-      weight_by_func[static_cast<int32_t>(t.frames[leaf_frame(s.stack)].func.value)] += s.weight;
-      total += s.weight;
-    }
-  }
-  std::vector<std::pair<int32_t, double>> ranked(weight_by_func.begin(), weight_by_func.end());
-  std::sort(ranked.begin(), ranked.end(),
-            [](const auto& a, const auto& b) { return a.second > b.second; });
-  if (ranked.size() > count) ranked.resize(count);
-  std::vector<std::pair<std::string, double>> result;
-  for (const auto& [func, weight] : ranked) {
-    const FuncTable::Func& f = t.funcs[FuncIndex{static_cast<uint32_t>(func)}];
-    std::string name = t.strings.strings()[f.name.value];
-    if (f.resource) name += " (" + t.strings.strings()[t.resources.name(*f.resource).value] + ")";
-    result.emplace_back(std::move(name), weight / total);
-  }
-  return result;
-}
-
-// On-CPU sample weight per source file: a sample counts once for each file on its stack, so
-// that the files of the hot functions and of their callers come first.
-std::vector<double> ProfileBuilder::source_weights(
-    const std::vector<const Thread*>& threads) const {
-  const SharedTables& t = out_.shared;
-  std::unordered_map<uint32_t, double> weight_by_stack;  // by output stack
-  for (const Thread* th : threads) {
-    for (const ThreadSample& s : th->samples) {
-      if (s.stack == ResolvedStackTree::kRoot || is_off_cpu_sample(model_, s)) continue;
-      weight_by_stack[(*output_stack_of_)[s.stack].value] += s.weight;
-    }
-  }
-  std::vector<double> weights(t.sources.size());
-  std::vector<int64_t> counted_for(t.sources.size(), -1);  // the stack a file last counted for
-  for (const auto& [stack, weight] : weight_by_stack) {
-    for (std::optional<StackIndex> i = StackIndex{stack}; i; i = t.stacks.prefix(*i)) {
-      const std::optional<SourceIndex> source = t.funcs[t.frames[t.stacks.frame(*i)].func].source;
-      if (!source || counted_for[source->value] == stack) continue;
-      counted_for[source->value] = stack;
-      weights[source->value] += weight;
-    }
-  }
-  return weights;
 }
 
 }  // namespace

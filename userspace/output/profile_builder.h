@@ -1,7 +1,7 @@
 // Maps the session model to the profile's tables: every stack to output frames (through a
-// ProfileSymbolizer), the threads to write with their samples and markers, and the figures
-// of the end-of-run summary. All interning happens here; writing the tables afterwards
-// (profile_writer.cpp, collapsed output) only reads them.
+// ProfileSymbolizer), the threads to write with their samples and markers (waker_labels.h),
+// and the figures of the end-of-run summary (run_figures.h). All interning happens here; writing
+// the tables afterwards (profile_writer.cpp, collapsed output) only reads them.
 #pragma once
 
 #include <cstddef>
@@ -15,27 +15,10 @@
 #include "userspace/output/embedded_sources.h"
 #include "userspace/output/profile_symbolizer.h"
 #include "userspace/output/profile_tables.h"
+#include "userspace/output/run_figures.h"
+#include "userspace/output/waker_labels.h"
 
 namespace bpfprof {
-
-// On-CPU sample weight with a user stack, and the part whose outermost user frame is a
-// thread root (the rest begins with a [truncated] frame).
-struct StackCompleteness {
-  double complete = 0;
-  double total = 0;
-  double share() const { return total > 0 ? complete / total : 1.0; }
-};
-
-// Who ended a process's waits: a waker's label, the waiting time it ended and how often.
-struct WakerTotal {
-  std::string waker;
-  double waited_ms = 0;
-  uint64_t wakings = 0;
-};
-struct ProcessWakers {
-  std::string process;          // "name (pid)"
-  std::vector<WakerTotal> top;  // most waiting time first, at most five
-};
 
 struct ProfileSummary {
   size_t processes = 0;
