@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The kernel side of bpfprof: a timer-sample program and the lifecycle tracepoints that keep
- * the set of tracked processes in the kernel, so that a child of a tracked process is
- * sampled from its first instruction. */
+/* The kernel side of bpfprof: a timer-sample program, the off-CPU and waker tracepoints, and
+ * the lifecycle tracepoints that keep the set of tracked processes in the kernel, so that a
+ * child of a tracked process is sampled from its first instruction.
+ *
+ * In one order, as bcc's libbpf-tools lay their programs out: the settings userspace writes
+ * before load (knobs.h), every map (maps.h), the helpers shared by several programs
+ * (helpers.h; stack_copy.h, unwind_user.h and the runtimes' frame readers, each including
+ * what it uses), then the programs in this file, each with the helpers only it uses just
+ * above it: samples (and what they share with switch-outs), switch-outs, wakers, lifecycle. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -9,354 +15,16 @@
 #include <bpf/bpf_tracing.h>
 
 #include "events.h"
+#include "helpers.h"
+#include "knobs.h"
+#include "maps.h"
+#include "runtimes/python/frames.bpf.h"
 #include "stack_capture_fp.h"
+#include "stack_copy.h"
+#include "unwind_user.h"
 #include "user_regs.h"
 
 char LICENSE[] SEC("license") = "GPL";
-
-/* Set before load: 1 samples every process (system-wide mode). */
-const volatile __u32 track_all = 0;
-/* Set before load: 1 records the stacks of threads leaving the CPU and when they return. */
-const volatile __u32 record_off_cpu = 0;
-/* Set before load: 1 records who wakes tracked threads, and from where (sched_waking). */
-const volatile __u32 record_wakers = 0;
-/* Set before load: the sampling interval; a thread's off-CPU stack is taken at most once
- * per interval (and a waker's stack once per (waker, wakee) pair). */
-const volatile __u64 off_cpu_stack_interval_ns = 1000000;
-
-/* Set before load: 0 for frame-pointer user stacks; else the most user-stack bytes to copy
- * per sample for unwinding in userspace (DWARF CFI). */
-const volatile __u32 user_stack_copy_bytes = 0;
-/* Set before load (with user_stack_copy_bytes): 1 walks user stacks in the kernel with the
- * unwind tables first, and copies the stack only when the walk cannot reach a root. */
-const volatile __u32 kernel_unwind = 0;
-/* Set before load, with kernel_unwind unless a copy size was given: copies take the whole
- * stack where its end is known (see copy_user_stack). */
-const volatile __u32 fallback_copies_whole_stack = 0;
-
-/* Larger stack copies for the processes that need them: userspace raises a process's size
- * when its stacks are cut at the copy's end (a frame of tens of KB, deep stacks). */
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 16384);
-  __type(key, __u32);   /* tgid */
-  __type(value, __u32); /* bytes */
-} stack_copy_bytes_by_process SEC(".maps");
-
-/* Scratch space for DWARF samples, one entry per CPU (keyed by CPU number; sized to the
- * possible CPUs before load): a per-CPU array's values are limited to 32 KiB, too small for
- * a 64 KiB stack copy. */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_dwarf_sample_event);
-} dwarf_scratch SEC(".maps");
-
-/* A thread leaving the CPU: when, where its user registers were, and whether its kernel stack
- * is worth taking (kernel_stack_worth_taking). */
-struct off_cpu_stop {
-  __u64 time_ns;
-  __u64 user_pc;
-  __u64 user_sp;
-  __u32 with_kernel_stack;
-  /* --no-off-cpu: preempted after a sample, so its next stop is marked too (on_switch) */
-  __u32 owes_stop_mark;
-};
-
-/* The stop of the thread leaving the CPU now, per CPU: in a map value, whose contents the
- * verifier does not track, rather than on the BPF stack, where each of its fields' values
- * would double the paths verified after it (on_switch took 176 ms to load instead of 85). */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct off_cpu_stop);
-} current_stop SEC(".maps");
-
-/* Each thread's last stop whose off-CPU stacks were taken. */
-struct {
-  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
-  __type(key, int);
-  __type(value, struct off_cpu_stop);
-} off_cpu_stack_taken SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 65536); /* set before load: record --max-processes */
-  __type(key, __u32);         /* tgid */
-  __type(value, __u8);
-} tracked_processes SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 16 * 1024 * 1024);
-} events SEC(".maps");
-
-/* Forks, execs, exits and renames have a ring buffer of their own: when samples flood the
- * main one, the processes and threads they belong to must still be known. */
-struct {
-  __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 1024 * 1024);
-} lifecycle_events SEC(".maps");
-
-/* Sample events exceed the 512-byte BPF stack: build them in per-CPU scratch space. */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_sample_event);
-} sample_scratch SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_switch_out_event);
-} switch_scratch SEC(".maps");
-
-/* The thread last sampled on each CPU during its current stretch there: without off-CPU
- * stacks, only such a thread needs a switch-out event (to end its last sampled stack). */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, __u32);
-} sampled_tid SEC(".maps");
-
-/* Events that did not fit in the ring buffer, per CPU: counted, never hidden. */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, __u64);
-} lost_events SEC(".maps");
-
-/* Their total, in .bss: userspace reads it through its mapping of the section at every poll,
- * without a system call; losses are rare, so the shared atomic costs nothing. */
-__u64 lost_events_total = 0;
-
-/* The same, per process (tgid), so the loss can be shown where it happened. */
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 16384);
-  __type(key, __u32);
-  __type(value, __u64);
-} lost_events_by_process SEC(".maps");
-
-/* Children that could not be followed: tracked_processes was full (record --max-processes). */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, __u64);
-} processes_not_followed SEC(".maps");
-
-static __always_inline void count_lost_for(__u32 tgid) {
-  __u32 zero = 0;
-  __u64* lost = bpf_map_lookup_elem(&lost_events, &zero);
-  if (lost) __sync_fetch_and_add(lost, 1);
-  __sync_fetch_and_add(&lost_events_total, 1);
-  __u64* of_process = bpf_map_lookup_elem(&lost_events_by_process, &tgid);
-  if (!of_process) {
-    /* Another CPU may create it first: then its entry is the one to add to. */
-    __u64 zero_count = 0;
-    bpf_map_update_elem(&lost_events_by_process, &tgid, &zero_count, BPF_NOEXIST);
-    of_process = bpf_map_lookup_elem(&lost_events_by_process, &tgid);
-  }
-  if (of_process) __sync_fetch_and_add(of_process, 1);
-}
-
-/* For the task running now. */
-static __always_inline void count_lost(void) { count_lost_for(bpf_get_current_pid_tgid() >> 32); }
-
-/* Waking the reader for every event would interrupt the profiled threads with IPIs at the
- * sampling rate; userspace polls on a timer instead, and is woken only when the buffer
- * gets full enough to need it. */
-/* Set before load: a quarter of the ring buffer's size. */
-const volatile __u64 wakeup_threshold = 4 * 1024 * 1024;
-
-static __always_inline __u64 submit_flags(void) {
-  return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_threshold ? BPF_RB_FORCE_WAKEUP
-                                                                          : BPF_RB_NO_WAKEUP;
-}
-
-/* Set before load: bpfprof's own process, never sampled (system-wide, its own samples would
- * be events it has to read, unwind and write: a feedback loop at high rates). */
-const volatile __u32 self_tgid = 0;
-
-static __always_inline __u64 lifecycle_submit_flags(void) {
-  return bpf_ringbuf_query(&lifecycle_events, BPF_RB_AVAIL_DATA) > 256 * 1024 ? BPF_RB_FORCE_WAKEUP
-                                                                              : BPF_RB_NO_WAKEUP;
-}
-
-/* A new tracked process (fork or exec) wakes the reader, at most once per 5 ms: until it has
- * passed the process's mappings to the kernel walker, the process's samples fall back to
- * stack copies. Without the kernel walker nothing waits for the mappings. */
-__u64 last_new_process_wakeup_ns = 0;
-#define NEW_PROCESS_WAKEUP_INTERVAL_NS 5000000
-
-static __always_inline __u64 new_process_submit_flags(void) {
-  const __u64 now = bpf_ktime_get_ns();
-  if (!kernel_unwind || now - last_new_process_wakeup_ns < NEW_PROCESS_WAKEUP_INTERVAL_NS)
-    return lifecycle_submit_flags();
-  last_new_process_wakeup_ns = now; /* a race between CPUs costs one wakeup more */
-  return BPF_RB_FORCE_WAKEUP;
-}
-
-/* 0 when not tracked, else BPFPROF_TRACKED or BPFPROF_TRACKED_AWAITING_EXEC. */
-static __always_inline __u8 tracked_state(__u32 tgid) {
-  if (tgid == 0 || tgid == self_tgid) /* the per-CPU idle tasks; the profiler itself */
-    return 0;
-  if (track_all) return BPFPROF_TRACKED;
-  const __u8* state = bpf_map_lookup_elem(&tracked_processes, &tgid);
-  return state ? *state : 0;
-}
-
-static __always_inline bool is_tracked(__u32 tgid) { return tracked_state(tgid) != 0; }
-
-static __always_inline void fill_header(struct bpfprof_event_header* h, __u32 kind, __u32 pid,
-                                        __u32 tid) {
-  h->kind = kind;
-  h->cpu = bpf_get_smp_processor_id();
-  h->timestamp_ns = bpf_ktime_get_ns();
-  h->pid = pid;
-  h->tid = tid;
-}
-
-#include "runtimes/python/frames.bpf.h"
-
-struct stack_end {
-  __u64 end;
-};
-
-static long find_stack_end(struct task_struct* task, struct vm_area_struct* vma, void* data) {
-  ((struct stack_end*)data)->end = vma->vm_end;
-  return 0;
-}
-
-/* The same for off-CPU stacks (sched_switch runs with interrupts off, but keep the two apart
- * all the same). */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_dwarf_sample_event);
-} dwarf_switch_scratch SEC(".maps");
-
-/* The current task's saved user registers (also when it is in the kernel), in DWARF order;
- * `r` stays as it is (zeroed by the caller) for a task without a user context. */
-static __always_inline void read_user_registers(struct task_struct* task, __u64* r) {
-  if (!task->mm) return;
-  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
-  if (!regs) return;
-  /* Direct loads (a BTF pointer): a helper call per register costs ~20 ns more. */
-  r[0] = regs->ax;
-  r[1] = regs->dx;
-  r[2] = regs->cx;
-  r[3] = regs->bx;
-  r[4] = regs->si;
-  r[5] = regs->di;
-  r[6] = regs->bp;
-  r[7] = regs->sp;
-  r[8] = regs->r8;
-  r[9] = regs->r9;
-  r[10] = regs->r10;
-  r[11] = regs->r11;
-  r[12] = regs->r12;
-  r[13] = regs->r13;
-  r[14] = regs->r14;
-  r[15] = regs->r15;
-  r[16] = user_pc(regs);
-}
-
-#define PAGE_BYTES 4096
-
-/* What a page's copy reads lives in the event (a map value, whose contents the verifier
- * does not track), not on the stack: so bpf_loop's callback is verified in a few passes. */
-struct stack_copy {
-  struct bpfprof_dwarf_sample_event* event;
-};
-
-/* Page `index` of the copy: from sp to the first page boundary, then whole pages. */
-static long copy_stack_page(__u64 index, void* context) {
-  struct bpfprof_dwarf_sample_event* e = ((struct stack_copy*)context)->event;
-  const __u64 sp = e->user_regs[BPFPROF_REG_SP];
-  const __u64 wanted = e->stack_bytes_wanted;
-  const __u64 first = PAGE_BYTES - (sp & (PAGE_BYTES - 1));
-  __u64 offset = index == 0 ? 0 : first + (index - 1) * PAGE_BYTES;
-  if (offset >= wanted) return 1;
-  __u64 chunk = index == 0 ? first : PAGE_BYTES;
-  if (chunk > wanted - offset) chunk = wanted - offset;
-  if (offset > BPFPROF_MAX_STACK_COPY || chunk > PAGE_BYTES || chunk == 0) return 1;
-  /* On failure the helper zeroes the destination. */
-  if (bpf_probe_read_user(e->stack + offset, chunk, (void*)(sp + offset)) == 0)
-    e->stack_size = offset + chunk;
-  else
-    e->flags |= BPFPROF_STACK_COPY_UNREADABLE;
-  return 0;
-}
-
-/* Copies the user stack from sp, page by page, up to the end of its mapping, at most
- * user_stack_copy_bytes (or the process's raised size). A page that cannot be read without a
- * fault (never touched: the middle of a large local array, or past the end of the mapping
- * when its lock was busy and the end is unknown) is left zeroed and the copy goes on: the
- * frames above it are still there. The copy ends after the last page that was read. */
-static __always_inline void copy_user_stack(struct task_struct* task,
-                                            struct bpfprof_dwarf_sample_event* e) {
-  const __u64 sp = e->user_regs[BPFPROF_REG_SP];
-  __u64 limit = user_stack_copy_bytes;
-  __u32 tgid = e->header.pid;
-  __u32* raised = bpf_map_lookup_elem(&stack_copy_bytes_by_process, &tgid);
-  if (raised) limit = *raised;
-  bool end_known = false;
-  struct stack_end found = {0};
-  if (bpf_find_vma(task, sp, find_stack_end, &found, 0) == 0 && found.end > sp) end_known = true;
-  /* With the kernel walk, a copy is the rare fallback (a process's first milliseconds, code
-   * without a table): it takes the whole stack, which is only as deep as it has been, so that
-   * a young process's deep frames (python's 16 KB path buffers) are not cut at the limit. */
-  /* Its end may be unknown because the walk used the one VMA lookup of the sampling
-   * interrupt (unwind_user.h): then the pages past it fail to read and are not sent. */
-  if (fallback_copies_whole_stack) limit = BPFPROF_MAX_STACK_COPY;
-  if (limit > BPFPROF_MAX_STACK_COPY) limit = BPFPROF_MAX_STACK_COPY;
-  e->stack_copy_limit = limit;
-  e->stack_bytes_wanted = limit;
-  if (end_known) {
-    if (found.end - sp <= limit)
-      e->stack_bytes_wanted = found.end - sp;
-    else
-      e->flags |= BPFPROF_STACK_COPY_AT_LIMIT;
-  }
-  e->stack_size = 0;
-  struct stack_copy c = {.event = e};
-  bpf_loop(BPFPROF_MAX_STACK_COPY / PAGE_BYTES + 2, copy_stack_page, &c, 0);
-  if (!end_known && e->stack_size >= limit) e->flags |= BPFPROF_STACK_COPY_AT_LIMIT;
-}
-
-/* The current task's user registers and stack copy, for unwinding with CFI in userspace; and
- * its kernel stack. */
-static __always_inline void capture_dwarf_stacks(void* ctx, struct bpfprof_dwarf_sample_event* e,
-                                                 bool with_user, bool with_kernel) {
-  struct task_struct* task = bpf_get_current_task_btf();
-  e->stack_size = 0;
-  e->stack_copy_limit = 0;
-  e->stack_bytes_wanted = 0;
-  for (int i = 0; i < BPFPROF_USER_REGS; i++) e->user_regs[i] = 0;
-  if (with_user) read_user_registers(task, e->user_regs);
-  e->kernel_depth =
-      with_kernel ? capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f : 0;
-  if (e->user_regs[BPFPROF_REG_SP]) copy_user_stack(task, e);
-}
-
-static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event* e) {
-  __u64 out = offsetof(struct bpfprof_dwarf_sample_event, stack) + e->stack_size;
-  if (out > offsetof(struct bpfprof_dwarf_sample_event, stack) + BPFPROF_MAX_STACK_COPY)
-    out = offsetof(struct bpfprof_dwarf_sample_event, stack) + BPFPROF_MAX_STACK_COPY;
-  if (bpf_ringbuf_output(&events, e, out, submit_flags())) count_lost_for(e->header.pid);
-}
-
-#include "unwind_user.h"
 
 /* Sends an unwound event: the user frames the walk left in e->ips, then the kernel stack
  * when taken now; before it the Python stack, when its frames are taken now too. */
@@ -496,8 +164,6 @@ static __always_inline __u32 off_cpu_state(bool preempt, unsigned int prev_state
     return BPFPROF_OFF_CPU_IO_WAIT;
   return BPFPROF_OFF_CPU_SLEEPING;
 }
-
-#define PF_KTHREAD_FLAG 0x00200000
 
 /* Whether a thread leaving the CPU is worth its kernel stack. Not so for one preempted on its
  * way back to user mode from an interrupt (the timer's, a wakeup's): that stack is always the
@@ -679,21 +345,6 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_stru
   }
   return 0;
 }
-
-/* When the waker's stack of each (waker, wakee) pair was last taken: a producer waking its
- * consumer a hundred thousand times a second needs one stack per interval, not each time. */
-struct waker_pair {
-  __u32 waker_tid; /* 0 for an interrupt */
-  __u32 context;   /* enum bpfprof_waker_context */
-  __u32 wakee_tid;
-  __u32 reserved;
-};
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 65536);
-  __type(key, struct waker_pair);
-  __type(value, __u64);
-} waker_stack_taken SEC(".maps");
 
 /* The kernel stack size (x86-64 without KASAN): interrupt handlers, and the softirqs run on
  * their way out, run on the CPU's own interrupt stack, not within the current task's. */

@@ -4,6 +4,10 @@
 #ifndef BPFPROF_STACK_CAPTURE_FP_H
 #define BPFPROF_STACK_CAPTURE_FP_H
 
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+
 static __always_inline __u32 capture_user_stack(void* ctx, __u64* ips, __u32 max_depth) {
   long bytes = bpf_get_stack(ctx, ips, max_depth * sizeof(__u64), BPF_F_USER_STACK);
   return bytes > 0 ? (__u32)(bytes / sizeof(__u64)) : 0;

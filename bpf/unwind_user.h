@@ -3,139 +3,27 @@
  * (bpf/unwind_table.h, bpf/unwind_maps.h). A walk that reaches a thread root yields the list
  * of return addresses; anything it cannot follow (a table not loaded yet, a row no rule
  * covers, a stack page not present) makes the caller fall back to a stack copy, unwound in
- * userspace as before. Included by profiler.bpf.c after its maps and helpers. */
+ * userspace. Its maps and their values (the walk's state, the row cache) are in bpf/maps.h. */
 #ifndef BPFPROF_UNWIND_USER_H
 #define BPFPROF_UNWIND_USER_H
 
-#include "unwind_maps.h"
-#include "unwind_table.h"
+#include "vmlinux.h"
 
-/* Every loaded table's rows, one after the other (userspace sizes it before load and writes
- * it through mmap: a file's rows are appended once and never move). */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(map_flags, BPF_F_MMAPABLE);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_unwind_row);
-} unwind_rows SEC(".maps");
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
 
-/* Each process's executable mappings (tgid -> sorted array), written by userspace. */
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
-  __uint(max_entries, 8192);
-  __type(key, __u32);
-  __type(value, struct bpfprof_process_mappings);
-} unwind_processes SEC(".maps");
+#include "bpf/events.h"
+#include "bpf/maps.h"
+#include "bpf/unwind_maps.h"
+#include "bpf/unwind_table.h"
+#include "bpf/user_regs.h"
 
-/* The tables of loaded files by the name a VMA gives them (bpf/unwind_maps.h). */
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, BPFPROF_MAX_FILE_TABLES);
-  __type(key, struct bpfprof_file_key);
-  __type(value, struct bpfprof_file_table);
-} unwind_files SEC(".maps");
-
-/* Why walks fell back or were cut, per CPU (enum bpfprof_unwind_fallback). */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, BPFPROF_FALLBACK_REASONS);
-  __type(key, __u32);
-  __type(value, __u64);
-} unwind_fallbacks SEC(".maps");
-
-#define STACK_WINDOW_BYTES 4096
 /* How far below the word asked for a window starts: a frame's saved rbp lies below its
  * return address, read first. */
 #define STACK_WINDOW_BELOW 64
 
 /* WALK_CUT: BPFPROF_MAX_UNWOUND_FRAMES frames walked without reaching a root. */
 enum walk_result { WALK_GOING = 0, WALK_ROOT = 1, WALK_FALLBACK = 2, WALK_CUT = 3 };
-
-/* A walk's registers live in a map value, not on the BPF stack: the verifier does not track
- * a map value's contents, so bpf_loop's callback is verified once, not per frame. */
-struct unwind_walk {
-  __u64 pc;
-  __u64 sp;
-  __u64 bp;
-  __u32 depth;
-  __u32 result;   /* enum walk_result */
-  __u32 reason;   /* enum bpfprof_unwind_fallback, for WALK_FALLBACK */
-  __u32 exact;    /* pc is not a return address (the leaf, a frame a signal interrupted) */
-  __u32 bump;     /* record pc + 1: a signal-interrupted pc, nudged like a return address */
-  __u32 bp_known; /* bp holds the frame's rbp (not so after a row with BPFPROF_RBP_UNKNOWN) */
-  __u64 leaf_ax;  /* the leaf's rax: 0 in a child just out of clone */
-  __u64 leaf_di;  /* the leaf's rdi: vfork's return address (BPFPROF_CFA_RSP_RETURN_IN_RDI) */
-  __u64 leaf_bx;  /* the leaf's rbx */
-  /* Where the frame's rbx is: 0 while it is the leaf's (in leaf_bx), else the stack address
-   * a callee saved it at; read only by a BPFPROF_CFA_RBX frame (bpf/unwind_table.h). */
-  __u64 bx_slot;
-  __u32 bx_known; /* not so after a row with rbx_rule BPFPROF_RBP_UNKNOWN */
-  __u32 pad3;
-  /* The frame's row and the ELF address it was found for (copied here from the cache or the
-   * table, so that the verifier sees one path into table_step); from the cache, only the
-   * address's low 4 bits, all that a step uses. */
-  struct bpfprof_unwind_row row;
-  __u64 elf_pc;
-  /* The frame's mapping, copied here from the process's value or from vma_mapping (one path
-   * on for the verifier: it does not track a map value's contents). */
-  struct bpfprof_exec_mapping frame_mapping;
-  __u32 frame_mapping_from_vma; /* its rows are not cached: no generation covers them */
-  __u32 pad2;
-  /* The last mapping found from a VMA (not in the process's value), kept for the walk. */
-  struct bpfprof_exec_mapping vma_mapping;
-  /* Stack bytes read at once: a helper call per word costs more than a few hundred bytes'
-   * copy, and the next frames' words lie just above (see read_stack_word). */
-  __u64 window_start;
-  __u32 window_len;
-  __u32 pad;
-  __u8 window[STACK_WINDOW_BYTES];
-};
-
-/* Slot 0: the sample program; slot 1: sched_switch. */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 2);
-  __type(key, __u32);
-  __type(value, struct unwind_walk);
-} unwind_walks SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 2);
-  __type(key, __u32);
-  __type(value, struct bpfprof_unwound_event);
-} unwound_scratch SEC(".maps");
-
-/* Rows found for pcs, per CPU, direct-mapped by pc: a stack's callers repeat from sample to
- * sample (and a recursion's within one), so do a hot loop's leaves, and a hit skips the two
- * binary searches (mapping, then row), whose loads miss the cache in a row array of
- * megabytes. Keyed by the pc and whether it is exact (a leaf: its own row, not its call
- * site's; bit 63, above every user address).
- * An entry holds a copy of the row, valid for the process-mappings generation that filled
- * it; a slot per program (sample, sched_switch) so that one interrupting the other cannot
- * mix an entry. */
-#define ROW_CACHE_BITS 10
-struct row_cache_entry {
-  __u64 key;          /* row_cache_key() */
-  __u32 generation;   /* bpfprof_process_mappings.generation; 0: empty */
-  __u32 elf_pc_phase; /* the ELF address's low 4 bits: all a step uses of it (a PLT slot's) */
-  struct bpfprof_unwind_row row;
-};
-_Static_assert(sizeof(struct row_cache_entry) == 32, "two entries a cache line");
-
-/* The CPUs' caches one after the other (BPFPROF_ROW_CACHE_CPU_ENTRIES each; userspace sizes
- * it to the possible CPUs): a plain array, not a per-CPU one, whose lookup loads the entry's
- * per-CPU pointer from another line first. Mmapable for its page-aligned values: a 32-byte
- * entry then never straddles two cache lines. A walk touches one line a frame. */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(map_flags, BPF_F_MMAPABLE);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct row_cache_entry);
-} row_cache SEC(".maps");
 
 struct unwind_context {
   struct unwind_walk* walk;
@@ -307,23 +195,6 @@ __noinline int mapping_from_vma(struct unwind_walk* w) {
   return 1;
 }
 
-/* A new image's mappings, written at its exec and mmaps (image_mappings_write) until
- * userspace writes its own entry: a per-CPU scratch value, 10 KB, too large for the BPF
- * stack. `scanned` lives here too: the verifier does not track a map value's contents, so
- * the VMA iterator's loop converges at once instead of being walked VMA by VMA. */
-struct image_scan {
-  __u32 scanned;
-  __u32 pad;
-  struct bpfprof_process_mappings list;
-};
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct image_scan);
-} image_scan_scratch SEC(".maps");
-
 extern int bpf_iter_task_vma_new(struct bpf_iter_task_vma* it, struct task_struct* task,
                                  __u64 addr) __weak __ksym;
 extern struct vm_area_struct* bpf_iter_task_vma_next(struct bpf_iter_task_vma* it) __weak __ksym;
@@ -331,18 +202,6 @@ extern void bpf_iter_task_vma_destroy(struct bpf_iter_task_vma* it) __weak __ksy
 
 /* A young image maps a few dozen VMAs; one with more is past its first milliseconds. */
 #define IMAGE_VMA_SCAN_LIMIT 512
-
-/* Entries written here, not by userspace: their generations have the top bit
- * (BPFPROF_KERNEL_WRITTEN_GENERATION), which userspace's never have, so the row cache never
- * mixes the two; then the CPU and a count of its writes, unique without an atomic (which this
- * BPF target lacks) for 2^24 writes per CPU (execs and young images' mmaps), far longer than
- * a row cache entry lives. */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, __u32);
-} image_generations SEC(".maps");
 
 static __always_inline __u32 next_image_generation(void) {
   __u32 zero = 0;

@@ -3,12 +3,15 @@
  * the pc (restore_sigcontext stores sp, then ip): there the registers are the interrupted
  * frame's and the pc still __restore_rt's, a state no unwinder can follow (~1 in 1,000 of a
  * signal storm's samples in rt_sigreturn were cut so). The interrupted pc is then read from
- * the signal frame the kernel is restoring from, below the restored sp. Included by
- * profiler.bpf.c. */
+ * the signal frame the kernel is restoring from, below the restored sp. */
 #ifndef BPFPROF_USER_REGS_H
 #define BPFPROF_USER_REGS_H
 
-#include "unwind_table.h"
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+
+#include "bpf/unwind_table.h"
 
 #define BPFPROF_NR_RT_SIGRETURN 15 /* x86-64 */
 

@@ -1,0 +1,371 @@
+/* Every map of the BPF programs, with the values they hold, and their global data (.bss),
+ * in one place: the ring buffers, the tracked processes, loss counters, the events' scratch
+ * space, off-CPU and waker state, stack copies, the in-kernel walker's tables and state, and
+ * the runtimes' (Python's) entries. Userspace finds them by these names (bpf_programs.cpp,
+ * the runtimes' kernel maps). */
+#ifndef BPFPROF_MAPS_H
+#define BPFPROF_MAPS_H
+
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+
+#include "bpf/events.h"
+#include "bpf/unwind_maps.h"
+#include "bpf/unwind_table.h"
+
+/* Ring buffers. */
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 16 * 1024 * 1024);
+} events SEC(".maps");
+
+/* Forks, execs, exits and renames have a ring buffer of their own: when samples flood the
+ * main one, the processes and threads they belong to must still be known. */
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 1024 * 1024);
+} lifecycle_events SEC(".maps");
+
+/* Which processes are recorded. */
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536); /* set before load: record --max-processes */
+  __type(key, __u32);         /* tgid */
+  __type(value, __u8);
+} tracked_processes SEC(".maps");
+
+/* Children that could not be followed: tracked_processes was full (record --max-processes). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} processes_not_followed SEC(".maps");
+
+/* A new tracked process (fork or exec) wakes the reader, at most once per 5 ms: until it has
+ * passed the process's mappings to the kernel walker, the process's samples fall back to
+ * stack copies. Without the kernel walker nothing waits for the mappings. */
+__u64 last_new_process_wakeup_ns = 0;
+
+/* Losses. */
+
+/* Events that did not fit in the ring buffer, per CPU: counted, never hidden. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} lost_events SEC(".maps");
+
+/* Their total, in .bss: userspace reads it through its mapping of the section at every poll,
+ * without a system call; losses are rare, so the shared atomic costs nothing. */
+__u64 lost_events_total = 0;
+
+/* The same, per process (tgid), so the loss can be shown where it happened. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32);
+  __type(value, __u64);
+} lost_events_by_process SEC(".maps");
+
+/* Scratch space: events exceed the 512-byte BPF stack, and are built in map values. */
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_sample_event);
+} sample_scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_switch_out_event);
+} switch_scratch SEC(".maps");
+
+/* Scratch space for DWARF samples, one entry per CPU (keyed by CPU number; sized to the
+ * possible CPUs before load): a per-CPU array's values are limited to 32 KiB, too small for
+ * a 64 KiB stack copy. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_dwarf_sample_event);
+} dwarf_scratch SEC(".maps");
+
+/* The same for off-CPU stacks (sched_switch runs with interrupts off, but keep the two apart
+ * all the same). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_dwarf_sample_event);
+} dwarf_switch_scratch SEC(".maps");
+
+/* Slot 0: the sample program; slot 1: sched_switch and sched_waking. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, struct bpfprof_unwound_event);
+} unwound_scratch SEC(".maps");
+
+/* Stack copies. */
+
+/* Larger stack copies for the processes that need them: userspace raises a process's size
+ * when its stacks are cut at the copy's end (a frame of tens of KB, deep stacks). */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32);   /* tgid */
+  __type(value, __u32); /* bytes */
+} stack_copy_bytes_by_process SEC(".maps");
+
+/* Off-CPU stacks. */
+
+/* The thread last sampled on each CPU during its current stretch there: without off-CPU
+ * stacks, only such a thread needs a switch-out event (to end its last sampled stack). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u32);
+} sampled_tid SEC(".maps");
+
+/* A thread leaving the CPU: when, where its user registers were, and whether its kernel stack
+ * is worth taking (kernel_stack_worth_taking). */
+struct off_cpu_stop {
+  __u64 time_ns;
+  __u64 user_pc;
+  __u64 user_sp;
+  __u32 with_kernel_stack;
+  /* --no-off-cpu: preempted after a sample, so its next stop is marked too (on_switch) */
+  __u32 owes_stop_mark;
+};
+
+/* The stop of the thread leaving the CPU now, per CPU: in a map value, whose contents the
+ * verifier does not track, rather than on the BPF stack, where each of its fields' values
+ * would double the paths verified after it (on_switch took 176 ms to load instead of 85). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct off_cpu_stop);
+} current_stop SEC(".maps");
+
+/* Each thread's last stop whose off-CPU stacks were taken. */
+struct {
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, struct off_cpu_stop);
+} off_cpu_stack_taken SEC(".maps");
+
+/* Wakers. */
+
+/* When the waker's stack of each (waker, wakee) pair was last taken: a producer waking its
+ * consumer a hundred thousand times a second needs one stack per interval, not each time. */
+struct waker_pair {
+  __u32 waker_tid; /* 0 for an interrupt */
+  __u32 context;   /* enum bpfprof_waker_context */
+  __u32 wakee_tid;
+  __u32 reserved;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, struct waker_pair);
+  __type(value, __u64);
+} waker_stack_taken SEC(".maps");
+
+/* The in-kernel walker (unwind_user.h). */
+
+/* Every loaded table's rows, one after the other (userspace sizes it before load and writes
+ * it through mmap: a file's rows are appended once and never move). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_unwind_row);
+} unwind_rows SEC(".maps");
+
+/* Each process's executable mappings (tgid -> sorted array), written by userspace. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __uint(max_entries, 8192);
+  __type(key, __u32);
+  __type(value, struct bpfprof_process_mappings);
+} unwind_processes SEC(".maps");
+
+/* The tables of loaded files by the name a VMA gives them (bpf/unwind_maps.h). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, BPFPROF_MAX_FILE_TABLES);
+  __type(key, struct bpfprof_file_key);
+  __type(value, struct bpfprof_file_table);
+} unwind_files SEC(".maps");
+
+/* Why walks fell back or were cut, per CPU (enum bpfprof_unwind_fallback). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, BPFPROF_FALLBACK_REASONS);
+  __type(key, __u32);
+  __type(value, __u64);
+} unwind_fallbacks SEC(".maps");
+
+#define STACK_WINDOW_BYTES 4096
+
+/* A walk's registers live in a map value, not on the BPF stack: the verifier does not track
+ * a map value's contents, so bpf_loop's callback is verified once, not per frame. */
+struct unwind_walk {
+  __u64 pc;
+  __u64 sp;
+  __u64 bp;
+  __u32 depth;
+  __u32 result;   /* enum walk_result */
+  __u32 reason;   /* enum bpfprof_unwind_fallback, for WALK_FALLBACK */
+  __u32 exact;    /* pc is not a return address (the leaf, a frame a signal interrupted) */
+  __u32 bump;     /* record pc + 1: a signal-interrupted pc, nudged like a return address */
+  __u32 bp_known; /* bp holds the frame's rbp (not so after a row with BPFPROF_RBP_UNKNOWN) */
+  __u64 leaf_ax;  /* the leaf's rax: 0 in a child just out of clone */
+  __u64 leaf_di;  /* the leaf's rdi: vfork's return address (BPFPROF_CFA_RSP_RETURN_IN_RDI) */
+  __u64 leaf_bx;  /* the leaf's rbx */
+  /* Where the frame's rbx is: 0 while it is the leaf's (in leaf_bx), else the stack address
+   * a callee saved it at; read only by a BPFPROF_CFA_RBX frame (bpf/unwind_table.h). */
+  __u64 bx_slot;
+  __u32 bx_known; /* not so after a row with rbx_rule BPFPROF_RBP_UNKNOWN */
+  __u32 pad3;
+  /* The frame's row and the ELF address it was found for (copied here from the cache or the
+   * table, so that the verifier sees one path into table_step); from the cache, only the
+   * address's low 4 bits, all that a step uses. */
+  struct bpfprof_unwind_row row;
+  __u64 elf_pc;
+  /* The frame's mapping, copied here from the process's value or from vma_mapping (one path
+   * on for the verifier: it does not track a map value's contents). */
+  struct bpfprof_exec_mapping frame_mapping;
+  __u32 frame_mapping_from_vma; /* its rows are not cached: no generation covers them */
+  __u32 pad2;
+  /* The last mapping found from a VMA (not in the process's value), kept for the walk. */
+  struct bpfprof_exec_mapping vma_mapping;
+  /* Stack bytes read at once: a helper call per word costs more than a few hundred bytes'
+   * copy, and the next frames' words lie just above (see read_stack_word). */
+  __u64 window_start;
+  __u32 window_len;
+  __u32 pad;
+  __u8 window[STACK_WINDOW_BYTES];
+};
+
+/* Slot 0: the sample program; slot 1: sched_switch. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, struct unwind_walk);
+} unwind_walks SEC(".maps");
+
+/* Rows found for pcs, per CPU, direct-mapped by pc: a stack's callers repeat from sample to
+ * sample (and a recursion's within one), so do a hot loop's leaves, and a hit skips the two
+ * binary searches (mapping, then row), whose loads miss the cache in a row array of
+ * megabytes. Keyed by the pc and whether it is exact (a leaf: its own row, not its call
+ * site's; bit 63, above every user address).
+ * An entry holds a copy of the row, valid for the process-mappings generation that filled
+ * it; a slot per program (sample, sched_switch) so that one interrupting the other cannot
+ * mix an entry. */
+#define ROW_CACHE_BITS 10
+struct row_cache_entry {
+  __u64 key;          /* row_cache_key() */
+  __u32 generation;   /* bpfprof_process_mappings.generation; 0: empty */
+  __u32 elf_pc_phase; /* the ELF address's low 4 bits: all a step uses of it (a PLT slot's) */
+  struct bpfprof_unwind_row row;
+};
+_Static_assert(sizeof(struct row_cache_entry) == 32, "two entries a cache line");
+
+/* The CPUs' caches one after the other (BPFPROF_ROW_CACHE_CPU_ENTRIES each; userspace sizes
+ * it to the possible CPUs): a plain array, not a per-CPU one, whose lookup loads the entry's
+ * per-CPU pointer from another line first. Mmapable for its page-aligned values: a 32-byte
+ * entry then never straddles two cache lines. A walk touches one line a frame. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct row_cache_entry);
+} row_cache SEC(".maps");
+
+/* A new image's mappings, written at its exec and mmaps (image_mappings_write) until
+ * userspace writes its own entry: a per-CPU scratch value, 10 KB, too large for the BPF
+ * stack. `scanned` lives here too: the verifier does not track a map value's contents, so
+ * the VMA iterator's loop converges at once instead of being walked VMA by VMA. */
+struct image_scan {
+  __u32 scanned;
+  __u32 pad;
+  struct bpfprof_process_mappings list;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct image_scan);
+} image_scan_scratch SEC(".maps");
+
+/* Entries written here, not by userspace: their generations have the top bit
+ * (BPFPROF_KERNEL_WRITTEN_GENERATION), which userspace's never have, so the row cache never
+ * mixes the two; then the CPU and a count of its writes, unique without an atomic (which this
+ * BPF target lacks) for 2^24 writes per CPU (execs and young images' mmaps), far longer than
+ * a row cache entry lives. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u32);
+} image_generations SEC(".maps");
+
+/* Python (runtimes/python/frames.bpf.h). */
+
+/* The interpreters: tgid -> where their state is and how it is laid out (userspace fills it
+ * when it sees a python3.X / libpython3.X mapping of a known version). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32); /* tgid */
+  __type(value, struct bpfprof_python_process);
+} python_processes SEC(".maps");
+
+/* How many entries python_processes has (userspace keeps it, through the mmapped .bss): with
+ * none, a sample skips the lookup (~60 ns of ~3 us, a cache miss at every sample). */
+__u32 python_processes_count = 0;
+
+/* Each thread's PyThreadState as last found, checked on every use against its
+ * native_thread_id: finding it walks the interpreter's thread list. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);   /* tid */
+  __type(value, __u64); /* PyThreadState* in the thread's process */
+} python_thread_states SEC(".maps");
+
+/* The frame header is read in one piece into `window` (one read per frame instead of four);
+ * the fields are taken from it at the offsets of the process's version. */
+#define PYTHON_FRAME_WINDOW 96
+
+struct python_scratch {
+  struct bpfprof_python_stack_event event;
+  __u8 window[PYTHON_FRAME_WINDOW];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct python_scratch);
+} python_scratch_space SEC(".maps");
+
+#endif
