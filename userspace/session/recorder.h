@@ -1,9 +1,11 @@
-// Session control for `bpfprof record`: sets up sampling and BPF, launches the command,
-// collects events until it ends, then builds and writes the profile.
+// Session control for `bpfprof record`: sets up sampling and BPF, starts or finds the
+// targets, collects events until the recording ends (collect_loop.h), writes profiles while
+// it goes on (periodic_driver.h), then writes the profile (output_writer.h) and the summary.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,13 @@ struct RecordOptions {
   // --upload: also push each profile written (every period, and the last) as pprof to this
   // Pyroscope-compatible server.
   std::string upload_url;
+};
+
+// A failure that ends `record` with one line on stderr and this exit status.
+struct RecordFailure : std::runtime_error {
+  RecordFailure(int status, const std::string& message)
+      : std::runtime_error(message), status(status) {}
+  int status;
 };
 
 // Returns the exit status for bpfprof: the command's status when one was launched; 2 for

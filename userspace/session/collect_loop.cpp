@@ -1,0 +1,351 @@
+#include "userspace/session/collect_loop.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "symbols/dwarf/unwind_table_cache.h"
+#include "userspace/model/clocks.h"
+#include "userspace/model/session_model.h"
+#include "userspace/session/signals.h"
+
+namespace bpfprof {
+
+namespace {
+
+constexpr int kReaderNiceBoost = 5;
+
+// How long the reader sleeps between reads of the rings (the BPF side wakes it sooner when
+// a ring fills up or, with the kernel unwinder, when a tracked process is new), and while
+// a new process's mappings are on their way to the kernel.
+constexpr int kPollMs = 100;
+constexpr int kSettlingPollMs = 5;
+constexpr int kCopyPollMs = 50;
+// Stacks walked in the kernel, nothing waiting for a read: the ring holds seconds of samples,
+// and on a busy machine every read preempts a profiled thread and runs with cold caches. The
+// targets' exits and the stop signals end a wait at once.
+constexpr int kQuietPollMs = 500;
+
+// Rows of unwind tables the kernel holds (16 bytes each in the array). A command with libc
+// and ld.so needs ~31k; -a on this machine (69 files, fuzzers with sanitizers among them)
+// loaded 1.9M, so the whole system gets twice the room: 64 MiB, against 32 MiB.
+constexpr uint32_t kUnwindRowCapacity = 2u << 20;
+constexpr uint32_t kSystemWideUnwindRowCapacity = 4u << 20;
+
+Recording recording_for(const RecordOptions& options) {
+  Recording recording;
+  recording.frequency_hz = options.frequency_hz;
+  recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
+  recording.record_wakers = recording.off_cpu && options.wakers;
+  if (options.wake_threshold_ms)
+    recording.wake_threshold_ns = static_cast<uint64_t>(*options.wake_threshold_ms * 1e6);
+  recording.call_graph = options.call_graph;
+  recording.fixed_stack_copy_size = options.fixed_stack_copy_size;
+  return recording;
+}
+
+// Runtimes whose frames stay native, as the options say.
+std::set<RuntimeKind> runtimes_not_read(const RecordOptions& options) {
+  if (options.python_frames) return {};
+  return {RuntimeKind::kPython};
+}
+
+BpfPrograms::Config bpf_config(const RecordOptions& options, const Recording& recording) {
+  return BpfPrograms::Config{
+      .track_all_processes = options.system_wide,
+      .record_off_cpu = recording.off_cpu,
+      .sampling_interval_ns = 1000000000ull / options.frequency_hz,
+      .user_stack_copy_bytes = options.user_stack_copy_bytes,
+      .fallback_copies_whole_stack =
+          options.call_graph == CallGraph::kDwarf && !options.fixed_stack_copy_size,
+      .ring_buffer_bytes = options.ring_buffer_bytes,
+      .unwind_row_capacity = options.call_graph != CallGraph::kDwarf ? 0
+                             : options.system_wide                   ? kSystemWideUnwindRowCapacity
+                                                                     : kUnwindRowCapacity,
+      .record_wakers = recording.record_wakers,
+      .max_tracked_processes = options.max_processes};
+}
+
+void print_status_line(const Recording& recording, const SessionModel& model, uint64_t lost) {
+  size_t processes = 0;
+  for (const Process& p : model.processes()) processes += p.is_launcher ? 0 : 1;
+  const double elapsed =
+      static_cast<double>(monotonic_now().value - recording.start_time.value) / 1e9;
+  fprintf(stderr,
+          "\r\033[Kbpfprof: recording %.0f s, %llu samples, %llu lost, %zu processes, %zu threads",
+          elapsed, static_cast<unsigned long long>(recording.stats.samples),
+          static_cast<unsigned long long>(lost), processes, model.threads().size());
+  fflush(stderr);
+}
+
+}  // namespace
+
+CollectLoop::CollectLoop(const RecordOptions& options, MonotonicNs invoked)
+    : options_(options),
+      figures_{.invoked = invoked},
+      recording_(recording_for(options)),
+      pipeline_(recording_, {.dwarf = uses_dwarf(options.call_graph),
+                             .collapse_repeated_samples = !options.no_collapse,
+                             .runtime_frames = true,
+                             .runtimes_not_read = runtimes_not_read(options)}),
+      targets_(options),
+      show_status_(isatty(STDERR_FILENO) == 1) {}
+
+void CollectLoop::start_sampling() {
+  bpf_.emplace(bpf_config(options_, recording_));
+  if (options_.call_graph == CallGraph::kDwarf) start_kernel_unwinding();
+  std::vector<int> cpus = online_cpus();
+  side_band_.emplace(cpus);
+  // The side band first: it notes when the read began, and the forks and execs before that
+  // are in their ring by then.
+  pipeline_.read_lifecycle_with([this] {
+    drain_side_band();
+    bpf_->read_lifecycle_ring();
+  });
+  if (!options_.fixed_stack_copy_size) bpf_->adapt_stack_copies(pipeline_);
+  bpf_->attach_lifecycle();
+  sampling_ = open_sampling_events(options_.frequency_hz, cpus);
+  recording_.sampling_event = sampling_.event_name;
+  bpf_->attach_sampling(sampling_.fds);
+  figures_.sampling_started = monotonic_now();
+  install_stop_signal_handlers();
+}
+
+// Tables for the files the tracked processes map, built (or read from their cache) on a
+// worker thread as the mappings arrive, and the processes' mappings, into the BPF maps.
+void CollectLoop::start_kernel_unwinding() {
+  // The cache is used by the worker thread only (it is not thread-safe).
+  auto cache = std::make_shared<UnwindTableCache>(UnwindTableCache::default_directory(),
+                                                  UnwindTableOptions{options_.symbol_dirs});
+  kernel_unwind_.emplace(
+      *bpf_->unwind_maps(), [cache](const std::string& path) { return cache->get(path); },
+      options_.system_wide);
+  pipeline_.observe_lifecycle_events([this](const std::vector<LifecycleEvent>& events,
+                                            size_t from) { kernel_unwind_->apply(events, from); });
+}
+
+void CollectLoop::start_clock() {
+  recording_.start_time = monotonic_now();
+  figures_.own_cpu_at_start_ms = process_cpu_ms();
+  recording_.start_wall_clock_ms = wall_clock_ms_now();
+  open_event_log();
+}
+
+void CollectLoop::open_event_log() {
+  if (options_.save_events_path.empty()) return;
+  try {
+    event_log_ = std::make_unique<EventLogWriter>(
+        options_.save_events_path,
+        RecordingSettings{recording_.frequency_hz, recording_.sampling_event, recording_.off_cpu,
+                          recording_.call_graph, recording_.start_time,
+                          recording_.start_wall_clock_ms});
+  } catch (const std::exception& e) {
+    throw RecordFailure(2, e.what());
+  }
+  bpf_->save_events_to(event_log_.get());
+}
+
+void CollectLoop::start_targets() {
+  try {
+    targets_.start(*bpf_, kernel_unwind_ ? &*kernel_unwind_ : nullptr, recording_);
+  } catch (const RecordFailure&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw RecordFailure(2, e.what());
+  }
+  figures_.targets_known = monotonic_now();
+  // The reader must keep up with the ring buffer also when every CPU is busy (a stress run
+  // on 2 CPUs with ~50 runnable threads left it ~4% of a CPU and lost half the events). The
+  // command was forked before this and keeps its own priority.
+  errno = 0;
+  if (const int nice_now = getpriority(PRIO_PROCESS, 0); errno == 0)
+    setpriority(PRIO_PROCESS, 0, std::max(-20, nice_now - kReaderNiceBoost));
+  if (options_.duration_seconds)
+    deadline_ = MonotonicNs{recording_.start_time.value +
+                            static_cast<uint64_t>(*options_.duration_seconds * 1e9)};
+  // Lifecycle events from the side band and /proc go to the event log as they are (the BPF
+  // programs' events are saved raw as they are read).
+  if (event_log_) event_log_->write_lifecycle_events(recording_.events, 0);
+  pipeline_.take_lifecycle_events();
+  bpf_->apply_runtime_changes(pipeline_);  // interpreters already running: their frames now
+  if (!targets_.launched()) say_sampling_started();
+}
+
+// -p and -a: what runs from now on is in the profile (the set-up took ~0.2-0.7 s).
+void CollectLoop::say_sampling_started() const {
+  const std::string what = options_.system_wide
+                               ? std::string("every process")
+                               : std::to_string(options_.attach_pids.size()) +
+                                     (options_.attach_pids.size() == 1 ? " process" : " processes");
+  char until[64] = "";
+  if (options_.duration_seconds)
+    snprintf(until, sizeof until, " for %g s", *options_.duration_seconds);
+  fprintf(stderr, "bpfprof: sampling %s from now%s; Ctrl-C ends the recording\n", what.c_str(),
+          until);
+}
+
+// Also tells the pipeline from when the lifecycle sources are read: the BPF lifecycle ring
+// is read after this (in consume(), or by the pipeline's lifecycle read).
+void CollectLoop::drain_side_band() {
+  const MonotonicNs read_start = monotonic_now();
+  const size_t before = recording_.events.size();
+  side_band_->drain(recording_.events);
+  if (event_log_) event_log_->write_lifecycle_events(recording_.events, before);
+  pipeline_.lifecycle_read_until(read_start);
+}
+
+void CollectLoop::note_losses() {
+  const uint64_t lost = bpf_->lost_events();
+  if (lost == lost_so_far_) return;
+  lost_so_far_ = lost;
+  const MonotonicNs now = monotonic_now();
+  for (const auto& [pid, count] : bpf_->lost_events_by_process()) {
+    uint64_t& before = lost_by_process_so_far_[pid];
+    if (count > before) recording_.losses.push_back(LossRecord{now, pid, count - before});
+    before = count;
+  }
+}
+
+void CollectLoop::collect(PeriodicOutputDriver& periodic) {
+  next_status_ = MonotonicNs{recording_.start_time.value + 1000000000};
+  while (step(periodic)) {
+  }
+  recording_.end_time = monotonic_now();
+  if (show_status_) fputs("\r\033[K", stderr);
+  figures_.own_cpu_while_recording_ms = process_cpu_ms() - figures_.own_cpu_at_start_ms;
+  stop_collecting();
+}
+
+void CollectLoop::show_status() {
+  if (!show_status_ || monotonic_now() < next_status_) return;
+  print_status_line(recording_, pipeline_.model(),
+                    bpf_->lost_events() + side_band_->lost_records());
+  next_status_.value += 1000000000;
+}
+
+bool CollectLoop::step(PeriodicOutputDriver& periodic) {
+  show_status();
+  bpf_->wait(read_interval_ms(monotonic_now(), periodic), targets_.running_fds());
+  // Whatever happened before this moment is in the rings now: read below, it is all in.
+  const MonotonicNs read_start = monotonic_now();
+  // Mappings first: the samples read next come after them, and a DWARF sample is unwound
+  // with the mappings of its process as they are then.
+  drain_side_band();
+  pipeline_.take_lifecycle_events();
+  if (int n = bpf_->consume(pipeline_); n < 0) {
+    fprintf(stderr, "bpfprof: reading BPF events failed: %s\n", strerror(-n));
+    return false;
+  }
+  note_losses();
+  if (kernel_unwind_) kernel_unwind_->flush(read_start);
+  // With events left in the ring (the budget ran out), only what is older than the last
+  // one read is surely in.
+  MonotonicNs all_read_before = read_start;
+  if (!bpf_->ring_emptied() && !recording_.samples.empty())
+    all_read_before = std::min(read_start, recording_.samples.back().time);
+  pipeline_.advance(all_read_before);
+  periodic.advance(all_read_before);
+  if (!handle_stop_signals()) return false;
+  periodic.say_unused_dump_request();
+  if (targets_.ended()) return false;
+  return monotonic_now() < deadline_;
+}
+
+int CollectLoop::read_interval_ms(MonotonicNs now, const PeriodicOutputDriver& periodic) {
+  // Until a new process's mappings and tables are in the kernel its samples fall back to
+  // stack copies: read sooner while a process is new (the BPF side wakes the reader at its
+  // fork or exec). Otherwise seldom: on a busy machine every wakeup preempts a profiled
+  // thread, and costs ~40 us of CPU here.
+  if (kernel_unwind_ && kernel_unwind_->settling(now)) return kSettlingPollMs;
+  // Every sample a stack copy (dwarf-copy): the ring fills ~20 times faster, and a process's
+  // first batch decides how large its copies must be (stacks cut before that stay cut).
+  if (uses_dwarf(options_.call_graph) && !kernel_unwind_) return kCopyPollMs;
+  // Fallback copies since the last read: a table waits to be loaded (a library just mapped).
+  const uint64_t copies =
+      recording_.stats.on_cpu_stacks.copied + recording_.stats.off_cpu_stacks.copied;
+  const bool fell_back = copies != stack_copies_read_;
+  stack_copies_read_ = copies;
+  if (!kernel_unwind_ || fell_back || periodic.active() || show_status_) return kPollMs;
+  if (deadline_.value == UINT64_MAX) return kQuietPollMs;
+  const uint64_t left_ms =
+      deadline_.value > now.value ? (deadline_.value - now.value) / 1000000 : 0;
+  return static_cast<int>(std::clamp<uint64_t>(left_ms + 1, 1, kQuietPollMs));
+}
+
+// False when a signal ends the recording.
+bool CollectLoop::handle_stop_signals() {
+  const StopSignals signals = stop_signals();
+  for (; handled_signals_ < signals.count; ++handled_signals_) {
+    // A terminal's Ctrl-C already reached the command (same process group); a signal sent
+    // to bpfprof alone is passed on, so the command can end and the profile be written.
+    if (signals.from_a_process) targets_.pass_on(signals.last);
+  }
+  if (handled_signals_ > 0 && !targets_.launched()) {
+    stop_signal_ = signals.last;  // attached or system-wide: a signal ends the recording
+    return false;
+  }
+  if (handled_signals_ >= 3) {
+    fprintf(stderr, "bpfprof: stopping the recording; the command keeps running\n");
+    stop_signal_ = signals.last;
+    return false;
+  }
+  return true;
+}
+
+// Stops sampling and takes in what is still in flight: the exit events of the last threads.
+void CollectLoop::stop_collecting() {
+  bpf_->detach_sampling();
+  sampling_.fds.clear();
+  bpf_->drain(pipeline_);
+  drain_side_band();
+  pipeline_.take_lifecycle_events();
+  note_losses();
+  RecordingStats& stats = recording_.stats;
+  stats.lost_bpf_events = bpf_->lost_events();
+  stats.processes_not_followed = bpf_->processes_not_followed();
+  stats.max_tracked_processes = options_.max_processes;
+  stats.lost_bpf_events_per_cpu = bpf_->lost_events_per_cpu();
+  stats.lost_sideband_records = side_band_->lost_records();
+  if (kernel_unwind_) {
+    kernel_unwind_->flush(monotonic_now());
+    KernelUnwindStats unwind = kernel_unwind_->stats();
+    unwind.map_bytes = bpf_->unwind_map_bytes();
+    unwind.fallbacks_by_reason = bpf_->unwind_fallbacks();
+    stats.kernel_unwind = std::move(unwind);
+  }
+  save_trailer();
+}
+
+// --save-events: the stream ends with what was lost.
+void CollectLoop::save_trailer() {
+  if (!event_log_) return;
+  bpf_->save_events_to(nullptr);
+  try {
+    const RecordingStats& stats = recording_.stats;
+    event_log_->finish(
+        RecordingTrailer{recording_.end_time, stats.lost_bpf_events, stats.lost_sideband_records});
+    fprintf(stderr, "bpfprof: saved %.1f MB of events to %s\n",
+            static_cast<double>(event_log_->bytes_written()) / 1e6,
+            options_.save_events_path.c_str());
+  } catch (const std::exception& e) {
+    fprintf(stderr, "bpfprof: %s\n", e.what());
+  }
+}
+
+int CollectLoop::exit_status() const {
+  return targets_.command_exited() ? targets_.command_status()
+         : stop_signal_            ? 128 + stop_signal_
+                                   : 0;
+}
+
+int CollectLoop::failed_status() const {
+  const int status = exit_status();
+  return targets_.command_exited() && status != 0 ? status : 1;
+}
+
+}  // namespace bpfprof

@@ -1,0 +1,148 @@
+#include "userspace/session/record_targets.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "symbols/util/read_file.h"
+#include "symbols/util/text.h"
+#include "userspace/model/clocks.h"
+#include "userspace/session/proc_snapshot.h"
+#include "userspace/session/program_files.h"
+
+namespace bpfprof {
+
+namespace {
+
+// A running process we attached to; readable once it has exited (immune to pid reuse).
+UniqueFd open_pidfd(Pid pid) {
+  return UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid.value, 0)));
+}
+
+// The pidfds of the processes still running (a pidfd is readable once its process exited).
+std::vector<int> running(const std::vector<UniqueFd>& pidfds) {
+  std::vector<pollfd> fds;
+  for (const UniqueFd& fd : pidfds) fds.push_back(pollfd{fd.get(), POLLIN, 0});
+  const bool polled = poll(fds.data(), fds.size(), 0) >= 0;
+  std::vector<int> out;
+  for (const pollfd& p : fds)
+    if (!polled || !(p.revents & (POLLIN | POLLHUP))) out.push_back(p.fd);
+  return out;
+}
+
+// The process (thread group) a task id belongs to, from /proc/ID/status.
+std::optional<int> thread_group_of(int id) {
+  std::optional<std::string> status = read_entire_file("/proc/" + std::to_string(id) + "/status");
+  if (!status) return std::nullopt;
+  const size_t at = status->find("\nTgid:");
+  if (at == std::string::npos) return std::nullopt;
+  return atoi(status->c_str() + at + 6);
+}
+
+}  // namespace
+
+std::optional<std::string> check_attach_targets(const std::vector<int>& pids) {
+  for (int pid : pids) {
+    if (pid <= 0) return "invalid pid " + std::to_string(pid);
+    if (kill(pid, 0) != 0 && errno == ESRCH) return "no process with pid " + std::to_string(pid);
+    if (access(("/proc/" + std::to_string(pid) + "/maps").c_str(), R_OK) != 0)
+      return "cannot read /proc/" + std::to_string(pid) + ": " + strerror(errno);
+    // A thread's id passes the checks above (kill and /proc accept it) but cannot be
+    // followed as a process.
+    if (std::optional<int> tgid = thread_group_of(pid); tgid && *tgid != pid)
+      return std::to_string(pid) + " is a thread of process " + std::to_string(*tgid) +
+             "; give the process id (-p " + std::to_string(*tgid) + ")";
+  }
+  return std::nullopt;
+}
+
+void RecordTargets::fork_command(const std::optional<RunAsUser>& invoking_user) {
+  if (!options_.command.empty())
+    command_.emplace(options_.command, options_.run_as_root ? std::nullopt : invoking_user);
+}
+
+void RecordTargets::start(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind,
+                          Recording& recording) {
+  if (command_)
+    launch_command(bpf, kernel_unwind, recording);
+  else
+    attach(bpf, recording);
+}
+
+void RecordTargets::launch_command(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind,
+                                   Recording& recording) {
+  if (kernel_unwind) preload_command_tables(*kernel_unwind);
+  bpf.track_process(command_->pid(), BpfPrograms::Tracked::kLaunchedBeforeExec);
+  command_pidfd_ = open_pidfd(command_->pid());
+  recording.events.push_back(LifecycleEvent{
+      recording.start_time,
+      ProcessStartEvent{command_->pid(), base_name(options_.command[0]), /*is_launcher=*/true}});
+  if (std::optional<std::string> error = command_->release())
+    throw RecordFailure(127, "cannot run " + options_.command[0] + ": " + *error);
+}
+
+// The tables of the files the command maps as it starts (program_files.h), loaded before it
+// runs: without them its first ~10 ms of samples fell back to stack copies. A table still
+// being built (the first run on a machine: no cache yet) is loaded as usual when it is done.
+void RecordTargets::preload_command_tables(KernelUnwindTables& kernel_unwind) const {
+  constexpr std::chrono::milliseconds kLongestWait{500};
+  const std::optional<std::string> executable = find_executable(options_.command[0]);
+  if (!executable) return;
+  kernel_unwind.preload(files_mapped_at_start(*executable));
+  kernel_unwind.wait_for_tables(kLongestWait);
+  kernel_unwind.flush(monotonic_now());
+}
+
+// -p and -a. Track first, then read /proc: a thread or child created in between is seen by
+// both, never by neither.
+void RecordTargets::attach(BpfPrograms& bpf, Recording& recording) {
+  std::vector<Pid> targets;
+  for (int pid : options_.attach_pids) targets.push_back(Pid{pid});
+  if (options_.system_wide) targets = list_processes();
+  for (Pid pid : targets) {
+    if (options_.system_wide) continue;
+    bpf.track_process(pid);
+    // Without it the recording could not tell when its targets are gone, and would never
+    // end by itself.
+    UniqueFd pidfd = open_pidfd(pid);
+    if (!pidfd.valid())
+      throw RecordFailure(
+          2, "cannot follow pid " + std::to_string(pid.value) + ": " +
+                 (errno == ESRCH ? "it exited before the recording started" : strerror(errno)));
+    pidfds_.push_back(std::move(pidfd));
+  }
+  for (Pid pid : targets) {
+    std::string error;
+    std::optional<ProcessSnapshot> snapshot = snapshot_process(pid, &error);
+    if (snapshot)
+      append_snapshot_events(recording.start_time, std::move(*snapshot), recording.events);
+    else if (!options_.system_wide)
+      throw RecordFailure(2, error);
+  }
+}
+
+std::vector<int> RecordTargets::running_fds() const {
+  std::vector<int> fds = running(pidfds_);
+  if (command_pidfd_.valid()) fds.push_back(command_pidfd_.get());
+  return fds;
+}
+
+bool RecordTargets::ended() {
+  if (command_ && command_->poll_exited()) {
+    command_exited_ = true;
+    return true;
+  }
+  return !pidfds_.empty() && running(pidfds_).empty();
+}
+
+void RecordTargets::pass_on(int signal) const {
+  if (command_) command_->send_signal(signal);
+}
+
+}  // namespace bpfprof
