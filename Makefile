@@ -21,9 +21,16 @@ demo: build
 	@echo "Profile written to $(CURDIR)/demo.json.gz"
 	@echo "Open it: drag it onto https://profiler.firefox.com (or use 'Load a profile from file')."
 
+# The fuzz targets' build and short run (ctest label fuzz) go at idle priority (SCHED_IDLE)
+# beside the other tests, one at a time, which measure CPU time and stack shares: they take
+# only the CPU time the recordings leave.
 test: build
 	@scripts/setup-profiler-cli.sh
-	@cd $(BUILD_DIR) && ctest --output-on-failure -j 1
+	@cd $(BUILD_DIR) && { \
+	  INPUT_TIMEOUT=60 chrt --idle 0 ctest -L fuzz --output-on-failure > fuzz-test.log 2>&1 & fuzz=$$!; \
+	  ctest -LE fuzz --output-on-failure -j 1; status=$$?; \
+	  if wait $$fuzz; then tail -n 4 fuzz-test.log; else cat fuzz-test.log; status=1; fi; \
+	  exit $$status; }
 
 # Every libFuzzer target of tests/fuzz for 120 s, one per CPU at a time (make test runs them
 # for 10 s each, as ctest's fuzz.short); a crash, leak or hang fails it, its reproducer kept in

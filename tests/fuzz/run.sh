@@ -4,11 +4,14 @@
 # directory, not into the repository). Exits non-zero on the first crash, leak, hang or
 # sanitizer report; the reproducer is left in the build directory.
 #   SECONDS_PER_TARGET=10 tests/fuzz/run.sh [build-dir]
+# INPUT_TIMEOUT (seconds, default 10): an input that runs longer is a hang. `make test` runs
+# this at idle priority beside the recordings, where wall time is not CPU time: it allows more.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../../build/fuzz}
 mkdir -p "$build" && build=$(cd "$build" && pwd)  # the targets run from there
 seconds=${SECONDS_PER_TARGET:-10}
+input_timeout=${INPUT_TIMEOUT:-10}
 command -v clang++ > /dev/null || { echo "fuzz: clang++ is needed" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
 cmake --build "$build" -j "$(nproc)" > "$build/build.log" 2>&1 || { tail -30 "$build/build.log" >&2; exit 1; }
@@ -22,7 +25,7 @@ run_target() {
   # Full malloc stacks where the suppression (lsan.supp) must see libdwfl's frames.
   local asan=""
   [ "$target" = fuzz_elf ] && asan=fast_unwind_on_malloc=0
-  if (cd "$build" && ASAN_OPTIONS=$asan LSAN_OPTIONS=suppressions=$here/lsan.supp "./$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  if (cd "$build" && ASAN_OPTIONS=$asan LSAN_OPTIONS=suppressions=$here/lsan.supp "./$target" -max_total_time="$seconds" -timeout="$input_timeout" -rss_limit_mb=2048 -print_final_stats=1 \
         "$work/$target" "$here/corpus/${target#fuzz_}" > "$log" 2>&1); then
     local runs speed
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
