@@ -24,3 +24,8 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/demangle.cpp
   ${BPFPROF_SYMBOLS_DIR}/relative_address.cpp
   ${BPFPROF_SYMBOLS_DIR}/symbolizer.cpp)
+# Go's function tables (runtimes/go): dependency-free, built as bpfprof_go_tables, which the
+# symbolizer links.
+set(BPFPROF_GO_TABLES_SOURCES
+  ${BPFPROF_SYMBOLS_DIR}/../runtimes/go/pclntab.cpp
+  ${BPFPROF_SYMBOLS_DIR}/../runtimes/go/elf_pclntab.cpp)

@@ -1,0 +1,53 @@
+// libFuzzer target for Go's function tables (runtimes/go/pclntab.h): any bytes, read as a
+// pclntab (first byte 0) or as an ELF file around one (first byte 1), give a table or none,
+// and every lookup in a table that comes out ends, within bounds, without a crash.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "runtimes/go/pclntab.h"
+
+using namespace bpfprof::go;
+
+namespace {
+
+constexpr uint64_t kTableAddress = 0x10000;
+constexpr size_t kLookups = 256;
+
+void exercise(const GoTable& table) {
+  for (size_t i = 0; i < table.function_count() && i < kLookups; ++i) {
+    std::optional<GoFunction> f = table.function(i);
+    if (f && f->end > f->entry) table.frames_at(f->entry + (f->end - f->entry) / 2);
+  }
+  // pcs spread over the whole text, and its edges.
+  const uint64_t begin = table.text_begin(), end = table.text_end();
+  const uint64_t step = (end - begin) / kLookups + 1;
+  for (uint64_t pc = begin; pc < end && pc >= begin; pc += step) table.frames_at(pc);
+  table.frames_at(begin - 1);
+  table.frames_at(end);
+  table.frames_at(end - 1);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  std::span<const uint8_t> bytes(data + 1, size - 1);
+  std::string error;
+  std::unique_ptr<GoTable> table;
+  if (data[0] == 0) {
+    // The bytes are the pclntab and the memory its FUNCDATA offsets point into.
+    PclntabInput input;
+    input.pclntab = bytes;
+    input.pclntab_vaddr = kTableAddress;
+    input.gofunc = kTableAddress;
+    input.memory.push_back({kTableAddress, bytes});
+    table = GoTable::from_pclntab(input, &error);
+  } else {
+    table = GoTable::from_elf(bytes, &error);
+  }
+  if (table) exercise(*table);
+  return 0;
+}
