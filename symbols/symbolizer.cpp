@@ -5,6 +5,7 @@
 #include "symbols/util/held_file.h"
 #include "symbols/util/proc_maps.h"
 #include "symbols/util/text.h"
+#include "symbols/util/untrusted_file.h"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -22,6 +23,29 @@ namespace {
 std::string machine_arch() {
   utsname u{};
   return uname(&u) == 0 ? std::string(u.machine) : std::string();
+}
+
+// The frames Go's tables give at `vaddr` (outermost first), each with the Go function that
+// holds the code as its symbol; empty when the tables do not cover it (C code linked in).
+std::vector<SymbolizedFrame> go_frames_at(const go::GoTable& table, const ElfFile& elf,
+                                          uint64_t vaddr) {
+  std::optional<go::GoFunction> function = table.function_at(vaddr);
+  if (!function) return {};
+  const uint64_t base = elf.base_vaddr();
+  NativeSymbolInfo symbol{std::string(function->name), function->entry - base,
+                          function->end - function->entry};
+  std::vector<SymbolizedFrame> frames;
+  for (go::GoFrame& go_frame : table.frames_at(vaddr)) {
+    SymbolizedFrame f;
+    f.name = std::move(go_frame.function);
+    f.relative_address = vaddr - base;
+    if (!go_frame.file.empty()) f.file = std::move(go_frame.file);
+    if (go_frame.line) f.line = go_frame.line;
+    f.inline_depth = static_cast<uint32_t>(frames.size());
+    f.symbol = symbol;
+    frames.push_back(std::move(f));
+  }
+  return frames;
 }
 
 }  // namespace
@@ -104,6 +128,19 @@ const DwarfModule* Symbolizer::dwarf_for(const std::string& path) {
   return it->second.get();
 }
 
+const go::GoTable* Symbolizer::go_table_for(const std::string& path, const ElfFile& elf) {
+  if (!elf.is_go()) return nullptr;
+  auto [it, inserted] = go_tables_.try_emplace(path);
+  if (inserted) {
+    // The whole file (within the binaries' size cap): the tables are found through its
+    // headers, and the table keeps copies of the read-only segments only.
+    if (std::optional<std::string> bytes = read_untrusted(path, UntrustedKind::kBinary))
+      it->second = go::GoTable::from_elf(
+          {reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()}, nullptr);
+  }
+  return it->second.get();
+}
+
 std::vector<SymbolizedFrame> Symbolizer::symbolize_in_file(const std::string& library_path,
                                                            uint64_t file_offset) {
   const std::string& path = readable_path(library_path, nullptr);
@@ -131,6 +168,12 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_relative(const std::string& l
 std::vector<SymbolizedFrame> Symbolizer::symbolize_vaddr(const std::string& path,
                                                          const std::shared_ptr<const ElfFile>& elf,
                                                          uint64_t vaddr) {
+  // Go's own tables first: they name Go code as the Go toolchain does, inlined calls
+  // included, where a stripped binary's ELF symbols would stretch _start over all of it.
+  if (const go::GoTable* go = go_table_for(path, *elf)) {
+    std::vector<SymbolizedFrame> frames = go_frames_at(*go, *elf, vaddr);
+    if (!frames.empty()) return frames;
+  }
   SymbolizedFrame outer;
   outer.relative_address = vaddr - elf->base_vaddr();
   const DwarfModule* dwarf = dwarf_for(path);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtimes/go/pclntab.h"
 #include "symbols/dwarf/dwarf_module.h"
 #include "symbols/elf/symbol_cache.h"
 #include "symbols/jit/perf_map.h"
@@ -99,6 +100,8 @@ class Symbolizer {
   // build-id) when the binary itself has no .symtab, else the binary.
   const ElfFile& symbol_source_for(const std::shared_ptr<const ElfFile>& binary);
   const DwarfModule* dwarf_for(const std::string& path);
+  // Go's function tables of `elf` (read from `path`) when it is a Go binary, else nullptr.
+  const go::GoTable* go_table_for(const std::string& path, const ElfFile& elf);
   // The frames at `vaddr` of `elf` (read from `path`), outermost first; never empty.
   std::vector<SymbolizedFrame> symbolize_vaddr(const std::string& path,
                                                const std::shared_ptr<const ElfFile>& elf,
@@ -114,6 +117,7 @@ class Symbolizer {
   ElfCache elf_cache_;
   std::unordered_map<const ElfFile*, std::shared_ptr<const ElfFile>> symbol_sources_;
   std::unordered_map<std::string, std::unique_ptr<DwarfModule>> dwarf_modules_;
+  std::unordered_map<std::string, std::unique_ptr<go::GoTable>> go_tables_;
   std::unordered_map<int, std::optional<PerfMap>> perf_maps_;
   std::optional<KernelSymbols> kernel_symbols_;
   std::unordered_map<std::string, uint64_t> module_base_;

@@ -187,6 +187,37 @@ uint64_t section_end_at(Elf* elf, uint64_t vaddr) {
   return 0;
 }
 
+// The Go linker's marks: its pclntab section, or its build-id note (owner "Go", type 4), which
+// is there when the section headers are not.
+bool looks_like_go(Elf* elf, const std::vector<GElf_Phdr>& note_segments) {
+  size_t names = 0;
+  if (elf_getshdrstrndx(elf, &names) == 0) {
+    for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
+         section = elf_nextscn(elf, section)) {
+      GElf_Shdr header;
+      const char* name =
+          gelf_getshdr(section, &header) ? elf_strptr(elf, names, header.sh_name) : nullptr;
+      if (name && (strcmp(name, ".gopclntab") == 0 || strcmp(name, ".data.rel.ro.gopclntab") == 0))
+        return true;
+    }
+  }
+  constexpr uint32_t kGoBuildIdNote = 4;
+  for (const GElf_Phdr& segment : note_segments) {
+    Elf_Data* data = elf_getdata_rawchunk(elf, static_cast<int64_t>(segment.p_offset),
+                                          segment.p_filesz, ELF_T_NHDR);
+    if (data == nullptr || data->d_buf == nullptr) continue;
+    const auto* bytes = static_cast<const char*>(data->d_buf);
+    size_t offset = 0, name_offset = 0, desc_offset = 0;
+    GElf_Nhdr note;
+    while ((offset = gelf_getnote(data, offset, &note, &name_offset, &desc_offset)) != 0) {
+      if (note.n_type == kGoBuildIdNote && note.n_namesz == 3 && name_offset + 3 <= data->d_size &&
+          memcmp(bytes + name_offset, "Go", 3) == 0)
+        return true;
+    }
+  }
+  return false;
+}
+
 // Stripped executables rarely export _start, and without a name of its own the entry point
 // would take the name of whatever symbol precedes it (gcc's driver: strcmp).
 void add_entry_point(Elf* elf, uint64_t entry, std::vector<SymbolEntry>& entries) {
@@ -236,6 +267,7 @@ class ElfReader {
     if ((header.e_type == ET_EXEC || header.e_type == ET_DYN) && file->load_segments_.empty())
       return fail("no PT_LOAD segments");
     file->build_id_ = read_build_id(elf.get(), segments.notes);
+    file->is_go_ = looks_like_go(elf.get(), segments.notes);
     read_symbols(elf.get(), header, header.e_type == ET_EXEC || segments.has_interpreter, *file);
     return file;
   }

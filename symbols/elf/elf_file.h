@@ -66,6 +66,9 @@ class ElfFile {
   const Symbol* lookup(uint64_t vaddr) const;
   // Which table the symbols came from: "symtab", "dynsym" or "none".
   std::string_view symbol_source() const { return symbol_source_; }
+  // A Go binary: a `.gopclntab` section or a Go build-id note. Its functions are named from
+  // Go's own tables (runtimes/go/pclntab.h), read only for such files.
+  bool is_go() const { return is_go_; }
 
  private:
   friend class ElfReader;
@@ -79,6 +82,7 @@ class ElfFile {
   std::string_view architecture_ = "unknown";
   std::vector<Symbol> symbols_;
   std::string_view symbol_source_ = "none";
+  bool is_go_ = false;
 };
 
 // Just the GNU build-id of the ELF file open as `fd` (empty if none or not ELF), without

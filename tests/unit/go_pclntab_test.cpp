@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtimes/go/pclntab.h"
+#include "symbols/symbolizer.h"
 #include "tests/unit/test_commands.h"
 
 namespace bpfprof {
@@ -209,6 +210,31 @@ TEST_P(GoFixture, InlinedCallsAreFrames) {
     EXPECT_EQ(frames[1].function, "main.mix");
     EXPECT_EQ(frames[1].line, expected.line);
     EXPECT_EQ(base_name(frames[1].file), "main.go");
+  }
+  EXPECT_GT(inlined, 3u);
+}
+
+// The symbolizer names the stripped binary's code from the table, inline frames included,
+// never from the entry point's ELF symbol.
+TEST_P(GoFixture, SymbolizerUsesTheTable) {
+  const std::string binary = fixture(GetParam());
+  std::map<uint64_t, Instruction> caller = objdump("^main\\.spinInlined$");
+  std::set<uint32_t> mix_lines = source_lines_of("mix");
+  Symbolizer symbolizer;
+  const uint64_t base = 0x400000;  // a non-PIE Go executable's
+  size_t inlined = 0;
+  for (const auto& [pc, expected] : caller) {
+    std::vector<SymbolizedFrame> frames = symbolizer.symbolize_relative(binary, pc - base);
+    ASSERT_FALSE(frames.empty());
+    EXPECT_EQ(frames[0].name, "main.spinInlined");
+    ASSERT_TRUE(frames[0].symbol);
+    EXPECT_EQ(frames[0].symbol->name, "main.spinInlined");
+    EXPECT_EQ(frames.back().line, expected.line);
+    if (frames.size() == 2 && mix_lines.count(expected.line)) {
+      ++inlined;
+      EXPECT_EQ(frames[1].name, "main.mix");
+      EXPECT_EQ(frames[1].inline_depth, 1u);
+    }
   }
   EXPECT_GT(inlined, 3u);
 }
