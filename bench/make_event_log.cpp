@@ -63,23 +63,25 @@ int main(int argc, char** argv) {
     for (uint32_t depth = 0; depth < kKernelDepth; ++depth)
       ips.push_back(0xffffffff81000000ull + (rng() % 0x800000));
   }
-  bpfprof_sample_event event{};
+  bpfprof_frames_event event{};
+  event.head.context = BPFPROF_CONTEXT_SAMPLE;
+  event.head.payload = BPFPROF_PAYLOAD_FP_FRAMES;
   uint64_t cpu_time[4] = {};
   for (uint64_t i = 0; i < samples; ++i) {
     const uint32_t thread = static_cast<uint32_t>(i % 4);
     const std::vector<uint64_t>& ips = stacks[rng() % unique];
-    event.header.kind = BPFPROF_EVENT_SAMPLE;
-    event.header.cpu = thread % 2;
-    event.header.timestamp_ns = start.value + 1000000 + i * 250000;
-    event.header.pid = static_cast<uint32_t>(pid.value);
-    event.header.tid = static_cast<uint32_t>(pid.value) + thread;
+    event.head.header.kind = BPFPROF_EVENT_STACK;
+    event.head.header.cpu = thread % 2;
+    event.head.header.timestamp_ns = start.value + 1000000 + i * 250000;
+    event.head.header.pid = static_cast<uint32_t>(pid.value);
+    event.head.header.tid = static_cast<uint32_t>(pid.value) + thread;
     cpu_time[thread] += 1000000;
-    event.cpu_time_ns = cpu_time[thread];
-    event.user_depth = kUserDepth;
-    event.kernel_depth = kKernelDepth;
+    event.head.cpu_time_ns = cpu_time[thread];
+    event.head.user_depth = kUserDepth;
+    event.head.kernel_depth = kKernelDepth;
     std::copy(ips.begin(), ips.end(), event.ips);
     log.write_bpf_event(&event,
-                        offsetof(bpfprof_sample_event, ips) + ips.size() * sizeof(uint64_t));
+                        offsetof(bpfprof_frames_event, ips) + ips.size() * sizeof(uint64_t));
   }
   log.finish(RecordingTrailer{MonotonicNs{start.value + 2000000 + samples * 250000}, 0, 0});
   fprintf(stderr, "make_event_log: %llu samples over %llu stacks, %.1f MB\n",

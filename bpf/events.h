@@ -25,32 +25,42 @@
 #define BPFPROF_PATH_LEN 256
 
 enum bpfprof_event_kind {
-  BPFPROF_EVENT_SAMPLE = 1,
+  /* A thread's stacks: a bpfprof_stack_event_head, whose `context` says when they were taken
+   * and whose `payload` says in which form they follow. */
+  BPFPROF_EVENT_STACK = 1,
   BPFPROF_EVENT_FORK = 2, /* a new thread or process */
   BPFPROF_EVENT_EXEC = 3,
-  BPFPROF_EVENT_EXIT = 4,             /* a thread exits (group_dead: the last one of its process) */
-  BPFPROF_EVENT_COMM = 5,             /* a thread was renamed (prctl, pthread_setname_np, exec) */
-  BPFPROF_EVENT_SWITCH_OUT = 6,       /* a thread left the CPU (bpfprof_switch_out_event) */
-  BPFPROF_EVENT_SWITCH_IN = 7,        /* it runs again (just the header) */
-  BPFPROF_EVENT_DWARF_SAMPLE = 8,     /* a timer sample with user registers and stack bytes */
-  BPFPROF_EVENT_DWARF_SWITCH_OUT = 9, /* a switch-out, stacks as in a DWARF sample */
-  /* A timer sample whose user stack was unwound in the kernel from the unwind tables up to
-   * a thread root (bpfprof_unwound_event); a walk that cannot reach one sends a DWARF sample
-   * instead. */
-  BPFPROF_EVENT_UNWOUND_SAMPLE = 10,
-  BPFPROF_EVENT_UNWOUND_SWITCH_OUT = 11, /* a switch-out, stacks as in an unwound sample */
-  /* The Python frames of the sample or switch-out that follows it in the ring buffer (same
-   * header: cpu, timestamp, pid, tid): bpfprof_python_stack_event. */
-  BPFPROF_EVENT_PYTHON_STACK = 12,
+  BPFPROF_EVENT_EXIT = 4,      /* a thread exits (group_dead: the last one of its process) */
+  BPFPROF_EVENT_COMM = 5,      /* a thread was renamed (prctl, pthread_setname_np, exec) */
+  BPFPROF_EVENT_SWITCH_IN = 6, /* a thread that left the CPU runs again (just the header) */
   /* A tracked thread is woken (sched_waking): who woke it (bpfprof_waking_event). */
-  BPFPROF_EVENT_WAKING = 13,
-  /* The waker's stack of the waking event just before it on the same CPU with the same
-   * timestamp (header pid/tid: the waker): user frames walked in the kernel (or by frame
-   * pointers), then kernel frames, as in bpfprof_unwound_event. */
-  BPFPROF_EVENT_WAKER_STACK = 14,
-  /* The same as registers and a stack copy (bpfprof_dwarf_sample_event), where the walk fell
-   * back or with --call-graph dwarf-copy. */
-  BPFPROF_EVENT_DWARF_WAKER_STACK = 15,
+  BPFPROF_EVENT_WAKING = 7,
+  /* The Python frames of the stack event that follows it in the ring buffer (same header:
+   * cpu, timestamp, pid, tid): bpfprof_python_stack_event. */
+  BPFPROF_EVENT_PYTHON_STACK = 8,
+};
+
+/* When a stack event's stacks were taken. */
+enum bpfprof_stack_context {
+  BPFPROF_CONTEXT_SAMPLE = 1, /* a timer sample */
+  /* The thread left the CPU (`state` says why). Without off-CPU stacks, or with its last ones
+   * reused, no stack is taken: the event ends the thread's stretch on the CPU. */
+  BPFPROF_CONTEXT_SWITCH_OUT = 2,
+  /* The waker of the waking event just before it on the same CPU with the same timestamp
+   * (header pid/tid: the waker's). */
+  BPFPROF_CONTEXT_WAKER = 3,
+};
+
+/* The form in which a stack event's stacks follow its head: the call-graph mode's, in any
+ * context. */
+enum bpfprof_stack_payload {
+  /* bpfprof_frames_event, user frames walked by frame pointers (--call-graph fp). */
+  BPFPROF_PAYLOAD_FP_FRAMES = 1,
+  /* bpfprof_frames_event, user frames walked in the kernel with the unwind tables up to a
+   * thread root; a walk that cannot reach one sends a copy instead. */
+  BPFPROF_PAYLOAD_UNWOUND_FRAMES = 2,
+  /* bpfprof_copy_event: user registers and a stack copy, unwound in userspace. */
+  BPFPROF_PAYLOAD_COPY = 3,
 };
 
 /* The largest user-stack copy per sample (--call-graph dwarf,SIZE), as perf allows. */
@@ -79,33 +89,24 @@ struct bpfprof_event_header {
   __u32 tid;
 };
 
-/* A timer sample. `ips` holds user_depth user frames, then kernel_depth kernel frames,
- * each innermost first; only the used part of `ips` is sent. */
-struct bpfprof_sample_event {
+/* The start of every stack event (BPFPROF_EVENT_STACK). */
+struct bpfprof_stack_event_head {
   struct bpfprof_event_header header;
-  __u64 cpu_time_ns; /* the thread's sum_exec_runtime so far */
-  __u32 user_depth;
+  __u64 cpu_time_ns; /* the thread's sum_exec_runtime so far (exact at a switch); waker: 0 */
+  __u8 context;      /* enum bpfprof_stack_context */
+  __u8 payload;      /* enum bpfprof_stack_payload */
+  __u8 state;        /* BPFPROF_CONTEXT_SWITCH_OUT: enum bpfprof_off_cpu_state */
+  __u8 flags;        /* BPFPROF_SWITCH_STACK_REUSED, BPFPROF_STACK_COPY_* */
+  __u32 user_depth;  /* frames: the user frames in `ips`; a copy: 0 */
+  /* The kernel frames: after the user ones in `ips`, or in `kernel_ips`. */
   __u32 kernel_depth;
-  __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
+  __u32 reserved;
 };
 
-/* A timer sample for unwinding in userspace: the thread's user registers (all of them: CFI
- * rules may use any, e.g. the PLT's rip-based CFA) and a copy of its user stack from sp,
- * `stack_size` bytes: every readable byte up to the end of the stack mapping, at most the
- * configured size. Only the used part of `stack` is sent. */
-struct bpfprof_dwarf_sample_event {
-  struct bpfprof_event_header header;
-  __u64 cpu_time_ns;
-  __u64 user_regs[BPFPROF_USER_REGS]; /* DWARF numbering; all 0 without a user context */
-  __u32 kernel_depth;
-  __u32 stack_size;
-  __u32 state;              /* BPFPROF_EVENT_DWARF_SWITCH_OUT: enum bpfprof_off_cpu_state */
-  __u32 flags;              /* BPFPROF_SWITCH_STACK_REUSED, BPFPROF_STACK_COPY_* */
-  __u32 stack_copy_limit;   /* the most bytes this copy could take (the process's size then) */
-  __u32 stack_bytes_wanted; /* what it tried to copy: the limit, or less where the stack ends */
-  __u64 kernel_ips[BPFPROF_MAX_STACK_DEPTH];
-  __u8 stack[BPFPROF_STACK_BUFFER];
-};
+/* The thread's stacks were captured less than a sampling interval ago: none was taken now
+ * (walking stacks at every switch of a switch-heavy thread costs more than it tells), the
+ * last one stands for this wait too. */
+#define BPFPROF_SWITCH_STACK_REUSED 1u
 
 /* The stack copy stopped at the configured size before the end of the stack mapping: frames
  * above it can only be unwound with a larger --call-graph dwarf,SIZE. */
@@ -113,23 +114,6 @@ struct bpfprof_dwarf_sample_event {
 /* Some pages of the copy could not be read (left zeroed; never touched, or past the end of
  * the mapping when its end was unknown). */
 #define BPFPROF_STACK_COPY_UNREADABLE 4u
-
-/* The thread's stacks were captured less than a sampling interval ago: none was taken now
- * (walking stacks at every switch of a switch-heavy thread costs more than it tells), the
- * last one stands for this wait too. */
-#define BPFPROF_SWITCH_STACK_REUSED 1u
-
-/* A thread leaves the CPU. With off-CPU stacks on, `ips` holds its user then kernel stack
- * at that moment (as in bpfprof_sample_event); without, both depths are 0. */
-struct bpfprof_switch_out_event {
-  struct bpfprof_event_header header;
-  __u64 cpu_time_ns; /* sum_exec_runtime, exact at this point */
-  __u32 state;       /* enum bpfprof_off_cpu_state */
-  __u32 user_depth;
-  __u32 kernel_depth;
-  __u32 flags; /* BPFPROF_SWITCH_STACK_REUSED */
-  __u64 ips[2 * BPFPROF_MAX_STACK_DEPTH];
-};
 
 /* The most user frames the in-kernel walk follows. A deeper stack (GCC's garbage collector
  * recurses thousands deep) is cut there: its innermost frames are sent, and the profile roots
@@ -139,18 +123,29 @@ struct bpfprof_switch_out_event {
 #define BPFPROF_MAX_UNWOUND_FRAMES 1023
 #define BPFPROF_UNWOUND_INDEX_MASK 0x3ff
 
-/* BPFPROF_EVENT_UNWOUND_SAMPLE and _SWITCH_OUT: `ips` holds user_depth user frames (the
- * innermost pc, then return addresses, the outermost one in the thread's root function;
- * the pc interrupted by a signal and its trampoline's are one byte past the instruction, as
- * a return address is), then kernel_depth kernel frames. Only the used part is sent. */
-struct bpfprof_unwound_event {
-  struct bpfprof_event_header header;
-  __u64 cpu_time_ns;
-  __u32 state; /* _SWITCH_OUT: enum bpfprof_off_cpu_state */
-  __u32 flags; /* BPFPROF_SWITCH_STACK_REUSED */
-  __u32 user_depth;
-  __u32 kernel_depth;
+/* BPFPROF_PAYLOAD_FP_FRAMES and _UNWOUND_FRAMES: `ips` holds user_depth user frames (the
+ * innermost pc, then return addresses; walked in the kernel, the outermost one in the
+ * thread's root function, and the pc interrupted by a signal and its trampoline's one byte
+ * past the instruction, as a return address is), then kernel_depth kernel frames. Only the
+ * used part is sent. */
+struct bpfprof_frames_event {
+  struct bpfprof_stack_event_head head;
   __u64 ips[BPFPROF_MAX_UNWOUND_FRAMES + BPFPROF_MAX_STACK_DEPTH];
+};
+
+/* BPFPROF_PAYLOAD_COPY: the thread's user registers (all of them: CFI rules may use any, e.g.
+ * the PLT's rip-based CFA) and a copy of its user stack from sp, `stack_size` bytes: every
+ * readable byte up to the end of the stack mapping, at most the configured size; then its
+ * kernel stack. Only the used part of `stack` is sent. */
+struct bpfprof_copy_event {
+  struct bpfprof_stack_event_head head;
+  __u64 user_regs[BPFPROF_USER_REGS]; /* DWARF numbering; all 0 without a user context */
+  __u32 stack_size;
+  __u32 stack_copy_limit;   /* the most bytes this copy could take (the process's size then) */
+  __u32 stack_bytes_wanted; /* what it tried to copy: the limit, or less where the stack ends */
+  __u32 reserved;
+  __u64 kernel_ips[BPFPROF_MAX_STACK_DEPTH];
+  __u8 stack[BPFPROF_STACK_BUFFER];
 };
 
 /* What a waking ran in. */
@@ -161,7 +156,7 @@ enum bpfprof_waker_context {
   BPFPROF_WAKER_INTERRUPT = 2,
 };
 
-/* A waker's stack event (BPFPROF_EVENT_*WAKER_STACK) follows with the same cpu and time. */
+/* A stack event of the waker (BPFPROF_CONTEXT_WAKER) follows with the same cpu and time. */
 #define BPFPROF_WAKER_STACK_FOLLOWS 1u
 /* No stack taken: one was for this (waker, wakee) pair less than an interval ago, and stands
  * for this waking too. */

@@ -37,6 +37,14 @@ static __always_inline __u64 submit_flags(void) {
                                                                           : BPF_RB_NO_WAKEUP;
 }
 
+/* Sends `size` bytes of the event at `e` (built in scratch space), at most `max_size` (which
+ * bounds it for the verifier), through the main ring buffer; when that is full, the loss is
+ * counted for process `tgid`. */
+static __always_inline void send_event(void* e, __u64 size, __u64 max_size, __u32 tgid) {
+  if (size > max_size) size = max_size;
+  if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(tgid);
+}
+
 static __always_inline __u64 lifecycle_submit_flags(void) {
   return bpf_ringbuf_query(&lifecycle_events, BPF_RB_AVAIL_DATA) > 256 * 1024 ? BPF_RB_FORCE_WAKEUP
                                                                               : BPF_RB_NO_WAKEUP;

@@ -72,48 +72,28 @@ struct {
   __type(value, __u64);
 } lost_events_by_process SEC(".maps");
 
-/* Scratch space: events exceed the 512-byte BPF stack, and are built in map values. */
+/* Scratch space: events exceed the 512-byte BPF stack, and are built in map values. Each
+ * has a slot for the sampling program and one for sched_switch and sched_waking, which run
+ * with interrupts off (never within each other) but can be interrupted by a sample. */
+#define SAMPLE_SLOT 0
+#define TRACEPOINT_SLOT 1
 
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_sample_event);
-} sample_scratch SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_switch_out_event);
-} switch_scratch SEC(".maps");
-
-/* Scratch space for DWARF samples, one entry per CPU (keyed by CPU number; sized to the
- * possible CPUs before load): a per-CPU array's values are limited to 32 KiB, too small for
- * a 64 KiB stack copy. */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_dwarf_sample_event);
-} dwarf_scratch SEC(".maps");
-
-/* The same for off-CPU stacks (sched_switch runs with interrupts off, but keep the two apart
- * all the same). */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_dwarf_sample_event);
-} dwarf_switch_scratch SEC(".maps");
-
-/* Slot 0: the sample program; slot 1: sched_switch and sched_waking. */
+/* Stack events whose user stack is a list of frames, per CPU and slot. */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 2);
   __type(key, __u32);
-  __type(value, struct bpfprof_unwound_event);
-} unwound_scratch SEC(".maps");
+  __type(value, struct bpfprof_frames_event);
+} frames_scratch SEC(".maps");
+
+/* Stack events with a stack copy, keyed by CPU number * 2 + slot (sized to the possible CPUs
+ * before load): a per-CPU array's values are limited to 32 KiB, too small for a 64 KiB copy. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, struct bpfprof_copy_event);
+} copy_scratch SEC(".maps");
 
 /* Stack copies. */
 
@@ -262,7 +242,7 @@ struct unwind_walk {
   __u8 window[STACK_WINDOW_BYTES];
 };
 
-/* Slot 0: the sample program; slot 1: sched_switch. */
+/* A slot per program, as the scratch space's. */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 2);

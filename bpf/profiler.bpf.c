@@ -5,9 +5,9 @@
  *
  * In one order, as bcc's libbpf-tools lay their programs out: the settings userspace writes
  * before load (knobs.h), every map (maps.h), the helpers shared by several programs
- * (helpers.h; stack_copy.h, unwind_user.h and the runtimes' frame readers, each including
- * what it uses), then the programs in this file, each with the helpers only it uses just
- * above it: samples (and what they share with switch-outs), switch-outs, wakers, lifecycle. */
+ * (helpers.h, stack_events.h; stack_copy.h, unwind_user.h and the runtimes' frame readers,
+ * each including what it uses), then the programs in this file, each with the helpers only
+ * it uses just above it: samples, switch-outs, wakers, lifecycle. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -21,54 +21,11 @@
 #include "runtimes/python/frames.bpf.h"
 #include "stack_capture_fp.h"
 #include "stack_copy.h"
+#include "stack_events.h"
 #include "unwind_user.h"
 #include "user_regs.h"
 
 char LICENSE[] SEC("license") = "GPL";
-
-/* Sends an unwound event: the user frames the walk left in e->ips, then the kernel stack
- * when taken now; before it the Python stack, when its frames are taken now too. */
-static __always_inline void send_unwound_event(void* ctx, struct bpfprof_unwound_event* e,
-                                               bool with_kernel_stack, bool with_python_stack) {
-  const __u32 user_depth = e->user_depth & BPFPROF_UNWOUND_INDEX_MASK;
-  __u32 kernel_depth = 0;
-  if (with_kernel_stack)
-    kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
-  e->kernel_depth = kernel_depth;
-  __u64 size = offsetof(struct bpfprof_unwound_event, ips) +
-               (__u64)(user_depth + kernel_depth) * sizeof(__u64);
-  if (size > sizeof(*e)) size = sizeof(*e);
-  if (with_python_stack) send_python_stack(&e->header);
-  if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(e->header.pid);
-}
-
-/* Whether the task is inside execve after its old image is gone: in_execve is set for the
- * whole call, and once the new mm is in, the saved user sp lies in none of its mappings (it
- * pointed into the old stack). Before that point the old stack is still there to walk. */
-static __noinline bool in_exec_without_user_stack(struct task_struct* task) {
-  if (!bpf_core_field_exists(task->in_execve) || !BPF_CORE_READ_BITFIELD(task, in_execve))
-    return false;
-  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
-  if (!regs || !task->mm) return false;
-  struct stack_end found = {0};
-  return bpf_find_vma(task, regs->sp, find_stack_end, &found, 0) != 0;
-}
-
-/* A sample or switch-out (`kind`, in unwound_scratch's `slot`) of a task
- * in_exec_without_user_stack: the exec pseudo-frame, then the kernel stack, in every
- * --call-graph mode. */
-static __noinline void send_exec_event(void* ctx, struct task_struct* task, __u32 kind, __u32 slot,
-                                       __u32 state) {
-  struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
-  if (!e) return;
-  fill_header(&e->header, kind, task->tgid, task->pid);
-  e->cpu_time_ns = task->se.sum_exec_runtime;
-  e->state = state;
-  e->flags = 0;
-  e->ips[0] = BPFPROF_RAW_EXEC_FRAME;
-  e->user_depth = 1;
-  send_unwound_event(ctx, e, true, false); /* the interpreter's frames are gone with the image */
-}
 
 /* Whether the timer interrupted user code: the kernel stack is then empty, and the helper
  * that would find that out need not run. */
@@ -76,38 +33,6 @@ static __always_inline bool interrupted_user_mode(struct bpf_perf_event_data* ct
   /* A whole-word load: the verifier refuses the narrower one `& 3` would compile to. */
   const __u64 cs = *(volatile __u64*)&ctx->regs.cs;
   return (cs & 3) == 3;
-}
-
-/* The in-kernel walk for a timer sample; false when it must fall back to a stack copy. */
-static __always_inline bool send_unwound_sample(struct bpf_perf_event_data* ctx, __u32 tgid,
-                                                __u32 tid) {
-  __u32 slot = 0;
-  struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
-  if (!e) return false;
-  struct task_struct* task = bpf_get_current_task_btf();
-  if (!unwind_current_user_stack(tgid, slot)) return false;
-  fill_header(&e->header, BPFPROF_EVENT_UNWOUND_SAMPLE, tgid, tid);
-  e->cpu_time_ns = task->se.sum_exec_runtime;
-  e->state = 0;
-  e->flags = 0;
-  send_unwound_event(ctx, e, !interrupted_user_mode(ctx), true);
-  return true;
-}
-
-static __always_inline int send_dwarf_sample(struct bpf_perf_event_data* ctx, __u32 tgid,
-                                             __u32 tid) {
-  __u32 cpu = bpf_get_smp_processor_id();
-  struct bpfprof_dwarf_sample_event* e = bpf_map_lookup_elem(&dwarf_scratch, &cpu);
-  if (!e) return 0;
-  fill_header(&e->header, BPFPROF_EVENT_DWARF_SAMPLE, tgid, tid);
-  struct task_struct* task = bpf_get_current_task_btf();
-  e->cpu_time_ns = task->se.sum_exec_runtime;
-  e->state = 0;
-  e->flags = 0;
-  capture_dwarf_stacks(ctx, e, true, true);
-  send_python_stack(&e->header);
-  send_dwarf_event(e);
-  return 0;
 }
 
 SEC("perf_event")
@@ -122,33 +47,12 @@ int on_sample(struct bpf_perf_event_data* ctx) {
   if (last_sampled) *last_sampled = (__u32)pid_tgid;
   struct task_struct* current = bpf_get_current_task_btf();
   if (tracked == BPFPROF_TRACKED_AWAITING_EXEC || in_exec_without_user_stack(current)) {
-    send_exec_event(ctx, current, BPFPROF_EVENT_UNWOUND_SAMPLE, 0, 0);
+    send_exec_stack(ctx, current, BPFPROF_CONTEXT_SAMPLE, SAMPLE_SLOT, 0);
     return 0;
   }
-  if (kernel_unwind && send_unwound_sample(ctx, tgid, (__u32)pid_tgid)) return 0;
-  if (user_stack_copy_bytes) return send_dwarf_sample(ctx, tgid, (__u32)pid_tgid);
-  struct bpfprof_sample_event* e = bpf_map_lookup_elem(&sample_scratch, &zero);
-  if (!e) return 0;
-  fill_header(&e->header, BPFPROF_EVENT_SAMPLE, tgid, (__u32)pid_tgid);
-  struct task_struct* task = bpf_get_current_task_btf();
-  e->cpu_time_ns = task->se.sum_exec_runtime;
-
-  __u32 user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH);
-  /* bpf_get_stack never returns more than 127 frames; the mask lets the verifier see the
-   * bound of the offset at which the kernel frames go (127 == 0x7f). */
-  user_depth &= 0x7f;
-  __u32 kernel_depth = interrupted_user_mode(ctx) ? 0
-                                                  : capture_kernel_stack(ctx, &e->ips[user_depth],
-                                                                         BPFPROF_MAX_STACK_DEPTH);
-  kernel_depth &= 0x7f;
-  e->user_depth = user_depth;
-  e->kernel_depth = kernel_depth;
-
-  __u64 size = offsetof(struct bpfprof_sample_event, ips) +
-               (__u64)(user_depth + kernel_depth) * sizeof(__u64);
-  if (size > sizeof(*e)) size = sizeof(*e);
-  send_python_stack(&e->header);
-  if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(e->header.pid);
+  struct bpfprof_stack_event_head head;
+  stack_head(&head, current, BPFPROF_CONTEXT_SAMPLE, 0, 0);
+  send_stack(ctx, &head, SAMPLE_SLOT, true, !interrupted_user_mode(ctx), true);
   return 0;
 }
 
@@ -243,95 +147,42 @@ static __always_inline bool marks_stop_without_off_cpu(struct task_struct* prev,
   return true;
 }
 
-/* A thread's off-CPU stacks, when taken now, walked in the kernel; false when the walk must
- * fall back to a stack copy. A stack taken less than an interval ago is not taken again. */
-static __always_inline bool send_unwound_switch_out(void* ctx, struct task_struct* prev,
-                                                    const struct off_cpu_stop* stop, __u32 state) {
-  __u32 slot = 1;
-  struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
-  if (!e) return false;
-  struct off_cpu_stop* taken = off_cpu_stacks_taken(prev);
-  const bool reuse = reuses_off_cpu_stacks(taken, stop);
-  e->user_depth = 0;
+/* The switch-out of a thread leaving the CPU with off-CPU stacks on: its stacks at that
+ * moment, unless those of its last stop stand for them (reuse_or_claim_off_cpu_stacks). */
+static __always_inline void send_off_cpu_stacks(void* ctx, struct task_struct* prev, __u8 tracked,
+                                                bool preempt, unsigned int prev_state,
+                                                __u32 state) {
+  if (tracked == BPFPROF_TRACKED_AWAITING_EXEC || in_exec_without_user_stack(prev)) {
+    send_exec_stack(ctx, prev, BPFPROF_CONTEXT_SWITCH_OUT, TRACEPOINT_SLOT, state);
+    return;
+  }
+  const struct off_cpu_stop* stop = off_cpu_stop_of(prev, preempt, prev_state);
+  const bool reuse = reuse_or_claim_off_cpu_stacks(prev, stop);
+  struct bpfprof_stack_event_head head;
+  stack_head(&head, prev, BPFPROF_CONTEXT_SWITCH_OUT, state,
+             reuse ? BPFPROF_SWITCH_STACK_REUSED : 0);
   /* prev is still the current task here: these are the stacks it sleeps in. */
-  if (!reuse && !unwind_current_user_stack(prev->tgid, slot)) return false;
-  if (!reuse && taken) *taken = *stop;
-  fill_header(&e->header, BPFPROF_EVENT_UNWOUND_SWITCH_OUT, prev->tgid, prev->pid);
-  e->cpu_time_ns = prev->se.sum_exec_runtime;
-  e->state = state;
-  e->flags = reuse ? BPFPROF_SWITCH_STACK_REUSED : 0;
-  send_unwound_event(ctx, e, !reuse && stop->with_kernel_stack, !reuse);
-  return true;
+  send_stack(ctx, &head, TRACEPOINT_SLOT, !reuse, !reuse && (!stop || stop->with_kernel_stack),
+             !reuse);
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
   __u32 zero = 0;
-  __u32 prev_tgid = prev->tgid;
-  __u32 prev_tid = prev->pid;
   __u32* last_sampled = bpf_map_lookup_elem(&sampled_tid, &zero);
-  bool was_sampled = last_sampled && *last_sampled == prev_tid;
+  const bool was_sampled = last_sampled && *last_sampled == prev->pid;
   if (last_sampled) *last_sampled = 0;
 
   /* A dying thread's exit event ends it; anything else leaving the CPU is off-CPU time. */
-  const __u8 tracked = prev_state & TASK_DEAD_STATE ? 0 : tracked_state(prev_tgid);
+  const __u8 tracked = prev_state & TASK_DEAD_STATE ? 0 : tracked_state(prev->tgid);
   const __u32 state = off_cpu_state(preempt, prev_state);
-  bool leaving =
-      tracked && (record_off_cpu || marks_stop_without_off_cpu(prev, was_sampled, state));
-  if (leaving && record_off_cpu &&
-      (tracked == BPFPROF_TRACKED_AWAITING_EXEC || in_exec_without_user_stack(prev))) {
-    send_exec_event(ctx, prev, BPFPROF_EVENT_UNWOUND_SWITCH_OUT, 1, state);
-    leaving = false;
-  }
-  struct off_cpu_stop* stop =
-      leaving && record_off_cpu ? off_cpu_stop_of(prev, preempt, prev_state) : NULL;
-  if (leaving && record_off_cpu && stop && kernel_unwind &&
-      send_unwound_switch_out(ctx, prev, stop, state))
-    leaving = false;
-  if (leaving && record_off_cpu && user_stack_copy_bytes) {
-    /* Off-CPU stacks unwound like timer samples: registers and stack bytes. */
-    __u32 cpu = bpf_get_smp_processor_id();
-    struct bpfprof_dwarf_sample_event* d = bpf_map_lookup_elem(&dwarf_switch_scratch, &cpu);
-    if (d) {
-      fill_header(&d->header, BPFPROF_EVENT_DWARF_SWITCH_OUT, prev_tgid, prev_tid);
-      d->cpu_time_ns = prev->se.sum_exec_runtime;
-      d->state = state;
-      const bool reuse = reuse_or_claim_off_cpu_stacks(prev, stop);
-      d->flags = reuse ? BPFPROF_SWITCH_STACK_REUSED : 0;
-      capture_dwarf_stacks(ctx, d, !reuse, !reuse && (!stop || stop->with_kernel_stack));
-      if (!reuse) send_python_stack(&d->header);
-      send_dwarf_event(d);
-    }
-    leaving = false;
-  }
-  if (leaving) {
-    struct bpfprof_switch_out_event* e = bpf_map_lookup_elem(&switch_scratch, &zero);
-    if (e) {
-      fill_header(&e->header, BPFPROF_EVENT_SWITCH_OUT, prev_tgid, prev_tid);
-      e->cpu_time_ns = prev->se.sum_exec_runtime;
-      e->state = state;
-      e->flags = 0;
-      __u32 user_depth = 0, kernel_depth = 0;
-      if (record_off_cpu) {
-        if (reuse_or_claim_off_cpu_stacks(prev, stop)) {
-          e->flags = BPFPROF_SWITCH_STACK_REUSED;
-        } else {
-          /* prev is still the current task here: these are the stacks it sleeps in. */
-          user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
-          if (!stop || stop->with_kernel_stack)
-            kernel_depth =
-                capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
-          send_python_stack(&e->header);
-        }
-      }
-      e->user_depth = user_depth;
-      e->kernel_depth = kernel_depth;
-      __u64 size = offsetof(struct bpfprof_switch_out_event, ips) +
-                   (__u64)(user_depth + kernel_depth) * sizeof(__u64);
-      if (size > sizeof(*e)) size = sizeof(*e);
-      if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(e->header.pid);
-    }
+  if (tracked && record_off_cpu) {
+    send_off_cpu_stacks(ctx, prev, tracked, preempt, prev_state, state);
+  } else if (tracked && marks_stop_without_off_cpu(prev, was_sampled, state)) {
+    struct bpfprof_stack_event_head head;
+    stack_head(&head, prev, BPFPROF_CONTEXT_SWITCH_OUT, state, 0);
+    send_stack(ctx, &head, TRACEPOINT_SLOT, false, false, false);
   }
 
   if (record_off_cpu && is_tracked(next->tgid)) {
@@ -364,54 +215,19 @@ static __always_inline bool on_task_stack(void* ctx, struct task_struct* task) {
   return (__u32)args_low - stack_low < TASK_STACK_BYTES;
 }
 
-/* A waker's stack event: the waking's cpu and time, the waker's pid and tid. */
-static __always_inline void waker_stack_header(struct bpfprof_event_header* h,
-                                               const struct bpfprof_event_header* waking,
-                                               __u32 kind, struct task_struct* task) {
-  *h = *waking;
-  h->kind = kind;
-  h->pid = task->tgid;
-  h->tid = task->pid;
-}
-
-/* The waker's stacks, after its waking event (same cpu and timestamp), unwound as a
- * sample's: walked in the kernel, else copied; by frame pointers with --call-graph fp.
- * `with_user`: a thread of a tracked process in process context; else the kernel stack only.
- * sched_waking runs with interrupts off (under the wakee's pi_lock), as sched_switch does, so
- * the two share sched_switch's scratch space without ever nesting. */
+/* The waker's stacks, after its waking event (same cpu and timestamp, the waker's pid and
+ * tid), unwound as a sample's. `with_user`: a thread of a tracked process in process context;
+ * else the kernel stack only. sched_waking runs with interrupts off (under the wakee's
+ * pi_lock), as sched_switch does, so the two share scratch space without ever nesting. */
 static __always_inline void send_waker_stack(void* ctx, const struct bpfprof_event_header* waking,
                                              bool with_user) {
   struct task_struct* task = bpf_get_current_task_btf();
-  const __u32 tgid = task->tgid;
-  __u32 slot = 1;
-  struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
-  if (!e) return;
-  e->user_depth = 0;
-  bool walked = !with_user;
-  if (with_user && kernel_unwind) {
-    walked = unwind_current_user_stack(tgid, slot);
-  } else if (with_user && !user_stack_copy_bytes) {
-    e->user_depth = capture_user_stack(ctx, e->ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f;
-    walked = true;
-  }
-  if (walked) {
-    waker_stack_header(&e->header, waking, BPFPROF_EVENT_WAKER_STACK, task);
-    e->cpu_time_ns = 0;
-    e->state = 0;
-    e->flags = 0;
-    send_unwound_event(ctx, e, true, true);
-    return;
-  }
-  __u32 cpu = bpf_get_smp_processor_id();
-  struct bpfprof_dwarf_sample_event* d = bpf_map_lookup_elem(&dwarf_switch_scratch, &cpu);
-  if (!d) return;
-  waker_stack_header(&d->header, waking, BPFPROF_EVENT_DWARF_WAKER_STACK, task);
-  d->cpu_time_ns = 0;
-  d->state = 0;
-  d->flags = 0;
-  capture_dwarf_stacks(ctx, d, true, true);
-  send_python_stack(&d->header);
-  send_dwarf_event(d);
+  struct bpfprof_stack_event_head head = {.context = BPFPROF_CONTEXT_WAKER};
+  head.header = *waking;
+  head.header.kind = BPFPROF_EVENT_STACK;
+  head.header.pid = task->tgid;
+  head.header.tid = task->pid;
+  send_stack(ctx, &head, TRACEPOINT_SLOT, with_user, true, true);
 }
 
 #define ENOSYS_ERRNO 38

@@ -55,12 +55,12 @@ static __always_inline void read_user_registers(struct task_struct* task, __u64*
 /* What a page's copy reads lives in the event (a map value, whose contents the verifier
  * does not track), not on the stack: so bpf_loop's callback is verified in a few passes. */
 struct stack_copy {
-  struct bpfprof_dwarf_sample_event* event;
+  struct bpfprof_copy_event* event;
 };
 
 /* Page `index` of the copy: from sp to the first page boundary, then whole pages. */
 static long copy_stack_page(__u64 index, void* context) {
-  struct bpfprof_dwarf_sample_event* e = ((struct stack_copy*)context)->event;
+  struct bpfprof_copy_event* e = ((struct stack_copy*)context)->event;
   const __u64 sp = e->user_regs[BPFPROF_REG_SP];
   const __u64 wanted = e->stack_bytes_wanted;
   const __u64 first = PAGE_BYTES - (sp & (PAGE_BYTES - 1));
@@ -73,7 +73,7 @@ static long copy_stack_page(__u64 index, void* context) {
   if (bpf_probe_read_user(e->stack + offset, chunk, (void*)(sp + offset)) == 0)
     e->stack_size = offset + chunk;
   else
-    e->flags |= BPFPROF_STACK_COPY_UNREADABLE;
+    e->head.flags |= BPFPROF_STACK_COPY_UNREADABLE;
   return 0;
 }
 
@@ -83,10 +83,10 @@ static long copy_stack_page(__u64 index, void* context) {
  * when its lock was busy and the end is unknown) is left zeroed and the copy goes on: the
  * frames above it are still there. The copy ends after the last page that was read. */
 static __always_inline void copy_user_stack(struct task_struct* task,
-                                            struct bpfprof_dwarf_sample_event* e) {
+                                            struct bpfprof_copy_event* e) {
   const __u64 sp = e->user_regs[BPFPROF_REG_SP];
   __u64 limit = user_stack_copy_bytes;
-  __u32 tgid = e->header.pid;
+  __u32 tgid = e->head.header.pid;
   __u32* raised = bpf_map_lookup_elem(&stack_copy_bytes_by_process, &tgid);
   if (raised) limit = *raised;
   bool end_known = false;
@@ -105,34 +105,27 @@ static __always_inline void copy_user_stack(struct task_struct* task,
     if (found.end - sp <= limit)
       e->stack_bytes_wanted = found.end - sp;
     else
-      e->flags |= BPFPROF_STACK_COPY_AT_LIMIT;
+      e->head.flags |= BPFPROF_STACK_COPY_AT_LIMIT;
   }
   e->stack_size = 0;
   struct stack_copy c = {.event = e};
   bpf_loop(BPFPROF_MAX_STACK_COPY / PAGE_BYTES + 2, copy_stack_page, &c, 0);
-  if (!end_known && e->stack_size >= limit) e->flags |= BPFPROF_STACK_COPY_AT_LIMIT;
+  if (!end_known && e->stack_size >= limit) e->head.flags |= BPFPROF_STACK_COPY_AT_LIMIT;
 }
 
 /* The current task's user registers and stack copy, for unwinding with CFI in userspace; and
  * its kernel stack. */
-static __always_inline void capture_dwarf_stacks(void* ctx, struct bpfprof_dwarf_sample_event* e,
-                                                 bool with_user, bool with_kernel) {
+static __always_inline void capture_copy(void* ctx, struct bpfprof_copy_event* e, bool with_user,
+                                         bool with_kernel) {
   struct task_struct* task = bpf_get_current_task_btf();
   e->stack_size = 0;
   e->stack_copy_limit = 0;
   e->stack_bytes_wanted = 0;
   for (int i = 0; i < BPFPROF_USER_REGS; i++) e->user_regs[i] = 0;
   if (with_user) read_user_registers(task, e->user_regs);
-  e->kernel_depth =
+  e->head.kernel_depth =
       with_kernel ? capture_kernel_stack(ctx, e->kernel_ips, BPFPROF_MAX_STACK_DEPTH) & 0x7f : 0;
   if (e->user_regs[BPFPROF_REG_SP]) copy_user_stack(task, e);
-}
-
-static __always_inline void send_dwarf_event(struct bpfprof_dwarf_sample_event* e) {
-  __u64 out = offsetof(struct bpfprof_dwarf_sample_event, stack) + e->stack_size;
-  if (out > offsetof(struct bpfprof_dwarf_sample_event, stack) + BPFPROF_MAX_STACK_COPY)
-    out = offsetof(struct bpfprof_dwarf_sample_event, stack) + BPFPROF_MAX_STACK_COPY;
-  if (bpf_ringbuf_output(&events, e, out, submit_flags())) count_lost_for(e->header.pid);
 }
 
 #endif

@@ -27,9 +27,9 @@ enum walk_result { WALK_GOING = 0, WALK_ROOT = 1, WALK_FALLBACK = 2, WALK_CUT = 
 
 struct unwind_context {
   struct unwind_walk* walk;
-  struct bpfprof_unwound_event* event;
+  struct bpfprof_frames_event* event;
   struct bpfprof_process_mappings* mappings; /* NULL: not in the kernel yet */
-  __u32 slot;                                /* 0: the sample program, 1: sched_switch */
+  __u32 slot;                                /* SAMPLE_SLOT or TRACEPOINT_SLOT */
   __u32 cpu;                                 /* its part of the row cache */
 };
 
@@ -264,7 +264,7 @@ static __always_inline long frame_pointer_step(struct unwind_walk* w) {
 /* __restore_rt: the interrupted frame's registers are in the ucontext at sp; its pc is exact.
  * The trampoline's own frame, already recorded, is nudged like the interrupted pc (as the
  * userspace unwinder does, so both modes give the same frames). */
-static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_unwound_event* e,
+static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_frames_event* e,
                                         __u32 depth) {
   __u64 rip, rsp, rbp;
   if (read_stack_word(w, w->sp + BPFPROF_SIGFRAME_RIP, &rip) ||
@@ -342,7 +342,7 @@ static __always_inline long return_in_rdi_step(struct unwind_walk* w, __u32 dept
 }
 
 /* One step with the frame's row (bpf/unwind_table.h): CFA, return address, caller's rbp. */
-static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_unwound_event* e,
+static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_frames_event* e,
                                        __u32 depth) {
   const struct bpfprof_unwind_row* row = &w->row;
   if (row->cfa_rule == BPFPROF_CFA_ROOT) return walk_stops(w, WALK_ROOT, 0);
@@ -479,7 +479,7 @@ static __always_inline bool fast_step(const struct unwind_context* c, const stru
  * step. */
 #define FAST_FRAMES 8
 static __always_inline void fast_steps(const struct unwind_context* c, struct unwind_walk* w,
-                                       struct bpfprof_unwound_event* e) {
+                                       struct bpfprof_frames_event* e) {
   if (w->exact || w->bump || !c->mappings) return;
   const __u32 generation = c->mappings->generation;
   struct fast_frame f = {.pc = w->pc,
@@ -509,7 +509,7 @@ static __always_inline void fast_steps(const struct unwind_context* c, struct un
 static long unwind_step(__u64 index, void* context) {
   struct unwind_context* c = context;
   struct unwind_walk* w = c->walk;
-  struct bpfprof_unwound_event* e = c->event;
+  struct bpfprof_frames_event* e = c->event;
   fast_steps(c, w, e);
   const __u32 depth = w->depth;
   if (depth >= BPFPROF_MAX_UNWOUND_FRAMES) return walk_stops(w, WALK_CUT, 0);
@@ -558,13 +558,13 @@ static __always_inline void count_unwind_outcome(__u32 reason) {
   if (count) *count += 1; /* per CPU: no other writer */
 }
 
-/* Walks the user stack of `task` into e->ips and sets e->user_depth. True when the walk
+/* Walks the user stack of `task` into e->ips and sets e->head.user_depth. True when the walk
  * reached a thread root or the depth limit (or the task has no user context); false when the
- * sample must fall back to a stack copy (the reason counted). `slot`: 0 in the sample program, 1 in
- * sched_switch. */
+ * sample must fall back to a stack copy (the reason counted). `slot`: SAMPLE_SLOT or
+ * TRACEPOINT_SLOT. */
 static __always_inline bool walk_user_stack(struct task_struct* task, __u32 tgid, __u32 slot,
-                                            struct bpfprof_unwound_event* e) {
-  e->user_depth = 0;
+                                            struct bpfprof_frames_event* e) {
+  e->head.user_depth = 0;
   if (!task->mm) return true; /* a kernel thread */
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
   if (!regs) return true;
@@ -598,16 +598,16 @@ static __always_inline bool walk_user_stack(struct task_struct* task, __u32 tgid
     return false;
   }
   if (w->result == WALK_CUT) count_unwind_outcome(BPFPROF_WALK_CUT_AT_DEPTH);
-  e->user_depth = w->depth;
+  e->head.user_depth = w->depth;
   return true;
 }
 
-/* Walks the current task's user stack into unwound_scratch's `slot` (walk_user_stack). A
+/* Walks the current task's user stack into frames_scratch's `slot` (walk_user_stack). A
  * global function: the verifier checks it once per program, on its own, instead of once
  * for each state its callers reach it in (sched_switch's paths reached it twice). */
 __noinline int unwind_current_user_stack(__u32 tgid, __u32 slot) {
   slot &= 1;
-  struct bpfprof_unwound_event* e = bpf_map_lookup_elem(&unwound_scratch, &slot);
+  struct bpfprof_frames_event* e = bpf_map_lookup_elem(&frames_scratch, &slot);
   if (!e) return 0;
   return walk_user_stack(bpf_get_current_task_btf(), tgid, slot, e);
 }

@@ -112,8 +112,8 @@ static long read_python_frame(__u64 index, void* context) {
   return 0;
 }
 
-/* Sends the Python frames of the current task (`tid` of `tgid`) with the header of the sample
- * or switch-out event that follows; nothing for a process that is not a known interpreter. */
+/* Sends the Python frames of the current task (`tid` of `tgid`) with the header of the stack
+ * event that follows; nothing for a process that is not a known interpreter. */
 static __always_inline void send_python_stack(const struct bpfprof_event_header* sample) {
   __u32 tgid = sample->pid;
   if (!python_processes_count) return;
@@ -136,10 +136,10 @@ static __always_inline void send_python_stack(const struct bpfprof_event_header*
     e->status = BPFPROF_PYTHON_STACK_NO_THREAD;
   else
     bpf_loop(BPFPROF_MAX_PYTHON_FRAMES + 1, read_python_frame, &w, 0);
-  __u64 size = offsetof(struct bpfprof_python_stack_event, frames) +
-               (__u64)e->depth * sizeof(struct bpfprof_python_frame);
-  if (size > sizeof(*e)) size = sizeof(*e);
-  if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(tgid);
+  send_event(e,
+             offsetof(struct bpfprof_python_stack_event, frames) +
+                 (__u64)e->depth * sizeof(struct bpfprof_python_frame),
+             sizeof(*e), tgid);
 }
 
 #endif

@@ -213,17 +213,18 @@ TEST(DwarfUnwinder, LeavesTheParentSideOfCloneToItsCaller) {
 // ---- Through the event decoder: a stack copy event of this process, unwound when its exit
 // has been read already (the copy's ring is read in parts at high rates).
 
-std::unique_ptr<bpfprof_dwarf_sample_event> sample_event(const Snapshot& s, uint64_t time,
-                                                         size_t* size) {
-  auto e = std::make_unique<bpfprof_dwarf_sample_event>();
+std::unique_ptr<bpfprof_copy_event> sample_event(const Snapshot& s, uint64_t time, size_t* size) {
+  auto e = std::make_unique<bpfprof_copy_event>();
   memset(e.get(), 0, sizeof(*e));
-  e->header =
-      bpfprof_event_header{BPFPROF_EVENT_DWARF_SAMPLE, 0, time, static_cast<uint32_t>(getpid()),
+  e->head.header =
+      bpfprof_event_header{BPFPROF_EVENT_STACK, 0, time, static_cast<uint32_t>(getpid()),
                            static_cast<uint32_t>(gettid())};
+  e->head.context = BPFPROF_CONTEXT_SAMPLE;
+  e->head.payload = BPFPROF_PAYLOAD_COPY;
   memcpy(e->user_regs, s.registers.dwarf.data(), sizeof e->user_regs);
   e->stack_size = static_cast<uint32_t>(std::min(s.stack.size(), sizeof e->stack));
   memcpy(e->stack, s.stack.data(), e->stack_size);
-  *size = offsetof(bpfprof_dwarf_sample_event, stack) + e->stack_size;
+  *size = offsetof(bpfprof_copy_event, stack) + e->stack_size;
   return e;
 }
 

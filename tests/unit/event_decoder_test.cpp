@@ -20,16 +20,32 @@ Event with_header(uint32_t kind, uint64_t time, uint32_t pid, uint32_t tid) {
   return e;
 }
 
+// A stack event of `context` whose stacks come as `payload`.
+template <typename Event>
+Event stack_event(uint8_t context, uint8_t payload, uint64_t time, uint32_t pid, uint32_t tid) {
+  Event e;
+  memset(&e, 0, sizeof e);
+  e.head.header = bpfprof_event_header{BPFPROF_EVENT_STACK, 1, time, pid, tid};
+  e.head.context = context;
+  e.head.payload = payload;
+  return e;
+}
+
+bpfprof_frames_event sample(uint64_t time, uint32_t pid, uint32_t tid) {
+  return stack_event<bpfprof_frames_event>(BPFPROF_CONTEXT_SAMPLE, BPFPROF_PAYLOAD_FP_FRAMES, time,
+                                           pid, tid);
+}
+
 TEST(EventDecoder, ASampleBecomesARootFirstStackOfUserThenKernelFrames) {
-  auto e = with_header<bpfprof_sample_event>(BPFPROF_EVENT_SAMPLE, 100, 7, 8);
-  e.cpu_time_ns = 5000;
-  e.user_depth = 3;
-  e.kernel_depth = 1;
+  auto e = sample(100, 7, 8);
+  e.head.cpu_time_ns = 5000;
+  e.head.user_depth = 3;
+  e.head.kernel_depth = 1;
   const uint64_t ips[] = {0x1003, 0x1002, 0x1001, 0xffffffff81000010ull};  // innermost first
   memcpy(e.ips, ips, sizeof ips);
   Recording rec;
   EventDecoder decoder;
-  decoder.decode(&e, offsetof(bpfprof_sample_event, ips) + sizeof ips,
+  decoder.decode(&e, offsetof(bpfprof_frames_event, ips) + sizeof ips,
                  rec);  // only the used part is sent
   ASSERT_EQ(rec.samples.size(), 1u);
   const SampleRecord& s = rec.samples[0];
@@ -45,8 +61,8 @@ TEST(EventDecoder, ASampleBecomesARootFirstStackOfUserThenKernelFrames) {
 
 // A frame-pointer walk that wanders into data: nothing beyond a non-canonical address.
 TEST(EventDecoder, NonCanonicalUserAddressesEndTheUserStack) {
-  auto e = with_header<bpfprof_sample_event>(BPFPROF_EVENT_SAMPLE, 1, 7, 7);
-  e.user_depth = 3;
+  auto e = sample(1, 7, 7);
+  e.head.user_depth = 3;
   const uint64_t ips[] = {0x1003, 0xdead000000000000ull, 0x1001};
   memcpy(e.ips, ips, sizeof ips);
   Recording rec;
@@ -91,10 +107,20 @@ TEST(EventDecoder, ShortUnknownAndUnwinderlessEventsAreDroppedNotMisread) {
   for (size_t cut = 0; cut < sizeof fork; ++cut) decoder.decode(&fork, cut, rec);
   auto unknown = with_header<bpfprof_fork_event>(99, 10, 7, 7);
   decoder.decode(&unknown, sizeof unknown, rec);
-  std::vector<uint8_t> dwarf(sizeof(bpfprof_dwarf_sample_event));
-  auto header = bpfprof_event_header{BPFPROF_EVENT_DWARF_SAMPLE, 0, 1, 7, 7};
-  memcpy(dwarf.data(), &header, sizeof header);
-  decoder.decode(dwarf.data(), dwarf.size(), rec);
+  std::vector<uint8_t> copy(sizeof(bpfprof_copy_event));
+  auto head =
+      stack_event<bpfprof_frames_event>(BPFPROF_CONTEXT_SAMPLE, BPFPROF_PAYLOAD_COPY, 1, 7, 7).head;
+  memcpy(copy.data(), &head, sizeof head);
+  decoder.decode(copy.data(), copy.size(), rec);
+  // A context or a payload this decoder does not know.
+  auto frames = sample(1, 7, 7);
+  for (size_t cut = 0; cut < offsetof(bpfprof_frames_event, ips); ++cut)
+    decoder.decode(&frames, cut, rec);
+  frames.head.context = 9;
+  decoder.decode(&frames, sizeof frames, rec);
+  frames = sample(1, 7, 7);
+  frames.head.payload = 9;
+  decoder.decode(&frames, sizeof frames, rec);
   EXPECT_TRUE(rec.events.empty());
   EXPECT_TRUE(rec.samples.empty());
 }
@@ -102,10 +128,11 @@ TEST(EventDecoder, ShortUnknownAndUnwinderlessEventsAreDroppedNotMisread) {
 TEST(EventDecoder, SwitchOutsCarryTheirStateAndSwitchInsNoStack) {
   Recording rec;
   EventDecoder decoder;
-  auto out = with_header<bpfprof_switch_out_event>(BPFPROF_EVENT_SWITCH_OUT, 5, 7, 7);
-  out.state = BPFPROF_OFF_CPU_IO_WAIT;
-  out.flags = BPFPROF_SWITCH_STACK_REUSED;
-  decoder.decode(&out, offsetof(bpfprof_switch_out_event, ips), rec);
+  auto out = stack_event<bpfprof_frames_event>(BPFPROF_CONTEXT_SWITCH_OUT,
+                                               BPFPROF_PAYLOAD_UNWOUND_FRAMES, 5, 7, 7);
+  out.head.state = BPFPROF_OFF_CPU_IO_WAIT;
+  out.head.flags = BPFPROF_SWITCH_STACK_REUSED;
+  decoder.decode(&out, offsetof(bpfprof_frames_event, ips), rec);
   auto in = bpfprof_event_header{BPFPROF_EVENT_SWITCH_IN, 0, 6, 7, 7};
   decoder.decode(&in, sizeof in, rec);
   ASSERT_EQ(rec.samples.size(), 2u);
@@ -127,6 +154,11 @@ bpfprof_waking_event waking(uint64_t time, uint32_t wakee, uint32_t waker, uint3
   return e;
 }
 
+bpfprof_frames_event waker_stack(uint64_t time, uint32_t waker) {
+  return stack_event<bpfprof_frames_event>(BPFPROF_CONTEXT_WAKER, BPFPROF_PAYLOAD_UNWOUND_FRAMES,
+                                           time, waker, waker);
+}
+
 // The waker's stack comes in an event of its own, matched by CPU and time; a waking of the
 // same pair within an interval reuses the stack taken last.
 TEST(EventDecoder, AWakingTakesTheWakerStackThatFollowsItOrTheLastOneOfThePair) {
@@ -135,12 +167,12 @@ TEST(EventDecoder, AWakingTakesTheWakerStackThatFollowsItOrTheLastOneOfThePair) 
   auto first = waking(10, 7, 9, BPFPROF_WAKER_STACK_FOLLOWS);
   decoder.decode(&first, sizeof first, rec);
   EXPECT_TRUE(rec.samples.empty());  // until its stack comes
-  auto stack = with_header<bpfprof_unwound_event>(BPFPROF_EVENT_WAKER_STACK, 10, 9, 9);
-  stack.user_depth = 2;
-  stack.kernel_depth = 1;
+  auto stack = waker_stack(10, 9);
+  stack.head.user_depth = 2;
+  stack.head.kernel_depth = 1;
   const uint64_t ips[] = {0x2002, 0x2001, 0xffffffff81000020ull};
   memcpy(stack.ips, ips, sizeof ips);
-  decoder.decode(&stack, offsetof(bpfprof_unwound_event, ips) + sizeof ips, rec);
+  decoder.decode(&stack, offsetof(bpfprof_frames_event, ips) + sizeof ips, rec);
   auto second = waking(20, 7, 9, BPFPROF_WAKER_STACK_REUSED);
   decoder.decode(&second, sizeof second, rec);
   ASSERT_EQ(rec.samples.size(), 2u);
@@ -172,12 +204,50 @@ TEST(EventDecoder, AWakingWhoseStackNeverCameIsKeptWithoutOne) {
   EXPECT_EQ(rec.samples[0].stack, RawStackTree::kRoot);
   EXPECT_EQ(rec.stats.wakings.stacks_missing, 1u);
   // A stack of another time is not the pending waking's.
-  auto stack = with_header<bpfprof_unwound_event>(BPFPROF_EVENT_WAKER_STACK, 12, 9, 9);
-  decoder.decode(&stack, offsetof(bpfprof_unwound_event, ips), rec);
+  auto stack = waker_stack(12, 9);
+  decoder.decode(&stack, offsetof(bpfprof_frames_event, ips), rec);
   EXPECT_EQ(rec.samples.size(), 1u);
   auto cut = waking(13, 7, 9, 0);
   decoder.decode(&cut, sizeof cut - 1, rec);  // truncated: ignored
   EXPECT_EQ(rec.stats.wakings.wakings, 2u);
+}
+
+// The context makes the record, whatever form the stack came in; a walk in the kernel is
+// counted as such, in its context's figures.
+TEST(EventDecoder, ContextMakesTheRecordAndPayloadTheStack) {
+  Recording rec;
+  EventDecoder decoder;
+  const uint64_t ips[] = {0x3002, 0x3001};
+  for (uint8_t payload : {BPFPROF_PAYLOAD_FP_FRAMES, BPFPROF_PAYLOAD_UNWOUND_FRAMES}) {
+    for (uint8_t context : {BPFPROF_CONTEXT_SAMPLE, BPFPROF_CONTEXT_SWITCH_OUT}) {
+      auto e = stack_event<bpfprof_frames_event>(context, payload, 10, 7, 7);
+      e.head.user_depth = 2;
+      e.head.state = BPFPROF_OFF_CPU_SLEEPING;
+      memcpy(e.ips, ips, sizeof ips);
+      decoder.decode(&e, offsetof(bpfprof_frames_event, ips) + sizeof ips, rec);
+    }
+  }
+  ASSERT_EQ(rec.samples.size(), 4u);
+  for (size_t i = 0; i < rec.samples.size(); ++i) {
+    EXPECT_EQ(rec.samples[i].kind, i % 2 ? SampleKind::kSwitchOut : SampleKind::kOnCpu);
+    EXPECT_EQ(rec.raw_stacks.leaf_to_root(rec.samples[i].stack),
+              (std::vector<uint64_t>{0x3002, 0x3001}));
+  }
+  EXPECT_EQ(rec.stats.on_cpu_stacks.kernel, 1u);
+  EXPECT_EQ(rec.stats.off_cpu_stacks.kernel, 1u);
+  EXPECT_EQ(rec.stats.samples, 2u);
+  EXPECT_EQ(rec.stats.switch_outs, 2u);
+}
+
+TEST(EventDecoder, OnlyStackCopiesAreUnwoundAsTheyAreDecoded) {
+  auto copy =
+      stack_event<bpfprof_frames_event>(BPFPROF_CONTEXT_WAKER, BPFPROF_PAYLOAD_COPY, 1, 7, 7).head;
+  EXPECT_TRUE(EventDecoder::unwinds_in_userspace(&copy, sizeof copy));
+  EXPECT_FALSE(EventDecoder::unwinds_in_userspace(&copy, sizeof copy - 1));
+  auto frames = sample(1, 7, 7);
+  EXPECT_FALSE(EventDecoder::unwinds_in_userspace(&frames, sizeof frames));
+  auto waking_event = waking(1, 7, 9, 0);
+  EXPECT_FALSE(EventDecoder::unwinds_in_userspace(&waking_event, sizeof waking_event));
 }
 
 }  // namespace

@@ -13,10 +13,12 @@ namespace bpfprof {
 namespace {
 
 template <typename Event>
-std::unique_ptr<Event> event(uint32_t kind, uint64_t time) {
+std::unique_ptr<Event> event(uint8_t context, uint8_t payload, uint64_t time) {
   auto e = std::make_unique<Event>();
   memset(e.get(), 0, sizeof(Event));
-  e->header = bpfprof_event_header{kind, 0, time, 42, 42};
+  e->head.header = bpfprof_event_header{BPFPROF_EVENT_STACK, 0, time, 42, 42};
+  e->head.context = context;
+  e->head.payload = payload;
   return e;
 }
 
@@ -45,38 +47,38 @@ struct SideBandFixture {
   }
 
   template <typename Event>
-  void take(uint32_t kind, uint64_t time) {
-    auto e = event<Event>(kind, time);
+  void take(uint8_t context, uint8_t payload, uint64_t time) {
+    auto e = event<Event>(context, payload, time);
     pipeline.take_bpf_event(e.get(), sizeof(Event));
   }
 };
 
 TEST(IngestPipeline, AStackCopyNewerThanTheLastSideBandReadHasTheSideBandReadFirst) {
   SideBandFixture f;
-  f.take<bpfprof_dwarf_sample_event>(BPFPROF_EVENT_DWARF_SAMPLE, 1500);
+  f.take<bpfprof_copy_event>(BPFPROF_CONTEXT_SAMPLE, BPFPROF_PAYLOAD_COPY, 1500);
   EXPECT_EQ(f.reads, 1);
   ASSERT_EQ(f.samples_when_mapped.size(), 1u);
   EXPECT_EQ(f.samples_when_mapped[0], 0u);  // the mapping came before the sample was decoded
   EXPECT_EQ(f.recording.samples.size(), 1u);
   // Older than the read that followed: nothing more to read.
-  f.take<bpfprof_dwarf_sample_event>(BPFPROF_EVENT_DWARF_SWITCH_OUT, 1900);
+  f.take<bpfprof_copy_event>(BPFPROF_CONTEXT_SWITCH_OUT, BPFPROF_PAYLOAD_COPY, 1900);
   EXPECT_EQ(f.reads, 1);
-  f.take<bpfprof_dwarf_sample_event>(BPFPROF_EVENT_DWARF_SAMPLE, 2500);
+  f.take<bpfprof_copy_event>(BPFPROF_CONTEXT_SAMPLE, BPFPROF_PAYLOAD_COPY, 2500);
   EXPECT_EQ(f.reads, 2);
 }
 
 TEST(IngestPipeline, StacksWalkedInTheKernelDoNotWaitForTheSideBand) {
   SideBandFixture f;
   // Resolved by the model after the reorder window, when every mapping is in.
-  f.take<bpfprof_unwound_event>(BPFPROF_EVENT_UNWOUND_SAMPLE, 5000);
-  f.take<bpfprof_sample_event>(BPFPROF_EVENT_SAMPLE, 5000);
+  f.take<bpfprof_frames_event>(BPFPROF_CONTEXT_SAMPLE, BPFPROF_PAYLOAD_UNWOUND_FRAMES, 5000);
+  f.take<bpfprof_frames_event>(BPFPROF_CONTEXT_SAMPLE, BPFPROF_PAYLOAD_FP_FRAMES, 5000);
   EXPECT_EQ(f.reads, 0);
   EXPECT_EQ(f.recording.samples.size(), 2u);
 }
 
 TEST(IngestPipeline, AStackCopyOlderThanTheLastSideBandReadIsUnwoundAtOnce) {
   SideBandFixture f;
-  f.take<bpfprof_dwarf_sample_event>(BPFPROF_EVENT_DWARF_SAMPLE, 999);
+  f.take<bpfprof_copy_event>(BPFPROF_CONTEXT_SAMPLE, BPFPROF_PAYLOAD_COPY, 999);
   EXPECT_EQ(f.reads, 0);
   EXPECT_EQ(f.recording.samples.size(), 1u);
 }

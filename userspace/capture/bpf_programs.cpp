@@ -198,9 +198,10 @@ BpfPrograms::BpfPrograms(const Config& config)
                              " bytes: " + errno_text(err));
   const int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) throw std::runtime_error("cannot count the possible CPUs: " + errno_text(-cpus));
-  for (bpf_map* scratch : {skeleton_->maps.dwarf_scratch, skeleton_->maps.dwarf_switch_scratch})
-    if (int err = bpf_map__set_max_entries(scratch, static_cast<uint32_t>(cpus)))
-      throw std::runtime_error("cannot size the stack-copy space: " + errno_text(err));
+  // Two slots a CPU: the sampling program's and the tracepoints' (bpf/maps.h).
+  if (int err =
+          bpf_map__set_max_entries(skeleton_->maps.copy_scratch, 2 * static_cast<uint32_t>(cpus)))
+    throw std::runtime_error("cannot size the stack-copy space: " + errno_text(err));
   if (int err = bpf_map__set_max_entries(
           skeleton_->maps.row_cache, static_cast<uint32_t>(cpus) * BPFPROF_ROW_CACHE_CPU_ENTRIES))
     throw std::runtime_error("cannot size the unwinder's row cache: " + errno_text(err));

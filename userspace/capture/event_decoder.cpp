@@ -47,7 +47,7 @@ void record_unwind_time(RecordingStats& stats, uint32_t ns) {
   if (slot < kKept) stats.unwind_ns[slot] = ns;
 }
 
-UserRegisters user_registers(const bpfprof_dwarf_sample_event& e) {
+UserRegisters user_registers(const bpfprof_copy_event& e) {
   static_assert(BPFPROF_USER_REGS == UserRegisters::kCount &&
                 BPFPROF_REG_IP == UserRegisters::kIp && BPFPROF_REG_SP == UserRegisters::kSp &&
                 BPFPROF_REG_BP == UserRegisters::kBp);
@@ -132,41 +132,14 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
   const Header h{MonotonicNs{raw.timestamp_ns}, Pid{static_cast<int32_t>(raw.pid)},
                  Tid{static_cast<int32_t>(raw.tid)}, Cpu{raw.cpu}};
   switch (raw.kind) {
-    case BPFPROF_EVENT_SAMPLE:
-      return decode_sample(h, data, size, rec);
-    case BPFPROF_EVENT_DWARF_SWITCH_OUT:
-    case BPFPROF_EVENT_DWARF_SAMPLE:
-      return decode_dwarf_sample(h, raw.kind == BPFPROF_EVENT_DWARF_SWITCH_OUT, data, size, rec);
-    case BPFPROF_EVENT_SWITCH_OUT:
-      return decode_switch_out(h, data, size, rec);
-    case BPFPROF_EVENT_UNWOUND_SAMPLE:
-    case BPFPROF_EVENT_UNWOUND_SWITCH_OUT:
-      return decode_unwound(h, raw.kind == BPFPROF_EVENT_UNWOUND_SWITCH_OUT, data, size, rec);
+    case BPFPROF_EVENT_STACK:
+      return decode_stack(h, data, size, rec);
     case BPFPROF_EVENT_SWITCH_IN:
       rec.samples.push_back(SampleRecord{h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0},
                                          RawStackTree::kRoot, SampleKind::kSwitchIn});
       return;
     case BPFPROF_EVENT_WAKING:
       return decode_waking(h, data, size, rec);
-    case BPFPROF_EVENT_WAKER_STACK: {
-      constexpr size_t kFixed = offsetof(bpfprof_unwound_event, ips);
-      if (size < kFixed) return;
-      const auto* e = static_cast<const bpfprof_unwound_event*>(data);
-      return decode_waker_stack(
-          h,
-          intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
-                       (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth),
-          rec);
-    }
-    case BPFPROF_EVENT_DWARF_WAKER_STACK: {
-      if (size < offsetof(bpfprof_dwarf_sample_event, stack) || !unwinder_) return;
-      bool has_user_stack = false;
-      return decode_waker_stack(
-          h,
-          dwarf_stack(h, *static_cast<const bpfprof_dwarf_sample_event*>(data), size,
-                      has_user_stack, rec),
-          rec);
-    }
     case BPFPROF_EVENT_FORK:
     case BPFPROF_EVENT_EXEC:
     case BPFPROF_EVENT_EXIT:
@@ -193,66 +166,75 @@ void EventDecoder::add_switch_out(const Header& h, CpuTimeNs cpu_time, RawStackI
   ++rec.stats.switch_outs;
 }
 
-void EventDecoder::decode_sample(const Header& h, const void* data, size_t size, Recording& rec) {
-  constexpr size_t kFixed = offsetof(bpfprof_sample_event, ips);
-  if (size < kFixed) return;
-  rec.stats.sample_event_bytes += size;
-  const auto* e = static_cast<const bpfprof_sample_event*>(data);
-  const RawStackId stack =
-      intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
-                   (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
-  add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
+bool EventDecoder::unwinds_in_userspace(const void* data, size_t size) {
+  bpfprof_stack_event_head head;
+  if (size < sizeof(head)) return false;
+  memcpy(&head, data, sizeof(head));  // a saved stream's records lie at any offset
+  return head.header.kind == BPFPROF_EVENT_STACK && head.payload == BPFPROF_PAYLOAD_COPY;
 }
 
-void EventDecoder::decode_switch_out(const Header& h, const void* data, size_t size,
-                                     Recording& rec) {
-  constexpr size_t kFixed = offsetof(bpfprof_switch_out_event, ips);
-  if (size < kFixed) return;
-  const auto* e = static_cast<const bpfprof_switch_out_event*>(data);
-  const RawStackId stack =
-      intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
-                   (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
-  add_switch_out(h, CpuTimeNs{e->cpu_time_ns}, stack, e->state, e->flags, rec);
+void EventDecoder::count_user_stack(StackSources& sources, UserStackSource source) {
+  if (source == UserStackSource::kKernelWalk) ++sources.kernel;
+  if (source == UserStackSource::kCopy) ++sources.copied;
 }
 
-// A stack walked in the kernel up to a thread root: frames as in a frame-pointer sample.
-void EventDecoder::decode_unwound(const Header& h, bool switch_out, const void* data, size_t size,
-                                  Recording& rec) {
-  constexpr size_t kFixed = offsetof(bpfprof_unwound_event, ips);
-  if (size < kFixed) return;
-  const auto* e = static_cast<const bpfprof_unwound_event*>(data);
-  const RawStackId stack =
-      intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
-                   (size - kFixed) / sizeof(uint64_t), e->user_depth, e->kernel_depth);
-  if (e->user_depth) ++(switch_out ? rec.stats.off_cpu_stacks : rec.stats.on_cpu_stacks).kernel;
-  if (!switch_out) {
-    rec.stats.sample_event_bytes += size;
-    return add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
+void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, Recording& rec) {
+  if (size < sizeof(bpfprof_stack_event_head)) return;
+  const auto& head = *static_cast<const bpfprof_stack_event_head*>(data);
+  if (head.context < BPFPROF_CONTEXT_SAMPLE || head.context > BPFPROF_CONTEXT_WAKER) return;
+  UserStackSource source = UserStackSource::kNone;
+  const std::optional<RawStackId> stack = payload_stack(h, head, data, size, source, rec);
+  if (!stack) return;
+  const CpuTimeNs cpu_time{head.cpu_time_ns};
+  switch (head.context) {
+    case BPFPROF_CONTEXT_SAMPLE:
+      count_user_stack(rec.stats.on_cpu_stacks, source);
+      rec.stats.sample_event_bytes += size;
+      return add_timer_sample(h, cpu_time, *stack, rec);
+    case BPFPROF_CONTEXT_SWITCH_OUT:
+      count_user_stack(rec.stats.off_cpu_stacks, source);
+      return add_switch_out(h, cpu_time, *stack, head.state, head.flags, rec);
+    default:
+      return decode_waker_stack(h, *stack, rec);
   }
-  add_switch_out(h, CpuTimeNs{e->cpu_time_ns}, stack, e->state, e->flags, rec);
 }
 
-void EventDecoder::decode_dwarf_sample(const Header& h, bool switch_out, const void* data,
-                                       size_t size, Recording& rec) {
-  if (size < offsetof(bpfprof_dwarf_sample_event, stack) || !unwinder_) return;
-  const auto* e = static_cast<const bpfprof_dwarf_sample_event*>(data);
-  bool has_user_stack = false;
-  const RawStackId stack = dwarf_stack(h, *e, size, has_user_stack, rec);
-  if (has_user_stack) ++(switch_out ? rec.stats.off_cpu_stacks : rec.stats.on_cpu_stacks).copied;
-  if (!switch_out) {
-    rec.stats.sample_event_bytes += size;
-    return add_timer_sample(h, CpuTimeNs{e->cpu_time_ns}, stack, rec);
+// Frames (walked in the kernel, or by frame pointers) are interned as they are; a copy is
+// unwound first.
+std::optional<RawStackId> EventDecoder::payload_stack(const Header& h,
+                                                      const bpfprof_stack_event_head& head,
+                                                      const void* data, size_t size,
+                                                      UserStackSource& source, Recording& rec) {
+  switch (head.payload) {
+    case BPFPROF_PAYLOAD_FP_FRAMES:
+    case BPFPROF_PAYLOAD_UNWOUND_FRAMES: {
+      constexpr size_t kFixed = offsetof(bpfprof_frames_event, ips);
+      const auto* e = static_cast<const bpfprof_frames_event*>(data);
+      if (head.payload == BPFPROF_PAYLOAD_UNWOUND_FRAMES && head.user_depth)
+        source = UserStackSource::kKernelWalk;
+      return intern_stack(h, rec, reinterpret_cast<const uint64_t*>(e->ips),
+                          (size - kFixed) / sizeof(uint64_t), head.user_depth, head.kernel_depth);
+    }
+    case BPFPROF_PAYLOAD_COPY: {
+      if (size < offsetof(bpfprof_copy_event, stack) || !unwinder_) return std::nullopt;
+      bool has_user_stack = false;
+      const RawStackId stack =
+          copy_stack(h, *static_cast<const bpfprof_copy_event*>(data), size, has_user_stack, rec);
+      if (has_user_stack) source = UserStackSource::kCopy;
+      return stack;
+    }
+    default:
+      return std::nullopt;
   }
-  add_switch_out(h, CpuTimeNs{e->cpu_time_ns}, stack, e->state, e->flags, rec);
 }
 
-RawStackId EventDecoder::dwarf_stack(const Header& h, const bpfprof_dwarf_sample_event& e,
-                                     size_t size, bool& has_user_stack, Recording& rec) {
+RawStackId EventDecoder::copy_stack(const Header& h, const bpfprof_copy_event& e, size_t size,
+                                    bool& has_user_stack, Recording& rec) {
   const std::vector<uint64_t> user = unwind_user_stack(h, e, size, rec.stats);
-  // Same layout as a frame-pointer sample: user frames, then kernel frames.
+  // Laid out as frames are: user frames, then kernel frames.
   std::vector<uint64_t>& ips = scratch_ips_;
   ips.assign(user.begin(), user.end());
-  const uint32_t kernel = std::min<uint32_t>(e.kernel_depth, BPFPROF_MAX_STACK_DEPTH);
+  const uint32_t kernel = std::min<uint32_t>(e.head.kernel_depth, BPFPROF_MAX_STACK_DEPTH);
   ips.insert(ips.end(), e.kernel_ips, e.kernel_ips + kernel);
   has_user_stack = !user.empty();
   return intern_stack(h, rec, ips.data(), ips.size(), static_cast<uint32_t>(user.size()), kernel);
@@ -312,13 +294,12 @@ void EventDecoder::decode_waker_stack(const Header& h, RawStackId stack, Recordi
 
 // The user stack's pcs, innermost first (none without a user context); the copy's cost
 // and whether it was cut at its end are counted, and the process's copy size adapted.
-std::vector<uint64_t> EventDecoder::unwind_user_stack(const Header& h,
-                                                      const bpfprof_dwarf_sample_event& e,
+std::vector<uint64_t> EventDecoder::unwind_user_stack(const Header& h, const bpfprof_copy_event& e,
                                                       size_t event_size, RecordingStats& stats) {
   const UserRegisters registers = user_registers(e);
   if (!registers.ip()) return {};
   const size_t copied =
-      std::min<size_t>(e.stack_size, event_size - offsetof(bpfprof_dwarf_sample_event, stack));
+      std::min<size_t>(e.stack_size, event_size - offsetof(bpfprof_copy_event, stack));
   apply_address_space_changes_until(h.time);
   const auto start = std::chrono::steady_clock::now();
   UnwoundStack user =
@@ -327,7 +308,7 @@ std::vector<uint64_t> EventDecoder::unwind_user_stack(const Header& h,
       std::chrono::steady_clock::now() - start);
   record_unwind_time(stats, static_cast<uint32_t>(std::min<int64_t>(ns.count(), UINT32_MAX)));
   const uint64_t more_needed =
-      (e.flags & BPFPROF_STACK_COPY_AT_LIMIT) ? user.stack_bytes_needed : 0;
+      (e.head.flags & BPFPROF_STACK_COPY_AT_LIMIT) ? user.stack_bytes_needed : 0;
   count_stack_copy(stats, event_size, copied, more_needed != 0);
   if (sizer_) sizer_->observe(h.pid, more_needed, e.stack_copy_limit);
   return std::move(user.pcs);

@@ -1,6 +1,7 @@
 // Turns the BPF programs' ring-buffer events (bpf/events.h) into the Recording: lifecycle
-// events, and samples whose stacks are interned (DWARF samples unwound first). The same path
-// serves a live recording and the replay of a saved event log.
+// events, and stacks interned (stack copies unwound first) as samples, switch-outs or wakers'
+// stacks, as their context says. The same path serves a live recording and the replay of a
+// saved event log.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +17,8 @@
 #include "userspace/capture/stack_copy_sizer.h"
 #include "userspace/model/recording.h"
 
-struct bpfprof_dwarf_sample_event;
+struct bpfprof_copy_event;
+struct bpfprof_stack_event_head;
 
 namespace bpfprof {
 
@@ -25,8 +27,8 @@ class Runtimes;
 
 class EventDecoder {
  public:
-  // `unwinder`: for DWARF samples (their user stacks are unwound as they arrive); without
-  // one, DWARF samples are dropped.
+  // `unwinder`: for stack copies (their user stacks are unwound as they arrive); without one,
+  // stack events with a copy are dropped.
   explicit EventDecoder(DwarfUnwinder* unwinder = nullptr) : unwinder_(unwinder) {}
 
   // Runtimes' frames (runtimes/runtime.h) are merged into the user stacks of the samples
@@ -35,6 +37,9 @@ class EventDecoder {
 
   // Decodes one event into `recording`. Malformed or truncated events are ignored.
   void decode(const void* data, size_t size, Recording& recording);
+  // Whether decoding the event unwinds a stack (a stack copy): the address-space changes up
+  // to its time must be known by then.
+  static bool unwinds_in_userspace(const void* data, size_t size);
 
   // Drops the unwinder's state of the processes that exited a while before `decoded_until`,
   // the time before which every event has been decoded. An exit travels in a ring of its own,
@@ -74,17 +79,20 @@ class EventDecoder {
   };
   void apply_address_space_changes_until(MonotonicNs time);
   void forget_reused_pid(int pid, MonotonicNs time);
-  void decode_sample(const Header& h, const void* data, size_t size, Recording& rec);
-  void decode_switch_out(const Header& h, const void* data, size_t size, Recording& rec);
-  void decode_unwound(const Header& h, bool switch_out, const void* data, size_t size,
-                      Recording& rec);
-  void decode_dwarf_sample(const Header& h, bool switch_out, const void* data, size_t size,
-                           Recording& rec);
-  std::vector<uint64_t> unwind_user_stack(const Header& h, const bpfprof_dwarf_sample_event& e,
+  // Where a user stack came from, for the kernel/copy split of the statistics.
+  enum class UserStackSource { kNone, kKernelWalk, kCopy };
+  static void count_user_stack(StackSources& sources, UserStackSource source);
+  // A stack event: its stack from its payload, then the record its context makes of it.
+  void decode_stack(const Header& h, const void* data, size_t size, Recording& rec);
+  // The raw stack of a stack event's payload, in whichever form it is; nullopt if malformed.
+  std::optional<RawStackId> payload_stack(const Header& h, const bpfprof_stack_event_head& head,
+                                          const void* data, size_t size, UserStackSource& source,
+                                          Recording& rec);
+  std::vector<uint64_t> unwind_user_stack(const Header& h, const bpfprof_copy_event& e,
                                           size_t event_size, RecordingStats& stats);
-  // The raw stack of a DWARF event: its user stack unwound here, then its kernel stack.
-  RawStackId dwarf_stack(const Header& h, const bpfprof_dwarf_sample_event& e, size_t size,
-                         bool& has_user_stack, Recording& rec);
+  // The raw stack of a stack copy: its user stack unwound here, then its kernel stack.
+  RawStackId copy_stack(const Header& h, const bpfprof_copy_event& e, size_t size,
+                        bool& has_user_stack, Recording& rec);
   void decode_waking(const Header& h, const void* data, size_t size, Recording& rec);
   // The stack of the waking decoded just before on that CPU (same time).
   void decode_waker_stack(const Header& h, RawStackId stack, Recording& rec);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -16,15 +17,15 @@ namespace bpfprof {
 
 namespace {
 
-// 2: DWARF samples carry all 17 registers; 3: mappings without this run's file handles
-// (access path, mount namespace), which mean nothing to a replay, and a checksum per record
-// so that a damaged stream is refused rather than replayed into a wrong profile; 4: wakings
-// and their wakers' stacks (BPFPROF_EVENT_WAKING, *WAKER_STACK). A version 3 log is the same
-// without them, and is read too.
-constexpr char kMagic[] = "bpfprof event log 4\n";
-constexpr char kMagicVersion3[] = "bpfprof event log 3\n";
+// The magic line ends in the format's version. The BPF events are stored as the ring buffer
+// gave them (bpf/events.h), so a log of another version holds events this decoder would
+// misread: it is refused. Records carry a checksum, so that a damaged stream is refused
+// rather than replayed into a wrong profile.
+constexpr char kMagicPrefix[] = "bpfprof event log ";
+constexpr char kVersion[] = "5";
+constexpr char kMagic[] = "bpfprof event log 5\n";
 constexpr size_t kMagicSize = sizeof(kMagic) - 1;
-static_assert(sizeof(kMagicVersion3) == sizeof(kMagic));
+constexpr size_t kMagicPrefixSize = sizeof(kMagicPrefix) - 1;
 
 enum RecordType : uint8_t { kSettings = 1, kBpfEvent = 2, kLifecycle = 3, kTrailer = 4 };
 
@@ -188,6 +189,17 @@ LifecyclePayload get_payload(ByteReader& r, size_t index) {
 static_assert(std::variant_size_v<LifecyclePayload> == 8,
               "add the new event type to the event log");
 
+// The version a log of another format says it is (its magic line's digits, bounded), or
+// nullopt if it is not an event log at all.
+std::optional<std::string> other_log_version(const uint8_t* data, size_t size) {
+  if (size < kMagicPrefixSize || memcmp(data, kMagicPrefix, kMagicPrefixSize) != 0)
+    return std::nullopt;
+  std::string version;
+  for (size_t i = kMagicPrefixSize; i < size && i < kMagicPrefixSize + 8 && isdigit(data[i]); ++i)
+    version += static_cast<char>(data[i]);
+  return version.empty() ? std::nullopt : std::optional<std::string>(version);
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_lifecycle_event(const LifecycleEvent& event) {
@@ -288,8 +300,13 @@ EventLogReader::EventLogReader(const std::string& path) : path_(path) {
   uint8_t type = 0;
   const uint8_t* payload = nullptr;
   uint32_t length = 0;
-  if (!data_ ||
-      (memcmp(data_, kMagic, kMagicSize) != 0 && memcmp(data_, kMagicVersion3, kMagicSize) != 0) ||
+  if (data_ && memcmp(data_, kMagic, kMagicSize) != 0) {
+    if (const std::optional<std::string> version = other_log_version(data_, size_))
+      throw std::runtime_error(path + " is an event log of format " + *version +
+                               ", which this bpfprof does not read (it reads format " + kVersion +
+                               "): record it again with --save-events");
+  }
+  if (!data_ || memcmp(data_, kMagic, kMagicSize) != 0 ||
       (position_ = kMagicSize, !read_raw(type, payload, length)) || type != kSettings)
     throw std::runtime_error(path + " is not a bpfprof event log (record with --save-events FILE)");
   ByteReader r(payload, length);

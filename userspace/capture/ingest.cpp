@@ -57,13 +57,10 @@ void IngestPipeline::take_bpf_event(const void* data, size_t size) {
 }
 
 void IngestPipeline::read_lifecycle_up_to(const void* data, size_t size) {
-  if (!read_lifecycle_ || size < sizeof(bpfprof_event_header)) return;
+  if (!read_lifecycle_ || !EventDecoder::unwinds_in_userspace(data, size)) return;
   bpfprof_event_header header;
   memcpy(&header, data, sizeof(header));  // a saved stream's records lie at any offset
-  const bool unwound_now = header.kind == BPFPROF_EVENT_DWARF_SAMPLE ||
-                           header.kind == BPFPROF_EVENT_DWARF_SWITCH_OUT ||
-                           header.kind == BPFPROF_EVENT_DWARF_WAKER_STACK;
-  if (!unwound_now || header.timestamp_ns < lifecycle_read_until_.value) return;
+  if (header.timestamp_ns < lifecycle_read_until_.value) return;
   read_lifecycle_();
   take_lifecycle_events();
 }
