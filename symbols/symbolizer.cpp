@@ -200,7 +200,12 @@ bool Symbolizer::is_thread_root(const std::string& library_path, uint64_t file_o
   const std::string& path = readable_path(library_path, nullptr);
   std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
   std::optional<uint64_t> vaddr = elf ? elf->file_offset_to_vaddr(file_offset) : std::nullopt;
-  const DwarfModule* dwarf = vaddr ? dwarf_for(path) : nullptr;
+  if (!vaddr) return false;
+  // A Go function where Go's own traceback ends: a goroutine's or thread's first function,
+  // or a switch of stacks (where the kernel walk ends too).
+  if (const go::GoTable* go = go_table_for(path, *elf))
+    if (go->function_at(*vaddr)) return go->traceback_end_at(*vaddr) != go::TracebackEnd::kNo;
+  const DwarfModule* dwarf = dwarf_for(path);
   return dwarf && dwarf->is_thread_root(*vaddr);
 }
 

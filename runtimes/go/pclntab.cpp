@@ -140,6 +140,7 @@ struct GoTable::State {
   std::optional<int32_t> pcvalue(uint32_t off, uint64_t entry, uint64_t target) const;
   // Every (range, value) of a pc-value table, up to `end` at most; false when it cannot be
   // read.
+  TracebackEnd traceback_end(const Func& f) const;
   bool pcvalue_ranges(uint32_t off, uint64_t entry, uint64_t end,
                       std::vector<SpDelta>* ranges) const;
   std::optional<int32_t> pcdata(const Func& f, uint32_t table, uint64_t pc) const;
@@ -395,6 +396,18 @@ TracebackEnd traceback_end_by_name(std::string_view name) {
 
 }  // namespace
 
+TracebackEnd GoTable::State::traceback_end(const Func& f) const {
+  if (f.flag & kFlagTopFrame) return TracebackEnd::kTopFrame;
+  if (f.flag & kFlagSpWrite) return TracebackEnd::kStackSwitch;
+  std::optional<std::string_view> function = name(f.nameoff);
+  return function ? traceback_end_by_name(*function) : TracebackEnd::kNo;
+}
+
+TracebackEnd GoTable::traceback_end_at(uint64_t pc) const {
+  std::optional<State::Func> f = state_->func_at(pc);
+  return f ? state_->traceback_end(*f) : TracebackEnd::kNo;
+}
+
 std::optional<FrameLayout> GoTable::frame_layout(size_t index) const {
   uint64_t entry, ignored;
   if (index >= state_->nfunc || !state_->ftab_entry(index, &entry, &ignored)) return {};
@@ -402,12 +415,7 @@ std::optional<FrameLayout> GoTable::frame_layout(size_t index) const {
   if (!f || f->entry != entry || !state_->name(f->nameoff)) return {};
   FrameLayout layout;
   if (!state_->pcvalue_ranges(f->pcsp, f->entry, f->end, &layout.sp)) return {};
-  if (f->flag & kFlagTopFrame)
-    layout.end = TracebackEnd::kTopFrame;
-  else if (f->flag & kFlagSpWrite)
-    layout.end = TracebackEnd::kStackSwitch;
-  else if (std::optional<std::string_view> name = state_->name(f->nameoff))
-    layout.end = traceback_end_by_name(*name);
+  layout.end = state_->traceback_end(*f);
   return layout;
 }
 

@@ -13,10 +13,12 @@
 #include <optional>
 #include <utility>
 
+#include "runtimes/go/pclntab.h"
 #include "symbols/dwarf/cfi_functions.h"
 #include "symbols/dwarf/crt_stubs.h"
 #include "symbols/dwarf/dwarf_module.h"
 #include "symbols/dwarf/stack_height.h"
+#include "symbols/elf/elf_file.h"
 #include "symbols/util/sorted_ranges.h"
 
 namespace bpfprof {
@@ -313,6 +315,54 @@ void add_entry_stub_span(Elf* elf, std::vector<Span>& spans) {
   spans.push_back(span);
 }
 
+// A Go function's spans from Go's own pcsp table: CFA = sp + delta + 8. Go keeps the caller's
+// rbp at CFA - 16 once the frame is set up, but the instruction between the sp change and the
+// save is not told apart here: UNKNOWN beyond the entry, where no Go frame needs it. Where
+// Go's traceback ends (a goroutine's or thread's first function, a switch of stacks), ROOT.
+void add_go_function_spans(const go::FrameLayout& layout, std::vector<Span>& spans) {
+  for (const go::SpDelta& sp : layout.sp) {
+    Span span{sp.start, sp.end, {}, UnwindGap::kNoCfi};
+    if (layout.end != go::TracebackEnd::kNo || sp.delta < 0) {
+      span.row.cfa_rule = BPFPROF_CFA_ROOT;
+      span.row.rbp_rule = BPFPROF_RBP_UNKNOWN;
+    } else {
+      span.row.cfa_rule = BPFPROF_CFA_RSP;
+      span.row.cfa_offset = sp.delta + 8;
+      span.row.rbp_rule = sp.delta == 0 ? BPFPROF_RBP_SAME : BPFPROF_RBP_UNKNOWN;
+    }
+    span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;  // Go's calls preserve no register but rbp
+    spans.push_back(span);
+  }
+}
+
+// A Go binary's functions take their rules from Go's own tables (runtimes/go/pclntab.h),
+// stripped or not, in place of any CFI over them (.debug_frame says the same offsets, but not
+// where a goroutine's stack ends); code from C objects keeps its CFI.
+void add_go_spans(Elf* elf, std::vector<Span>& spans, Budget& budget) {
+  if (!is_go_binary(elf)) return;
+  size_t size = 0;
+  const char* file = elf_rawfile(elf, &size);
+  if (file == nullptr) return;
+  std::unique_ptr<go::GoTable> table =
+      go::GoTable::from_elf({reinterpret_cast<const uint8_t*>(file), size}, nullptr);
+  if (!table) return;
+  std::vector<Span> go_spans;
+  for (size_t i = 0; i < table->function_count(); ++i) {
+    if (budget.spent(spans.size() + go_spans.size())) return;
+    if (std::optional<go::FrameLayout> layout = table->frame_layout(i))
+      add_go_function_spans(*layout, go_spans);
+  }
+  if (go_spans.empty()) return;
+  // Spans over the Go functions' code (sorted by start, not overlapping) are dropped.
+  std::erase_if(spans, [&](const Span& s) {
+    auto after = std::upper_bound(go_spans.begin(), go_spans.end(), s.start,
+                                  [](uint64_t value, const Span& g) { return value < g.start; });
+    const bool from_before = after != go_spans.begin() && std::prev(after)->end > s.start;
+    return from_before || (after != go_spans.end() && after->start < s.end);
+  });
+  spans.insert(spans.end(), go_spans.begin(), go_spans.end());
+}
+
 // Sorted, not overlapping (where FDEs overlap, the one starting first wins), below 4 GiB.
 void normalize(std::vector<Span>& spans) {
   std::stable_sort(spans.begin(), spans.end(),
@@ -548,6 +598,7 @@ UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableO
   if (!sections) return UnwindTableError::kAddressAbove4GiB;
   Budget budget(options);
   std::vector<Span> spans = collect_spans(*module, budget);
+  add_go_spans(elf, spans, budget);
   if (budget.spent(spans.size())) return *budget.error();
   add_crt_stub_spans(elf, spans);
   add_entry_stub_span(elf, spans);

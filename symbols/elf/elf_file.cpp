@@ -230,6 +230,18 @@ void add_entry_point(Elf* elf, uint64_t entry, std::vector<SymbolEntry>& entries
 
 }  // namespace
 
+bool is_go_binary(Elf* elf) {
+  size_t count = 0;
+  if (elf_getphdrnum(elf, &count) != 0) count = 0;
+  std::vector<GElf_Phdr> notes;
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Phdr segment;
+    if (gelf_getphdr(elf, static_cast<int>(i), &segment) && segment.p_type == PT_NOTE)
+      notes.push_back(segment);
+  }
+  return looks_like_go(elf, notes);
+}
+
 // Does the libelf work for ElfFile::open; a friend so it can fill the private fields.
 class ElfReader {
  public:

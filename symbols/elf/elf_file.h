@@ -89,6 +89,10 @@ class ElfFile {
 // reading its symbols.
 std::vector<uint8_t> read_elf_build_id(int fd);
 
+// Whether an ELF file libelf has open was built by Go (its .gopclntab section or Go's
+// build-id note): what ElfFile::is_go says.
+bool is_go_binary(Elf* elf);
+
 // Up to `size` bytes of code at `vaddr` (the file's own address space) of the ELF file open
 // as `fd`, from the executable section that holds `vaddr`, cut at its end; empty when no
 // section with its contents in the file (not a separate debug file's) holds it.
