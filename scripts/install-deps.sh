@@ -19,6 +19,8 @@ packages=(
   strace
   # the real programs tests/integration/real_programs.test.mjs records
   sqlite3 xz-utils git coreutils python3
+  # a Go program from Debian whose stacks tests/integration/go_stacks.test.mjs records
+  fzf
 )
 if [[ "${1:-}" == --bench ]]; then
   packages+=(linux-perf bpftrace)
