@@ -1,0 +1,429 @@
+// Go stacks walked in the kernel (a Go binary's unwind table from Go's pcsp table; the walk
+// ends where Go's own traceback does): the go_cpu fixture unstripped and stripped, esbuild
+// (go1.26, stripped) and Debian's fzf have complete stacks, walked in the kernel, at a few
+// hundred ring-buffer bytes a sample, with the nesting Go's traceback gives; so does a Go
+// program recorded with -p. Goroutines blocking on channels and a mutex leave the CPU with
+// complete stacks inside Go's scheduler; a cgo program's stacks end at a root too. Go's own
+// CPU profile (runtime/pprof) of go_cpu, taken during the same run, has the same top functions.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import {
+  INTEGRATION_DIR, IS_CI, ProfileView, RESULTS_DIR, STATE_FRAMES, fixturePath, pct, recordFixture, recordWith,
+  recorderUnavailableReason, requireRecorder, run, saveMetrics, sleep, startBackground,
+} from './lib/harness.mjs';
+import {
+  isRootName, printedCompleteness, storedCompleteness, TRUNCATED,
+} from './lib/stack_quality.mjs';
+
+const DURATION_MS = 3000;
+const ESBUILD = join(INTEGRATION_DIR, 'node_modules', '@esbuild', 'linux-x64', 'bin', 'esbuild');
+const FZF = '/usr/bin/fzf';
+
+// Where Go's own traceback ends (funcFlag TOPFRAME or SPWRITE: a goroutine's or thread's
+// first function, or a switch of stacks), as the profile names them: the kernel walk ends
+// there as at a thread root.
+const GO_ROOTS = new Set([
+  'runtime.goexit', 'runtime.mstart', 'runtime.rt0_go', 'runtime.systemstack', 'runtime.mcall',
+  'runtime.morestack', 'runtime.gogo', 'runtime.asmcgocall', 'runtime.cgocallback',
+  'runtime.clone', 'runtime.sigtramp', 'runtime.cgoSigtramp', 'runtime.sigreturn',
+  'runtime.sigreturn__sigaction', 'runtime.nanotime1', 'runtime.walltime', 'time.now',
+  'runtime.callCgoMmap', 'runtime.callCgoMunmap', 'runtime.callCgoSigaction',
+  'runtime.asmcgocall_no_g', 'runtime.rt0_go_amd64_linux', '_rt0_amd64_linux', '_rt0_amd64',
+]);
+const isGoOrCRoot = (name) => GO_ROOTS.has(name) || isRootName(name);
+
+// A name made from an address or the ELF entry point, not a function's own.
+const UNNAMED = /^(_start|fn_0x[0-9a-f]+|0x[0-9a-f]+|)$|\+0x[0-9a-f]+$/;
+
+const isOffCpu = (frames) => frames.length > 0 && STATE_FRAMES.has(frames.at(-1).name);
+const userFrames = (frames) => frames.filter((f) => f.category !== 'Kernel' && !STATE_FRAMES.has(f.name));
+
+// The samples of the processes named `name` (all when null), on-CPU or off-CPU, each with its
+// user frames (root first).
+function samplesOf(view, name, { offCpu = false } = {}) {
+  const out = [];
+  for (const thread of view.threads) {
+    if (name && thread.processName !== name) continue;
+    for (const s of view.samples(thread)) {
+      if (!s.frames.length || isOffCpu(s.frames) !== offCpu) continue;
+      const user = userFrames(s.frames);
+      if (!user.length && s.frames[0].name !== TRUNCATED) continue;  // kernel-only
+      out.push({ ...s, user, pid: thread.pid });
+    }
+  }
+  return out;
+}
+
+const weightOf = (samples, pred = () => true) =>
+  samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
+
+// A user stack that reaches a root: its outermost frame, above any kernel frame, is one.
+const reachesRoot = (s) => s.frames[0].category !== 'Kernel' && isGoOrCRoot(s.frames[0].name);
+
+function tally(map, key, weight) {
+  map.set(key, (map.get(key) ?? 0) + weight);
+}
+
+function top(map, total, limit = 6) {
+  return [...map].sort((a, b) => b[1] - a[1]).slice(0, limit)
+    .map(([k, w]) => `${pct(w / total)} ${k}`).join('\n    ');
+}
+
+// The most common user stacks, root first, for the diagnostics.
+function topStacks(samples, limit = 6) {
+  const counts = new Map();
+  for (const s of samples) tally(counts, s.user.map((f) => f.name).join(' > ') || s.frames[0].name, s.weight);
+  return top(counts, weightOf(samples), limit);
+}
+
+// A bpfprof entry of meta.extra (label -> value), and a `bpfprof: LABEL: TEXT` line of -v.
+function metaEntry(profile, label) {
+  const section = (profile.meta?.extra ?? []).find((x) => x.label === 'bpfprof');
+  return section?.entries?.find((e) => e.label === label)?.value;
+}
+function summaryLine(stderr, label) {
+  return new RegExp(`^bpfprof: ${label}: (.*)$`, 'm').exec(stderr)?.[1];
+}
+
+// The figures of one recording, from the profile's meta.extra and from the -v summary.
+function figures(rec) {
+  const { profile } = rec;
+  const stderr = rec.result.stderr;
+  const ringMeta = metaEntry(profile, 'Ring-buffer traffic');
+  const ringText = summaryLine(stderr, 'Ring-buffer traffic');
+  const kernelMeta = metaEntry(profile, 'User stacks unwound in the kernel');
+  const kernelText = summaryLine(stderr, 'User stacks unwound in the kernel');
+  const offKernelText = summaryLine(stderr, 'Off-CPU user stacks unwound in the kernel');
+  const number = (text, re) => (text === undefined ? undefined : Number(re.exec(String(text))?.[1]));
+  return {
+    printedComplete: printedCompleteness(stderr),
+    storedComplete: storedCompleteness(profile),
+    ringBytes: number(ringText, /^(\d+) bytes per sample/),
+    ringBytesMeta: number(ringMeta, /^(\d+) bytes per sample/),
+    kernelShare: number(kernelText, /^([\d.]+)%/) / 100,
+    kernelShareMeta: number(kernelMeta, /^([\d.]+)%/) / 100,
+    offCpuKernelShare: number(offKernelText, /^([\d.]+)%/) / 100,
+  };
+}
+
+// Completeness, names and the recorder's own figures of the Go process `name` in `rec`.
+// With `startupMs`, the stacks of the recording's first milliseconds are only counted apart
+// (an attach's first samples can come before the process's mappings reach the kernel; their
+// fallback copies of a Go stack, with no CFI to unwind them, end at [truncated]), and
+// `maxRingBytes` bounds the bytes a sample.
+function checkGoProgram(t, rec, name, metrics, { minSamples = 300, startupMs = 0, maxRingBytes = 2048 } = {}) {
+  let t0 = Infinity;
+  for (const thread of rec.view.threads) for (const s of rec.view.samples(thread)) t0 = Math.min(t0, s.time);
+  const everySample = samplesOf(rec.view, name);
+  const samples = everySample.filter((s) => s.time - t0 >= startupMs);
+  if (startupMs) {
+    const early = everySample.filter((s) => s.time - t0 < startupMs);
+    metrics.startupSamples = weightOf(early);
+    metrics.startupRootShare = weightOf(early, reachesRoot) / (weightOf(early) || 1);
+    t.diagnostic(`first ${startupMs} ms: ${metrics.startupSamples} samples, ${pct(metrics.startupRootShare)} reach a root`);
+  }
+  const total = weightOf(samples);
+  const rooted = weightOf(samples, reachesRoot);
+  const truncated = weightOf(samples, (s) => s.frames[0].name === TRUNCATED);
+  const named = weightOf(samples, (s) => s.user.length && !UNNAMED.test(s.user.at(-1).name));
+  const outermost = new Map();
+  for (const s of samples) if (!reachesRoot(s)) tally(outermost, s.frames[0].name, s.weight);
+  const f = figures(rec);
+  Object.assign(metrics, {
+    samples: total, rootShare: rooted / total, truncatedShare: truncated / total,
+    namedLeafShare: named / total, ...f,
+  });
+  t.diagnostic(`${name}: ${total} on-CPU samples; reach a Go or C root ${pct(metrics.rootShare)}, ` +
+               `[truncated] ${pct(metrics.truncatedShare)}, named leaf ${pct(metrics.namedLeafShare)}; ` +
+               `summary: complete ${pct(f.printedComplete)}, walked in the kernel ${pct(f.kernelShare)}, ` +
+               `${f.ringBytes} ring-buffer bytes per sample`);
+  if (outermost.size) t.diagnostic(`not at a root:\n    ${top(outermost, total)}`);
+  t.diagnostic(`top stacks:\n    ${topStacks(samples)}`);
+  assert.ok(total >= minSamples, `${name}: only ${total} on-CPU samples`);
+  assert.ok(metrics.rootShare >= 0.99, `${name}: ${pct(metrics.rootShare)} of stacks reach a root`);
+  assert.ok(metrics.namedLeafShare >= 0.99, `${name}: ${pct(metrics.namedLeafShare)} with a named leaf`);
+  // The figure printed is the profile's, and the profile's is what its stacks show.
+  assert.ok(f.printedComplete !== undefined && f.storedComplete !== undefined,
+            `no completeness figure:\n${rec.result.stderr}`);
+  assert.ok(Math.abs(f.printedComplete - f.storedComplete) <= 0.0005,
+            `printed ${pct(f.printedComplete)}, stored ${pct(f.storedComplete)}`);
+  const all = samplesOf(rec.view, null).filter((s) => s.time - t0 >= startupMs);
+  const allRooted = weightOf(all, reachesRoot) / weightOf(all);
+  if (!startupMs) assert.ok(Math.abs(allRooted - f.storedComplete) <= 0.005,
+            `the profile's stacks: ${pct(allRooted)} reach a root; meta.extra says ${pct(f.storedComplete)}`);
+  // The recorder's figures, in the summary and in meta.extra alike.
+  assert.ok(f.kernelShare >= 0.95, `walked in the kernel: ${pct(f.kernelShare)}`);
+  assert.equal(f.kernelShareMeta, f.kernelShare);
+  assert.ok(f.ringBytes > 0 && f.ringBytes <= maxRingBytes, `${f.ringBytes} ring-buffer bytes per sample`);
+  assert.equal(f.ringBytesMeta, f.ringBytes);
+  return samples;
+}
+
+// Of the samples in `fn`, the share whose user stack starts with `chain` and goes on into
+// a function matching `inner` below it.
+function nestingShare(samples, chain, inner) {
+  const inFn = samples.filter((s) => s.user.some((f) => f.name === chain.at(-1)));
+  const nested = inFn.filter((s) => chain.every((name, i) => s.user[i]?.name === name) &&
+                                    s.user.slice(chain.length).some((f) => inner.test(f.name)));
+  return { of: weightOf(inFn), share: weightOf(nested) / (weightOf(inFn) || 1) };
+}
+
+// recordFixture with a ProfileView of its profile.
+async function recordGo(fixture, durationMs, label) {
+  const rec = await recordFixture(fixture, durationMs, { label });
+  rec.view = new ProfileView(rec.profile);
+  return rec;
+}
+
+// A missing program fails under CI=true and skips elsewhere.
+function requireFile(t, path, why) {
+  if (existsSync(path)) return true;
+  if (IS_CI) assert.fail(`${path} missing under CI=true: ${why}`);
+  t.skip(`${path} missing: ${why}`);
+  return false;
+}
+
+for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 'go_cpu_stripped']]) {
+  describe(`${label}: on-CPU Go stacks`, () => {
+    let rec;
+    const metrics = {};
+    before(async () => {
+      if (recorderUnavailableReason() || !existsSync(fixturePath(fixture))) return;
+      rec = await recordGo(fixture, DURATION_MS, `go_stacks_${label}`);
+    });
+
+    it('reach a root, walked in the kernel, at a few hundred ring-buffer bytes a sample', (t) => {
+      if (!requireRecorder(t) || !requireFile(t, fixturePath(fixture), 'go not installed')) return;
+      checkGoProgram(t, rec, label, metrics, { minSamples: 1000 });
+    });
+
+    it('nest as Go\'s traceback does: runtime.goexit > main.main.func1 > main.hashWork > sha256', (t) => {
+      if (!requireRecorder(t) || !requireFile(t, fixturePath(fixture), 'go not installed')) return;
+      const samples = samplesOf(rec.view, label);
+      const hash = nestingShare(samples, ['runtime.goexit', 'main.main.func1', 'main.hashWork'], /^crypto\/sha256\./);
+      const sort = nestingShare(samples, ['runtime.goexit', 'main.main.func3', 'main.sortWork'], /^(sort\.|main\.)/);
+      metrics.hashNesting = hash.share;
+      metrics.sortNesting = sort.share;
+      t.diagnostic(`hashWork: ${hash.of} samples, ${pct(hash.share)} goexit > main.main.func1 > ` +
+                   `main.hashWork > crypto/sha256...; sortWork: ${sort.of}, ${pct(sort.share)}`);
+      assert.ok(hash.of >= 100 && hash.share >= 0.95, `hashWork ${hash.of} samples, ${pct(hash.share)}`);
+      assert.ok(sort.of >= 100 && sort.share >= 0.9, `sortWork ${sort.of} samples, ${pct(sort.share)}`);
+      saveMetrics(`go_stacks_${label}`, metrics);
+    });
+  });
+}
+
+describe('esbuild (go1.26, stripped): on-CPU Go stacks', () => {
+  let rec;
+  const metrics = {};
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(ESBUILD)) return;
+    // A generated program of 3 MB, bundled over and over: 2-4 s of esbuild's own work. A
+    // loop of a fixed count, so that nothing else starts processes (whose first stacks can
+    // fall back to copies) and weighs in the recording's figures.
+    const dir = mkdtempSync(join(tmpdir(), 'bpfprof-esbuild-'));
+    const lines = [];
+    for (let i = 0; i < 20000; i++) {
+      lines.push(`export function f${i}(a, b) { const o = { k: a + ${i}, s: \`v\${b}\`, ` +
+                 `l: [a, b, ${i}].map((x) => x * 2) }; return o.k * ${i % 97} + o.s.length + o.l.length; }`);
+    }
+    writeFileSync(join(dir, 'big.js'), lines.join('\n'));
+    writeFileSync(join(dir, 'entry.js'), "import * as big from './big.js'; console.log(Object.keys(big).length);");
+    const script = 'for i in 1 2 3 4 5; do ' +
+                   `${ESBUILD} ${join(dir, 'entry.js')} --bundle --minify --outfile=${join(dir, 'out.js')} ` +
+                   '--log-level=error || exit 1; done';
+    try {
+      rec = await recordWith('go_stacks_esbuild', ['--', 'sh', '-c', script]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('reach a root, walked in the kernel, at a few hundred ring-buffer bytes a sample', (t) => {
+    if (!requireRecorder(t) || !requireFile(t, ESBUILD, 'npm install in tests/integration')) return;
+    checkGoProgram(t, rec, 'esbuild', metrics);
+    const samples = samplesOf(rec.view, 'esbuild');
+    assert.ok(samples.some((s) => s.user[0]?.name === 'runtime.goexit' &&
+                                  s.user.some((f) => f.name.startsWith('github.com/evanw/esbuild/'))),
+              'no esbuild goroutine from runtime.goexit');
+    saveMetrics('go_stacks_esbuild', metrics);
+  });
+});
+
+describe('Debian\'s fzf: on-CPU Go stacks', () => {
+  let rec;
+  let dir;
+  const metrics = {};
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(FZF)) return;
+    dir = mkdtempSync(join(tmpdir(), 'bpfprof-fzf-'));
+    const input = join(dir, 'lines');
+    writeFileSync(input, Array.from({ length: 3_000_000 }, (_, i) => String(i + 1)).join('\n') + '\n');
+    const script = `for i in 1 2 3; do ${FZF} --filter 12345 < ${input} > /dev/null || exit 1; done`;
+    rec = await recordWith('go_stacks_fzf', ['--', 'sh', '-c', script]);
+  });
+  after(() => dir && rmSync(dir, { recursive: true, force: true }));
+
+  it('reach a root, walked in the kernel, at a few hundred ring-buffer bytes a sample', (t) => {
+    if (!requireRecorder(t) || !requireFile(t, FZF, 'scripts/install-deps.sh installs fzf')) return;
+    checkGoProgram(t, rec, 'fzf', metrics);
+    saveMetrics('go_stacks_fzf', metrics);
+  });
+});
+
+describe('a Go program recorded with -p (started before bpfprof)', () => {
+  let rec;
+  let target;
+  const metrics = {};
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(fixturePath('go/go_cpu_stripped'))) return;
+    target = startBackground(fixturePath('go/go_cpu_stripped'), ['4000']);
+    await sleep(500);  // running Go code, all its threads started, before the attach
+    rec = await recordWith('go_stacks_attach', ['-p', String(target.pid)]);
+    const exit = await target.done;
+    assert.equal(exit.code, 0, `go_cpu_stripped failed: ${exit.stderr}`);
+  });
+
+  it('has its stacks complete and walked in the kernel from the attach on', (t) => {
+    if (!requireRecorder(t) || !requireFile(t, fixturePath('go/go_cpu_stripped'), 'go not installed')) return;
+    // The first 100 ms apart; the ring bytes of their fallback copies (a goroutine's stack
+    // to the end of its mapping) weigh in the recording's figure.
+    const samples = checkGoProgram(t, rec, 'go_cpu_stripped', metrics, { startupMs: 100, maxRingBytes: 4096 });
+    const hash = nestingShare(samples, ['runtime.goexit', 'main.main.func1', 'main.hashWork'], /^crypto\/sha256\./);
+    t.diagnostic(`hashWork: ${hash.of} samples, ${pct(hash.share)} nested as Go's traceback`);
+    assert.ok(hash.of >= 100 && hash.share >= 0.95, `hashWork ${hash.of} samples, ${pct(hash.share)}`);
+    saveMetrics('go_stacks_attach', metrics);
+  });
+});
+
+describe('go_block: goroutines waiting on channels and a mutex (off-CPU)', () => {
+  let rec;
+  const metrics = {};
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(fixturePath('go/go_block'))) return;
+    rec = await recordGo('go/go_block', DURATION_MS, 'go_stacks_block');
+  });
+
+  it('leaves the CPU with complete stacks inside Go\'s scheduler', (t) => {
+    if (!requireRecorder(t) || !requireFile(t, fixturePath('go/go_block'), 'go not installed')) return;
+    const off = samplesOf(rec.view, 'go_block', { offCpu: true });
+    const total = weightOf(off);
+    const rooted = weightOf(off, reachesRoot) / total;
+    const parked = weightOf(off, (s) => s.user.some((f) => f.name === 'runtime.park_m')) / total;
+    const futex = weightOf(off, (s) => s.user.some((f) => f.name === 'runtime.park_m') &&
+                                       s.user.at(-1)?.name === 'runtime.futex' &&
+                                       s.user.some((f) => f.name === 'runtime.futexsleep')) / total;
+    const f = figures(rec);
+    Object.assign(metrics, { offCpuMs: total, rootShare: rooted, parkShare: parked, futexSleepShare: futex,
+                             offCpuKernelShare: f.offCpuKernelShare, ringBytes: f.ringBytes });
+    t.diagnostic(`go_block: ${total.toFixed(0)} ms off the CPU; reach a root ${pct(rooted)}; ` +
+                 `in runtime.park_m ${pct(parked)}, park_m ... futexsleep > futex ${pct(futex)}; ` +
+                 `off-CPU stacks walked in the kernel ${pct(f.offCpuKernelShare)}; ${f.ringBytes} ring bytes a sample`);
+    t.diagnostic(`top off-CPU stacks:\n    ${topStacks(off, 8)}`);
+    assert.ok(total > 500, `${total} ms off the CPU`);
+    assert.ok(rooted >= 0.99, `off-CPU: ${pct(rooted)} reach a root`);
+    assert.ok(parked >= 0.2, `runtime.park_m: ${pct(parked)}`);
+    assert.ok(futex >= 0.05, `runtime.park_m ... runtime.futexsleep > runtime.futex: ${pct(futex)}`);
+    assert.ok(f.offCpuKernelShare >= 0.95, `off-CPU walked in the kernel: ${pct(f.offCpuKernelShare)}`);
+    // Its on-CPU stacks too: the goroutines' work between waits.
+    checkGoProgram(t, rec, 'go_block', metrics, { minSamples: 100 });
+    saveMetrics('go_stacks_block', metrics);
+  });
+});
+
+// Go calls C (crunch > leaf_work) and C calls back into Go (goCallback > goHash). C runs on
+// the thread's system stack, entered through runtime.asmcgocall, and the callback on the
+// goroutine's through runtime.cgocallback: Go's traceback and the kernel walk end at these
+// switches, so a stack shows the side it was sampled on, down from that root, not the
+// goroutine's frames above the switch (main.cgoWork).
+describe('go_cgo: Go calling C calling back into Go', () => {
+  let rec;
+  const metrics = {};
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(fixturePath('go/go_cgo'))) return;
+    rec = await recordGo('go/go_cgo', DURATION_MS, 'go_stacks_cgo');
+  });
+
+  it('has complete stacks: C from runtime.asmcgocall, the callback from runtime.cgocallback', (t) => {
+    if (!requireRecorder(t) || !requireFile(t, fixturePath('go/go_cgo'), 'go or gcc not installed')) return;
+    const samples = checkGoProgram(t, rec, 'go_cgo', metrics);
+    const total = weightOf(samples);
+    const startsWith = (chain) => (s) => chain.every((re, i) => re.test(s.user[i]?.name ?? ''));
+    metrics.cShare = weightOf(samples, startsWith(
+      [/^runtime\.asmcgocall$/, /_Cfunc_(crunch|leaf_work)$/])) / total;
+    metrics.callbackShare = weightOf(samples, startsWith(
+      [/^runtime\.cgocallback$/, /^runtime\.cgocallbackg/])) / total;
+    metrics.callbackToGoHash = weightOf(samples, (s) => s.user[0]?.name === 'runtime.cgocallback' &&
+                                                        s.user.some((f) => f.name === 'main.goHash')) / total;
+    metrics.withCgoWork = weightOf(samples, (s) => s.user.some((f) => f.name === 'main.cgoWork')) / total;
+    t.diagnostic(`C under runtime.asmcgocall ${pct(metrics.cShare)}; Go callback under runtime.cgocallback ` +
+                 `${pct(metrics.callbackShare)} (reaching main.goHash ${pct(metrics.callbackToGoHash)}); ` +
+                 `stacks showing main.cgoWork (the goroutine above the switch) ${pct(metrics.withCgoWork)}`);
+    assert.ok(metrics.cShare >= 0.3, `C ${pct(metrics.cShare)}`);
+    assert.ok(metrics.callbackToGoHash >= 0.05, `callback ${pct(metrics.callbackToGoHash)}`);
+    saveMetrics('go_stacks_cgo', metrics);
+  });
+});
+
+// Go's own CPU profile of the same run: the top functions by self time in `go tool pprof
+// -top` and in bpfprof (the leaf user function of each on-CPU sample of the process) agree.
+// Go's profile puts at runtime.asyncPreempt the SIGPROF that arrives with a preemption signal
+// (the handler's return lands there); its traceback has the preempted function as the
+// caller, so -hide gives those samples to it, where bpfprof's timer found them.
+describe('go_cpu against Go\'s own profiler (runtime/pprof)', () => {
+  let rec;
+  let pprofFile;
+  const metrics = {};
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(fixturePath('go/go_cpu'))) return;
+    pprofFile = join(RESULTS_DIR, 'go_stacks_pprof.prof');
+    rmSync(pprofFile, { force: true });
+    process.env.GO_CPU_PPROF = pprofFile;
+    try {
+      rec = await recordGo('go/go_cpu', 6000, 'go_stacks_pprof');
+    } finally {
+      delete process.env.GO_CPU_PPROF;
+    }
+  });
+
+  it('has the same top 5 functions by self time, each within 5 points', async (t) => {
+    if (!requireRecorder(t) || !requireFile(t, fixturePath('go/go_cpu'), 'go not installed')) return;
+    assert.ok(existsSync(pprofFile), `go_cpu wrote no profile: ${rec.result.stderr}`);
+    const pprofTop = await run('go', ['tool', 'pprof', '-top', '-nodecount=15', '-hide=^runtime\\.asyncPreempt$', pprofFile]);
+    assert.equal(pprofTop.code, 0, pprofTop.stderr);
+    const totalMs = Number(/of ([\d.]+)(m?s) total/.exec(pprofTop.stdout)?.[1]) *
+                    (/of [\d.]+s total/.test(pprofTop.stdout) ? 1000 : 1);
+    const goTop = [];
+    // pprof marks an inlined function's own entry `main.mix (inline)`; bpfprof names it main.mix.
+    for (const m of pprofTop.stdout.matchAll(/^\s*([\d.]+)(m?s)\s+([\d.]+)%\s+[\d.]+%\s+[\d.]+m?s\s+[\d.]+%\s+(\S.*)$/gm))
+      goTop.push({ name: m[4].replace(/ \(inline\)$/, '').trim(), share: Number(m[3]) / 100 });
+    const asyncPreempt = await run('go', ['tool', 'pprof', '-top', '-focus=^runtime\\.asyncPreempt$', pprofFile]);
+    const preemptShare = Number(/accounting for [\d.]+m?s, ([\d.]+)% of/.exec(asyncPreempt.stdout)?.[1] ?? 0) / 100;
+
+    const samples = samplesOf(rec.view, 'go_cpu');
+    const total = weightOf(samples);
+    const self = new Map();
+    for (const s of samples) tally(self, s.user.at(-1)?.name ?? s.frames[0].name, s.weight);
+    const ours = (name) => (self.get(name) ?? 0) / total;
+    const rows = goTop.slice(0, 5).map(({ name, share }) => ({ name, go: share, bpfprof: ours(name) }));
+    Object.assign(metrics, { goTotalMs: totalMs, bpfprofSamples: total, goAsyncPreemptShare: preemptShare, top5: rows });
+    t.diagnostic(`Go's profile: ${totalMs} samples (runtime.asyncPreempt ${pct(preemptShare)}, hidden); ` +
+                 `bpfprof: ${total} on-CPU samples of go_cpu`);
+    for (const r of rows)
+      t.diagnostic(`  ${r.name}: pprof ${pct(r.go)}, bpfprof ${pct(r.bpfprof)}, ` +
+                   `${((r.bpfprof - r.go) * 100).toFixed(1)} points`);
+    t.diagnostic(`bpfprof's top self:\n    ${top(self, total, 8)}`);
+    saveMetrics('go_stacks_pprof', metrics);
+    // Go weighs each sample 1 ms at 1 kHz, but the kernel fires a thread's CPU timer at most
+    // once a tick: the total is a count of samples, low, and the shares are what compare.
+    assert.ok(totalMs >= 500, `Go's profile holds ${totalMs} samples`);
+    assert.ok(total >= 2000, `bpfprof: ${total} samples`);
+    assert.equal(rows.length, 5, pprofTop.stdout);
+    for (const r of rows)
+      assert.ok(Math.abs(r.bpfprof - r.go) <= 0.05, `${r.name}: pprof ${pct(r.go)}, bpfprof ${pct(r.bpfprof)}`);
+  });
+});
