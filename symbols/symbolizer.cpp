@@ -7,6 +7,7 @@
 #include "symbols/util/text.h"
 #include "symbols/util/untrusted_file.h"
 
+#include <sys/mman.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -46,6 +47,23 @@ std::vector<SymbolizedFrame> go_frames_at(const go::GoTable& table, const ElfFil
     frames.push_back(std::move(f));
   }
   return frames;
+}
+
+// Go binaries run to a few hundred MB; a larger file claiming to be one is not read.
+constexpr uint64_t kMaxGoBinaryBytes = uint64_t{1} << 30;
+
+// The Go tables of the binary at `path`: the file is mapped while they are found through its
+// headers (a copy, when another user could change it), and the table keeps copies of the
+// read-only segments only.
+std::unique_ptr<go::GoTable> load_go_table(const std::string& path) {
+  UntrustedOpen opened = open_untrusted(path, UntrustedKind::kBinary);
+  if (!opened.fd || opened.size == 0 || opened.size > kMaxGoBinaryBytes) return nullptr;
+  void* mapped = mmap(nullptr, opened.size, PROT_READ, MAP_PRIVATE, opened.fd.get(), 0);
+  if (mapped == MAP_FAILED) return nullptr;
+  std::unique_ptr<go::GoTable> table =
+      go::GoTable::from_elf({static_cast<const uint8_t*>(mapped), opened.size}, nullptr);
+  munmap(mapped, opened.size);
+  return table;
 }
 
 }  // namespace
@@ -131,13 +149,7 @@ const DwarfModule* Symbolizer::dwarf_for(const std::string& path) {
 const go::GoTable* Symbolizer::go_table_for(const std::string& path, const ElfFile& elf) {
   if (!elf.is_go()) return nullptr;
   auto [it, inserted] = go_tables_.try_emplace(path);
-  if (inserted) {
-    // The whole file (within the binaries' size cap): the tables are found through its
-    // headers, and the table keeps copies of the read-only segments only.
-    if (std::optional<std::string> bytes = read_untrusted(path, UntrustedKind::kBinary))
-      it->second = go::GoTable::from_elf(
-          {reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()}, nullptr);
-  }
+  if (inserted) it->second = load_go_table(path);
   return it->second.get();
 }
 

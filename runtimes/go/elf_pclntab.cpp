@@ -1,7 +1,8 @@
 // Finding a Go binary's pclntab, runtime.text and go:func.* in the bytes of its ELF file:
 // from the section headers when they are there, else from the program headers and the
 // runtime's moduledata, which points at all three.
-#include <unordered_map>
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "runtimes/go/bytes.h"
@@ -24,6 +25,9 @@ constexpr uint32_t kRelAarch64Relative = 1027;
 // hostile file full of them costs at most this many.
 constexpr int kMaxPclntabCandidates = 8;
 constexpr int kMaxModuledataCandidates = 64;
+// Relative relocations kept (16 bytes each): a large Go PIE has about a million; a file with
+// more is not one the Go linker wrote, and what is past the cap is not read.
+constexpr size_t kMaxRelocations = 4 << 20;
 
 // Word indexes in runtime.moduledata (runtime/symtab.go): pcHeader, five slices (funcnametab
 // first), ftab, findfunctab, minpc, maxpc, then text; gofunc follows types, etypes and
@@ -58,9 +62,9 @@ struct ElfView {
   uint8_t ptr_size = 8;
   std::vector<Segment> segments;
   std::vector<Section> sections;
-  // R_*_RELATIVE relocations, where a position-independent binary's pointers are: the file
-  // holds 0 there and the relocation the address.
-  std::unordered_map<uint64_t, uint64_t> relative;
+  // R_*_RELATIVE relocations (offset, addend), sorted by offset: where a position-independent
+  // binary's pointers are (the file holds 0 there, the relocation the address).
+  std::vector<std::pair<uint64_t, uint64_t>> relative;
 
   Bytes bytes_of(const Segment& s) const { return file.from(s.offset).prefix(s.file_size); }
   const Section* section(std::string_view name) const {
@@ -75,7 +79,8 @@ struct ElfView {
   }
   // The pointer-sized word at `vaddr` as the loader leaves it.
   std::optional<uint64_t> word_at(uint64_t vaddr) const {
-    if (auto it = relative.find(vaddr); it != relative.end()) return it->second;
+    auto it = std::lower_bound(relative.begin(), relative.end(), std::pair{vaddr, uint64_t{0}});
+    if (it != relative.end() && it->first == vaddr) return it->second;
     for (const Segment& s : segments) {
       uint64_t value;
       if (vaddr >= s.vaddr && bytes_of(s).word(vaddr - s.vaddr, ptr_size, &value)) return value;
@@ -142,13 +147,16 @@ void read_relative_relocations(ElfView& v) {
   for (const Section& s : v.sections) {
     if (s.type != kShtRela || !v.file.fits(s.offset, s.size)) continue;
     Bytes table = v.file.from(s.offset).prefix(s.size);
-    for (uint64_t at = 0; at + 24 <= table.size(); at += 24) {
+    for (uint64_t at = 0; at + 24 <= table.size() && v.relative.size() < kMaxRelocations;
+         at += 24) {
       uint64_t offset, info, addend;
       table.u64(at, &offset), table.u64(at + 8, &info), table.u64(at + 16, &addend);
       const uint32_t type = static_cast<uint32_t>(info);
-      if (type == kRelX86_64Relative || type == kRelAarch64Relative) v.relative[offset] = addend;
+      if (type == kRelX86_64Relative || type == kRelAarch64Relative)
+        v.relative.emplace_back(offset, addend);
     }
   }
+  std::sort(v.relative.begin(), v.relative.end());
 }
 
 bool parse_elf(Bytes file, ElfView* v, std::string* error) {
@@ -211,9 +219,8 @@ std::optional<Found> find_pclntab(const ElfView& v) {
       bytes.u8(at + 4, &pad1), bytes.u8(at + 5, &pad2), bytes.u8(at + 6, &quantum);
       bytes.u8(at + 7, &ptr_size);
       if (pad1 || pad2 || quantum == 0 || quantum > 4 || ptr_size != v.ptr_size) continue;
-      PclntabInput probe{bytes.from(at).span(), segment.vaddr + at, std::nullopt, std::nullopt, {}};
-      probe.text_start = 1;  // the entries' order is checked, not where they are
-      if (GoTable::from_pclntab(probe, nullptr)) return Found{probe.pclntab, probe.pclntab_vaddr};
+      if (looks_like_pclntab(bytes.from(at).span()))
+        return Found{bytes.from(at).span(), segment.vaddr + at};
       if (++candidates >= kMaxPclntabCandidates) return std::nullopt;
     }
   }
@@ -234,7 +241,8 @@ std::optional<Moduledata> find_moduledata(const ElfView& v, const Found& pcln,
   if (!Bytes(pcln.bytes).word(8 + 3ull * p, p, &names_offset)) return std::nullopt;
   std::vector<uint64_t> candidates;
   for (const auto& [offset, addend] : v.relative)
-    if (addend == pcln.vaddr) candidates.push_back(offset);
+    if (addend == pcln.vaddr && candidates.size() < kMaxModuledataCandidates)
+      candidates.push_back(offset);
   // runtime.firstmoduledata is data (.noptrdata): the writable segments only.
   for (const Segment& segment : v.segments) {
     if ((segment.flags & kPfExecute) || !(segment.flags & kPfWrite)) continue;

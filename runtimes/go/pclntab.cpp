@@ -470,7 +470,45 @@ bool read_header(GoTable::State& s, const PclntabInput& input, std::string* erro
   return true;
 }
 
+// The header and function table of `s->pcln` read into *s, without copying anything.
+bool read_table(GoTable::State* s, const PclntabInput& input, std::string* error) {
+  uint32_t magic;
+  uint8_t pad1, pad2;
+  if (!s->pcln.u32(0, &magic) || !s->pcln.u8(4, &pad1) || !s->pcln.u8(5, &pad2) ||
+      !s->pcln.u8(6, &s->quantum) || !s->pcln.u8(7, &s->ptr_size)) {
+    if (error) *error = "pclntab shorter than its header";
+    return false;
+  }
+  std::optional<PclntabFormat> format = format_of_magic(magic);
+  if (!format || pad1 || pad2 || (s->quantum != 1 && s->quantum != 2 && s->quantum != 4) ||
+      (s->ptr_size != 4 && s->ptr_size != 8)) {
+    if (error) *error = "no pclntab header (magic, pc quantum, pointer size)";
+    return false;
+  }
+  s->format = *format;
+  s->layout = layout_of(s->format, s->ptr_size);
+  if (!read_header(*s, input, error)) {
+    if (error && error->empty()) *error = "pclntab header out of bounds";
+    return false;
+  }
+  uint64_t first, last, ignored;
+  if (!s->ftab_entry(0, &first, &ignored) || !s->ftab_entry(s->nfunc, &last, &ignored) ||
+      first >= last) {
+    if (error) *error = "pclntab function table not in pc order";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool looks_like_pclntab(std::span<const uint8_t> bytes) {
+  GoTable::State s;
+  s.pcln = Bytes(bytes);
+  PclntabInput input;
+  input.text_start = 1;  // the entries' order is checked, not where they are
+  return read_table(&s, input, nullptr);
+}
 
 std::unique_ptr<GoTable> GoTable::from_pclntab(const PclntabInput& input, std::string* error) {
   auto s = std::make_unique<State>();
@@ -497,31 +535,7 @@ std::unique_ptr<GoTable> GoTable::from_pclntab(const PclntabInput& input, std::s
   s->pcln = Bytes(pcln);
   s->pcln_vaddr = input.pclntab_vaddr;
   s->gofunc = input.gofunc;
-  uint32_t magic;
-  uint8_t pad1, pad2;
-  if (!s->pcln.u32(0, &magic) || !s->pcln.u8(4, &pad1) || !s->pcln.u8(5, &pad2) ||
-      !s->pcln.u8(6, &s->quantum) || !s->pcln.u8(7, &s->ptr_size)) {
-    if (error) *error = "pclntab shorter than its header";
-    return nullptr;
-  }
-  std::optional<PclntabFormat> format = format_of_magic(magic);
-  if (!format || pad1 || pad2 || (s->quantum != 1 && s->quantum != 2 && s->quantum != 4) ||
-      (s->ptr_size != 4 && s->ptr_size != 8)) {
-    if (error) *error = "no pclntab header (magic, pc quantum, pointer size)";
-    return nullptr;
-  }
-  s->format = *format;
-  s->layout = layout_of(s->format, s->ptr_size);
-  if (!read_header(*s, input, error)) {
-    if (error && error->empty()) *error = "pclntab header out of bounds";
-    return nullptr;
-  }
-  uint64_t first, last, ignored;
-  if (!s->ftab_entry(0, &first, &ignored) || !s->ftab_entry(s->nfunc, &last, &ignored) ||
-      first >= last) {
-    if (error) *error = "pclntab function table not in pc order";
-    return nullptr;
-  }
+  if (!read_table(s.get(), input, error)) return nullptr;
   return std::unique_ptr<GoTable>(new GoTable(std::move(s)));
 }
 

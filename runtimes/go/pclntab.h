@@ -90,6 +90,10 @@ struct PclntabInput {
   std::vector<MemoryRange> memory;
 };
 
+// Whether `bytes` start with a pclntab header whose function table is in them and in pc
+// order: what from_pclntab checks first, without copying anything.
+bool looks_like_pclntab(std::span<const uint8_t> bytes);
+
 class GoTable {
  public:
   // The table of an ELF file's bytes (little-endian, 32 or 64 bits): the `.gopclntab`
