@@ -40,6 +40,13 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_PYTHON_STACK = 8,
 };
 
+/* The runtimes whose own frames the BPF side reads (runtimes/<name>/frames.bpf.h), as
+ * indexes: userspace's RuntimeKind has the same values. */
+enum bpfprof_runtime {
+  BPFPROF_RUNTIME_PYTHON = 0,
+  BPFPROF_RUNTIMES = 1, /* how many */
+};
+
 /* When a stack event's stacks were taken. */
 enum bpfprof_stack_context {
   BPFPROF_CONTEXT_SAMPLE = 1, /* a timer sample */

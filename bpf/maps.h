@@ -319,9 +319,10 @@ struct {
   __type(value, struct bpfprof_python_process);
 } python_processes SEC(".maps");
 
-/* How many entries python_processes has (userspace keeps it, through the mmapped .bss): with
- * none, a sample skips the lookup (~60 ns of ~3 us, a cache miss at every sample). */
-__u32 python_processes_count = 0;
+/* How many processes of each runtime (enum bpfprof_runtime) its map holds (userspace keeps
+ * these, through the mmapped .bss): with none, a sample skips the runtime's lookup (~60 ns of
+ * ~3 us, a cache miss at every sample). */
+__u32 runtime_processes[BPFPROF_RUNTIMES] = {};
 
 /* Each thread's PyThreadState as last found, checked on every use against its
  * native_thread_id: finding it walks the interpreter's thread list. */

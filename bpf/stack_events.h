@@ -14,10 +14,10 @@
 #include "bpf/helpers.h"
 #include "bpf/knobs.h"
 #include "bpf/maps.h"
+#include "bpf/runtime_stacks.h"
 #include "bpf/stack_capture_fp.h"
 #include "bpf/stack_copy.h"
 #include "bpf/unwind_user.h"
-#include "runtimes/python/frames.bpf.h"
 
 /* The form of a frames event's user stack in the call-graph mode in force. */
 static __always_inline __u8 frames_payload(void) {
@@ -54,15 +54,15 @@ static __always_inline void set_stack_head(struct bpfprof_stack_event_head* to,
 }
 
 /* Sends a frames event: the user frames already in e->ips, then the kernel stack when it is
- * taken now; before it the Python stack, when that is taken now too. */
+ * taken now; before it the runtimes' frames, when those are taken now too. */
 static __always_inline void send_frames(void* ctx, struct bpfprof_frames_event* e, bool with_kernel,
-                                        bool with_python) {
+                                        bool with_runtime_frames) {
   const __u32 user_depth = e->head.user_depth & BPFPROF_UNWOUND_INDEX_MASK;
   __u32 kernel_depth = 0;
   if (with_kernel)
     kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
   e->head.kernel_depth = kernel_depth;
-  if (with_python) send_python_stack(&e->head.header);
+  if (with_runtime_frames) send_runtime_stacks(&e->head.header);
   send_event(e,
              offsetof(struct bpfprof_frames_event, ips) +
                  (__u64)(user_depth + kernel_depth) * sizeof(__u64),
@@ -83,17 +83,17 @@ static __always_inline bool take_user_frames(void* ctx, struct bpfprof_frames_ev
 }
 
 /* Sends a copy event: the user registers and stack copy when the user stack is taken now,
- * the kernel stack when that is; before it the Python stack, when that is. */
+ * the kernel stack when that is; before it the runtimes' frames, when those are. */
 static __always_inline void send_copy(void* ctx, const struct bpfprof_stack_event_head* head,
                                       __u32 slot, bool with_user, bool with_kernel,
-                                      bool with_python) {
+                                      bool with_runtime_frames) {
   __u32 index = bpf_get_smp_processor_id() * 2 + slot;
   struct bpfprof_copy_event* e = bpf_map_lookup_elem(&copy_scratch, &index);
   if (!e) return;
   set_stack_head(&e->head, head, BPFPROF_PAYLOAD_COPY);
   e->head.user_depth = 0;
   capture_copy(ctx, e, with_user, with_kernel);
-  if (with_python) send_python_stack(&e->head.header);
+  if (with_runtime_frames) send_runtime_stacks(&e->head.header);
   send_event(e, offsetof(struct bpfprof_copy_event, stack) + e->stack_size,
              offsetof(struct bpfprof_copy_event, stack) + BPFPROF_MAX_STACK_COPY,
              e->head.header.pid);
@@ -105,16 +105,16 @@ static __always_inline void send_copy(void* ctx, const struct bpfprof_stack_even
  * scratch space (SAMPLE_SLOT, TRACEPOINT_SLOT). */
 static __always_inline void send_stack(void* ctx, const struct bpfprof_stack_event_head* head,
                                        __u32 slot, bool with_user, bool with_kernel,
-                                       bool with_python) {
+                                       bool with_runtime_frames) {
   struct bpfprof_frames_event* e = bpf_map_lookup_elem(&frames_scratch, &slot);
   if (!e) return;
   e->head.user_depth = 0;
   if (with_user && !take_user_frames(ctx, e, head->header.pid, slot)) {
-    send_copy(ctx, head, slot, with_user, with_kernel, with_python);
+    send_copy(ctx, head, slot, with_user, with_kernel, with_runtime_frames);
     return;
   }
   set_stack_head(&e->head, head, frames_payload());
-  send_frames(ctx, e, with_kernel, with_python);
+  send_frames(ctx, e, with_kernel, with_runtime_frames);
 }
 
 /* Whether the task is inside execve after its old image is gone: in_execve is set for the

@@ -116,7 +116,7 @@ static long read_python_frame(__u64 index, void* context) {
  * event that follows; nothing for a process that is not a known interpreter. */
 static __always_inline void send_python_stack(const struct bpfprof_event_header* sample) {
   __u32 tgid = sample->pid;
-  if (!python_processes_count) return;
+  if (!runtime_processes[BPFPROF_RUNTIME_PYTHON]) return;
   const struct bpfprof_python_process* p = bpf_map_lookup_elem(&python_processes, &tgid);
   if (!p) return;
   __u32 zero = 0;

@@ -435,11 +435,8 @@ class SkeletonRuntimeMaps final : public RuntimeKernelMaps {
       bpf_map__delete_elem(found, &key, sizeof(key), 0);
   }
   void set_process_count(RuntimeKind runtime, uint32_t count) override {
-    switch (runtime) {
-      case RuntimeKind::kPython:
-        skeleton_->bss->python_processes_count = count;
-        return;
-    }
+    const auto index = static_cast<size_t>(runtime);
+    if (index < BPFPROF_RUNTIMES) skeleton_->bss->runtime_processes[index] = count;
   }
 
  private:

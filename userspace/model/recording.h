@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "bpf/events.h"
 #include "symbols/util/held_file.h"
 #include "userspace/model/ids.h"
 #include "userspace/model/prefix_tree.h"
@@ -29,9 +30,9 @@ inline bool is_kernel_address(uint64_t address) { return (address >> 63) != 0; }
 inline bool is_user_address(uint64_t address) { return address < (uint64_t{1} << 56); }
 
 // The language runtimes whose own frames bpfprof reads (runtimes/<name>/); each has its
-// category in the profile.
+// category in the profile. The values index the BPF side's per-runtime globals.
 enum class RuntimeKind : uint8_t {
-  kPython,
+  kPython = BPFPROF_RUNTIME_PYTHON,
 };
 std::string_view runtime_name(RuntimeKind runtime);
 std::set<RuntimeKind> all_runtimes();

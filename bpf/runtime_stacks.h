@@ -1,0 +1,14 @@
+/* The runtimes' own frames (runtimes/<name>/frames.bpf.h) for a stack event: each runtime
+ * whose processes include the current one sends its frames, with the stack event's header,
+ * just before it. A new runtime adds its reader's call here. */
+#ifndef BPFPROF_RUNTIME_STACKS_H
+#define BPFPROF_RUNTIME_STACKS_H
+
+#include "bpf/events.h"
+#include "runtimes/python/frames.bpf.h"
+
+static __always_inline void send_runtime_stacks(const struct bpfprof_event_header* header) {
+  send_python_stack(header);
+}
+
+#endif
