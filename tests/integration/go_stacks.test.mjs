@@ -198,7 +198,7 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
 
     it('reach a root, walked in the kernel, at a few hundred ring-buffer bytes a sample', (t) => {
       if (!requireRecorder(t) || !requireFile(t, fixturePath(fixture), 'go not installed')) return;
-      checkGoProgram(t, rec, label, metrics, { minSamples: 1000 });
+      checkGoProgram(t, rec, label, metrics);
     });
 
     it('nest as Go\'s traceback does: runtime.goexit > main.main.func1 > main.hashWork > sha256', (t) => {
@@ -210,8 +210,8 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
       metrics.sortNesting = sort.share;
       t.diagnostic(`hashWork: ${hash.of} samples, ${pct(hash.share)} goexit > main.main.func1 > ` +
                    `main.hashWork > crypto/sha256...; sortWork: ${sort.of}, ${pct(sort.share)}`);
-      assert.ok(hash.of >= 100 && hash.share >= 0.95, `hashWork ${hash.of} samples, ${pct(hash.share)}`);
-      assert.ok(sort.of >= 100 && sort.share >= 0.9, `sortWork ${sort.of} samples, ${pct(sort.share)}`);
+      assert.ok(hash.of >= 50 && hash.share >= 0.95, `hashWork ${hash.of} samples, ${pct(hash.share)}`);
+      assert.ok(sort.of >= 50 && sort.share >= 0.9, `sortWork ${sort.of} samples, ${pct(sort.share)}`);
       saveMetrics(`go_stacks_${label}`, metrics);
     });
   });
@@ -295,7 +295,7 @@ describe('a Go program recorded with -p (started before bpfprof)', () => {
     const samples = checkGoProgram(t, rec, 'go_cpu_stripped', metrics, { startupMs: 100, maxRingBytes: 4096 });
     const hash = nestingShare(samples, ['runtime.goexit', 'main.main.func1', 'main.hashWork'], /^crypto\/sha256\./);
     t.diagnostic(`hashWork: ${hash.of} samples, ${pct(hash.share)} nested as Go's traceback`);
-    assert.ok(hash.of >= 100 && hash.share >= 0.95, `hashWork ${hash.of} samples, ${pct(hash.share)}`);
+    assert.ok(hash.of >= 50 && hash.share >= 0.95, `hashWork ${hash.of} samples, ${pct(hash.share)}`);
     saveMetrics('go_stacks_attach', metrics);
   });
 });
@@ -371,9 +371,11 @@ describe('go_cgo: Go calling C calling back into Go', () => {
 
 // Go's own CPU profile of the same run: the top functions by self time in `go tool pprof
 // -top` and in bpfprof (the leaf user function of each on-CPU sample of the process) agree.
-// Go's profile puts at runtime.asyncPreempt the SIGPROF that arrives with a preemption signal
-// (the handler's return lands there); its traceback has the preempted function as the
-// caller, so -hide gives those samples to it, where bpfprof's timer found them.
+// Go's profile has 15-25% of its samples at runtime.asyncPreempt, a leaf bpfprof's timer
+// hardly finds: the SIGPROF delivered as a preempted goroutine returns from the preemption
+// signal lands there. Their traceback has the preempted function (the sorting goroutine's
+// less function and partition, here) as the caller, so -hide gives them to it. 10 s: Go's
+// timer fires at most once a kernel tick (HZ 250 here), ~1,000 samples on a busy machine.
 describe('go_cpu against Go\'s own profiler (runtime/pprof)', () => {
   let rec;
   let pprofFile;
@@ -384,7 +386,7 @@ describe('go_cpu against Go\'s own profiler (runtime/pprof)', () => {
     rmSync(pprofFile, { force: true });
     process.env.GO_CPU_PPROF = pprofFile;
     try {
-      rec = await recordGo('go/go_cpu', 6000, 'go_stacks_pprof');
+      rec = await recordGo('go/go_cpu', 10_000, 'go_stacks_pprof');
     } finally {
       delete process.env.GO_CPU_PPROF;
     }
@@ -420,8 +422,8 @@ describe('go_cpu against Go\'s own profiler (runtime/pprof)', () => {
     saveMetrics('go_stacks_pprof', metrics);
     // Go weighs each sample 1 ms at 1 kHz, but the kernel fires a thread's CPU timer at most
     // once a tick: the total is a count of samples, low, and the shares are what compare.
-    assert.ok(totalMs >= 500, `Go's profile holds ${totalMs} samples`);
-    assert.ok(total >= 2000, `bpfprof: ${total} samples`);
+    assert.ok(totalMs >= 400, `Go's profile holds ${totalMs} samples`);
+    assert.ok(total >= 1000, `bpfprof: ${total} samples`);
     assert.equal(rows.length, 5, pprofTop.stdout);
     for (const r of rows)
       assert.ok(Math.abs(r.bpfprof - r.go) <= 0.05, `${r.name}: pprof ${pct(r.go)}, bpfprof ${pct(r.bpfprof)}`);
