@@ -202,9 +202,13 @@ describeRecursion(3000, 'is cut in the kernel at 1,023 frames, marked [truncated
   const view = new ProfileView(r.kernel.profile);
   let spinning = 0;
   let deepAndMarked = 0;
+  // On-CPU samples, one walk each: off-CPU samples weigh their time, which a loaded machine
+  // stretches (waiting for CPU), and a switch-out may reuse the stack taken before.
+  const offCpu = /^\[(waiting for CPU|sleeping|I\/O wait)\]$/;
   for (const thread of view.threads) {
     for (const s of view.samples(thread)) {
-      if (!s.frames.some((f) => f.name === 'bottom_spin')) continue;
+      if (!s.frames.some((f) => f.name === 'bottom_spin') || offCpu.test(s.frames.at(-1).name))
+        continue;
       spinning += s.weight;
       const recursing = s.frames.filter((f) => f.name === 'recurse').length;
       if (s.frames[0].name === '[truncated]' && recursing >= 1000) deepAndMarked += s.weight;
