@@ -149,7 +149,7 @@ void read_relative_relocations(ElfView& v) {
     Bytes table = v.file.from(s.offset).prefix(s.size);
     for (uint64_t at = 0; at + 24 <= table.size() && v.relative.size() < kMaxRelocations;
          at += 24) {
-      uint64_t offset, info, addend;
+      uint64_t offset = 0, info = 0, addend = 0;  // the loop's bound keeps the reads inside
       table.u64(at, &offset), table.u64(at + 8, &info), table.u64(at + 16, &addend);
       const uint32_t type = static_cast<uint32_t>(info);
       if (type == kRelX86_64Relative || type == kRelAarch64Relative)
@@ -212,8 +212,8 @@ std::optional<Found> find_pclntab(const ElfView& v) {
     if (!segment.read_only()) continue;
     Bytes bytes = v.bytes_of(segment);
     for (uint64_t at = 0; at + 16 <= bytes.size(); at += 4) {
-      uint32_t magic;
-      uint8_t pad1, pad2, quantum, ptr_size;
+      uint32_t magic = 0;
+      uint8_t pad1 = 0, pad2 = 0, quantum = 0, ptr_size = 0;
       bytes.u32(at, &magic);
       if (!format_of_magic(magic)) continue;
       bytes.u8(at + 4, &pad1), bytes.u8(at + 5, &pad2), bytes.u8(at + 6, &quantum);
