@@ -153,7 +153,9 @@ TEST_F(UnwindTableCacheTest, DirectoryFromTheEnvironment) {
   setenv("BPFPROF_CACHE_DIR", root_.c_str(), 1);
   EXPECT_EQ(UnwindTableCache::default_directory(), root_);
   unsetenv("BPFPROF_CACHE_DIR");
-  EXPECT_EQ(UnwindTableCache::default_directory(), "/var/cache/bpfprof/unwind-v6");
+  // The directory's name carries the format's version: a new format starts a new cache.
+  EXPECT_EQ(UnwindTableCache::default_directory(),
+            "/var/cache/bpfprof/unwind-v" + std::to_string(kUnwindCacheVersion));
 }
 
 TEST(UnwindTableFile, RejectsUnsortedRowsAndUnknownRules) {
