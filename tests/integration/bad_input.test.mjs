@@ -21,7 +21,7 @@ for (const callGraph of ['dwarf', 'fp']) {
       const th = rec.view.threads.find((x) => x.name === 'bad_mappings');
       assert.ok(th, 'the fixture thread is there');
       for (const file of FILES) {
-        const r = rec.view.share(th, (frames) => {
+        const r = rec.view.onCpuShare(th, (frames) => {
           const leaf = frames[frames.length - 1];
           return leaf && new RegExp(`^${file.replace('.', '\\.')}\\+0x[0-9a-f]+$`).test(leaf.name);
         });

@@ -217,13 +217,24 @@ export class ProfileView {
 
   // Weighted share of a thread's samples for which pred(frames) holds.
   share(thread, pred) {
+    return this.weightedShare(this.samples(thread), pred);
+  }
+
+  weightedShare(samples, pred) {
     let total = 0;
     let hit = 0;
-    for (const s of this.samples(thread)) {
+    for (const s of samples) {
       total += s.weight;
       if (pred(s.frames)) hit += s.weight;
     }
     return { total, hit, share: total ? hit / total : 0 };
+  }
+
+  // The same over the samples taken while the thread ran: off-CPU samples weigh their time,
+  // and the time a thread waits for the CPU grows with the machine's load.
+  onCpuShare(thread, pred) {
+    const running = this.samples(thread).filter((s) => !STATE_FRAMES.has(s.frames.at(-1)?.name));
+    return this.weightedShare(running, pred);
   }
 
   // The most common stacks (as 'a > b > c' strings, root first) among samples matching pred.
