@@ -15,6 +15,7 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/dwarf/cfi_functions.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/crt_stubs.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/stack_height.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/v8_builtins.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwind_table.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwind_table_cache.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwinder.cpp

@@ -18,6 +18,7 @@
 #include "symbols/dwarf/crt_stubs.h"
 #include "symbols/dwarf/dwarf_module.h"
 #include "symbols/dwarf/stack_height.h"
+#include "symbols/dwarf/v8_builtins.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/sorted_ranges.h"
 
@@ -315,6 +316,36 @@ void add_entry_stub_span(Elf* elf, std::vector<Span>& spans) {
   spans.push_back(span);
 }
 
+// V8's embedded builtins (v8_builtins.h) where no CFI covers them: CFA = rbp + 16, the return
+// address at CFA - 8, the caller's rbp at CFA - 16. At a builtin's first or last instructions
+// rbp is still its caller's frame: the walk then goes on from the caller's caller, one frame
+// short but on the same chain. rbx is not followed (no builtin's CFA is in it).
+void add_v8_builtin_spans(Elf* elf, std::vector<Span>& spans) {
+  const std::optional<V8EmbeddedCode> blob = find_v8_embedded_code(elf);
+  if (!blob) return;
+  std::vector<CodeRange> covered;
+  for (const Span& span : spans)
+    if (span.start < blob->end && span.end > blob->start) covered.push_back({span.start, span.end});
+  std::sort(covered.begin(), covered.end(),
+            [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
+  std::vector<CodeRange> merged;
+  for (const CodeRange& range : covered) {
+    if (!merged.empty() && range.start <= merged.back().end)
+      merged.back().end = std::max(merged.back().end, range.end);
+    else
+      merged.push_back(range);
+  }
+  for (const CodeRange& part : uncovered_parts(merged, {blob->start, blob->end})) {
+    Span span{part.start, part.end, {}, UnwindGap::kNoCfi};
+    span.row.cfa_rule = BPFPROF_CFA_RBP;
+    span.row.cfa_offset = 16;
+    span.row.rbp_rule = BPFPROF_RBP_AT_CFA;
+    span.row.rbp_offset = -16;
+    span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
+    spans.push_back(span);
+  }
+}
+
 // A Go function's spans from Go's own pcsp table: CFA = sp + delta + 8. Go keeps the caller's
 // rbp at CFA - 16 once the frame is set up, but the instruction between the sp change and the
 // save is not told apart here: UNKNOWN beyond the entry, where no Go frame needs it. Where
@@ -600,6 +631,7 @@ UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableO
   std::vector<Span> spans = collect_spans(*module, budget);
   add_go_spans(elf, spans, budget);
   if (budget.spent(spans.size())) return *budget.error();
+  add_v8_builtin_spans(elf, spans);
   add_crt_stub_spans(elf, spans);
   add_entry_stub_span(elf, spans);
   normalize(spans);

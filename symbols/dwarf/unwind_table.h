@@ -6,6 +6,8 @@
 // Rows, as built here:
 // - RSP / RBP: CFA = sp or bp + cfa_offset, return address at CFA - 8, rbp SAME, AT_CFA
 //   (rbp_offset) or UNKNOWN.
+// - RBP also over V8's embedded builtins, which no CFI covers (v8_builtins.h): CFA = rbp + 16,
+//   rbp AT_CFA -16.
 // - PLT: the PLT entries' CFA expression (binutils' 16-byte slots, `(rip & 15) >= 11`),
 //   cfa_offset 8. The other variants (IBT's .plt.sec uses `>= 10`) are UNKNOWN.
 // - ROOT (return address undefined) and SIGNAL (an 'S' FDE): cfa_offset 0, rbp UNKNOWN; the
