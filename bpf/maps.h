@@ -221,7 +221,9 @@ struct unwind_walk {
    * a callee saved it at; read only by a BPFPROF_CFA_RBX frame (bpf/unwind_table.h). */
   __u64 bx_slot;
   __u32 bx_known; /* not so after a row with rbx_rule BPFPROF_RBP_UNKNOWN */
-  __u32 pad3;
+  /* The process's anonymous code found from its VMA is walked by frame pointers
+   * (BPFPROF_PROCESS_JIT_FRAME_POINTERS). */
+  __u32 jit_frame_pointers;
   /* The frame's row and the ELF address it was found for (copied here from the cache or the
    * table, so that the verifier sees one path into table_step); from the cache, only the
    * address's low 4 bits, all that a step uses. */

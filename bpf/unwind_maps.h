@@ -64,6 +64,15 @@ struct bpfprof_exec_mapping {
  * bit; userspace's never do. */
 #define BPFPROF_KERNEL_WRITTEN_GENERATION 0x80000000u
 
+/* What a process's code is, beyond its mappings (bpfprof_process_mappings.flags). */
+enum bpfprof_process_flag {
+  /* The process runs V8 (it maps a file with V8's symbols: Node.js, Chromium), whose JIT code
+   * in anonymous executable memory keeps frame-pointer frames: a pc in such memory that the
+   * mappings do not hold yet (JIT code mapped since userspace last wrote them) is found from
+   * its VMA and walked by frame pointers, as the mappings' own anonymous code is. */
+  BPFPROF_PROCESS_JIT_FRAME_POINTERS = 1,
+};
+
 struct bpfprof_process_mappings {
   __u32 count;
   /* Unique to this write of this process's mappings (never 0): the walker's per-CPU cache of
@@ -72,6 +81,8 @@ struct bpfprof_process_mappings {
   /* When the BPF side wrote it (CLOCK_MONOTONIC ns); 0 in userspace's. Userspace does not
    * replace an entry written after the mappings it has read (kernel_unwind.cpp). */
   __u64 kernel_written_ns;
+  __u32 flags; /* enum bpfprof_process_flag bits; 0 in the BPF side's */
+  __u32 reserved;
   struct bpfprof_exec_mapping mappings[BPFPROF_MAX_PROCESS_MAPPINGS];
 };
 

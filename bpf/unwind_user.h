@@ -166,11 +166,23 @@ static __always_inline bool vma_table_mapping(struct vm_area_struct* vma,
   return true;
 }
 
+/* An anonymous executable VMA (JIT code; not the vdso, whose VMA has special operations) into
+ * `out` as frame-pointer code. */
+static __always_inline void vma_anonymous_code(struct vm_area_struct* vma,
+                                               struct bpfprof_exec_mapping* out) {
+  if (!(vma->vm_flags & VM_EXEC_FLAG) || BPF_CORE_READ(vma, vm_file) || BPF_CORE_READ(vma, vm_ops))
+    return;
+  out->start = vma->vm_start;
+  out->end = vma->vm_end;
+  out->kind = BPFPROF_MAPPING_FRAME_POINTERS;
+}
+
 /* bpf_find_vma's callback: the mapping of the VMA, if its file's table is loaded (kind
- * BPFPROF_MAPPING_TABLE; left zeroed otherwise). `data` is on the BPF stack, as the helper
- * requires. */
+ * BPFPROF_MAPPING_TABLE) or it is anonymous code (BPFPROF_MAPPING_FRAME_POINTERS, which the
+ * caller takes only for a V8 process); left zeroed otherwise. `data` is on the BPF stack, as
+ * the helper requires. */
 static long find_vma_table(struct task_struct* task, struct vm_area_struct* vma, void* data) {
-  vma_table_mapping(vma, data);
+  if (!vma_table_mapping(vma, data)) vma_anonymous_code(vma, data);
   return 0;
 }
 
@@ -180,7 +192,8 @@ static __always_inline bool in_vma_mapping(const struct unwind_walk* w, __u64 ad
 }
 
 /* The mapping of w->pc from the task's VMA and the table of its file, into w->vma_mapping:
- * for a pc that the process's value does not cover (yet). False if its file has no table.
+ * for a pc that the process's value does not cover (yet). False if its file has no table, or
+ * it is anonymous code in a process whose JIT code has no frame pointers as far as we know.
  * In the sampling interrupt a program gets one VMA lookup (the mmap lock's release is
  * deferred to an irq_work, busy until the program ends), so the mapping found is kept for
  * the walk's next frames: the first milliseconds' stacks cross one library not known yet. */
@@ -189,7 +202,9 @@ __noinline int mapping_from_vma(struct unwind_walk* w) {
   if (in_vma_mapping(w, w->pc)) return 1;
   struct bpfprof_exec_mapping found = {0};
   if (bpf_find_vma(bpf_get_current_task_btf(), w->pc, find_vma_table, &found, 0) ||
-      found.end <= w->pc || !found.row_count)
+      found.end <= w->pc)
+    return 0;
+  if (found.kind == BPFPROF_MAPPING_FRAME_POINTERS ? !w->jit_frame_pointers : !found.row_count)
     return 0;
   w->vma_mapping = found;
   return 1;
@@ -225,6 +240,7 @@ static __noinline int image_mappings_write(struct task_struct* task, __u32 tgid)
   struct image_scan* scan = bpf_map_lookup_elem(&image_scan_scratch, &zero);
   if (!scan || !task) return 0;
   scan->list.count = 0;
+  scan->list.flags = 0;
   scan->scanned = 0;
   struct bpf_iter_task_vma it;
   if (bpf_iter_task_vma_new(&it, task, 0) != 0) {
@@ -588,6 +604,7 @@ static __always_inline bool walk_user_stack(struct task_struct* task, __u32 tgid
   w->bp_known = 1;
   w->window_len = 0;
   w->vma_mapping.end = 0;
+  w->jit_frame_pointers = pm && (pm->flags & BPFPROF_PROCESS_JIT_FRAME_POINTERS);
   struct unwind_context c = {
       .walk = w, .event = e, .mappings = pm, .slot = slot, .cpu = bpf_get_smp_processor_id()};
   bpf_loop(BPFPROF_MAX_UNWOUND_FRAMES + 1, unwind_step, &c, 0);

@@ -333,5 +333,22 @@ TEST(RowRanges, FirstFitReuseAndMerging) {
   EXPECT_EQ(rows.in_use(), 100u);
 }
 
+// A process that maps a file with V8's symbols (the v8_blob fixture) has its anonymous JIT
+// code found from its VMA and walked by frame pointers (BPFPROF_PROCESS_JIT_FRAME_POINTERS),
+// and the recorder keeps reading the side band often for a while after it started; a process
+// that maps no such file has none.
+TEST(KernelUnwindTables, AProcessMappingV8IsMarkedForItsJitCode) {
+  Fixture f;
+  const std::string v8_blob = std::string(TEST_FIXTURE_DIR) + "/v8_blob";
+  f.apply({start_event(Pid{20}), mmap_event(Pid{20}, 0x400000, 4096, 0, v8_blob, "v8"),
+           mmap_event(Pid{20}, 0x7f0000000000, 4096, 0, "//anon", ""), start_event(Pid{21}),
+           mmap_event(Pid{21}, 0x400000, 4096, 0, kBinary, "other")});
+  ASSERT_TRUE(f.sink.processes.contains(Pid{20}) && f.sink.processes.contains(Pid{21}));
+  EXPECT_EQ(f.sink.processes.at(Pid{20}).flags, uint32_t{BPFPROF_PROCESS_JIT_FRAME_POINTERS});
+  EXPECT_EQ(f.sink.processes.at(Pid{21}).flags, 0u);
+  EXPECT_TRUE(f.tables.settling(MonotonicNs{1 + KernelUnwindTables::kSettlingNs + 1}));
+  EXPECT_FALSE(f.tables.settling(MonotonicNs{1 + KernelUnwindTables::kV8SettlingNs + 1}));
+}
+
 }  // namespace
 }  // namespace bpfprof

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "symbols/dwarf/v8_builtins.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/relative_address.h"
 #include "symbols/util/held_file.h"
@@ -85,6 +86,7 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       Process& process = processes_[reset->pid];
       process.mappings.clear();  // exec: the new image's mappings follow
       process.last_change = events[i].time;
+      process.image_start = events[i].time;
       if (process.tracked) changed_.insert(reset->pid);
       if (process.tracked) last_new_image_ = events[i].time;
     } else if (const auto* fork = std::get_if<ForkEvent>(&payload)) {
@@ -126,6 +128,7 @@ void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInf
 void KernelUnwindTables::track(Pid pid, MonotonicNs time) {
   last_new_image_ = time;
   Process& process = processes_[pid];
+  process.image_start = time;
   changed_.insert(pid);
   if (process.tracked) return;
   process.tracked = true;
@@ -190,6 +193,7 @@ void KernelUnwindTables::build_tables() {
     BuildResult result{job.file, job.mapped.path, provider_(path), ElfFile::open(path, nullptr),
                        classify_mapping(job.mapped.path) == MappingKind::kFile ? vma_file_key(path)
                                                                                : std::nullopt};
+    result.v8 = result.elf && is_v8_binary(*result.elf);
     lock.lock();
     results_.push_back(std::move(result));
     --pending_;
@@ -209,6 +213,7 @@ bool KernelUnwindTables::building() {
 
 bool KernelUnwindTables::settling(MonotonicNs now) {
   if (last_new_image_ && now.value < last_new_image_->value + kSettlingNs) return true;
+  if (last_new_v8_image_ && now.value < last_new_v8_image_->value + kV8SettlingNs) return true;
   return building();
 }
 
@@ -243,6 +248,7 @@ void KernelUnwindTables::load(BuildResult& result) {
     stats_.table_ms += std::chrono::duration<double, std::milli>(table->time).count();
     ++(table->from_cache() ? stats_.tables_from_cache : stats_.tables_built);
     file.elf = std::move(result.elf);
+    file.v8 = result.v8;
     if (table->rows.empty()) {
       file.status = TableStatus::kNoRows;
     } else if (std::optional<uint32_t> first = allocate_rows(table->rows.size())) {
@@ -329,6 +335,16 @@ bpfprof_exec_mapping KernelUnwindTables::describe(const Mapping& mapping) const 
   return out;
 }
 
+// A process that maps a V8 file has its JIT code walked by frame pointers also before its
+// anonymous mappings reach its entry (bpf/unwind_maps.h).
+uint32_t KernelUnwindTables::process_flags(const Process& process) const {
+  for (const auto& [start, mapping] : process.mappings) {
+    auto file = files_.find(mapping.file);
+    if (file != files_.end() && file->second.v8) return BPFPROF_PROCESS_JIT_FRAME_POINTERS;
+  }
+  return 0;
+}
+
 // True when done; false when the entry in the kernel is newer than what we know: the BPF side
 // rewrites a young image's entry from its VMAs at its exec and at each mmap, and one written
 // after the side band was read has the libraries that ld.so mapped since. Replacing it with
@@ -350,6 +366,10 @@ bool KernelUnwindTables::write_process(Pid pid, MonotonicNs mappings_read_until)
     }
     value->mappings[value->count++] = describe(mapping);
   }
+  value->flags = process_flags(process->second);
+  if (value->flags != 0 &&
+      (!last_new_v8_image_ || last_new_v8_image_->value < process->second.image_start.value))
+    last_new_v8_image_ = process->second.image_start;
   // Never 0 (an empty cache entry) nor with the top bit (the BPF side's own entries).
   last_generation_ = last_generation_ % 0x7fffffffu + 1;
   value->generation = last_generation_;

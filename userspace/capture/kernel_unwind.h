@@ -87,6 +87,10 @@ class KernelUnwindTables {
   // A dynamic loader maps a program's libraries within milliseconds of its exec.
   bool settling(MonotonicNs now);
   static constexpr uint64_t kSettlingNs = 50'000'000;
+  // A V8 process (node) maps its builtins' copy and its first JIT code after it has set up its
+  // heap: 30 ms after its exec on an idle machine, 300 ms on a busy one. Until they are in its
+  // entry its JavaScript's stacks fall back.
+  static constexpr uint64_t kV8SettlingNs = 1'000'000'000;
   const KernelUnwindStats& stats() const { return stats_; }
 
  private:
@@ -97,6 +101,7 @@ class KernelUnwindTables {
     uint32_t row_count = 0;
     std::shared_ptr<const ElfFile> elf;       // its load segments give each mapping's bias
     std::optional<bpfprof_file_key> vma_key;  // written to the kernel's file map
+    bool v8 = false;  // a process that maps it runs V8 (BPFPROF_PROCESS_JIT_FRAME_POINTERS)
   };
   struct Mapping {
     uint64_t start = 0;
@@ -110,6 +115,7 @@ class KernelUnwindTables {
     std::map<uint64_t, Mapping> mappings;
     bool tracked = false;
     MonotonicNs last_change;  // an untracked one is forgotten a while after it
+    MonotonicNs image_start;  // its start, exec or discovery (settling())
   };
   struct BuildJob {
     std::string file;
@@ -121,6 +127,7 @@ class KernelUnwindTables {
     CachedUnwindTableResult table;
     std::shared_ptr<const ElfFile> elf;
     std::optional<bpfprof_file_key> vma_key;  // the file's device and inode, as the kernel's
+    bool v8 = false;                          // symbols/dwarf/v8_builtins.h
   };
 
   void add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info);
@@ -134,6 +141,7 @@ class KernelUnwindTables {
   void write_file_entry(FileTable& file, const std::optional<bpfprof_file_key>& key);
   bool write_process(Pid pid, MonotonicNs mappings_read_until);
   bpfprof_exec_mapping describe(const Mapping& mapping) const;
+  uint32_t process_flags(const Process& process) const;
   void build_tables();  // the worker thread
 
   UnwindMapsSink& sink_;
@@ -143,8 +151,9 @@ class KernelUnwindTables {
   std::unordered_map<std::string, FileTable> files_;
   std::unordered_map<Pid, Process> processes_;
   const bool track_all_;
-  MonotonicNs latest_;                         // the time of the latest event applied
-  std::optional<MonotonicNs> last_new_image_;  // a tracked process's start or exec
+  MonotonicNs latest_;                            // the time of the latest event applied
+  std::optional<MonotonicNs> last_new_image_;     // a tracked process's start or exec
+  std::optional<MonotonicNs> last_new_v8_image_;  // of a process that runs V8: kV8SettlingNs
   std::set<Pid> changed_;
   std::set<Pid> over_mapping_limit_;
   uint32_t last_generation_ = 0;  // of the last process entry written (bpfprof_process_mappings)

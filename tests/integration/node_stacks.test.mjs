@@ -1,0 +1,158 @@
+// Node.js stacks walked in the kernel: V8's JIT code (anonymous executable memory) and its
+// embedded builtins (no CFI) by frame pointer, back into node's native frames at V8's entry
+// trampolines. Debian's node runs tests/fixtures/js/work.js (recursion, closures, class
+// methods, a sort comparator called from Array.prototype.sort's builtin, JSON, crypto) for
+// 2 s without flags: complete stacks, walked in the kernel, a few hundred ring-buffer bytes a
+// sample, and the summary's figures are the profile's. With --perf-basic-prof the JavaScript
+// functions are named (from node's perf map) and nest as the program calls them.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { before, describe, it } from 'node:test';
+
+import {
+  IS_CI, ProfileView, REPO_DIR, RESULTS_DIR, STATE_FRAMES, pct, recordWith, recorderUnavailableReason,
+  requireRecorder, saveMetrics,
+} from './lib/harness.mjs';
+import { isRootName, printedCompleteness, storedCompleteness } from './lib/stack_quality.mjs';
+
+const NODE = '/usr/bin/node';
+const WORK_JS = join(REPO_DIR, 'tests', 'fixtures', 'js', 'work.js');
+const DURATION_MS = 2000;
+
+const isOffCpu = (frames) => frames.length > 0 && STATE_FRAMES.has(frames.at(-1).name);
+const userFrames = (frames) => frames.filter((f) => f.category !== 'Kernel' && !STATE_FRAMES.has(f.name));
+
+// The on-CPU samples of node, each with its user frames (root first).
+function nodeSamples(view) {
+  const out = [];
+  for (const thread of view.threads) {
+    if (thread.processName !== 'node') continue;
+    for (const s of view.samples(thread)) {
+      if (!s.frames.length || isOffCpu(s.frames)) continue;
+      const user = userFrames(s.frames);
+      if (user.length) out.push({ ...s, user });
+    }
+  }
+  return out;
+}
+
+const weightOf = (samples, pred = () => true) =>
+  samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
+const reachesRoot = (s) => s.frames[0].category !== 'Kernel' && isRootName(s.frames[0].name);
+
+function metaEntry(profile, label) {
+  const section = (profile.meta?.extra ?? []).find((x) => x.label === 'bpfprof');
+  return section?.entries?.find((e) => e.label === label)?.value;
+}
+function summaryLine(stderr, label) {
+  return new RegExp(`^bpfprof: ${label}: (.*)$`, 'm').exec(stderr)?.[1];
+}
+const number = (text, re) => (text === undefined ? undefined : Number(re.exec(String(text))?.[1]));
+
+// The recorder's figures, from the -v summary and from meta.extra.
+function figures(rec) {
+  const { profile } = rec;
+  const stderr = rec.result.stderr;
+  return {
+    printedComplete: printedCompleteness(stderr),
+    storedComplete: storedCompleteness(profile),
+    ringBytes: number(summaryLine(stderr, 'Ring-buffer traffic'), /^(\d+) bytes per sample/),
+    ringBytesMeta: number(metaEntry(profile, 'Ring-buffer traffic'), /^(\d+) bytes per sample/),
+    kernelShare: number(summaryLine(stderr, 'User stacks unwound in the kernel'), /^([\d.]+)%/) / 100,
+    kernelShareMeta: number(metaEntry(profile, 'User stacks unwound in the kernel'), /^([\d.]+)%/) / 100,
+    fellBack: summaryLine(stderr, 'Kernel walks that fell back'),
+  };
+}
+
+// A missing node fails under CI=true and skips elsewhere.
+function requireNode(t) {
+  if (existsSync(NODE)) return true;
+  if (IS_CI) assert.fail(`${NODE} missing under CI=true: apt-get install nodejs`);
+  t.skip(`${NODE} missing: apt-get install nodejs`);
+  return false;
+}
+
+async function recordNode(label, nodeArgs) {
+  const rec = await recordWith(label, ['--', NODE, ...nodeArgs, WORK_JS, String(DURATION_MS)]);
+  rec.view = new ProfileView(rec.profile);
+  return rec;
+}
+
+// Complete, walked in the kernel, few bytes a sample; the printed figures are the profile's.
+function checkStacks(t, rec, metrics) {
+  const samples = nodeSamples(rec.view);
+  const total = weightOf(samples);
+  const f = figures(rec);
+  Object.assign(metrics, { samples: total, rootShare: weightOf(samples, reachesRoot) / total, ...f });
+  t.diagnostic(`node: ${total} on-CPU samples; reach a root ${pct(metrics.rootShare)}; summary: ` +
+               `complete ${pct(f.printedComplete)}, walked in the kernel ${pct(f.kernelShare)}, ` +
+               `${f.ringBytes} ring-buffer bytes per sample; fell back: ${f.fellBack}`);
+  assert.ok(total >= 500, `only ${total} on-CPU samples`);
+  assert.ok(metrics.rootShare >= 0.99, `${pct(metrics.rootShare)} of stacks reach a root`);
+  assert.ok(f.printedComplete !== undefined && f.storedComplete !== undefined,
+            `no completeness figure:\n${rec.result.stderr}`);
+  assert.ok(f.printedComplete >= 0.99, `complete: ${pct(f.printedComplete)}`);
+  assert.ok(Math.abs(f.printedComplete - f.storedComplete) <= 0.0005,
+            `printed ${pct(f.printedComplete)}, stored ${pct(f.storedComplete)}`);
+  assert.ok(f.kernelShare >= 0.95, `walked in the kernel: ${pct(f.kernelShare)}`);
+  assert.equal(f.kernelShareMeta, f.kernelShare);
+  assert.ok(f.ringBytes > 0 && f.ringBytes <= 2048, `${f.ringBytes} ring-buffer bytes per sample`);
+  assert.equal(f.ringBytesMeta, f.ringBytes);
+  return samples;
+}
+
+// A perf map's name of a JavaScript function: `JS:*name file:line:col` (optimized), `^`
+// (baseline), `~` (interpreted); V8 before 11 wrote `LazyCompile:` for `JS:`.
+const jsName = (fn) => new RegExp(`^(JS|LazyCompile):[*^~]?${fn} `);
+
+describe('node work.js: stacks through V8 walked in the kernel', () => {
+  let plain;
+  let named;
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(NODE)) return;
+    plain = await recordNode('node_stacks_plain', []);
+    // node 20's --perf-basic-prof also writes V8's log, by default into the working directory.
+    named = await recordNode('node_stacks_perf_basic_prof', [
+      '--perf-basic-prof', '--no-logfile-per-isolate', `--logfile=${join(RESULTS_DIR, 'node_stacks_v8.log')}`,
+    ]);
+  });
+
+  it('reach a root, walked in the kernel, at a few hundred ring-buffer bytes a sample', (t) => {
+    if (!requireRecorder(t) || !requireNode(t)) return;
+    const metrics = {};
+    checkStacks(t, plain, metrics);
+    saveMetrics('node_stacks_plain', metrics);
+  });
+
+  it('with --perf-basic-prof, JS functions by name in their nesting, reaching a root', (t) => {
+    if (!requireRecorder(t) || !requireNode(t)) return;
+    const metrics = {};
+    const samples = checkStacks(t, named, metrics);
+    const names = (s) => s.user.map((f) => f.name);
+    // The comparator under Array.prototype.sort's builtin, under sortWork.
+    const inCompare = samples.filter((s) => names(s).some((n) => jsName('compareByKey').test(n)));
+    const sorted = inCompare.filter((s) => {
+      const n = names(s);
+      const cmp = n.findIndex((x) => jsName('compareByKey').test(x));
+      const sort = n.indexOf('Builtins_ArrayPrototypeSort');
+      const caller = n.findIndex((x) => jsName('sortWork').test(x));
+      return caller >= 0 && sort > caller && cmp > sort;
+    });
+    // The recursion: recurseFib's frames, one under another, under a root.
+    const inFib = samples.filter((s) => names(s).some((n) => jsName('recurseFib').test(n)));
+    const nested = inFib.filter((s) => names(s).filter((n) => jsName('recurseFib').test(n)).length >= 3);
+    Object.assign(metrics, {
+      compareSamples: weightOf(inCompare), compareUnderSort: weightOf(sorted) / (weightOf(inCompare) || 1),
+      fibSamples: weightOf(inFib), fibNested: weightOf(nested) / (weightOf(inFib) || 1),
+    });
+    t.diagnostic(`compareByKey: ${metrics.compareSamples} samples, ${pct(metrics.compareUnderSort)} under ` +
+                 `sortWork > Builtins_ArrayPrototypeSort; recurseFib: ${metrics.fibSamples}, ` +
+                 `${pct(metrics.fibNested)} at least 3 deep`);
+    saveMetrics('node_stacks_perf_basic_prof', metrics);
+    assert.ok(metrics.compareSamples >= 20 && metrics.compareUnderSort >= 0.9,
+              `compareByKey ${metrics.compareSamples} samples, ${pct(metrics.compareUnderSort)} under the sort builtin`);
+    assert.ok(metrics.fibSamples >= 20 && metrics.fibNested >= 0.9,
+              `recurseFib ${metrics.fibSamples} samples, ${pct(metrics.fibNested)} nested`);
+  });
+});
