@@ -1,0 +1,93 @@
+#include "runtimes/hotspot/remote_memory.h"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace bpfprof::hotspot {
+
+namespace {
+
+// A string is read in pieces that never cross a page: the page after a short name may be
+// unmapped, and process_vm_readv fails a read that touches it.
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kStringPiece = 64;
+
+bool printable(char c) { return c >= 0x20 && c <= 0x7e; }
+
+}  // namespace
+
+bool ProcessMemory::read(uint64_t address, void* out, size_t size) {
+  if (!size) return true;
+  iovec local{out, size};
+  iovec remote{reinterpret_cast<void*>(address), size};
+  return process_vm_readv(pid_.value, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
+}
+
+void BufferMemory::place(uint64_t address, std::string bytes) {
+  regions_[address] = std::move(bytes);
+}
+
+bool BufferMemory::read(uint64_t address, void* out, size_t size) {
+  auto it = regions_.upper_bound(address);
+  if (it == regions_.begin()) return false;
+  --it;
+  const uint64_t offset = address - it->first;
+  if (offset > it->second.size() || size > it->second.size() - offset) return false;
+  if (size) memcpy(out, it->second.data() + offset, size);
+  return true;
+}
+
+std::string_view read_failure_name(ReadFailure failure) {
+  switch (failure) {
+    case ReadFailure::kUnreadable:
+      return "memory unreadable";
+    case ReadFailure::kBudgetUsed:
+      return "read budget used up";
+    case ReadFailure::kNotText:
+      return "not a name (too long or not printable)";
+    case ReadFailure::kNullPointer:
+      return "null pointer";
+  }
+  return "?";
+}
+
+bool RemoteReader::fail(ReadFailure failure) {
+  failure_ = failure;
+  return false;
+}
+
+bool RemoteReader::read(uint64_t address, void* out, size_t size) {
+  if (!address) return fail(ReadFailure::kNullPointer);
+  if (size > budget_ - used_) return fail(ReadFailure::kBudgetUsed);
+  used_ += size;
+  if (address > UINT64_MAX - size || !memory_.read(address, out, size))
+    return fail(ReadFailure::kUnreadable);
+  return true;
+}
+
+std::optional<uint64_t> RemoteReader::word(uint64_t address) { return value<uint64_t>(address); }
+
+std::optional<std::string> RemoteReader::c_string(uint64_t address) {
+  if (auto known = strings_.find(address); known != strings_.end()) return known->second;
+  std::string text;
+  char piece[kStringPiece] = {};
+  uint64_t at = address;
+  while (text.size() < max_string_) {
+    const uint64_t to_page_end = kPage - at % kPage;
+    const size_t size = static_cast<size_t>(
+        std::min<uint64_t>({kStringPiece, to_page_end, max_string_ - text.size()}));
+    if (!read(at, piece, size)) return std::nullopt;
+    const char* nul = static_cast<const char*>(memchr(piece, '\0', size));
+    const size_t length = nul ? static_cast<size_t>(nul - piece) : size;
+    if (!std::all_of(piece, piece + length, printable)) break;
+    text.append(piece, length);
+    if (nul) return strings_.emplace(address, std::move(text)).first->second;
+    at += size;
+  }
+  fail(ReadFailure::kNotText);
+  return std::nullopt;
+}
+
+}  // namespace bpfprof::hotspot

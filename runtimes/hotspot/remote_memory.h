@@ -1,0 +1,91 @@
+// A JVM's memory as bpfprof reads it: another process's, so untrusted input. Every read goes
+// through a RemoteReader, which counts the bytes against a budget and reads C strings bounded:
+// a table that points anywhere, loops or never ends costs at most the budget. The memory
+// itself is an interface so that the unit tests and the fuzzer give bytes of their own to the
+// same parsing code that reads a live process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "userspace/model/ids.h"
+
+namespace bpfprof::hotspot {
+
+class RemoteMemory {
+ public:
+  virtual ~RemoteMemory() = default;
+  // Exactly `size` bytes at `address` into `out`; false when any of them cannot be read.
+  virtual bool read(uint64_t address, void* out, size_t size) = 0;
+};
+
+// A running process's memory, through process_vm_readv (no ptrace stop, no /proc/PID/mem
+// file held open).
+class ProcessMemory final : public RemoteMemory {
+ public:
+  explicit ProcessMemory(Pid pid) : pid_(pid) {}
+  bool read(uint64_t address, void* out, size_t size) override;
+
+ private:
+  Pid pid_;
+};
+
+// Bytes placed at addresses of a pretend process: a fake JVM image for tests and the fuzzer.
+// A read must lie within one placed region.
+class BufferMemory final : public RemoteMemory {
+ public:
+  void place(uint64_t address, std::string bytes);
+  bool read(uint64_t address, void* out, size_t size) override;
+
+ private:
+  std::map<uint64_t, std::string> regions_;  // by start address, not overlapping
+};
+
+enum class ReadFailure : uint8_t {
+  kUnreadable,   // the memory is not there (unmapped, or the process is gone)
+  kBudgetUsed,   // the reads would pass the byte budget
+  kNotText,      // a C string longer than its bound, or with bytes that no name has
+  kNullPointer,  // a pointer that must be set is 0
+};
+std::string_view read_failure_name(ReadFailure failure);
+
+// Reads from a RemoteMemory within a budget of bytes, remembering why the last read failed.
+class RemoteReader {
+ public:
+  RemoteReader(RemoteMemory& memory, uint64_t budget_bytes, size_t max_string_bytes)
+      : memory_(memory), budget_(budget_bytes), max_string_(max_string_bytes) {}
+
+  bool read(uint64_t address, void* out, size_t size);
+  std::optional<uint64_t> word(uint64_t address);
+  template <typename T>
+  std::optional<T> value(uint64_t address) {
+    T v{};
+    if (!read(address, &v, sizeof(v))) return std::nullopt;
+    return v;
+  }
+  // A NUL-terminated string of printable ASCII (names, C type strings) of at most
+  // max_string_bytes including its NUL. Strings are kept by address: HotSpot's tables point
+  // to the same literal many times.
+  std::optional<std::string> c_string(uint64_t address);
+
+  uint64_t bytes_read() const { return used_; }
+  // Why the last failed read failed.
+  std::optional<ReadFailure> failure() const { return failure_; }
+
+ private:
+  bool fail(ReadFailure failure);
+
+  RemoteMemory& memory_;
+  uint64_t budget_;
+  size_t max_string_;
+  uint64_t used_ = 0;
+  std::optional<ReadFailure> failure_;
+  std::unordered_map<uint64_t, std::string> strings_;
+};
+
+}  // namespace bpfprof::hotspot

@@ -1,0 +1,477 @@
+// HotSpot's own tables (runtimes/hotspot): read from a running JVM (the fixture
+// fixture.HotLoop, tests/fixtures/java), checked against what the JVM itself prints (jcmd's
+// list of compiled methods: their addresses, ids and names; its threads' kernel ids), and
+// from fake images made hostile, where every failure must be an error value.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtimes/hotspot/layout.h"
+#include "runtimes/hotspot/vm_structs.h"
+#include "symbols/util/run_program.h"
+#include "tests/unit/hotspot_fake_image.h"
+
+namespace bpfprof::hotspot {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool under_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && std::string(ci) == "true";
+}
+
+// The JDK's bin directory: the one of `java` on PATH, else Debian's default JDK.
+std::string jdk_bin() {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty() && access((dir + "/java").c_str(), X_OK) == 0 &&
+        access((dir + "/jcmd").c_str(), X_OK) == 0)
+      return dir;
+  if (access("/usr/lib/jvm/default-java/bin/jcmd", X_OK) == 0)
+    return "/usr/lib/jvm/default-java/bin";
+  return "";
+}
+
+std::string fixture_classes() { return std::string(TEST_FIXTURE_DIR) + "/java/classes"; }
+
+// fixture.HotLoop running until the test ends (and at most 60 s: it stops on its own).
+class RunningJvm {
+ public:
+  RunningJvm() {
+    const std::string bin = jdk_bin();
+    if (bin.empty() || !std::filesystem::exists(fixture_classes() + "/fixture/HotLoop.class")) {
+      missing_ = "no JDK (java, jcmd) or no compiled fixture (javac at build time)";
+      return;
+    }
+    int out[2] = {-1, -1};
+    if (pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      const std::string java = bin + "/java";
+      const std::string classes = fixture_classes();
+      execl(java.c_str(), java.c_str(), "-Xss1m", "-cp", classes.c_str(), "fixture.HotLoop", "60",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    out_ = out[0];
+    ready_ = wait_for_ready();
+  }
+  ~RunningJvm() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) close(out_);
+  }
+  RunningJvm(const RunningJvm&) = delete;
+  RunningJvm& operator=(const RunningJvm&) = delete;
+
+  // Why there is no JVM to test: a skip, or under CI a failure.
+  const std::string& missing() const { return missing_; }
+  bool ready() const { return ready_; }
+  Pid pid() const { return Pid(pid_); }
+
+  // jcmd's list of compiled methods once spin is among them (C2 compiles it in well under a
+  // second; a loaded machine may take longer).
+  std::string code_list_with_spin() const {
+    const std::string jcmd = jdk_bin() + "/jcmd";
+    for (int attempt = 0; attempt < 60; ++attempt) {
+      const auto text = program_output({jcmd, std::to_string(pid_), "Compiler.codelist"},
+                                       std::chrono::seconds(30));
+      if (text && text->find("fixture.HotLoop.spin(JI)J") != std::string::npos) return *text;
+      std::this_thread::sleep_for(500ms);
+    }
+    return "";
+  }
+
+ private:
+  bool wait_for_ready() {
+    std::string seen;
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, 1000) <= 0) continue;
+      char buffer[256];
+      const ssize_t got = read(out_, buffer, sizeof(buffer));
+      if (got <= 0) return false;
+      seen.append(buffer, static_cast<size_t>(got));
+      if (seen.find("ready\n") != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool ready_ = false;
+  std::string missing_;
+};
+
+#define REQUIRE_JVM(jvm)                                           \
+  do {                                                             \
+    if (!(jvm).missing().empty()) {                                \
+      if (under_ci()) FAIL() << (jvm).missing() << " under CI";    \
+      GTEST_SKIP() << (jvm).missing();                             \
+    }                                                              \
+    ASSERT_TRUE((jvm).ready()) << "fixture.HotLoop did not start"; \
+  } while (0)
+
+template <typename T>
+const T& value_of(const std::variant<T, VmStructsError>& result) {
+  if (const auto* error = std::get_if<VmStructsError>(&result))
+    ADD_FAILURE() << "error: " << error->message;
+  return std::get<T>(result);
+}
+
+long micros(std::chrono::steady_clock::duration d) {
+  return static_cast<long>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+}
+
+struct CodeListEntry {
+  int compile_id = 0;
+  std::string name;  // "fixture.HotLoop.spin(JI)J"
+  uint64_t blob = 0, code_begin = 0, code_end = 0;
+};
+
+// jcmd Compiler.codelist: "ID LEVEL STATE NAME(SIG) [BLOB, CODE_BEGIN - CODE_END]".
+std::vector<CodeListEntry> parse_code_list(const std::string& text) {
+  static const std::regex line(
+      R"(^(\d+) \d+ \d+ (\S+) \[0x([0-9a-f]+), 0x([0-9a-f]+) - 0x([0-9a-f]+)\]$)");
+  std::vector<CodeListEntry> entries;
+  std::stringstream lines(text);
+  for (std::string l; std::getline(lines, l);) {
+    std::smatch m;
+    if (!std::regex_match(l, m, line)) continue;
+    entries.push_back({std::stoi(m[1]), m[2], std::stoull(m[3], nullptr, 16),
+                       std::stoull(m[4], nullptr, 16), std::stoull(m[5], nullptr, 16)});
+  }
+  return entries;
+}
+
+class HotSpotJvm : public testing::Test {
+ protected:
+  static void SetUpTestSuite() { jvm_ = new RunningJvm(); }
+  static void TearDownTestSuite() {
+    delete jvm_;
+    jvm_ = nullptr;
+  }
+  static RunningJvm* jvm_;
+};
+RunningJvm* HotSpotJvm::jvm_ = nullptr;
+
+// The four tables of a JDK 17 JVM: hundreds of entries, with the entries the walk needs at
+// plausible places.
+TEST_F(HotSpotJvm, ReadsTheTablesOfARunningJvm) {
+  REQUIRE_JVM(*jvm_);
+  const auto start = std::chrono::steady_clock::now();
+  const auto library = locate_jvm_library(jvm_->pid());
+  const auto located = std::chrono::steady_clock::now();
+  ASSERT_TRUE(std::holds_alternative<JvmLibrary>(library));
+  ProcessMemory memory(jvm_->pid());
+  RemoteReader reader(memory, VmStructsLimits{}.max_bytes, VmStructsLimits{}.max_string_bytes);
+  const VmStructsResult result =
+      read_vm_structs(reader, std::get<JvmLibrary>(library).symbols, VmStructsLimits{});
+  const auto read = std::chrono::steady_clock::now();
+  const VmStructs& vm = value_of(result);
+  EXPECT_GT(vm.field_count(), 500u);
+  EXPECT_GT(vm.type_count(), 500u);
+  EXPECT_GT(vm.int_constant_count(), 100u);
+  EXPECT_GT(vm.long_constant_count(), 10u);
+  EXPECT_LT(vm.bytes_read(), VmStructsLimits{}.max_bytes);
+  ASSERT_TRUE(vm.offset_of("CodeBlob", "_frame_size"));
+  EXPECT_LT(*vm.offset_of("CodeBlob", "_frame_size"), 128u);
+  EXPECT_GT(vm.size_of("JavaThread").value_or(0), 256u);
+  EXPECT_GT(vm.size_of("Method").value_or(0), 0u);
+  EXPECT_EQ(vm.size_of("Symbol*"), 8u);
+  const VmField* name = vm.field("Klass", "_name");
+  ASSERT_NE(name, nullptr);
+  EXPECT_EQ(name->type_string, "Symbol*");
+  EXPECT_FALSE(name->is_static);
+  // A static field's address lies in libjvm's data, which the library's mappings hold.
+  const auto low_bound = vm.address_of("CodeCache", "_low_bound");
+  ASSERT_TRUE(low_bound);
+  EXPECT_NE(*low_bound, 0u);
+  EXPECT_EQ(vm.int_constant("Symbol::max_symbol_length"), 65535);
+  EXPECT_EQ(vm.type("InstanceKlass")->superclass, "Klass");
+  std::cout << "read " << vm.field_count() << " fields, " << vm.type_count() << " types, "
+            << vm.int_constant_count() << " + " << vm.long_constant_count()
+            << " constants: " << vm.bytes_read() << " bytes; libjvm found in "
+            << micros(located - start) << " us, tables read in " << micros(read - located)
+            << " us\n";
+}
+
+// Everything the walk and the namer need is there in JDK 17; what is not is listed.
+TEST_F(HotSpotJvm, Jdk17GivesTheLayout) {
+  REQUIRE_JVM(*jvm_);
+  const VmStructsResult result = read_vm_structs(jvm_->pid());
+  const auto layout = hotspot_layout(value_of(result));
+  if (const auto* missing = std::get_if<LayoutMissing>(&layout)) FAIL() << missing->reason;
+  const HotSpotLayout& l = std::get<HotSpotLayout>(layout);
+  EXPECT_NE(l.code_cache_low_bound, 0u);
+  EXPECT_EQ(l.interpreter_frame_sender_sp, -1);  // x86_64's frame layout
+  for (const std::string& absent : l.absent) std::cout << "absent: " << absent << "\n";
+}
+
+// The nmethods jcmd lists are read through the layout as the JVM describes them: the same
+// compile id and code range, and a Method that names as jcmd names it.
+TEST_F(HotSpotJvm, NamesCompiledMethodsAsJcmdDoes) {
+  REQUIRE_JVM(*jvm_);
+  const std::vector<CodeListEntry> entries = parse_code_list(jvm_->code_list_with_spin());
+  ASSERT_FALSE(entries.empty()) << "jcmd listed no compiled fixture.HotLoop.spin";
+  const VmStructsResult result = read_vm_structs(jvm_->pid());
+  const auto layout_result = hotspot_layout(value_of(result));
+  ASSERT_TRUE(std::holds_alternative<HotSpotLayout>(layout_result));
+  const HotSpotLayout& l = std::get<HotSpotLayout>(layout_result);
+  ProcessMemory memory(jvm_->pid());
+  RemoteReader reader(memory, 1 << 20, 256);
+  const uint64_t low = reader.word(l.code_cache_low_bound).value_or(0);
+  const uint64_t high = reader.word(l.code_cache_high_bound).value_or(0);
+  size_t named = 0, spin = 0;
+  for (const CodeListEntry& e : entries) {
+    EXPECT_TRUE(e.blob >= low && e.blob < high) << e.name;
+    // A method may be freed between jcmd's list and this read: only a read that finds the
+    // same compile id counts.
+    if (reader.value<int32_t>(e.blob + l.nmethod_compile_id) != e.compile_id) continue;
+    EXPECT_EQ(reader.word(e.blob + l.blob_code_begin), e.code_begin) << e.name;
+    EXPECT_EQ(reader.word(e.blob + l.blob_code_end), e.code_end) << e.name;
+    const auto method = reader.word(e.blob + l.compiled_method);
+    ASSERT_TRUE(method);
+    const auto name = read_method_name(reader, l, *method);
+    if (const auto* error = std::get_if<MethodNameError>(&name)) {
+      ADD_FAILURE() << e.name << ": " << error->reason;
+      continue;
+    }
+    const JavaMethodName& n = std::get<JavaMethodName>(name);
+    EXPECT_EQ(n.qualified() + n.signature, e.name);
+    named++;
+    if (n.qualified() == "fixture.HotLoop.spin") spin++;
+  }
+  EXPECT_GE(named, entries.size() * 9 / 10);
+  EXPECT_GE(spin, 1u);
+  std::cout << named << " of " << entries.size() << " compiled methods named as jcmd names them\n";
+}
+
+// The JVM's list of threads gives the kernel's id of each: every one is a task of the process.
+TEST_F(HotSpotJvm, ThreadListGivesKernelThreadIds) {
+  REQUIRE_JVM(*jvm_);
+  const VmStructsResult result = read_vm_structs(jvm_->pid());
+  const auto layout_result = hotspot_layout(value_of(result));
+  ASSERT_TRUE(std::holds_alternative<HotSpotLayout>(layout_result));
+  const HotSpotLayout& l = std::get<HotSpotLayout>(layout_result);
+  ProcessMemory memory(jvm_->pid());
+  RemoteReader reader(memory, 1 << 20, 256);
+  const auto list = reader.word(l.java_thread_list);
+  ASSERT_TRUE(list && *list);
+  const auto count = reader.value<uint32_t>(*list + l.threads_list_length);
+  const auto threads = reader.word(*list + l.threads_list_threads);
+  ASSERT_TRUE(count && threads);
+  ASSERT_GT(*count, 0u);
+  ASSERT_LT(*count, 1000u);
+  std::set<int> tasks;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(jvm_->pid().value) + "/task"))
+    tasks.insert(std::stoi(task.path().filename()));
+  bool compiler_thread = false;
+  for (uint32_t i = 0; i < *count; ++i) {
+    const auto thread = reader.word(*threads + 8ull * i);
+    ASSERT_TRUE(thread);
+    const auto osthread = reader.word(*thread + l.thread_osthread);
+    ASSERT_TRUE(osthread);
+    const auto tid = reader.value<int32_t>(*osthread + l.osthread_thread_id);
+    ASSERT_TRUE(tid);
+    EXPECT_TRUE(tasks.contains(*tid)) << *tid;
+    // The JIT's threads are JavaThreads too, named by the kernel as HotSpot named them.
+    std::string comm;
+    std::ifstream("/proc/" + std::to_string(jvm_->pid().value) + "/task/" + std::to_string(*tid) +
+                  "/comm") >>
+        comm;
+    if (comm == "C2" || comm == "C1") compiler_thread = true;
+  }
+  EXPECT_TRUE(compiler_thread);
+}
+
+TEST_F(HotSpotJvm, LimitsEndTheReadWithAnError) {
+  REQUIRE_JVM(*jvm_);
+  VmStructsLimits tight;
+  tight.max_bytes = 4096;
+  VmStructsResult result = read_vm_structs(jvm_->pid(), tight);
+  ASSERT_TRUE(std::holds_alternative<VmStructsError>(result));
+  EXPECT_EQ(std::get<VmStructsError>(result).failure, VmStructsFailure::kBudgetUsed);
+  VmStructsLimits few;
+  few.max_entries = 100;
+  result = read_vm_structs(jvm_->pid(), few);
+  ASSERT_TRUE(std::holds_alternative<VmStructsError>(result));
+  EXPECT_EQ(std::get<VmStructsError>(result).failure, VmStructsFailure::kTooMany);
+}
+
+TEST(HotSpotVmStructs, AProcessWithoutJvmIsSaidSo) {
+  const VmStructsResult result = read_vm_structs(Pid(static_cast<int32_t>(getpid())));
+  ASSERT_TRUE(std::holds_alternative<VmStructsError>(result));
+  EXPECT_EQ(std::get<VmStructsError>(result).failure, VmStructsFailure::kNoJvm);
+}
+
+VmStructsResult parse(const std::string& input, const VmStructsLimits& limits = {}) {
+  BufferMemory memory;
+  fake::load(input, memory);
+  RemoteReader reader(memory, limits.max_bytes, limits.max_string_bytes);
+  return read_vm_structs(reader, fake::symbol_addresses(), limits);
+}
+
+VmStructsFailure failure_of(const VmStructsResult& result) {
+  EXPECT_TRUE(std::holds_alternative<VmStructsError>(result));
+  if (const auto* error = std::get_if<VmStructsError>(&result)) return error->failure;
+  return VmStructsFailure::kNoJvm;
+}
+
+// A fake image with JDK 17's tables, the layout's entries and one Method.
+struct Jdk17Image {
+  fake::Image image;
+  fake::FakeMethod method;
+  Jdk17Image() {
+    fake::jdk17_tables(image);
+    method = fake::jdk17_method(image);
+  }
+  // The image's tables with the symbol `symbol` set to `value` after they are laid out.
+  std::string input_with(VmSymbol symbol, uint64_t value) {
+    image.input();
+    image.set_symbol(symbol, value);
+    return image.input();
+  }
+};
+
+TEST(HotSpotFakeImage, ReadsTablesLayoutAndName) {
+  Jdk17Image fake;
+  const std::string input = fake.image.input();
+  const VmStructsResult result = parse(input);
+  const VmStructs& vm = value_of(result);
+  EXPECT_EQ(vm.field_count(), std::size(fake::kJdk17Fields) + std::size(fake::kJdk17Statics));
+  EXPECT_EQ(vm.offset_of("CodeBlob", "_frame_size"), 28u);
+  EXPECT_FALSE(vm.offset_of("CodeCache", "_heaps"));  // static: an address, no offset
+  EXPECT_TRUE(vm.address_of("CodeCache", "_heaps"));
+  EXPECT_EQ(vm.size_of("ConstantPool"), 72u);
+  EXPECT_EQ(vm.int_constant("frame::interpreter_frame_last_sp_offset"), -2);
+  EXPECT_EQ(vm.long_constant("markWord::hash_bits"), 31u);
+  const auto layout = hotspot_layout(vm);
+  ASSERT_TRUE(std::holds_alternative<HotSpotLayout>(layout));
+  const HotSpotLayout& l = std::get<HotSpotLayout>(layout);
+  EXPECT_EQ(l.absent, (std::vector<std::string>{"frame::interpreter_frame_method_offset",
+                                                "frame::interpreter_frame_bcp_offset"}));
+  BufferMemory memory;
+  fake::load(input, memory);
+  RemoteReader reader(memory, 1 << 20, 256);
+  const auto name = read_method_name(reader, l, fake.method.method);
+  ASSERT_TRUE(std::holds_alternative<JavaMethodName>(name))
+      << std::get<MethodNameError>(name).reason;
+  EXPECT_EQ(std::get<JavaMethodName>(name).qualified(), "fixture.HotLoop.spin");
+  EXPECT_EQ(std::get<JavaMethodName>(name).signature, "(JI)J");
+}
+
+TEST(HotSpotFakeImage, HostileTablesGiveErrors) {
+  using S = VmSymbol;
+  EXPECT_EQ(failure_of(parse("")), VmStructsFailure::kUnreadable);
+  EXPECT_EQ(failure_of(parse(Jdk17Image().input_with(S::kStructStride, 1 << 20))),
+            VmStructsFailure::kBadEntryLayout);
+  EXPECT_EQ(failure_of(parse(Jdk17Image().input_with(S::kStructOffset, 44))),
+            VmStructsFailure::kBadEntryLayout);
+  EXPECT_EQ(failure_of(parse(Jdk17Image().input_with(S::kTypes, 0))),
+            VmStructsFailure::kUnreadable);
+  EXPECT_EQ(failure_of(parse(Jdk17Image().input_with(S::kIntConstants, 0xdead0000))),
+            VmStructsFailure::kUnreadable);
+  VmStructsLimits few;
+  few.max_entries = 10;
+  EXPECT_EQ(failure_of(parse(Jdk17Image().image.input(), few)), VmStructsFailure::kTooMany);
+  VmStructsLimits small;
+  small.max_bytes = 2000;
+  EXPECT_EQ(failure_of(parse(Jdk17Image().image.input(), small)), VmStructsFailure::kBudgetUsed);
+  // A name longer than the bound, and one with a byte no name has.
+  Jdk17Image long_name;
+  long_name.image.field(std::string(300, 'A'), "_x", 0);
+  EXPECT_EQ(failure_of(parse(long_name.image.input())), VmStructsFailure::kUnreadable);
+  Jdk17Image control;
+  control.image.type("Bad\x01Type", 8);
+  const VmStructsResult bad = parse(control.image.input());
+  ASSERT_EQ(failure_of(bad), VmStructsFailure::kUnreadable);
+  EXPECT_NE(std::get<VmStructsError>(bad).message.find("not a name"), std::string::npos);
+}
+
+// Every prefix of an image ends in tables or an error.
+TEST(HotSpotFakeImage, TruncatedImagesGiveErrors) {
+  const std::string input = Jdk17Image().image.input();
+  for (size_t size = 0; size < input.size(); size += 5) {
+    const VmStructsResult result = parse(input.substr(0, size));
+    EXPECT_TRUE(std::holds_alternative<VmStructsError>(result)) << size;
+  }
+}
+
+TEST(HotSpotFakeImage, LayoutSaysWhatIsMissing) {
+  fake::Image image;
+  for (const fake::FieldOffset& f : fake::kJdk17Fields)
+    if (std::string(f.field) != "_frame_size" && std::string(f.type) != "Symbol")
+      image.field(f.type, f.field, f.offset);
+  image.field("Symbol", "_length", 100);  // past sizeof(Symbol) below: implausible
+  image.field("Symbol", "_body", 6);
+  image.type("Symbol", 8);
+  const VmStructsResult result = parse(image.input());
+  const auto layout = hotspot_layout(value_of(result));
+  ASSERT_TRUE(std::holds_alternative<LayoutMissing>(layout));
+  const std::string& reason = std::get<LayoutMissing>(layout).reason;
+  EXPECT_NE(reason.find("CodeBlob::_frame_size"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("CodeCache::_low_bound"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("sizeof(ConstantPool)"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("Symbol::_length at implausible offset 100"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find('\n'), std::string::npos);
+}
+
+// A Method whose pointers lead elsewhere gives a reason, never a name.
+TEST(HotSpotFakeImage, HostileMethodsGiveReasons) {
+  auto name_after = [](auto change) -> std::string {
+    Jdk17Image fake;
+    change(fake.image, fake.method);
+    const std::string input = fake.image.input();
+    const VmStructsResult result = parse(input);
+    const HotSpotLayout l = std::get<HotSpotLayout>(hotspot_layout(std::get<VmStructs>(result)));
+    BufferMemory memory;
+    fake::load(input, memory);
+    RemoteReader reader(memory, 1 << 20, 256);
+    const auto name = read_method_name(reader, l, fake.method.method);
+    if (const auto* error = std::get_if<MethodNameError>(&name)) return error->reason;
+    return "named " + std::get<JavaMethodName>(name).qualified();
+  };
+  using fake::FakeMethod;
+  using fake::Image;
+  EXPECT_EQ(name_after([](Image&, FakeMethod&) {}), "named fixture.HotLoop.spin");
+  // Each change of the Method's metadata, and the words its reason must hold.
+  const std::pair<void (*)(Image&, FakeMethod&), const char*> changes[] = {
+      {[](Image& i, FakeMethod& m) { i.put<uint64_t>(m.method + 8, 0); }, "Method::_constMethod"},
+      {[](Image& i, FakeMethod& m) { i.put<uint16_t>(m.const_method + 34, 3); }, "not UTF-8"},
+      {[](Image& i, FakeMethod& m) { i.put<uint16_t>(m.const_method + 36, 900); },
+       "outside a pool"},
+      {[](Image& i, FakeMethod& m) { i.put<uint64_t>(m.holder + 232, m.tags); }, "not a Method"},
+      {[](Image& i, FakeMethod& m) { i.put<uint16_t>(m.class_name + 4, 60000); }, "bytes long"},
+      {[](Image& i, FakeMethod& m) { i.put<uint16_t>(m.class_name + 4, 200); }, "class name"},
+      {[](Image& i, FakeMethod& m) { i.put<int32_t>(m.tags, 3); }, "not as long as the pool"},
+  };
+  for (const auto& [change, reason] : changes) {
+    const std::string said = name_after(change);
+    EXPECT_NE(said.find(reason), std::string::npos) << said << " should say " << reason;
+  }
+}
+
+}  // namespace
+}  // namespace bpfprof::hotspot
