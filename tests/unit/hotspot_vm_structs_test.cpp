@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -171,6 +172,14 @@ class HotSpotJvm : public testing::Test {
     delete jvm_;
     jvm_ = nullptr;
   }
+  // The running JVM's layout (a failure when its tables do not give one).
+  static std::optional<HotSpotLayout> jvm_layout() {
+    const VmStructsResult result = read_vm_structs(jvm_->pid());
+    auto layout = hotspot_layout(value_of(result));
+    if (auto* l = std::get_if<HotSpotLayout>(&layout)) return std::move(*l);
+    ADD_FAILURE() << std::get<LayoutMissing>(layout).reason;
+    return std::nullopt;
+  }
   static RunningJvm* jvm_;
 };
 RunningJvm* HotSpotJvm::jvm_ = nullptr;
@@ -234,10 +243,9 @@ TEST_F(HotSpotJvm, NamesCompiledMethodsAsJcmdDoes) {
   REQUIRE_JVM(*jvm_);
   const std::vector<CodeListEntry> entries = parse_code_list(jvm_->code_list_with_spin());
   ASSERT_FALSE(entries.empty()) << "jcmd listed no compiled fixture.HotLoop.spin";
-  const VmStructsResult result = read_vm_structs(jvm_->pid());
-  const auto layout_result = hotspot_layout(value_of(result));
-  ASSERT_TRUE(std::holds_alternative<HotSpotLayout>(layout_result));
-  const HotSpotLayout& l = std::get<HotSpotLayout>(layout_result);
+  const std::optional<HotSpotLayout> layout = jvm_layout();
+  ASSERT_TRUE(layout);
+  const HotSpotLayout& l = *layout;
   ProcessMemory memory(jvm_->pid());
   RemoteReader reader(memory, 1 << 20, 256);
   const uint64_t low = reader.word(l.code_cache_low_bound).value_or(0);
@@ -270,10 +278,9 @@ TEST_F(HotSpotJvm, NamesCompiledMethodsAsJcmdDoes) {
 // The JVM's list of threads gives the kernel's id of each: every one is a task of the process.
 TEST_F(HotSpotJvm, ThreadListGivesKernelThreadIds) {
   REQUIRE_JVM(*jvm_);
-  const VmStructsResult result = read_vm_structs(jvm_->pid());
-  const auto layout_result = hotspot_layout(value_of(result));
-  ASSERT_TRUE(std::holds_alternative<HotSpotLayout>(layout_result));
-  const HotSpotLayout& l = std::get<HotSpotLayout>(layout_result);
+  const std::optional<HotSpotLayout> layout = jvm_layout();
+  ASSERT_TRUE(layout);
+  const HotSpotLayout& l = *layout;
   ProcessMemory memory(jvm_->pid());
   RemoteReader reader(memory, 1 << 20, 256);
   const auto list = reader.word(l.java_thread_list);
