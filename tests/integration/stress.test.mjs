@@ -101,95 +101,115 @@ async function recordStress(label, args) {
 }
 
 // Every check of one recording; numbers go to metrics.<label>.json.
+// The fixture did what it was asked (and so exits 0), and bpfprof wrote a profile.
+function checkFixtureRan(rec) {
+  const { result, fixture } = rec;
+  const f = fixture.summary;
+  assert.ok(f, `the fixture printed no summary:\n${rec.describeRun}`);
+  assert.equal(f.child_failures + f.fork_failures, 0, `failed forks or children:\n${rec.describeRun}`);
+  assert.equal(result.code, 0, `bpfprof did not exit with the command's status 0:\n${rec.describeRun}`);
+  assert.ok(existsSync(rec.file), `no profile written:\n${rec.describeRun}`);
+  assert.equal(f.threads_started, THREADS, 'threads started');
+  assert.equal(f.threads_finished, THREADS, 'threads finished');
+  assert.equal(f.forks, FORKS, 'processes forked');
+  assert.equal(f.exec_children, FORKS / EXEC_EVERY, 'children that exec');
+  assert.equal(fixture.tids.length, THREADS);
+  assert.equal(fixture.children.length, FORKS);
+}
+
+// Losses: the summary line always says how many; any loss is detailed and stored. Memory
+// stays bounded.
+function checkLossesAndMemory(rec, view) {
+  const { result, summary } = rec;
+  assert.equal(summary.hz, FREQUENCY_HZ);
+  assert.ok(summary.samples > 0, 'no samples');
+  const extra = (name) => view.profile.meta.extra?.[0]?.entries?.find((e) => e.label === name)?.value;
+  assert.equal(extra('Lost events'), summary.lost, 'the profile records the lost events the summary printed');
+  if (summary.lost > 0) {
+    assert.match(result.stderr, new RegExp(`bpfprof: ${summary.lost} events lost \\(ring buffer full; try a larger --buffer-size or a lower -F\\): CPU \\d+ \\d+`));
+    assert.match(extra('Lost events per CPU') ?? '', /^CPU \d+: \d+/);
+  }
+  assert.ok(rec.peakRssKb > 0, `peak RSS not measured (${rec.rssMethod})`);
+  assert.ok(rec.peakRssKb / 1024 < MAX_RSS_MB,
+            `bpfprof's peak RSS ${(rec.peakRssKb / 1024).toFixed(0)} MB >= ${MAX_RSS_MB} MB (${rec.rssMethod})`);
+}
+
+// What of the fixture's threads and processes the profile holds, into `metrics`.
+function countPresent(rec, view, metrics) {
+  const { fixture } = rec;
+  const profileTids = new Set(view.threads.map((th) => String(th.tid)));
+  const profilePids = new Set(view.threads.map((th) => osPid(th)));
+  const named = (name) => view.threads.filter((th) => th.name === name).length;
+  Object.assign(metrics, {
+    profileThreads: view.threads.length, profileProcessEntries: new Set(view.threads.map((th) => th.pid)).size,
+    sampledThreads: view.threads.filter((th) => th.samples.length > 0).length,
+    threadsPresent: fixture.tids.filter((tid) => profileTids.has(tid)).length,
+    childrenPresent: fixture.children.filter((c) => profilePids.has(c.pid)).length,
+    execsPresent: fixture.children.filter((c) => c.kind === 'exec' && profilePids.has(c.pid)).length,
+    namedWaveThread: named('wave-thread'), namedForkChild: named('fork-child'), namedExecChild: named('exec-child'),
+  });
+}
+
+// The fixture's threads and processes are in the profile, but for what was lost; each kind of
+// work was sampled and symbolized somewhere.
+function checkPresent(t, label, rec, view, metrics) {
+  const { summary } = rec;
+  countPresent(rec, view, metrics);
+  const { threadsPresent, childrenPresent, execsPresent, sampledThreads } = metrics;
+  t.diagnostic(`${label}: ${summary.samples} samples, ${summary.lost} events lost, recording ${summary.recordingS} s, ` +
+               `written ${summary.writeMs} ms after; peak RSS ${(rec.peakRssKb / 1024).toFixed(0)} MB (${rec.rssMethod}); ` +
+               `user stacks complete ${summary.completeStacks ?? '-'}`);
+  t.diagnostic(`${label}: profile ${view.threads.length} threads (${sampledThreads} with samples) in ` +
+               `${metrics.profileProcessEntries} process entries; fixture threads present ${threadsPresent}/${THREADS}, ` +
+               `children present ${childrenPresent}/${FORKS} (exec ${execsPresent}/${FORKS / EXEC_EVERY}); ` +
+               `named wave-thread ${metrics.namedWaveThread}, fork-child ${metrics.namedForkChild}, exec-child ${metrics.namedExecChild}`);
+  assert.ok(threadsPresent >= MIN_PRESENT * THREADS, `only ${threadsPresent} of ${THREADS} threads in the profile`);
+  assert.ok(childrenPresent >= MIN_PRESENT * FORKS, `only ${childrenPresent} of ${FORKS} child processes in the profile`);
+  const missing = (THREADS - threadsPresent) + (FORKS - childrenPresent);
+  assert.ok(missing <= summary.lost, `${missing} threads and processes missing, only ${summary.lost} events lost`);
+  if (summary.lost === 0) {
+    assert.equal(threadsPresent, THREADS, 'nothing was lost, yet threads are missing');
+    assert.equal(childrenPresent, FORKS, 'nothing was lost, yet processes are missing');
+  }
+  const hasFunc = (name) => view.threads.some((th) => view.share(th, (fr) => fr.some((x) => x.name === name)).hit > 0);
+  for (const fn of ['thread_work', 'child_work', 'exec_child_work'])
+    assert.ok(hasFunc(fn), `no sample in ${fn}`);
+}
+
+// profiler-cli loads it and lists every thread and process entry.
+async function checkInProfilerCli(rec, view, metrics) {
+  const cliStart = Date.now();
+  await withCliSession(rec.file, async (session) => {
+    const info = await session.profileInfo();
+    assert.equal(info.threadCount, view.threads.length, 'profiler-cli thread count');
+    assert.equal(info.processCount, metrics.profileProcessEntries, 'profiler-cli process count');
+    const list = await session.threadList();
+    assert.equal(list.length, view.threads.length, 'profiler-cli thread list');
+    const main = list.find((e) => e.name === 'stress' && String(e.tid) === String(e.pid));
+    const wave = list.filter((e) => e.name === 'wave-thread').sort((a, b) => b.cpuMs - a.cpuMs)[0];
+    for (const entry of [main, wave]) {
+      assert.ok(entry, 'main thread and a wave thread listed');
+      const samples = await session.threadSamples(entry.threadHandle);
+      assert.ok(Array.isArray(samples.topFunctionsBySelf), `thread samples of ${entry.threadHandle}`);
+    }
+  });
+  metrics.profilerCliMs = Date.now() - cliStart;
+}
+
 async function checkStressRecording(t, label, args) {
   const rec = await recordStress(label, args);
   const { result, fixture, summary } = rec;
   const metrics = { label, args, frequencyHz: FREQUENCY_HZ, durationMs: DURATION_MS, fixture: fixture.summary,
                     peakRssMb: rec.peakRssKb / 1024, rssMethod: rec.rssMethod, wallMs: result.ms };
   try {
-    // The fixture did what it was asked (and so exits 0).
-    const f = fixture.summary;
-    assert.ok(f, `the fixture printed no summary:\n${rec.describeRun}`);
-    assert.equal(f.child_failures + f.fork_failures, 0, `failed forks or children:\n${rec.describeRun}`);
-    assert.equal(result.code, 0, `bpfprof did not exit with the command's status 0:\n${rec.describeRun}`);
-    assert.ok(existsSync(rec.file), `no profile written:\n${rec.describeRun}`);
-    assert.equal(f.threads_started, THREADS, 'threads started');
-    assert.equal(f.threads_finished, THREADS, 'threads finished');
-    assert.equal(f.forks, FORKS, 'processes forked');
-    assert.equal(f.exec_children, FORKS / EXEC_EVERY, 'children that exec');
-    assert.equal(fixture.tids.length, THREADS);
-    assert.equal(fixture.children.length, FORKS);
-
-    // Losses: the summary line always says how many; any loss is detailed and stored.
+    checkFixtureRan(rec);
     assert.ok(summary, `no summary line "N samples (...) from P processes and T threads; L events lost":\n${result.stderr}`);
     Object.assign(metrics, summary);
-    assert.equal(summary.hz, FREQUENCY_HZ);
-    assert.ok(summary.samples > 0, 'no samples');
     const view = new ProfileView(readProfile(rec.file));
-    const extra = (name) => view.profile.meta.extra?.[0]?.entries?.find((e) => e.label === name)?.value;
-    assert.equal(extra('Lost events'), summary.lost, 'the profile records the lost events the summary printed');
-    if (summary.lost > 0) {
-      assert.match(result.stderr, new RegExp(`bpfprof: ${summary.lost} events lost \\(ring buffer full; try a larger --buffer-size or a lower -F\\): CPU \\d+ \\d+`));
-      assert.match(extra('Lost events per CPU') ?? '', /^CPU \d+: \d+/);
-    }
-
-    // Memory stays bounded.
-    assert.ok(rec.peakRssKb > 0, `peak RSS not measured (${rec.rssMethod})`);
-    assert.ok(rec.peakRssKb / 1024 < MAX_RSS_MB,
-              `bpfprof's peak RSS ${(rec.peakRssKb / 1024).toFixed(0)} MB >= ${MAX_RSS_MB} MB (${rec.rssMethod})`);
-
+    checkLossesAndMemory(rec, view);
     for (const w of checkProfileStructure(view)) if (!/share a pid\/tid/.test(w)) t.diagnostic(`note: ${w}`);
-
-    // The fixture's threads and processes are in the profile.
-    const profileTids = new Set(view.threads.map((th) => String(th.tid)));
-    const profilePids = new Set(view.threads.map((th) => osPid(th)));
-    const threadsPresent = fixture.tids.filter((tid) => profileTids.has(tid)).length;
-    const childrenPresent = fixture.children.filter((c) => profilePids.has(c.pid)).length;
-    const execsPresent = fixture.children.filter((c) => c.kind === 'exec' && profilePids.has(c.pid)).length;
-    const named = (name) => view.threads.filter((th) => th.name === name).length;
-    const sampledThreads = view.threads.filter((th) => th.samples.length > 0).length;
-    const hasFunc = (name) => view.threads.some((th) => view.share(th, (fr) => fr.some((x) => x.name === name)).hit > 0);
-    Object.assign(metrics, {
-      profileThreads: view.threads.length, profileProcessEntries: new Set(view.threads.map((th) => th.pid)).size,
-      sampledThreads, threadsPresent, childrenPresent, execsPresent,
-      namedWaveThread: named('wave-thread'), namedForkChild: named('fork-child'), namedExecChild: named('exec-child'),
-    });
-    t.diagnostic(`${label}: ${summary.samples} samples, ${summary.lost} events lost, recording ${summary.recordingS} s, ` +
-                 `written ${summary.writeMs} ms after; peak RSS ${(rec.peakRssKb / 1024).toFixed(0)} MB (${rec.rssMethod}); ` +
-                 `user stacks complete ${summary.completeStacks ?? '-'}`);
-    t.diagnostic(`${label}: profile ${view.threads.length} threads (${sampledThreads} with samples) in ` +
-                 `${metrics.profileProcessEntries} process entries; fixture threads present ${threadsPresent}/${THREADS}, ` +
-                 `children present ${childrenPresent}/${FORKS} (exec ${execsPresent}/${FORKS / EXEC_EVERY}); ` +
-                 `named wave-thread ${metrics.namedWaveThread}, fork-child ${metrics.namedForkChild}, exec-child ${metrics.namedExecChild}`);
-    assert.ok(threadsPresent >= MIN_PRESENT * THREADS, `only ${threadsPresent} of ${THREADS} threads in the profile`);
-    assert.ok(childrenPresent >= MIN_PRESENT * FORKS, `only ${childrenPresent} of ${FORKS} child processes in the profile`);
-    const missing = (THREADS - threadsPresent) + (FORKS - childrenPresent);
-    assert.ok(missing <= summary.lost, `${missing} threads and processes missing, only ${summary.lost} events lost`);
-    if (summary.lost === 0) {
-      assert.equal(threadsPresent, THREADS, 'nothing was lost, yet threads are missing');
-      assert.equal(childrenPresent, FORKS, 'nothing was lost, yet processes are missing');
-    }
-    // Each kind of work was sampled and symbolized somewhere.
-    for (const fn of ['thread_work', 'child_work', 'exec_child_work'])
-      assert.ok(hasFunc(fn), `no sample in ${fn}`);
-
-    // profiler-cli loads it and lists every thread and process entry.
-    const cliStart = Date.now();
-    await withCliSession(rec.file, async (session) => {
-      const info = await session.profileInfo();
-      assert.equal(info.threadCount, view.threads.length, 'profiler-cli thread count');
-      assert.equal(info.processCount, metrics.profileProcessEntries, 'profiler-cli process count');
-      const list = await session.threadList();
-      assert.equal(list.length, view.threads.length, 'profiler-cli thread list');
-      const main = list.find((e) => e.name === 'stress' && String(e.tid) === String(e.pid));
-      const wave = list.filter((e) => e.name === 'wave-thread').sort((a, b) => b.cpuMs - a.cpuMs)[0];
-      for (const entry of [main, wave]) {
-        assert.ok(entry, 'main thread and a wave thread listed');
-        const samples = await session.threadSamples(entry.threadHandle);
-        assert.ok(Array.isArray(samples.topFunctionsBySelf), `thread samples of ${entry.threadHandle}`);
-      }
-    });
-    metrics.profilerCliMs = Date.now() - cliStart;
+    checkPresent(t, label, rec, view, metrics);
+    await checkInProfilerCli(rec, view, metrics);
   } finally {
     saveMetrics(label, metrics);
   }
