@@ -68,6 +68,38 @@ InlineLayout inline_layout_of(PclntabFormat format) {
   return {20, 12, 16};
 }
 
+// A pc-value table read step by step: each step's value holds from the previous step's end
+// (the function's entry at first) up to its own end.
+enum class PcvalueStep : uint8_t { kValue, kEnd, kUnreadable };
+
+class PcvalueSteps {
+ public:
+  PcvalueSteps(Bytes table, uint64_t entry, uint8_t quantum)
+      : table_(table), entry_(entry), pc_(entry), quantum_(quantum) {}
+
+  PcvalueStep next() {
+    uint32_t uvdelta, pcdelta;
+    if (++steps_ > kMaxPcvalueSteps || !table_.varint(&pos_, &uvdelta))
+      return PcvalueStep::kUnreadable;
+    if (uvdelta == 0 && pc_ != entry_) return PcvalueStep::kEnd;  // the table's end marker
+    value_ += (uvdelta & 1) ? ~(uvdelta >> 1) : (uvdelta >> 1);
+    if (!table_.varint(&pos_, &pcdelta)) return PcvalueStep::kUnreadable;
+    pc_ += static_cast<uint64_t>(pcdelta) * quantum_;
+    return PcvalueStep::kValue;
+  }
+  uint64_t end() const { return pc_; }
+  int32_t value() const { return static_cast<int32_t>(value_); }
+
+ private:
+  Bytes table_;
+  uint64_t entry_;
+  uint64_t pc_;
+  uint8_t quantum_;
+  uint64_t pos_ = 0;
+  size_t steps_ = 0;
+  uint32_t value_ = static_cast<uint32_t>(-1);  // wraps like Go's int32 arithmetic, without UB
+};
+
 }  // namespace
 
 std::optional<PclntabFormat> format_of_magic(uint32_t magic) {
@@ -212,40 +244,33 @@ std::optional<std::string_view> GoTable::State::name(uint32_t nameoff) const {
 std::optional<int32_t> GoTable::State::pcvalue(uint32_t off, uint64_t entry,
                                                uint64_t target) const {
   if (off == 0) return {};
-  Bytes table = pctab.from(off);
-  uint64_t pos = 0, pc = entry;
-  uint32_t value = static_cast<uint32_t>(-1);  // wraps like Go's int32 arithmetic, without UB
-  for (size_t step = 0; step < kMaxPcvalueSteps; ++step) {
-    uint32_t uvdelta, pcdelta;
-    if (!table.varint(&pos, &uvdelta)) return {};
-    if (uvdelta == 0 && pc != entry) return {};  // the end of the table
-    value += (uvdelta & 1) ? ~(uvdelta >> 1) : (uvdelta >> 1);
-    if (!table.varint(&pos, &pcdelta)) return {};
-    pc += static_cast<uint64_t>(pcdelta) * quantum;
-    if (target < pc) return static_cast<int32_t>(value);
-  }
+  PcvalueSteps steps(pctab.from(off), entry, quantum);
+  while (steps.next() == PcvalueStep::kValue)
+    if (target < steps.end()) return steps.value();
   return {};
 }
 
 bool GoTable::State::pcvalue_ranges(uint32_t off, uint64_t entry, uint64_t end,
                                     std::vector<SpDelta>* ranges) const {
   if (off == 0) return false;
-  Bytes table = pctab.from(off);
-  uint64_t pos = 0, pc = entry;
-  uint32_t value = static_cast<uint32_t>(-1);
-  // The table ends (a zero value delta) at the function's last instruction, before the fill
-  // up to the next function's entry.
-  for (size_t step = 0; step < kMaxPcvalueSteps && pc < end; ++step) {
-    uint32_t uvdelta, pcdelta;
-    if (!table.varint(&pos, &uvdelta)) return false;
-    if (uvdelta == 0 && pc != entry) return true;
-    value += (uvdelta & 1) ? ~(uvdelta >> 1) : (uvdelta >> 1);
-    if (!table.varint(&pos, &pcdelta) || pcdelta == 0) return false;
-    const uint64_t next = std::min(end, pc + static_cast<uint64_t>(pcdelta) * quantum);
-    ranges->push_back({pc, next, static_cast<int32_t>(value)});
-    pc = next;
+  PcvalueSteps steps(pctab.from(off), entry, quantum);
+  for (uint64_t start = entry; start < end;) {
+    switch (steps.next()) {
+      case PcvalueStep::kValue:
+        break;
+      // The table ends at the function's last instruction, before the fill up to the next
+      // function's entry.
+      case PcvalueStep::kEnd:
+        return true;
+      case PcvalueStep::kUnreadable:
+        return false;
+    }
+    if (steps.end() == start) return false;  // a range of no pc: not a table Go wrote
+    const uint64_t next = std::min(end, steps.end());
+    ranges->push_back({start, next, steps.value()});
+    start = next;
   }
-  return pc >= end;
+  return true;
 }
 
 std::optional<int32_t> GoTable::State::pcdata(const Func& f, uint32_t table, uint64_t pc) const {
