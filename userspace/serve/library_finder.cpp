@@ -18,14 +18,7 @@ namespace {
 
 constexpr char kKernelName[] = "[kernel.kallsyms]";
 
-bool same_hex(std::string a, std::string b) {
-  auto lower = [](std::string& s) {
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return tolower(c); });
-  };
-  lower(a);
-  lower(b);
-  return a == b;
-}
+bool same_hex(std::string_view a, std::string_view b) { return lowercase(a) == lowercase(b); }
 
 bool is_kernel_module(const LibraryDescription& library) {
   return library.path.size() > 2 && library.path.front() == '[' && library.path.back() == ']' &&
