@@ -216,7 +216,8 @@ bool Symbolizer::is_thread_root(const std::string& library_path, uint64_t file_o
   // A Go function where Go's own traceback ends: a goroutine's or thread's first function,
   // or a switch of stacks (where the kernel walk ends too).
   if (const go::GoTable* go = go_table_for(path, *elf))
-    if (go->function_at(*vaddr)) return go->traceback_end_at(*vaddr) != go::TracebackEnd::kNo;
+    if (std::optional<go::TracebackEnd> end = go->traceback_end_at(*vaddr))
+      return *end != go::TracebackEnd::kNo;
   const DwarfModule* dwarf = dwarf_for(path);
   return dwarf && dwarf->is_thread_root(*vaddr);
 }

@@ -428,9 +428,10 @@ TracebackEnd GoTable::State::traceback_end(const Func& f) const {
   return function ? traceback_end_by_name(*function) : TracebackEnd::kNo;
 }
 
-TracebackEnd GoTable::traceback_end_at(uint64_t pc) const {
+std::optional<TracebackEnd> GoTable::traceback_end_at(uint64_t pc) const {
   std::optional<State::Func> f = state_->func_at(pc);
-  return f ? state_->traceback_end(*f) : TracebackEnd::kNo;
+  if (!f || !state_->name(f->nameoff)) return {};
+  return state_->traceback_end(*f);
 }
 
 std::optional<FrameLayout> GoTable::frame_layout(size_t index) const {

@@ -128,8 +128,9 @@ class GoTable {
   // The frames of the index-th function (as function()): nullopt when its record or its
   // pcsp table cannot be read.
   std::optional<FrameLayout> frame_layout(size_t index) const;
-  // Where Go's traceback ends at the function holding `pc` (kNo outside the table).
-  TracebackEnd traceback_end_at(uint64_t pc) const;
+  // Where Go's traceback ends at the function holding `pc`; nullopt where function_at is
+  // (outside the table, or code without a name).
+  std::optional<TracebackEnd> traceback_end_at(uint64_t pc) const;
 
   struct State;
 
