@@ -9,7 +9,7 @@ import {
   BPFPROF, RESULTS_DIR, checkCpuAgainstFixture, checkProfileStructure, checkWithProfilerCli, fixturePath,
   hasUserChainAtLeaf, hottestSelf, parseCputimeLines, pct, recordWith, recorderUnavailableReason,
   requireRecorder, run, saveMetrics, sleep, startBackground, STATE_FRAMES, FREQUENCY_HZ, callGraphArgs,
-  readProfile, untilSampling, ProfileView,
+  readProfile, untilSampling, ProfileView, itOnce,
 } from './lib/harness.mjs';
 
 // late-worker starts at a third: 1,200 ms, 900 ms after the attach begins, for bpfprof's set-up
@@ -111,7 +111,7 @@ describe('attach (-p)', () => {
     }
   });
 
-  it('a pid that does not exist is a one-line error with exit status 2', async (t) => {
+  itOnce('a pid that does not exist is a one-line error with exit status 2', async (t) => {
     if (!requireRecorder(t)) return;
     const result = await run(BPFPROF, ['record', '-p', '999999999', '-o', '/tmp/bpfprof-nopid.json.gz']);
     assert.equal(result.code, 2);
@@ -122,7 +122,7 @@ describe('attach (-p)', () => {
   // A target that exits while the recorder starts (its checks, then ~0.2 s of loading BPF
   // programs, then pidfd_open): every such recording ends by itself, with a profile or with
   // one line saying the target exited first; none waits for a pid that is gone.
-  it('a target that exits during start-up never leaves a recording that does not end', async (t) => {
+  itOnce('a target that exits during start-up never leaves a recording that does not end', async (t) => {
     if (!requireRecorder(t)) return;
     const outcomes = { profile: 0, exitedFirst: 0 };
     for (let i = 0; i < 8; i++) {
@@ -144,7 +144,7 @@ describe('attach (-p)', () => {
     t.diagnostic(`targets living 30-380 ms: ${outcomes.profile} profiles, ${outcomes.exitedFirst} "exited first"`);
   });
 
-  it('a thread id is refused with the id of its process (pidfd_open cannot follow it)', async (t) => {
+  itOnce('a thread id is refused with the id of its process (pidfd_open cannot follow it)', async (t) => {
     if (!requireRecorder(t)) return;
     const target = startBackground(fixturePath('threads'), ['1500']);
     try {

@@ -23,7 +23,7 @@ describe('bpfprof record exit status', () => {
 
   it('exits 128+signal when the command is killed (SIGTERM -> 143)', async (t) => {
     if (!requireRecorder(t)) return;
-    const out = join(RESULTS_DIR, 'killed.json.gz');
+    const out = join(RESULTS_DIR, 'cli-killed.json.gz');
     const r = await run(BPFPROF, ['record', '-F', '1000', '-o', out, '--', 'sh', '-c', 'kill -TERM $$']);
     t.diagnostic(`kill -TERM: bpfprof exited ${r.code} (signal ${r.signal})`);
     assert.equal(r.code, 128 + 15, r.stderr);
@@ -31,7 +31,7 @@ describe('bpfprof record exit status', () => {
 
   it('a missing command gives a non-zero exit and a one-line error', async (t) => {
     if (!requireRecorder(t)) return;
-    const out = join(RESULTS_DIR, 'missing.json.gz');
+    const out = join(RESULTS_DIR, 'cli-missing.json.gz');
     const missing = '/nonexistent/bpfprof-no-such-command';
     const r = await run(BPFPROF, ['record', '-F', '1000', '-o', out, '--', missing, 'arg']);
     const lines = r.stderr.trim().split('\n').filter((l) => l.trim() !== '');

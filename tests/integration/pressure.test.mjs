@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
 import {
-  BPFPROF, ProfileView, RESULTS_DIR, fixturePath, pct, readProfile, recordFixture, requireRecorder,
-  run, sleep, startBackground, untilSampling,
+  BPFPROF, ProfileView, RESULTS_DIR, describeOnce, fixturePath, pct, readProfile, recordFixture,
+  requireRecorder, run, sleep, startBackground, untilSampling,
 } from './lib/harness.mjs';
 
 // Runs argv under python's getrusage: { code, signal, stdout, stderr, maxRssMb }.
@@ -32,7 +32,7 @@ function unnamed(name) {
   return name === '[truncated]' || /^0x[0-9a-f]+$/.test(name) || /\+0x[0-9a-f]+$/.test(name);
 }
 
-describe('a target with 10,000 threads', () => {
+describeOnce('a target with 10,000 threads', () => {
   it('every thread is in the profile; memory stays bounded; losses are counted', async (t) => {
     if (!requireRecorder(t)) return;
     const file = join(RESULTS_DIR, 'pressure-threads.json.gz');
@@ -99,7 +99,7 @@ describe('a process that execs 100 times a second', () => {
   });
 });
 
-describe('a pid reused during -a', () => {
+describeOnce('a pid reused during -a', () => {
   it('gives two processes, each with its own function only', async (t) => {
     if (!requireRecorder(t)) return;
     const file = join(RESULTS_DIR, 'pressure-pid-reuse.json.gz');
@@ -129,7 +129,7 @@ describe('a pid reused during -a', () => {
   });
 });
 
-describe('a target in another pid namespace', () => {
+describeOnce('a target in another pid namespace', () => {
   it('shows the host pids (as the kernel sees them), and the target\'s functions', async (t) => {
     if (!requireRecorder(t)) return;
     const file = join(RESULTS_DIR, 'pressure-pidns.json.gz');
@@ -151,7 +151,7 @@ describe('a target in another pid namespace', () => {
   });
 });
 
-describe('the recorder under a memory limit', () => {
+describeOnce('the recorder under a memory limit', () => {
   it('ulimit -v too small: one line saying so, exit 2, no profile', async (t) => {
     if (!requireRecorder(t)) return;
     const file = join(RESULTS_DIR, 'pressure-ulimit.json.gz');

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 
 import {
   BPFPROF, FREQUENCY_HZ, RESULTS_DIR, fixturePath, hasUserChainAtLeaf, osPid, readProfile,
-  recordWith, requireRecorder, saveMetrics, startBackground, untilSampling, ProfileView,
+  itOnce, recordWith, requireRecorder, saveMetrics, startBackground, untilSampling, ProfileView,
 } from './lib/harness.mjs';
 
 const SHORT_RUNS = 30;
@@ -37,7 +37,7 @@ describe('processes over time', () => {
     assert.ok(pids.size >= SHORT_RUNS - 2, `only ${pids.size} of ${SHORT_RUNS}`);
   });
 
-  it(`${SHORT_RUNS} short-lived processes under -a are each present and symbolized`, async (t) => {
+  itOnce(`${SHORT_RUNS} short-lived processes under -a are each present and symbolized`, async (t) => {
     if (!requireRecorder(t)) return;
     const file = join(RESULTS_DIR, 'short_lived_all.json.gz');
     rmSync(file, { force: true });

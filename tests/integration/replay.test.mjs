@@ -1,6 +1,7 @@
 // Saving the raw event stream (record --save-events) and replaying it (bpfprof replay) gives
 // the same profile as the live recording; collapsing consecutive identical samples keeps
-// every tick's weight and CPU time.
+// every tick's weight and CPU time. Each stack mode's events are saved and replayed here (the
+// stack copies of dwarf-copy too), so the test has no integration.copy rerun.
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -32,7 +33,7 @@ async function replay(events, label, extra = []) {
   return { file, view: new ProfileView(readProfile(file)), stderr: result.stderr };
 }
 
-for (const callGraph of ['dwarf', 'fp']) {
+for (const callGraph of ['dwarf', 'dwarf-copy', 'fp']) {
   describe(`save and replay (${callGraph})`, () => {
     it('the replayed profile is the live one; collapsing keeps weights and CPU', async (t) => {
       if (!requireRecorder(t)) return;

@@ -7,7 +7,8 @@ import { readFileSync, statSync } from 'node:fs';
 import { describe, it } from 'node:test';
 
 import {
-  BPFPROF, RESULTS_DIR, fixturePath, recordWith, requireRecorder, saveMetrics, withCliSession,
+  BPFPROF, RESULTS_DIR, describeOnce, fixturePath, itOnce, recordWith, requireRecorder, saveMetrics,
+  withCliSession,
 } from './lib/harness.mjs';
 import { join } from 'node:path';
 
@@ -16,7 +17,7 @@ function extra(view, label) {
 }
 
 describe('lost events', () => {
-  it('a ring buffer too small for the rate loses events: counted, per CPU and process, marked in time', async (t) => {
+  itOnce('a ring buffer too small for the rate loses events: counted, per CPU and process, marked in time', async (t) => {
     if (!requireRecorder(t)) return;
     // Two spinning threads sampled at 20 kHz with stack copies (~5 KB each: dwarf-copy; the
     // default's kernel walk sends ~100 bytes, which the reader, woken at a quarter full,
@@ -68,7 +69,7 @@ describe('lost events', () => {
     }
   });
 
-  it('--buffer-size rejects what is not a power of two', () => {
+  itOnce('--buffer-size rejects what is not a power of two', () => {
     const r = spawnSync(BPFPROF, ['record', '--buffer-size', '3M', '--', 'true'], { encoding: 'utf8' });
     assert.equal(r.status, 2);
     assert.match(r.stderr, /^bpfprof: --buffer-size must be a power of two from 64K to 1G/);
@@ -101,7 +102,7 @@ describe('end summary', () => {
   });
 });
 
-describe('live status line', () => {
+describeOnce('live status line', () => {
   it('is shown, updated every second, on a terminal', async (t) => {
     if (!requireRecorder(t)) return;
     const file = join(RESULTS_DIR, 'status-tty.json.gz');
@@ -123,7 +124,7 @@ describe('live status line', () => {
   });
 });
 
-describe('--format collapsed', () => {
+describeOnce('--format collapsed', () => {
   it('writes folded stacks: one line per unique stack, counts summing to the samples', async (t) => {
     if (!requireRecorder(t)) return;
     const file = join(RESULTS_DIR, 'collapsed.folded');
@@ -156,7 +157,7 @@ describe('--format collapsed', () => {
 
 // A plain record says what matters in a few lines, as perf and samply do: what was recorded,
 // problems only when there are any, the top functions, where the profile is. The rest is -v's.
-describe('the end-of-run summary', () => {
+describeOnce('the end-of-run summary', () => {
   const record = (args) => spawnSync(BPFPROF, ['record', '-o', join(RESULTS_DIR, 'summary.json.gz'), ...args],
                                      { encoding: 'utf8', timeout: 120_000 });
   const linesOf = (stderr) => stderr.split('\n').filter((l) => l.trim() !== '');

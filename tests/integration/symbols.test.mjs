@@ -15,7 +15,10 @@
 //   - code in anonymous memory has the lib `[anon]`, and its function is named by
 //     /tmp/perf-PID.map when there is one, else `0x<address>`;
 //   - a binary deleted while it runs is still symbolized.
-// Every profile is also loaded by profiler-cli.
+// Every profile is also loaded by profiler-cli. In the dwarf-copy rerun only JIT code runs
+// again: the names, lines and debug files of the others come from the symbolizer, the same in
+// every stack mode (their unwinding in each mode: dwarf_unwind, kernel_unwind), and the
+// deleted binary's recording does not follow BPFPROF_CALL_GRAPH.
 import assert from 'node:assert/strict';
 import {
   copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, unlinkSync,
@@ -28,7 +31,7 @@ import {
   checkWithProfilerCli, cliNameIs, fixturePath, frameDetails,
   hasUserChainAtLeaf, hottestSelf, lastIndexOfName, pct, readProfile, recordFixture, recordWith,
   recorderUnavailableReason, requireRecorder, run, saveMetrics, selfShare, sleep, startBackground,
-  topDetailedStacks,
+  topDetailedStacks, describeOnce,
 } from './lib/harness.mjs';
 
 const DURATION_MS = 1500;
@@ -91,7 +94,7 @@ function markedLines(sourceFile, name) {
 
 // ---------------------------------------------------------------------------------------
 
-describe('inline frames with source lines (inline_hot, -O2)', () => {
+describeOnce('inline frames with source lines (inline_hot, -O2)', () => {
   const source = join(REPO_DIR, 'tests', 'fixtures', 'inline_hot.c');
   const body = markedLines(source, 'helper-body');
   const CHAIN = ['main', 'hot_loop', 'helper'];
@@ -170,7 +173,7 @@ describe('inline frames with source lines (inline_hot, -O2)', () => {
   checkLoads(() => rec);
 });
 
-describe('demangled C++ names (cpp_templates)', () => {
+describeOnce('demangled C++ names (cpp_templates)', () => {
   const NAME = 'ns::Class<int>::method';
   let rec;
   const metrics = { fixture: 'cpp_templates' };
@@ -202,7 +205,7 @@ describe('demangled C++ names (cpp_templates)', () => {
   });
 });
 
-describe('demangled Rust names (rust_spin, legacy and v0 mangling; only when rustc was found)', () => {
+describeOnce('demangled Rust names (rust_spin, legacy and v0 mangling; only when rustc was found)', () => {
   for (const binary of ['rust_spin', 'rust_spin_v0']) {
     it(`${binary}: >= 80% of samples are rust_spin::outer > rust_spin::inner_spin`, async (t) => {
       if (!existsSync(fixturePath(binary))) {
@@ -221,7 +224,7 @@ describe('demangled Rust names (rust_spin, legacy and v0 mangling; only when rus
 
 // ---------------------------------------------------------------------------------------
 
-describe('a stripped binary named only by its MiniDebugInfo (.gnu_debugdata)', () => {
+describeOnce('a stripped binary named only by its MiniDebugInfo (.gnu_debugdata)', () => {
   const FIXTURE = 'stripped_minidebuginfo';
   const CHAIN = ['main', 'minidebug_outer', 'minidebug_spin'];
   let rec;
@@ -252,7 +255,7 @@ for (const [fixture, prefix, how] of [
   ['stripped_buildid', 'buildid', 'by build-id (symdir/.build-id/xx/rest.debug)'],
   ['stripped_debuglink', 'debuglink', 'by .gnu_debuglink (symdir/stripped_debuglink.debug)'],
 ]) {
-  describe(`a stripped binary whose debug file is found ${how} with --symbol-dir`, () => {
+  describeOnce(`a stripped binary whose debug file is found ${how} with --symbol-dir`, () => {
     const CHAIN = ['main', `${prefix}_outer`, `${prefix}_spin`];
     let rec;
     const metrics = { fixture };
@@ -399,7 +402,7 @@ function findProcessOf(path) {
   return null;
 }
 
-describe('a binary deleted while it runs', () => {
+describeOnce('a binary deleted while it runs', () => {
   let rec;
   let dir;
   const metrics = { fixture: 'busy (copy, deleted)' };
