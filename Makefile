@@ -21,14 +21,22 @@ demo: build
 	@echo "Profile written to $(CURDIR)/demo.json.gz"
 	@echo "Open it: drag it onto https://profiler.firefox.com (or use 'Load a profile from file')."
 
-# The fuzz targets' build and short run (ctest label fuzz) go at idle priority (SCHED_IDLE)
-# beside the other tests, one at a time, which measure CPU time and stack shares: they take
-# only the CPU time the recordings leave.
-test: build
-	@scripts/setup-profiler-cli.sh
+# The benchmark programs' build, then the fuzz targets' build and short run (ctest label
+# fuzz) go at idle priority (SCHED_IDLE) beside the other tests: they take only the CPU time
+# the recordings leave. The other tests run $(JOBS) at a time, except the recordings that
+# measure CPU time, scheduling or losses, which run alone (RUN_SERIAL in
+# tests/integration/CMakeLists.txt). The integration tests' Node packages are installed while
+# the build runs (mostly download and unpacking).
+test: deps
+	@mkdir -p $(BUILD_DIR) && { \
+	  scripts/setup-profiler-cli.sh > $(BUILD_DIR)/setup-profiler-cli.log 2>&1 & setup=$$!; \
+	  $(MAKE) --no-print-directory build; status=$$?; \
+	  wait $$setup || { cat $(BUILD_DIR)/setup-profiler-cli.log; status=1; }; \
+	  exit $$status; }
 	@cd $(BUILD_DIR) && { \
-	  INPUT_TIMEOUT=60 chrt --idle 0 ctest -L fuzz --output-on-failure > fuzz-test.log 2>&1 & fuzz=$$!; \
-	  ctest -LE fuzz --output-on-failure -j 1; status=$$?; \
+	  { chrt --idle 0 cmake --build . -j $(JOBS) --target bench_programs && \
+	    INPUT_TIMEOUT=60 chrt --idle 0 ctest -L fuzz --output-on-failure; } > fuzz-test.log 2>&1 & fuzz=$$!; \
+	  ctest -LE fuzz --output-on-failure -j $(JOBS); status=$$?; \
 	  if wait $$fuzz; then tail -n 4 fuzz-test.log; else cat fuzz-test.log; status=1; fi; \
 	  exit $$status; }
 
@@ -51,6 +59,7 @@ format-check:
 # Every benchmark of bench/ (root; about 10 minutes); the tables go to the terminal and to
 # $(BUILD_DIR)/bench-results.md, from which bench/RESULTS.md is updated.
 bench: build
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target bench_programs
 	@scripts/install-deps.sh --bench
 	@{ echo "# make bench, $$(date -u '+%Y-%m-%d %H:%M UTC'), $$(nproc) CPUs, $$(uname -r)"; \
 	  echo; echo "## Overhead (bench/overhead.sh)"; bench/overhead.sh 2>/dev/null; \
