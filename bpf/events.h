@@ -38,13 +38,17 @@ enum bpfprof_event_kind {
   /* The Python frames of the stack event that follows it in the ring buffer (same header:
    * cpu, timestamp, pid, tid): bpfprof_python_stack_event. */
   BPFPROF_EVENT_PYTHON_STACK = 8,
+  /* The JavaScript frames' function slots of the stack event that follows (same header):
+   * bpfprof_v8_stack_event. */
+  BPFPROF_EVENT_V8_STACK = 9,
 };
 
 /* The runtimes whose own frames the BPF side reads (runtimes/<name>/frames.bpf.h), as
  * indexes: userspace's RuntimeKind has the same values. */
 enum bpfprof_runtime {
   BPFPROF_RUNTIME_PYTHON = 0,
-  BPFPROF_RUNTIMES = 1, /* how many */
+  BPFPROF_RUNTIME_V8 = 1,
+  BPFPROF_RUNTIMES = 2, /* how many */
 };
 
 /* When a stack event's stacks were taken. */
@@ -277,6 +281,33 @@ struct bpfprof_python_process {
   __u32 shim_owner;                /* with ENTRY_SHIM_FRAME: the owner value of a shim */
   __u32 code_first_line;           /* PyCodeObject.co_firstlineno */
   __u32 code_instructions;         /* PyCodeObject.co_code_adaptive */
+};
+
+/* V8 (runtimes/v8/frames.bpf.h): for the frames of a kernel-walked stack that keep a frame
+ * pointer of their own, the words V8 keeps at fixed offsets from it (v8dbg_off_fp_*). */
+#define BPFPROF_MAX_V8_FRAMES 64
+/* In bpfprof_v8_frame.depth: `function` is the leaf's rdi, V8's register for the function
+ * called, as the leaf (anonymous code) had not set up its frame yet. */
+#define BPFPROF_V8_FRAME_FROM_REGISTER 0x80000000u
+
+struct bpfprof_v8_frame {
+  __u64 function;        /* the word at fp + off_fp_function: a tagged JSFunction, if JS */
+  __u32 depth;           /* the frame's index in the user stack, innermost 0; flags above */
+  __s32 bytecode_offset; /* the Smi at fp + off_fp_bytecode_offset, untagged (interpreted) */
+};
+
+/* Only the used part of `frames` is sent. */
+struct bpfprof_v8_stack_event {
+  struct bpfprof_event_header header;
+  __u32 count;
+  __u32 reserved;
+  struct bpfprof_v8_frame frames[BPFPROF_MAX_V8_FRAMES];
+};
+
+/* A V8 process: its frame layout (v8dbg_off_fp_function, v8dbg_off_fp_bytecode_offset). */
+struct bpfprof_v8_process {
+  __s32 off_fp_function;
+  __s32 off_fp_bytecode_offset;
 };
 
 #endif

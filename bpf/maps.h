@@ -204,6 +204,7 @@ struct {
 
 /* A walk's registers live in a map value, not on the BPF stack: the verifier does not track
  * a map value's contents, so bpf_loop's callback is verified once, not per frame. */
+#define FRAME_BP_ANONYMOUS_CODE 1ull
 struct unwind_walk {
   __u64 pc;
   __u64 sp;
@@ -242,6 +243,9 @@ struct unwind_walk {
   __u32 window_len;
   __u32 pad;
   __u8 window[STACK_WINDOW_BYTES];
+  /* Each recorded frame's rbp (0: not known), bit 0 set for a pc in anonymous code (JIT):
+   * where V8's frames keep their function (runtimes/v8/frames.bpf.h). */
+  __u64 frame_bp[BPFPROF_UNWOUND_INDEX_MASK + 1];
 };
 
 /* A slot per program, as the scratch space's. */

@@ -6,9 +6,13 @@
 
 #include "bpf/events.h"
 #include "runtimes/python/frames.bpf.h"
+#include "runtimes/v8/frames.bpf.h"
 
-static __always_inline void send_runtime_stacks(const struct bpfprof_event_header* header) {
+/* `walked`: the user frames were walked in the kernel, in unwind_walks' `slot`. */
+static __always_inline void send_runtime_stacks(const struct bpfprof_event_header* header,
+                                                __u32 slot, bool walked) {
   send_python_stack(header);
+  send_v8_stack(header, slot, walked);
 }
 
 #endif

@@ -55,14 +55,16 @@ static __always_inline void set_stack_head(struct bpfprof_stack_event_head* to,
 
 /* Sends a frames event: the user frames already in e->ips, then the kernel stack when it is
  * taken now; before it the runtimes' frames, when those are taken now too. */
-static __always_inline void send_frames(void* ctx, struct bpfprof_frames_event* e, bool with_kernel,
-                                        bool with_runtime_frames) {
+static __always_inline void send_frames(void* ctx, struct bpfprof_frames_event* e, __u32 slot,
+                                        bool with_kernel, bool with_runtime_frames) {
   const __u32 user_depth = e->head.user_depth & BPFPROF_UNWOUND_INDEX_MASK;
   __u32 kernel_depth = 0;
   if (with_kernel)
     kernel_depth = capture_kernel_stack(ctx, &e->ips[user_depth], BPFPROF_MAX_STACK_DEPTH) & 0x7f;
   e->head.kernel_depth = kernel_depth;
-  if (with_runtime_frames) send_runtime_stacks(&e->head.header);
+  if (with_runtime_frames)
+    send_runtime_stacks(&e->head.header, slot,
+                        e->head.payload == BPFPROF_PAYLOAD_UNWOUND_FRAMES && user_depth);
   send_event(e,
              offsetof(struct bpfprof_frames_event, ips) +
                  (__u64)(user_depth + kernel_depth) * sizeof(__u64),
@@ -93,7 +95,7 @@ static __always_inline void send_copy(void* ctx, const struct bpfprof_stack_even
   set_stack_head(&e->head, head, BPFPROF_PAYLOAD_COPY);
   e->head.user_depth = 0;
   capture_copy(ctx, e, with_user, with_kernel);
-  if (with_runtime_frames) send_runtime_stacks(&e->head.header);
+  if (with_runtime_frames) send_runtime_stacks(&e->head.header, slot, false);
   send_event(e, offsetof(struct bpfprof_copy_event, stack) + e->stack_size,
              offsetof(struct bpfprof_copy_event, stack) + BPFPROF_MAX_STACK_COPY,
              e->head.header.pid);
@@ -114,7 +116,7 @@ static __always_inline void send_stack(void* ctx, const struct bpfprof_stack_eve
     return;
   }
   set_stack_head(&e->head, head, frames_payload());
-  send_frames(ctx, e, with_kernel, with_runtime_frames);
+  send_frames(ctx, e, slot, with_kernel, with_runtime_frames);
 }
 
 /* Whether the task is inside execve after its old image is gone: in_execve is set for the
@@ -140,7 +142,7 @@ static __noinline void send_exec_stack(void* ctx, struct task_struct* task, __u8
   e->head.payload = frames_payload();
   e->ips[0] = BPFPROF_RAW_EXEC_FRAME;
   e->head.user_depth = 1;
-  send_frames(ctx, e, true, false);
+  send_frames(ctx, e, slot, true, false);
 }
 
 #endif

@@ -508,8 +508,14 @@ static __always_inline void fast_steps(const struct unwind_context* c, struct un
   for (int i = 0; i < FAST_FRAMES; i++) {
     if (f.depth >= BPFPROF_MAX_UNWOUND_FRAMES) break;
     const __u64 pc = f.pc;
+    const __u64 bp = f.bp_known ? f.bp : 0;
     if (!fast_step(c, w, generation, &f)) break;
-    e->ips[f.depth & BPFPROF_UNWOUND_INDEX_MASK] = pc;
+    /* The barrier keeps the compiler from stepping a pointer into frame_bp by 8 a frame,
+     * whose bound the verifier then loses. */
+    __u32 index = f.depth & BPFPROF_UNWOUND_INDEX_MASK;
+    asm volatile("" : "+r"(index));
+    e->ips[index] = pc;
+    w->frame_bp[index & BPFPROF_UNWOUND_INDEX_MASK] = bp;
     f.depth += 1;
   }
   w->pc = f.pc;
@@ -530,6 +536,7 @@ static long unwind_step(__u64 index, void* context) {
   const __u32 depth = w->depth;
   if (depth >= BPFPROF_MAX_UNWOUND_FRAMES) return walk_stops(w, WALK_CUT, 0);
   e->ips[depth & BPFPROF_UNWOUND_INDEX_MASK] = w->pc + w->bump;
+  w->frame_bp[depth & BPFPROF_UNWOUND_INDEX_MASK] = w->bp_known ? w->bp : 0;
   w->depth = depth + 1;
   if (row_cache_hit(c, w)) return table_step(w, e, depth);
   const struct bpfprof_exec_mapping* known = find_mapping(c->mappings, w->pc);
@@ -544,7 +551,10 @@ static long unwind_step(__u64 index, void* context) {
                       known ? BPFPROF_FALLBACK_NOT_LOADED : BPFPROF_FALLBACK_UNMAPPED);
   }
   const struct bpfprof_exec_mapping* m = &w->frame_mapping;
-  if (m->kind == BPFPROF_MAPPING_FRAME_POINTERS) return frame_pointer_step(w);
+  if (m->kind == BPFPROF_MAPPING_FRAME_POINTERS) {
+    w->frame_bp[depth & BPFPROF_UNWOUND_INDEX_MASK] |= FRAME_BP_ANONYMOUS_CODE;
+    return frame_pointer_step(w);
+  }
   if (m->kind != BPFPROF_MAPPING_TABLE)
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_NOT_LOADED);
   /* A return address is one past its call, which may be the last instruction of a

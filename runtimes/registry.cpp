@@ -1,11 +1,13 @@
 #include "runtimes/registry.h"
 
 #include "runtimes/python/runtime.h"
+#include "runtimes/v8/runtime.h"
 
 namespace bpfprof {
 
 Runtimes::Runtimes(const std::set<RuntimeKind>& disabled) {
   if (!disabled.contains(RuntimeKind::kPython)) runtimes_.push_back(make_python_runtime());
+  if (!disabled.contains(RuntimeKind::kV8)) runtimes_.push_back(make_v8_runtime());
 }
 
 Runtimes::~Runtimes() = default;

@@ -6,11 +6,13 @@ std::string_view runtime_name(RuntimeKind runtime) {
   switch (runtime) {
     case RuntimeKind::kPython:
       return "Python";
+    case RuntimeKind::kV8:
+      return "JavaScript";
   }
   return "?";
 }
 
-std::set<RuntimeKind> all_runtimes() { return {RuntimeKind::kPython}; }
+std::set<RuntimeKind> all_runtimes() { return {RuntimeKind::kPython, RuntimeKind::kV8}; }
 
 RuntimeFrameId RuntimeFrameTable::intern(const RuntimeFunction& function, uint32_t line) {
   const std::string key = std::string(runtime_name(function.runtime)) + ":" + function.filename +

@@ -42,6 +42,7 @@ enum class Category : uint8_t {
   kIdle = 3,  // named "Idle": the front end's "include idle" switch hides these
   kWaitingForCpu = 4,
   kPython = 5,  // interpreted Python code (the front end's JS-only view shows these)
+  kJavaScript = 6,  // JavaScript functions (V8), interpreted or compiled
 };
 struct CategoryInfo {
   const char* name;
@@ -54,6 +55,7 @@ inline constexpr CategoryInfo kCategories[] = {
     {"Idle", "transparent"},
     {"Waiting for CPU", "lightblue"},
     {"Python", "yellow"},
+    {"JavaScript", "yellow"},
 };
 
 // A runtime's frames have the runtime's own category.
@@ -61,6 +63,8 @@ inline Category category_of(RuntimeKind runtime) {
   switch (runtime) {
     case RuntimeKind::kPython:
       return Category::kPython;
+    case RuntimeKind::kV8:
+      return Category::kJavaScript;
   }
   return Category::kOther;
 }

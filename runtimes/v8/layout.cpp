@@ -1,0 +1,100 @@
+#include "runtimes/v8/layout.h"
+
+#include <array>
+#include <cstddef>
+
+namespace bpfprof::v8 {
+namespace {
+
+// Each symbol and the layout member its 32-bit value goes to.
+struct Field {
+  const char* symbol;
+  uint32_t V8Layout::*member;
+};
+
+constexpr std::array kFields{
+    Field{"v8dbg_class_HeapObject__map__Map", &V8Layout::heap_object_map},
+    Field{"v8dbg_class_Map__instance_type__uint16_t", &V8Layout::map_instance_type},
+    Field{"v8dbg_class_JSFunction__shared__SharedFunctionInfo", &V8Layout::function_shared},
+    Field{"v8dbg_class_SharedFunctionInfo__name_or_scope_info__Object",
+          &V8Layout::shared_name_or_scope_info},
+    Field{"v8dbg_class_SharedFunctionInfo__script_or_debug_info__HeapObject",
+          &V8Layout::shared_script_or_debug_info},
+    Field{"v8dbg_class_Script__name__Object", &V8Layout::script_name},
+    Field{"v8dbg_class_Script__source__Object", &V8Layout::script_source},
+    Field{"v8dbg_class_String__length__int32_t", &V8Layout::string_length},
+    Field{"v8dbg_class_SeqOneByteString__chars__char", &V8Layout::seq_one_byte_chars},
+    Field{"v8dbg_class_SeqTwoByteString__chars__char", &V8Layout::seq_two_byte_chars},
+    Field{"v8dbg_class_ConsString__first__String", &V8Layout::cons_first},
+    Field{"v8dbg_class_ConsString__second__String", &V8Layout::cons_second},
+    Field{"v8dbg_class_ThinString__actual__String", &V8Layout::thin_actual},
+    Field{"v8dbg_class_SlicedString__parent__String", &V8Layout::sliced_parent},
+    Field{"v8dbg_class_SlicedString__offset__SMI", &V8Layout::sliced_offset},
+    Field{"v8dbg_class_FixedArrayBase__length__SMI", &V8Layout::fixed_array_length},
+    Field{"v8dbg_type_JSFunction__JS_FUNCTION_TYPE", &V8Layout::type_js_function},
+    Field{"v8dbg_type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE",
+          &V8Layout::type_shared_function_info},
+    Field{"v8dbg_type_Script__SCRIPT_TYPE", &V8Layout::type_script},
+    Field{"v8dbg_type_ScopeInfo__SCOPE_INFO_TYPE", &V8Layout::type_scope_info},
+    Field{"v8dbg_FirstNonstringType", &V8Layout::first_nonstring_type},
+    Field{"v8dbg_StringEncodingMask", &V8Layout::string_encoding_mask},
+    Field{"v8dbg_StringRepresentationMask", &V8Layout::string_representation_mask},
+    Field{"v8dbg_OneByteStringTag", &V8Layout::one_byte_string_tag},
+    Field{"v8dbg_SeqStringTag", &V8Layout::seq_string_tag},
+    Field{"v8dbg_ConsStringTag", &V8Layout::cons_string_tag},
+    Field{"v8dbg_ThinStringTag", &V8Layout::thin_string_tag},
+    Field{"v8dbg_SlicedStringTag", &V8Layout::sliced_string_tag},
+    Field{"v8dbg_SmiShiftSize", &V8Layout::smi_shift_size},
+};
+
+constexpr const char* kFunctionSlot = "v8dbg_off_fp_function";
+constexpr const char* kBytecodeOffsetSlot = "v8dbg_off_fp_bytecode_offset";
+// Field offsets and types beyond this are not a layout.
+constexpr uint32_t kMaxValue = 4096;
+
+std::variant<int32_t, std::string> frame_slot(RemoteReader& reader, uint64_t address,
+                                              const char* name) {
+  const std::optional<int32_t> value = address ? reader.value<int32_t>(address) : std::nullopt;
+  if (!value) return std::string("V8 binary: no ") + name;
+  // Slots lie below the frame pointer, a few words down.
+  if (*value >= 0 || *value < -256 || *value % 8 != 0)
+    return std::string("V8 binary: ") + name + " is " + std::to_string(*value);
+  return *value;
+}
+
+}  // namespace
+
+const std::vector<std::string>& v8_layout_symbol_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out{kFunctionSlot, kBytecodeOffsetSlot};
+    for (const Field& field : kFields) out.emplace_back(field.symbol);
+    return out;
+  }();
+  return names;
+}
+
+std::variant<V8Layout, std::string> read_v8_layout(RemoteReader& reader,
+                                                   const SymbolAddresses& addresses) {
+  if (addresses.size() != v8_layout_symbol_names().size()) return "V8 binary: symbols not given";
+  V8Layout layout;
+  auto function = frame_slot(reader, addresses[0], kFunctionSlot);
+  if (auto* error = std::get_if<std::string>(&function)) return *error;
+  auto bytecode_offset = frame_slot(reader, addresses[1], kBytecodeOffsetSlot);
+  if (auto* error = std::get_if<std::string>(&bytecode_offset)) return *error;
+  layout.off_fp_function = std::get<int32_t>(function);
+  layout.off_fp_bytecode_offset = std::get<int32_t>(bytecode_offset);
+  for (size_t i = 0; i < kFields.size(); ++i) {
+    const uint64_t address = addresses[i + 2];
+    // HeapObject's map at 0 and the tags of value 0 live in .bss: absent from a file's
+    // symbols they would not be, so an absent symbol is missing metadata.
+    const std::optional<uint32_t> value = address ? reader.value<uint32_t>(address) : std::nullopt;
+    if (!value) return std::string("V8 binary: no ") + kFields[i].symbol;
+    if (*value > kMaxValue)
+      return std::string("V8 binary: ") + kFields[i].symbol + " is " + std::to_string(*value);
+    layout.*kFields[i].member = *value;
+  }
+  if (layout.smi_shift_size != 31) return "V8 binary: 32-bit Smis (pointer compression), not read";
+  return layout;
+}
+
+}  // namespace bpfprof::v8

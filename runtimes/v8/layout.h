@@ -1,0 +1,67 @@
+// V8's object and frame layout, from the post-mortem metadata a V8 binary exports for
+// debuggers (Node.js: the v8dbg_* variables in its .dynsym): frame slot offsets, object field
+// offsets, instance types and string tags of the exact build that runs. Read from the
+// binary's initialized data (its file), not from a table per V8 version.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "runtimes/hotspot/remote_memory.h"
+
+namespace bpfprof::v8 {
+
+using hotspot::RemoteReader;
+
+struct V8Layout {
+  // Frame slots, from the frame pointer.
+  int32_t off_fp_function = 0;
+  int32_t off_fp_bytecode_offset = 0;
+  // Heap object fields, from the object's untagged address.
+  uint32_t heap_object_map = 0;
+  uint32_t map_instance_type = 0;
+  uint32_t function_shared = 0;
+  uint32_t shared_name_or_scope_info = 0;
+  uint32_t shared_script_or_debug_info = 0;
+  uint32_t script_name = 0;
+  uint32_t script_source = 0;
+  uint32_t string_length = 0;
+  uint32_t seq_one_byte_chars = 0;
+  uint32_t seq_two_byte_chars = 0;
+  uint32_t cons_first = 0;
+  uint32_t cons_second = 0;
+  uint32_t thin_actual = 0;
+  uint32_t sliced_parent = 0;
+  uint32_t sliced_offset = 0;
+  uint32_t fixed_array_length = 0;  // a ScopeInfo's slots begin after its map, as an array's
+  // Instance types and string type bits.
+  uint32_t type_js_function = 0;
+  uint32_t type_shared_function_info = 0;
+  uint32_t type_script = 0;
+  uint32_t type_scope_info = 0;
+  uint32_t first_nonstring_type = 0;
+  uint32_t string_encoding_mask = 0;
+  uint32_t string_representation_mask = 0;
+  uint32_t one_byte_string_tag = 0;
+  uint32_t seq_string_tag = 0;
+  uint32_t cons_string_tag = 0;
+  uint32_t thin_string_tag = 0;
+  uint32_t sliced_string_tag = 0;
+  // 31 where a Smi is the upper half of a word: the only form read (no pointer compression).
+  uint32_t smi_shift_size = 0;
+};
+
+// The v8dbg_ symbols a layout is read from, without the prefix order meaning anything.
+const std::vector<std::string>& v8_layout_symbol_names();
+
+// `reader` reads the binary's image (its file's bytes at their virtual addresses, zeros for
+// .bss); `address_of` the symbols' addresses there (0: absent). A layout whose values make
+// no sense (an offset beyond 4 KiB, a frame slot not below the frame pointer) is an error.
+using SymbolAddresses = std::vector<uint64_t>;  // in v8_layout_symbol_names() order
+std::variant<V8Layout, std::string> read_v8_layout(RemoteReader& reader,
+                                                   const SymbolAddresses& addresses);
+
+}  // namespace bpfprof::v8

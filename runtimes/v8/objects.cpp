@@ -1,0 +1,203 @@
+#include "runtimes/v8/objects.h"
+
+#include <algorithm>
+#include <array>
+
+namespace bpfprof::v8 {
+namespace {
+
+bool is_heap_object(uint64_t word) { return (word & 3) == 1; }
+bool is_smi(uint64_t word) { return (word & 1) == 0; }
+// A Smi in the upper half of the word (V8Layout::smi_shift_size 31).
+int64_t smi_value(uint64_t word) { return static_cast<int64_t>(word) >> 32; }
+
+// JSFunction and the function types next to it (class constructors, the promise and array
+// constructors): V8 numbers them as one range that ends with JS_FUNCTION_TYPE.
+constexpr uint32_t kFunctionTypeRange = 24;
+
+// A ScopeInfo's first slots (after its map): flags, parameter count, context local count.
+constexpr size_t kScopeHeaderSlots = 3;
+// Slots after the locals that may come before the function's name: the saved class variable
+// and the receiver (Smis each), present by flags whose bits move between versions.
+constexpr size_t kSlotsBeforeName = 2;
+// Then the name and its slot index, an inferred name, the start and end positions.
+constexpr size_t kScopeTailSlots = kSlotsBeforeName + 5;
+
+}  // namespace
+
+std::optional<uint64_t> V8Heap::field(uint64_t tagged, uint32_t offset) {
+  if (!is_heap_object(tagged)) return std::nullopt;
+  return reader_.word(tagged - 1 + offset);
+}
+
+std::optional<uint32_t> V8Heap::instance_type(uint64_t tagged) {
+  const std::optional<uint64_t> map = field(tagged, layout_.heap_object_map);
+  if (!map || !is_heap_object(*map)) return std::nullopt;
+  const auto type = reader_.value<uint16_t>(*map - 1 + layout_.map_instance_type);
+  if (!type) return std::nullopt;
+  return *type;
+}
+
+bool V8Heap::is_string(uint64_t tagged) {
+  const std::optional<uint32_t> type = instance_type(tagged);
+  return type && *type < layout_.first_nonstring_type;
+}
+
+std::optional<uint64_t> V8Heap::shared_of_function(uint64_t function) {
+  const std::optional<uint32_t> type = instance_type(function);
+  if (!type || *type > layout_.type_js_function ||
+      *type + kFunctionTypeRange < layout_.type_js_function)
+    return std::nullopt;
+  const std::optional<uint64_t> shared = field(function, layout_.function_shared);
+  if (!shared || instance_type(*shared) != layout_.type_shared_function_info) return std::nullopt;
+  return shared;
+}
+
+bool V8Heap::append_string(uint64_t tagged, size_t max_units, int depth, std::u16string& out) {
+  if (out.size() >= max_units) return true;  // cut at the bound
+  if (depth > limits_.max_string_depth || ++pieces_ > limits_.max_string_pieces) return false;
+  const std::optional<uint32_t> type = instance_type(tagged);
+  if (!type || *type >= layout_.first_nonstring_type) return false;
+  const auto length = reader_.value<int32_t>(tagged - 1 + layout_.string_length);
+  if (!length || *length < 0) return false;
+  const uint32_t representation = *type & layout_.string_representation_mask;
+  if (representation == layout_.seq_string_tag) {
+    const size_t units = std::min<size_t>(static_cast<size_t>(*length), max_units - out.size());
+    const bool one_byte = (*type & layout_.string_encoding_mask) == layout_.one_byte_string_tag;
+    const size_t at = out.size();
+    out.resize(at + units);
+    if (one_byte) {
+      std::string bytes(units, '\0');
+      if (!reader_.read(tagged - 1 + layout_.seq_one_byte_chars, bytes.data(), units)) return false;
+      for (size_t i = 0; i < units; ++i) out[at + i] = static_cast<unsigned char>(bytes[i]);
+      return true;
+    }
+    return reader_.read(tagged - 1 + layout_.seq_two_byte_chars, out.data() + at, units * 2);
+  }
+  if (representation == layout_.cons_string_tag) {
+    const std::optional<uint64_t> first = field(tagged, layout_.cons_first);
+    const std::optional<uint64_t> second = field(tagged, layout_.cons_second);
+    return first && second && append_string(*first, max_units, depth + 1, out) &&
+           append_string(*second, max_units, depth + 1, out);
+  }
+  if (representation == layout_.thin_string_tag) {
+    const std::optional<uint64_t> actual = field(tagged, layout_.thin_actual);
+    return actual && append_string(*actual, max_units, depth + 1, out);
+  }
+  return false;  // external and sliced strings: not read
+}
+
+std::optional<std::u16string> V8Heap::read_string(uint64_t tagged, size_t max_units) {
+  std::u16string out;
+  pieces_ = 0;
+  if (!append_string(tagged, max_units, 0, out)) return std::nullopt;
+  return out;
+}
+
+// The ScopeInfo's slots after its locals are found by their kinds rather than by its flags'
+// bits: the name is the first string followed by a Smi (its slot index), then an optional
+// inferred name (a string, or undefined), then the start and end positions (Smis).
+void V8Heap::read_scope_info(uint64_t scope_info, SharedInfo& info) {
+  const uint64_t slots = scope_info - 1 + layout_.fixed_array_length;
+  std::array<uint64_t, kScopeHeaderSlots + 1> head{};
+  if (!reader_.read(slots, head.data(), sizeof(head)) || !is_smi(head[2])) return;
+  const int64_t locals = smi_value(head[2]);
+  if (locals < 0 || static_cast<size_t>(locals) > limits_.max_scope_locals) return;
+  size_t index = kScopeHeaderSlots;
+  // Local names inline, else one hash table in their place; then each local's flags.
+  if (locals > 0) index += is_string(head[kScopeHeaderSlots]) ? locals : 1;
+  index += locals;
+  std::array<uint64_t, kScopeTailSlots> tail{};
+  if (!reader_.read(slots + index * 8, tail.data(), sizeof(tail))) return;
+  for (size_t k = 0; k <= kSlotsBeforeName; ++k) {
+    if (!is_heap_object(tail[k]) || !is_smi(tail[k + 1]) || !is_string(tail[k])) continue;
+    if (auto name = read_string(tail[k], limits_.max_name_chars)) info.name = utf8_of(*name);
+    size_t at = k + 2;
+    if (is_heap_object(tail[at])) {
+      if (info.name.empty() && is_string(tail[at]))
+        if (auto inferred = read_string(tail[at], limits_.max_name_chars))
+          info.name = utf8_of(*inferred);
+      ++at;
+    }
+    if (at + 1 < tail.size() && is_smi(tail[at]) && is_smi(tail[at + 1]) &&
+        smi_value(tail[at]) >= 0 && smi_value(tail[at]) <= smi_value(tail[at + 1]) &&
+        smi_value(tail[at + 1]) <= INT32_MAX)
+      info.start_position = static_cast<int32_t>(smi_value(tail[at]));
+    return;
+  }
+}
+
+std::optional<SharedInfo> V8Heap::read_shared(uint64_t shared) {
+  if (instance_type(shared) != layout_.type_shared_function_info) return std::nullopt;
+  const std::optional<uint64_t> name = field(shared, layout_.shared_name_or_scope_info);
+  const std::optional<uint64_t> script = field(shared, layout_.shared_script_or_debug_info);
+  if (!name || !script) return std::nullopt;
+  SharedInfo info;
+  if (instance_type(*script) == layout_.type_script) info.script = *script;
+  if (is_string(*name)) {
+    if (auto text = read_string(*name, limits_.max_name_chars)) info.name = utf8_of(*text);
+  } else if (instance_type(*name) == layout_.type_scope_info) {
+    read_scope_info(*name, info);
+  }
+  return info;
+}
+
+std::optional<std::string> V8Heap::script_name(uint64_t script) {
+  if (instance_type(script) != layout_.type_script) return std::nullopt;
+  const std::optional<uint64_t> name = field(script, layout_.script_name);
+  if (!name || !is_string(*name)) return std::nullopt;
+  auto text = read_string(*name, limits_.max_name_chars * 4);
+  if (!text) return std::nullopt;
+  return utf8_of(*text);
+}
+
+std::optional<std::vector<uint32_t>> V8Heap::script_line_starts(uint64_t script) {
+  if (instance_type(script) != layout_.type_script) return std::nullopt;
+  const std::optional<uint64_t> source = field(script, layout_.script_source);
+  if (!source) return std::nullopt;
+  const std::optional<std::u16string> text = read_string(*source, limits_.max_source_chars);
+  if (!text) return std::nullopt;
+  std::vector<uint32_t> starts{0};
+  for (size_t i = 0; i < text->size(); ++i)
+    if ((*text)[i] == u'\n') starts.push_back(static_cast<uint32_t>(i + 1));
+  return starts;
+}
+
+uint32_t line_of_position(const std::vector<uint32_t>& line_starts, int32_t position) {
+  if (position < 0 || line_starts.empty()) return 0;
+  const auto after =
+      std::upper_bound(line_starts.begin(), line_starts.end(), static_cast<uint32_t>(position));
+  return static_cast<uint32_t>(after - line_starts.begin());
+}
+
+std::string utf8_of(const std::u16string& units) {
+  std::string out;
+  out.reserve(units.size());
+  for (size_t i = 0; i < units.size(); ++i) {
+    uint32_t c = units[i];
+    if (c >= 0xd800 && c < 0xdc00 && i + 1 < units.size() && units[i + 1] >= 0xdc00 &&
+        units[i + 1] < 0xe000) {
+      c = 0x10000 + ((c - 0xd800) << 10) + (units[++i] - 0xdc00);
+    } else if (c >= 0xd800 && c < 0xe000) {
+      c = 0xfffd;  // a lone surrogate
+    }
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else if (c < 0x800) {
+      out += static_cast<char>(0xc0 | c >> 6);
+      out += static_cast<char>(0x80 | (c & 0x3f));
+    } else if (c < 0x10000) {
+      out += static_cast<char>(0xe0 | c >> 12);
+      out += static_cast<char>(0x80 | (c >> 6 & 0x3f));
+      out += static_cast<char>(0x80 | (c & 0x3f));
+    } else {
+      out += static_cast<char>(0xf0 | c >> 18);
+      out += static_cast<char>(0x80 | (c >> 12 & 0x3f));
+      out += static_cast<char>(0x80 | (c >> 6 & 0x3f));
+      out += static_cast<char>(0x80 | (c & 0x3f));
+    }
+  }
+  return out;
+}
+
+}  // namespace bpfprof::v8

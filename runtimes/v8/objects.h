@@ -1,0 +1,67 @@
+// V8 heap objects read from a live process (or a pretend one): a JSFunction's
+// SharedFunctionInfo, its name (in the SFI or its ScopeInfo), its Script's name and source
+// positions, and strings (sequential one- and two-byte, cons, thin). Every object's type is
+// checked through its map before a field of it is trusted: the words come from stack slots
+// that may not hold what a JS frame would, and a garbage collection moves objects under a
+// cached address. Reads are bounded (RemoteReader's budget, string lengths, nesting).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtimes/v8/layout.h"
+
+namespace bpfprof::v8 {
+
+struct V8ReadLimits {
+  size_t max_name_chars = 256;        // a function's or script's name, cut there
+  size_t max_source_chars = 4 << 20;  // a script's source read for its line starts
+  int max_string_depth = 32;          // cons and thin strings nested
+  size_t max_string_pieces = 1024;    // strings read to make one (a cons tree may share them)
+  size_t max_scope_locals = 1 << 16;
+};
+
+// What names a function, from its SharedFunctionInfo.
+struct SharedInfo {
+  std::string name;             // UTF-8; empty for an anonymous function
+  uint64_t script = 0;          // the tagged Script; 0: none (a builtin, an API function)
+  int32_t start_position = -1;  // in the script's source, UTF-16 units; -1: not known
+};
+
+class V8Heap {
+ public:
+  V8Heap(const V8Layout& layout, RemoteReader& reader, V8ReadLimits limits = {})
+      : layout_(layout), reader_(reader), limits_(limits) {}
+
+  // The instance type of the heap object `tagged` (through its map), if it is one.
+  std::optional<uint32_t> instance_type(uint64_t tagged);
+  // The SharedFunctionInfo of the JSFunction `function`, if it is one.
+  std::optional<uint64_t> shared_of_function(uint64_t function);
+  std::optional<SharedInfo> read_shared(uint64_t shared);
+  // A Script's name (a file path, a URL), if it has one.
+  std::optional<std::string> script_name(uint64_t script);
+  // Where each line of a Script's source starts (UTF-16 units): [0, ...].
+  std::optional<std::vector<uint32_t>> script_line_starts(uint64_t script);
+  // A string's UTF-16 units, at most `max_units`.
+  std::optional<std::u16string> read_string(uint64_t tagged, size_t max_units);
+
+ private:
+  std::optional<uint64_t> field(uint64_t tagged, uint32_t offset);
+  bool is_string(uint64_t tagged);
+  bool append_string(uint64_t tagged, size_t max_units, int depth, std::u16string& out);
+  size_t pieces_ = 0;  // of the string being read
+  void read_scope_info(uint64_t scope_info, SharedInfo& info);
+
+  const V8Layout& layout_;
+  RemoteReader& reader_;
+  V8ReadLimits limits_;
+};
+
+// The 1-based line of `position` given a source's line starts; 0 if unknown.
+uint32_t line_of_position(const std::vector<uint32_t>& line_starts, int32_t position);
+std::string utf8_of(const std::u16string& units);
+
+}  // namespace bpfprof::v8

@@ -1,0 +1,142 @@
+#include "runtimes/v8/processes.h"
+
+#include <unistd.h>
+
+#include <gelf.h>
+#include <libelf.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/text.h"
+#include "symbols/util/untrusted_file.h"
+
+namespace bpfprof::v8 {
+namespace {
+
+// A binary's image as the loader lays it out: its load segments' file bytes at their
+// virtual addresses, zeros past a segment's file size (.bss). Only the program headers are
+// read: node's 98 MB of symbols took 150-500 ms, while the process's first samples came.
+class FileImage final : public hotspot::RemoteMemory {
+ public:
+  explicit FileImage(int fd) : fd_(fd) {
+    if (elf_version(EV_CURRENT) == EV_NONE) return;
+    Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+    size_t count = 0;
+    if (elf && elf_getphdrnum(elf, &count) == 0) {
+      for (size_t i = 0; i < count; ++i) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD)
+          segments_.push_back(ph);
+      }
+    }
+    if (elf) elf_end(elf);
+  }
+  bool read(uint64_t address, void* out, size_t size) override {
+    for (const GElf_Phdr& s : segments_) {
+      if (address < s.p_vaddr || address - s.p_vaddr + size > s.p_memsz) continue;
+      const uint64_t at = address - s.p_vaddr;
+      std::memset(out, 0, size);
+      if (at >= s.p_filesz) return true;
+      const size_t in_file = std::min<uint64_t>(size, s.p_filesz - at);
+      return pread(fd_, out, in_file, static_cast<off_t>(s.p_offset + at)) ==
+             static_cast<ssize_t>(in_file);
+    }
+    return false;
+  }
+
+ private:
+  int fd_;
+  std::vector<GElf_Phdr> segments_;
+};
+
+constexpr uint64_t kLayoutReadBudget = 64 * 1024;
+
+}  // namespace
+
+bool is_v8_file_name(const std::string& base) {
+  return base == "node" || base == "nodejs" || base.starts_with("libnode.so");
+}
+
+std::variant<V8Layout, std::string> read_binary_layout(const std::string& readable_path) {
+  const UniqueFd fd =
+      open_untrusted(readable_path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
+  if (!fd) return "cannot open " + readable_path;
+  const std::vector<std::string>& names = v8_layout_symbol_names();
+  const auto symbols = read_dynamic_symbols(fd.get(), names);
+  SymbolAddresses addresses(names.size(), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto it = symbols.find(names[i]);
+    if (it != symbols.end() && it->second.defined) addresses[i] = it->second.address;
+  }
+  FileImage image(fd.get());
+  RemoteReader reader(image, kLayoutReadBudget, 0);
+  return read_v8_layout(reader, addresses);
+}
+
+void V8Processes::observe(const std::vector<LifecycleEvent>& events, size_t from,
+                          RuntimeStats& stats) {
+  constexpr size_t kMaxPending = 4096;
+  for (size_t i = from; i < events.size(); ++i) {
+    const LifecyclePayload& payload = events[i].payload;
+    if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
+      if (!is_v8_file_name(base_name(mmap->mapping.path))) continue;
+      if (tracked_.contains(mmap->pid)) {
+        on_mapping(mmap->pid, mmap->mapping, stats);
+      } else {
+        if (pending_.size() >= kMaxPending) pending_.clear();
+        pending_.try_emplace(mmap->pid, mmap->mapping);
+      }
+    } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
+      tracked_.insert(*known);
+      auto waiting = pending_.find(*known);
+      if (waiting == pending_.end()) continue;
+      const MappingInfo mapping = std::move(waiting->second);
+      pending_.erase(waiting);
+      on_mapping(*known, mapping, stats);
+    } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
+      forget(reset->pid);
+      pending_.erase(reset->pid);
+    } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
+      if (exit->group_dead) exited_.push_back(exit->pid);
+    }
+  }
+}
+
+std::vector<Pid> V8Processes::forget_exited() {
+  for (Pid pid : exited_) {
+    forget(pid);
+    tracked_.erase(pid);
+    pending_.erase(pid);
+  }
+  return std::exchange(exited_, {});
+}
+
+const V8Layout* V8Processes::find(Pid pid) const {
+  auto it = processes_.find(pid);
+  return it == processes_.end() ? nullptr : it->second;
+}
+
+void V8Processes::forget(Pid pid) {
+  if (processes_.erase(pid)) changes_.push_back(Change{pid, std::nullopt});
+}
+
+void V8Processes::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats) {
+  if (processes_.contains(pid)) return;
+  auto key = std::pair{mapping.path, mapping.inode};
+  auto it = binaries_.find(key);
+  if (it == binaries_.end())
+    it = binaries_.emplace(std::move(key), read_binary_layout(mapping.readable_path())).first;
+  if (const auto* rejected = std::get_if<std::string>(&it->second)) {
+    stats.not_read.emplace(mapping.path, *rejected);
+    return;
+  }
+  const V8Layout& layout = std::get<V8Layout>(it->second);
+  processes_.emplace(pid, &layout);
+  changes_.push_back(
+      Change{pid, bpfprof_v8_process{.off_fp_function = layout.off_fp_function,
+                                     .off_fp_bytecode_offset = layout.off_fp_bytecode_offset}});
+}
+
+}  // namespace bpfprof::v8

@@ -1,0 +1,55 @@
+// Finds the V8 processes (Node.js) among the recorded ones, by their mapping of a node
+// binary that exports V8's post-mortem metadata (runtimes/v8/layout.h), and keeps each one's
+// layout: for the BPF side its frame slots, for naming its objects'.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "bpf/events.h"
+#include "runtimes/v8/layout.h"
+#include "userspace/model/recording.h"
+
+namespace bpfprof::v8 {
+
+// Whether a mapped file's name is one that runs V8 with its metadata exported (node, nodejs,
+// libnode.so.N): only those are opened and read.
+bool is_v8_file_name(const std::string& base);
+
+// Reads a binary's V8 layout from its file: its v8dbg_ symbols' values in its initialized data.
+std::variant<V8Layout, std::string> read_binary_layout(const std::string& readable_path);
+
+class V8Processes {
+ public:
+  void observe(const std::vector<LifecycleEvent>& events, size_t from, RuntimeStats& stats);
+  std::vector<Pid> forget_exited();
+  const V8Layout* find(Pid pid) const;
+
+  struct Change {
+    Pid pid;
+    std::optional<bpfprof_v8_process> entry;
+  };
+  std::vector<Change> take_changes() { return std::exchange(changes_, {}); }
+
+ private:
+  void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats);
+  void forget(Pid pid);
+
+  std::unordered_map<Pid, const V8Layout*> processes_;
+  std::unordered_set<Pid> tracked_;
+  std::unordered_map<Pid, MappingInfo> pending_;
+  // By path and inode: a binary is read once however many processes run it.
+  std::map<std::pair<std::string, uint64_t>, std::variant<V8Layout, std::string>> binaries_;
+  std::vector<Pid> exited_;
+  std::vector<Change> changes_;
+};
+
+}  // namespace bpfprof::v8

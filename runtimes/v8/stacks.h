@@ -1,0 +1,81 @@
+// Puts JavaScript frames into the native stacks of V8 processes: the BPF side sends, just
+// before a sample walked in the kernel, the function slot of each frame that keeps a frame
+// pointer (runtimes/v8/frames.bpf.h); each slot that holds a JSFunction of a script replaces
+// its native frame (JIT code's hex address, an interpreter trampoline) with the function,
+// its script and its first line. The objects are read while the process lives, cached by
+// their addresses and checked again at each use: the collector moves them.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtimes/v8/objects.h"
+#include "runtimes/v8/processes.h"
+#include "userspace/model/recording.h"
+
+namespace bpfprof::v8 {
+
+// The words of a SharedFunctionInfo that name it (map to script): the same words at the same
+// address mean the same function.
+constexpr size_t kSharedHeaderWords = 5;
+using SharedHeader = std::array<uint64_t, kSharedHeaderWords>;
+
+// The names of one process's functions, read through `heap` and cached by address.
+class V8Namer {
+ public:
+  // The frame of the JSFunction `function`; nullopt when it is not one or has no script
+  // (a builtin's frame stays native).
+  std::optional<RuntimeFrameId> name(V8Heap& heap, RemoteReader& reader, uint64_t function,
+                                     RuntimeFrameTable& frames, RuntimeStats& stats);
+
+ private:
+  struct Named {
+    SharedHeader header;
+    std::optional<RuntimeFrameId> frame;
+  };
+  struct Script {
+    std::string name;
+    std::vector<uint32_t> line_starts;
+  };
+  std::optional<RuntimeFrameId> read_function(V8Heap& heap, uint64_t shared,
+                                              RuntimeFrameTable& frames);
+  const Script& script(V8Heap& heap, uint64_t address);
+
+  std::unordered_map<uint64_t, Named> shared_;    // by SharedFunctionInfo address
+  std::unordered_map<uint64_t, Script> scripts_;  // by Script address
+};
+
+class V8Stacks {
+ public:
+  explicit V8Stacks(const V8Processes& processes) : processes_(processes) {}
+
+  void take_event(const void* data, size_t size, RuntimeStats& stats);
+  bool has_frames_for(Tid tid) const { return pending_.contains(tid); }
+  void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
+                  Recording& recording);
+  void forget(Pid pid);
+
+ private:
+  struct Pending {
+    Pid pid;
+    MonotonicNs time;
+    std::vector<bpfprof_v8_frame> frames;
+  };
+  struct Process {
+    V8Namer namer;
+    bool perf_map = false;  // node writes a perf map: its names win
+    MonotonicNs perf_map_checked{0};
+  };
+  bool has_perf_map(Pid pid, MonotonicNs time, Process& process);
+
+  const V8Processes& processes_;
+  std::unordered_map<Tid, Pending> pending_;
+  std::unordered_map<Pid, Process> processes_seen_;
+};
+
+}  // namespace bpfprof::v8

@@ -1,0 +1,45 @@
+// libFuzzer target for V8's heap objects as bpfprof reads them from a node process
+// (runtimes/v8/objects.h): all of it is the profiled process's to write. The first byte
+// picks the limits (bit 0: tight ones); the rest is a pretend heap at fake::kHeapAt
+// (tests/unit/v8_fake_heap.h) whose first word is the JSFunction to name. Functions, their
+// names, scripts and line starts must be read or refused within the limits; never a crash, a
+// hang or a read outside the image.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "runtimes/v8/objects.h"
+#include "tests/unit/v8_fake_heap.h"
+
+using namespace bpfprof;
+using namespace bpfprof::v8;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 9) return 0;
+  V8ReadLimits limits;
+  uint64_t budget = 1 << 20;
+  if (data[0] & 1) {
+    limits.max_name_chars = 16;
+    limits.max_source_chars = 64;
+    limits.max_string_depth = 4;
+    budget = 4096;
+  }
+  hotspot::BufferMemory memory;
+  memory.place(fake::kHeapAt, std::string(reinterpret_cast<const char*>(data + 1), size - 1));
+  RemoteReader reader(memory, budget, 0);
+  const V8Layout layout = fake::node20_layout();
+  V8Heap heap(layout, reader, limits);
+  const uint64_t function = reader.word(fake::kHeapAt).value_or(0);
+  const auto shared = heap.shared_of_function(function);
+  const auto info = heap.read_shared(shared.value_or(function));
+  if (info && info->name.size() > 4 * limits.max_name_chars) abort();
+  const uint64_t script = info ? info->script : function;
+  if (auto name = heap.script_name(script); name && name->size() > 16 * limits.max_name_chars)
+    abort();
+  if (auto starts = heap.script_line_starts(script);
+      starts && starts->size() > limits.max_source_chars + 1)
+    abort();
+  if (reader.bytes_read() > budget) abort();
+  return 0;
+}

@@ -1,0 +1,115 @@
+// A pretend V8 heap for the unit tests and the fuzzer of runtimes/v8: objects with maps, laid
+// out as Node 20's V8 (11.3, no pointer compression) lays them, at made-up addresses.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/v8/layout.h"
+
+namespace bpfprof::v8::fake {
+
+// Node 20's values of the v8dbg_ symbols read (checked against /usr/bin/node in
+// v8_objects_test).
+inline V8Layout node20_layout() {
+  V8Layout l;
+  l.off_fp_function = -16;
+  l.off_fp_bytecode_offset = -40;
+  l.heap_object_map = 0;
+  l.map_instance_type = 12;
+  l.function_shared = 24;
+  l.shared_name_or_scope_info = 16;
+  l.shared_script_or_debug_info = 32;
+  l.script_name = 16;
+  l.script_source = 8;
+  l.string_length = 12;
+  l.seq_one_byte_chars = 16;
+  l.seq_two_byte_chars = 16;
+  l.cons_first = 16;
+  l.cons_second = 24;
+  l.thin_actual = 16;
+  l.sliced_parent = 16;
+  l.sliced_offset = 24;
+  l.fixed_array_length = 8;
+  l.type_js_function = 2066;
+  l.type_shared_function_info = 262;
+  l.type_script = 167;
+  l.type_scope_info = 261;
+  l.first_nonstring_type = 128;
+  l.string_encoding_mask = 8;
+  l.string_representation_mask = 7;
+  l.one_byte_string_tag = 8;
+  l.seq_string_tag = 0;
+  l.cons_string_tag = 1;
+  l.thin_string_tag = 5;
+  l.sliced_string_tag = 3;
+  l.smi_shift_size = 31;
+  return l;
+}
+
+inline constexpr uint64_t kHeapAt = 0x100000;
+inline uint64_t smi(int64_t v) { return static_cast<uint64_t>(v) << 32; }
+
+// Objects appended one after the other; each returns its tagged address.
+class Heap {
+ public:
+  uint64_t map(uint16_t type) {
+    const uint64_t at = reserve(16);
+    std::memcpy(bytes_.data() + (at - kHeapAt) + 12, &type, 2);
+    return at + 1;
+  }
+  // An object of `type` whose words after its map are `words`.
+  uint64_t object(uint16_t type, const std::vector<uint64_t>& words) {
+    const uint64_t m = map(type);
+    const uint64_t at = reserve(8 * (words.size() + 1));
+    put(at, m);
+    for (size_t i = 0; i < words.size(); ++i) put(at + 8 * (i + 1), words[i]);
+    return at + 1;
+  }
+  uint64_t one_byte_string(const std::string& text) {
+    const uint64_t m = map(8);  // ONE_BYTE_STRING_TYPE: sequential, one-byte
+    const uint64_t at = reserve(16 + ((text.size() + 7) & ~size_t{7}));
+    put(at, m);
+    const int32_t length = static_cast<int32_t>(text.size());
+    std::memcpy(bytes_.data() + (at - kHeapAt) + 12, &length, 4);
+    std::memcpy(bytes_.data() + (at - kHeapAt) + 16, text.data(), text.size());
+    return at + 1;
+  }
+  uint64_t cons_string(uint64_t first, uint64_t second, int32_t length) {
+    const uint64_t s = object(1 | 8, {0, first, second});
+    std::memcpy(bytes_.data() + (s - 1 - kHeapAt) + 12, &length, 4);
+    return s;
+  }
+  // A JSFunction named `name`, of a script `file` whose source is `source`, starting at
+  // `start` in it; its ScopeInfo has `locals` context locals. Returns the function.
+  uint64_t function(const std::string& name, const std::string& file, const std::string& source,
+                    int32_t start, int locals = 0) {
+    const uint64_t undefined = object(131, {});
+    const uint64_t script = object(167, {one_byte_string(source), one_byte_string(file)});
+    std::vector<uint64_t> scope{smi(0x4171e2), smi(1), smi(locals)};
+    for (int i = 0; i < locals; ++i) scope.push_back(one_byte_string("v" + std::to_string(i)));
+    for (int i = 0; i < locals; ++i) scope.push_back(smi(i));
+    for (uint64_t w : {one_byte_string(name), smi(-1), undefined, smi(start), smi(start + 10)})
+      scope.push_back(w);
+    const uint64_t scope_info = object(261, scope);
+    const uint64_t shared = object(262, {0, scope_info, 0, script});
+    return object(2066, {0, 0, shared});
+  }
+  const std::string& bytes() const { return bytes_; }
+  void place(hotspot::BufferMemory& memory) const { memory.place(kHeapAt, bytes_); }
+
+ private:
+  uint64_t reserve(size_t size) {
+    const uint64_t at = kHeapAt + bytes_.size();
+    bytes_.resize(bytes_.size() + size, '\0');
+    return at;
+  }
+  void put(uint64_t at, uint64_t word) { std::memcpy(bytes_.data() + (at - kHeapAt), &word, 8); }
+
+  std::string bytes_;
+};
+
+}  // namespace bpfprof::v8::fake
