@@ -225,6 +225,10 @@ struct unwind_walk {
   /* The process's anonymous code found from its VMA is walked by frame pointers
    * (BPFPROF_PROCESS_JIT_FRAME_POINTERS). */
   __u32 jit_frame_pointers;
+  __u32 pad3;
+  /* The walked thread (struct task_struct *): its thread pointer finds Go's g
+   * (BPFPROF_CFA_GO_CGO_CALLBACK). */
+  __u64 task;
   /* The frame's row and the ELF address it was found for (copied here from the cache or the
    * table, so that the verifier sees one path into table_step); from the cache, only the
    * address's low 4 bits, all that a step uses. */

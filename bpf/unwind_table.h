@@ -50,8 +50,24 @@ enum bpfprof_cfa_rule {
   /* CFA = rbx + cfa_offset: ld.so's _dl_runtime_resolve_* (lazy binding), which aligns rsp for
    * its register save area after keeping the frame in rbx, then calls _dl_fixup. */
   BPFPROF_CFA_RBX = 7,
-  BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_RBX,
+  /* Go's asmcgocall just past its call of a C function (runtimes/go/cgo_switches.h), on the
+   * thread's system stack: the caller is on the goroutine's stack, whose sp is
+   * g.stack.hi - [sp + rbx_offset] with g at [sp + rbx_offset + 8] (or [sp + rbx_offset]
+   * itself where g is 0: called on the system stack already). CFA = that sp + cfa_offset. */
+  BPFPROF_CFA_GO_CGO_CALL = 8,
+  /* Go's cgocallback just past its call into Go, in a frame on the goroutine's stack: the
+   * caller is on the system stack, where the frame's sp is g0.sched.sp (g from the thread
+   * pointer + rbx_offset, then g.m, m.g0). CFA = that sp + cfa_offset. */
+  BPFPROF_CFA_GO_CGO_CALLBACK = 9,
+  BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_GO_CGO_CALLBACK,
 };
+
+/* Fields of Go's runtime structures the two rules read (runtime/runtime2.go, the same since
+ * Go 1.5); runtimes/go/cgo_switches.cpp finds them in the instructions before it gives a row. */
+#define BPFPROF_GO_G_STACK_HI 0x08 /* g.stack.hi (g.stack.lo at 0) */
+#define BPFPROF_GO_G_M 0x30        /* g.m */
+#define BPFPROF_GO_M_G0 0x00       /* m.g0 */
+#define BPFPROF_GO_G_SCHED_SP 0x38 /* g.sched.sp */
 
 /* How the caller's rbp is found (and its rbx: rbx_rule). */
 enum bpfprof_rbp_rule {

@@ -357,6 +357,54 @@ static __always_inline long return_in_rdi_step(struct unwind_walk* w, __u32 dept
   return w->pc ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
 }
 
+/* The sp of the goroutine frame that asmcgocall left for the system stack: its depth below
+ * g.stack.hi, kept with g in the system stack's frame (BPFPROF_CFA_GO_CGO_CALL). */
+static __always_inline bool go_goroutine_sp(const struct unwind_walk* w, __u64* sp) {
+  __u64 slots[2]; /* depth (or sp), g */
+  __u64 stack[2]; /* g.stack.lo, g.stack.hi */
+  if (bpf_probe_read_user(slots, sizeof(slots), (void*)(w->sp + w->row.rbx_offset))) return false;
+  if (!slots[1]) {
+    *sp = slots[0];
+    return slots[0] > w->sp;
+  }
+  if (bpf_probe_read_user(stack, sizeof(stack), (void*)slots[1])) return false;
+  *sp = stack[1] - slots[0];
+  return stack[0] <= *sp && *sp < stack[1];
+}
+
+/* The sp of cgocallback's frame on the system stack, which g0.sched.sp keeps while Go runs
+ * the callback (BPFPROF_CFA_GO_CGO_CALLBACK): g from the thread pointer, then g.m and m.g0. */
+static __always_inline bool go_system_stack_sp(const struct unwind_walk* w, __u64* sp) {
+  const struct task_struct* task = (const struct task_struct*)w->task;
+  __u64 g, m, g0;
+  const __u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+  return fsbase && !bpf_probe_read_user(&g, 8, (void*)(fsbase + w->row.rbx_offset)) &&
+         !bpf_probe_read_user(&m, 8, (void*)(g + BPFPROF_GO_G_M)) &&
+         !bpf_probe_read_user(&g0, 8, (void*)(m + BPFPROF_GO_M_G0)) &&
+         !bpf_probe_read_user(sp, 8, (void*)(g0 + BPFPROF_GO_G_SCHED_SP)) && *sp;
+}
+
+/* A cgo switch of stacks: the caller's frame is on the other stack. Where the runtime's
+ * words cannot be read, the stack ends here, as Go's own traceback does. */
+static __always_inline long go_switch_step(struct unwind_walk* w) {
+  const struct bpfprof_unwind_row* row = &w->row;
+  __u64 sp, return_address;
+  if (!(row->cfa_rule == BPFPROF_CFA_GO_CGO_CALL ? go_goroutine_sp(w, &sp)
+                                                 : go_system_stack_sp(w, &sp)))
+    return walk_stops(w, WALK_ROOT, 0);
+  const __u64 cfa = sp + row->cfa_offset;
+  if (read_stack_word(w, cfa - 8, &return_address) ||
+      (row->rbp_rule == BPFPROF_RBP_AT_CFA && read_stack_word(w, cfa + row->rbp_offset, &w->bp)))
+    return walk_stops(w, WALK_ROOT, 0);
+  w->bp_known = caller_bp_known(row, w->bp_known);
+  w->bx_known = 0;
+  w->sp = cfa;
+  w->pc = return_address;
+  w->exact = 0;
+  w->bump = 0;
+  return return_address ? 0 : walk_stops(w, WALK_ROOT, 0);
+}
+
 /* One step with the frame's row (bpf/unwind_table.h): CFA, return address, caller's rbp. */
 static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_frames_event* e,
                                        __u32 depth) {
@@ -364,6 +412,8 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_fra
   if (row->cfa_rule == BPFPROF_CFA_ROOT) return walk_stops(w, WALK_ROOT, 0);
   if (row->cfa_rule == BPFPROF_CFA_SIGNAL) return signal_step(w, e, depth);
   if (row->cfa_rule == BPFPROF_CFA_RSP_RETURN_IN_RDI) return return_in_rdi_step(w, depth);
+  if (row->cfa_rule == BPFPROF_CFA_GO_CGO_CALL || row->cfa_rule == BPFPROF_CFA_GO_CGO_CALLBACK)
+    return go_switch_step(w);
   __u64 cfa;
   if (row->cfa_rule == BPFPROF_CFA_RBX ? !rbx_cfa(w, &cfa)
                                        : !rule_cfa(row, w->elf_pc, w->sp, w->bp, w->bp_known, &cfa))
@@ -615,6 +665,7 @@ static __always_inline bool walk_user_stack(struct task_struct* task, __u32 tgid
   w->window_len = 0;
   w->vma_mapping.end = 0;
   w->jit_frame_pointers = pm && (pm->flags & BPFPROF_PROCESS_JIT_FRAME_POINTERS);
+  w->task = (__u64)task;
   struct unwind_context c = {
       .walk = w, .event = e, .mappings = pm, .slot = slot, .cpu = bpf_get_smp_processor_id()};
   bpf_loop(BPFPROF_MAX_UNWOUND_FRAMES + 1, unwind_step, &c, 0);

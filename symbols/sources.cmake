@@ -29,4 +29,5 @@ set(BPFPROF_SYMBOLS_SOURCES
 # symbolizer links.
 set(BPFPROF_GO_TABLES_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/../runtimes/go/pclntab.cpp
-  ${BPFPROF_SYMBOLS_DIR}/../runtimes/go/elf_pclntab.cpp)
+  ${BPFPROF_SYMBOLS_DIR}/../runtimes/go/elf_pclntab.cpp
+  ${BPFPROF_SYMBOLS_DIR}/../runtimes/go/cgo_switches.cpp)

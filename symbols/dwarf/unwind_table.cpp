@@ -13,6 +13,7 @@
 #include <optional>
 #include <utility>
 
+#include "runtimes/go/cgo_switches.h"
 #include "runtimes/go/pclntab.h"
 #include "symbols/dwarf/cfi_functions.h"
 #include "symbols/dwarf/crt_stubs.h"
@@ -366,6 +367,46 @@ void add_go_function_spans(const go::FrameLayout& layout, std::vector<Span>& spa
   }
 }
 
+// A cgo switch of stacks (runtimes/go/cgo_switches.h) at its call's last byte, where the
+// walk looks up a return address, cut out of the function's pcsp spans.
+void add_cgo_switch_span(const go::CgoSwitch& cgo, std::vector<Span>& spans) {
+  Span span{cgo.return_address - 1, cgo.return_address, {}, UnwindGap::kNoCfi};
+  span.row.cfa_rule = cgo.kind == go::CgoSwitchKind::kCallIntoC ? BPFPROF_CFA_GO_CGO_CALL
+                                                                : BPFPROF_CFA_GO_CGO_CALLBACK;
+  span.row.cfa_offset = cgo.cfa_offset;
+  span.row.rbp_rule = cgo.rbp_saved ? BPFPROF_RBP_AT_CFA : BPFPROF_RBP_SAME;
+  span.row.rbp_offset = cgo.rbp_saved ? -16 : 0;
+  span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
+  span.row.rbx_offset = static_cast<int16_t>(cgo.slot);
+  std::vector<Span> cut;
+  for (const Span& s : spans) {
+    if (s.end <= span.start || s.start >= span.end) {
+      cut.push_back(s);
+      continue;
+    }
+    if (s.start < span.start) cut.push_back({s.start, span.start, s.row, s.gap});
+    if (s.end > span.end) cut.push_back({span.end, s.end, s.row, s.gap});
+  }
+  cut.push_back(span);
+  std::sort(cut.begin(), cut.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  spans = std::move(cut);
+}
+
+// The Go function's spans, with its cgo switches where it is asmcgocall or cgocallback.
+void add_go_function(Elf* elf, const go::GoTable& table, size_t index, std::vector<Span>& spans) {
+  const std::optional<go::FrameLayout> layout = table.frame_layout(index);
+  if (!layout) return;
+  std::vector<Span> function;
+  add_go_function_spans(*layout, function);
+  const std::optional<go::GoFunction> f = table.function(index);
+  if (f && f->name.find("cgo") != std::string_view::npos && f->end > f->entry) {
+    const std::vector<uint8_t> code = read_code_bytes(elf, f->entry, f->end - f->entry);
+    for (const go::CgoSwitch& cgo : go::find_cgo_switches(f->name, f->entry, code, *layout))
+      add_cgo_switch_span(cgo, function);
+  }
+  spans.insert(spans.end(), function.begin(), function.end());
+}
+
 // A Go binary's functions take their rules from Go's own tables (runtimes/go/pclntab.h),
 // stripped or not, in place of any CFI over them (.debug_frame says the same offsets, but not
 // where a goroutine's stack ends); code from C objects keeps its CFI.
@@ -380,8 +421,7 @@ void add_go_spans(Elf* elf, std::vector<Span>& spans, Budget& budget) {
   std::vector<Span> go_spans;
   for (size_t i = 0; i < table->function_count(); ++i) {
     if (budget.spent(spans.size() + go_spans.size())) return;
-    if (std::optional<go::FrameLayout> layout = table->frame_layout(i))
-      add_go_function_spans(*layout, go_spans);
+    add_go_function(elf, *table, i, go_spans);
   }
   if (go_spans.empty()) return;
   // Spans over the Go functions' code (sorted by start, not overlapping) are dropped.

@@ -1,12 +1,15 @@
 // libFuzzer target for Go's function tables (runtimes/go/pclntab.h): any bytes, read as a
 // pclntab (first byte 0) or as an ELF file around one (first byte 1), give a table or none,
-// and every lookup in a table that comes out ends, within bounds, without a crash.
+// and every lookup in a table that comes out ends, within bounds, without a crash. First byte
+// 2: the bytes are the code of asmcgocall and cgocallback (cgo_switches.h), the next byte
+// their sp delta.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 
+#include "runtimes/go/cgo_switches.h"
 #include "runtimes/go/pclntab.h"
 
 using namespace bpfprof::go;
@@ -35,6 +38,14 @@ void exercise(const GoTable& table) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   std::span<const uint8_t> bytes(data + 1, size - 1);
+  if (data[0] == 2 && !bytes.empty()) {
+    FrameLayout layout;
+    layout.sp.push_back(
+        {kTableAddress, kTableAddress + bytes.size(), static_cast<int8_t>(bytes[0])});
+    for (const char* name : {"runtime.asmcgocall", "runtime.cgocallback.abi0"})
+      find_cgo_switches(name, kTableAddress, bytes.subspan(1), layout);
+    return 0;
+  }
   std::string error;
   std::unique_ptr<GoTable> table;
   if (data[0] == 0) {

@@ -3,8 +3,9 @@
 // (go1.26, stripped) and Debian's fzf have complete stacks, walked in the kernel, at a few
 // hundred ring-buffer bytes a sample, with the nesting Go's traceback gives; so does a Go
 // program recorded with -p. Goroutines blocking on channels and a mutex leave the CPU with
-// complete stacks inside Go's scheduler; a cgo program's stacks end at a root too. Go's own
-// CPU profile (runtime/pprof) of go_cpu, taken during the same run, has the same top functions.
+// complete stacks inside Go's scheduler; a cgo program's stacks go through its calls into C and
+// back, to the goroutine's root. Go's own CPU profile (runtime/pprof) of go_cpu, taken during
+// the same run, has the same top functions.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -335,11 +336,13 @@ describe('go_block: goroutines waiting on channels and a mutex (off-CPU)', () =>
   });
 });
 
-// Go calls C (crunch > leaf_work) and C calls back into Go (goCallback > goHash). C runs on
-// the thread's system stack, entered through runtime.asmcgocall, and the callback on the
-// goroutine's through runtime.cgocallback: Go's traceback and the kernel walk end at these
-// switches, so a stack shows the side it was sampled on, down from that root, not the
-// goroutine's frames above the switch (main.cgoWork).
+// Go calls C (crunch > leaf_work) and C calls back into Go (goCallback > goHash > leaf_work).
+// C runs on the thread's system stack, entered through runtime.asmcgocall, and the callback on
+// the goroutine's through runtime.cgocallback. Go's own traceback ends at these switches; the
+// kernel walk follows them (runtimes/go/cgo_switches.h), so a stack in C goes on into the
+// goroutine that called it (main.cgoWork, runtime.goexit), and one in the callback into the C
+// code that called back (crunch) and on to the goroutine. Order checked root first:
+// goexit > ... > main.cgoWork > runtime.cgocall > C crunch > [crosscall2 ... goHash > leaf_work].
 describe('go_cgo: Go calling C calling back into Go', () => {
   let rec;
   const metrics = {};
@@ -348,23 +351,31 @@ describe('go_cgo: Go calling C calling back into Go', () => {
     rec = await recordGo('go/go_cgo', DURATION_MS, 'go_stacks_cgo');
   });
 
-  it('has complete stacks: C from runtime.asmcgocall, the callback from runtime.cgocallback', (t) => {
+  it('joins the goroutine and system stacks at each cgo call and callback', (t) => {
     if (!requireRecorder(t) || !requireFile(t, fixturePath('go/go_cgo'), 'go or gcc not installed')) return;
     const samples = checkGoProgram(t, rec, 'go_cgo', metrics);
-    const total = weightOf(samples);
-    const startsWith = (chain) => (s) => chain.every((re, i) => re.test(s.user[i]?.name ?? ''));
-    metrics.cShare = weightOf(samples, startsWith(
-      [/^runtime\.asmcgocall$/, /_Cfunc_(crunch|leaf_work)$/])) / total;
-    metrics.callbackShare = weightOf(samples, startsWith(
-      [/^runtime\.cgocallback$/, /^runtime\.cgocallbackg/])) / total;
-    metrics.callbackToGoHash = weightOf(samples, (s) => s.user[0]?.name === 'runtime.cgocallback' &&
-                                                        s.user.some((f) => f.name === 'main.goHash')) / total;
-    metrics.withCgoWork = weightOf(samples, (s) => s.user.some((f) => f.name === 'main.cgoWork')) / total;
-    t.diagnostic(`C under runtime.asmcgocall ${pct(metrics.cShare)}; Go callback under runtime.cgocallback ` +
-                 `${pct(metrics.callbackShare)} (reaching main.goHash ${pct(metrics.callbackToGoHash)}); ` +
-                 `stacks showing main.cgoWork (the goroutine above the switch) ${pct(metrics.withCgoWork)}`);
-    assert.ok(metrics.cShare >= 0.3, `C ${pct(metrics.cShare)}`);
-    assert.ok(metrics.callbackToGoHash >= 0.05, `callback ${pct(metrics.callbackToGoHash)}`);
+    const names = (s) => s.user.map((f) => f.name);
+    const at = (s, re) => names(s).findIndex((n) => re.test(n));
+    const inC = samples.filter((s) => at(s, /^(crunch|leaf_work)$/) >= 0);
+    const inCallback = samples.filter((s) => at(s, /^main\.goHash$/) >= 0);
+    // Root first: the goroutine's frames, then the C call, then (in a callback) the Go
+    // called back, then C again.
+    const joined = (s) => names(s)[0] === 'runtime.goexit' && at(s, /^main\.cgoWork$/) >= 0 &&
+      at(s, /^main\.cgoWork$/) < at(s, /^runtime\.cgocall$/) &&
+      at(s, /^runtime\.cgocall$/) < at(s, /^crunch$/);
+    const joinedCallback = (s) => joined(s) && at(s, /^crunch$/) < at(s, /^crosscall2$/) &&
+      at(s, /^crosscall2$/) < at(s, /^main\.goHash$/);
+    metrics.cSamples = weightOf(inC);
+    metrics.cJoined = weightOf(inC, joined) / weightOf(inC);
+    metrics.callbackSamples = weightOf(inCallback);
+    metrics.callbackJoined = weightOf(inCallback, joinedCallback) / weightOf(inCallback);
+    t.diagnostic(`in C: ${metrics.cSamples} samples, ${pct(metrics.cJoined)} joined to the goroutine; ` +
+                 `in the Go callback: ${metrics.callbackSamples}, ${pct(metrics.callbackJoined)} joined ` +
+                 'through the C caller to the goroutine');
+    assert.ok(metrics.cSamples >= 100 && metrics.callbackSamples >= 30,
+              `too few samples in C (${metrics.cSamples}) or in the callback (${metrics.callbackSamples})`);
+    assert.ok(metrics.cJoined >= 0.97, `C joined ${pct(metrics.cJoined)}`);
+    assert.ok(metrics.callbackJoined >= 0.95, `callback joined ${pct(metrics.callbackJoined)}`);
     saveMetrics('go_stacks_cgo', metrics);
   });
 });

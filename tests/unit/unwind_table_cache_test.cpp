@@ -166,7 +166,7 @@ TEST(UnwindTableFile, RejectsUnsortedRowsAndUnknownRules) {
   std::swap(rows[0], rows[1]);
   EXPECT_FALSE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
   std::swap(rows[0], rows[1]);
-  rows[1].cfa_rule = 9;
+  rows[1].cfa_rule = BPFPROF_CFA_LAST_RULE + 1;
   EXPECT_FALSE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
   rows[1].cfa_rule = BPFPROF_CFA_RBX;
   EXPECT_TRUE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());

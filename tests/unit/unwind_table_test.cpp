@@ -137,6 +137,12 @@ std::string row_text(const UnwindRow* row) {
     case BPFPROF_CFA_RBX:
       cfa = "rbx+";
       break;
+    case BPFPROF_CFA_GO_CGO_CALL:
+      cfa = "goroutine+";
+      break;
+    case BPFPROF_CFA_GO_CGO_CALLBACK:
+      cfa = "g0+";
+      break;
     default:
       return "unknown";
   }

@@ -1,0 +1,181 @@
+#include "runtimes/go/cgo_switches.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <optional>
+
+#include "bpf/unwind_table.h"
+
+namespace bpfprof::go {
+namespace {
+
+// Both functions are a few hundred bytes of assembly; more is not theirs.
+constexpr size_t kMaxCode = 1024;
+
+class Code {
+ public:
+  Code(uint64_t entry, std::span<const uint8_t> bytes)
+      : entry_(entry), bytes_(bytes.first(std::min(bytes.size(), kMaxCode))) {}
+
+  size_t size() const { return bytes_.size(); }
+  uint64_t address(size_t at) const { return entry_ + at; }
+  bool has(size_t at, std::span<const uint8_t> pattern) const {
+    return at <= bytes_.size() && bytes_.size() - at >= pattern.size() &&
+           memcmp(bytes_.data() + at, pattern.data(), pattern.size()) == 0;
+  }
+  // The first place at or after `from` where `pattern` is.
+  std::optional<size_t> find(size_t from, std::span<const uint8_t> pattern) const {
+    for (size_t at = from; at < bytes_.size(); ++at)
+      if (has(at, pattern)) return at;
+    return std::nullopt;
+  }
+  std::optional<uint8_t> byte(size_t at) const {
+    return at < bytes_.size() ? std::optional<uint8_t>(bytes_[at]) : std::nullopt;
+  }
+  std::optional<int32_t> s32(size_t at) const {
+    if (at > bytes_.size() || bytes_.size() - at < 4) return std::nullopt;
+    int32_t value;
+    memcpy(&value, bytes_.data() + at, 4);
+    return value;
+  }
+
+ private:
+  uint64_t entry_;
+  std::span<const uint8_t> bytes_;
+};
+
+// sp - its value at the function's entry, at `pc`; nullopt outside the table.
+std::optional<int32_t> delta_at(const FrameLayout& layout, uint64_t pc) {
+  for (const SpDelta& span : layout.sp)
+    if (span.start <= pc && pc < span.end) return span.delta;
+  return std::nullopt;
+}
+
+// Past the call at `at` (register moves of the C arguments first): `call *%rax` or
+// `call rel32`, as asmcgocall calls the C function (directly or by a landing pad that jumps).
+std::optional<size_t> past_call(const Code& code, size_t at) {
+  constexpr std::array<uint8_t, 3> kMoveBxToDi = {0x48, 0x89, 0xdf};
+  constexpr std::array<uint8_t, 3> kMoveBxToCx = {0x48, 0x89, 0xd9};
+  constexpr std::array<uint8_t, 2> kCallRax = {0xff, 0xd0};
+  for (int moves = 0; moves < 2 && (code.has(at, kMoveBxToDi) || code.has(at, kMoveBxToCx));
+       ++moves)
+    at += 3;
+  if (code.has(at, kCallRax)) return at + 2;
+  if (code.byte(at) == 0xe8 && code.s32(at + 1)) return at + 5;
+  return std::nullopt;
+}
+
+// The depth slot stored at `at` (`mov %reg,disp8(%rsp)` or `mov %reg,(%rsp)`; reg_bits: the
+// ModRM's reg field), with the instruction's length.
+std::optional<std::pair<int32_t, size_t>> stack_store(const Code& code, size_t at,
+                                                      uint8_t reg_bits) {
+  const std::array<uint8_t, 4> at_sp = {0x48, 0x89, static_cast<uint8_t>(0x04 | reg_bits), 0x24};
+  const std::array<uint8_t, 4> at_disp8 = {0x48, 0x89, static_cast<uint8_t>(0x44 | reg_bits), 0x24};
+  if (code.has(at, at_sp)) return std::pair<int32_t, size_t>{0, 4};
+  const std::optional<uint8_t> disp8 = code.byte(at + 4);
+  if (code.has(at, at_disp8) && disp8 < 0x80) return std::pair<int32_t, size_t>{*disp8, 5};
+  return std::nullopt;
+}
+
+constexpr uint8_t kRegDi = 7 << 3;
+constexpr uint8_t kRegDx = 2 << 3;
+
+// asmcgocall's switch to the system stack: g at sp + G (`mov %rdi,G(%rsp)`), g.stack.hi
+// (`mov 8(%rdi),%rdi; sub %rdx,%rdi`), the depth at sp + G - 8, then the call. Its branch for
+// a thread already on the system stack stores 0 at G and the sp (rdx) at G - 8. The same
+// slots in both; rdx is sp as the function's code began to use it.
+std::optional<int32_t> asmcgocall_slot(const Code& code, size_t g_store, size_t* call_end) {
+  constexpr std::array<uint8_t, 7> kStackHiMinusDx = {0x48, 0x8b, 0x7f, BPFPROF_GO_G_STACK_HI,
+                                                      0x48, 0x29, 0xd7};
+  constexpr std::array<uint8_t, 4> kZeroG = {0x48, 0xc7, 0x44, 0x24};
+  std::optional<std::pair<int32_t, size_t>> depth;
+  size_t after = 0;
+  int32_t g_slot = 0;
+  if (code.has(g_store, kZeroG)) {
+    g_slot = code.byte(g_store + 4).value_or(0x80);
+    if (g_slot >= 0x80 || code.s32(g_store + 5) != 0) return std::nullopt;
+    after = g_store + 9;
+    depth = stack_store(code, after, kRegDx);
+  } else if (std::optional<std::pair<int32_t, size_t>> g = stack_store(code, g_store, kRegDi)) {
+    g_slot = g->first;
+    if (!code.has(g_store + g->second, kStackHiMinusDx)) return std::nullopt;
+    after = g_store + g->second + kStackHiMinusDx.size();
+    depth = stack_store(code, after, kRegDi);
+  }
+  if (!depth || depth->first + 8 != g_slot) return std::nullopt;
+  std::optional<size_t> end = past_call(code, after + depth->second);
+  if (!end) return std::nullopt;
+  *call_end = *end;
+  return depth->first;
+}
+
+std::vector<CgoSwitch> asmcgocall_switches(const Code& code, const FrameLayout& layout) {
+  constexpr std::array<uint8_t, 3> kMoveSpToDx = {0x48, 0x89, 0xe2};
+  std::vector<CgoSwitch> found;
+  const std::optional<size_t> keep_sp = code.find(0, kMoveSpToDx);
+  if (!keep_sp) return found;
+  const std::optional<int32_t> delta = delta_at(layout, code.address(*keep_sp));
+  if (!delta || *delta < 0) return found;
+  // A frame pointer pushed first (`push %rbp`) is the caller's rbp, below the return address.
+  const bool rbp_saved = *delta >= 8 && code.byte(0) == 0x55;
+  for (size_t at = *keep_sp + kMoveSpToDx.size(); at < code.size() && found.size() < 2; ++at) {
+    size_t call_end = 0;
+    if (std::optional<int32_t> slot = asmcgocall_slot(code, at, &call_end)) {
+      found.push_back(
+          {CgoSwitchKind::kCallIntoC, code.address(call_end), *delta + 8, rbp_saved, *slot});
+      at = call_end - 1;
+    }
+  }
+  return found;
+}
+
+// cgocallback on the system stack: g from the thread pointer (`mov %fs:D,%rbx`), g.m, m.g0,
+// and g0.sched.sp = sp (nested cgo calls start below this frame), then the call into Go
+// (`lea cgocallbackg(%rip),%rax; call *%rax`) from a frame on the goroutine's stack of the
+// same size: its return address is where the switch back is found.
+std::optional<CgoSwitch> cgocallback_switch(const Code& code, const FrameLayout& layout) {
+  constexpr std::array<uint8_t, 5> kTlsToBx = {0x64, 0x48, 0x8b, 0x1c, 0x25};
+  constexpr std::array<uint8_t, 4> kGM = {0x48, 0x8b, 0x5b, BPFPROF_GO_G_M};
+  constexpr std::array<uint8_t, 3> kMG0 = {0x48, 0x8b, 0x33};
+  constexpr std::array<uint8_t, 4> kSchedSpIsSp = {0x48, 0x89, 0x66, BPFPROF_GO_G_SCHED_SP};
+  constexpr std::array<uint8_t, 3> kLeaRax = {0x48, 0x8d, 0x05};
+  constexpr std::array<uint8_t, 2> kCallRax = {0xff, 0xd0};
+  const std::optional<size_t> tls = code.find(0, kTlsToBx);
+  if (!tls) return std::nullopt;
+  const std::optional<int32_t> g_offset = code.s32(*tls + kTlsToBx.size());
+  const std::optional<size_t> g_m = code.find(*tls, kGM);
+  if (!g_offset || *g_offset < INT16_MIN || *g_offset > 0 || !g_m) return std::nullopt;
+  const std::optional<size_t> m_g0 = code.find(*g_m, kMG0);
+  const std::optional<size_t> sched = m_g0 ? code.find(*m_g0, kSchedSpIsSp) : std::nullopt;
+  const std::optional<size_t> lea = sched ? code.find(*sched, kLeaRax) : std::nullopt;
+  if (!lea || !code.has(*lea + 7, kCallRax)) return std::nullopt;
+  const uint64_t return_address = code.address(*lea + 9);
+  const std::optional<int32_t> delta = delta_at(layout, return_address - 1);
+  if (!delta || *delta < 16 || delta_at(layout, code.address(*sched)) != delta) return std::nullopt;
+  // The prologue keeps the caller's rbp at the frame's top (`mov %rbp,delta-8(%rsp)`).
+  const std::array<uint8_t, 5> save_rbp = {0x48, 0x89, 0x6c, 0x24,
+                                           static_cast<uint8_t>(*delta - 8)};
+  const bool rbp_saved = *delta - 8 < 0x80 && code.find(0, save_rbp).value_or(SIZE_MAX) < *tls;
+  return CgoSwitch{CgoSwitchKind::kCallbackIntoGo, return_address, *delta + 8, rbp_saved,
+                   *g_offset};
+}
+
+bool named(std::string_view name, std::string_view function) {
+  return name == function || (name.size() == function.size() + 5 && name.starts_with(function) &&
+                              name.ends_with(".abi0"));
+}
+
+}  // namespace
+
+std::vector<CgoSwitch> find_cgo_switches(std::string_view name, uint64_t entry,
+                                         std::span<const uint8_t> code, const FrameLayout& layout) {
+  const Code function(entry, code);
+  if (named(name, "runtime.asmcgocall")) return asmcgocall_switches(function, layout);
+  if (named(name, "runtime.cgocallback")) {
+    if (std::optional<CgoSwitch> found = cgocallback_switch(function, layout)) return {*found};
+  }
+  return {};
+}
+
+}  // namespace bpfprof::go

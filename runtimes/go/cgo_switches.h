@@ -1,0 +1,47 @@
+// Where a cgo call moves a thread between a goroutine's stack and its system stack (g0), read
+// from the code of the two runtime functions that switch: asmcgocall, which runs a C function
+// on the system stack, and cgocallback, which runs Go called back from C on the goroutine's.
+// Go's own traceback ends at both; the kernel walk follows them (bpf/unwind_table.h's
+// BPFPROF_CFA_GO_CGO_CALL and _CALLBACK), so a C function's stack goes on into the goroutine
+// that called it, and a callback's into the C code that called back.
+//
+// The offsets the walk needs (stack slots, struct fields, the thread-pointer offset of g) are
+// taken from the instructions themselves, and a function whose code is not of a known shape
+// gives nothing: its frames stay where Go's traceback ends. The code comes from any binary,
+// so every read is bounded.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "runtimes/go/pclntab.h"
+
+namespace bpfprof::go {
+
+enum class CgoSwitchKind : uint8_t {
+  // asmcgocall's call of the C function, on the system stack: [sp + slot] is the goroutine's
+  // stack depth (g.stack.hi - its sp) and [sp + slot + 8] its g, or 0 and [sp + slot] the sp
+  // itself when the call was made on the system stack already.
+  kCallIntoC,
+  // cgocallback's call into Go, in a frame on the goroutine's stack made the size of its
+  // frame on the system stack, whose sp g0.sched.sp keeps; slot: g's offset from the thread
+  // pointer (fs).
+  kCallbackIntoGo,
+};
+
+struct CgoSwitch {
+  CgoSwitchKind kind = CgoSwitchKind::kCallIntoC;
+  uint64_t return_address = 0;  // just past the call, in the binary's virtual addresses
+  int32_t cfa_offset = 0;       // the frame switched to: its CFA minus its sp
+  bool rbp_saved = false;       // the caller's rbp is at that CFA - 16
+  int32_t slot = 0;
+};
+
+// The switches in one function's code (`code` starting at `entry`; `layout` its pcsp table),
+// for the functions named runtime.asmcgocall and runtime.cgocallback; none for any other.
+std::vector<CgoSwitch> find_cgo_switches(std::string_view name, uint64_t entry,
+                                         std::span<const uint8_t> code, const FrameLayout& layout);
+
+}  // namespace bpfprof::go
