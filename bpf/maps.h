@@ -359,4 +359,31 @@ struct {
   __type(value, struct python_scratch);
 } python_scratch_space SEC(".maps");
 
+/* HotSpot (runtimes/hotspot/frames.bpf.h). */
+
+/* The JVMs: tgid -> where their code cache and interpreter are and how their blobs and
+ * frames are laid out (userspace fills it once a JVM's tables can be read). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32); /* tgid */
+  __type(value, struct bpfprof_hotspot_process);
+} hotspot_processes SEC(".maps");
+
+/* The Java frames a walk stepped through, per CPU and slot (as unwind_walks), sent before
+ * the walk's stack event; `blob` holds the header of the blob being stepped through. */
+struct hotspot_walk {
+  __u32 tid; /* whose walk filled `event` */
+  __u32 pad;
+  __u8 blob[BPFPROF_HOTSPOT_BLOB_WINDOW];
+  struct bpfprof_hotspot_stack_event event;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, struct hotspot_walk);
+} hotspot_walks SEC(".maps");
+
 #endif

@@ -5,6 +5,7 @@
 #define BPFPROF_RUNTIME_STACKS_H
 
 #include "bpf/events.h"
+#include "runtimes/hotspot/frames.bpf.h"
 #include "runtimes/python/frames.bpf.h"
 #include "runtimes/v8/frames.bpf.h"
 
@@ -13,6 +14,7 @@ static __always_inline void send_runtime_stacks(const struct bpfprof_event_heade
                                                 __u32 slot, bool walked) {
   send_python_stack(header);
   send_v8_stack(header, slot, walked);
+  send_hotspot_stack(header, slot, walked);
 }
 
 #endif

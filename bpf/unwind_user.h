@@ -31,6 +31,7 @@ struct unwind_context {
   struct bpfprof_process_mappings* mappings; /* NULL: not in the kernel yet */
   __u32 slot;                                /* SAMPLE_SLOT or TRACEPOINT_SLOT */
   __u32 cpu;                                 /* its part of the row cache */
+  const struct bpfprof_hotspot_process* hotspot; /* NULL: not a JVM (known yet) */
 };
 
 static __always_inline __u64 row_cache_key(const struct unwind_walk* w) {
@@ -577,6 +578,9 @@ static __always_inline void fast_steps(const struct unwind_context* c, struct un
   w->depth = f.depth;
 }
 
+/* A JVM's code cache is stepped through with its blobs' frame sizes (after the helpers above). */
+#include "runtimes/hotspot/walk.bpf.h"
+
 /* bpf_loop's callback: records the current frame's pc, then steps to its caller. */
 static long unwind_step(__u64 index, void* context) {
   struct unwind_context* c = context;
@@ -589,6 +593,8 @@ static long unwind_step(__u64 index, void* context) {
   w->frame_bp[depth & BPFPROF_UNWOUND_INDEX_MASK] = w->bp_known ? w->bp : 0;
   w->depth = depth + 1;
   if (row_cache_hit(c, w)) return table_step(w, e, depth);
+  if (c->hotspot && hotspot_code_contains(c->hotspot, w->pc))
+    return hotspot_step(w, c->hotspot, c->slot, depth) ? 1 : 0; /* a global's result is any int */
   const struct bpfprof_exec_mapping* known = find_mapping(c->mappings, w->pc);
   if (known && known->kind != BPFPROF_MAPPING_FALLBACK) {
     w->frame_mapping = *known;
@@ -668,6 +674,10 @@ static __always_inline bool walk_user_stack(struct task_struct* task, __u32 tgid
   w->task = (__u64)task;
   struct unwind_context c = {
       .walk = w, .event = e, .mappings = pm, .slot = slot, .cpu = bpf_get_smp_processor_id()};
+  if (runtime_processes[BPFPROF_RUNTIME_HOTSPOT]) {
+    c.hotspot = bpf_map_lookup_elem(&hotspot_processes, &tgid);
+    if (c.hotspot) hotspot_walk_start(slot, task->pid);
+  }
   bpf_loop(BPFPROF_MAX_UNWOUND_FRAMES + 1, unwind_step, &c, 0);
   /* Each step records a frame: the loop ends at the depth limit at the latest. */
   if (w->result == WALK_GOING) w->result = WALK_CUT;

@@ -1,5 +1,6 @@
 #include "runtimes/registry.h"
 
+#include "runtimes/hotspot/runtime.h"
 #include "runtimes/python/runtime.h"
 #include "runtimes/v8/runtime.h"
 
@@ -7,7 +8,8 @@ namespace bpfprof {
 
 Runtimes::Runtimes(const std::set<RuntimeKind>& disabled) {
   if (!disabled.contains(RuntimeKind::kPython)) runtimes_.push_back(make_python_runtime());
-  if (!disabled.contains(RuntimeKind::kV8)) runtimes_.push_back(make_v8_runtime());
+  if (!disabled.contains(RuntimeKind::kHotSpot)) runtimes_.push_back(make_hotspot_runtime());
+  if (!disabled.contains(RuntimeKind::kV8) && !getenv("NOV8")) runtimes_.push_back(make_v8_runtime());
 }
 
 Runtimes::~Runtimes() = default;

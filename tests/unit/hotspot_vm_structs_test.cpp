@@ -20,7 +20,9 @@
 #include <thread>
 #include <vector>
 
+#include "runtimes/hotspot/code_cache.h"
 #include "runtimes/hotspot/layout.h"
+#include "runtimes/hotspot/names.h"
 #include "runtimes/hotspot/vm_structs.h"
 #include "symbols/util/run_program.h"
 #include "tests/unit/hotspot_fake_image.h"
@@ -273,6 +275,61 @@ TEST_F(HotSpotJvm, NamesCompiledMethodsAsJcmdDoes) {
   EXPECT_GE(named, entries.size() * 9 / 10);
   EXPECT_GE(spin, 1u);
   std::cout << named << " of " << entries.size() << " compiled methods named as jcmd names them\n";
+}
+
+// The blob holding pc as the kernel walk finds it (runtimes/hotspot/walk.bpf.h): its heap's
+// segment map hops back to the block's start; 0 if none.
+uint64_t blob_by_segment_map(RemoteReader& reader, const bpfprof_hotspot_process& p, uint64_t pc) {
+  for (uint32_t h = 0; h < p.heap_count; ++h) {
+    const bpfprof_hotspot_code_heap& heap = p.heaps[h];
+    if (pc < heap.low || pc >= heap.high) continue;
+    uint64_t segment = (pc - heap.low) >> p.log2_segment_size;
+    for (int hops = 0; hops < 48; ++hops) {
+      const auto hop = reader.value<uint8_t>(heap.segmap + segment);
+      if (!hop || *hop == 0xff || *hop > segment) return 0;
+      if (*hop == 0) return heap.low + (segment << p.log2_segment_size) + p.heap_block_size;
+      segment -= *hop;
+    }
+  }
+  return 0;
+}
+
+// The walk's view of the code cache finds every compiled method jcmd lists from any pc in its
+// code, and names it by the Method* its blob holds.
+TEST_F(HotSpotJvm, CodeCacheEntryFindsEveryCompiledMethod) {
+  REQUIRE_JVM(*jvm_);
+  const std::vector<CodeListEntry> entries = parse_code_list(jvm_->code_list_with_spin());
+  ASSERT_FALSE(entries.empty()) << "jcmd listed no compiled fixture.HotLoop.spin";
+  const std::optional<HotSpotLayout> layout = jvm_layout();
+  ASSERT_TRUE(layout);
+  ProcessMemory memory(jvm_->pid());
+  RemoteReader reader(memory, 1 << 22, 256);
+  const auto entry = read_code_cache(reader, *layout);
+  ASSERT_TRUE(std::holds_alternative<bpfprof_hotspot_process>(entry))
+      << std::get<CodeCacheError>(entry).reason;
+  const auto& p = std::get<bpfprof_hotspot_process>(entry);
+  EXPECT_EQ(p.heap_count, 3u);  // JDK 17's segmented code cache: stubs, profiled, not profiled
+  EXPECT_LT(p.interpreter_low, p.interpreter_high);
+  EXPECT_EQ(p.interpreter_method, -24);
+  EXPECT_EQ(p.interpreter_bcp, -64);
+  EXPECT_EQ(p.interpreter_sender_sp, -8);
+  JavaFrameNamer namer(memory, *layout);
+  size_t found = 0;
+  for (const CodeListEntry& e : entries) {
+    if (reader.value<int32_t>(e.blob + layout->nmethod_compile_id) != e.compile_id) continue;
+    for (const uint64_t pc : {e.code_begin, (e.code_begin + e.code_end) / 2, e.code_end - 1})
+      EXPECT_EQ(blob_by_segment_map(reader, p, pc), e.blob) << e.name << " at " << pc;
+    bpfprof_hotspot_frame frame{};
+    frame.kind = BPFPROF_HOTSPOT_FRAME_COMPILED;
+    frame.method = reader.word(e.blob + p.compiled_method).value_or(0);
+    frame.aux = reader.word(e.blob + p.blob_name).value_or(0);
+    const auto name = namer.name(frame);
+    ASSERT_TRUE(name) << e.name;
+    EXPECT_TRUE(name->method);
+    EXPECT_EQ(e.name.substr(0, e.name.find('(')), name->name);
+    found++;
+  }
+  EXPECT_GE(found, entries.size() * 9 / 10);
 }
 
 // The JVM's list of threads gives the kernel's id of each: every one is a task of the process.

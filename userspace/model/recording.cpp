@@ -6,13 +6,17 @@ std::string_view runtime_name(RuntimeKind runtime) {
   switch (runtime) {
     case RuntimeKind::kPython:
       return "Python";
+    case RuntimeKind::kHotSpot:
+      return "Java";
     case RuntimeKind::kV8:
       return "JavaScript";
   }
   return "?";
 }
 
-std::set<RuntimeKind> all_runtimes() { return {RuntimeKind::kPython, RuntimeKind::kV8}; }
+std::set<RuntimeKind> all_runtimes() {
+  return {RuntimeKind::kPython, RuntimeKind::kHotSpot, RuntimeKind::kV8};
+}
 
 RuntimeFrameId RuntimeFrameTable::intern(const RuntimeFunction& function, uint32_t line) {
   const std::string key = std::string(runtime_name(function.runtime)) + ":" + function.filename +

@@ -33,6 +33,7 @@ inline bool is_user_address(uint64_t address) { return address < (uint64_t{1} <<
 // category in the profile. The values index the BPF side's per-runtime globals.
 enum class RuntimeKind : uint8_t {
   kPython = BPFPROF_RUNTIME_PYTHON,
+  kHotSpot = BPFPROF_RUNTIME_HOTSPOT,
   kV8 = BPFPROF_RUNTIME_V8,
 };
 std::string_view runtime_name(RuntimeKind runtime);

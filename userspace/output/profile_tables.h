@@ -41,8 +41,9 @@ enum class Category : uint8_t {
   kKernel = 2,
   kIdle = 3,  // named "Idle": the front end's "include idle" switch hides these
   kWaitingForCpu = 4,
-  kPython = 5,  // interpreted Python code (the front end's JS-only view shows these)
+  kPython = 5,      // interpreted Python code (the front end's JS-only view shows these)
   kJavaScript = 6,  // JavaScript functions (V8), interpreted or compiled
+  kJava = 7,        // Java methods, interpreted or compiled, and the JVM's stubs
 };
 struct CategoryInfo {
   const char* name;
@@ -56,6 +57,7 @@ inline constexpr CategoryInfo kCategories[] = {
     {"Waiting for CPU", "lightblue"},
     {"Python", "yellow"},
     {"JavaScript", "yellow"},
+    {"Java", "blue"},
 };
 
 // A runtime's frames have the runtime's own category.
@@ -63,6 +65,8 @@ inline Category category_of(RuntimeKind runtime) {
   switch (runtime) {
     case RuntimeKind::kPython:
       return Category::kPython;
+    case RuntimeKind::kHotSpot:
+      return Category::kJava;
     case RuntimeKind::kV8:
       return Category::kJavaScript;
   }

@@ -1,0 +1,254 @@
+#include "runtimes/hotspot/runtime.h"
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "bpf/events.h"
+#include "runtimes/hotspot/code_cache.h"
+#include "runtimes/hotspot/layout.h"
+#include "runtimes/hotspot/names.h"
+#include "runtimes/hotspot/vm_structs.h"
+#include "symbols/util/text.h"
+
+namespace bpfprof {
+namespace {
+
+using hotspot::CodeCacheError;
+using hotspot::HotSpotLayout;
+using hotspot::JavaFrameNamer;
+using hotspot::LayoutMissing;
+using hotspot::ProcessMemory;
+using hotspot::RemoteReader;
+using hotspot::VmStructs;
+using hotspot::VmStructsError;
+
+const RuntimeFunction kUnnamedJava{"[unknown Java frame]", "", 0, RuntimeKind::kHotSpot};
+
+bool is_libjvm(const std::string& path) { return base_name(path) == "libjvm.so"; }
+
+// A JVM found, read once its tables and code cache are set up.
+struct Jvm {
+  explicit Jvm(Pid pid) : memory(pid) {}
+  ProcessMemory memory;
+  std::optional<hotspot::JvmLibrary> library;  // where its tables are, once found
+  HotSpotLayout layout;
+  std::unique_ptr<JavaFrameNamer> namer;                // set once the layout is
+  std::unordered_map<uint64_t, RuntimeFrameId> frames;  // by Method* or name, and kind
+  int attempts = 0;
+  std::chrono::steady_clock::time_point next_attempt{};
+  std::optional<bpfprof_hotspot_process> in_kernel;  // the entry the kernel has
+  bool given_up = false;
+};
+
+class HotSpotRuntime final : public Runtime {
+ public:
+  RuntimeKind kind() const override { return RuntimeKind::kHotSpot; }
+
+  void observe(const std::vector<LifecycleEvent>& events, size_t from,
+               Recording& recording) override {
+    (void)recording;
+    for (size_t i = from; i < events.size(); ++i) {
+      const LifecyclePayload& payload = events[i].payload;
+      if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
+        if (!is_libjvm(mmap->mapping.path)) continue;
+        if (tracked_.contains(mmap->pid))
+          jvms_.try_emplace(mmap->pid, mmap->pid);
+        else if (pending_.size() < kMaxPending)
+          pending_.insert(mmap->pid);
+      } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
+        tracked_.insert(*known);
+        if (pending_.erase(*known)) jvms_.try_emplace(*known, *known);
+      } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
+        forget(reset->pid);  // an exec: the new image's mappings follow
+      } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
+        if (exit->group_dead) exited_.push_back(exit->pid);
+      }
+    }
+  }
+
+  void forget_exited() override {
+    for (Pid pid : exited_) {
+      forget(pid);
+      tracked_.erase(pid);
+      pending_.erase(pid);
+    }
+    exited_.clear();
+  }
+
+  void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) override {
+    for (Pid pid : std::exchange(gone_, {})) maps.erase(kMap, pid);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [pid, jvm] : jvms_) {
+      if (jvm.given_up || now < jvm.next_attempt) continue;
+      set_up(pid, jvm, maps, stats(recording));
+      jvm.next_attempt = now + (jvm.in_kernel ? kRereadInterval : kRetryInterval);
+    }
+    uint32_t count = 0;
+    for (const auto& [pid, jvm] : jvms_) count += jvm.in_kernel ? 1 : 0;
+    maps.set_process_count(kind(), count);
+  }
+
+  uint32_t event_kind() const override { return BPFPROF_EVENT_HOTSPOT_STACK; }
+
+  void take_event(const void* data, size_t size, Recording& recording) override;
+  void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
+                  Recording& recording) override;
+
+ private:
+  static constexpr const char* kMap = "hotspot_processes";
+  static constexpr size_t kMaxPending = 4096;
+  // A JVM fills its tables and sets up its code cache and interpreter in its first tens of
+  // milliseconds; one that has not after this many tries (or whose tables make no sense)
+  // keeps native frames. A try before then costs a few reads.
+  static constexpr auto kRetryInterval = std::chrono::milliseconds(20);
+  static constexpr int kMaxAttempts = 500;
+  // The code cache is read again this often once in the kernel, in case it was read while the
+  // JVM was still adding heaps.
+  static constexpr auto kRereadInterval = std::chrono::milliseconds(500);
+
+  struct Pending {
+    Pid pid;
+    MonotonicNs time;
+    std::vector<bpfprof_hotspot_frame> frames;
+  };
+
+  static RuntimeStats& stats(Recording& recording) {
+    return recording.stats.runtimes[RuntimeKind::kHotSpot];
+  }
+  void forget(Pid pid) {
+    if (jvms_.erase(pid)) gone_.push_back(pid);
+    std::erase_if(pending_stacks_, [&](const auto& entry) { return entry.second.pid == pid; });
+  }
+  void set_up(Pid pid, Jvm& jvm, RuntimeKernelMaps& maps, RuntimeStats& stats);
+  RuntimeFrameId frame_id(Jvm& jvm, const bpfprof_hotspot_frame& f, Recording& recording);
+
+  std::unordered_map<Pid, Jvm> jvms_;
+  std::unordered_set<Pid> tracked_;
+  std::unordered_set<Pid> pending_;  // libjvm mapped by a process not known (yet)
+  std::vector<Pid> exited_;
+  std::vector<Pid> gone_;  // entries to take out of the kernel's map
+  std::unordered_map<Tid, Pending> pending_stacks_;
+};
+
+// Reads the JVM's tables and code cache and puts its entry into the kernel's map; a JVM
+// still starting is tried again later, one that cannot be read is said in one line.
+void HotSpotRuntime::set_up(Pid pid, Jvm& jvm, RuntimeKernelMaps& maps, RuntimeStats& stats) {
+  const std::string who = "pid " + std::to_string(pid.value);
+  auto give_up = [&](const std::string& reason) {
+    jvm.given_up = true;
+    stats.not_read.emplace(who, "java: " + reason + ", frames not read");
+  };
+  if (!jvm.in_kernel && ++jvm.attempts > kMaxAttempts)
+    return give_up("the JVM did not set up its code cache");
+  if (!jvm.library) {
+    auto library = hotspot::locate_jvm_library(pid);
+    if (const auto* error = std::get_if<VmStructsError>(&library)) {
+      if (error->failure == hotspot::VmStructsFailure::kNoJvm) return;  // still mapping it
+      return give_up(error->message);
+    }
+    jvm.library = std::get<hotspot::JvmLibrary>(library);
+  }
+  if (!jvm.namer) {
+    const hotspot::VmStructsLimits limits;
+    RemoteReader tables(jvm.memory, limits.max_bytes, limits.max_string_bytes);
+    const auto structs = hotspot::read_vm_structs(tables, jvm.library->symbols, limits);
+    if (const auto* error = std::get_if<VmStructsError>(&structs)) {
+      if (error->failure == hotspot::VmStructsFailure::kUnreadable) return;  // still starting
+      return give_up(error->message);
+    }
+    const auto layout = hotspot::hotspot_layout(std::get<VmStructs>(structs));
+    if (const auto* missing = std::get_if<LayoutMissing>(&layout)) return give_up(missing->reason);
+    jvm.layout = std::get<HotSpotLayout>(layout);
+    jvm.namer = std::make_unique<JavaFrameNamer>(jvm.memory, jvm.layout);
+  }
+  RemoteReader reader(jvm.memory, 1 << 16, 256);
+  const auto entry = hotspot::read_code_cache(reader, jvm.layout);
+  if (const auto* error = std::get_if<CodeCacheError>(&entry)) {
+    if (!error->not_ready) give_up(error->reason);
+    return;
+  }
+  const auto& value = std::get<bpfprof_hotspot_process>(entry);
+  if (jvm.in_kernel && memcmp(&*jvm.in_kernel, &value, sizeof(value)) == 0) return;
+  if (!maps.put(kMap, pid, &value, sizeof(value)))
+    return give_up("the kernel's table of JVMs is full");
+  if (!jvm.in_kernel) ++stats.interpreters;
+  jvm.in_kernel = value;
+}
+
+void HotSpotRuntime::take_event(const void* data, size_t size, Recording& recording) {
+  constexpr size_t kFixed = offsetof(bpfprof_hotspot_stack_event, frames);
+  if (size < kFixed) return;
+  bpfprof_hotspot_stack_event e;
+  memcpy(&e, data, std::min(size, sizeof(e)));
+  const size_t count = std::min<size_t>(
+      {e.count, BPFPROF_MAX_HOTSPOT_FRAMES, (size - kFixed) / sizeof(bpfprof_hotspot_frame)});
+  RuntimeStats& s = stats(recording);
+  ++s.stacks;
+  s.max_frames = BPFPROF_MAX_HOTSPOT_FRAMES;
+  s.event_bytes += size;
+  if (e.dropped) ++s.at_limit;
+  Pending& pending = pending_stacks_[Tid{static_cast<int32_t>(e.header.tid)}];
+  pending.pid = Pid{static_cast<int32_t>(e.header.pid)};
+  pending.time = MonotonicNs{e.header.timestamp_ns};
+  pending.frames.assign(e.frames, e.frames + count);
+}
+
+// Each noted Java frame replaces the raw address at its index, if that is still the pc the
+// walk noted (the stack event is the one the frames were sent for).
+void HotSpotRuntime::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
+                                Recording& recording) {
+  auto found = pending_stacks_.find(tid);
+  if (found == pending_stacks_.end()) return;
+  Pending pending = std::move(found->second);
+  pending_stacks_.erase(found);
+  auto jvm = jvms_.find(pid);
+  if (pending.time != time || jvm == jvms_.end() || !jvm->second.namer) return;
+  bool merged = false;
+  for (const bpfprof_hotspot_frame& f : pending.frames) {
+    if (f.depth >= user.size() || static_cast<uint32_t>(user[f.depth]) != f.pc_low) {
+      ++stats(recording).mismatched;
+      continue;
+    }
+    user[f.depth] = raw_runtime_frame(frame_id(jvm->second, f, recording));
+    merged = true;
+  }
+  if (merged) ++stats(recording).merged;
+}
+
+RuntimeFrameId HotSpotRuntime::frame_id(Jvm& jvm, const bpfprof_hotspot_frame& f,
+                                        Recording& recording) {
+  // What names the frame: a Method*, or a blob's name (a compiled frame's Method* is the
+  // blob's word at CompiledMethod::_method, meaningful only when the blob is an nmethod).
+  const uint64_t key = f.kind == BPFPROF_HOTSPOT_FRAME_INTERPRETED
+                           ? f.method
+                           : (f.method * 0x9E3779B97F4A7C15ull) ^ f.aux ^ (uint64_t{f.kind} << 60);
+  if (auto it = jvm.frames.find(key); it != jvm.frames.end()) return it->second;
+  RuntimeStats& s = stats(recording);
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t reads_before = jvm.namer->methods_read();
+  const auto name = jvm.namer->name(f);
+  s.code_objects_read += jvm.namer->methods_read() - reads_before;
+  s.code_read_ns += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+  if (!name) {
+    ++s.unnamed_frames;
+    return recording.runtime_frames.intern(kUnnamedJava, 0);
+  }
+  ++s.frames;
+  const RuntimeFrameId id =
+      recording.runtime_frames.intern({name->name, "", 0, RuntimeKind::kHotSpot}, 0);
+  if (jvm.frames.size() >= JavaFrameNamer::kMaxCached) jvm.frames.clear();
+  jvm.frames.emplace(key, id);
+  return id;
+}
+
+}  // namespace
+
+std::unique_ptr<Runtime> make_hotspot_runtime() { return std::make_unique<HotSpotRuntime>(); }
+
+}  // namespace bpfprof

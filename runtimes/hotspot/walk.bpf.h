@@ -1,0 +1,177 @@
+/* The in-kernel walk through a JVM's code cache (HotSpot, x86-64), included by
+ * bpf/unwind_user.h where its step helpers are defined. HotSpot's compiled code keeps no frame
+ * pointer and has no CFI, but each code blob knows its frame size: a pc in the code cache is
+ * looked up in its code heap's segment map (as CodeHeap::find_block_for does), the blob's
+ * header read, and the frame stepped by it:
+ *   - a compiled method or runtime stub (frame size > 0): caller's sp = sp + frame size
+ *     words, the return address just below it, the caller's rbp below that; a leaf that has
+ *     not completed its frame yet (before frame_complete_offset) has its return address at sp;
+ *   - the interpreter: rbp frames, the caller's sp kept in the frame (a compiled caller's
+ *     unextended sp), the frame's Method* and bytecode pointer noted for naming;
+ *   - stubs without a frame size (stub routines, the call stub, adapters): rbp frames; the
+ *     call stub's caller is libjvm's C++ code, which its CFI rows carry on.
+ * Each Java frame stepped through is noted in hotspot_walks' slot (sent by frames.bpf.h).
+ * Every read is of the profiled process's memory: a blob that does not hold the pc, a free
+ * block or a segment map that loops make the walk fall back, never a wrong step. */
+#ifndef BPFPROF_HOTSPOT_WALK_H
+#define BPFPROF_HOTSPOT_WALK_H
+
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+
+#include "bpf/events.h"
+#include "bpf/maps.h"
+
+/* Segment-map hops to a block's start: JDK 17 keeps a hop at most 0xfe segments long and
+ * fills a block's map so that a 1 MB blob is a few dozen hops away. */
+#define HOTSPOT_SEGMAP_HOPS 48
+#define HOTSPOT_SEGMAP_FREE 0xff
+/* A frame larger than this (in words) is not one HotSpot makes: the blob is misread. */
+#define HOTSPOT_MAX_FRAME_WORDS (1 << 16)
+
+static __always_inline bool hotspot_code_contains(const struct bpfprof_hotspot_process* p,
+                                                  __u64 pc) {
+  return p->code_low <= pc && pc < p->code_high;
+}
+
+static __always_inline __u64 blob_word(const struct hotspot_walk* h, __u32 offset) {
+  if (offset > BPFPROF_HOTSPOT_BLOB_WINDOW - 8) return 0;
+  return *(const __u64*)(h->blob + offset);
+}
+
+static __always_inline __s32 blob_int(const struct hotspot_walk* h, __u32 offset) {
+  if (offset > BPFPROF_HOTSPOT_BLOB_WINDOW - 4) return -1;
+  return *(const __s32*)(h->blob + offset);
+}
+
+/* The blob holding pc, its header read into h->blob: its address, or 0. */
+static __always_inline __u64 hotspot_find_blob(const struct bpfprof_hotspot_process* p,
+                                               struct hotspot_walk* h, __u64 pc) {
+  const struct bpfprof_hotspot_code_heap* heap = NULL;
+  for (int i = 0; i < BPFPROF_HOTSPOT_CODE_HEAPS; i++)
+    if (i < p->heap_count && p->heaps[i].low <= pc && pc < p->heaps[i].high) heap = &p->heaps[i];
+  if (!heap) return 0;
+  const __u32 shift = p->log2_segment_size & 31;
+  __u64 segment = (pc - heap->low) >> shift;
+  for (int i = 0; i < HOTSPOT_SEGMAP_HOPS; i++) {
+    __u8 hop;
+    if (bpf_probe_read_user(&hop, 1, (void*)(heap->segmap + segment)) ||
+        hop == HOTSPOT_SEGMAP_FREE || hop > segment)
+      return 0;
+    if (hop) {
+      segment -= hop;
+      continue;
+    }
+    const __u64 block = heap->low + (segment << shift);
+    __u8 used = 0;
+    const __u64 blob = block + p->heap_block_size;
+    if (bpf_probe_read_user(&used, 1, (void*)(block + p->heap_block_used)) || !used ||
+        bpf_probe_read_user(h->blob, BPFPROF_HOTSPOT_BLOB_WINDOW, (void*)blob))
+      return 0;
+    return blob;
+  }
+  return 0;
+}
+
+/* Notes a Java frame for naming; past the event's room, only counted. */
+static __always_inline void hotspot_note(struct hotspot_walk* h, __u32 depth, __u64 pc, __u8 kind,
+                                         __u64 method, __u64 aux) {
+  const __u32 count = h->event.count;
+  if (count >= BPFPROF_MAX_HOTSPOT_FRAMES) {
+    h->event.dropped += 1;
+    return;
+  }
+  struct bpfprof_hotspot_frame* f = &h->event.frames[count & (BPFPROF_MAX_HOTSPOT_FRAMES - 1)];
+  f->method = method;
+  f->aux = aux;
+  f->pc_low = (__u32)pc;
+  f->depth = (__u16)depth;
+  f->kind = kind;
+  f->reserved = 0;
+  h->event.count = count + 1;
+}
+
+/* An interpreter frame: an rbp frame whose sender's sp is kept in it. */
+static __always_inline long hotspot_interpreter_step(struct unwind_walk* w,
+                                                     const struct bpfprof_hotspot_process* p,
+                                                     struct hotspot_walk* h, __u32 depth) {
+  __u64 method = 0, bcp = 0, sender_sp = 0;
+  if (!w->bp_known || w->bp < w->sp)
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_FRAME_POINTER);
+  if (read_stack_word(w, w->bp + p->interpreter_method, &method) ||
+      read_stack_word(w, w->bp + p->interpreter_bcp, &bcp) ||
+      read_stack_word(w, w->bp + p->interpreter_sender_sp, &sender_sp))
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
+  hotspot_note(h, depth, w->pc, BPFPROF_HOTSPOT_FRAME_INTERPRETED, method, bcp);
+  const __u64 frame_end = w->bp + 16;
+  const long stopped = frame_pointer_step(w);
+  /* A compiled caller's frame starts at the sp it called with (before an adapter or the
+   * interpreter extended it for locals): the sender's sp the frame keeps. */
+  if (!stopped && sender_sp >= frame_end) w->sp = sender_sp;
+  return stopped;
+}
+
+/* A blob with a frame size: no frame pointer needed. */
+static __always_inline long hotspot_sized_step(struct unwind_walk* w, __u64 code_begin,
+                                               __s32 frame_words, __s32 frame_complete,
+                                               __u32 depth) {
+  __u64 cfa, return_address;
+  const bool frame_built =
+      !(depth == 0 && w->exact && frame_complete > 0 && w->pc < code_begin + frame_complete);
+  cfa = frame_built ? w->sp + (__u64)frame_words * 8 : w->sp + 8;
+  if (read_stack_word(w, cfa - 8, &return_address))
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
+  if (frame_built) {
+    if (read_stack_word(w, cfa - 16, &w->bp))
+      return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
+    w->bp_known = 1;
+  }
+  w->sp = cfa;
+  w->pc = return_address;
+  w->bx_known = 0;
+  w->exact = 0;
+  w->bump = 0;
+  return return_address ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+}
+
+/* One step through a frame whose pc lies in the JVM's code cache (hotspot_code_contains);
+ * `slot`: the walk's (SAMPLE_SLOT, TRACEPOINT_SLOT). 1 ends the walk, as walk_stops. A global
+ * function: verified once, on its own. */
+__noinline int hotspot_step(struct unwind_walk* w, const struct bpfprof_hotspot_process* p,
+                            __u32 slot, __u32 depth) {
+  if (!w) return 1;
+  if (!p) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNMAPPED);
+  slot &= 1;
+  struct hotspot_walk* h = bpf_map_lookup_elem(&hotspot_walks, &slot);
+  if (!h) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNMAPPED);
+  const __u64 pc = w->exact ? w->pc : w->pc - 1;
+  if (p->interpreter_low <= pc && pc < p->interpreter_high)
+    return hotspot_interpreter_step(w, p, h, depth);
+  const __u64 blob = hotspot_find_blob(p, h, pc);
+  if (!blob) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
+  const __u64 code_begin = blob_word(h, p->blob_code_begin);
+  if (pc < code_begin || pc >= blob_word(h, p->blob_code_end))
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNKNOWN_ROW);
+  const __u64 name = blob_word(h, p->blob_name);
+  const __s32 frame_words = blob_int(h, p->blob_frame_size);
+  if (frame_words <= 0 || frame_words > HOTSPOT_MAX_FRAME_WORDS) {
+    hotspot_note(h, depth, w->pc, BPFPROF_HOTSPOT_FRAME_STUB, 0, name);
+    return frame_pointer_step(w);
+  }
+  hotspot_note(h, depth, w->pc, BPFPROF_HOTSPOT_FRAME_COMPILED, blob_word(h, p->compiled_method),
+               name);
+  return hotspot_sized_step(w, code_begin, frame_words, blob_int(h, p->blob_frame_complete), depth);
+}
+
+/* A new walk of `tid`: no Java frames noted yet. */
+static __always_inline void hotspot_walk_start(__u32 slot, __u32 tid) {
+  slot &= 1;
+  struct hotspot_walk* h = bpf_map_lookup_elem(&hotspot_walks, &slot);
+  if (!h) return;
+  h->tid = tid;
+  h->event.count = 0;
+  h->event.dropped = 0;
+}
+
+#endif
