@@ -335,7 +335,7 @@ struct {
 __u32 runtime_processes[BPFPROF_RUNTIMES] = {};
 
 /* Each thread's PyThreadState as last found, checked on every use against its
- * native_thread_id: finding it walks the interpreter's thread list. */
+ * native_thread_id (thread_id before 3.11): finding it walks the interpreter's thread list. */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 65536);
@@ -345,7 +345,7 @@ struct {
 
 /* The frame header is read in one piece into `window` (one read per frame instead of four);
  * the fields are taken from it at the offsets of the process's version. */
-#define PYTHON_FRAME_WINDOW 96
+#define PYTHON_FRAME_WINDOW 112
 
 struct python_scratch {
   struct bpfprof_python_stack_event event;

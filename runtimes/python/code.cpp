@@ -76,11 +76,18 @@ struct LinetableEntry {
   std::optional<uint32_t> line;
 };
 
-// The entries of a location table, in order, until its end or its first byte that does not
-// begin an entry (not a 3.11 table, or garbage).
-class LinetableEntries {
+// The line as an entry has it: none past 32 bits or below 1 (garbage: each entry moves it by
+// up to 2^31).
+std::optional<uint32_t> valid_line(int64_t line) {
+  return line > 0 && line <= UINT32_MAX ? std::optional<uint32_t>(static_cast<uint32_t>(line))
+                                        : std::nullopt;
+}
+
+// The entries of a 3.11+ location table, in order, until its end or its first byte that does
+// not begin an entry (not a 3.11 table, or garbage).
+class LocationEntries {
  public:
-  LinetableEntries(std::string_view table, int first_line) : r_(table), line_(first_line) {}
+  LocationEntries(std::string_view table, int first_line) : r_(table), line_(first_line) {}
   bool next(LinetableEntry& entry) {
     if (r_.done()) return false;
     const uint8_t first = r_.byte();
@@ -103,16 +110,70 @@ class LinetableEntries {
     } else {
       r_.skip(1);  // short forms: same line, one column byte
     }
-    // A line beyond 32 bits is garbage too (each entry moves it by up to 2^31).
-    entry.line = has_line && line_ > 0 && line_ <= UINT32_MAX
-                     ? std::optional<uint32_t>(static_cast<uint32_t>(line_))
-                     : std::nullopt;
+    entry.line = has_line ? valid_line(line_) : std::nullopt;
     return true;
   }
 
  private:
   LinetableReader r_;
   int64_t line_;
+};
+
+// The entries of a 3.8-3.10 table of byte pairs: a byte increment of the address (unsigned)
+// and a line increment (signed), in code units; pairs that move no whole unit only move the
+// line. co_lnotab (3.8, 3.9): a pair's line holds from its address on, the last one to the
+// end of the code (an entry up to the largest unit). co_linetable (3.10): a pair is a range
+// of that length on the line moved by the increment, -128 for none; past the last, no line.
+class BytePairEntries {
+ public:
+  BytePairEntries(PythonLineTable format, std::string_view table, int first_line)
+      : table_(table), lnotab_(format == PythonLineTable::kLnotab), line_(first_line) {}
+  bool next(LinetableEntry& entry) {
+    while (pos_ + 2 <= table_.size()) {
+      const uint8_t length = static_cast<uint8_t>(table_[pos_]);
+      const int8_t increment = static_cast<int8_t>(table_[pos_ + 1]);
+      pos_ += 2;
+      const uint64_t end = byte_ + length;
+      entry.length = static_cast<uint32_t>(end / 2 - byte_ / 2);
+      byte_ = end;
+      if (lnotab_) {
+        entry.line = valid_line(line_);
+        line_ += increment;
+      } else {
+        if (increment != -128) line_ += increment;
+        entry.line = increment == -128 ? std::nullopt : valid_line(line_);
+      }
+      if (entry.length > 0) return true;
+    }
+    // co_lnotab's last line runs to the end of the code, whose size the table does not say.
+    if (!lnotab_ || tail_done_ || byte_ / 2 >= UINT32_MAX) return false;
+    tail_done_ = true;
+    entry = {static_cast<uint32_t>(UINT32_MAX - byte_ / 2), valid_line(line_)};
+    return true;
+  }
+
+ private:
+  std::string_view table_;
+  bool lnotab_;
+  size_t pos_ = 0;
+  uint64_t byte_ = 0;
+  int64_t line_;
+  bool tail_done_ = false;
+};
+
+// The entries of a table of any version's format.
+class LinetableEntries {
+ public:
+  LinetableEntries(PythonLineTable format, std::string_view table, int first_line)
+      : format_(format), locations_(table, first_line), pairs_(format, table, first_line) {}
+  bool next(LinetableEntry& entry) {
+    return format_ == PythonLineTable::kLocations ? locations_.next(entry) : pairs_.next(entry);
+  }
+
+ private:
+  PythonLineTable format_;
+  LocationEntries locations_;
+  BytePairEntries pairs_;
 };
 
 }  // namespace
@@ -129,18 +190,19 @@ std::string python_text_as_utf8(std::string_view data, int kind) {
   return out;
 }
 
-std::optional<uint32_t> python_line_for(std::string_view linetable, int first_line,
-                                        uint32_t code_unit) {
-  LinetableEntries entries(linetable, first_line);
+std::optional<uint32_t> python_line_for(PythonLineTable format, std::string_view linetable,
+                                        int first_line, uint32_t code_unit) {
+  LinetableEntries entries(format, linetable, first_line);
   uint64_t start = 0;
   for (LinetableEntry entry; entries.next(entry); start += entry.length)
     if (code_unit < start + entry.length) return entry.line;
   return std::nullopt;
 }
 
-std::vector<PythonLineRun> python_line_runs(std::string_view linetable, int first_line) {
+std::vector<PythonLineRun> python_line_runs(PythonLineTable format, std::string_view linetable,
+                                            int first_line) {
   std::vector<PythonLineRun> runs;
-  LinetableEntries entries(linetable, first_line);
+  LinetableEntries entries(format, linetable, first_line);
   uint64_t start = 0;
   for (LinetableEntry entry; entries.next(entry); start += entry.length) {
     // Units past 32 bits cannot be asked for (and a table holds at most 8 per byte).
@@ -268,7 +330,7 @@ std::optional<PythonCode> PythonCodeReader::read_uncached(Budgeted& memory,
                                                           const PythonInterpreter& interpreter,
                                                           uint64_t address) {
   const PythonLayout& l = *interpreter.layout;
-  std::vector<uint8_t> object(l.code_instructions);
+  std::vector<uint8_t> object(l.code_size);
   if (!memory.read(address, object.data(), object.size())) return std::nullopt;
   ++objects_read_;
   // Whatever the address holds now must still be a code object.
@@ -281,8 +343,9 @@ std::optional<PythonCode> PythonCodeReader::read_uncached(Budgeted& memory,
   memcpy(&first_line, object.data() + l.code_first_line, sizeof(first_line));
   // Without its table the function is still named, at its first line.
   std::optional<std::string> table = memory.bytes(interpreter, word_at(object, l.code_linetable));
-  return PythonCode{std::move(*name), std::move(*file), first_line,
-                    table ? python_line_runs(*table, first_line) : std::vector<PythonLineRun>{}};
+  return PythonCode{
+      std::move(*name), std::move(*file), first_line,
+      table ? python_line_runs(l.line_table, *table, first_line) : std::vector<PythonLineRun>{}};
 }
 
 }  // namespace bpfprof

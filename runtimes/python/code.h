@@ -1,7 +1,8 @@
 // Names the code objects that the BPF side reports: reads each one once from the live
-// process (process_vm_readv: co_qualname, co_filename, co_firstlineno, co_linetable), keeps
-// it by address, and turns an instruction offset into a line with the 3.11 location table
-// (CPython's Objects/locations.md).
+// process (process_vm_readv: co_qualname, co_filename, co_firstlineno, co_linetable; co_name
+// and co_lnotab before 3.11), keeps it by address, and turns an instruction offset into a
+// line with the version's line table: the 3.11 location table (CPython's
+// Objects/locations.md), 3.10's co_linetable or 3.8's co_lnotab (Objects/lnotab_notes.txt).
 //
 // The process's memory is its owner's to fill, so what it holds is never trusted: every
 // size read from it is bounded, and reading has a budget per process and per sample. A code
@@ -22,11 +23,11 @@
 
 namespace bpfprof {
 
-// The line of the instruction `code_unit` (an index in 2-byte code units) in a 3.11+
-// location table (co_linetable) of a function that starts at `first_line`; nullopt if no
-// entry covers it or the entry has no line.
-std::optional<uint32_t> python_line_for(std::string_view linetable, int first_line,
-                                        uint32_t code_unit);
+// The line of the instruction `code_unit` (an index in 2-byte code units) in a line table of
+// `format` of a function that starts at `first_line`; nullopt if no entry covers it or the
+// entry has no line.
+std::optional<uint32_t> python_line_for(PythonLineTable format, std::string_view linetable,
+                                        int first_line, uint32_t code_unit);
 
 // A location table decoded once, so that each line costs a binary search however large the
 // table: code units from `start` up to the next run's start are on `line` (0: none). The
@@ -36,7 +37,8 @@ struct PythonLineRun {
   uint32_t line = 0;
   bool operator==(const PythonLineRun&) const = default;
 };
-std::vector<PythonLineRun> python_line_runs(std::string_view linetable, int first_line);
+std::vector<PythonLineRun> python_line_runs(PythonLineTable format, std::string_view linetable,
+                                            int first_line);
 // What python_line_for says of the table the runs were decoded from.
 std::optional<uint32_t> python_line_in(std::span<const PythonLineRun> runs, uint32_t code_unit);
 

@@ -28,14 +28,26 @@ static __always_inline __u64 read_user_u64(__u64 address) {
 struct python_thread_search {
   const struct bpfprof_python_process* process;
   __u64 thread_state; /* the one being looked at; the answer when found */
-  __u64 tid;
+  __u64 key;          /* the thread's tid or pthread_self() (thread_key) */
   bool found;
 };
+
+/* What the current thread's state holds in its thread_native_id field: its tid, or (3.10 and
+ * before, which keep no native id) pthread_self(), glibc's and musl's thread pointer, which
+ * is the FS base on x86-64 (set at clone and by arch_prctl, both kept in thread.fsbase). */
+static __always_inline __u64 python_thread_key(const struct bpfprof_python_process* p, __u32 tid) {
+  if (p->thread_key == BPFPROF_PYTHON_THREAD_NATIVE_ID) return tid;
+#if defined(__TARGET_ARCH_x86)
+  return bpf_get_current_task_btf()->thread.fsbase;
+#else
+  return 0;
+#endif
+}
 
 static long check_python_thread(__u64 index, void* context) {
   struct python_thread_search* s = context;
   if (!s->thread_state) return 1;
-  if (read_user_u64(s->thread_state + s->process->thread_native_id) == s->tid) {
+  if (read_user_u64(s->thread_state + s->process->thread_native_id) == s->key) {
     s->found = true;
     return 1;
   }
@@ -49,14 +61,16 @@ static long check_python_thread(__u64 index, void* context) {
  * interpreter's list by its native_thread_id, and remembered. */
 static __always_inline __u64 python_thread_state(const struct bpfprof_python_process* p,
                                                  __u32 tid) {
+  const __u64 key = python_thread_key(p, tid);
+  if (!key) return 0;
   __u64* cached = bpf_map_lookup_elem(&python_thread_states, &tid);
-  if (cached && *cached && read_user_u64(*cached + p->thread_native_id) == tid) return *cached;
+  if (cached && *cached && read_user_u64(*cached + p->thread_native_id) == key) return *cached;
   __u64 interpreter = read_user_u64(p->runtime + p->runtime_interpreters_head);
   if (!interpreter) return 0;
   struct python_thread_search s = {
       .process = p,
       .thread_state = read_user_u64(interpreter + p->interpreter_threads_head),
-      .tid = tid,
+      .key = key,
       .found = false,
   };
   bpf_loop(PYTHON_MAX_THREADS, check_python_thread, &s, 0);
@@ -68,12 +82,31 @@ static __always_inline __u64 python_thread_state(const struct bpfprof_python_pro
 struct python_frame_walk {
   const struct bpfprof_python_process* process;
   struct python_scratch* scratch;
-  __u64 frame; /* the next _PyInterpreterFrame to read; 0 after the outermost */
+  __u64 frame; /* the next _PyInterpreterFrame (PyFrameObject) to read; 0 after the outermost */
 };
 
 static __always_inline bool window_u64(struct python_scratch* s, __u32 offset, __u64* value) {
   if (offset > PYTHON_FRAME_WINDOW - sizeof(__u64)) return false;
   *value = *(__u64*)(s->window + offset);
+  return true;
+}
+
+/* Bytes from the code's first instruction to the frame's current one (negative before the
+ * first: f_lasti is -1 then), in whichever form the version keeps it. */
+static __always_inline bool frame_instruction(struct python_scratch* s,
+                                              const struct bpfprof_python_process* p, __u64 code,
+                                              __u32* instruction) {
+  __u32 offset = p->frame_prev_instr;
+  if (p->instruction_form == BPFPROF_PYTHON_INSTRUCTION_POINTER) {
+    __u64 prev_instr = 0;
+    if (!window_u64(s, offset, &prev_instr)) return false;
+    *instruction = (__u32)(prev_instr - (code + p->code_instructions));
+    return true;
+  }
+  if (offset > PYTHON_FRAME_WINDOW - sizeof(__s32)) return false;
+  const __s32 lasti = *(__s32*)(s->window + offset);
+  *instruction =
+      (__u32)(p->instruction_form == BPFPROF_PYTHON_INSTRUCTION_LASTI_UNITS ? lasti * 2 : lasti);
   return true;
 }
 
@@ -86,24 +119,27 @@ static long read_python_frame(__u64 index, void* context) {
     return 1;
   }
   const struct bpfprof_python_process* p = w->process;
-  __u64 code = 0, previous = 0, prev_instr = 0;
+  __u64 code = 0, previous = 0;
+  __u32 instruction = 0;
   __u32 entry_offset = p->frame_entry;
   if (bpf_probe_read_user(w->scratch->window, PYTHON_FRAME_WINDOW, (void*)w->frame) ||
       !window_u64(w->scratch, p->frame_code, &code) ||
       !window_u64(w->scratch, p->frame_previous, &previous) ||
-      !window_u64(w->scratch, p->frame_prev_instr, &prev_instr) ||
+      !frame_instruction(w->scratch, p, code, &instruction) ||
       entry_offset >= PYTHON_FRAME_WINDOW || !code) {
     e->status = BPFPROF_PYTHON_STACK_UNREADABLE;
     return 1;
   }
   struct bpfprof_python_frame* f = &e->frames[index];
   f->code = code;
-  f->instruction = (__u32)(prev_instr - (code + p->code_instructions));
+  f->instruction = instruction;
   f->first_line = 0;
   bpf_probe_read_user(&f->first_line, sizeof(f->first_line), (void*)(code + p->code_first_line));
   const __u8 entry = w->scratch->window[entry_offset];
   if (p->entry_marking == BPFPROF_PYTHON_ENTRY_SHIM_FRAME)
     f->flags = entry == p->shim_owner ? BPFPROF_PYTHON_FRAME_SHIM : 0;
+  else if (p->entry_marking == BPFPROF_PYTHON_ENTRY_EVERY_FRAME)
+    f->flags = BPFPROF_PYTHON_FRAME_ENTRY;
   else
     f->flags = entry ? BPFPROF_PYTHON_FRAME_ENTRY : 0;
   f->reserved = 0;

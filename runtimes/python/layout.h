@@ -1,6 +1,6 @@
 // Where CPython keeps what a profiler reads, per interpreter version: the offsets of the
 // fields of _PyRuntimeState, PyInterpreterState, PyThreadState, _PyCFrame,
-// _PyInterpreterFrame, PyCodeObject, str and bytes that the frame walk
+// _PyInterpreterFrame (PyFrameObject before 3.11), PyCodeObject, str and bytes that the frame walk
 // (runtimes/python/frames.bpf.h) and the naming of code objects (runtimes/python/code.cpp) read.
 // Versions before 3.13 describe themselves nowhere (no _Py_DebugOffsets), so the numbers come from
 // the headers of each release and are checked at attach time against what the binary does say
@@ -16,6 +16,13 @@
 
 namespace bpfprof {
 
+// How a code object maps its instructions to lines.
+enum class PythonLineTable {
+  kLnotab,     // 3.8, 3.9: co_lnotab, (byte increment, line increment) pairs
+  kLinetable,  // 3.10: co_linetable, (byte length, line increment or -128: none) pairs
+  kLocations,  // 3.11+: co_linetable, the location table of varint entries
+};
+
 struct PythonVersion {
   int major = 0;
   int minor = 0;
@@ -28,24 +35,29 @@ struct PythonLayout {
   uint32_t runtime_interpreters_head;
   uint32_t interpreter_threads_head;
   uint32_t thread_next;
-  uint32_t thread_native_id;
+  uint32_t thread_native_id;  // or thread_id (thread_key)
+  bpfprof_python_thread_key thread_key;
   uint32_t thread_frame;  // the cframe, or the current frame itself (frame_anchor)
   bpfprof_python_frame_anchor frame_anchor;
   uint32_t cframe_current_frame;
   // The frame walk.
   uint32_t frame_code;
   uint32_t frame_previous;
-  uint32_t frame_prev_instr;
+  uint32_t frame_prev_instr;  // or f_lasti (instruction_form)
+  bpfprof_python_instruction_form instruction_form;
   uint32_t frame_entry;  // the is_entry flag, or the owner byte (entry_marking)
   bpfprof_python_entry_marking entry_marking;
   uint32_t shim_owner;  // with BPFPROF_PYTHON_ENTRY_SHIM_FRAME: FRAME_OWNED_BY_CSTACK
-  // Code objects. `code_instructions` is also sizeof(PyCodeObject): PyCode_Type's
-  // tp_basicsize in the binary must say the same.
+  // Code objects: PyCode_Type's tp_basicsize in the binary must be `code_size`. Before 3.11
+  // `code_qualname` is co_name (code objects had no qualified name) and the instructions are
+  // in a bytes object of their own (`code_instructions` unused).
   uint32_t code_first_line;
   uint32_t code_filename;
   uint32_t code_qualname;
   uint32_t code_linetable;
+  PythonLineTable line_table;
   uint32_t code_instructions;
+  uint32_t code_size;
   // The parts of every object, str and bytes that naming reads.
   uint32_t object_type;       // ob_type
   uint32_t type_basic_size;   // PyTypeObject.tp_basicsize
@@ -67,12 +79,14 @@ inline constexpr PythonLayout kPython311{
     .interpreter_threads_head = 16,
     .thread_next = 8,
     .thread_native_id = 160,
+    .thread_key = BPFPROF_PYTHON_THREAD_NATIVE_ID,
     .thread_frame = 56,
     .frame_anchor = BPFPROF_PYTHON_FRAME_IN_CFRAME,
     .cframe_current_frame = 8,
     .frame_code = 32,
     .frame_previous = 48,
     .frame_prev_instr = 56,
+    .instruction_form = BPFPROF_PYTHON_INSTRUCTION_POINTER,
     .frame_entry = 68,
     .entry_marking = BPFPROF_PYTHON_ENTRY_FLAG,
     .shim_owner = 0,
@@ -80,7 +94,9 @@ inline constexpr PythonLayout kPython311{
     .code_filename = 112,
     .code_qualname = 128,
     .code_linetable = 136,
+    .line_table = PythonLineTable::kLocations,
     .code_instructions = 184,
+    .code_size = 184,
     .object_type = 8,
     .type_basic_size = 32,
     .str_length = 16,
@@ -101,12 +117,14 @@ inline constexpr PythonLayout kPython312{
     .interpreter_threads_head = 72,
     .thread_next = 8,
     .thread_native_id = 144,
+    .thread_key = BPFPROF_PYTHON_THREAD_NATIVE_ID,
     .thread_frame = 56,
     .frame_anchor = BPFPROF_PYTHON_FRAME_IN_CFRAME,
     .cframe_current_frame = 0,
     .frame_code = 0,
     .frame_previous = 8,
     .frame_prev_instr = 56,
+    .instruction_form = BPFPROF_PYTHON_INSTRUCTION_POINTER,
     .frame_entry = 70,
     .entry_marking = BPFPROF_PYTHON_ENTRY_SHIM_FRAME,
     .shim_owner = 3,
@@ -114,7 +132,9 @@ inline constexpr PythonLayout kPython312{
     .code_filename = 112,
     .code_qualname = 128,
     .code_linetable = 136,
+    .line_table = PythonLineTable::kLocations,
     .code_instructions = 192,
+    .code_size = 192,
     .object_type = 8,
     .type_basic_size = 32,
     .str_length = 16,
@@ -137,12 +157,14 @@ inline constexpr PythonLayout kPython313{
     .interpreter_threads_head = 7344,
     .thread_next = 8,
     .thread_native_id = 160,
+    .thread_key = BPFPROF_PYTHON_THREAD_NATIVE_ID,
     .thread_frame = 72,
     .frame_anchor = BPFPROF_PYTHON_FRAME_IN_THREAD,
     .cframe_current_frame = 0,
     .frame_code = 0,
     .frame_previous = 8,
     .frame_prev_instr = 56,
+    .instruction_form = BPFPROF_PYTHON_INSTRUCTION_POINTER,
     .frame_entry = 70,
     .entry_marking = BPFPROF_PYTHON_ENTRY_SHIM_FRAME,
     .shim_owner = 3,
@@ -150,7 +172,9 @@ inline constexpr PythonLayout kPython313{
     .code_filename = 112,
     .code_qualname = 128,
     .code_linetable = 136,
+    .line_table = PythonLineTable::kLocations,
     .code_instructions = 200,
+    .code_size = 200,
     .object_type = 8,
     .type_basic_size = 32,
     .str_length = 16,
@@ -162,7 +186,66 @@ inline constexpr PythonLayout kPython313{
     .runtime_min_size = 640,
 };
 
-inline constexpr PythonLayout kPythonLayouts[] = {kPython311, kPython312, kPython313};
+// 3.8 to 3.10: each Python call is a PyFrameObject of its own, run by a C-level call of the
+// interpreter loop (every frame begins an activation), chained from tstate->frame by f_back;
+// the instruction is the int f_lasti; the thread state keeps pthread_self() (thread_id), no
+// native id. Read off the v3.8, v3.9 and v3.10 headers (offsetof, with Py_BUILD_CORE) and
+// confirmed on pyenv's 3.8.18, 3.9.18 and 3.10.13 (offsets.py).
+inline constexpr PythonLayout kPython38{
+    .version = {3, 8},
+    .runtime_interpreters_head = 32,
+    .interpreter_threads_head = 8,
+    .thread_next = 8,
+    .thread_native_id = 176,
+    .thread_key = BPFPROF_PYTHON_THREAD_PTHREAD_SELF,
+    .thread_frame = 24,
+    .frame_anchor = BPFPROF_PYTHON_FRAME_IN_THREAD,
+    .cframe_current_frame = 0,
+    .frame_code = 32,
+    .frame_previous = 24,
+    .frame_prev_instr = 104,
+    .instruction_form = BPFPROF_PYTHON_INSTRUCTION_LASTI_BYTES,
+    .frame_entry = 0,
+    .entry_marking = BPFPROF_PYTHON_ENTRY_EVERY_FRAME,
+    .shim_owner = 0,
+    .code_first_line = 40,
+    .code_filename = 104,
+    .code_qualname = 112,
+    .code_linetable = 120,
+    .line_table = PythonLineTable::kLnotab,
+    .code_instructions = 0,
+    .code_size = 176,
+    .object_type = 8,
+    .type_basic_size = 32,
+    .str_length = 16,
+    .str_state = 32,
+    .str_ascii_data = 48,
+    .str_compact_data = 72,
+    .bytes_size = 16,
+    .bytes_data = 32,
+    .runtime_min_size = 40,
+};
+
+// 3.9: the same offsets as 3.8 (the runtime and interpreter states changed after them).
+inline constexpr PythonLayout kPython39 = [] {
+  PythonLayout layout = kPython38;
+  layout.version = {3, 9};
+  return layout;
+}();
+
+// 3.10: the frame lost f_stacktop (f_lasti 8 bytes earlier) and counts it in code units;
+// co_lnotab gave way to co_linetable at the same place.
+inline constexpr PythonLayout kPython310 = [] {
+  PythonLayout layout = kPython38;
+  layout.version = {3, 10};
+  layout.frame_prev_instr = 96;
+  layout.instruction_form = BPFPROF_PYTHON_INSTRUCTION_LASTI_UNITS;
+  layout.line_table = PythonLineTable::kLinetable;
+  return layout;
+}();
+
+inline constexpr PythonLayout kPythonLayouts[] = {kPython38,  kPython39,  kPython310,
+                                                  kPython311, kPython312, kPython313};
 
 // From 3.13 on the interpreter describes its own layout: _PyRuntime begins with
 // _Py_DebugOffsets ("xdebugpy", the version, then the offsets as 64-bit numbers), initialized

@@ -103,7 +103,7 @@ PythonInspection inspect_python_binary(const std::string& readable_path,
     return PythonRejection{version + wrong->reason};
   const std::optional<uint64_t> code_size =
       read_file_word(fd.get(), *elf, code_type->address + layout->type_basic_size, 8);
-  if (!code_size || *code_size != layout->code_instructions)
+  if (!code_size || *code_size != layout->code_size)
     return PythonRejection{version + "code objects are not laid out as expected (tp_basicsize " +
                            (code_size ? std::to_string(*code_size) : "unreadable") + ")"};
   const DynamicSymbol* str_type = symbol("PyUnicode_Type");
@@ -156,6 +156,8 @@ bpfprof_python_process PythonInterpreter::bpf_entry() const {
       .shim_owner = l.shim_owner,
       .code_first_line = l.code_first_line,
       .code_instructions = l.code_instructions,
+      .instruction_form = static_cast<__u32>(l.instruction_form),
+      .thread_key = static_cast<__u32>(l.thread_key),
   };
 }
 

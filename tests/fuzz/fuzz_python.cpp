@@ -8,8 +8,9 @@
 //   3  the merge of Python activations into a native stack (two word lists)
 //   4  a code object with its names and table, in this process's memory (flags, first line,
 //      the object, three objects for co_qualname, co_filename, co_linetable), read through
-//      process_vm_readv within small or default budgets
+//      process_vm_readv within small or default budgets, laid out as 3.11's, 3.8's or 3.10's
 //   5  a Python-stack event as the BPF side sends it
+//   6  a 3.8/3.9 co_lnotab (even format byte) or 3.10 co_linetable (odd), then as 0
 // Each must return (never crash, hang or read out of bounds) with consistent results.
 #include <unistd.h>
 
@@ -62,20 +63,22 @@ void check_runs(const std::vector<PythonLineRun>& runs) {
     if (runs[i].start <= runs[i - 1].start || runs[i].line == runs[i - 1].line) abort();
 }
 
-void line_table(Input& in) {
+void line_table(Input& in, PythonLineTable format) {
   const int32_t first_line = in.take<int32_t>();
   const std::string_view table = in.rest();
-  const std::vector<PythonLineRun> runs = python_line_runs(table, first_line);
+  const std::vector<PythonLineRun> runs = python_line_runs(format, table, first_line);
   check_runs(runs);
-  if (runs.size() > table.size() + 1) abort();
+  // A 3.11 entry is at least a byte, an older one two; co_lnotab adds its last line's run.
+  if (runs.size() > table.size() + 2) abort();
   // Every unit of a small table, a spread of a large one's, and beyond its end.
   const uint64_t units = 8 * uint64_t{table.size()} + 8;
   const uint64_t step = units <= 512 ? 1 : units / 512;
   for (uint64_t unit = 0; unit < units; unit += step)
     if (python_line_in(runs, static_cast<uint32_t>(unit)) !=
-        python_line_for(table, first_line, static_cast<uint32_t>(unit)))
+        python_line_for(format, table, first_line, static_cast<uint32_t>(unit)))
       abort();
-  if (python_line_in(runs, UINT32_MAX) != python_line_for(table, first_line, UINT32_MAX)) abort();
+  if (python_line_in(runs, UINT32_MAX) != python_line_for(format, table, first_line, UINT32_MAX))
+    abort();
 }
 
 bool valid_utf8(std::string_view s) {
@@ -137,13 +140,13 @@ uint64_t code_type_object, str_type_object, bytes_type_object;
 void code_object(Input& in) {
   const uint8_t flags = in.take<uint8_t>();
   const int32_t first_line = in.take<int32_t>();
-  const PythonLayout& l = kPython311;
+  const PythonLayout& l = flags & 32 ? (flags & 64 ? kPython310 : kPython38) : kPython311;
   PythonInterpreter interpreter;
   interpreter.layout = &l;
   interpreter.code_type = reinterpret_cast<uint64_t>(&code_type_object);
   interpreter.str_type = reinterpret_cast<uint64_t>(&str_type_object);
   interpreter.bytes_type = reinterpret_cast<uint64_t>(&bytes_type_object);
-  std::vector<uint8_t> code(l.code_instructions);
+  std::vector<uint8_t> code(l.code_size);
   const std::string_view code_bytes = in.take_bytes(code.size());
   memcpy(code.data(), code_bytes.data(), code_bytes.size());
   auto put = [](std::vector<uint8_t>& object, uint32_t offset, uint64_t value) {
@@ -199,9 +202,9 @@ void stack_event(Input& in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   Input in(data + 1, size - 1);
-  switch (data[0] % 6) {
+  switch (data[0] % 7) {
     case 0:
-      line_table(in);
+      line_table(in, PythonLineTable::kLocations);
       break;
     case 1:
       text(in);
@@ -217,6 +220,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 5:
       stack_event(in);
+      break;
+    case 6:
+      line_table(in,
+                 in.take<uint8_t>() % 2 ? PythonLineTable::kLinetable : PythonLineTable::kLnotab);
       break;
   }
   return 0;

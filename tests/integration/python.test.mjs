@@ -17,11 +17,13 @@ import {
 const PYTHON = '/usr/bin/python3.11';
 // The other versions with a layout entry, where the machine has them (pyenv's shared builds:
 // the interpreter is in libpython3.X.so; 3.12 marks activations with shim frames, 3.13 has
-// no _PyCFrame), and one without (3.10: its frames are not read, and the summary says so).
+// no _PyCFrame, 3.8 to 3.10 chain frame objects), and one without (3.7: its frames are not
+// read, and the summary says so).
 const PYENV = process.env.PYENV_ROOT ?? '/root/.pyenv';
-const OTHER_PYTHONS = { '3.12': `${PYENV}/versions/3.12.1/bin/python3.12`,
-  '3.13': `${PYENV}/versions/3.13.0/bin/python3.13` };
-const PYTHON310 = `${PYENV}/versions/3.10.13/bin/python3.10`;
+const OTHER_PYTHONS = { '3.8': `${PYENV}/versions/3.8.18/bin/python3.8`,
+  '3.9': `${PYENV}/versions/3.9.18/bin/python3.9`, '3.10': `${PYENV}/versions/3.10.13/bin/python3.10`,
+  '3.12': `${PYENV}/versions/3.12.1/bin/python3.12`, '3.13': `${PYENV}/versions/3.13.0/bin/python3.13` };
+const PYTHON37 = `${PYENV}/versions/3.7.16/bin/python3.7`;
 const SCRIPT = join(INTEGRATION_DIR, 'python', 'call_tree.py');
 const SECONDS = 1.0;
 const MIN_ORDERED_SHARE = 0.95;
@@ -38,6 +40,16 @@ const EXPECTED = {
     digest: ['<module>', 'main', 'digest'],
   },
 };
+
+// Before 3.11 a code object has no qualified name: its frames are named by co_name.
+function codeName(qualname) {
+  return qualname.split('.').at(-1);
+}
+function expectedFor(version) {
+  if (!['3.8', '3.9', '3.10'].includes(version)) return EXPECTED;
+  return Object.fromEntries(Object.entries(EXPECTED).map(([role, leaves]) => [role,
+    Object.fromEntries(Object.entries(leaves).map(([leaf, chain]) => [leaf, chain.map(codeName)]))]));
+}
 
 function pythonFrames(frames) {
   return frames.filter((f) => f.category === 'Python');
@@ -56,17 +68,17 @@ function threadRole(view, thread) {
   return null;
 }
 function pythonThreads(view) {
-  return view.threads.filter((th) => /^python3\.1\d$/.test(th.processName));
+  return view.threads.filter((th) => /^python3\.\d+$/.test(th.processName));
 }
 
 // For each thread role and leaf: on-CPU samples whose innermost Python frame is the leaf, and
 // the share whose Python frames are exactly the expected chain.
-function orderedShares(view) {
+function orderedShares(view, expected = EXPECTED) {
   const out = {};
   for (const th of pythonThreads(view)) {
     const role = threadRole(view, th);
     if (!role) continue;
-    for (const [leaf, chain] of Object.entries(EXPECTED[role])) {
+    for (const [leaf, chain] of Object.entries(expected[role])) {
       const key = `${role}:${leaf}`;
       const r = out[key] ?? (out[key] = { total: 0, ordered: 0, examples: new Map() });
       for (const s of view.samples(th)) {
@@ -94,6 +106,14 @@ function leftoverInterpreterShare(view) {
     }
   }
   return { total, left, share: total ? left / total : 0 };
+}
+
+// The summary's Python line: the share of the interpreters' stacks with Python frames, and
+// the bytes of Python frames sent per stack; fails the test without it.
+function pythonSummary(stderr) {
+  const m = stderr.match(/Python frames in ([\d.]+)% of their (\d+) stacks \((\d+) bytes per stack\)/);
+  assert.ok(m, `no python summary line:\n${stderr}`);
+  return { share: Number(m[1]) / 100, stacks: Number(m[2]), bytesPerStack: Number(m[3]) };
 }
 
 function describeRanges() {
@@ -133,8 +153,8 @@ describe('python', () => {
   });
 
   // Fails the test unless each leaf has its Python frames in order in enough samples.
-  function checkOrdered(t, view, label) {
-    const shares = orderedShares(view);
+  function checkOrdered(t, view, label, expected = EXPECTED) {
+    const shares = orderedShares(view, expected);
     const failures = [];
     metrics[label] = {};
     for (const [key, r] of Object.entries(shares)) {
@@ -169,15 +189,20 @@ describe('python', () => {
       assert.equal(offsets.code, 0, `${offsets.stdout}${offsets.stderr}`);
       const r = await recordWith(`python-launch-${version}`, ['--', python, SCRIPT, String(SECONDS)]);
       assert.doesNotMatch(r.result.stderr, /not a CPython interpreter/, 'its launcher executable is not reported');
-      checkOrdered(t, r.view, `ordered${version}`);
+      checkOrdered(t, r.view, `ordered${version}`, expectedFor(version));
+      checkLines(t, r.view, expectedFor(version) !== EXPECTED, `lines${version}`);
+      const summary = pythonSummary(r.result.stderr);
+      metrics[`summary${version}`] = summary;
+      t.diagnostic(`python ${version}: Python frames in ${pct(summary.share)} of ${summary.stacks} stacks, ${summary.bytesPerStack} bytes per stack`);
+      assert.ok(summary.share >= MIN_ORDERED_SHARE, `Python frames in only ${pct(summary.share)} of the stacks`);
     });
   }
 
-  it('python 3.10 (no layout entry): native frames as before, and one line in the summary', async (t) => {
-    if (!existsSync(PYTHON310)) return t.skip(`no ${PYTHON310}`);
+  it('python 3.7 (no layout entry): native frames as before, and one line in the summary', async (t) => {
+    if (!existsSync(PYTHON37)) return t.skip(`no ${PYTHON37}`);
     if (!requireRecorder(t)) return;
-    const r = await recordWith('python-launch-3.10', ['--', PYTHON310, SCRIPT, '0.3']);
-    assert.match(r.result.stderr, /python 3\.10: no layout for this version, frames not read/);
+    const r = await recordWith('python-launch-3.7', ['--', PYTHON37, SCRIPT, '0.3']);
+    assert.match(r.result.stderr, /python 3\.7: no layout for this version, frames not read/);
     for (const th of pythonThreads(r.view))
       for (const s of r.view.samples(th)) assert.equal(pythonFrames(s.frames).length, 0);
     const s = r.view.share(pythonThreads(r.view)[0], (f) => f.some((x) => x.name === '_PyEval_EvalFrameDefault'));
@@ -205,8 +230,17 @@ describe('python', () => {
 
   it('puts the lines of Python frames inside their functions, and the files as sources', (t) => {
     if (!requirePython(t)) return;
-    const ranges = describeRanges();
-    const view = rec.view;
+    checkLines(t, rec.view, false, 'lines');
+  });
+
+  // Each Python frame of the program's functions is on a line of its function; its function's
+  // line is the function's first. `byCodeName`: the frames are named by co_name (before 3.11).
+  function checkLines(t, view, byCodeName, label) {
+    const described = describeRanges();
+    const ranges = byCodeName
+      ? Object.fromEntries(Object.entries(described).map(([name, range]) => [codeName(name), range]))
+      : described;
+    const medlar = byCodeName ? 'medlar' : 'orchard.<locals>.medlar';
     const ft = view.frameTable;
     let checked = 0;
     const wrong = [];
@@ -221,7 +255,7 @@ describe('python', () => {
       if (!ranges[name]) continue;
       checked += 1;
       const [first, last] = ranges[name];
-      if (view.funcTable.lineNumber[func] !== first && name !== 'orchard.<locals>.medlar')
+      if (view.funcTable.lineNumber[func] !== first && name !== medlar)
         wrong.push(`${name}: funcTable.lineNumber ${view.funcTable.lineNumber[func]}, want ${first}`);
       // Instructions with no location in the code's table (3.11+: the cleanup of an except
       // block) have no line: null is then the honest answer, but a line must be the right one.
@@ -231,12 +265,13 @@ describe('python', () => {
       }
       if (!(ft.line[f] >= first && ft.line[f] <= last)) wrong.push(`${name}: line ${ft.line[f]} not in ${first}-${last}`);
     }
-    t.diagnostic(`${checked} Python frames of the program checked; without a line: ${noLine.join(', ') || 'none'}`);
+    t.diagnostic(`${label}: ${checked} Python frames of the program checked; without a line: ${noLine.join(', ') || 'none'}`);
+    metrics[label] = { checked, wrong: wrong.length, noLine: noLine.length };
     assert.ok(noLine.length <= 2 && noLine.every((n) => n === 'catcher'),
               `frames without a line: ${noLine.join(', ')} (only catcher's except cleanup has none)`);
     assert.ok(checked >= 12, `only ${checked} frames of the program's functions`);
     assert.deepEqual(wrong, []);
-  });
+  }
 
   it('native frames of a C extension sit under the Python function that called it', (t) => {
     if (!requirePython(t)) return;
@@ -260,10 +295,9 @@ describe('python', () => {
   it('keeps stacks complete and says how Python frames went', (t) => {
     if (!requirePython(t)) return;
     const stderr = rec.result.stderr;
-    const m = stderr.match(/Python frames in ([\d.]+)% of their (\d+) stacks/);
-    assert.ok(m, `no python summary line:\n${stderr}`);
-    metrics.summaryShare = Number(m[1]) / 100;
-    assert.ok(Number(m[1]) >= 95, `Python frames in only ${m[1]}% of the stacks`);
+    const summary = pythonSummary(stderr);
+    metrics.summaryShare = summary.share;
+    assert.ok(summary.share >= 0.95, `Python frames in only ${pct(summary.share)} of the stacks`);
     const complete = stderr.match(/user stacks complete: ([\d.]+)%/);
     assert.ok(complete && Number(complete[1]) >= 95, `completeness: ${complete?.[1]}`);
     const extra = (rec.profile.meta.extra ?? []).flatMap((group) => group.entries ?? []);
@@ -283,8 +317,9 @@ describe('python', () => {
 
   it('-p: attaches to a running interpreter (threads started before and after)', async (t) => {
     if (!requirePython(t)) return;
-    // The grove thread starts before the recording attaches, the late one about 3 s after.
-    const bg = startBackground(PYTHON, [SCRIPT, '1']);
+    // The grove thread starts before the recording attaches, the late one about 6 s after;
+    // its recursion runs 4 s, so that a start-up of 2-3 s on a loaded machine still sees it.
+    const bg = startBackground(PYTHON, [SCRIPT, '2']);
     try {
       await sleep(800);
       const r = await recordWith('python-attach', ['-p', String(bg.pid), '-d', '15']);

@@ -309,12 +309,14 @@ TEST(PythonLineRuns, AgreeWithTheTableAtEveryUnit) {
       std::string(),
   };
   for (const std::string& table : tables) {
-    const std::vector<PythonLineRun> runs = python_line_runs(table, 3);
+    const std::vector<PythonLineRun> runs = python_line_runs(PythonLineTable::kLocations, table, 3);
     for (uint32_t unit = 0; unit < 8 * table.size() + 4; ++unit)
-      EXPECT_EQ(python_line_in(runs, unit), python_line_for(table, 3, unit)) << unit;
+      EXPECT_EQ(python_line_in(runs, unit),
+                python_line_for(PythonLineTable::kLocations, table, 3, unit))
+          << unit;
   }
   // 100 "no location" entries: one run, however long the table.
-  EXPECT_EQ(python_line_runs(std::string(100, '\xf8'), 1).size(), 1u);
+  EXPECT_EQ(python_line_runs(PythonLineTable::kLocations, std::string(100, '\xf8'), 1).size(), 1u);
 }
 
 TEST(PythonText, KindsThatNoStrHasGiveNothing) {

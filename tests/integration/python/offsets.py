@@ -8,13 +8,28 @@ import threading
 
 version = "%d%d" % sys.version_info[:2]
 header = open(sys.argv[1]).read()
-entry = re.search(r"kPython%s\{(.*?)\};" % version, header, re.S)
-if not entry:
+
+
+def entry_text(name):
+    """An entry's text: its initializer, or (an entry made from another) the other's
+    followed by the assignments that change it."""
+    whole = re.search(r"kPython%s\{(.*?)\};" % name, header, re.S)
+    if whole:
+        return whole.group(1)
+    derived = re.search(r"kPython%s = \[\] \{\s*PythonLayout layout = kPython(\d+);(.*?)\}\(\);" % name,
+                        header, re.S)
+    return derived and entry_text(derived.group(1)) + derived.group(2)
+
+
+text = entry_text(version)
+if not text:
     print("no layout entry for python %d.%d" % sys.version_info[:2])
     sys.exit(1)
-L = {k: int(v) for k, v in re.findall(r"\.(\w+) = (\d+)", entry.group(1))}
-SHIM = "BPFPROF_PYTHON_ENTRY_SHIM_FRAME" in entry.group(1)
-IN_THREAD = "BPFPROF_PYTHON_FRAME_IN_THREAD" in entry.group(1)
+L = {k: int(v) for k, v in re.findall(r"\.(\w+) = (\d+)", text)}
+SHIM = "BPFPROF_PYTHON_ENTRY_SHIM_FRAME" in text
+IN_THREAD = "BPFPROF_PYTHON_FRAME_IN_THREAD" in text
+# Before 3.11: frame objects, f_lasti, every frame its own activation, pthread_self().
+FRAME_OBJECTS = sys.version_info < (3, 11)
 api = ctypes.pythonapi
 api.PyThreadState_Get.restype = ctypes.c_void_p
 api.PyInterpreterState_Main.restype = ctypes.c_void_p
@@ -31,7 +46,22 @@ runtime = ctypes.addressof(ctypes.c_char.in_dll(api, "_PyRuntime"))
 ts = api.PyThreadState_Get()
 interp = api.PyInterpreterState_Main()
 check("runtime_interpreters_head", P.from_address(runtime + L["runtime_interpreters_head"]).value == interp)
-check("thread_native_id", ctypes.c_ulong.from_address(ts + L["thread_native_id"]).value == threading.get_native_id())
+
+def fs_base():
+    """The calling thread's FS base (arch_prctl ARCH_GET_FS), which the kernel side reads."""
+    base = ctypes.c_ulong()
+    ctypes.CDLL(None, use_errno=True).syscall(158, 0x1003, ctypes.byref(base))
+    return base.value
+
+
+def thread_key(tid, ident):
+    return ident if FRAME_OBJECTS else tid
+
+
+check("thread_native_id", ctypes.c_ulong.from_address(ts + L["thread_native_id"]).value ==
+      thread_key(threading.get_native_id(), threading.get_ident()))
+if FRAME_OBJECTS:
+    check("thread_id is the FS base", threading.get_ident() == fs_base())
 
 started = threading.Event()
 done = threading.Event()
@@ -40,7 +70,7 @@ other.start()
 started.wait()
 head = P.from_address(interp + L["interpreter_threads_head"]).value
 check("interpreter_threads_head", head not in (None, ts) and
-      ctypes.c_ulong.from_address(head + L["thread_native_id"]).value == other.native_id)
+      ctypes.c_ulong.from_address(head + L["thread_native_id"]).value == thread_key(other.native_id, other.ident))
 check("thread_next", P.from_address(head + L["thread_next"]).value == ts)
 done.set()
 other.join()
@@ -54,12 +84,18 @@ def inner(*_):
     code = P.from_address(frame + L["frame_code"]).value
     previous = P.from_address(frame + L["frame_previous"]).value
     caller_code = P.from_address(previous + L["frame_code"]).value
+    me = sys._getframe()
+    if FRAME_OBJECTS:  # f_lasti, an int; Python shows it in bytes (3.10 keeps code units)
+        lasti = I.from_address(previous + L["frame_prev_instr"]).value
+        units = "BPFPROF_PYTHON_INSTRUCTION_LASTI_UNITS" in text
+        # No entry mark to check: each frame runs in a call of the interpreter loop of its own.
+        return (code == id(me.f_code), caller_code == id(me.f_back.f_code),
+                lasti * (2 if units else 1) == me.f_back.f_lasti, None)
     caller_instr = P.from_address(previous + L["frame_prev_instr"]).value
     if SHIM:  # 3.12+: the frame below is the activation's shim frame
         entry = ctypes.c_ubyte.from_address(previous + L["frame_entry"]).value == L["shim_owner"]
     else:
         entry = ctypes.c_bool.from_address(frame + L["frame_entry"]).value
-    me = sys._getframe()
     return (code == id(me.f_code), caller_code == id(me.f_back.f_code),
             caller_instr - (caller_code + L["code_instructions"]) == me.f_back.f_lasti, entry)
 
@@ -73,16 +109,20 @@ check("thread_frame/frame_code", direct[0])
 check("frame_previous", direct[1])
 check("frame_prev_instr", direct[2])
 via_c = list(map(inner, [0]))[0]  # called back from C: a new activation
-check("frame_is_entry", direct[3] is False and via_c[3] is True)
+if not FRAME_OBJECTS:
+    check("frame_is_entry", direct[3] is False and via_c[3] is True)
 
 code = outer.__code__
 addr = id(code)
 check("object_type", P.from_address(addr + L["object_type"]).value == id(type(code)))
 check("type_basic_size", ctypes.c_ssize_t.from_address(id(type(code)) + L["type_basic_size"]).value == type(code).__basicsize__)
-check("code_instructions", type(code).__basicsize__ == L["code_instructions"])
+check("code_size", type(code).__basicsize__ == L["code_size"])
 check("code_first_line", I.from_address(addr + L["code_first_line"]).value == code.co_firstlineno)
-for field in ("filename", "qualname", "linetable"):
-    check("code_" + field, P.from_address(addr + L["code_" + field]).value == id(getattr(code, "co_" + field)))
+names = {"filename": "co_filename", "qualname": "co_qualname", "linetable": "co_linetable"}
+if FRAME_OBJECTS:  # co_name; co_lnotab until 3.10
+    names.update(qualname="co_name", linetable="co_linetable" if sys.version_info >= (3, 10) else "co_lnotab")
+for field, attribute in names.items():
+    check("code_" + field, P.from_address(addr + L["code_" + field]).value == id(getattr(code, attribute)))
 
 for text, data_offset, kind in (("medlar", "str_ascii_data", 1), ("m\xe9dlar", "str_compact_data", 1),
                                 ("\u20acx", "str_compact_data", 2), ("\U0001F600", "str_compact_data", 4)):
