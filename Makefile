@@ -21,9 +21,9 @@ demo: build
 	@echo "Profile written to $(CURDIR)/demo.json.gz"
 	@echo "Open it: drag it onto https://profiler.firefox.com (or use 'Load a profile from file')."
 
-# The benchmark programs' build, then the fuzz targets' build and short run (ctest label
-# fuzz) go at idle priority (SCHED_IDLE) beside the other tests: they take only the CPU time
-# the recordings leave. The other tests run $(JOBS) at a time, except the recordings that
+# The fuzz targets' build and short run (ctest label fuzz), then the benchmark programs' build,
+# go at idle priority (SCHED_IDLE) beside the other tests: they take only the CPU time the
+# recordings leave. The other tests run $(JOBS) at a time, except the recordings that
 # measure CPU time, scheduling or losses, which run alone (RUN_SERIAL in
 # tests/integration/CMakeLists.txt). The integration tests' Node packages are installed while
 # the build runs (mostly download and unpacking).
@@ -34,10 +34,11 @@ test: deps
 	  wait $$setup || { cat $(BUILD_DIR)/setup-profiler-cli.log; status=1; }; \
 	  exit $$status; }
 	@cd $(BUILD_DIR) && { \
-	  { chrt --idle 0 cmake --build . -j $(JOBS) --target bench_programs && \
-	    INPUT_TIMEOUT=60 chrt --idle 0 ctest -L fuzz --output-on-failure; } > fuzz-test.log 2>&1 & fuzz=$$!; \
+	  { INPUT_TIMEOUT=60 chrt --idle 0 ctest -L fuzz --output-on-failure && \
+	    chrt --idle 0 cmake --build . -j $(JOBS) --target bench_programs; } > fuzz-test.log 2>&1 & fuzz=$$!; \
 	  ctest -LE fuzz --output-on-failure -j $(JOBS); status=$$?; \
-	  if wait $$fuzz; then tail -n 4 fuzz-test.log; else cat fuzz-test.log; status=1; fi; \
+	  if wait $$fuzz; then grep -E 'tests passed|Total Test time' fuzz-test.log; \
+	  else cat fuzz-test.log; status=1; fi; \
 	  exit $$status; }
 
 # Every libFuzzer target of tests/fuzz for 120 s, one per CPU at a time (make test runs them
