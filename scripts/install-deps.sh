@@ -21,6 +21,8 @@ packages=(
   sqlite3 xz-utils git coreutils python3
   # a Go program from Debian whose stacks tests/integration/go_stacks.test.mjs records
   fzf
+  # the Ruby interpreter tests/integration/ruby_stacks.test.mjs records (CRuby 3.1)
+  ruby3.1
 )
 if [[ "${1:-}" == --bench ]]; then
   packages+=(linux-perf bpftrace)
