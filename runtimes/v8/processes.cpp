@@ -6,6 +6,7 @@
 #include <libelf.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "symbols/elf/elf_file.h"
@@ -119,24 +120,36 @@ const V8Layout* V8Processes::find(Pid pid) const {
 }
 
 void V8Processes::forget(Pid pid) {
+  std::erase_if(waiting_, [&](const auto& entry) { return entry.first == pid; });
   if (processes_.erase(pid)) changes_.push_back(Change{pid, std::nullopt});
 }
 
-void V8Processes::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats) {
+void V8Processes::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats&) {
   if (processes_.contains(pid)) return;
   auto key = std::pair{mapping.path, mapping.inode};
-  auto it = binaries_.find(key);
-  if (it == binaries_.end())
-    it = binaries_.emplace(std::move(key), read_binary_layout(mapping.readable_path())).first;
-  if (const auto* rejected = std::get_if<std::string>(&it->second)) {
-    stats.not_read.emplace(mapping.path, *rejected);
-    return;
-  }
-  const V8Layout& layout = std::get<V8Layout>(it->second);
-  processes_.emplace(pid, &layout);
-  changes_.push_back(
-      Change{pid, bpfprof_v8_process{.off_fp_function = layout.off_fp_function,
-                                     .off_fp_bytecode_offset = layout.off_fp_bytecode_offset}});
+  if (!binaries_.contains(key))
+    binaries_.emplace(
+        key, std::async(std::launch::async, read_binary_layout, mapping.readable_path()).share());
+  waiting_.emplace_back(pid, std::move(key));
+}
+
+std::vector<V8Processes::Change> V8Processes::take_changes(RuntimeStats& stats) {
+  std::erase_if(waiting_, [&](const auto& entry) {
+    const auto& [pid, key] = entry;
+    const std::shared_future<Layout>& read = binaries_.at(key);
+    if (read.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+    const Layout& layout = read.get();
+    if (const auto* rejected = std::get_if<std::string>(&layout)) {
+      stats.not_read.emplace(key.first, *rejected);
+    } else if (processes_.emplace(pid, &std::get<V8Layout>(layout)).second) {
+      const V8Layout& l = std::get<V8Layout>(layout);
+      changes_.push_back(
+          Change{pid, bpfprof_v8_process{.off_fp_function = l.off_fp_function,
+                                         .off_fp_bytecode_offset = l.off_fp_bytecode_offset}});
+    }
+    return true;
+  });
+  return std::exchange(changes_, {});
 }
 
 }  // namespace bpfprof::v8

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,7 +38,10 @@ class V8Processes {
     Pid pid;
     std::optional<bpfprof_v8_process> entry;
   };
-  std::vector<Change> take_changes() { return std::exchange(changes_, {}); }
+  // Also the processes whose binary's layout has been read since (on a thread of its own:
+  // reading node's .dynsym takes 40-150 ms, which the recorder's loop must not wait for while
+  // the process maps its first JIT code).
+  std::vector<Change> take_changes(RuntimeStats& stats);
 
  private:
   void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats);
@@ -47,7 +51,10 @@ class V8Processes {
   std::unordered_set<Pid> tracked_;
   std::unordered_map<Pid, MappingInfo> pending_;
   // By path and inode: a binary is read once however many processes run it.
-  std::map<std::pair<std::string, uint64_t>, std::variant<V8Layout, std::string>> binaries_;
+  using BinaryKey = std::pair<std::string, uint64_t>;
+  using Layout = std::variant<V8Layout, std::string>;
+  std::map<BinaryKey, std::shared_future<Layout>> binaries_;
+  std::vector<std::pair<Pid, BinaryKey>> waiting_;  // for their binary's layout
   std::vector<Pid> exited_;
   std::vector<Change> changes_;
 };

@@ -24,7 +24,7 @@ class V8Runtime final : public Runtime {
   }
 
   void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) override {
-    for (const v8::V8Processes::Change& change : processes_.take_changes()) {
+    for (const v8::V8Processes::Change& change : processes_.take_changes(stats(recording))) {
       if (!change.entry) {
         maps.erase(kMap, change.pid);
         in_kernel_.erase(change.pid);

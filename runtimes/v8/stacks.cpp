@@ -2,7 +2,11 @@
 
 #include <unistd.h>
 
+#include <sys/uio.h>
 #include <chrono>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "runtimes/hotspot/remote_memory.h"
@@ -21,7 +25,69 @@ uint64_t now_ns() {
                                    .count());
 }
 
+// One read of a piece of a process's memory among a batch.
+struct Piece {
+  uint64_t address;
+  void* out;
+  size_t size;
+};
+
+// The pieces read with one process_vm_readv: whether each was. The kernel stops at the first
+// piece it cannot read (transfers are whole iovec elements).
+std::vector<bool> read_pieces(Pid pid, const std::vector<Piece>& pieces) {
+  std::vector<iovec> local, remote;
+  for (const Piece& p : pieces) {
+    local.push_back({p.out, p.size});
+    remote.push_back({reinterpret_cast<void*>(p.address), p.size});
+  }
+  std::vector<bool> done(pieces.size(), false);
+  if (pieces.empty()) return done;
+  errno = 0;
+  ssize_t got =
+      process_vm_readv(pid.value, local.data(), local.size(), remote.data(), remote.size(), 0);
+  for (size_t i = 0; i < pieces.size() && got >= static_cast<ssize_t>(pieces[i].size); ++i) {
+    done[i] = true;
+    got -= static_cast<ssize_t>(pieces[i].size);
+  }
+  return done;
+}
+
+// A JSFunction's words read up to its SharedFunctionInfo's.
+constexpr size_t kFunctionHeadWords = 4;
+
 }  // namespace
+
+std::vector<std::optional<std::optional<RuntimeFrameId>>> V8Stacks::from_cache(
+    Pid pid, const V8Layout& layout, const V8Namer& namer, const std::vector<uint64_t>& functions) {
+  std::vector<std::optional<std::optional<RuntimeFrameId>>> out(functions.size());
+  const size_t shared_word = layout.function_shared / 8;
+  if (layout.function_shared % 8 || shared_word >= kFunctionHeadWords) return out;
+  std::vector<std::array<uint64_t, kFunctionHeadWords>> heads(functions.size());
+  std::vector<Piece> pieces;
+  for (size_t i = 0; i < functions.size(); ++i)
+    pieces.push_back({functions[i] - 1, heads[i].data(), sizeof(heads[i])});
+  const std::vector<bool> read = read_pieces(pid, pieces);
+  if (!functions.empty() && !read[0] && errno == ESRCH) {
+    for (size_t i = 0; i < functions.size(); ++i) out[i] = namer.last_known(functions[i]);
+    return out;
+  }
+  std::vector<SharedHeader> headers(functions.size());
+  std::vector<size_t> which;
+  pieces.clear();
+  for (size_t i = 0; i < functions.size(); ++i) {
+    if (!read[i]) continue;
+    const auto shared = namer.cached_shared(functions[i], {heads[i][0], heads[i][shared_word]});
+    if (!shared) continue;
+    which.push_back(i);
+    pieces.push_back({*shared - 1, headers[i].data(), sizeof(SharedHeader)});
+  }
+  const std::vector<bool> read_headers = read_pieces(pid, pieces);
+  for (size_t k = 0; k < which.size(); ++k) {
+    const size_t i = which[k];
+    if (read_headers[k]) out[i] = namer.cached_frame(heads[i][shared_word], headers[i]);
+  }
+  return out;
+}
 
 const V8Namer::Script& V8Namer::script(V8Heap& heap, uint64_t address) {
   auto it = scripts_.find(address);
@@ -43,10 +109,33 @@ std::optional<RuntimeFrameId> V8Namer::read_function(V8Heap& heap, uint64_t shar
   return frames.intern(function, line);
 }
 
+std::optional<uint64_t> V8Namer::cached_shared(uint64_t function, const FunctionWords& now) const {
+  auto it = functions_.find(function);
+  if (it == functions_.end() || !(it->second == now)) return std::nullopt;
+  return now.shared;
+}
+
+std::optional<std::optional<RuntimeFrameId>> V8Namer::cached_frame(uint64_t shared,
+                                                                   const SharedHeader& now) const {
+  auto it = shared_.find(shared);
+  if (it == shared_.end() || it->second.header != now) return std::nullopt;
+  return it->second.frame;
+}
+
+std::optional<std::optional<RuntimeFrameId>> V8Namer::last_known(uint64_t function) const {
+  auto it = functions_.find(function);
+  if (it == functions_.end()) return std::nullopt;
+  auto named = shared_.find(it->second.shared);
+  if (named == shared_.end()) return std::nullopt;
+  return named->second.frame;
+}
+
 std::optional<RuntimeFrameId> V8Namer::name(V8Heap& heap, RemoteReader& reader, uint64_t function,
                                             RuntimeFrameTable& frames, RuntimeStats& stats) {
   const std::optional<uint64_t> shared = heap.shared_of_function(function);
-  if (!shared) return std::nullopt;
+  const std::optional<uint64_t> map = reader.word(function - 1);
+  if (!shared || !map) return std::nullopt;
+  functions_.insert_or_assign(function, FunctionWords{*map, *shared});
   SharedHeader header{};
   if (!reader.read(*shared - 1, header.data(), sizeof(header))) return std::nullopt;
   auto it = shared_.find(*shared);
@@ -100,20 +189,27 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
   hotspot::ProcessMemory memory(pid);
   RemoteReader reader(memory, kStackReadBudget, 0);
   V8Heap heap(*layout, reader);
-  std::unordered_map<uint64_t, std::optional<RuntimeFrameId>> this_stack;
+  // Each function once: a recursion repeats one many times.
+  std::vector<uint64_t> functions;
+  for (const bpfprof_v8_frame& f : pending.frames)
+    if (std::find(functions.begin(), functions.end(), f.function) == functions.end())
+      functions.push_back(f.function);
+  auto frames = from_cache(pid, *layout, process.namer, functions);
+  for (size_t i = 0; i < functions.size(); ++i) {
+    if (frames[i]) continue;
+    hotspot::ProcessMemory memory(pid);
+    RemoteReader reader(memory, kStackReadBudget, 0);
+    V8Heap heap(*layout, reader);
+    frames[i] = process.namer.name(heap, reader, functions[i], recording.runtime_frames, stats);
+  }
   size_t placed = 0;
   for (const bpfprof_v8_frame& f : pending.frames) {
     const uint32_t depth = f.depth & ~BPFPROF_V8_FRAME_FROM_REGISTER;
-    if (depth >= user.size()) continue;
-    auto [known, fresh] = this_stack.try_emplace(f.function);
-    if (fresh)
-      known->second = process.namer.name(heap, reader, f.function, recording.runtime_frames, stats);
-    if (!known->second) continue;
-    user[depth] = raw_runtime_frame(*known->second);
+    const size_t i = std::find(functions.begin(), functions.end(), f.function) - functions.begin();
+    if (depth >= user.size() || !*frames[i]) continue;
+    user[depth] = raw_runtime_frame(**frames[i]);
     ++placed;
   }
-  fprintf(stderr, "placed %zu of %zu budget %lu\n", placed, pending.frames.size(),
-          reader.bytes_read());
   stats.frames += placed;
   if (placed) stats.merged += 1;
 }

@@ -33,6 +33,22 @@ class V8Namer {
   std::optional<RuntimeFrameId> name(V8Heap& heap, RemoteReader& reader, uint64_t function,
                                      RuntimeFrameTable& frames, RuntimeStats& stats);
 
+  // A function's first words as read now: its map and its SharedFunctionInfo.
+  struct FunctionWords {
+    uint64_t map = 0;
+    uint64_t shared = 0;
+    bool operator==(const FunctionWords&) const = default;
+  };
+  // The SharedFunctionInfo whose header decides whether `function`, with these words now, is
+  // the one named before (the same words at its address: its map was checked then).
+  std::optional<uint64_t> cached_shared(uint64_t function, const FunctionWords& now) const;
+  // The frame named before for `shared`, if its header is still `now`; nullopt on a miss.
+  std::optional<std::optional<RuntimeFrameId>> cached_frame(uint64_t shared,
+                                                            const SharedHeader& now) const;
+  // The frame `function` had when last named, unchecked: for the stacks of a process that
+  // has exited (the reader runs behind the samples by up to a few hundred milliseconds).
+  std::optional<std::optional<RuntimeFrameId>> last_known(uint64_t function) const;
+
  private:
   struct Named {
     SharedHeader header;
@@ -46,8 +62,9 @@ class V8Namer {
                                               RuntimeFrameTable& frames);
   const Script& script(V8Heap& heap, uint64_t address);
 
-  std::unordered_map<uint64_t, Named> shared_;    // by SharedFunctionInfo address
-  std::unordered_map<uint64_t, Script> scripts_;  // by Script address
+  std::unordered_map<uint64_t, Named> shared_;             // by SharedFunctionInfo address
+  std::unordered_map<uint64_t, FunctionWords> functions_;  // by JSFunction address
+  std::unordered_map<uint64_t, Script> scripts_;           // by Script address
 };
 
 class V8Stacks {
@@ -72,6 +89,11 @@ class V8Stacks {
     MonotonicNs perf_map_checked{0};
   };
   bool has_perf_map(Pid pid, MonotonicNs time, Process& process);
+  // The frames of `functions` from the cache, checked with two batched reads of the process;
+  // nullopt where the cache cannot say.
+  std::vector<std::optional<std::optional<RuntimeFrameId>>> from_cache(
+      Pid pid, const V8Layout& layout, const V8Namer& namer,
+      const std::vector<uint64_t>& functions);
 
   const V8Processes& processes_;
   std::unordered_map<Tid, Pending> pending_;

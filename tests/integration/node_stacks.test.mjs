@@ -3,15 +3,17 @@
 // trampolines. Debian's node runs tests/fixtures/js/work.js (recursion, closures, class
 // methods, a sort comparator called from Array.prototype.sort's builtin, JSON, crypto) for
 // 2 s without flags: complete stacks, walked in the kernel, a few hundred ring-buffer bytes a
-// sample, and the summary's figures are the profile's. With --perf-basic-prof the JavaScript
-// functions are named (from node's perf map) and nest as the program calls them.
+// sample, and the summary's figures are the profile's; the JavaScript functions named from
+// V8's own objects (runtimes/v8) with their file and first line. With --perf-basic-prof they
+// are named from node's perf map; both nest as the program calls them.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 
 import {
-  IS_CI, ProfileView, REPO_DIR, RESULTS_DIR, STATE_FRAMES, pct, recordWith, recorderUnavailableReason,
+  IS_CI, ProfileView, REPO_DIR, RESULTS_DIR, STATE_FRAMES, funcSourceFile, pct, recordWith,
+  recorderUnavailableReason,
   requireRecorder, saveMetrics,
 } from './lib/harness.mjs';
 import { isRootName, printedCompleteness, storedCompleteness } from './lib/stack_quality.mjs';
@@ -154,5 +156,68 @@ describe('node work.js: stacks through V8 walked in the kernel', () => {
               `compareByKey ${metrics.compareSamples} samples, ${pct(metrics.compareUnderSort)} under the sort builtin`);
     assert.ok(metrics.fibSamples >= 20 && metrics.fibNested >= 0.9,
               `recurseFib ${metrics.fibSamples} samples, ${pct(metrics.fibNested)} nested`);
+  });
+
+  it('without flags, JS functions named with file and line, nested as with --perf-basic-prof', (t) => {
+    if (!requireRecorder(t) || !requireNode(t)) return;
+    const { view } = plain;
+    const file = (f) => funcSourceFile(view, f.func) ?? '';
+    const isJs = (f) => f.category === 'JavaScript';
+    const ofWorkJs = (f) => isJs(f) && file(f).endsWith('work.js');
+    // The samples in JavaScript (under V8's entry), whose share before work.js runs (node's own
+    // start-up) is the same in both runs however loaded the machine is.
+    const inJs = (s) => s.user.some((f) => f.name === 'Builtins_JSEntry');
+    const samples = nodeSamples(view).filter(inJs);
+    const perfSamples = nodeSamples(named.view).filter(inJs);
+    // Samples with a function of work.js: named by V8's objects here, by the perf map there.
+    const share = weightOf(samples, (s) => s.user.some(ofWorkJs)) / weightOf(samples);
+    const perfShare = weightOf(perfSamples, (s) => s.user.some((f) => / \S*work\.js:/.test(f.name))) /
+      weightOf(perfSamples);
+    // JS frames left unnamed: JIT code's hex addresses, interpreted frames' trampoline.
+    let jsFrames = 0;
+    let unnamed = 0;
+    for (const s of samples) {
+      for (const f of s.user) {
+        const hex = /^0x[0-9a-f]+$/.test(f.name) || f.name === 'Builtins_InterpreterEntryTrampoline';
+        if (hex || isJs(f)) jsFrames += s.weight;
+        if (hex) unnamed += s.weight;
+      }
+    }
+    const names = (s) => s.user.map((f) => f.name);
+    const inCompare = samples.filter((s) => names(s).includes('compareByKey'));
+    const sorted = inCompare.filter((s) => {
+      const n = names(s);
+      const sort = n.indexOf('Builtins_ArrayPrototypeSort');
+      return n.indexOf('sortWork') >= 0 && sort > n.indexOf('sortWork') && n.indexOf('compareByKey') > sort;
+    });
+    const inFib = samples.filter((s) => names(s).includes('recurseFib'));
+    const nested = inFib.filter((s) => names(s).filter((n) => n === 'recurseFib').length >= 3);
+    const metrics = {
+      workJsShare: share, perfMapWorkJsShare: perfShare, namedJsFrameShare: 1 - unnamed / (jsFrames || 1),
+      compareSamples: weightOf(inCompare), compareUnderSort: weightOf(sorted) / (weightOf(inCompare) || 1),
+      fibSamples: weightOf(inFib), fibNested: weightOf(nested) / (weightOf(inFib) || 1),
+    };
+    t.diagnostic(`samples in JS with work.js's functions: ${pct(share)} named from V8's objects, ${pct(perfShare)} ` +
+                 `with --perf-basic-prof; JS frames named: ${pct(metrics.namedJsFrameShare)}; compareByKey ` +
+                 `${metrics.compareSamples} samples, ${pct(metrics.compareUnderSort)} under the sort; ` +
+                 `recurseFib ${metrics.fibSamples}, ${pct(metrics.fibNested)} nested`);
+    saveMetrics('node_stacks_names', metrics);
+    assert.ok(share >= 0.9 * perfShare, `work.js named in ${pct(share)} of samples, perf map ${pct(perfShare)}`);
+    // A loaded machine runs fewer of the 2 s on the CPU: fewer samples than the perf map test asks.
+    assert.ok(metrics.compareSamples >= 5 && metrics.compareUnderSort >= 0.9,
+              `compareByKey ${metrics.compareSamples} samples, ${pct(metrics.compareUnderSort)} under the sort builtin`);
+    assert.ok(metrics.fibSamples >= 5 && metrics.fibNested >= 0.9,
+              `recurseFib ${metrics.fibSamples} samples, ${pct(metrics.fibNested)} nested`);
+    // Each function of work.js with its file, first line and isJS, as the front end's JS view needs.
+    const source = readFileSync(WORK_JS, 'utf8').split('\n');
+    for (const [fn, decl] of [['recurseFib', 'function recurseFib('], ['sortWork', 'function sortWork('],
+                              ['compareByKey', 'function compareByKey('], ['mainLoop', 'function mainLoop(']]) {
+      const frame = samples.flatMap((s) => s.user).find((f) => f.name === fn && ofWorkJs(f));
+      assert.ok(frame, `${fn} not named from work.js`);
+      assert.equal(view.funcTable.isJS[frame.func], true, `${fn} is not isJS`);
+      const line = source.findIndex((l) => l.startsWith(decl)) + 1;
+      assert.ok(line > 0, `${decl} not in work.js`);
+      assert.equal(view.funcTable.lineNumber[frame.func], line, `${fn}'s line`);
+    }
   });
 });
