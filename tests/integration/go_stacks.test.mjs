@@ -215,6 +215,17 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
       assert.ok(sort.of >= 50 && sort.share >= 0.9, `sortWork ${sort.of} samples, ${pct(sort.share)}`);
       saveMetrics(`go_stacks_${label}`, metrics);
     });
+
+    // Go names no thread: each is named after what it ran most (go_thread_roles.h). The three
+    // goroutines each keep an M busy for the run, and sysmon has its own.
+    it('names its threads after what they ran: the goroutines\' functions, runtime.sysmon', (t) => {
+      if (!requireRecorder(t) || !requireFile(t, fixturePath(fixture), 'go not installed')) return;
+      const names = rec.view.threads.filter((th) => th.processName === label).map((th) => th.name);
+      t.diagnostic(`threads: ${names.join(', ')}`);
+      assert.ok(names.includes(`${label} (runtime.sysmon)`), names.join(', '));
+      const workers = ['main.hashWork', 'main.jsonWork', 'main.sortWork'].filter((fn) => names.includes(`${label} (${fn})`));
+      assert.ok(workers.length >= 2, `threads named after the goroutines' work: ${workers.join(', ')}`);
+    });
   });
 }
 

@@ -1,4 +1,5 @@
 #include "userspace/output/profile_builder.h"
+#include "userspace/output/go_thread_roles.h"
 
 #include <algorithm>
 #include <cmath>
@@ -449,6 +450,8 @@ ThreadTables ProfileBuilder::build_thread(const Thread& thread, WakerLabels& wak
   out.register_ms = ms_between(zero, thread.start);
   out.unregister_ms = ms_or_none(thread.end);
   out.samples = SamplesTable(thread.samples, output_stack_of_, zero);
+  if (std::optional<std::string> role = go_thread_role(out_.shared, out.samples))
+    out.name += " (" + *role + ")";
   add_loss_markers(thread, out.markers);
   wakers.add_woken_markers(thread, zero, out.markers);
   return out;
