@@ -62,8 +62,8 @@ enum bpfprof_cfa_rule {
   BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_GO_CGO_CALLBACK,
 };
 
-/* Fields of Go's runtime structures the two rules read (runtime/runtime2.go, the same since
- * Go 1.5); runtimes/go/cgo_switches.cpp finds them in the instructions before it gives a row. */
+/* Fields of Go's runtime structures the two rules read (runtimes/go/cgo_switches.h finds them
+ * in the instructions before it gives a row). */
 #define BPFPROF_GO_G_STACK_HI 0x08 /* g.stack.hi (g.stack.lo at 0) */
 #define BPFPROF_GO_G_M 0x30        /* g.m */
 #define BPFPROF_GO_M_G0 0x00       /* m.g0 */

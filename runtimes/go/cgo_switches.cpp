@@ -5,8 +5,6 @@
 #include <cstring>
 #include <optional>
 
-#include "bpf/unwind_table.h"
-
 namespace bpfprof::go {
 namespace {
 
@@ -86,7 +84,7 @@ constexpr uint8_t kRegDx = 2 << 3;
 // a thread already on the system stack stores 0 at G and the sp (rdx) at G - 8. The same
 // slots in both; rdx is sp as the function's code began to use it.
 std::optional<int32_t> asmcgocall_slot(const Code& code, size_t g_store, size_t* call_end) {
-  constexpr std::array<uint8_t, 7> kStackHiMinusDx = {0x48, 0x8b, 0x7f, BPFPROF_GO_G_STACK_HI,
+  constexpr std::array<uint8_t, 7> kStackHiMinusDx = {0x48, 0x8b, 0x7f, kGStackHi,
                                                       0x48, 0x29, 0xd7};
   constexpr std::array<uint8_t, 4> kZeroG = {0x48, 0xc7, 0x44, 0x24};
   std::optional<std::pair<int32_t, size_t>> depth;
@@ -136,17 +134,17 @@ std::vector<CgoSwitch> asmcgocall_switches(const Code& code, const FrameLayout& 
 // same size: its return address is where the switch back is found.
 std::optional<CgoSwitch> cgocallback_switch(const Code& code, const FrameLayout& layout) {
   constexpr std::array<uint8_t, 5> kTlsToBx = {0x64, 0x48, 0x8b, 0x1c, 0x25};
-  constexpr std::array<uint8_t, 4> kGM = {0x48, 0x8b, 0x5b, BPFPROF_GO_G_M};
-  constexpr std::array<uint8_t, 3> kMG0 = {0x48, 0x8b, 0x33};
-  constexpr std::array<uint8_t, 4> kSchedSpIsSp = {0x48, 0x89, 0x66, BPFPROF_GO_G_SCHED_SP};
+  constexpr std::array<uint8_t, 4> kGMLoad = {0x48, 0x8b, 0x5b, kGM};
+  constexpr std::array<uint8_t, 3> kMG0Load = {0x48, 0x8b, 0x33};  // m.g0 at 0: no displacement
+  constexpr std::array<uint8_t, 4> kSchedSpIsSp = {0x48, 0x89, 0x66, kGSchedSp};
   constexpr std::array<uint8_t, 3> kLeaRax = {0x48, 0x8d, 0x05};
   constexpr std::array<uint8_t, 2> kCallRax = {0xff, 0xd0};
   const std::optional<size_t> tls = code.find(0, kTlsToBx);
   if (!tls) return std::nullopt;
   const std::optional<int32_t> g_offset = code.s32(*tls + kTlsToBx.size());
-  const std::optional<size_t> g_m = code.find(*tls, kGM);
+  const std::optional<size_t> g_m = code.find(*tls, kGMLoad);
   if (!g_offset || *g_offset < INT16_MIN || *g_offset > 0 || !g_m) return std::nullopt;
-  const std::optional<size_t> m_g0 = code.find(*g_m, kMG0);
+  const std::optional<size_t> m_g0 = code.find(*g_m, kMG0Load);
   const std::optional<size_t> sched = m_g0 ? code.find(*m_g0, kSchedSpIsSp) : std::nullopt;
   const std::optional<size_t> lea = sched ? code.find(*sched, kLeaRax) : std::nullopt;
   if (!lea || !code.has(*lea + 7, kCallRax)) return std::nullopt;

@@ -367,6 +367,10 @@ void add_go_function_spans(const go::FrameLayout& layout, std::vector<Span>& spa
   }
 }
 
+static_assert(go::kGStackHi == BPFPROF_GO_G_STACK_HI && go::kGM == BPFPROF_GO_G_M &&
+                  go::kMG0 == BPFPROF_GO_M_G0 && go::kGSchedSp == BPFPROF_GO_G_SCHED_SP,
+              "the kernel walk reads Go's fields where the code was checked to");
+
 // A cgo switch of stacks (runtimes/go/cgo_switches.h) at its call's last byte, where the
 // walk looks up a return address, cut out of the function's pcsp spans.
 void add_cgo_switch_span(const go::CgoSwitch& cgo, std::vector<Span>& spans) {
