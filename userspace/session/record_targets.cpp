@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <string>
 
 #include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
@@ -72,7 +74,7 @@ void RecordTargets::start(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind,
   if (command_)
     launch_command(bpf, kernel_unwind, recording);
   else
-    attach(bpf, recording);
+    attach(bpf, kernel_unwind, recording);
 }
 
 void RecordTargets::launch_command(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind,
@@ -99,9 +101,26 @@ void RecordTargets::preload_command_tables(KernelUnwindTables& kernel_unwind) co
   kernel_unwind.flush(monotonic_now());
 }
 
+// The tables of the files -p's processes map, loaded before they are tracked, as a command's
+// are: the kernel walk finds them from the VMA before the process's own entry reaches the
+// kernel (a stripped Go binary, which has no CFI, could not be unwound from a stack copy).
+void RecordTargets::preload_attach_tables(KernelUnwindTables& kernel_unwind) const {
+  constexpr std::chrono::milliseconds kLongestWait{500};
+  std::set<std::string> paths;
+  for (int pid : options_.attach_pids)
+    if (std::optional<ProcessSnapshot> snapshot = snapshot_process(Pid{pid}))
+      for (const MapEntry& mapping : snapshot->executable_mappings)
+        if (mapping.path.starts_with('/')) paths.insert(mapping.path);
+  kernel_unwind.preload({paths.begin(), paths.end()});
+  kernel_unwind.wait_for_tables(kLongestWait);
+  kernel_unwind.flush(monotonic_now());
+}
+
 // -p and -a. Track first, then read /proc: a thread or child created in between is seen by
 // both, never by neither.
-void RecordTargets::attach(BpfPrograms& bpf, Recording& recording) {
+void RecordTargets::attach(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind,
+                           Recording& recording) {
+  if (kernel_unwind && !options_.system_wide) preload_attach_tables(*kernel_unwind);
   std::vector<Pid> targets;
   for (int pid : options_.attach_pids) targets.push_back(Pid{pid});
   if (options_.system_wide) targets = list_processes();

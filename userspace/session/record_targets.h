@@ -47,7 +47,8 @@ class RecordTargets {
  private:
   void launch_command(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind, Recording& recording);
   void preload_command_tables(KernelUnwindTables& kernel_unwind) const;
-  void attach(BpfPrograms& bpf, Recording& recording);
+  void preload_attach_tables(KernelUnwindTables& kernel_unwind) const;
+  void attach(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind, Recording& recording);
 
   const RecordOptions& options_;
   std::optional<LaunchedCommand> command_;
