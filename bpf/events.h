@@ -44,6 +44,9 @@ enum bpfprof_event_kind {
   /* The Java frames (HotSpot) of the stack event that follows (same header):
    * bpfprof_hotspot_stack_event. */
   BPFPROF_EVENT_HOTSPOT_STACK = 10,
+  /* The Ruby control frames (CRuby) of the stack event that follows (same header):
+   * bpfprof_ruby_stack_event. */
+  BPFPROF_EVENT_RUBY_STACK = 11,
 };
 
 /* The runtimes whose own frames the BPF side reads (runtimes/<name>/frames.bpf.h), as
@@ -52,7 +55,8 @@ enum bpfprof_runtime {
   BPFPROF_RUNTIME_PYTHON = 0,
   BPFPROF_RUNTIME_V8 = 1,
   BPFPROF_RUNTIME_HOTSPOT = 2,
-  BPFPROF_RUNTIMES = 3, /* how many */
+  BPFPROF_RUNTIME_RUBY = 3,
+  BPFPROF_RUNTIMES = 4, /* how many */
 };
 
 /* When a stack event's stacks were taken. */
@@ -302,6 +306,49 @@ struct bpfprof_python_process {
   __u32 code_instructions;         /* PyCodeObject.co_code_adaptive */
   __u32 instruction_form;          /* enum bpfprof_python_instruction_form of frame_prev_instr */
   __u32 thread_key;                /* enum bpfprof_python_thread_key */
+};
+
+/* Ruby (CRuby, runtimes/ruby/frames.bpf.h): a thread's control frames, innermost first. */
+#define BPFPROF_MAX_RUBY_FRAMES 96
+
+struct bpfprof_ruby_frame {
+  __u64 iseq;  /* rb_iseq_t* (0 or garbage for C frames: `flags` says which) */
+  __u64 pc;    /* the next instruction of the frame's iseq */
+  __u32 flags; /* ep[0]: VM_FRAME_MAGIC_* and VM_FRAME_FLAG_* */
+  __u32 reserved;
+};
+
+/* Why no (or not all) Ruby frames were read for a sample of a Ruby process. */
+enum bpfprof_ruby_stack_status {
+  BPFPROF_RUBY_STACK_COMPLETE = 0,   /* read up to the end of the VM stack */
+  BPFPROF_RUBY_STACK_NO_THREAD = 1,  /* the thread is no Ruby thread (yet, anymore) */
+  BPFPROF_RUBY_STACK_UNREADABLE = 2, /* a read failed midway */
+  BPFPROF_RUBY_STACK_AT_LIMIT = 3,   /* more than BPFPROF_MAX_RUBY_FRAMES */
+};
+
+/* Only the used part of `frames` is sent. */
+struct bpfprof_ruby_stack_event {
+  struct bpfprof_event_header header;
+  __u32 depth;  /* frames, innermost first */
+  __u32 status; /* enum bpfprof_ruby_stack_status */
+  struct bpfprof_ruby_frame frames[BPFPROF_MAX_RUBY_FRAMES];
+};
+
+/* Where one Ruby process's threads are, and the offsets the walk reads (runtimes/ruby/layout.h). */
+struct bpfprof_ruby_process {
+  __u64 vm_pointer;          /* &ruby_current_vm_ptr */
+  __u32 vm_main_ractor;      /* rb_vm_t.ractor.main_ractor */
+  __u32 ractor_threads_head; /* rb_ractor_t.threads.set: a list of rb_thread_t */
+  __u32 thread_native_id;    /* rb_thread_t.thread_id: pthread_self(), the FS base */
+  __u32 thread_ec;           /* rb_thread_t.ec */
+  __u32 ec_vm_stack;         /* rb_execution_context_t.vm_stack */
+  __u32 ec_vm_stack_size;    /* .vm_stack_size, in words */
+  __u32 ec_cfp;              /* .cfp */
+  __u32 frame_pc;            /* rb_control_frame_t.pc */
+  __u32 frame_iseq;          /* .iseq */
+  __u32 frame_ep;            /* .ep */
+  __u32 frame_size;          /* sizeof(rb_control_frame_t) */
+  __u32 reserved;
 };
 
 /* V8 (runtimes/v8/frames.bpf.h): for the frames of a kernel-walked stack that keep a frame

@@ -386,4 +386,29 @@ struct {
   __type(value, struct hotspot_walk);
 } hotspot_walks SEC(".maps");
 
+/* Ruby (runtimes/ruby/frames.bpf.h): tgid -> where its VM is and how it is laid out
+ * (userspace fills it when it sees a mapping of a libruby of a known version). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32); /* tgid */
+  __type(value, struct bpfprof_ruby_process);
+} ruby_processes SEC(".maps");
+
+/* Each thread's rb_thread_t as last found, checked on every use against its thread_id:
+ * finding it walks the main ractor's thread list. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);   /* tid */
+  __type(value, __u64); /* rb_thread_t* in the thread's process */
+} ruby_threads SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_ruby_stack_event);
+} ruby_scratch_space SEC(".maps");
+
 #endif

@@ -7,6 +7,7 @@
 #include "bpf/events.h"
 #include "runtimes/hotspot/frames.bpf.h"
 #include "runtimes/python/frames.bpf.h"
+#include "runtimes/ruby/frames.bpf.h"
 #include "runtimes/v8/frames.bpf.h"
 
 /* `walked`: the user frames were walked in the kernel, in unwind_walks' `slot`. */
@@ -15,6 +16,7 @@ static __always_inline void send_runtime_stacks(const struct bpfprof_event_heade
   send_python_stack(header);
   send_v8_stack(header, slot, walked);
   send_hotspot_stack(header, slot, walked);
+  send_ruby_stack(header);
 }
 
 #endif

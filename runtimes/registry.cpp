@@ -2,6 +2,7 @@
 
 #include "runtimes/hotspot/runtime.h"
 #include "runtimes/python/runtime.h"
+#include "runtimes/ruby/runtime.h"
 #include "runtimes/v8/runtime.h"
 
 namespace bpfprof {
@@ -9,6 +10,7 @@ namespace bpfprof {
 Runtimes::Runtimes(const std::set<RuntimeKind>& disabled) {
   if (!disabled.contains(RuntimeKind::kPython)) runtimes_.push_back(make_python_runtime());
   if (!disabled.contains(RuntimeKind::kHotSpot)) runtimes_.push_back(make_hotspot_runtime());
+  if (!disabled.contains(RuntimeKind::kRuby)) runtimes_.push_back(make_ruby_runtime());
   if (!disabled.contains(RuntimeKind::kV8) && !getenv("NOV8")) runtimes_.push_back(make_v8_runtime());
 }
 

@@ -39,14 +39,14 @@ struct RubyLayout {
   uint32_t frame_flag_finish;  // the first frame of a C-level call of the VM loop (rb_vm_exec)
   // Instruction sequences: rb_iseq_t -> body.
   uint32_t iseq_body;
-  uint32_t body_iseq_size;     // an unsigned int: instructions, in VALUEs
-  uint32_t body_iseq_encoded;  // VALUE*
-  uint32_t body_path;          // location.pathobj: a String, or [path, realpath]
-  uint32_t body_label;         // location.label: a String
-  uint32_t body_first_line;    // location.first_lineno: a Fixnum
-  uint32_t body_insns_info;    // insns_info.body: iseq_insn_info_entry[]
-  uint32_t body_insns_positions;  // insns_info.positions, or NULL once encoded as below
-  uint32_t body_insns_info_size;  // insns_info.size
+  uint32_t body_iseq_size;         // an unsigned int: instructions, in VALUEs
+  uint32_t body_iseq_encoded;      // VALUE*
+  uint32_t body_path;              // location.pathobj: a String, or [path, realpath]
+  uint32_t body_label;             // location.label: a String
+  uint32_t body_first_line;        // location.first_lineno: a Fixnum
+  uint32_t body_insns_info;        // insns_info.body: iseq_insn_info_entry[]
+  uint32_t body_insns_positions;   // insns_info.positions, or NULL once encoded as below
+  uint32_t body_insns_info_size;   // insns_info.size
   uint32_t body_insns_succ_table;  // insns_info.succ_index_table
   uint32_t insn_info_size;         // sizeof(iseq_insn_info_entry); line_no first
   // Objects: RBasic.flags's type bits, strings (embedded or not) and arrays.

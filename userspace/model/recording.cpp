@@ -10,12 +10,14 @@ std::string_view runtime_name(RuntimeKind runtime) {
       return "Java";
     case RuntimeKind::kV8:
       return "JavaScript";
+    case RuntimeKind::kRuby:
+      return "Ruby";
   }
   return "?";
 }
 
 std::set<RuntimeKind> all_runtimes() {
-  return {RuntimeKind::kPython, RuntimeKind::kHotSpot, RuntimeKind::kV8};
+  return {RuntimeKind::kPython, RuntimeKind::kHotSpot, RuntimeKind::kV8, RuntimeKind::kRuby};
 }
 
 RuntimeFrameId RuntimeFrameTable::intern(const RuntimeFunction& function, uint32_t line) {

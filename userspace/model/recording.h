@@ -35,6 +35,7 @@ enum class RuntimeKind : uint8_t {
   kPython = BPFPROF_RUNTIME_PYTHON,
   kHotSpot = BPFPROF_RUNTIME_HOTSPOT,
   kV8 = BPFPROF_RUNTIME_V8,
+  kRuby = BPFPROF_RUNTIME_RUBY,
 };
 std::string_view runtime_name(RuntimeKind runtime);
 std::set<RuntimeKind> all_runtimes();

@@ -44,6 +44,7 @@ enum class Category : uint8_t {
   kPython = 5,      // interpreted Python code (the front end's JS-only view shows these)
   kJavaScript = 6,  // JavaScript functions (V8), interpreted or compiled
   kJava = 7,        // Java methods, interpreted or compiled, and the JVM's stubs
+  kRuby = 8,        // Ruby methods and blocks (CRuby's instruction sequences)
 };
 struct CategoryInfo {
   const char* name;
@@ -58,6 +59,7 @@ inline constexpr CategoryInfo kCategories[] = {
     {"Python", "yellow"},
     {"JavaScript", "yellow"},
     {"Java", "blue"},
+    {"Ruby", "red"},
 };
 
 // A runtime's frames have the runtime's own category.
@@ -69,6 +71,8 @@ inline Category category_of(RuntimeKind runtime) {
       return Category::kJava;
     case RuntimeKind::kV8:
       return Category::kJavaScript;
+    case RuntimeKind::kRuby:
+      return Category::kRuby;
   }
   return Category::kOther;
 }

@@ -1,0 +1,140 @@
+#include "runtimes/ruby/processes.h"
+
+#include <charconv>
+
+#include "symbols/util/text.h"
+#include "symbols/util/unique_handle.h"
+#include "symbols/util/untrusted_file.h"
+
+namespace bpfprof {
+
+std::optional<RubyVersion> ruby_version_from_file_name(std::string_view name) {
+  constexpr std::string_view kPrefix = "libruby";
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  name.remove_prefix(kPrefix.size());
+  if (name.starts_with("-")) {
+    name.remove_prefix(1);
+  } else if (name.starts_with(".so.")) {
+    name.remove_prefix(4);
+  } else {
+    return std::nullopt;
+  }
+  RubyVersion v;
+  const char* end = name.data() + name.size();
+  auto [dot, major_error] = std::from_chars(name.data(), end, v.major);
+  if (major_error != std::errc() || dot == end || *dot != '.') return std::nullopt;
+  auto [rest, minor_error] = std::from_chars(dot + 1, end, v.minor);
+  if (minor_error != std::errc()) return std::nullopt;
+  return v;
+}
+
+std::variant<RubyLibrary, RubyRejection> inspect_ruby_library(const std::string& readable_path,
+                                                              RubyVersion version) {
+  const std::string prefix =
+      "ruby " + std::to_string(version.major) + "." + std::to_string(version.minor) + ": ";
+  const RubyLayout* layout = ruby_layout(version);
+  if (!layout) return RubyRejection{prefix + "no layout for this version, frames not read"};
+  std::string error;
+  std::shared_ptr<const ElfFile> elf = ElfFile::open(readable_path, &error);
+  const UniqueFd fd =
+      open_untrusted(readable_path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
+  if (!elf || !fd) return RubyRejection{prefix + "cannot read the library " + error};
+  const auto symbols = read_dynamic_symbols(fd.get(), {"ruby_current_vm_ptr", "rb_vm_exec"});
+  auto defined = [&](const char* name) -> const DynamicSymbol* {
+    auto it = symbols.find(name);
+    return it == symbols.end() || !it->second.defined ? nullptr : &it->second;
+  };
+  const DynamicSymbol* vm = defined("ruby_current_vm_ptr");
+  const DynamicSymbol* exec = defined("rb_vm_exec");
+  if (!vm || !exec || exec->size == 0)
+    return RubyRejection{prefix + "not a CRuby library (no ruby_current_vm_ptr or rb_vm_exec)"};
+  return RubyLibrary{std::move(elf), layout, vm->address, exec->address, exec->size};
+}
+
+bpfprof_ruby_process RubyInterpreter::bpf_entry() const {
+  const RubyLayout& l = *layout;
+  return bpfprof_ruby_process{
+      .vm_pointer = vm_pointer,
+      .vm_main_ractor = l.vm_main_ractor,
+      .ractor_threads_head = l.ractor_threads_head,
+      .thread_native_id = l.thread_native_id,
+      .thread_ec = l.thread_ec,
+      .ec_vm_stack = l.ec_vm_stack,
+      .ec_vm_stack_size = l.ec_vm_stack_size,
+      .ec_cfp = l.ec_cfp,
+      .frame_pc = l.frame_pc,
+      .frame_iseq = l.frame_iseq,
+      .frame_ep = l.frame_ep,
+      .frame_size = l.frame_size,
+      .reserved = 0,
+  };
+}
+
+void RubyProcesses::observe(const std::vector<LifecycleEvent>& events, size_t from,
+                            RuntimeStats& stats) {
+  constexpr size_t kMaxPending = 4096;
+  for (size_t i = from; i < events.size(); ++i) {
+    const LifecyclePayload& payload = events[i].payload;
+    if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
+      if (!ruby_version_from_file_name(base_name(mmap->mapping.path))) continue;
+      if (tracked_.contains(mmap->pid)) {
+        on_mapping(mmap->pid, mmap->mapping, stats);
+      } else {
+        if (pending_.size() >= kMaxPending) pending_.clear();
+        pending_.try_emplace(mmap->pid, mmap->mapping);
+      }
+    } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
+      tracked_.insert(*known);
+      if (auto waiting = pending_.extract(*known)) on_mapping(*known, waiting.mapped(), stats);
+    } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
+      forget(reset->pid);  // an exec: the new image's mappings follow
+      pending_.erase(reset->pid);
+    } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
+      if (exit->group_dead) exited_.push_back(exit->pid);
+    }
+  }
+}
+
+std::vector<Pid> RubyProcesses::forget_exited() {
+  for (Pid pid : exited_) {
+    forget(pid);
+    tracked_.erase(pid);
+    pending_.erase(pid);
+  }
+  return std::exchange(exited_, {});
+}
+
+const RubyInterpreter* RubyProcesses::find(Pid pid) const {
+  auto it = interpreters_.find(pid);
+  return it == interpreters_.end() ? nullptr : &it->second;
+}
+
+void RubyProcesses::forget(Pid pid) {
+  if (interpreters_.erase(pid)) changes_.push_back(Change{pid, std::nullopt});
+}
+
+// One mapping of the library gives its load bias (start and file offset).
+void RubyProcesses::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats) {
+  const std::optional<RubyVersion> version = ruby_version_from_file_name(base_name(mapping.path));
+  if (!version || interpreters_.contains(pid)) return;
+  auto key = std::pair{mapping.path, mapping.inode};
+  auto it = libraries_.find(key);
+  if (it == libraries_.end())
+    it = libraries_.emplace(std::move(key), inspect_ruby_library(mapping.readable_path(), *version))
+             .first;
+  if (const auto* rejected = std::get_if<RubyRejection>(&it->second)) {
+    stats.not_read.emplace(mapping.path, rejected->reason);
+    return;
+  }
+  const RubyLibrary& library = std::get<RubyLibrary>(it->second);
+  const std::optional<uint64_t> vaddr = library.elf->file_offset_to_vaddr(mapping.file_offset);
+  if (!vaddr) return;
+  const uint64_t bias = mapping.start - *vaddr;
+  const RubyInterpreter interpreter{library.layout, library.vm_pointer + bias,
+                                    library.exec_start + bias,
+                                    library.exec_start + bias + library.exec_size};
+  interpreters_.emplace(pid, interpreter);
+  changes_.push_back(Change{pid, interpreter.bpf_entry()});
+}
+
+}  // namespace bpfprof

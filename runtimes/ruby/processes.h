@@ -1,0 +1,83 @@
+// Finds the CRuby interpreters among the recorded processes, by their mapping of
+// libruby[-X.Y].so, and works out from the library where the VM lies in each process: what
+// the BPF frame walk needs (runtimes/ruby/frames.bpf.h) and where the VM loop's native frames
+// are (rb_vm_exec, whose frames the Ruby frames replace).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "bpf/events.h"
+#include "runtimes/ruby/layout.h"
+#include "symbols/elf/elf_file.h"
+#include "userspace/model/recording.h"
+
+namespace bpfprof {
+
+// The version in a libruby file name: "libruby-3.1.so.3.1" (Debian), "libruby.so.3.1".
+std::optional<RubyVersion> ruby_version_from_file_name(std::string_view name);
+
+// A CRuby interpreter in one process.
+struct RubyInterpreter {
+  const RubyLayout* layout = nullptr;
+  uint64_t vm_pointer = 0;  // &ruby_current_vm_ptr
+  // rb_vm_exec's code: one native frame there per C-level call of the VM loop.
+  uint64_t exec_start = 0;
+  uint64_t exec_end = 0;
+
+  bool runs_vm_loop(uint64_t pc) const { return pc >= exec_start && pc < exec_end; }
+  bpfprof_ruby_process bpf_entry() const;
+};
+
+// What a libruby says, in its own virtual addresses, or why it gives no frames.
+struct RubyLibrary {
+  std::shared_ptr<const ElfFile> elf;
+  const RubyLayout* layout = nullptr;
+  uint64_t vm_pointer = 0;
+  uint64_t exec_start = 0;
+  uint64_t exec_size = 0;
+};
+struct RubyRejection {
+  std::string reason;
+};
+std::variant<RubyLibrary, RubyRejection> inspect_ruby_library(const std::string& readable_path,
+                                                              RubyVersion version);
+
+class RubyProcesses {
+ public:
+  void observe(const std::vector<LifecycleEvent>& events, size_t from, RuntimeStats& stats);
+  // Processes that exited since the last call are forgotten; returns them.
+  std::vector<Pid> forget_exited();
+  const RubyInterpreter* find(Pid pid) const;
+
+  struct Change {
+    Pid pid;
+    std::optional<bpfprof_ruby_process> entry;  // none: gone
+  };
+  std::vector<Change> take_changes() { return std::exchange(changes_, {}); }
+
+ private:
+  void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats);
+  void forget(Pid pid);
+
+  std::unordered_map<Pid, RubyInterpreter> interpreters_;
+  // Only recorded processes get an entry (as for Python): a mapping of a process not known
+  // yet waits for it.
+  std::unordered_set<Pid> tracked_;
+  std::unordered_map<Pid, MappingInfo> pending_;
+  std::map<std::pair<std::string, uint64_t>, std::variant<RubyLibrary, RubyRejection>> libraries_;
+  std::vector<Pid> exited_;
+  std::vector<Change> changes_;
+};
+
+}  // namespace bpfprof

@@ -1,0 +1,208 @@
+#include "runtimes/ruby/runtime.h"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "bpf/events.h"
+#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/python/stacks.h"
+#include "runtimes/ruby/iseqs.h"
+#include "runtimes/ruby/processes.h"
+
+namespace bpfprof {
+namespace {
+
+const RuntimeFunction kUnknownCode{"[unknown Ruby code]", "", 0, RuntimeKind::kRuby};
+const RuntimeFunction kDeeperFrames{
+    "[unknown Ruby frames: more than " + std::to_string(BPFPROF_MAX_RUBY_FRAMES) + " deep]", "", 0,
+    RuntimeKind::kRuby};
+const RuntimeFunction kUnreadableFrames{"[unknown Ruby frames: unreadable frame]", "", 0,
+                                        RuntimeKind::kRuby};
+
+// ep[0]'s flags (vm_core.h): C frames (cfuncs, C blocks) run no iseq; the dummy frame at the
+// bottom of every thread's stack belongs to no call of the VM loop.
+constexpr uint32_t kFrameFlagCFrame = 0x0080;
+constexpr uint32_t kFrameMagicDummy = 0x79990001;
+
+// What reading a process's iseqs may cost: bytes in all, per iseq, and iseqs kept.
+constexpr uint64_t kProcessBudgetBytes = 256ull << 20;
+constexpr uint64_t kIseqBudgetBytes = 4ull << 20;
+constexpr size_t kMaxIseqsPerProcess = 1u << 18;
+
+struct PendingFrame {
+  uint64_t iseq;
+  uint64_t pc;
+  bool entry;
+};
+struct Pending {
+  Pid pid;
+  MonotonicNs time;
+  std::vector<PendingFrame> frames;
+  uint32_t status;
+};
+
+struct ProcessIseqs {
+  std::unordered_map<uint64_t, std::optional<RubyIseq>> by_address;  // nullopt: unreadable
+  uint64_t bytes_read = 0;
+};
+
+class RubyRuntime final : public Runtime {
+ public:
+  RuntimeKind kind() const override { return RuntimeKind::kRuby; }
+
+  void observe(const std::vector<LifecycleEvent>& events, size_t from,
+               Recording& recording) override {
+    processes_.observe(events, from, stats(recording));
+  }
+
+  void forget_exited() override {
+    for (Pid pid : processes_.forget_exited()) {
+      iseqs_.erase(pid);
+      with_frames_.erase(pid);
+      std::erase_if(pending_, [&](const auto& entry) { return entry.second.pid == pid; });
+    }
+  }
+
+  void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) override {
+    for (const RubyProcesses::Change& change : processes_.take_changes()) {
+      if (!change.entry) {
+        maps.erase(kMap, change.pid);
+        in_kernel_.erase(change.pid);
+      } else if (maps.put(kMap, change.pid, &*change.entry, sizeof(*change.entry))) {
+        in_kernel_.insert(change.pid);
+      } else {
+        stats(recording).not_read.emplace("pid " + std::to_string(change.pid.value),
+                                          "the kernel's table of Ruby interpreters is full");
+      }
+      maps.set_process_count(kind(), static_cast<uint32_t>(in_kernel_.size()));
+    }
+  }
+
+  uint32_t event_kind() const override { return BPFPROF_EVENT_RUBY_STACK; }
+  void take_event(const void* data, size_t size, Recording& recording) override;
+  void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
+                  Recording& recording) override;
+
+ private:
+  static constexpr const char* kMap = "ruby_processes";
+  static RuntimeStats& stats(Recording& recording) {
+    return recording.stats.runtimes[RuntimeKind::kRuby];
+  }
+  const RubyIseq* iseq(Pid pid, const RubyInterpreter& interpreter, uint64_t address,
+                       RuntimeStats& stats);
+  RuntimeFrameId name_frame(Pid pid, const RubyInterpreter& interpreter, const PendingFrame& f,
+                            Recording& recording);
+
+  RubyProcesses processes_;
+  std::unordered_set<Pid> in_kernel_;
+  std::unordered_set<Pid> with_frames_;
+  std::unordered_map<Tid, Pending> pending_;
+  std::unordered_map<Pid, ProcessIseqs> iseqs_;
+  std::vector<ActivationFrame> scratch_;
+};
+
+void RubyRuntime::take_event(const void* data, size_t size, Recording& recording) {
+  constexpr size_t kFixed = offsetof(bpfprof_ruby_stack_event, frames);
+  if (size < kFixed) return;
+  bpfprof_ruby_stack_event e;
+  memcpy(&e, data, std::min(size, sizeof(e)));
+  const size_t depth = std::min<size_t>(
+      {e.depth, BPFPROF_MAX_RUBY_FRAMES, (size - kFixed) / sizeof(bpfprof_ruby_frame)});
+  RuntimeStats& s = stats(recording);
+  ++s.stacks;
+  s.max_frames = BPFPROF_MAX_RUBY_FRAMES;
+  s.event_bytes += size;
+  if (e.status == BPFPROF_RUBY_STACK_NO_THREAD) ++s.no_thread_state;
+  if (e.status == BPFPROF_RUBY_STACK_UNREADABLE) ++s.unreadable;
+  if (e.status == BPFPROF_RUBY_STACK_AT_LIMIT) ++s.at_limit;
+  Pending& pending = pending_[Tid{static_cast<int32_t>(e.header.tid)}];
+  pending.pid = Pid{static_cast<int32_t>(e.header.pid)};
+  if (with_frames_.insert(pending.pid).second) ++s.interpreters;
+  pending.time = MonotonicNs{e.header.timestamp_ns};
+  pending.status = e.status;
+  pending.frames.clear();
+  const RubyInterpreter* interpreter = processes_.find(pending.pid);
+  const uint32_t finish = interpreter ? interpreter->layout->frame_flag_finish : 0;
+  const uint32_t magic_mask = interpreter ? interpreter->layout->frame_magic_mask : 0;
+  for (size_t i = 0; i < depth; ++i) {
+    const bpfprof_ruby_frame& f = e.frames[i];
+    // Only frames that run an iseq are Ruby frames; a cfunc's own native frame stays.
+    if (f.flags & kFrameFlagCFrame || (f.flags & magic_mask) == kFrameMagicDummy || !f.iseq)
+      continue;
+    pending.frames.push_back({f.iseq, f.pc, (f.flags & finish) != 0});
+  }
+}
+
+void RubyRuntime::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
+                             Recording& recording) {
+  auto found = pending_.find(tid);
+  if (found == pending_.end()) return;
+  Pending pending = std::move(found->second);
+  pending_.erase(found);
+  const RubyInterpreter* interpreter = processes_.find(pid);
+  if (pending.time != time || !interpreter || pending.frames.empty()) return;
+  scratch_.clear();
+  for (const PendingFrame& f : pending.frames)
+    scratch_.push_back({raw_runtime_frame(name_frame(pid, *interpreter, f, recording)), f.entry});
+  if (pending.status == BPFPROF_RUBY_STACK_AT_LIMIT ||
+      pending.status == BPFPROF_RUBY_STACK_UNREADABLE) {
+    scratch_.back().entry = false;
+    const RuntimeFunction& rest =
+        pending.status == BPFPROF_RUBY_STACK_AT_LIMIT ? kDeeperFrames : kUnreadableFrames;
+    scratch_.push_back({raw_runtime_frame(recording.runtime_frames.intern(rest, 0)), true});
+  }
+  MergedStack merged = merge_python_frames(
+      user, scratch_, [&](uint64_t pc) { return interpreter->runs_vm_loop(pc); });
+  RuntimeStats& s = stats(recording);
+  if (merged.mismatched) ++s.mismatched;
+  if (merged.python_frames > 0) ++s.merged;
+  user = std::move(merged.frames);
+}
+
+const RubyIseq* RubyRuntime::iseq(Pid pid, const RubyInterpreter& interpreter, uint64_t address,
+                                  RuntimeStats& s) {
+  ProcessIseqs& process = iseqs_[pid];
+  if (auto it = process.by_address.find(address); it != process.by_address.end())
+    return it->second ? &*it->second : nullptr;
+  if (process.bytes_read >= kProcessBudgetBytes) {
+    ++s.read_budget_used_up;
+    return nullptr;
+  }
+  if (process.by_address.size() >= kMaxIseqsPerProcess) process.by_address.clear();
+  const auto start = std::chrono::steady_clock::now();
+  hotspot::ProcessMemory memory(pid);
+  hotspot::RemoteReader reader(memory, kIseqBudgetBytes, 0);
+  std::optional<RubyIseq> read = read_ruby_iseq(reader, *interpreter.layout, address);
+  process.bytes_read += reader.bytes_read();
+  ++s.code_objects_read;
+  s.code_read_ns += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+  auto& kept = process.by_address[address] = std::move(read);
+  return kept ? &*kept : nullptr;
+}
+
+// An iseq is read once; a frame's line comes from its pc at each sample. An address whose
+// iseq was freed and reused is read again only when the process's cache is cleared.
+RuntimeFrameId RubyRuntime::name_frame(Pid pid, const RubyInterpreter& interpreter,
+                                       const PendingFrame& f, Recording& recording) {
+  RuntimeStats& s = stats(recording);
+  const RubyIseq* read = iseq(pid, interpreter, f.iseq, s);
+  if (!read) {
+    ++s.unnamed_frames;
+    return recording.runtime_frames.intern(kUnknownCode, 0);
+  }
+  ++s.frames;
+  return recording.runtime_frames.intern(
+      {read->label, read->path, read->first_line, RuntimeKind::kRuby},
+      read->line_at(f.pc).value_or(0));
+}
+
+}  // namespace
+
+std::unique_ptr<Runtime> make_ruby_runtime() { return std::make_unique<RubyRuntime>(); }
+
+}  // namespace bpfprof
