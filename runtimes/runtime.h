@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "userspace/model/recording.h"
@@ -24,6 +26,28 @@ class RuntimeKernelMaps {
   // How many of `runtime`'s processes the kernel side knows: with none it skips the runtime.
   virtual void set_process_count(RuntimeKind runtime, uint32_t count) = 0;
 };
+
+// A runtime's processes into its BPF map `map`: each change (Change{pid, optional entry})
+// puts the process's entry, or erases it (none: exited, exec'd). The kernel's count follows,
+// after an entry is in and before one is gone, so that a sample never misses an entry it
+// needs. `in_kernel`: the map's processes. An entry the map refuses is a note in `stats`.
+template <typename Change>
+void apply_process_changes(RuntimeKernelMaps& maps, const char* map, RuntimeKind kind,
+                           const std::vector<Change>& changes, std::unordered_set<Pid>& in_kernel,
+                           RuntimeStats& stats) {
+  for (const Change& change : changes) {
+    if (!change.entry) {
+      maps.erase(map, change.pid);
+      in_kernel.erase(change.pid);
+    } else if (maps.put(map, change.pid, &*change.entry, sizeof(*change.entry))) {
+      in_kernel.insert(change.pid);
+    } else {
+      stats.not_read.emplace("pid " + std::to_string(change.pid.value),
+                             std::string("the kernel's table ") + map + " is full");
+    }
+    maps.set_process_count(kind, static_cast<uint32_t>(in_kernel.size()));
+  }
+}
 
 class Runtime {
  public:

@@ -26,19 +26,8 @@ class PythonRuntime final : public Runtime {
   // The BPF side reads the frames of the interpreters found, and forgets those that exited
   // or exec'd (their pids may be reused by other programs).
   void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) override {
-    for (const PythonProcesses::Change& change : processes_.take_changes()) {
-      if (!change.entry) {
-        maps.erase(kMap, change.pid);
-        in_kernel_.erase(change.pid);
-      } else if (maps.put(kMap, change.pid, &*change.entry, sizeof(*change.entry))) {
-        in_kernel_.insert(change.pid);
-      } else {
-        stats(recording).not_read.emplace("pid " + std::to_string(change.pid.value),
-                                          "the kernel's table of interpreters is full");
-      }
-      // After the entry is in, before it is gone: a sample never misses an entry it needs.
-      maps.set_process_count(kind(), static_cast<uint32_t>(in_kernel_.size()));
-    }
+    apply_process_changes(maps, kMap, kind(), processes_.take_changes(), in_kernel_,
+                          stats(recording));
   }
 
   uint32_t event_kind() const override { return BPFPROF_EVENT_PYTHON_STACK; }

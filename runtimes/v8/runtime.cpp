@@ -24,19 +24,10 @@ class V8Runtime final : public Runtime {
   }
 
   void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) override {
-    for (const v8::V8Processes::Change& change : processes_.take_changes(stats(recording))) {
-      if (!change.entry) {
-        maps.erase(kMap, change.pid);
-        in_kernel_.erase(change.pid);
-      } else if (maps.put(kMap, change.pid, &*change.entry, sizeof(*change.entry))) {
-        in_kernel_.insert(change.pid);
-        stats(recording).interpreters += 1;
-      } else {
-        stats(recording).not_read.emplace("pid " + std::to_string(change.pid.value),
-                                          "the kernel's table of V8 processes is full");
-      }
-      maps.set_process_count(kind(), static_cast<uint32_t>(in_kernel_.size()));
-    }
+    const auto changes = processes_.take_changes(stats(recording));
+    for (const v8::V8Processes::Change& change : changes)
+      if (change.entry) stats(recording).interpreters += 1;
+    apply_process_changes(maps, kMap, kind(), changes, in_kernel_, stats(recording));
   }
 
   uint32_t event_kind() const override { return BPFPROF_EVENT_V8_STACK; }
