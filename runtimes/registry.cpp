@@ -11,7 +11,7 @@ Runtimes::Runtimes(const std::set<RuntimeKind>& disabled) {
   if (!disabled.contains(RuntimeKind::kPython)) runtimes_.push_back(make_python_runtime());
   if (!disabled.contains(RuntimeKind::kHotSpot)) runtimes_.push_back(make_hotspot_runtime());
   if (!disabled.contains(RuntimeKind::kRuby)) runtimes_.push_back(make_ruby_runtime());
-  if (!disabled.contains(RuntimeKind::kV8) && !getenv("NOV8")) runtimes_.push_back(make_v8_runtime());
+  if (!disabled.contains(RuntimeKind::kV8)) runtimes_.push_back(make_v8_runtime());
 }
 
 Runtimes::~Runtimes() = default;
