@@ -8,7 +8,6 @@
 
 #include "bpf/events.h"
 #include "runtimes/hotspot/remote_memory.h"
-#include "runtimes/python/stacks.h"
 #include "runtimes/ruby/iseqs.h"
 #include "runtimes/ruby/processes.h"
 
@@ -154,8 +153,12 @@ void RubyRuntime::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uin
         pending.status == BPFPROF_RUBY_STACK_AT_LIMIT ? kDeeperFrames : kUnreadableFrames;
     scratch_.push_back({raw_runtime_frame(recording.runtime_frames.intern(rest, 0)), true});
   }
-  MergedStack merged = merge_python_frames(
-      user, scratch_, [&](uint64_t pc) { return interpreter->runs_vm_loop(pc); });
+  // A walk cut short has the innermost calls: those are matched from the leaf.
+  const bool cut = pending.status == BPFPROF_RUBY_STACK_AT_LIMIT ||
+                   pending.status == BPFPROF_RUBY_STACK_UNREADABLE;
+  auto runs_vm_loop = [&](uint64_t pc) { return interpreter->runs_vm_loop(pc); };
+  MergedStack merged = cut ? merge_python_frames(user, scratch_, runs_vm_loop)
+                           : merge_ruby_frames(user, scratch_, runs_vm_loop);
   RuntimeStats& s = stats(recording);
   if (merged.mismatched) ++s.mismatched;
   if (merged.python_frames > 0) ++s.merged;
@@ -202,6 +205,40 @@ RuntimeFrameId RubyRuntime::name_frame(Pid pid, const RubyInterpreter& interpret
 }
 
 }  // namespace
+
+MergedStack merge_ruby_frames(std::span<const uint64_t> native,
+                              std::span<const ActivationFrame> ruby,
+                              const std::function<bool(uint64_t)>& runs_vm_loop) {
+  std::vector<std::span<const ActivationFrame>> calls;  // innermost first
+  for (size_t start = 0, i = 0; i < ruby.size(); ++i) {
+    if (ruby[i].entry || i + 1 == ruby.size()) {
+      calls.push_back(ruby.subspan(start, i + 1 - start));
+      start = i + 1;
+    }
+  }
+  size_t loops = 0;
+  for (uint64_t pc : native) loops += runs_vm_loop(pc) ? 1 : 0;
+  MergedStack merged;
+  merged.mismatched = loops != calls.size();
+  merged.frames.reserve(native.size() + ruby.size());
+  // The i-th VM loop frame from the leaf takes the call as far from the outermost as it is.
+  size_t loop = 0;
+  for (uint64_t pc : native) {
+    if (!runs_vm_loop(pc)) {
+      merged.frames.push_back(pc);
+      continue;
+    }
+    const size_t from_outermost = loops - 1 - loop++;
+    if (from_outermost >= calls.size()) {
+      merged.frames.push_back(pc);
+      continue;
+    }
+    const auto& call = calls[calls.size() - 1 - from_outermost];
+    for (const ActivationFrame& f : call) merged.frames.push_back(f.raw);
+    merged.python_frames += call.size();
+  }
+  return merged;
+}
 
 std::unique_ptr<Runtime> make_ruby_runtime() { return std::make_unique<RubyRuntime>(); }
 

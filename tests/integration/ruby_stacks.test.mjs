@@ -30,6 +30,14 @@ const EXPECTED = {
   digest: (names) => same(names, [...WORK, 'digest']),
 };
 
+// Each Ruby function of the program -> the functions it is called from.
+const CALLERS = {
+  '<main>': [undefined], work: ['<main>'], harvest: ['work'], 'block in harvest': ['harvest'],
+  ripen: ['block in harvest'], 'block in ripen': ['ripen'], 'block in work': ['work'],
+  catcher: ['block in work'], thrower: ['catcher', 'thrower'], 'rescue in catcher': ['catcher'],
+  digest: ['work'], 'zero?': ['thrower'], // Integer#zero? is Ruby code in 3.1 (<internal:numeric>)
+};
+
 function same(a, b) {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
@@ -89,6 +97,26 @@ describe('ruby_stacks', () => {
       else if (share < MIN_ORDERED_SHARE) failures.push(`${leaf}: ${pct(share)} in order`);
     }
     assert.deepEqual(failures, []);
+  });
+
+  it('puts every Ruby frame under its caller, in every sample of work', (t) => {
+    if (!requireRecorder(t)) return;
+    let total = 0;
+    const other = new Map();
+    for (const th of rec.view.threads.filter((x) => /^ruby/.test(x.processName))) {
+      for (const s of rec.view.samples(th)) {
+        const names = rubyFrames(s.frames);
+        if (!names.includes('work')) continue; // not the start (rubygems, require)
+        total += 1;
+        if (!names.every((n, i) => CALLERS[n]?.includes(names[i - 1])))
+          other.set(names.join(' > '), (other.get(names.join(' > ')) ?? 0) + 1);
+      }
+    }
+    const wrong = [...other.values()].reduce((a, b) => a + b, 0);
+    metrics.nesting = { total, wrong };
+    t.diagnostic(`${total - wrong} of ${total} samples of work nest as the program calls`);
+    for (const [stack, n] of [...other].sort((a, b) => b[1] - a[1]).slice(0, 3)) t.diagnostic(`other x${n}: ${stack}`);
+    assert.ok(total >= MIN_SAMPLES && (total - wrong) / total >= MIN_ORDERED_SHARE, `${wrong} of ${total}`);
   });
 
   it('leaves no native rb_vm_exec frame in samples with Ruby frames', (t) => {
