@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "bpf/events.h"
 #include "runtimes/hotspot/remote_memory.h"
@@ -15,6 +16,8 @@ namespace bpfprof {
 namespace {
 
 const RuntimeFunction kUnknownCode{"[unknown Ruby code]", "", 0, RuntimeKind::kRuby};
+const RuntimeFunction kUnreadCode{"[unknown Ruby code: read budget used up]", "", 0,
+                                  RuntimeKind::kRuby};
 const RuntimeFunction kDeeperFrames{
     "[unknown Ruby frames: more than " + std::to_string(BPFPROF_MAX_RUBY_FRAMES) + " deep]", "", 0,
     RuntimeKind::kRuby};
@@ -46,6 +49,7 @@ struct Pending {
 struct ProcessIseqs {
   std::unordered_map<uint64_t, std::optional<RubyIseq>> by_address;  // nullopt: unreadable
   uint64_t bytes_read = 0;
+  bool over_budget = false;  // counted once in the summary
 };
 
 class RubyRuntime final : public Runtime {
@@ -66,18 +70,8 @@ class RubyRuntime final : public Runtime {
   }
 
   void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) override {
-    for (const RubyProcesses::Change& change : processes_.take_changes()) {
-      if (!change.entry) {
-        maps.erase(kMap, change.pid);
-        in_kernel_.erase(change.pid);
-      } else if (maps.put(kMap, change.pid, &*change.entry, sizeof(*change.entry))) {
-        in_kernel_.insert(change.pid);
-      } else {
-        stats(recording).not_read.emplace("pid " + std::to_string(change.pid.value),
-                                          "the kernel's table of Ruby interpreters is full");
-      }
-      maps.set_process_count(kind(), static_cast<uint32_t>(in_kernel_.size()));
-    }
+    apply_process_changes(maps, kMap, kind(), processes_.take_changes(), in_kernel_,
+                          stats(recording));
   }
 
   uint32_t event_kind() const override { return BPFPROF_EVENT_RUBY_STACK; }
@@ -171,7 +165,7 @@ const RubyIseq* RubyRuntime::iseq(Pid pid, const RubyInterpreter& interpreter, u
   if (auto it = process.by_address.find(address); it != process.by_address.end())
     return it->second ? &*it->second : nullptr;
   if (process.bytes_read >= kProcessBudgetBytes) {
-    ++s.read_budget_used_up;
+    if (!std::exchange(process.over_budget, true)) ++s.read_budget_used_up;
     return nullptr;
   }
   if (process.by_address.size() >= kMaxIseqsPerProcess) process.by_address.clear();
@@ -196,7 +190,7 @@ RuntimeFrameId RubyRuntime::name_frame(Pid pid, const RubyInterpreter& interpret
   const RubyIseq* read = iseq(pid, interpreter, f.iseq, s);
   if (!read) {
     ++s.unnamed_frames;
-    return recording.runtime_frames.intern(kUnknownCode, 0);
+    return recording.runtime_frames.intern(iseqs_[pid].over_budget ? kUnreadCode : kUnknownCode, 0);
   }
   ++s.frames;
   return recording.runtime_frames.intern(
