@@ -59,7 +59,12 @@ enum bpfprof_cfa_rule {
    * caller is on the system stack, where the frame's sp is g0.sched.sp (g from the thread
    * pointer + rbx_offset, then g.m, m.g0). CFA = that sp + cfa_offset. */
   BPFPROF_CFA_GO_CGO_CALLBACK = 9,
-  BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_GO_CGO_CALLBACK,
+  /* Go's systemstack just past its call of the function it runs on the system stack: the
+   * caller is on the goroutine's stack, whose sp is m.curg's sched.sp (g from the thread
+   * pointer + rbx_offset, then g.m, then m.curg at go_m_curg_words * 8). CFA = that sp +
+   * cfa_offset. */
+  BPFPROF_CFA_GO_SYSTEMSTACK = 10,
+  BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_GO_SYSTEMSTACK,
 };
 
 /* Fields of Go's runtime structures the two rules read (runtimes/go/cgo_switches.h finds them
@@ -85,8 +90,8 @@ struct bpfprof_unwind_row {
   __u8 cfa_rule; /* enum bpfprof_cfa_rule */
   __u8 rbp_rule; /* enum bpfprof_rbp_rule */
   __s16 rbx_offset;
-  __u8 rbx_rule; /* enum bpfprof_rbp_rule's values, for rbx */
-  __u8 reserved;
+  __u8 rbx_rule;        /* enum bpfprof_rbp_rule's values, for rbx */
+  __u8 go_m_curg_words; /* BPFPROF_CFA_GO_SYSTEMSTACK only; else 0 */
 };
 
 /* Offsets from sp at __restore_rt (the handler's return popped pretcode, so sp points at the

@@ -28,9 +28,9 @@ enum walk_result { WALK_GOING = 0, WALK_ROOT = 1, WALK_FALLBACK = 2, WALK_CUT = 
 struct unwind_context {
   struct unwind_walk* walk;
   struct bpfprof_frames_event* event;
-  struct bpfprof_process_mappings* mappings; /* NULL: not in the kernel yet */
-  __u32 slot;                                /* SAMPLE_SLOT or TRACEPOINT_SLOT */
-  __u32 cpu;                                 /* its part of the row cache */
+  struct bpfprof_process_mappings* mappings;     /* NULL: not in the kernel yet */
+  __u32 slot;                                    /* SAMPLE_SLOT or TRACEPOINT_SLOT */
+  __u32 cpu;                                     /* its part of the row cache */
   const struct bpfprof_hotspot_process* hotspot; /* NULL: not a JVM (known yet) */
 };
 
@@ -373,25 +373,30 @@ static __always_inline bool go_goroutine_sp(const struct unwind_walk* w, __u64* 
   return stack[0] <= *sp && *sp < stack[1];
 }
 
-/* The sp of cgocallback's frame on the system stack, which g0.sched.sp keeps while Go runs
- * the callback (BPFPROF_CFA_GO_CGO_CALLBACK): g from the thread pointer, then g.m and m.g0. */
-static __always_inline bool go_system_stack_sp(const struct unwind_walk* w, __u64* sp) {
+/* The sched.sp of one of the thread's Gs, found through its M: g from the thread pointer, g.m,
+ * then the G at `m_field` of the M: g0, whose sched.sp keeps cgocallback's frame on the system
+ * stack while Go runs the callback (BPFPROF_CFA_GO_CGO_CALLBACK), or curg, the goroutine that
+ * systemstack left and returns to (BPFPROF_CFA_GO_SYSTEMSTACK). */
+static __always_inline bool go_sched_sp(const struct unwind_walk* w, __u64 m_field, __u64* sp) {
   const struct task_struct* task = (const struct task_struct*)w->task;
-  __u64 g, m, g0;
+  __u64 g, m, other;
   const __u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
   return fsbase && !bpf_probe_read_user(&g, 8, (void*)(fsbase + w->row.rbx_offset)) &&
          !bpf_probe_read_user(&m, 8, (void*)(g + BPFPROF_GO_G_M)) &&
-         !bpf_probe_read_user(&g0, 8, (void*)(m + BPFPROF_GO_M_G0)) &&
-         !bpf_probe_read_user(sp, 8, (void*)(g0 + BPFPROF_GO_G_SCHED_SP)) && *sp;
+         !bpf_probe_read_user(&other, 8, (void*)(m + m_field)) &&
+         !bpf_probe_read_user(sp, 8, (void*)(other + BPFPROF_GO_G_SCHED_SP)) && *sp;
 }
 
-/* A cgo switch of stacks: the caller's frame is on the other stack. Where the runtime's
- * words cannot be read, the stack ends here, as Go's own traceback does. */
+/* A switch of stacks (cgo's, systemstack's): the caller's frame is on the other stack. Where the
+ * runtime's words cannot be read, the stack ends here, as Go's own traceback does. */
 static __always_inline long go_switch_step(struct unwind_walk* w) {
   const struct bpfprof_unwind_row* row = &w->row;
   __u64 sp, return_address;
+  const __u64 m_field = row->cfa_rule == BPFPROF_CFA_GO_CGO_CALLBACK
+                            ? BPFPROF_GO_M_G0
+                            : (__u64)row->go_m_curg_words * 8;
   if (!(row->cfa_rule == BPFPROF_CFA_GO_CGO_CALL ? go_goroutine_sp(w, &sp)
-                                                 : go_system_stack_sp(w, &sp)))
+                                                 : go_sched_sp(w, m_field, &sp)))
     return walk_stops(w, WALK_ROOT, 0);
   const __u64 cfa = sp + row->cfa_offset;
   if (read_stack_word(w, cfa - 8, &return_address) ||
@@ -413,7 +418,7 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_fra
   if (row->cfa_rule == BPFPROF_CFA_ROOT) return walk_stops(w, WALK_ROOT, 0);
   if (row->cfa_rule == BPFPROF_CFA_SIGNAL) return signal_step(w, e, depth);
   if (row->cfa_rule == BPFPROF_CFA_RSP_RETURN_IN_RDI) return return_in_rdi_step(w, depth);
-  if (row->cfa_rule == BPFPROF_CFA_GO_CGO_CALL || row->cfa_rule == BPFPROF_CFA_GO_CGO_CALLBACK)
+  if (row->cfa_rule >= BPFPROF_CFA_GO_CGO_CALL && row->cfa_rule <= BPFPROF_CFA_GO_SYSTEMSTACK)
     return go_switch_step(w);
   __u64 cfa;
   if (row->cfa_rule == BPFPROF_CFA_RBX ? !rbx_cfa(w, &cfa)

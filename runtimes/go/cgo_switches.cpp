@@ -159,6 +159,52 @@ std::optional<CgoSwitch> cgocallback_switch(const Code& code, const FrameLayout&
                    *g_offset};
 }
 
+// systemstack's way back to the goroutine, just past its call (`call *%rdi`) of the function:
+// g from the thread pointer, g.m, m.curg, sp = curg.sched.sp (and in current releases rbp =
+// curg.sched.bp), the g slot cleared, then `ret` or `pop %rbp; ret`: the goroutine's frame is
+// the one systemstack returns to from sched.sp.
+std::optional<CgoSwitch> systemstack_switch(const Code& code) {
+  constexpr std::array<uint8_t, 2> kCallRdi = {0xff, 0xd7};
+  constexpr std::array<uint8_t, 5> kTlsToAx = {0x64, 0x48, 0x8b, 0x04, 0x25};
+  constexpr std::array<uint8_t, 4> kGMToBx = {0x48, 0x8b, 0x58, kGM};
+  constexpr std::array<uint8_t, 3> kCurgToAx = {0x48, 0x8b, 0x83};
+  constexpr std::array<uint8_t, 5> kAxToTls = {0x64, 0x48, 0x89, 0x04, 0x25};
+  constexpr std::array<uint8_t, 4> kSchedSpToSp = {0x48, 0x8b, 0x60, kGSchedSp};
+  constexpr std::array<uint8_t, 3> kFieldToBp = {0x48, 0x8b, 0x68};
+  constexpr std::array<uint8_t, 3> kZeroField = {0x48, 0xc7, 0x40};  // disp8, then imm32 0
+  const std::optional<size_t> call = code.find(0, kCallRdi);
+  if (!call) return std::nullopt;
+  size_t at = *call + kCallRdi.size();
+  const uint64_t return_address = code.address(at);
+  const std::optional<int32_t> g_offset = code.s32(at + kTlsToAx.size());
+  if (!code.has(at, kTlsToAx) || !g_offset || *g_offset < INT16_MIN || *g_offset > 0)
+    return std::nullopt;
+  at += kTlsToAx.size() + 4;
+  if (!code.has(at, kGMToBx) || !code.has(at + 4, kCurgToAx)) return std::nullopt;
+  const std::optional<int32_t> curg = code.s32(at + 4 + kCurgToAx.size());
+  if (!curg || *curg <= 0 || *curg % 8 || *curg / 8 > UINT8_MAX) return std::nullopt;
+  at += 4 + kCurgToAx.size() + 4;
+  if (!code.has(at, kAxToTls) || code.s32(at + kAxToTls.size()) != g_offset) return std::nullopt;
+  at += kAxToTls.size() + 4;
+  if (!code.has(at, kSchedSpToSp)) return std::nullopt;
+  at += kSchedSpToSp.size();
+  // What else the way back does to the old g (its sched.bp into rbp, fields cleared).
+  for (int moves = 0; moves < 4; ++moves) {
+    if (code.has(at, kFieldToBp))
+      at += 4;
+    else if (code.has(at, kZeroField) && code.s32(at + 4) == 0)
+      at += 8;
+    else
+      break;
+  }
+  const bool pops_rbp = code.byte(at) == 0x5d && code.byte(at + 1) == 0xc3;
+  if (!pops_rbp && code.byte(at) != 0xc3) return std::nullopt;
+  CgoSwitch found{CgoSwitchKind::kSystemStack, return_address, pops_rbp ? 16 : 8, pops_rbp,
+                  *g_offset};
+  found.curg_offset = static_cast<uint32_t>(*curg);
+  return found;
+}
+
 bool named(std::string_view name, std::string_view function) {
   return name == function || (name.size() == function.size() + 5 && name.starts_with(function) &&
                               name.ends_with(".abi0"));
@@ -170,9 +216,10 @@ std::vector<CgoSwitch> find_cgo_switches(std::string_view name, uint64_t entry,
                                          std::span<const uint8_t> code, const FrameLayout& layout) {
   const Code function(entry, code);
   if (named(name, "runtime.asmcgocall")) return asmcgocall_switches(function, layout);
-  if (named(name, "runtime.cgocallback")) {
-    if (std::optional<CgoSwitch> found = cgocallback_switch(function, layout)) return {*found};
-  }
+  std::optional<CgoSwitch> found;
+  if (named(name, "runtime.cgocallback")) found = cgocallback_switch(function, layout);
+  if (named(name, "runtime.systemstack")) found = systemstack_switch(function);
+  if (found) return {*found};
   return {};
 }
 

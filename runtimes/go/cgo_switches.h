@@ -1,9 +1,12 @@
-// Where a cgo call moves a thread between a goroutine's stack and its system stack (g0), read
-// from the code of the two runtime functions that switch: asmcgocall, which runs a C function
-// on the system stack, and cgocallback, which runs Go called back from C on the goroutine's.
-// Go's own traceback ends at both; the kernel walk follows them (bpf/unwind_table.h's
-// BPFPROF_CFA_GO_CGO_CALL and _CALLBACK), so a C function's stack goes on into the goroutine
-// that called it, and a callback's into the C code that called back.
+// Where Go moves a thread between a goroutine's stack and its system stack (g0), read from
+// the code of the runtime functions that switch: asmcgocall, which runs a C function on the
+// system stack, cgocallback, which runs Go called back from C on the goroutine's, and
+// systemstack, which runs runtime code on the system stack. Go's own traceback ends at all
+// three; the kernel walk follows them (bpf/unwind_table.h's BPFPROF_CFA_GO_CGO_CALL,
+// _CALLBACK and BPFPROF_CFA_GO_SYSTEMSTACK), so a C function's stack goes on into the
+// goroutine that called it, a callback's into the C code that called back, and the runtime's
+// work on the system stack (the garbage collector's, large allocations') into the goroutine
+// it was done for.
 //
 // The offsets the walk needs (stack slots, struct fields, the thread-pointer offset of g) are
 // taken from the instructions themselves, and a function whose code is not of a known shape
@@ -37,6 +40,10 @@ enum class CgoSwitchKind : uint8_t {
   // frame on the system stack, whose sp g0.sched.sp keeps; slot: g's offset from the thread
   // pointer (fs).
   kCallbackIntoGo,
+  // systemstack's call of a function on the system stack: the goroutine's frame is at m.curg's
+  // sched.sp (curg_offset: m.curg's offset), g from the thread pointer + slot, as for
+  // kCallbackIntoGo.
+  kSystemStack,
 };
 
 struct CgoSwitch {
@@ -45,10 +52,12 @@ struct CgoSwitch {
   int32_t cfa_offset = 0;       // the frame switched to: its CFA minus its sp
   bool rbp_saved = false;       // the caller's rbp is at that CFA - 16
   int32_t slot = 0;
+  uint32_t curg_offset = 0;  // kSystemStack only
 };
 
 // The switches in one function's code (`code` starting at `entry`; `layout` its pcsp table),
-// for the functions named runtime.asmcgocall and runtime.cgocallback; none for any other.
+// for the functions named runtime.asmcgocall, runtime.cgocallback and runtime.systemstack;
+// none for any other.
 std::vector<CgoSwitch> find_cgo_switches(std::string_view name, uint64_t entry,
                                          std::span<const uint8_t> code, const FrameLayout& layout);
 

@@ -375,13 +375,15 @@ static_assert(go::kGStackHi == BPFPROF_GO_G_STACK_HI && go::kGM == BPFPROF_GO_G_
 // walk looks up a return address, cut out of the function's pcsp spans.
 void add_cgo_switch_span(const go::CgoSwitch& cgo, std::vector<Span>& spans) {
   Span span{cgo.return_address - 1, cgo.return_address, {}, UnwindGap::kNoCfi};
-  span.row.cfa_rule = cgo.kind == go::CgoSwitchKind::kCallIntoC ? BPFPROF_CFA_GO_CGO_CALL
-                                                                : BPFPROF_CFA_GO_CGO_CALLBACK;
+  span.row.cfa_rule = cgo.kind == go::CgoSwitchKind::kCallIntoC        ? BPFPROF_CFA_GO_CGO_CALL
+                      : cgo.kind == go::CgoSwitchKind::kCallbackIntoGo ? BPFPROF_CFA_GO_CGO_CALLBACK
+                                                                       : BPFPROF_CFA_GO_SYSTEMSTACK;
   span.row.cfa_offset = cgo.cfa_offset;
   span.row.rbp_rule = cgo.rbp_saved ? BPFPROF_RBP_AT_CFA : BPFPROF_RBP_SAME;
   span.row.rbp_offset = cgo.rbp_saved ? -16 : 0;
   span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
   span.row.rbx_offset = static_cast<int16_t>(cgo.slot);
+  span.row.go_m_curg_words = static_cast<uint8_t>(cgo.curg_offset / 8);
   std::vector<Span> cut;
   for (const Span& s : spans) {
     if (s.end <= span.start || s.start >= span.end) {
@@ -403,7 +405,9 @@ void add_go_function(Elf* elf, const go::GoTable& table, size_t index, std::vect
   std::vector<Span> function;
   add_go_function_spans(*layout, function);
   const std::optional<go::GoFunction> f = table.function(index);
-  if (f && f->name.find("cgo") != std::string_view::npos && f->end > f->entry) {
+  if (f && f->end > f->entry &&
+      (f->name.find("cgo") != std::string_view::npos ||
+       f->name.starts_with("runtime.systemstack"))) {
     const std::vector<uint8_t> code = read_code_bytes(elf, f->entry, f->end - f->entry);
     for (const go::CgoSwitch& cgo : go::find_cgo_switches(f->name, f->entry, code, *layout))
       add_cgo_switch_span(cgo, function);

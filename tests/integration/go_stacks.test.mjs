@@ -216,6 +216,18 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
       saveMetrics(`go_stacks_${label}`, metrics);
     });
 
+    // The runtime's work on the system stack (the garbage collector's, large allocations')
+    // goes on into the goroutine it is done for: runtime.goexit > runtime.gcBgMarkWorker >
+    // runtime.systemstack > ... > runtime.gcDrain, not a stack that begins at systemstack.
+    it('goes on from runtime.systemstack into the goroutine that called it', (t) => {
+      if (!requireRecorder(t) || !requireFile(t, fixturePath(fixture), 'go not installed')) return;
+      const samples = samplesOf(rec.view, label).filter((s) => s.user.some((f) => f.name === 'runtime.systemstack'));
+      const joined = weightOf(samples, (s) => s.user[0].name === 'runtime.goexit') / weightOf(samples);
+      t.diagnostic(`${weightOf(samples)} on-CPU samples through runtime.systemstack, ${pct(joined)} from runtime.goexit`);
+      assert.ok(weightOf(samples) >= 10, `${weightOf(samples)} samples through runtime.systemstack`);
+      assert.ok(joined >= 0.95, `joined to the goroutine: ${pct(joined)}`);
+    });
+
     // Go names no thread: each is named after what it ran most (go_thread_roles.h). The three
     // goroutines each keep an M busy for the run, and sysmon has its own.
     it('names its threads after what they ran: the goroutines\' functions, runtime.sysmon', (t) => {

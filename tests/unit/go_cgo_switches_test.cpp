@@ -1,7 +1,8 @@
-// cgo's switches of stacks (runtimes/go/cgo_switches.h) as read from the runtime's code: Go
-// 1.19's (the cgo fixture, built by Debian's golang-go) and the shape of current releases
-// (asmcgocall pushes rbp and keeps g and the depth at sp + 8 and sp), and the rows the kernel
-// walk gets for them (symbols/dwarf/unwind_table.h).
+// Go's switches of stacks (runtimes/go/cgo_switches.h: cgo's and systemstack's) as read from
+// the runtime's code: Go 1.19's (the fixtures, built by Debian's golang-go) and the shape of
+// current releases (asmcgocall pushes rbp and keeps g and the depth at sp + 8 and sp;
+// systemstack restores rbp too), and the rows the kernel walk gets for them
+// (symbols/dwarf/unwind_table.h).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -67,6 +68,40 @@ TEST(GoCgoSwitches, CurrentReleaseAsmcgocall) {
                   .empty());
 }
 
+// Go 1.26's systemstack (esbuild's): push %rbp ...; past `call *%rdi` the way back reads g
+// from fs - 8, g.m, m.curg at 0xb8, sp and rbp from its sched, clears them, `pop %rbp; ret`.
+constexpr std::array<uint8_t, 0xa0> kSystemstack126 = {
+    0x55, 0x48, 0x89, 0xe5, 0x48, 0x8b, 0x7c, 0x24, 0x10, 0x64, 0x48, 0x8b, 0x04, 0x25, 0xf8, 0xff,
+    0xff, 0xff, 0x48, 0x8b, 0x58, 0x30, 0x48, 0x3b, 0x43, 0x48, 0x74, 0x65, 0x48, 0x8b, 0x13, 0x48,
+    0x39, 0xd0, 0x74, 0x5d, 0x48, 0x3b, 0x83, 0xb8, 0x00, 0x00, 0x00, 0x75, 0x5d, 0xe8, 0xae, 0xf2,
+    0xff, 0xff, 0x64, 0x48, 0x89, 0x14, 0x25, 0xf8, 0xff, 0xff, 0xff, 0x49, 0x89, 0xd6, 0x48, 0x8b,
+    0x62, 0x38, 0x48, 0x89, 0xfa, 0x48, 0x8b, 0x3f, 0xff, 0xd7, 0x64, 0x48, 0x8b, 0x04, 0x25, 0xf8,
+    0xff, 0xff, 0xff, 0x48, 0x8b, 0x58, 0x30, 0x48, 0x8b, 0x83, 0xb8, 0x00, 0x00, 0x00, 0x64, 0x48,
+    0x89, 0x04, 0x25, 0xf8, 0xff, 0xff, 0xff, 0x48, 0x8b, 0x60, 0x38, 0x48, 0x8b, 0x68, 0x60, 0x48,
+    0xc7, 0x40, 0x38, 0x00, 0x00, 0x00, 0x00, 0x48, 0xc7, 0x40, 0x60, 0x00, 0x00, 0x00, 0x00, 0x5d,
+    0xc3, 0x48, 0x89, 0xfa, 0x48, 0x8b, 0x3f, 0x5d, 0xff, 0xe7, 0x48, 0x8d, 0x05, 0x6f, 0x3e, 0x00,
+    0x00, 0xff, 0xd0, 0xcd, 0x03, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc,
+};
+
+TEST(GoCgoSwitches, CurrentReleaseSystemstack) {
+  constexpr uint64_t kEntry = 0x48b9e0;
+  go::FrameLayout layout;
+  layout.sp = {{kEntry, kEntry + 1, 0}, {kEntry + 1, kEntry + 0x80, 8}};
+  const std::vector<CgoSwitch> found =
+      go::find_cgo_switches("runtime.systemstack.abi0", kEntry, kSystemstack126, layout);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, CgoSwitchKind::kSystemStack);
+  EXPECT_EQ(found[0].return_address, 0x48ba2au);
+  EXPECT_EQ(found[0].cfa_offset, 16);  // sched.sp + the popped rbp + the return address
+  EXPECT_TRUE(found[0].rbp_saved);
+  EXPECT_EQ(found[0].slot, -8);
+  EXPECT_EQ(found[0].curg_offset, 0xb8u);
+  // Cut before its `ret`: not a way back it knows.
+  EXPECT_TRUE(go::find_cgo_switches("runtime.systemstack", kEntry,
+                                    std::span(kSystemstack126).first(0x7f), layout)
+                  .empty());
+}
+
 bool cgo_fixture_missing() {
   if (std::filesystem::exists(fixture("go_cgo"))) return false;
   const char* ci = std::getenv("CI");
@@ -96,6 +131,21 @@ TEST(GoCgoSwitches, Go119RowsInTheUnwindTable) {
     ASSERT_NE(next, nullptr);
     EXPECT_EQ(next->cfa_rule, BPFPROF_CFA_ROOT);
   }
+  // Go 1.19's systemstack returns to curg.sched.sp with `ret` (m.curg at 0xc0): one row.
+  const std::vector<UnwindRow>* cpu_rows = nullptr;
+  const UnwindTableResult cpu = build_unwind_table(fixture("go_cpu"));
+  ASSERT_NE(cpu_rows = std::get_if<UnwindTable>(&cpu) ? &std::get<UnwindTable>(cpu).rows : nullptr,
+            nullptr);
+  size_t systemstacks = 0;
+  for (const UnwindRow& row : *cpu_rows) {
+    if (row.cfa_rule != BPFPROF_CFA_GO_SYSTEMSTACK) continue;
+    ++systemstacks;
+    EXPECT_EQ(row.cfa_offset, 8);
+    EXPECT_EQ(row.rbp_rule, BPFPROF_RBP_SAME);
+    EXPECT_EQ(row.rbx_offset, -8);
+    EXPECT_EQ(row.go_m_curg_words, 0xc0 / 8);
+  }
+  EXPECT_EQ(systemstacks, 1u);
   ASSERT_EQ(callbacks.size(), 1u);
   EXPECT_EQ(callbacks[0]->cfa_offset, 40);
   EXPECT_EQ(callbacks[0]->rbx_offset, -8);
