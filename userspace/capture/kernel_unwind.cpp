@@ -162,7 +162,9 @@ void KernelUnwindTables::preload(const std::vector<std::string>& paths) {
       // Only its build-id is read (pread): no copy of a file a user could change.
       const UniqueFd fd =
           open_untrusted(path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
-      if (!fd.valid()) continue;
+      // A file another user could have written is keyed by the mapping that holds it
+      // (unwind_file_key): its table is built when it is mapped, not once more here.
+      if (!fd.valid() || !written_by_us_or_root_only(fd.get())) continue;
       const std::vector<uint8_t> build_id = read_elf_build_id(fd.get());
       info.build_id.assign(build_id.begin(), build_id.end());
     }
