@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import {
-  INTEGRATION_DIR, REPO_DIR, RESULTS_DIR, checkWithProfilerCli, fixturePath, frameLib, funcSourceFile, osPid,
-  pct, recordWith, requireRecorder, recorderUnavailableReason, run, saveMetrics, sleep, startBackground,
+  INTEGRATION_DIR, REPO_DIR, RESULTS_DIR, checkWithProfilerCli, fixturePath, frameLib, funcSourceFile, itOnce,
+  osPid, pct, recordWith, requireRecorder, recorderUnavailableReason, run, saveMetrics, sleep, startBackground,
   STATE_FRAMES,
 } from './lib/harness.mjs';
 
@@ -179,8 +179,10 @@ describe('python', () => {
     checkOrdered(t, rec.view, 'ordered');
   });
 
+  // The other versions' frames and layouts are read the same way in every stack mode; the
+  // merge with the native frames, which the mode changes, is checked with the default python.
   for (const [version, python] of Object.entries(OTHER_PYTHONS)) {
-    it(`python ${version} (its own layout entry): the same call tree, and its layout checked`, async (t) => {
+    itOnce(`python ${version} (its own layout entry): the same call tree, and its layout checked`, async (t) => {
       if (!existsSync(python)) return t.skip(`no ${python}`);
       if (!requireRecorder(t)) return;
       const offsets = await run(python, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
@@ -315,7 +317,8 @@ describe('python', () => {
       assert.ok(names.includes(name), `${name} not among grove's functions: ${names.slice(0, 20).join(', ')}`);
   });
 
-  it('-p: attaches to a running interpreter (threads started before and after)', async (t) => {
+  // Attaching finds the interpreters and their threads the same way in every stack mode.
+  itOnce('-p: attaches to a running interpreter (threads started before and after)', async (t) => {
     if (!requirePython(t)) return;
     // The grove thread starts before the recording attaches, the late one about 6 s after;
     // its recursion runs 4 s, so that a start-up of 2-3 s on a loaded machine still sees it.
