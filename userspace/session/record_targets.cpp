@@ -89,31 +89,37 @@ void RecordTargets::launch_command(BpfPrograms& bpf, KernelUnwindTables* kernel_
     throw RecordFailure(127, "cannot run " + options_.command[0] + ": " + *error);
 }
 
-// The tables of the files the command maps as it starts (program_files.h), loaded before it
-// runs: without them its first ~10 ms of samples fell back to stack copies. A table still
-// being built (the first run on a machine: no cache yet) is loaded as usual when it is done.
-void RecordTargets::preload_command_tables(KernelUnwindTables& kernel_unwind) const {
+namespace {
+
+// Tables of `paths` built (or read from the cache) and in the kernel before the targets are
+// sampled, waiting at most half a second: a table still being built is loaded as usual when
+// it is done.
+void load_tables_first(KernelUnwindTables& kernel_unwind, const std::vector<std::string>& paths) {
   constexpr std::chrono::milliseconds kLongestWait{500};
-  const std::optional<std::string> executable = find_executable(options_.command[0]);
-  if (!executable) return;
-  kernel_unwind.preload(files_mapped_at_start(*executable));
+  kernel_unwind.preload(paths);
   kernel_unwind.wait_for_tables(kLongestWait);
   kernel_unwind.flush(monotonic_now());
+}
+
+}  // namespace
+
+// The tables of the files the command maps as it starts (program_files.h), loaded before it
+// runs: without them its first ~10 ms of samples fell back to stack copies.
+void RecordTargets::preload_command_tables(KernelUnwindTables& kernel_unwind) const {
+  const std::optional<std::string> executable = find_executable(options_.command[0]);
+  if (executable) load_tables_first(kernel_unwind, files_mapped_at_start(*executable));
 }
 
 // The tables of the files -p's processes map, loaded before they are tracked, as a command's
 // are: the kernel walk finds them from the VMA before the process's own entry reaches the
 // kernel (a stripped Go binary, which has no CFI, could not be unwound from a stack copy).
 void RecordTargets::preload_attach_tables(KernelUnwindTables& kernel_unwind) const {
-  constexpr std::chrono::milliseconds kLongestWait{500};
   std::set<std::string> paths;
   for (int pid : options_.attach_pids)
     if (std::optional<ProcessSnapshot> snapshot = snapshot_process(Pid{pid}))
       for (const MapEntry& mapping : snapshot->executable_mappings)
         if (mapping.path.starts_with('/')) paths.insert(mapping.path);
-  kernel_unwind.preload({paths.begin(), paths.end()});
-  kernel_unwind.wait_for_tables(kLongestWait);
-  kernel_unwind.flush(monotonic_now());
+  load_tables_first(kernel_unwind, {paths.begin(), paths.end()});
 }
 
 // -p and -a. Track first, then read /proc: a thread or child created in between is seen by
