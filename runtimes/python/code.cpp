@@ -165,13 +165,45 @@ class BytePairEntries {
 class LinetableEntries {
  public:
   LinetableEntries(PythonLineTable format, std::string_view table, int first_line)
-      : format_(format), locations_(table, first_line), pairs_(format, table, first_line) {}
+      : format_(format),
+        first_line_(first_line),
+        locations_(table, first_line),
+        pairs_(format, table, first_line) {}
   bool next(LinetableEntry& entry) {
-    return format_ == PythonLineTable::kLocations ? locations_.next(entry) : pairs_.next(entry);
+    const bool more =
+        format_ == PythonLineTable::kLocations ? locations_.next(entry) : pairs_.next(entry);
+    // The instructions before the first located one (3.11+: COPY_FREE_VARS, MAKE_CELL,
+    // RETURN_GENERATOR) set up the frame: a frame there has entered the function, on its
+    // first line. A table with no located entry at all says nothing.
+    if (more && in_prologue_) {
+      if (entry.line) {
+        in_prologue_ = false;
+      } else if (first_line_ > 0 && located_entry_follows()) {
+        entry.line = static_cast<uint32_t>(first_line_);
+      }
+    }
+    return more;
   }
 
  private:
+  bool located_entry_follows() {
+    if (!located_after_prologue_) {
+      LinetableEntries rest = *this;
+      rest.in_prologue_ = false;
+      located_after_prologue_ = false;
+      for (LinetableEntry entry; rest.next(entry);)
+        if (entry.line) {
+          located_after_prologue_ = true;
+          break;
+        }
+    }
+    return *located_after_prologue_;
+  }
+
   PythonLineTable format_;
+  int first_line_;
+  bool in_prologue_ = true;
+  std::optional<bool> located_after_prologue_;
   LocationEntries locations_;
   BytePairEntries pairs_;
 };

@@ -319,6 +319,21 @@ TEST(PythonLineRuns, AgreeWithTheTableAtEveryUnit) {
   EXPECT_EQ(python_line_runs(PythonLineTable::kLocations, std::string(100, '\xf8'), 1).size(), 1u);
 }
 
+TEST(PythonLineRuns, AFrameInItsPrologueIsOnTheFunctionsFirstLine) {
+  // Python 3.13's table of a closure `def medlar():` on line 3 whose body is line 4:
+  // COPY_FREE_VARS (no location), RESUME (line 3), then line 4.
+  const std::string table = from_hex("f88000dc0f1690719827d30f22d00822");
+  const std::vector<PythonLineRun> runs = python_line_runs(PythonLineTable::kLocations, table, 3);
+  EXPECT_EQ(python_line_in(runs, 0), 3u) << "a frame that has not run its first instruction";
+  EXPECT_EQ(python_line_in(runs, 1), 3u);
+  EXPECT_EQ(python_line_in(runs, 2), 4u);
+  EXPECT_EQ(python_line_for(PythonLineTable::kLocations, table, 3, 0), 3u);
+  // Past the prologue an instruction without a location has no line (an except's cleanup).
+  const std::string cleanup = from_hex("8000f8");
+  EXPECT_EQ(python_line_for(PythonLineTable::kLocations, cleanup, 3, 0), 3u);
+  EXPECT_EQ(python_line_for(PythonLineTable::kLocations, cleanup, 3, 1), std::nullopt);
+}
+
 TEST(PythonText, KindsThatNoStrHasGiveNothing) {
   EXPECT_EQ(python_text_as_utf8("abcd", 0), "");
   EXPECT_EQ(python_text_as_utf8("abcdef", 3), "");
