@@ -2,7 +2,7 @@
 # Installs what bpfprof needs to build and test on Debian 12 (run as root). Idempotent:
 # installs only the packages that are missing. With --bench, also what bench/ needs beyond
 # that (perf, for bench/real_programs.sh and bench/perf_pipeline.sh; bpftrace, for
-# bench/sample_cost.sh).
+# bench/sample_cost.sh; LLVM's headers and Chromium, for bench/whole_machine.sh).
 set -euo pipefail
 
 packages=(
@@ -26,6 +26,8 @@ packages=(
 )
 if [[ "${1:-}" == --bench ]]; then
   packages+=(linux-perf bpftrace)
+  # bench/whole_machine.sh: clang++ on LLVM's headers (libLLVM), headless Chromium
+  packages+=(llvm-14-dev chromium)
 fi
 
 missing=()

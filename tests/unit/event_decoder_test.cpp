@@ -239,6 +239,24 @@ TEST(EventDecoder, ContextMakesTheRecordAndPayloadTheStack) {
   EXPECT_EQ(rec.stats.switch_outs, 2u);
 }
 
+// Walks a second or more after the first sample are counted apart as well: the share once the
+// tables of the processes running at the start are loaded.
+TEST(EventDecoder, WalksAfterTheFirstSecondAreCountedApart) {
+  Recording rec;
+  EventDecoder decoder;
+  const uint64_t ips[] = {0x3002, 0x3001};
+  for (uint64_t time : {uint64_t{5'000}, uint64_t{900'005'000}, uint64_t{1'000'005'000}}) {
+    auto e = stack_event<bpfprof_frames_event>(BPFPROF_CONTEXT_SAMPLE,
+                                               BPFPROF_PAYLOAD_UNWOUND_FRAMES, time, 7, 7);
+    e.head.user_depth = 2;
+    memcpy(e.ips, ips, sizeof ips);
+    decoder.decode(&e, offsetof(bpfprof_frames_event, ips) + sizeof ips, rec);
+  }
+  EXPECT_EQ(rec.stats.on_cpu_stacks.kernel, 3u);
+  EXPECT_EQ(rec.stats.on_cpu_stacks.kernel_settled, 1u);
+  EXPECT_EQ(rec.stats.on_cpu_stacks.copied_settled, 0u);
+}
+
 TEST(EventDecoder, OnlyStackCopiesAreUnwoundAsTheyAreDecoded) {
   auto copy =
       stack_event<bpfprof_frames_event>(BPFPROF_CONTEXT_WAKER, BPFPROF_PAYLOAD_COPY, 1, 7, 7).head;

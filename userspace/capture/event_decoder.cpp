@@ -173,9 +173,15 @@ bool EventDecoder::unwinds_in_userspace(const void* data, size_t size) {
   return head.header.kind == BPFPROF_EVENT_STACK && head.payload == BPFPROF_PAYLOAD_COPY;
 }
 
-void EventDecoder::count_user_stack(StackSources& sources, UserStackSource source) {
-  if (source == UserStackSource::kKernelWalk) ++sources.kernel;
-  if (source == UserStackSource::kCopy) ++sources.copied;
+void EventDecoder::count_user_stack(StackSources& sources, UserStackSource source, bool settled) {
+  if (source == UserStackSource::kKernelWalk) {
+    ++sources.kernel;
+    if (settled) ++sources.kernel_settled;
+  }
+  if (source == UserStackSource::kCopy) {
+    ++sources.copied;
+    if (settled) ++sources.copied_settled;
+  }
 }
 
 void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, Recording& rec) {
@@ -186,13 +192,16 @@ void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, 
   const std::optional<RawStackId> stack = payload_stack(h, head, data, size, source, rec);
   if (!stack) return;
   const CpuTimeNs cpu_time{head.cpu_time_ns};
+  constexpr uint64_t kSettledNs = 1'000'000'000;
+  const uint64_t first = rec.stats.first_sample_time.value;
+  const bool settled = first && h.time.value >= first + kSettledNs;
   switch (head.context) {
     case BPFPROF_CONTEXT_SAMPLE:
-      count_user_stack(rec.stats.on_cpu_stacks, source);
+      count_user_stack(rec.stats.on_cpu_stacks, source, settled);
       rec.stats.sample_event_bytes += size;
       return add_timer_sample(h, cpu_time, *stack, rec);
     case BPFPROF_CONTEXT_SWITCH_OUT:
-      count_user_stack(rec.stats.off_cpu_stacks, source);
+      count_user_stack(rec.stats.off_cpu_stacks, source, settled);
       return add_switch_out(h, cpu_time, *stack, head.state, head.flags, rec);
     default:
       return decode_waker_stack(h, *stack, rec);

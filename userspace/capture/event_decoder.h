@@ -81,7 +81,7 @@ class EventDecoder {
   void forget_reused_pid(int pid, MonotonicNs time);
   // Where a user stack came from, for the kernel/copy split of the statistics.
   enum class UserStackSource { kNone, kKernelWalk, kCopy };
-  static void count_user_stack(StackSources& sources, UserStackSource source);
+  static void count_user_stack(StackSources& sources, UserStackSource source, bool settled);
   // A stack event: its stack from its payload, then the record its context makes of it.
   void decode_stack(const Header& h, const void* data, size_t size, Recording& rec);
   // The raw stack of a stack event's payload, in whichever form it is; nullopt if malformed.

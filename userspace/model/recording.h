@@ -296,6 +296,10 @@ struct KernelUnwindStats {
 struct StackSources {
   uint64_t kernel = 0;
   uint64_t copied = 0;
+  // Of those, the stacks taken a second or more after the first sample: once the tables of
+  // the processes running at the start are loaded (-a).
+  uint64_t kernel_settled = 0;
+  uint64_t copied_settled = 0;
 };
 
 struct RecordingStats {

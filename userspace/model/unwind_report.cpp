@@ -102,13 +102,17 @@ std::vector<std::pair<std::string, std::string>> stack_source_report(const Recor
   if (recording.call_graph != CallGraph::kDwarf) return out;
   auto split = [&](const char* label, const StackSources& stacks) {
     const uint64_t all = stacks.kernel + stacks.copied;
-    if (all)
-      out.emplace_back(label,
-                       format("%.1f%% (%llu; %llu by fallback: stack copy unwound in "
-                              "userspace)",
+    if (!all) return;
+    std::string text = format("%.1f%% (%llu; %llu by fallback: stack copy unwound in userspace)",
                               100.0 * static_cast<double>(stacks.kernel) / static_cast<double>(all),
                               static_cast<unsigned long long>(stacks.kernel),
-                              static_cast<unsigned long long>(stacks.copied)));
+                              static_cast<unsigned long long>(stacks.copied));
+    // Tables of the files mapped at the start load in the first second (-a, -p).
+    if (const uint64_t settled = stacks.kernel_settled + stacks.copied_settled)
+      text +=
+          format("; %.1f%% after the first second",
+                 100.0 * static_cast<double>(stacks.kernel_settled) / static_cast<double>(settled));
+    out.emplace_back(label, text);
   };
   split("User stacks unwound in the kernel", s.on_cpu_stacks);
   split("Off-CPU user stacks unwound in the kernel", s.off_cpu_stacks);
