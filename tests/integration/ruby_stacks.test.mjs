@@ -17,6 +17,7 @@ import {
 
 const RUBY = '/usr/bin/ruby3.1';
 const SCRIPT = join(REPO_DIR, 'tests', 'fixtures', 'ruby', 'work.rb');
+const WAITS = join(REPO_DIR, 'tests', 'fixtures', 'ruby', 'waits.rb');
 const SECONDS = 3.0;
 const ATTACH_SECONDS = 6.0;
 const MIN_ORDERED_SHARE = 0.95;
@@ -261,5 +262,34 @@ describe('ruby_stacks with -p', () => {
   it('names >= 90% of the samples at <= 2 KB of ring buffer a sample', (t) => {
     if (!requireRecorder(t)) return;
     checkFigures(t, rec.view, rec.result.stderr, metrics);
+  });
+});
+
+// Ruby's own view against the recorder's: waits.rb prints caller_locations where it then
+// sleeps; the Ruby frames of the stacks it sleeps in (off-CPU) are those, with their lines.
+describe('ruby_stacks against caller_locations', () => {
+  let rec;
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(RUBY)) return;
+    rec = await recordWith('ruby-waits', ['--', RUBY, WAITS, '1.5']);
+  });
+
+  it('has the Ruby frames caller_locations prints, in order, where the program sleeps', (t) => {
+    if (!requireRecorder(t)) return;
+    assert.ok(rec, `${RUBY} is missing (Debian's ruby3.1)`);
+    const printed = rec.result.stdout.split('\n--\n')[0].split('\n').reverse();
+    t.diagnostic(`caller_locations: ${printed.join(' > ')}`);
+    assert.ok(printed.length >= 5 && printed[0] === '<main>:21', rec.result.stdout);
+    const asleep = new Map();
+    for (const th of rubyThreads(rec.view)) {
+      for (const s of rec.view.samples(th).filter((x) => !onCpu(x))) {
+        const ruby = s.frames.filter((f) => f.category === 'Ruby');
+        if (!ruby.some((f) => f.name === 'wait_here')) continue;
+        tally(asleep, ruby.map((f) => `${f.name}:${rec.view.frameTable.line[f.frame]}`).join(' > '));
+      }
+    }
+    for (const [stack, n] of asleep) t.diagnostic(`asleep x${n}: ${stack}`);
+    assert.ok(asleep.size > 0, 'no off-CPU sample in wait_here');
+    assert.deepEqual([...asleep.keys()], [printed.join(' > ')]);
   });
 });
