@@ -48,12 +48,12 @@ function threadTotals(profile, tids) {
 const PERIOD_FILE = /^sw\.\d{8}T\d{6}Z(-\d+)?\.json\.gz$/;
 
 describe('--switch-output', () => {
-  it('a command: complete files every 2 s that together hold all of its samples', async (t) => {
+  it('a command: complete files every second that together hold all of its samples', async (t) => {
     if (!requireRecorder(t)) return;
     const dir = freshDir('switch-output');
     const result = await run(BPFPROF, ['record', '-F', String(FREQUENCY_HZ), '--no-off-cpu',
-                                       '--switch-output', '2s', '-o', join(dir, 'sw.json.gz'),
-                                       '--', fixturePath('busy'), '7000']);
+                                       '--switch-output', '1s', '-o', join(dir, 'sw.json.gz'),
+                                       '--', fixturePath('busy'), '3500']);
     assert.equal(result.code, 0, result.stderr);
     const files = readdirSync(dir).filter((f) => PERIOD_FILE.test(f)).sort();
     assert.ok(files.length >= 3, `files: ${readdirSync(dir).join(' ')}\n${result.stderr}`);
@@ -85,17 +85,17 @@ describe('--switch-output', () => {
     assert.ok(Math.abs(cpuNs / fixtureNs - 1) < 0.05, `CPU ${cpuNs} ns against the fixture's ${fixtureNs} ns`);
   });
 
-  it('-a -d 7 --switch-output 2s: at least 3 files, each loading, all of a workload\'s samples', async (t) => {
+  it('-a -d 4 --switch-output 1s: at least 3 files, each loading, all of a workload\'s samples', async (t) => {
     if (!requireRecorder(t)) return;
     const dir = freshDir('switch-output-a');
     // Frame-pointer stacks: no stack copies, whose 8-16 KB events fill the ring buffer within
     // a second of a period's writing when a busy machine starts many new programs.
-    const recording = startBackground(BPFPROF, ['record', '-a', '-F', String(FREQUENCY_HZ), '-d', '7',
-                                                '--call-graph', 'fp', '--switch-output', '2s',
+    const recording = startBackground(BPFPROF, ['record', '-a', '-F', String(FREQUENCY_HZ), '-d', '4',
+                                                '--call-graph', 'fp', '--switch-output', '1s',
                                                 '-o', join(dir, 'sw.json.gz')]);
     await untilSampling(recording);
     // busy runs inside the recording: its own clock is the reference for its samples.
-    const busy = await run(fixturePath('busy'), ['4000']);
+    const busy = await run(fixturePath('busy'), ['2000']);
     const result = await recording.done;
     assert.equal(result.code, 0, result.stderr);
     const files = readdirSync(dir).filter((f) => PERIOD_FILE.test(f)).sort();
@@ -153,7 +153,7 @@ describe('--switch-output', () => {
   it('--switch-output-files 2: the newest two files stay', async (t) => {
     if (!requireRecorder(t)) return;
     const dir = freshDir('switch-output-files');
-    const result = await run(BPFPROF, ['record', '-a', '-d', '5', '--switch-output', '1s',
+    const result = await run(BPFPROF, ['record', '-a', '-d', '3.5', '--switch-output', '1s',
                                        '--switch-output-files', '2', '-o', join(dir, 'sw.json.gz')]);
     assert.equal(result.code, 0, result.stderr);
     const written = [...result.stderr.matchAll(/wrote (\S+\.json\.gz)/g)].map((m) => m[1].split('/').pop());
@@ -170,8 +170,8 @@ describe('--flight-recorder', () => {
     const out = join(dir, 'fr.json.gz');
     const bg = startBackground(BPFPROF, ['record', '-F', String(FREQUENCY_HZ), '--no-off-cpu',
                                          '--flight-recorder', '2s', '-o', out, '--',
-                                         fixturePath('busy'), '6000']);
-    await sleep(4500);
+                                         fixturePath('busy'), '4500']);
+    await sleep(3000);
     process.kill(bg.pid, 'SIGUSR2');
     const signalled = Date.now();
     const result = await bg.done;

@@ -137,17 +137,21 @@ export const WORKLOADS = [
 // Writes the inputs of one workload (WORKLOADS entry or name) into dir, afresh (git gc
 // changes its repository), and returns the entry with `argv` (the command) and `env` (extra
 // environment). fixtures: the directory of the built test fixtures. ccFunctions: the size of
-// the generated C file (3,000 in the issue; about 3 ms of cc1 -O2 each).
-export function prepareWorkload(workload, dir, fixtures, { ccFunctions = 3000 } = {}) {
+// the generated C file (3,000 in the issue; about 3 ms of cc1 -O2 each). work: how much the
+// programs that loop do, against the benchmark's (1).
+export function prepareWorkload(workload, dir, fixtures, { ccFunctions = 3000, work = 1 } = {}) {
+  const scaled = (n) => Math.round(n * work);
+  // The fixtures run for a wall-clock time: at least a second, for 300 samples on a busy machine.
+  const fixtureMs = String(Math.max(1000, scaled(1500)));
   const w = typeof workload === 'string' ? WORKLOADS.find((x) => x.name === workload) : workload;
   if (!w) throw new Error(`no workload ${workload}`);
   mkdirSync(dir, { recursive: true });
   switch (w.name) {
     case 'sqlite3':
       return { ...w, argv: ['sqlite3', ':memory:',
-        'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < 12000000) SELECT sum(x) FROM c;'] };
+        `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < ${scaled(12000000)}) SELECT sum(x) FROM c;`] };
     case 'pipeline':
-      return { ...w, argv: ['sh', '-c', 'seq 1 5000000 | sort -n | uniq -c | wc -l'] };
+      return { ...w, argv: ['sh', '-c', `seq 1 ${scaled(5000000)} | sort -n | uniq -c | wc -l`] };
     case 'cc1': {
       const c = join(dir, `generated_${ccFunctions}.c`);
       writeFileSync(c, generateCFile(ccFunctions));
@@ -159,18 +163,18 @@ export function prepareWorkload(workload, dir, fixtures, { ccFunctions = 3000 } 
       return { ...w, argv: ['xz', '-9', '-T1', '-k', '-f', f] };
     }
     case 'git': {
-      const repo = makeGitRepo(join(dir, 'repo'));
+      const repo = makeGitRepo(join(dir, 'repo'), scaled(5800));
       return { ...w, env: { GIT_CONFIG_NOSYSTEM: '1', HOME: repo },
                argv: ['sh', '-c', `git -C '${repo}' log -p >/dev/null && git -C '${repo}' gc -q`] };
     }
     case 'python3':
-      return { ...w, argv: [python3(), '-c', 's = 0\nfor i in range(20000000):\n    s += i * i % 7\nprint(s)'] };
+      return { ...w, argv: [python3(), '-c', `s = 0\nfor i in range(${scaled(20000000)}):\n    s += i * i % 7\nprint(s)`] };
     case 'plt_loop':
-      return { ...w, argv: [join(fixtures, 'plt_loop'), '1500'] };
+      return { ...w, argv: [join(fixtures, 'plt_loop'), fixtureMs] };
     case 'big_frame':
     case 'big_frame_8k':
     case 'big_frame_32k':
-      return { ...w, argv: [join(fixtures, 'big_frame'), '1500'] };
+      return { ...w, argv: [join(fixtures, 'big_frame'), fixtureMs] };
     default:
       throw new Error(`no inputs for workload ${w.name}`);
   }
