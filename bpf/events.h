@@ -354,8 +354,8 @@ struct bpfprof_ruby_process {
 /* V8 (runtimes/v8/frames.bpf.h): for the frames of a kernel-walked stack that keep a frame
  * pointer of their own, the words V8 keeps at fixed offsets from it (v8dbg_off_fp_*). */
 #define BPFPROF_MAX_V8_FRAMES 64
-/* In bpfprof_v8_frame.depth: `function` is the leaf's rdi, V8's register for the function
- * called, as the leaf (anonymous code) had not set up its frame yet. */
+/* In bpfprof_v8_frame.depth: the leaf (anonymous code) was outside its frame, `function` read
+ * from rdi, V8's register for the function called, or from the frame its `ret` just popped. */
 #define BPFPROF_V8_FRAME_FROM_REGISTER 0x80000000u
 
 struct bpfprof_v8_frame {

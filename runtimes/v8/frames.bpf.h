@@ -41,8 +41,45 @@ struct v8_frame_scan {
   __u32 depth; /* the walked stack's */
 };
 
-/* The JSFunction of frame `index`, and its bytecode offset slot; the leaf in JIT code before
- * its frame is set up (its rbp is its caller's) has its function in rdi. 0: none. */
+/* V8's JIT code opens a function's frame with push rbp; mov rbp, rsp (55 48 89 e5), after a
+ * few instructions that check the code was not deoptimized. True when `pc` is before that
+ * mov: the frame is not set up yet. */
+static __always_inline bool v8_before_frame(__u64 pc) {
+  __u8 code[20];
+  if (bpf_probe_read_user(code, sizeof(code), (void*)(pc - 1))) return false;
+  for (int k = 0; k <= 16; ++k)
+    if (code[k] == 0x55 && code[k + 1] == 0x48 && code[k + 2] == 0x89 && code[k + 3] == 0xe5)
+      return true;
+  return false;
+}
+
+/* The function of the leaf in JIT code sampled outside its frame (rbp is still or again its
+ * caller's, whose frame slots would name the caller): before the frame is set up, the
+ * function called is in rdi, V8's register for it; at its `ret`, after `pop rbp`, the frame
+ * just popped still lies below rsp (interrupts do not write the user stack), its saved rbp at
+ * rsp - 8 and its function slot below that. False when the leaf is inside its frame. */
+static __always_inline bool v8_leaf_outside_frame(const struct v8_frame_scan* s, __u64 bp,
+                                                  __u64* function) {
+  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(bpf_get_current_task_btf());
+  if (!regs) return false;
+  const __u64 pc = regs->ip;
+  const __u64 sp = regs->sp;
+  __u8 op = 0;
+  if (bpf_probe_read_user(&op, sizeof(op), (void*)pc)) return false;
+  if (op == 0xc3 || op == 0xc2) { /* ret, ret imm16 */
+    __u64 saved_bp = 0;
+    *function = 0;
+    if (!bpf_probe_read_user(&saved_bp, sizeof(saved_bp), (void*)(sp - 8)) && saved_bp == bp)
+      bpf_probe_read_user(function, sizeof(*function),
+                          (void*)(sp - 8 + s->process->off_fp_function));
+    return true;
+  }
+  if (!v8_before_frame(pc)) return false;
+  *function = s->walk->leaf_di;
+  return true;
+}
+
+/* The JSFunction of frame `index`, and its bytecode offset slot. 0: none. */
 static __always_inline __u64 v8_frame_function(const struct v8_frame_scan* s, __u32 index,
                                                __u64* bytecode_offset, __u32* flags) {
   const __u64 word = s->walk->frame_bp[index & BPFPROF_UNWOUND_INDEX_MASK];
@@ -51,14 +88,13 @@ static __always_inline __u64 v8_frame_function(const struct v8_frame_scan* s, __
       s->walk->frame_bp[(index + 1) & BPFPROF_UNWOUND_INDEX_MASK] & ~FRAME_BP_ANONYMOUS_CODE;
   __u64 function = 0;
   *flags = 0;
-  if (bp && bp != caller_bp) {
+  if (index == 0 && (word & FRAME_BP_ANONYMOUS_CODE) && v8_leaf_outside_frame(s, bp, &function)) {
+    *flags = BPFPROF_V8_FRAME_FROM_REGISTER;
+  } else if (bp && bp != caller_bp) {
     if (bpf_probe_read_user(&function, sizeof(function), (void*)(bp + s->process->off_fp_function)))
       return 0;
     bpf_probe_read_user(bytecode_offset, sizeof(*bytecode_offset),
                         (void*)(bp + s->process->off_fp_bytecode_offset));
-  } else if (index == 0 && (word & FRAME_BP_ANONYMOUS_CODE)) {
-    function = s->walk->leaf_di;
-    *flags = BPFPROF_V8_FRAME_FROM_REGISTER;
   }
   return function & 1 ? function : 0; /* a tagged heap object, or no JS frame */
 }

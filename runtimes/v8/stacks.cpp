@@ -179,16 +179,11 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
   Pending pending = std::move(it->second);
   pending_.erase(it);
   const V8Layout* layout = processes_.find(pid);
-  fprintf(stderr, "merge %d t=%lu pt=%lu layout=%d n=%zu\n", tid.value, time.value,
-          pending.time.value, layout != nullptr, pending.frames.size());
   if (!layout || pending.pid != pid || pending.time != time) return;
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kV8];
   Process& process = processes_seen_[pid];
   stats.stacks += 1;
   if (has_perf_map(pid, time, process)) return;
-  hotspot::ProcessMemory memory(pid);
-  RemoteReader reader(memory, kStackReadBudget, 0);
-  V8Heap heap(*layout, reader);
   // Each function once: a recursion repeats one many times.
   std::vector<uint64_t> functions;
   for (const bpfprof_v8_frame& f : pending.frames)

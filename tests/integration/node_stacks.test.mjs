@@ -7,7 +7,7 @@
 // V8's own objects (runtimes/v8) with their file and first line. With --perf-basic-prof they
 // are named from node's perf map; both nest as the program calls them.
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 
@@ -110,12 +110,52 @@ function checkStacks(t, rec, metrics) {
 // not name (an interpreted one: its pc is in V8's interpreter), the name read from V8's objects.
 const jsName = (fn) => new RegExp(`^((JS|LazyCompile):[*^~]?${fn} |${fn}$)`);
 
+// V8's own profile of the same run (node --cpu-prof): its samples by the innermost function of
+// work.js on their stack, leaving out those in the garbage collector ("(garbage collector)",
+// a root of its own), as shares.
+function cpuProfileShares(file) {
+  const profile = JSON.parse(readFileSync(file, 'utf8'));
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map();
+  for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+  const counts = new Map();
+  for (const id of profile.samples) {
+    let n = byId.get(id);
+    while (n && !n.callFrame.url.endsWith('work.js')) n = byId.get(parent.get(n.id));
+    if (n) counts.set(n.callFrame.functionName, (counts.get(n.callFrame.functionName) ?? 0) + 1);
+  }
+  return sharesOf(counts);
+}
+
+const sharesOf = (counts) => {
+  const total = [...counts.values()].reduce((a, b) => a + b, 0);
+  return new Map([...counts].map(([k, v]) => [k, v / (total || 1)]).sort((a, b) => b[1] - a[1]));
+};
+
+// bpfprof's on-CPU samples of node the same way: by their innermost JS frame of work.js, those
+// in V8's collector (under Heap::CollectGarbage) left out.
+function bpfprofShares(view) {
+  const ofWorkJs = (f) => f.category === 'JavaScript' && (funcSourceFile(view, f.func) ?? '').endsWith('work.js');
+  const counts = new Map();
+  for (const s of nodeSamples(view)) {
+    if (s.user.some((f) => f.name === 'v8::internal::Heap::CollectGarbage')) continue;
+    const leaf = s.user.findLast(ofWorkJs);
+    if (leaf) counts.set(leaf.name, (counts.get(leaf.name) ?? 0) + s.weight);
+  }
+  return sharesOf(counts);
+}
+
 describe('node work.js: stacks through V8 walked in the kernel', () => {
   let plain;
   let named;
+  let cpuProf;
   before(async () => {
     if (recorderUnavailableReason() || !existsSync(NODE)) return;
     plain = await recordNode('node_stacks_plain', []);
+    const dir = join(RESULTS_DIR, 'node_stacks_cpu_prof');
+    rmSync(dir, { recursive: true, force: true });
+    cpuProf = await recordNode('node_stacks_cpu_prof', ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+    cpuProf.cpuProfile = join(dir, readdirSync(dir).find((f) => f.endsWith('.cpuprofile')));
     // node 20's --perf-basic-prof also writes V8's log, by default into the working directory.
     named = await recordNode('node_stacks_perf_basic_prof', [
       '--perf-basic-prof', '--no-logfile-per-isolate', `--logfile=${join(RESULTS_DIR, 'node_stacks_v8.log')}`,
@@ -127,6 +167,20 @@ describe('node work.js: stacks through V8 walked in the kernel', () => {
     const metrics = {};
     checkStacks(t, plain, metrics);
     saveMetrics('node_stacks_plain', metrics);
+  });
+
+  it('the top functions of work.js by self time agree with node --cpu-prof in the same run', (t) => {
+    if (!requireRecorder(t) || !requireNode(t)) return;
+    const v8 = cpuProfileShares(cpuProf.cpuProfile);
+    const ours = bpfprofShares(cpuProf.view);
+    const table = (shares) => [...shares].slice(0, 8).map(([k, v]) => `${pct(v).padStart(6)} ${k}`).join('\n');
+    t.diagnostic(`node --cpu-prof, samples by innermost work.js function:\n${table(v8)}`);
+    t.diagnostic(`bpfprof, the same run:\n${table(ours)}`);
+    const top = [...v8.keys()].slice(0, 5);
+    const gaps = top.map((fn) => [fn, Math.abs((v8.get(fn) ?? 0) - (ours.get(fn) ?? 0))]);
+    saveMetrics('node_stacks_cpu_prof', { v8: Object.fromEntries(v8), bpfprof: Object.fromEntries(ours) });
+    for (const [fn, gap] of gaps)
+      assert.ok(gap <= 0.05, `${fn}: ${pct(v8.get(fn))} in --cpu-prof, ${pct(ours.get(fn) ?? 0)} in bpfprof`);
   });
 
   it('with --perf-basic-prof, JS functions by name in their nesting, reaching a root', (t) => {
