@@ -361,7 +361,7 @@ struct bpfprof_ruby_process {
 struct bpfprof_v8_frame {
   __u64 function;        /* the word at fp + off_fp_function: a tagged JSFunction, if JS */
   __u32 depth;           /* the frame's index in the user stack, innermost 0; flags above */
-  __s32 bytecode_offset; /* the Smi at fp + off_fp_bytecode_offset, untagged (interpreted) */
+  __s32 bytecode_offset; /* the Smi at fp + off_fp_bytecode_offset (interpreted frames); -1 */
 };
 
 /* Only the used part of `frames` is sent. */

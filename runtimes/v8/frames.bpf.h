@@ -31,6 +31,8 @@ struct {
   __type(value, struct bpfprof_v8_stack_event);
 } v8_scratch SEC(".maps");
 
+#define V8_NO_BYTECODE_OFFSET 0xffffffff00000000ull /* -1 in the upper half */
+
 /* Frames looked at: the innermost ones, where a sample's JavaScript is. */
 #define V8_MAX_FRAMES_LOOKED_AT 256
 
@@ -95,6 +97,10 @@ static __always_inline __u64 v8_frame_function(const struct v8_frame_scan* s, __
       return 0;
     bpf_probe_read_user(bytecode_offset, sizeof(*bytecode_offset),
                         (void*)(bp + s->process->off_fp_bytecode_offset));
+    /* Only an interpreted frame (its pc in V8's interpreter, not JIT code) keeps the offset
+     * there, as a Smi (upper half); -1 for the others. */
+    if ((word & FRAME_BP_ANONYMOUS_CODE) || (__u32)*bytecode_offset)
+      *bytecode_offset = V8_NO_BYTECODE_OFFSET;
   }
   return function & 1 ? function : 0; /* a tagged heap object, or no JS frame */
 }
@@ -103,7 +109,7 @@ static long read_v8_frame(__u64 index, void* context) {
   struct v8_frame_scan* s = context;
   struct bpfprof_v8_stack_event* e = s->event;
   if (index + 1 >= s->depth || e->count >= BPFPROF_MAX_V8_FRAMES) return 1;
-  __u64 bytecode_offset = 0;
+  __u64 bytecode_offset = V8_NO_BYTECODE_OFFSET;
   __u32 flags = 0;
   const __u64 function = v8_frame_function(s, (__u32)index, &bytecode_offset, &flags);
   if (!function) return 0;

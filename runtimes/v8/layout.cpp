@@ -10,6 +10,7 @@ namespace {
 struct Field {
   const char* symbol;
   uint32_t V8Layout::*member;
+  bool required = true;  // else absent gives 0
 };
 
 constexpr std::array kFields{
@@ -45,6 +46,11 @@ constexpr std::array kFields{
     Field{"v8dbg_ThinStringTag", &V8Layout::thin_string_tag},
     Field{"v8dbg_SlicedStringTag", &V8Layout::sliced_string_tag},
     Field{"v8dbg_SmiShiftSize", &V8Layout::smi_shift_size},
+    Field{"v8dbg_class_SharedFunctionInfo__function_data__Object", &V8Layout::shared_function_data,
+          false},
+    Field{"v8dbg_class_BytecodeArray__data__uintptr_t", &V8Layout::bytecode_array_data, false},
+    Field{"v8dbg_type_BytecodeArray__BYTECODE_ARRAY_TYPE", &V8Layout::type_bytecode_array, false},
+    Field{"v8dbg_type_ByteArray__BYTE_ARRAY_TYPE", &V8Layout::type_byte_array, false},
 };
 
 constexpr const char* kFunctionSlot = "v8dbg_off_fp_function";
@@ -85,6 +91,7 @@ std::variant<V8Layout, std::string> read_v8_layout(RemoteReader& reader,
   layout.off_fp_bytecode_offset = std::get<int32_t>(bytecode_offset);
   for (size_t i = 0; i < kFields.size(); ++i) {
     const uint64_t address = addresses[i + 2];
+    if (!address && !kFields[i].required) continue;
     // HeapObject's map at 0 and the tags of value 0 live in .bss: absent from a file's
     // symbols they would not be, so an absent symbol is missing metadata.
     const std::optional<uint32_t> value = address ? reader.value<uint32_t>(address) : std::nullopt;

@@ -52,6 +52,11 @@ struct V8Layout {
   uint32_t sliced_string_tag = 0;
   // 31 where a Smi is the upper half of a word: the only form read (no pointer compression).
   uint32_t smi_shift_size = 0;
+  // For the current line of interpreted frames; 0 where the binary does not say (no lines).
+  uint32_t shared_function_data = 0;
+  uint32_t bytecode_array_data = 0;  // where the bytecodes start (the header's size)
+  uint32_t type_bytecode_array = 0;
+  uint32_t type_byte_array = 0;
 };
 
 // The v8dbg_ symbols a layout is read from, without the prefix order meaning anything.

@@ -23,7 +23,55 @@ constexpr size_t kSlotsBeforeName = 2;
 // Then the name and its slot index, an inferred name, the start and end positions.
 constexpr size_t kScopeTailSlots = kSlotsBeforeName + 5;
 
+// A zigzag VLQ integer at `at` (7 bits a byte, low first, 0x80: more), `at` moved past it;
+// nullopt past the end or beyond 64 bits.
+std::optional<int64_t> read_vlq(const uint8_t* bytes, size_t size, size_t& at) {
+  uint64_t bits = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (at >= size) return std::nullopt;
+    const uint8_t byte = bytes[at++];
+    bits |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) return static_cast<int64_t>(bits >> 1) ^ -static_cast<int64_t>(bits & 1);
+  }
+  return std::nullopt;
+}
+
+// A raw SourcePosition: bit 0 external, the script offset + 1 in bits 1-30, the inlining id
+// above (bytecode: none); kept within 48 bits so that sums cannot overflow.
+constexpr int64_t kMaxRawPosition = int64_t{1} << 48;
+constexpr int64_t kScriptOffsetMask = (int64_t{1} << 30) - 1;
+
 }  // namespace
+
+std::optional<SourcePositions> decode_source_positions(const uint8_t* bytes, size_t size) {
+  SourcePositions out;
+  int64_t code = 0;
+  int64_t raw = 0;
+  size_t at = 0;
+  while (at < size) {
+    const std::optional<int64_t> code_delta = read_vlq(bytes, size, at);
+    const std::optional<int64_t> raw_delta =
+        code_delta ? read_vlq(bytes, size, at) : std::optional<int64_t>{};
+    if (!raw_delta || *raw_delta <= -kMaxRawPosition || *raw_delta >= kMaxRawPosition)
+      return std::nullopt;
+    // A statement's delta as it is, an expression's as -delta - 1.
+    code += *code_delta >= 0 ? *code_delta : -(*code_delta + 1);
+    raw += *raw_delta;
+    if (code > INT32_MAX || raw < 0 || raw >= kMaxRawPosition) return std::nullopt;
+    out.push_back(
+        {static_cast<int32_t>(code), static_cast<int32_t>(((raw >> 1) & kScriptOffsetMask) - 1)});
+  }
+  return out;
+}
+
+int32_t script_offset_at(const SourcePositions& positions, int32_t code_offset) {
+  int32_t offset = -1;
+  for (const SourcePositionEntry& e : positions) {
+    if (e.code_offset > code_offset) break;
+    offset = e.script_offset;
+  }
+  return offset;
+}
 
 std::optional<uint64_t> V8Heap::field(uint64_t tagged, uint32_t offset) {
   if (!is_heap_object(tagged)) return std::nullopt;
@@ -140,6 +188,35 @@ std::optional<SharedInfo> V8Heap::read_shared(uint64_t shared) {
     read_scope_info(*name, info);
   }
   return info;
+}
+
+// A BytecodeArray after its length: its constant pool, handler table and source position table
+// (tagged, the two tables ByteArrays, the positions' the second), then untagged fields up to
+// the bytecodes. The table is found by these types, not by an offset the metadata lacks.
+std::optional<SourcePositions> V8Heap::bytecode_positions(uint64_t shared) {
+  const uint32_t first = layout_.fixed_array_length + 8;
+  if (!layout_.shared_function_data || !layout_.type_byte_array ||
+      layout_.bytecode_array_data <= first)
+    return std::nullopt;
+  const std::optional<uint64_t> bytecode = field(shared, layout_.shared_function_data);
+  if (!bytecode || instance_type(*bytecode) != layout_.type_bytecode_array) return std::nullopt;
+  std::array<uint64_t, 8> words{};
+  const size_t count = std::min<size_t>(words.size(), (layout_.bytecode_array_data - first) / 8);
+  if (!reader_.read(*bytecode - 1 + first, words.data(), count * 8)) return std::nullopt;
+  uint64_t table = 0;
+  int byte_arrays = 0;
+  for (size_t i = 0; i < count && !table; ++i)
+    if (is_heap_object(words[i]) && instance_type(words[i]) == layout_.type_byte_array &&
+        ++byte_arrays == 2)
+      table = words[i];
+  const std::optional<uint64_t> length =
+      table ? field(table, layout_.fixed_array_length) : std::optional<uint64_t>{};
+  if (!length || !is_smi(*length) || smi_value(*length) < 0 ||
+      static_cast<uint64_t>(smi_value(*length)) > limits_.max_position_table_bytes)
+    return std::nullopt;
+  std::vector<uint8_t> bytes(static_cast<size_t>(smi_value(*length)));
+  if (!reader_.read(table - 1 + first, bytes.data(), bytes.size())) return std::nullopt;
+  return decode_source_positions(bytes.data(), bytes.size());
 }
 
 std::optional<std::string> V8Heap::script_name(uint64_t script) {

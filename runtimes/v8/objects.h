@@ -22,7 +22,24 @@ struct V8ReadLimits {
   int max_string_depth = 32;          // cons and thin strings nested
   size_t max_string_pieces = 1024;    // strings read to make one (a cons tree may share them)
   size_t max_scope_locals = 1 << 16;
+  size_t max_position_table_bytes = 1 << 20;  // a function's source position table
 };
+
+// From `code_offset` on (a bytecode offset), the code is at `script_offset` of its script's
+// source (UTF-16 units; -1: no position).
+struct SourcePositionEntry {
+  int32_t code_offset = 0;
+  int32_t script_offset = -1;
+};
+using SourcePositions = std::vector<SourcePositionEntry>;
+
+// V8's source position table: per entry, the code offset's delta (zigzag VLQ; negative for an
+// expression, -delta - 1) and the raw SourcePosition's delta (script offset + 1 from bit 1).
+// Entries in order; nullopt when the bytes are not such a table (a value out of range, a cut
+// entry, code offsets going back).
+std::optional<SourcePositions> decode_source_positions(const uint8_t* bytes, size_t size);
+// The script offset of the code at `code_offset` (the last entry at or before it); -1: none.
+int32_t script_offset_at(const SourcePositions& positions, int32_t code_offset);
 
 // What names a function, from its SharedFunctionInfo.
 struct SharedInfo {
@@ -45,6 +62,10 @@ class V8Heap {
   std::optional<std::string> script_name(uint64_t script);
   // Where each line of a Script's source starts (UTF-16 units): [0, ...].
   std::optional<std::vector<uint32_t>> script_line_starts(uint64_t script);
+  // The source positions of the SharedFunctionInfo `shared`'s bytecode; nullopt when it has no
+  // BytecodeArray or V8 did not make its table (source positions are made lazily: when an
+  // error's stack, the debugger or V8's profiler asks for them).
+  std::optional<SourcePositions> bytecode_positions(uint64_t shared);
   // A string's UTF-16 units, at most `max_units`.
   std::optional<std::u16string> read_string(uint64_t tagged, size_t max_units);
 

@@ -98,9 +98,11 @@ const V8Namer::Script& V8Namer::script(V8Heap& heap, uint64_t address) {
 }
 
 std::optional<RuntimeFrameId> V8Namer::read_function(V8Heap& heap, uint64_t shared,
-                                                     RuntimeFrameTable& frames) {
+                                                     RuntimeFrameTable& frames,
+                                                     uint64_t& script_at) {
   const std::optional<SharedInfo> info = heap.read_shared(shared);
   if (!info || !info->script) return std::nullopt;
+  script_at = info->script;
   const Script& s = script(heap, info->script);
   if (s.name.empty()) return std::nullopt;  // eval'd code, internal scripts without a name
   const uint32_t line = line_of_position(s.line_starts, info->start_position);
@@ -130,6 +132,19 @@ std::optional<std::optional<RuntimeFrameId>> V8Namer::last_known(uint64_t functi
   return named->second.frame;
 }
 
+uint32_t V8Namer::line_at(V8Heap& heap, uint64_t function, int32_t bytecode_offset) {
+  auto words = functions_.find(function);
+  if (words == functions_.end()) return 0;
+  auto named = shared_.find(words->second.shared);
+  if (named == shared_.end() || !named->second.frame) return 0;
+  Named& n = named->second;
+  if (!n.positions) n.positions = heap.bytecode_positions(words->second.shared);
+  auto script = scripts_.find(n.script);
+  if (!*n.positions || script == scripts_.end()) return 0;
+  return line_of_position(script->second.line_starts,
+                          script_offset_at(**n.positions, bytecode_offset));
+}
+
 std::optional<RuntimeFrameId> V8Namer::name(V8Heap& heap, RemoteReader& reader, uint64_t function,
                                             RuntimeFrameTable& frames, RuntimeStats& stats) {
   const std::optional<uint64_t> shared = heap.shared_of_function(function);
@@ -142,7 +157,8 @@ std::optional<RuntimeFrameId> V8Namer::name(V8Heap& heap, RemoteReader& reader, 
   // A cached address whose words changed holds another function now (moved, collected).
   if (it != shared_.end() && it->second.header == header) return it->second.frame;
   const uint64_t start = now_ns();
-  Named named{header, read_function(heap, *shared, frames)};
+  Named named{header, std::nullopt, 0, std::nullopt};
+  named.frame = read_function(heap, *shared, frames, named.script);
   stats.code_objects_read += 1;
   stats.code_read_ns += now_ns() - start;
   return shared_.insert_or_assign(*shared, named).first->second.frame;
@@ -170,6 +186,20 @@ bool V8Stacks::has_perf_map(Pid pid, MonotonicNs time, Process& process) {
   const std::string path = "/tmp/perf-" + std::to_string(pid.value) + ".map";
   process.perf_map = access(path.c_str(), F_OK) == 0;
   return process.perf_map;
+}
+
+RuntimeFrameId V8Stacks::current_frame(Pid pid, const V8Layout& layout, V8Namer& namer,
+                                       const bpfprof_v8_frame& f, RuntimeFrameId frame,
+                                       RuntimeFrameTable& frames) {
+  // The slot holds the offset into the BytecodeArray object: its header, less the tag.
+  const int32_t offset = f.bytecode_offset - static_cast<int32_t>(layout.bytecode_array_data) + 1;
+  if (f.bytecode_offset < 0 || offset < 0 || (f.depth & BPFPROF_V8_FRAME_FROM_REGISTER))
+    return frame;
+  hotspot::ProcessMemory memory(pid);
+  RemoteReader reader(memory, kStackReadBudget, 0);
+  V8Heap heap(layout, reader);
+  const uint32_t line = namer.line_at(heap, f.function, offset);
+  return line ? frames.intern(frames.function_of(frame), line) : frame;
 }
 
 void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
@@ -202,7 +232,8 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
     const uint32_t depth = f.depth & ~BPFPROF_V8_FRAME_FROM_REGISTER;
     const size_t i = std::find(functions.begin(), functions.end(), f.function) - functions.begin();
     if (depth >= user.size() || !*frames[i]) continue;
-    user[depth] = raw_runtime_frame(**frames[i]);
+    user[depth] = raw_runtime_frame(
+        current_frame(pid, *layout, process.namer, f, **frames[i], recording.runtime_frames));
     ++placed;
   }
   stats.frames += placed;

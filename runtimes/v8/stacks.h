@@ -48,18 +48,23 @@ class V8Namer {
   // The frame `function` had when last named, unchecked: for the stacks of a process that
   // has exited (the reader runs behind the samples by up to a few hundred milliseconds).
   std::optional<std::optional<RuntimeFrameId>> last_known(uint64_t function) const;
+  // The line of the interpreted `function` (named before, its words checked for this stack)
+  // at `bytecode_offset`, from its bytecode's source positions (read once); 0: not known.
+  uint32_t line_at(V8Heap& heap, uint64_t function, int32_t bytecode_offset);
 
  private:
   struct Named {
     SharedHeader header;
     std::optional<RuntimeFrameId> frame;
+    uint64_t script = 0;
+    std::optional<std::optional<SourcePositions>> positions;  // once read
   };
   struct Script {
     std::string name;
     std::vector<uint32_t> line_starts;
   };
   std::optional<RuntimeFrameId> read_function(V8Heap& heap, uint64_t shared,
-                                              RuntimeFrameTable& frames);
+                                              RuntimeFrameTable& frames, uint64_t& script_at);
   const Script& script(V8Heap& heap, uint64_t address);
 
   std::unordered_map<uint64_t, Named> shared_;             // by SharedFunctionInfo address
@@ -94,6 +99,12 @@ class V8Stacks {
   std::vector<std::optional<std::optional<RuntimeFrameId>>> from_cache(
       Pid pid, const V8Layout& layout, const V8Namer& namer,
       const std::vector<uint64_t>& functions);
+
+  // The frame of `f` at its current line where it is interpreted and its bytecode's source
+  // positions say; else `frame` (the function at its first line).
+  static RuntimeFrameId current_frame(Pid pid, const V8Layout& layout, V8Namer& namer,
+                                      const bpfprof_v8_frame& f, RuntimeFrameId frame,
+                                      RuntimeFrameTable& frames);
 
   const V8Processes& processes_;
   std::unordered_map<Tid, Pending> pending_;

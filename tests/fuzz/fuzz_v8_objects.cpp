@@ -3,7 +3,7 @@
 // picks the limits (bit 0: tight ones); the rest is a pretend heap at fake::kHeapAt
 // (tests/unit/v8_fake_heap.h) whose first word is the JSFunction to name. Functions, their
 // names, scripts and line starts must be read or refused within the limits; never a crash, a
-// hang or a read outside the image.
+// hang or a read outside the image. The input is also decoded as a source position table.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -40,6 +40,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto starts = heap.script_line_starts(script);
       starts && starts->size() > limits.max_source_chars + 1)
     abort();
+  if (auto positions = heap.bytecode_positions(shared.value_or(function));
+      positions && positions->size() > limits.max_position_table_bytes)
+    abort();
+  // The input itself as a source position table.
+  if (auto positions = decode_source_positions(data + 1, size - 1)) {
+    if (positions->size() > size) abort();
+    for (size_t i = 1; i < positions->size(); ++i)
+      if ((*positions)[i].code_offset < (*positions)[i - 1].code_offset) abort();
+  }
   if (reader.bytes_read() > budget) abort();
   return 0;
 }

@@ -4,8 +4,9 @@
 // methods, a sort comparator called from Array.prototype.sort's builtin, JSON, crypto) for
 // 2 s without flags: complete stacks, walked in the kernel, a few hundred ring-buffer bytes a
 // sample, and the summary's figures are the profile's; the JavaScript functions named from
-// V8's own objects (runtimes/v8) with their file and first line. With --perf-basic-prof they
-// are named from node's perf map; both nest as the program calls them.
+// V8's own objects (runtimes/v8) with their file and first line, interpreted frames at their
+// current line. With --perf-basic-prof they are named from node's perf map; both nest as the
+// program calls them.
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -275,5 +276,19 @@ describe('node work.js: stacks through V8 walked in the kernel', () => {
       assert.ok(line > 0, `${decl} not in work.js`);
       assert.equal(view.funcTable.lineNumber[frame.func], line, `${fn}'s line`);
     }
+    // Interpreted frames at their current line (frameTable.line), where V8 made their bytecode's
+    // source positions: mainLoop (interpreted until V8 compiles its loop) calls the pieces of
+    // work from its loop, and hrtime before it and in its condition. Compiled frames keep the first.
+    const callLines = new Set(['recurseFib', 'counter', 'classWork', 'sortWork', 'jsonWork', 'hashWork']
+      .map((fn) => source.findIndex((l) => l.includes(`sink += ${fn}(`)) + 1));
+    for (const call of ['const start = process.hrtime.bigint()', 'while (Number(process.hrtime.bigint()'])
+      callLines.add(source.findIndex((l) => l.includes(call)) + 1);
+    const mainLoopLine = source.findIndex((l) => l.startsWith('function mainLoop(')) + 1;
+    const moved = samples.flatMap((s) => s.user)
+      .filter((f) => f.name === 'mainLoop' && ofWorkJs(f) && view.frameTable.line[f.frame] !== mainLoopLine);
+    const atCall = moved.filter((f) => callLines.has(view.frameTable.line[f.frame]));
+    t.diagnostic(`mainLoop frames at another line than its first: ${moved.length}, at a call: ${atCall.length}`);
+    assert.ok(moved.length >= 10 && atCall.length === moved.length,
+              `mainLoop at another line in ${moved.length} frames, at a call in ${atCall.length}`);
   });
 });

@@ -47,6 +47,10 @@ inline V8Layout node20_layout() {
   l.thin_string_tag = 5;
   l.sliced_string_tag = 3;
   l.smi_shift_size = 31;
+  l.shared_function_data = 8;
+  l.bytecode_array_data = 54;
+  l.type_bytecode_array = 191;
+  l.type_byte_array = 190;
   return l;
 }
 
@@ -86,7 +90,7 @@ class Heap {
   // A JSFunction named `name`, of a script `file` whose source is `source`, starting at
   // `start` in it; its ScopeInfo has `locals` context locals. Returns the function.
   uint64_t function(const std::string& name, const std::string& file, const std::string& source,
-                    int32_t start, int locals = 0) {
+                    int32_t start, int locals = 0, uint64_t bytecode = 0) {
     const uint64_t undefined = object(131, {});
     const uint64_t script = object(167, {one_byte_string(source), one_byte_string(file)});
     std::vector<uint64_t> scope{smi(0x4171e2), smi(1), smi(locals)};
@@ -95,8 +99,23 @@ class Heap {
     for (uint64_t w : {one_byte_string(name), smi(-1), undefined, smi(start), smi(start + 10)})
       scope.push_back(w);
     const uint64_t scope_info = object(261, scope);
-    const uint64_t shared = object(262, {0, scope_info, 0, script});
+    const uint64_t shared = object(262, {bytecode, scope_info, 0, script});
     return object(2066, {0, 0, shared});
+  }
+  uint64_t byte_array(const std::vector<uint8_t>& bytes) {
+    const uint64_t m = map(190);
+    const uint64_t at = reserve(16 + ((bytes.size() + 7) & ~size_t{7}));
+    put(at, m);
+    put(at + 8, smi(static_cast<int64_t>(bytes.size())));
+    std::memcpy(bytes_.data() + (at - kHeapAt) + 16, bytes.data(), bytes.size());
+    return at + 1;
+  }
+  // A BytecodeArray as Node 20 lays it out (bytecodes from offset 54) whose source position
+  // table holds `positions`.
+  uint64_t bytecode_array(const std::vector<uint8_t>& positions) {
+    const uint64_t constant_pool = object(128 + 1, {smi(0)});  // a FixedArray (not a ByteArray)
+    return object(191, {smi(4), constant_pool, byte_array({}), byte_array(positions),
+                        uint64_t{2} << 32 | 24, 0});
   }
   const std::string& bytes() const { return bytes_; }
   void place(hotspot::BufferMemory& memory) const { memory.place(kHeapAt, bytes_); }

@@ -120,6 +120,51 @@ TEST(V8Objects, ACyclicConsStringEndsAtTheDepthLimit) {
   EXPECT_FALSE(v8.read_string(s, 100));
 }
 
+// Entries (code offset, script offset): (0, 10) a statement, (5, 40) an expression, (12, 80):
+// deltas, the code's zigzag-coded (an expression's as -delta - 1), the raw positions' (script
+// offset + 1, from bit 1) too, 7 bits a byte.
+const std::vector<uint8_t> kPositions{0, 44, 11, 120, 14, 0xa0, 0x01};
+
+TEST(V8Objects, SourcePositionTablesAreDecoded) {
+  const auto positions = decode_source_positions(kPositions.data(), kPositions.size());
+  ASSERT_TRUE(positions);
+  ASSERT_EQ(positions->size(), 3u);
+  EXPECT_EQ((*positions)[1].code_offset, 5);
+  EXPECT_EQ((*positions)[1].script_offset, 40);
+  EXPECT_EQ(script_offset_at(*positions, 4), 10);
+  EXPECT_EQ(script_offset_at(*positions, 5), 40);
+  EXPECT_EQ(script_offset_at(*positions, 11), 40);
+  EXPECT_EQ(script_offset_at(*positions, 500), 80);
+  // Cut inside an entry, a VLQ without end, code going beyond 31 bits: not a table.
+  EXPECT_FALSE(decode_source_positions(kPositions.data(), 6));
+  const std::vector<uint8_t> endless(12, 0xff);
+  EXPECT_FALSE(decode_source_positions(endless.data(), endless.size()));
+  const std::vector<uint8_t> far{0xfe, 0xff, 0xff, 0xff, 0x0f, 0, 0xfe, 0xff, 0xff, 0xff, 0x0f, 0};
+  EXPECT_FALSE(decode_source_positions(far.data(), far.size()));
+}
+
+TEST(V8Objects, AnInterpretedFunctionsPositionsComeFromItsBytecode) {
+  fake::Heap heap;
+  const uint64_t f = heap.function("f", "a.js", "x", 0, 0, heap.bytecode_array(kPositions));
+  const uint64_t undefined = heap.object(131, {});
+  const uint64_t lazy =
+      heap.function("g", "a.js", "x", 0, 0,
+                    heap.object(191, {fake::smi(4), heap.object(129, {fake::smi(0)}),
+                                      heap.byte_array({1, 2}), undefined, 0, 0}));
+  const uint64_t no_bytecode = heap.function("h", "a.js", "x", 0);
+  hotspot::BufferMemory memory;
+  heap.place(memory);
+  RemoteReader reader(memory, 1 << 20, 0);
+  const V8Layout layout = fake::node20_layout();
+  V8Heap v8(layout, reader);
+  const auto positions = v8.bytecode_positions(v8.shared_of_function(f).value());
+  ASSERT_TRUE(positions);
+  EXPECT_EQ(script_offset_at(*positions, 6), 40);
+  // No table made (V8 makes them lazily): the handler table, a ByteArray too, is not read.
+  EXPECT_FALSE(v8.bytecode_positions(v8.shared_of_function(lazy).value()));
+  EXPECT_FALSE(v8.bytecode_positions(v8.shared_of_function(no_bytecode).value()));
+}
+
 TEST(V8Objects, LinesOfPositions) {
   const std::vector<uint32_t> starts{0, 5, 9};
   EXPECT_EQ(line_of_position(starts, 0), 1u);
