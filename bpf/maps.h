@@ -165,15 +165,31 @@ struct {
 
 /* The in-kernel walker (unwind_user.h). */
 
-/* Every loaded table's rows, one after the other (userspace sizes it before load and writes
- * it through mmap: a file's rows are appended once and never move). */
+/* Every loaded table's rows, pages and the rules they name (bpf/unwind_table.h), each table's
+ * one after the other (userspace sizes them before load and writes rows and pages through
+ * mmap: a file's are written once and never move). */
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(map_flags, BPF_F_MMAPABLE);
   __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, struct bpfprof_unwind_row);
+  __type(value, struct bpfprof_unwind_row_block);
 } unwind_rows SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_unwind_page);
+} unwind_pages SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_unwind_rule);
+} unwind_rules SEC(".maps");
 
 /* Each process's executable mappings (tgid -> sorted array), written by userspace. */
 struct {
@@ -229,10 +245,11 @@ struct unwind_walk {
   /* The walked thread (struct task_struct *): its thread pointer finds Go's g
    * (BPFPROF_CFA_GO_CGO_CALLBACK). */
   __u64 task;
-  /* The frame's row and the ELF address it was found for (copied here from the cache or the
+  /* The frame's rule and the ELF address it was found for (copied here from the cache or the
    * table, so that the verifier sees one path into table_step); from the cache, only the
    * address's low 4 bits, all that a step uses. */
-  struct bpfprof_unwind_row row;
+  struct bpfprof_unwind_rule row;
+  __u32 pad4;
   __u64 elf_pc;
   /* The frame's mapping, copied here from the process's value or from vma_mapping (one path
    * on for the verifier: it does not track a map value's contents). */
@@ -273,7 +290,8 @@ struct row_cache_entry {
   __u64 key;          /* row_cache_key() */
   __u32 generation;   /* bpfprof_process_mappings.generation; 0: empty */
   __u32 elf_pc_phase; /* the ELF address's low 4 bits: all a step uses of it (a PLT slot's) */
-  struct bpfprof_unwind_row row;
+  struct bpfprof_unwind_rule row;
+  __u32 pad;
 };
 _Static_assert(sizeof(struct row_cache_entry) == 32, "two entries a cache line");
 

@@ -3,9 +3,10 @@
  * side band, exec, fork and exit). Plain C, fixed-size fields only.
  *
  * Userspace writes one value per process (tgid): its executable mappings sorted by start,
- * each saying how the walker steps through a frame whose pc lies in it. The rows a mapping
- * points to live in one global array of struct bpfprof_unwind_row (bpf/unwind_table.h); a
- * file's rows are loaded once and shared by every process that maps it. */
+ * each saying how the walker steps through a frame whose pc lies in it. The pages a mapping
+ * points to, their rows and the rules those name live in three global arrays (struct
+ * bpfprof_unwind_page, _entry and _rule, bpf/unwind_table.h); a file's pages and rows are
+ * loaded once and shared by every process that maps it, rules by every file. */
 #ifndef BPFPROF_UNWIND_MAPS_H
 #define BPFPROF_UNWIND_MAPS_H
 
@@ -13,18 +14,30 @@
 #include <linux/types.h>
 #endif
 
+#include "bpf/unwind_table.h"
+
 /* Mappings per process the walker knows; a process with more executable mappings keeps the
  * lowest ones, and a pc in the others falls back to a stack copy (counted in userspace).
  * 256 mappings are a 10 KiB value; python3.11 with its extension modules maps ~40. */
 #define BPFPROF_MAX_PROCESS_MAPPINGS 256
 /* Binary search steps over the mappings: 2^9 > BPFPROF_MAX_PROCESS_MAPPINGS. */
 #define BPFPROF_MAPPING_SEARCH_STEPS 9
-/* Binary search steps over a file's rows: 2^24 rows, more than the array ever holds. */
-#define BPFPROF_ROW_SEARCH_STEPS 24
+/* Binary search steps over a page's rows: at most one a byte, 2^16. */
+#define BPFPROF_ROW_SEARCH_STEPS 17
+/* The row array is made of blocks of this many rows: an array map's elements take 8 bytes
+ * at least, a row 4. Through the map's shared mapping userspace sees one flat row array. */
+#define BPFPROF_UNWIND_BLOCK_ROWS 4096
+struct bpfprof_unwind_row_block {
+  struct bpfprof_unwind_entry rows[BPFPROF_UNWIND_BLOCK_ROWS];
+};
+/* Pages of every loaded table (64 KiB of code each: 4 GiB of code in all) and distinct rules
+ * of every loaded table (a rule's index is 16 bits; a whole machine's tables have ~3,400). */
+#define BPFPROF_UNWIND_PAGE_CAPACITY 65536
+#define BPFPROF_UNWIND_RULE_CAPACITY 32768
 
 /* How the walker steps through a frame whose pc lies in a mapping. */
 enum bpfprof_mapping_kind {
-  /* The file's rows are loaded: first_row/row_count say where. */
+  /* The file's table is loaded: first_page/page_count/page_base say where. */
   BPFPROF_MAPPING_TABLE = 1,
   /* Code without call-frame information (anonymous memory: JIT code; a file without
    * .eh_frame): follow the frame-pointer chain, as libdwfl does for such code. */
@@ -51,13 +64,13 @@ enum bpfprof_unwind_fallback {
 };
 
 struct bpfprof_exec_mapping {
-  __u64 start; /* first address */
-  __u64 end;   /* one past the last */
-  __u64 bias;  /* ELF virtual address = address - bias */
-  __u32 first_row;
-  __u32 row_count;
-  __u32 kind; /* enum bpfprof_mapping_kind */
-  __u32 reserved;
+  __u64 start;      /* first address */
+  __u64 end;        /* one past the last */
+  __u64 bias;       /* ELF virtual address = address - bias */
+  __u32 first_page; /* in the page array: the page of ELF addresses page_base << 16 on */
+  __u32 page_count;
+  __u32 kind;      /* enum bpfprof_mapping_kind */
+  __u32 page_base; /* the table's first page: its lowest ELF address >> 16 */
 };
 
 /* The generations of entries the BPF side writes (a young image's, from its VMAs) have this
@@ -97,11 +110,13 @@ struct bpfprof_file_key {
 };
 
 struct bpfprof_file_table {
-  __u32 first_row;
-  __u32 row_count;
+  __u32 first_page; /* as struct bpfprof_exec_mapping's */
+  __u32 page_count;
   /* p_vaddr - p_offset of the file's executable segment: ELF virtual address = file offset
    * + this (files whose executable segments disagree get no entry). */
   __u64 vaddr_minus_offset;
+  __u32 page_base;
+  __u32 reserved;
 };
 
 #define BPFPROF_MAX_FILE_TABLES 4096

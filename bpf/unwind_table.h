@@ -8,6 +8,11 @@
  * address in the file (what .eh_frame speaks); a process mapping carries the `bias` that turns
  * a runtime address into it: elf_vaddr = address - bias.
  *
+ * In the kernel a table is stored compact (struct bpfprof_unwind_page and _entry below): a
+ * row's rule (all but its pc) is one of a few thousand distinct ones on a whole machine, kept
+ * once in a shared rule array; a row is its pc's low 16 bits and its rule's index, found
+ * through the 64 KiB page of code its pc lies in.
+ *
  * One frame step from the registers {pc, sp, bp, bx} of a frame, with the row of pc (for every
  * frame but the innermost and a signal-interrupted one, the row of pc - 1, the call site):
  *   CFA = (cfa_rule == RSP ? sp : RBP ? bp : bx) + cfa_offset (PLT: see below)
@@ -92,6 +97,36 @@ struct bpfprof_unwind_row {
   __s16 rbx_offset;
   __u8 rbx_rule;        /* enum bpfprof_rbp_rule's values, for rbx */
   __u8 go_m_curg_words; /* BPFPROF_CFA_GO_SYSTEMSTACK only; else 0 */
+};
+
+/* A row without its pc: the fields of struct bpfprof_unwind_row from cfa_offset on, in the
+ * same order (the kernel's shared rule array). */
+struct bpfprof_unwind_rule {
+  __s32 cfa_offset;
+  __s16 rbp_offset;
+  __u8 cfa_rule;
+  __u8 rbp_rule;
+  __s16 rbx_offset;
+  __u8 rbx_rule;
+  __u8 go_m_curg_words;
+};
+
+/* Rows are found through the page of code their pc lies in: 64 KiB of ELF addresses. */
+#define BPFPROF_UNWIND_PAGE_BITS 16
+#define BPFPROF_UNWIND_PAGE_MASK ((1u << BPFPROF_UNWIND_PAGE_BITS) - 1)
+
+/* A compact row: where it starts in its page, and its rule's index in the rule array. Each
+ * page whose first byte no row starts at begins with a row (pc_low 0) repeating the rule in
+ * force there, so that a search never leaves its page. */
+struct bpfprof_unwind_entry {
+  __u16 pc_low;
+  __u16 rule;
+};
+
+/* A page's rows: [first_row, first_row + row_count) of the row array (none: no rule). */
+struct bpfprof_unwind_page {
+  __u32 first_row;
+  __u32 row_count;
 };
 
 /* Offsets from sp at __restore_rt (the handler's return popped pretcode, so sp points at the

@@ -125,21 +125,33 @@ static __always_inline const struct bpfprof_exec_mapping* find_mapping(
   return pc < m->end ? m : NULL;
 }
 
-/* The row covering elf_pc in the mapping's table: the last row starting at or below it. */
-static __always_inline const struct bpfprof_unwind_row* find_row(
+/* The rule of the row covering elf_pc in the mapping's table: the last row starting at or
+ * below it in its page (bpf/unwind_table.h). */
+static __always_inline const struct bpfprof_unwind_rule* find_row(
     const struct bpfprof_exec_mapping* m, __u64 elf_pc) {
-  if (elf_pc > 0xffffffffull) return NULL;
-  const __u64 first = m->first_row;
-  __u64 lo = first, hi = first + m->row_count;
+  const __u64 page_number = elf_pc >> BPFPROF_UNWIND_PAGE_BITS;
+  if (elf_pc > 0xffffffffull || page_number < m->page_base ||
+      page_number - m->page_base >= m->page_count)
+    return NULL;
+  __u32 page_index = m->first_page + (__u32)(page_number - m->page_base);
+  const struct bpfprof_unwind_page* page = bpf_map_lookup_elem(&unwind_pages, &page_index);
+  if (!page) return NULL;
+  const __u64 low = elf_pc & BPFPROF_UNWIND_PAGE_MASK;
+  const __u64 first = page->first_row;
+  __u64 lo = first, hi = first + page->row_count;
   for (int i = 0; i < BPFPROF_ROW_SEARCH_STEPS && lo < hi; i++) {
     __u32 mid = lo + (hi - lo) / 2;
-    const struct bpfprof_unwind_row* r = bpf_map_lookup_elem(&unwind_rows, &mid);
-    if (!r) return NULL;
-    search_step(&lo, &hi, mid, r->pc, elf_pc);
+    __u32 block = mid / BPFPROF_UNWIND_BLOCK_ROWS;
+    const struct bpfprof_unwind_row_block* rows = bpf_map_lookup_elem(&unwind_rows, &block);
+    if (!rows) return NULL;
+    search_step(&lo, &hi, mid, rows->rows[mid % BPFPROF_UNWIND_BLOCK_ROWS].pc_low, low);
   }
   if (lo < hi || lo == first) return NULL;
-  __u32 index = lo - 1;
-  return bpf_map_lookup_elem(&unwind_rows, &index);
+  __u32 block = (lo - 1) / BPFPROF_UNWIND_BLOCK_ROWS;
+  const struct bpfprof_unwind_row_block* rows = bpf_map_lookup_elem(&unwind_rows, &block);
+  if (!rows) return NULL;
+  __u32 rule = rows->rows[(lo - 1) % BPFPROF_UNWIND_BLOCK_ROWS].rule;
+  return bpf_map_lookup_elem(&unwind_rules, &rule);
 }
 
 #define VM_EXEC_FLAG 0x4
@@ -156,14 +168,14 @@ static __always_inline bool vma_table_mapping(struct vm_area_struct* vma,
   struct bpfprof_file_key key = {.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev),
                                  .inode = BPF_CORE_READ(file, f_inode, i_ino)};
   const struct bpfprof_file_table* table = bpf_map_lookup_elem(&unwind_files, &key);
-  if (!table || !table->row_count) return false;
+  if (!table || !table->page_count) return false;
   out->start = vma->vm_start;
   out->end = vma->vm_end;
   out->bias = vma->vm_start - (vma->vm_pgoff << 12) - table->vaddr_minus_offset;
-  out->first_row = table->first_row;
-  out->row_count = table->row_count;
+  out->first_page = table->first_page;
+  out->page_count = table->page_count;
+  out->page_base = table->page_base;
   out->kind = BPFPROF_MAPPING_TABLE;
-  out->reserved = 0;
   return true;
 }
 
@@ -205,7 +217,7 @@ __noinline int mapping_from_vma(struct unwind_walk* w) {
   if (bpf_find_vma(bpf_get_current_task_btf(), w->pc, find_vma_table, &found, 0) ||
       found.end <= w->pc)
     return 0;
-  if (found.kind == BPFPROF_MAPPING_FRAME_POINTERS ? !w->jit_frame_pointers : !found.row_count)
+  if (found.kind == BPFPROF_MAPPING_FRAME_POINTERS ? !w->jit_frame_pointers : !found.page_count)
     return 0;
   w->vma_mapping = found;
   return 1;
@@ -303,7 +315,7 @@ static __always_inline long signal_step(struct unwind_walk* w, struct bpfprof_fr
 
 /* The CFA by a rule that computes it (RSP, RBP with rbp known, PLT); false for the others.
  * Only the ELF address's low 4 bits matter (a PLT slot's). */
-static __always_inline bool rule_cfa(const struct bpfprof_unwind_row* row, __u64 elf_pc, __u64 sp,
+static __always_inline bool rule_cfa(const struct bpfprof_unwind_rule* row, __u64 elf_pc, __u64 sp,
                                      __u64 bp, __u32 bp_known, __u64* cfa) {
   switch (row->cfa_rule) {
     case BPFPROF_CFA_RSP:
@@ -322,7 +334,7 @@ static __always_inline bool rule_cfa(const struct bpfprof_unwind_row* row, __u64
 
 /* Where the caller's rbx is after a step by the row's rbx rule: an address, not the value
  * (read only where a frame's CFA needs it). */
-static __always_inline void caller_bx(const struct bpfprof_unwind_row* row, __u64 cfa,
+static __always_inline void caller_bx(const struct bpfprof_unwind_rule* row, __u64 cfa,
                                       __u64* bx_slot, __u32* bx_known) {
   if (row->rbx_rule == BPFPROF_RBP_AT_CFA) {
     *bx_slot = cfa + row->rbx_offset;
@@ -342,7 +354,8 @@ static __always_inline bool rbx_cfa(struct unwind_walk* w, __u64* cfa) {
 }
 
 /* Whether the caller's rbp is known after a step by the row's rbp rule. */
-static __always_inline __u32 caller_bp_known(const struct bpfprof_unwind_row* row, __u32 bp_known) {
+static __always_inline __u32 caller_bp_known(const struct bpfprof_unwind_rule* row,
+                                             __u32 bp_known) {
   return row->rbp_rule == BPFPROF_RBP_AT_CFA ? 1 : row->rbp_rule == BPFPROF_RBP_SAME ? bp_known : 0;
 }
 
@@ -390,7 +403,7 @@ static __always_inline bool go_sched_sp(const struct unwind_walk* w, __u64 m_fie
 /* A switch of stacks (cgo's, systemstack's): the caller's frame is on the other stack. Where the
  * runtime's words cannot be read, the stack ends here, as Go's own traceback does. */
 static __always_inline long go_switch_step(struct unwind_walk* w) {
-  const struct bpfprof_unwind_row* row = &w->row;
+  const struct bpfprof_unwind_rule* row = &w->row;
   __u64 sp, return_address;
   const __u64 m_field = row->cfa_rule == BPFPROF_CFA_GO_CGO_CALLBACK
                             ? BPFPROF_GO_M_G0
@@ -414,7 +427,7 @@ static __always_inline long go_switch_step(struct unwind_walk* w) {
 /* One step with the frame's row (bpf/unwind_table.h): CFA, return address, caller's rbp. */
 static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_frames_event* e,
                                        __u32 depth) {
-  const struct bpfprof_unwind_row* row = &w->row;
+  const struct bpfprof_unwind_rule* row = &w->row;
   if (row->cfa_rule == BPFPROF_CFA_ROOT) return walk_stops(w, WALK_ROOT, 0);
   if (row->cfa_rule == BPFPROF_CFA_SIGNAL) return signal_step(w, e, depth);
   if (row->cfa_rule == BPFPROF_CFA_RSP_RETURN_IN_RDI) return return_in_rdi_step(w, depth);
@@ -531,7 +544,7 @@ static __always_inline bool fast_step(const struct unwind_context* c, const stru
                                       __u32 generation, struct fast_frame* f) {
   const struct row_cache_entry* cached = row_cache_entry_for(c, f->pc);
   if (!cached || cached->generation != generation || cached->key != f->pc) return false;
-  const struct bpfprof_unwind_row* row = &cached->row;
+  const struct bpfprof_unwind_rule* row = &cached->row;
   __u64 cfa, return_address, bp = f->bp;
   if (!rule_cfa(row, cached->elf_pc_phase, f->sp, f->bp, f->bp_known, &cfa) || cfa <= f->sp ||
       !window_word(w, cfa - 8, &return_address) || !return_address ||
@@ -621,7 +634,7 @@ static long unwind_step(__u64 index, void* context) {
   /* A return address is one past its call, which may be the last instruction of a
    * function: the call site's row is that of the byte before. */
   __u64 elf_pc = (w->exact ? w->pc : w->pc - 1) - m->bias;
-  const struct bpfprof_unwind_row* row = find_row(m, elf_pc);
+  const struct bpfprof_unwind_rule* row = find_row(m, elf_pc);
   if ((!row || row->cfa_rule == BPFPROF_CFA_UNKNOWN) && depth == 0 && w->exact) {
     if (is_clone_child(w)) return walk_stops(w, WALK_ROOT, 0);
     /* A thread in a system call whose FDE ends before it: the syscall's row (__restore_rt);

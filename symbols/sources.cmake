@@ -17,6 +17,7 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/dwarf/stack_height.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/v8_builtins.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwind_table.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/compact_unwind_table.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwind_table_cache.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwinder.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/debug_hint.cpp

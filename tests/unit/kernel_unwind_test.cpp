@@ -22,10 +22,15 @@ class RecordingSink : public UnwindMapsSink {
  public:
   explicit RecordingSink(uint32_t capacity) : rows(capacity) {}
   uint32_t row_capacity() const override { return static_cast<uint32_t>(rows.size()); }
-  void write_rows(uint32_t first, const std::vector<bpfprof_unwind_row>& written) override {
+  void write_rows(uint32_t first, const std::vector<bpfprof_unwind_entry>& written) override {
     for (size_t i = 0; i < written.size(); ++i) rows.at(first + i) = written[i];
     row_writes += written.size();
   }
+  void write_pages(uint32_t first, const std::vector<bpfprof_unwind_page>& written) override {
+    if (pages.size() < first + written.size()) pages.resize(first + written.size());
+    for (size_t i = 0; i < written.size(); ++i) pages[first + i] = written[i];
+  }
+  void write_rule(uint32_t index, const bpfprof_unwind_rule& rule) override { rules[index] = rule; }
   bool write_process(Pid pid, const bpfprof_process_mappings& m) override {
     if (processes.size() >= process_limit && !processes.contains(pid)) return false;
     processes[pid] = m;
@@ -44,7 +49,9 @@ class RecordingSink : public UnwindMapsSink {
   }
   void remove_file(const bpfprof_file_key& key) override { files.erase({key.dev, key.inode}); }
 
-  std::vector<bpfprof_unwind_row> rows;
+  std::vector<bpfprof_unwind_entry> rows;
+  std::vector<bpfprof_unwind_page> pages;
+  std::map<uint32_t, bpfprof_unwind_rule> rules;
   size_t row_writes = 0;
   size_t process_limit = 100;
   std::map<Pid, bpfprof_process_mappings> processes;
@@ -124,14 +131,26 @@ TEST(KernelUnwindTables, LoadsATableOnceAndGivesEachMappingItsBias) {
     const bpfprof_process_mappings& m = f.sink.processes.at(pid);
     ASSERT_EQ(m.count, 1u);
     EXPECT_EQ(m.mappings[0].kind, BPFPROF_MAPPING_TABLE);
-    EXPECT_EQ(m.mappings[0].first_row, 0u);
-    EXPECT_EQ(m.mappings[0].row_count, 10u);
+    EXPECT_EQ(m.mappings[0].first_page, 0u);
+    EXPECT_EQ(m.mappings[0].page_count, 1u);  // rows_of's rows lie in one 64 KiB page
+    EXPECT_EQ(m.mappings[0].page_base, 0u);
     // A runtime address minus the bias is the ELF virtual address.
     const uint64_t runtime = base + offset + text.vaddr + 5;
     EXPECT_EQ(runtime - m.mappings[0].bias, text.vaddr + 5);
   }
   EXPECT_EQ(f.tables.stats().tables_built, 1u);
   EXPECT_EQ(f.tables.stats().rows_loaded, 10u);
+  // Ten rows of one rule: the page holds the ten, naming the one rule.
+  ASSERT_EQ(f.sink.pages.size(), 1u);
+  EXPECT_EQ(f.sink.pages[0].first_row, 0u);
+  EXPECT_EQ(f.sink.pages[0].row_count, 10u);
+  ASSERT_EQ(f.sink.rules.size(), 1u);
+  EXPECT_EQ(f.sink.rules.at(0).cfa_rule, BPFPROF_CFA_RSP);
+  EXPECT_EQ(f.sink.rules.at(0).cfa_offset, 8);
+  for (uint32_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(f.sink.rows[i].pc_low, 0x1000 + 16 * i);
+    EXPECT_EQ(f.sink.rows[i].rule, 0u);
+  }
 }
 
 // A loaded table is also named as a VMA names its file (device in the kernel's encoding,
@@ -147,8 +166,9 @@ TEST(KernelUnwindTables, ALoadedTableIsFoundByTheDeviceAndInodeOfItsFile) {
       uint64_t{major(status.st_dev)} << 20 | minor(status.st_dev), status.st_ino};
   ASSERT_EQ(f.sink.files.count(key), 1u);
   const bpfprof_file_table& table = f.sink.files.at(key);
-  EXPECT_EQ(table.first_row, 0u);
-  EXPECT_EQ(table.row_count, 10u);
+  EXPECT_EQ(table.first_page, 0u);
+  EXPECT_EQ(table.page_count, 1u);
+  EXPECT_EQ(table.page_base, 0u);
   EXPECT_EQ(table.vaddr_minus_offset, text.vaddr - text.file_offset);
 }
 
@@ -302,7 +322,8 @@ TEST(KernelUnwindTables, TablesOfFilesNoLongerMappedMakeRoom) {
   const bpfprof_process_mappings& c = f.sink.processes.at(Pid{62});
   ASSERT_EQ(c.count, 1u);
   EXPECT_EQ(c.mappings[0].kind, BPFPROF_MAPPING_TABLE);
-  EXPECT_EQ(c.mappings[0].first_row, 0u);  // a's rows
+  EXPECT_EQ(c.mappings[0].first_page, 0u);      // a's page
+  EXPECT_EQ(f.sink.pages.at(0).first_row, 0u);  // and rows
   EXPECT_EQ(f.tables.stats().tables_evicted, 1u);
   EXPECT_EQ(f.tables.stats().rows_loaded, 20u);
   // b and c are mapped: d does not fit, and nothing of theirs is taken.

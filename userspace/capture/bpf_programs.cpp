@@ -37,7 +37,7 @@ std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
 std::string load_failure(int err, uint64_t ring_buffer_bytes, uint32_t unwind_rows,
                          const std::string& room = {}) {
   if (err == -ENOMEM || err == ENOMEM) {
-    const uint64_t table_mb = uint64_t{unwind_rows} * sizeof(bpfprof_unwind_row) >> 20;
+    const uint64_t table_mb = uint64_t{unwind_rows} * sizeof(bpfprof_unwind_entry) >> 20;
     return "cannot load the BPF programs: out of memory for their maps (ring buffer " +
            std::to_string(ring_buffer_bytes >> 20) + " MB, unwind tables " +
            std::to_string(table_mb) + " MB) under this process's memory limit (cgroup" + room +
@@ -97,32 +97,79 @@ void check_memory_room(const bpf_object* object, int cpus, const BpfPrograms::Co
                        std::to_string(needed >> 20) + " MB needed with the recorder's own"));
 }
 
+// The unwinder's arrays sized for `rows` rows (none: a call graph without unwind tables; a
+// slot each then, as a map needs one).
+void size_unwind_maps(profiler_bpf* skel, uint32_t rows) {
+  const uint32_t blocks = (rows + BPFPROF_UNWIND_BLOCK_ROWS - 1) / BPFPROF_UNWIND_BLOCK_ROWS;
+  const std::pair<bpf_map*, uint32_t> sizes[] = {
+      {skel->maps.unwind_rows, std::max<uint32_t>(blocks, 1)},
+      {skel->maps.unwind_pages, rows ? BPFPROF_UNWIND_PAGE_CAPACITY : 1},
+      {skel->maps.unwind_rules, rows ? BPFPROF_UNWIND_RULE_CAPACITY : 1}};
+  for (const auto& [map, entries] : sizes)
+    if (int err = bpf_map__set_max_entries(map, entries))
+      throw std::runtime_error(std::string("cannot size ") + bpf_map__name(map) + ": " +
+                               errno_text(err));
+}
+
 }  // namespace
 
-// The unwinder's maps in the kernel. The row array is written through a shared mapping of
-// it (a file's table, ~100k rows for libc, in one copy instead of one syscall a row).
+// An mmapable BPF array, written through a shared mapping of it: a file's table, ~100k rows
+// for libc, in one copy instead of one syscall a row. `element` bytes a slot, one after the
+// other (the row array's blocks hold rows without a gap between them).
+class MappedArray {
+ public:
+  MappedArray(bpf_map* map, size_t element) : element_(element) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t value = (bpf_map__value_size(map) + 7) & ~size_t{7};
+    capacity_ = bpf_map__max_entries(map) * value / element;
+    bytes_ = (bpf_map__max_entries(map) * value + page - 1) / page * page;
+    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
+    if (base == MAP_FAILED)
+      throw std::system_error(errno, std::generic_category(),
+                              std::string("cannot map ") + bpf_map__name(map));
+    base_ = static_cast<uint8_t*>(base);
+  }
+  ~MappedArray() { munmap(base_, bytes_); }
+  MappedArray(const MappedArray&) = delete;
+  MappedArray& operator=(const MappedArray&) = delete;
+
+  template <typename T>
+  void write(uint32_t first, const std::vector<T>& values) {
+    if (sizeof(T) != element_ || first + values.size() > capacity_)
+      throw std::out_of_range("a write past a BPF array's end");
+    memcpy(base_ + size_t{first} * element_, values.data(), values.size() * sizeof(T));
+  }
+  uint32_t capacity() const { return static_cast<uint32_t>(capacity_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t element_;
+  size_t capacity_ = 0;
+  size_t bytes_ = 0;
+  uint8_t* base_ = nullptr;
+};
+
+// The unwinder's maps in the kernel.
 class BpfUnwindMaps : public UnwindMapsSink {
  public:
-  BpfUnwindMaps(bpf_map* rows, bpf_map* processes, bpf_map* files)
-      : processes_(processes), files_(files) {
-    capacity_ = bpf_map__max_entries(rows);
-    // An array map's elements are 8-byte aligned (16-byte rows: none between them).
-    stride_ = (bpf_map__value_size(rows) + 7) & ~size_t{7};
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    bytes_ = (capacity_ * stride_ + page - 1) / page * page;
-    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(rows), 0);
-    if (base == MAP_FAILED)
-      throw std::system_error(errno, std::generic_category(), "cannot map the unwind-table rows");
-    rows_ = static_cast<uint8_t*>(base);
+  BpfUnwindMaps(bpf_map* rows, bpf_map* pages, bpf_map* rules, bpf_map* processes, bpf_map* files)
+      : rows_(rows, sizeof(bpfprof_unwind_entry)),
+        pages_(pages, sizeof(bpfprof_unwind_page)),
+        rules_(rules),
+        processes_(processes),
+        files_(files) {
+    rules_bytes_ = bpf_map__max_entries(rules) * ((bpf_map__value_size(rules) + 7) & ~size_t{7});
   }
-  ~BpfUnwindMaps() override { munmap(rows_, bytes_); }
-  BpfUnwindMaps(const BpfUnwindMaps&) = delete;
-  BpfUnwindMaps& operator=(const BpfUnwindMaps&) = delete;
 
-  uint32_t row_capacity() const override { return capacity_; }
-  void write_rows(uint32_t first, const std::vector<bpfprof_unwind_row>& rows) override {
-    for (size_t i = 0; i < rows.size(); ++i)
-      memcpy(rows_ + (first + i) * stride_, &rows[i], sizeof(rows[i]));
+  uint32_t row_capacity() const override { return rows_.capacity(); }
+  void write_rows(uint32_t first, const std::vector<bpfprof_unwind_entry>& rows) override {
+    rows_.write(first, rows);
+  }
+  void write_pages(uint32_t first, const std::vector<bpfprof_unwind_page>& pages) override {
+    pages_.write(first, pages);
+  }
+  void write_rule(uint32_t index, const bpfprof_unwind_rule& rule) override {
+    bpf_map__update_elem(rules_, &index, sizeof(index), &rule, sizeof(rule), BPF_ANY);
   }
   bool write_process(Pid pid, const bpfprof_process_mappings& mappings) override {
     const uint32_t key = static_cast<uint32_t>(pid.value);
@@ -149,19 +196,20 @@ class BpfUnwindMaps : public UnwindMapsSink {
   void remove_file(const bpfprof_file_key& key) override {
     bpf_map__delete_elem(files_, &key, sizeof(key), 0);
   }
-  // The row array, and the largest number of process entries held at once.
+  // The row, page and rule arrays, and the largest number of process entries held at once.
   uint64_t bytes() const {
     peak_processes_ = std::max(peak_processes_, stored_.size());
-    return bytes_ + peak_processes_ * sizeof(bpfprof_process_mappings);
+    return rows_.bytes() + pages_.bytes() + rules_bytes_ +
+           peak_processes_ * sizeof(bpfprof_process_mappings);
   }
 
  private:
+  MappedArray rows_;
+  MappedArray pages_;
+  bpf_map* rules_;
   bpf_map* processes_;
   bpf_map* files_;
-  uint32_t capacity_ = 0;
-  size_t stride_ = 0;
-  size_t bytes_ = 0;
-  uint8_t* rows_ = nullptr;
+  size_t rules_bytes_ = 0;
   std::set<Pid> stored_;
   mutable size_t peak_processes_ = 0;
   // An entry read back (10 KB: not on the stack).
@@ -205,18 +253,16 @@ BpfPrograms::BpfPrograms(const Config& config)
   if (int err = bpf_map__set_max_entries(
           skeleton_->maps.row_cache, static_cast<uint32_t>(cpus) * BPFPROF_ROW_CACHE_CPU_ENTRIES))
     throw std::runtime_error("cannot size the unwinder's row cache: " + errno_text(err));
-  if (int err = bpf_map__set_max_entries(skeleton_->maps.unwind_rows,
-                                         std::max<uint32_t>(config.unwind_row_capacity, 1)))
-    throw std::runtime_error("cannot size the unwind-table rows: " + errno_text(err));
+  size_unwind_maps(skeleton_.get(), config.unwind_row_capacity);
   check_memory_room(skeleton_->obj, cpus, config);
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error(
         load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
   load_walker_programs(config);
   if (config.unwind_row_capacity)
-    unwind_maps_ = std::make_unique<BpfUnwindMaps>(skeleton_->maps.unwind_rows,
-                                                   skeleton_->maps.unwind_processes,
-                                                   skeleton_->maps.unwind_files);
+    unwind_maps_ = std::make_unique<BpfUnwindMaps>(
+        skeleton_->maps.unwind_rows, skeleton_->maps.unwind_pages, skeleton_->maps.unwind_rules,
+        skeleton_->maps.unwind_processes, skeleton_->maps.unwind_files);
   // libbpf reads its rings in the order they were added: forks and execs first, so that a
   // new process's mappings are known before its samples are unwound.
   ring_buffer_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events),

@@ -62,6 +62,7 @@ KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider
     : sink_(sink),
       provider_(std::move(provider)),
       rows_(sink.row_capacity()),
+      pages_(BPFPROF_UNWIND_PAGE_CAPACITY),
       track_all_(track_all) {
   stats_.row_capacity = sink_.row_capacity();
   worker_ = std::thread([this] { build_tables(); });
@@ -196,6 +197,8 @@ void KernelUnwindTables::build_tables() {
                        classify_mapping(job.mapped.path) == MappingKind::kFile ? vma_file_key(path)
                                                                                : std::nullopt};
     result.v8 = result.elf && is_v8_binary(*result.elf);
+    if (const auto* table = std::get_if<CachedUnwindTable>(&result.table))
+      result.compact = compact_unwind_table(table->rows);
     lock.lock();
     results_.push_back(std::move(result));
     --pending_;
@@ -253,12 +256,8 @@ void KernelUnwindTables::load(BuildResult& result) {
     file.v8 = result.v8;
     if (table->rows.empty()) {
       file.status = TableStatus::kNoRows;
-    } else if (std::optional<uint32_t> first = allocate_rows(table->rows.size())) {
-      sink_.write_rows(*first, table->rows);
+    } else if (result.compact && place(file, *result.compact)) {
       file.status = TableStatus::kLoaded;
-      file.first_row = *first;
-      file.row_count = static_cast<uint32_t>(table->rows.size());
-      stats_.rows_loaded = rows_.in_use();
       write_file_entry(file, result.vma_key);
     } else {
       file.status = TableStatus::kOverCapacity;
@@ -279,16 +278,70 @@ void KernelUnwindTables::write_file_entry(FileTable& file,
                                           const std::optional<bpfprof_file_key>& key) {
   const std::optional<uint64_t> delta = executable_vaddr_minus_offset(*file.elf);
   if (!key || !delta) return;
-  if (sink_.write_file(*key, bpfprof_file_table{file.first_row, file.row_count, *delta}))
+  if (sink_.write_file(
+          *key, bpfprof_file_table{file.first_page, file.page_count, *delta, file.page_base, 0}))
     file.vma_key = key;
 }
 
-std::optional<uint32_t> KernelUnwindTables::allocate_rows(uint64_t count) {
-  if (count > sink_.row_capacity()) return std::nullopt;
-  const auto rows = static_cast<uint32_t>(count);
-  if (std::optional<uint32_t> first = rows_.allocate(rows)) return first;
+// Writes a table's rows and pages where there is room (evicting tables no process maps if
+// there is none), its rules into the shared array; false if it does not fit, or it spans more
+// code than a quarter of the page array.
+bool KernelUnwindTables::place(FileTable& file, const CompactUnwindTable& table) {
+  // A file's CFI can spread a few rows over 4 GiB of addresses: a page each 64 KiB.
+  constexpr size_t kMostPages = BPFPROF_UNWIND_PAGE_CAPACITY / 4;  // 1 GiB of code
+  if (table.pages.size() > kMostPages) return false;
+  std::optional<std::vector<bpfprof_unwind_entry>> rows = with_shared_rules(table);
+  if (!rows) return false;
+  const std::optional<uint32_t> first_row = allocate(rows_, rows->size(), sink_.row_capacity());
+  if (!first_row) return false;
+  const std::optional<uint32_t> first_page =
+      allocate(pages_, table.pages.size(), BPFPROF_UNWIND_PAGE_CAPACITY);
+  if (!first_page) {
+    rows_.release(*first_row, static_cast<uint32_t>(rows->size()));
+    return false;
+  }
+  std::vector<bpfprof_unwind_page> pages = table.pages;
+  for (bpfprof_unwind_page& page : pages) page.first_row += *first_row;
+  sink_.write_rows(*first_row, *rows);
+  sink_.write_pages(*first_page, pages);
+  file.first_row = *first_row;
+  file.row_count = static_cast<uint32_t>(rows->size());
+  file.first_page = *first_page;
+  file.page_count = static_cast<uint32_t>(pages.size());
+  file.page_base = table.page_base;
+  stats_.rows_loaded = rows_.in_use();
+  stats_.rules_loaded = rule_indices_.size();
+  return true;
+}
+
+// The table's rows with their rules' indices in the shared rule array, the rules not in it
+// yet written there; nullopt when the array is full.
+std::optional<std::vector<bpfprof_unwind_entry>> KernelUnwindTables::with_shared_rules(
+    const CompactUnwindTable& table) {
+  std::vector<uint16_t> shared(table.rules.size());
+  for (size_t i = 0; i < table.rules.size(); ++i) {
+    const std::string key(reinterpret_cast<const char*>(&table.rules[i]), sizeof(UnwindRule));
+    auto found = rule_indices_.find(key);
+    if (found == rule_indices_.end()) {
+      if (rule_indices_.size() >= BPFPROF_UNWIND_RULE_CAPACITY) return std::nullopt;
+      const auto index = static_cast<uint32_t>(rule_indices_.size());
+      sink_.write_rule(index, table.rules[i]);
+      found = rule_indices_.emplace(key, index).first;
+    }
+    shared[i] = static_cast<uint16_t>(found->second);
+  }
+  std::vector<bpfprof_unwind_entry> rows = table.rows;
+  for (bpfprof_unwind_entry& row : rows) row.rule = shared[row.rule];
+  return rows;
+}
+
+std::optional<uint32_t> KernelUnwindTables::allocate(RowRanges& ranges, uint64_t count,
+                                                     uint32_t capacity) {
+  if (count > capacity) return std::nullopt;
+  const auto n = static_cast<uint32_t>(count);
+  if (std::optional<uint32_t> first = ranges.allocate(n)) return first;
   evict_unmapped_tables();
-  return rows_.allocate(rows);
+  return ranges.allocate(n);
 }
 
 // Drops the tables (and what else is kept per file) of files that no process maps now; their
@@ -304,6 +357,7 @@ void KernelUnwindTables::evict_unmapped_tables() {
     if (table.status == TableStatus::kLoaded) {
       if (table.vma_key) sink_.remove_file(*table.vma_key);
       rows_.release(table.first_row, table.row_count);
+      pages_.release(table.first_page, table.page_count);
       ++stats_.tables_evicted;
     }
     return true;
@@ -331,8 +385,9 @@ bpfprof_exec_mapping KernelUnwindTables::describe(const Mapping& mapping) const 
   const std::optional<uint64_t> relative = relative_address(mapping.start, entry, *table.elf);
   if (!relative) return out;  // no loaded segment there: nothing to look up
   out.bias = mapping.start - vaddr_for_relative(*relative, *table.elf);
-  out.first_row = table.first_row;
-  out.row_count = table.row_count;
+  out.first_page = table.first_page;
+  out.page_count = table.page_count;
+  out.page_base = table.page_base;
   out.kind = BPFPROF_MAPPING_TABLE;
   return out;
 }

@@ -1,7 +1,8 @@
 // Keeps the in-kernel unwinder's maps (bpf/unwind_maps.h) in step with the recording: every
 // executable file a tracked process maps gets its compact unwind table built (on a worker
-// thread, by the table builder, which caches tables on disk) and appended once to the global
-// row array; each process's executable mappings are written as a sorted array saying, per
+// thread, by the table builder, which caches tables on disk) and written once to the global
+// page and row arrays, its rules to the shared rule array (symbols/dwarf/compact_unwind_table.h);
+// each process's executable mappings are written as a sorted array saying, per
 // mapping, where its file's rows are, or that the walker must use frame pointers (JIT code)
 // or fall back to a stack copy (table not loaded yet). Updated from the lifecycle events the
 // ingest pipeline resolves: MMAP2 side band and /proc snapshots, exec, fork, exit.
@@ -26,6 +27,7 @@
 
 #include "bpf/unwind_maps.h"
 #include "bpf/unwind_table.h"
+#include "symbols/dwarf/compact_unwind_table.h"
 #include "symbols/dwarf/unwind_table_cache.h"
 #include "userspace/capture/row_ranges.h"
 #include "userspace/model/recording.h"
@@ -43,8 +45,11 @@ class UnwindMapsSink {
  public:
   virtual ~UnwindMapsSink() = default;
   virtual uint32_t row_capacity() const = 0;
-  // Rows [first, first + rows.size()) of the global row array.
-  virtual void write_rows(uint32_t first, const std::vector<bpfprof_unwind_row>& rows) = 0;
+  // Rows [first, first + rows.size()) of the global row array; pages the same.
+  virtual void write_rows(uint32_t first, const std::vector<bpfprof_unwind_entry>& rows) = 0;
+  virtual void write_pages(uint32_t first, const std::vector<bpfprof_unwind_page>& pages) = 0;
+  // Rule `index` of the shared rule array (below BPFPROF_UNWIND_RULE_CAPACITY).
+  virtual void write_rule(uint32_t index, const bpfprof_unwind_rule& rule) = 0;
   // False when the map of processes is full.
   virtual bool write_process(Pid pid, const bpfprof_process_mappings& mappings) = 0;
   // When the BPF side wrote the process's current entry (a young image's, from its VMAs);
@@ -99,6 +104,9 @@ class KernelUnwindTables {
     TableStatus status = TableStatus::kQueued;
     uint32_t first_row = 0;
     uint32_t row_count = 0;
+    uint32_t first_page = 0;
+    uint32_t page_count = 0;
+    uint32_t page_base = 0;                   // CompactUnwindTable::page_base
     std::shared_ptr<const ElfFile> elf;       // its load segments give each mapping's bias
     std::optional<bpfprof_file_key> vma_key;  // written to the kernel's file map
     bool v8 = false;  // a process that maps it runs V8 (BPFPROF_PROCESS_JIT_FRAME_POINTERS)
@@ -128,6 +136,9 @@ class KernelUnwindTables {
     std::shared_ptr<const ElfFile> elf;
     std::optional<bpfprof_file_key> vma_key;  // the file's device and inode, as the kernel's
     bool v8 = false;                          // symbols/dwarf/v8_builtins.h
+    // The table's compact form (made on the worker thread); nullopt for more rules than it
+    // indexes.
+    std::optional<CompactUnwindTable> compact{};
   };
 
   void add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info);
@@ -136,7 +147,10 @@ class KernelUnwindTables {
   void queue_table(const std::string& file, const MappedFile& mapped);
   void forget_untracked(MonotonicNs now);
   void load(BuildResult& result);
-  std::optional<uint32_t> allocate_rows(uint64_t count);
+  bool place(FileTable& file, const CompactUnwindTable& table);
+  std::optional<std::vector<bpfprof_unwind_entry>> with_shared_rules(
+      const CompactUnwindTable& table);
+  std::optional<uint32_t> allocate(RowRanges& ranges, uint64_t count, uint32_t capacity);
   void evict_unmapped_tables();
   void write_file_entry(FileTable& file, const std::optional<bpfprof_file_key>& key);
   bool write_process(Pid pid, MonotonicNs mappings_read_until);
@@ -148,6 +162,10 @@ class KernelUnwindTables {
   UnwindTableProvider provider_;
   KernelUnwindStats stats_;
   RowRanges rows_;
+  RowRanges pages_;
+  // The shared rule array's rules (as bytes) and their indices: rules are never dropped (a
+  // whole machine's tables have a few thousand).
+  std::unordered_map<std::string, uint32_t> rule_indices_;
   std::unordered_map<std::string, FileTable> files_;
   std::unordered_map<Pid, Process> processes_;
   const bool track_all_;

@@ -61,13 +61,15 @@ void describe_tables(const KernelUnwindStats& k,
                      std::vector<std::pair<std::string, std::string>>& out) {
   out.emplace_back("Unwind tables",
                    format("%llu built, %llu from cache, %llu unreadable (%.0f ms); %llu of %u rows "
-                          "in use, %llu tables evicted for space; %.1f MB of BPF maps",
+                          "in use, %llu tables evicted for space; %.1f MB of BPF maps; %llu "
+                          "distinct rules",
                           static_cast<unsigned long long>(k.tables_built),
                           static_cast<unsigned long long>(k.tables_from_cache),
                           static_cast<unsigned long long>(k.tables_failed), k.table_ms,
                           static_cast<unsigned long long>(k.rows_loaded), k.row_capacity,
                           static_cast<unsigned long long>(k.tables_evicted),
-                          static_cast<double>(k.map_bytes) / 1e6));
+                          static_cast<double>(k.map_bytes) / 1e6,
+                          static_cast<unsigned long long>(k.rules_loaded)));
   if (k.tables_past_row_limit || k.tables_past_time_limit)
     out.emplace_back("Unwind tables skipped", skipped_tables(k));
   if (k.files_over_capacity || k.processes_over_mapping_limit || k.processes_not_stored)

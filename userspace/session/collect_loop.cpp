@@ -31,11 +31,12 @@ constexpr int kCopyPollMs = 50;
 // targets' exits and the stop signals end a wait at once.
 constexpr int kQuietPollMs = 500;
 
-// Rows of unwind tables the kernel holds (16 bytes each in the array). A command with libc
-// and ld.so needs ~31k; -a on this machine (69 files, fuzzers with sanitizers among them)
-// loaded 1.9M, so the whole system gets twice the room: 64 MiB, against 32 MiB.
-constexpr uint32_t kUnwindRowCapacity = 2u << 20;
-constexpr uint32_t kSystemWideUnwindRowCapacity = 4u << 20;
+// Rows of unwind tables the kernel holds (4 bytes each: bpf/unwind_table.h). A command with
+// libc and ld.so needs ~31k, one mapping libLLVM 1.0M; -a with Chromium, clang (libLLVM), a
+// JVM, node and Go running held 3.5M, so the whole system gets 8M: 32 MiB (16 MiB for a
+// command), with 0.5 MiB of pages and 0.5 MiB of rules.
+constexpr uint32_t kUnwindRowCapacity = 4u << 20;
+constexpr uint32_t kSystemWideUnwindRowCapacity = 8u << 20;
 
 Recording recording_for(const RecordOptions& options) {
   Recording recording;

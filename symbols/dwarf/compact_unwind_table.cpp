@@ -1,0 +1,112 @@
+#include "symbols/dwarf/compact_unwind_table.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <unordered_map>
+
+namespace bpfprof {
+
+static_assert(sizeof(UnwindRule) == 12, "a row less its pc");
+static_assert(sizeof(UnwindRow) == 4 + sizeof(UnwindRule), "the rule follows the pc");
+static_assert(sizeof(bpfprof_unwind_entry) == 4 && sizeof(bpfprof_unwind_page) == 8);
+
+UnwindRule rule_of(const UnwindRow& row) {
+  return UnwindRule{row.cfa_offset, row.rbp_offset, row.cfa_rule,       row.rbp_rule,
+                    row.rbx_offset, row.rbx_rule,   row.go_m_curg_words};
+}
+
+bool operator==(const UnwindRule& a, const UnwindRule& b) { return memcmp(&a, &b, sizeof(a)) == 0; }
+
+namespace {
+
+constexpr uint32_t kPageBits = BPFPROF_UNWIND_PAGE_BITS;
+
+// A rule's 12 bytes as two words, for hashing without a copy to the heap (a table of libLLVM's
+// size looks up a million rules).
+struct RuleKey {
+  uint64_t low;
+  uint32_t high;
+  bool operator==(const RuleKey&) const = default;
+};
+struct RuleKeyHash {
+  size_t operator()(const RuleKey& key) const {
+    return std::hash<uint64_t>()(key.low * 0x9E3779B97F4A7C15ull ^ key.high);
+  }
+};
+
+RuleKey key_of(const UnwindRule& rule) {
+  RuleKey key{};
+  memcpy(&key.low, &rule, sizeof(key.low));
+  memcpy(&key.high, reinterpret_cast<const char*>(&rule) + sizeof(key.low), sizeof(key.high));
+  return key;
+}
+
+// The rules of one table, each given the next index when first met.
+class RuleIndex {
+ public:
+  std::optional<uint16_t> index(const UnwindRule& rule, std::vector<UnwindRule>& rules) {
+    auto [it, added] = indices_.try_emplace(key_of(rule), static_cast<uint32_t>(rules.size()));
+    if (added) {
+      if (rules.size() > std::numeric_limits<uint16_t>::max()) return std::nullopt;
+      rules.push_back(rule);
+    }
+    return static_cast<uint16_t>(it->second);
+  }
+
+ private:
+  std::unordered_map<RuleKey, uint32_t, RuleKeyHash> indices_;
+};
+
+}  // namespace
+
+std::optional<CompactUnwindTable> compact_unwind_table(std::span<const UnwindRow> rows) {
+  CompactUnwindTable table;
+  if (rows.empty()) return table;
+  RuleIndex index;
+  table.page_base = rows.front().pc >> kPageBits;
+  const uint32_t last_page = rows.back().pc >> kPageBits;
+  table.pages.resize(last_page - table.page_base + 1);
+  table.rows.reserve(rows.size() + table.pages.size());
+  size_t next = 0;  // the first row not placed yet
+  for (uint32_t page = table.page_base; page <= last_page; ++page) {
+    bpfprof_unwind_page& out = table.pages[page - table.page_base];
+    out.first_row = static_cast<uint32_t>(table.rows.size());
+    const uint64_t page_start = uint64_t{page} << kPageBits;
+    // The row in force at the page's start, if it starts before the page.
+    if (next > 0 && (next == rows.size() || rows[next].pc != page_start) &&
+        rows[next - 1].cfa_rule != BPFPROF_CFA_UNKNOWN) {
+      const std::optional<uint16_t> rule = index.index(rule_of(rows[next - 1]), table.rules);
+      if (!rule) return std::nullopt;
+      table.rows.push_back({0, *rule});
+    }
+    for (; next < rows.size() && (rows[next].pc >> kPageBits) == page; ++next) {
+      const std::optional<uint16_t> rule = index.index(rule_of(rows[next]), table.rules);
+      if (!rule) return std::nullopt;
+      table.rows.push_back(
+          {static_cast<uint16_t>(rows[next].pc & BPFPROF_UNWIND_PAGE_MASK), *rule});
+    }
+    out.row_count = static_cast<uint32_t>(table.rows.size()) - out.first_row;
+  }
+  return table;
+}
+
+const UnwindRule* find_compact_rule(const CompactUnwindTable& table, uint64_t pc) {
+  const uint64_t page = pc >> kPageBits;
+  if (pc > std::numeric_limits<uint32_t>::max() || page < table.page_base ||
+      page - table.page_base >= table.pages.size())
+    return nullptr;
+  const bpfprof_unwind_page& p = table.pages[page - table.page_base];
+  const auto begin = table.rows.begin() + p.first_row;
+  const auto end = begin + p.row_count;
+  const uint16_t low = static_cast<uint16_t>(pc & BPFPROF_UNWIND_PAGE_MASK);
+  auto after = std::upper_bound(begin, end, low, [](uint16_t value, const bpfprof_unwind_entry& e) {
+    return value < e.pc_low;
+  });
+  if (after == begin) return nullptr;
+  return &table.rules[std::prev(after)->rule];
+}
+
+}  // namespace bpfprof
