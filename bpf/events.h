@@ -312,7 +312,7 @@ struct bpfprof_python_process {
 #define BPFPROF_MAX_RUBY_FRAMES 96
 
 struct bpfprof_ruby_frame {
-  __u64 iseq;  /* rb_iseq_t* (0 or garbage for C frames: `flags` says which) */
+  __u64 iseq;  /* rb_iseq_t*; a cfunc frame's method entry (ep[-2]); `flags` says which */
   __u64 pc;    /* the next instruction of the frame's iseq */
   __u32 flags; /* ep[0]: VM_FRAME_MAGIC_* and VM_FRAME_FLAG_* */
   __u32 reserved;
@@ -348,6 +348,9 @@ struct bpfprof_ruby_process {
   __u32 frame_iseq;          /* .iseq */
   __u32 frame_ep;            /* .ep */
   __u32 frame_size;          /* sizeof(rb_control_frame_t) */
+  __u32 frame_magic_mask;    /* of ep[0]: VM_FRAME_MAGIC_MASK */
+  __u32 frame_magic_cfunc;   /* VM_FRAME_MAGIC_CFUNC: a C method's frame */
+  __u32 ep_method_entry;     /* bytes below ep of its method entry (ep[-2]) */
   __u32 reserved;
 };
 

@@ -1,8 +1,9 @@
 /* Ruby frames: for a process that userspace registered as a CRuby interpreter, each sample
  * (and each off-CPU stack) is preceded by an event with the thread's control frames, read
- * from the VM's own structures: each frame's iseq, pc and ep flags, innermost first, from the
- * thread's ec->cfp up to the end of its VM stack. Userspace names the iseqs and keeps the
- * frames that run Ruby code (the flags say which), in place of the native rb_vm_exec frames.
+ * from the VM's own structures: each frame's iseq (a C method's: its method entry), pc and
+ * ep flags, innermost first, from the thread's ec->cfp up to the end of its VM stack.
+ * Userspace names them and keeps the frames of Ruby code and of C methods (the flags say
+ * which), in place of the native rb_vm_exec frames.
  * Its maps are in bpf/maps.h with the others. */
 #ifndef BPFPROF_RUBY_FRAMES_H
 #define BPFPROF_RUBY_FRAMES_H
@@ -91,6 +92,10 @@ static long read_ruby_frame(__u64 index, void* context) {
     e->status = BPFPROF_RUBY_STACK_UNREADABLE;
     return 1;
   }
+  /* A C method's frame runs no iseq: its method entry names it. */
+  if (((__u32)flags & p->frame_magic_mask) == p->frame_magic_cfunc &&
+      bpf_probe_read_user(&f->iseq, sizeof(f->iseq), (void*)(ep - p->ep_method_entry)))
+    f->iseq = 0;
   f->flags = (__u32)flags;
   f->reserved = 0;
   e->depth = index + 1;

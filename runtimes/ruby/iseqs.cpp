@@ -67,7 +67,46 @@ bool read_lines(hotspot::RemoteReader& reader, const RubyLayout& l, uint64_t bod
   return reader.read(*succinct, iseq.succinct.data(), iseq.succinct.size() * 8);
 }
 
+bool is_imemo(uint64_t flags, const RubyLayout& l, uint32_t imemo_type) {
+  return is_type(flags, l, l.type_imemo) && (flags >> l.imemo_shift & 0xf) == imemo_type;
+}
+
+// Element `index` of an Array, within its length.
+std::optional<uint64_t> array_entry(hotspot::RemoteReader& reader, const RubyLayout& l,
+                                    uint64_t array, uint64_t index) {
+  const auto flags = reader.word(array);
+  if (!flags || !is_type(*flags, l, l.type_array)) return std::nullopt;
+  if (*flags & l.array_embed) {
+    if (index >= (*flags >> l.array_embed_length_shift & l.array_embed_length_mask))
+      return std::nullopt;
+    return reader.word(array + l.array_embedded + 8 * index);
+  }
+  const auto length = reader.word(array + l.array_length);
+  const auto elements = reader.word(array + l.array_pointer);
+  if (!length || !elements || index >= *length) return std::nullopt;
+  return reader.word(*elements + 8 * index);
+}
+
 }  // namespace
+
+std::optional<std::string> read_ruby_method_name(hotspot::RemoteReader& reader, const RubyLayout& l,
+                                                 uint64_t method_entry, uint64_t global_symbols,
+                                                 const RubyIseqLimits& limits) {
+  const auto flags = reader.word(method_entry);
+  if (!global_symbols || !flags || !is_imemo(*flags, l, l.imemo_ment)) return std::nullopt;
+  const auto definition = reader.word(method_entry + l.method_entry_def);
+  const auto id = definition ? reader.word(*definition + l.definition_original_id) : std::nullopt;
+  const auto last = reader.value<uint32_t>(global_symbols + l.symbols_last_id);
+  const auto ids = reader.word(global_symbols + l.symbols_ids);
+  if (!id || !last || !ids || l.id_entry_unit == 0) return std::nullopt;
+  const uint64_t serial = *id > l.id_last_op ? *id >> l.id_scope_shift : *id;
+  if (serial == 0 || serial > *last) return std::nullopt;
+  const auto unit = array_entry(reader, l, *ids, serial / l.id_entry_unit);
+  const auto name = unit ? array_entry(reader, l, *unit, serial % l.id_entry_unit * l.id_entry_size)
+                         : std::nullopt;
+  if (!name) return std::nullopt;
+  return read_ruby_string(reader, l, *name, limits.max_text);
+}
 
 std::optional<std::string> read_ruby_string(hotspot::RemoteReader& reader, const RubyLayout& l,
                                             uint64_t value, size_t max_bytes) {
@@ -101,9 +140,7 @@ std::optional<std::string> read_ruby_string(hotspot::RemoteReader& reader, const
 std::optional<RubyIseq> read_ruby_iseq(hotspot::RemoteReader& reader, const RubyLayout& l,
                                        uint64_t address, const RubyIseqLimits& limits) {
   const auto flags = reader.word(address);
-  if (!flags || !is_type(*flags, l, l.type_imemo) ||
-      (*flags >> l.imemo_shift & 0xf) != l.imemo_iseq)
-    return std::nullopt;
+  if (!flags || !is_imemo(*flags, l, l.imemo_iseq)) return std::nullopt;
   const auto body = reader.word(address + l.iseq_body);
   if (!body || !*body) return std::nullopt;
   RubyIseq iseq;

@@ -1,7 +1,7 @@
-// Names the instruction sequences the BPF side reports: reads each rb_iseq_t once from the
-// live process (its body's label, path and first line, and its line table: iseq_insn_info
-// entries found by position, or by the succinct index CRuby encodes the positions into) and
-// turns a frame's pc into a line.
+// Names the instruction sequences the BPF side reports, and the C methods: reads each
+// rb_iseq_t (or a C method's entry) once from the live process (its body's label, path and first
+// line, and its line table: iseq_insn_info entries found by position, or by the succinct index
+// CRuby encodes the positions into) and turns a frame's pc into a line.
 //
 // The process's memory is untrusted input: every read goes through a budgeted RemoteReader
 // (runtimes/hotspot/remote_memory.h), every size read from it is bounded, and an iseq that
@@ -41,6 +41,13 @@ struct RubyIseq {
 // Reads the iseq at `iseq` within `reader`'s budget; nullopt when it is no iseq or unreadable.
 std::optional<RubyIseq> read_ruby_iseq(hotspot::RemoteReader& reader, const RubyLayout& layout,
                                        uint64_t iseq, const RubyIseqLimits& limits = {});
+
+// The name of the method of a C method's frame (a cfunc), as Ruby's backtraces label it:
+// its method entry's definition's original_id, named through ruby_global_symbols.
+std::optional<std::string> read_ruby_method_name(hotspot::RemoteReader& reader,
+                                                 const RubyLayout& layout, uint64_t method_entry,
+                                                 uint64_t global_symbols,
+                                                 const RubyIseqLimits& limits = {});
 
 // A Ruby String's bytes (embedded or on the heap), or a pathobj's ([path, realpath]: path).
 std::optional<std::string> read_ruby_string(hotspot::RemoteReader& reader, const RubyLayout& layout,

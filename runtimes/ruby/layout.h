@@ -37,6 +37,21 @@ struct RubyLayout {
   uint32_t frame_magic_mask;
   uint32_t frame_magic_cfunc;
   uint32_t frame_flag_finish;  // the first frame of a C-level call of the VM loop (rb_vm_exec)
+  // A cfunc frame runs no iseq: its method entry (rb_callable_method_entry_t, an imemo_ment)
+  // is ep[-2], this many bytes below ep; the method's name is me->def->original_id's.
+  uint32_t ep_method_entry;
+  uint32_t imemo_ment;
+  uint32_t method_entry_def;
+  uint32_t definition_original_id;
+  // ID -> name (symbol.c): a dynamic ID's serial is id >> id_scope_shift (operators, up to
+  // id_last_op, are their own serial); ruby_global_symbols.ids is an Array of Arrays of
+  // id_entry_unit entries of id_entry_size VALUEs, the name String first.
+  uint32_t id_last_op;
+  uint32_t id_scope_shift;
+  uint32_t symbols_last_id;  // rb_symbols_t.last_id: the highest serial (32 bits)
+  uint32_t symbols_ids;
+  uint32_t id_entry_unit;
+  uint32_t id_entry_size;
   // Instruction sequences: rb_iseq_t -> body.
   uint32_t iseq_body;
   uint32_t body_iseq_size;         // an unsigned int: instructions, in VALUEs
@@ -63,14 +78,19 @@ struct RubyLayout {
   uint32_t string_length;    // as.heap.len
   uint32_t string_pointer;   // as.heap.ptr
   uint32_t array_embed;      // RARRAY_EMBED_FLAG (FL_USER1)
-  uint32_t array_embedded;   // as.ary
-  uint32_t array_pointer;    // as.heap.ptr
+  uint32_t array_embed_length_shift;
+  uint32_t array_embed_length_mask;
+  uint32_t array_embedded;  // as.ary
+  uint32_t array_length;    // as.heap.len
+  uint32_t array_pointer;   // as.heap.ptr
 };
 
 // Read off CRuby v3_1's vm_core.h (rb_vm_t, rb_ractor_t in ractor_core.h, rb_thread_t,
 // rb_execution_context_t, rb_control_frame_t: 8 words with __bp__ and jit_return),
-// iseq.h and include/ruby/internal/core/rstring.h, rarray.h (x86-64, no USE_RVARGC), and
-// confirmed on Debian's 3.1.2 (tests/integration/ruby/offsets.rb).
+// method.h (rb_method_entry_t, rb_method_definition_t: a 24-byte body union after the
+// bit fields), symbol.c (rb_symbols_t), id.h (tLAST_OP_ID), iseq.h and
+// include/ruby/internal/core/rstring.h, rarray.h (x86-64, no USE_RVARGC), and confirmed on
+// Debian's 3.1.2 (tests/integration/ruby/offsets.rb).
 inline constexpr RubyLayout kRuby31{
     .version = {3, 1},
     .vm_main_ractor = 32,
@@ -87,6 +107,16 @@ inline constexpr RubyLayout kRuby31{
     .frame_magic_mask = 0x7fff0001,
     .frame_magic_cfunc = 0x55550001,
     .frame_flag_finish = 0x0020,
+    .ep_method_entry = 16,
+    .imemo_ment = 6,
+    .method_entry_def = 16,
+    .definition_original_id = 32,
+    .id_last_op = 0xa9,
+    .id_scope_shift = 4,
+    .symbols_last_id = 0,
+    .symbols_ids = 16,
+    .id_entry_unit = 512,
+    .id_entry_size = 2,
     .iseq_body = 16,
     .body_iseq_size = 4,
     .body_iseq_encoded = 8,
@@ -111,7 +141,10 @@ inline constexpr RubyLayout kRuby31{
     .string_length = 16,
     .string_pointer = 24,
     .array_embed = 1u << 13,
+    .array_embed_length_shift = 15,
+    .array_embed_length_mask = 3,
     .array_embedded = 16,
+    .array_length = 16,
     .array_pointer = 32,
 };
 

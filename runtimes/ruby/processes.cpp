@@ -1,6 +1,10 @@
 #include "runtimes/ruby/processes.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
+#include <cstring>
 
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
@@ -28,6 +32,58 @@ std::optional<RubyVersion> ruby_version_from_file_name(std::string_view name) {
   return v;
 }
 
+namespace {
+
+int32_t s32_at(const std::vector<uint8_t>& code, size_t at) {
+  int32_t value = 0;
+  memcpy(&value, code.data() + at, sizeof(value));
+  return value;
+}
+
+// The address a RIP-relative operand at `at` (ModRM mod 00, r/m 101: disp32 follows) points
+// to, for an instruction of `length` bytes at `start`.
+std::optional<uint64_t> rip_operand(const std::vector<uint8_t>& code, uint64_t start, size_t at,
+                                    size_t length) {
+  if (at + 5 > code.size() || (code[at] & 0xc7) != 0x05) return std::nullopt;
+  return start + length + static_cast<uint64_t>(int64_t{s32_at(code, at + 1)});
+}
+
+}  // namespace
+
+std::optional<uint64_t> find_ruby_global_symbols(const ReadLibraryCode& code, uint64_t id2str,
+                                                 const RubyLayout& l) {
+  constexpr size_t kEntryBytes = 32;  // rb_id2str: the ID to a serial, then `jmp rel32`
+  constexpr size_t kBodyBytes = 128;  // where the reader loads last_id and ids
+  const std::vector<uint8_t> entry = code(id2str, kEntryBytes);
+  uint64_t reader = 0;
+  for (size_t i = 0; i + 5 <= entry.size() && !reader; ++i)
+    if (entry[i] == 0xe9)
+      reader = id2str + i + 5 + static_cast<uint64_t>(int64_t{s32_at(entry, i + 1)});
+  if (!reader) return std::nullopt;
+  const std::vector<uint8_t> body = code(reader, kBodyBytes);
+  // Scanned at every byte: a match inside another instruction must also find its pair.
+  std::vector<uint64_t> compared;
+  std::vector<uint64_t> loaded;
+  for (size_t i = 0; i + 7 <= body.size(); ++i) {
+    const uint64_t at = reader + i;
+    const bool rex = (body[i] & 0xf0) == 0x40;
+    // cmp %r32,disp32(%rip): 39 /r, with a REX prefix for r8-r15.
+    if (body[i] == 0x39)
+      if (auto x = rip_operand(body, at, i + 1, 6)) compared.push_back(*x);
+    if (rex && body[i + 1] == 0x39)
+      if (auto x = rip_operand(body, at, i + 2, 7)) compared.push_back(*x);
+    // mov disp32(%rip),%r64: REX.W 8b /r.
+    if (rex && (body[i] & 0x08) && body[i + 1] == 0x8b)
+      if (auto x = rip_operand(body, at, i + 2, 7)) loaded.push_back(*x);
+  }
+  for (uint64_t x : compared) {
+    const uint64_t symbols = x - l.symbols_last_id;
+    if (std::find(loaded.begin(), loaded.end(), symbols + l.symbols_ids) != loaded.end())
+      return symbols;
+  }
+  return std::nullopt;
+}
+
 std::variant<RubyLibrary, RubyRejection> inspect_ruby_library(const std::string& readable_path,
                                                               RubyVersion version) {
   const std::string prefix =
@@ -39,7 +95,8 @@ std::variant<RubyLibrary, RubyRejection> inspect_ruby_library(const std::string&
   const UniqueFd fd =
       open_untrusted(readable_path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
   if (!elf || !fd) return RubyRejection{prefix + "cannot read the library " + error};
-  const auto symbols = read_dynamic_symbols(fd.get(), {"ruby_current_vm_ptr", "rb_vm_exec"});
+  const auto symbols =
+      read_dynamic_symbols(fd.get(), {"ruby_current_vm_ptr", "rb_vm_exec", "rb_id2str"});
   auto defined = [&](const char* name) -> const DynamicSymbol* {
     auto it = symbols.find(name);
     return it == symbols.end() || !it->second.defined ? nullptr : &it->second;
@@ -48,7 +105,19 @@ std::variant<RubyLibrary, RubyRejection> inspect_ruby_library(const std::string&
   const DynamicSymbol* exec = defined("rb_vm_exec");
   if (!vm || !exec || exec->size == 0)
     return RubyRejection{prefix + "not a CRuby library (no ruby_current_vm_ptr or rb_vm_exec)"};
-  return RubyLibrary{std::move(elf), layout, vm->address, exec->address, exec->size};
+  auto read_code = [&](uint64_t vaddr, size_t size) {
+    std::vector<uint8_t> bytes(size);
+    const std::optional<uint64_t> offset = elf->vaddr_to_file_offset(vaddr);
+    const ssize_t got =
+        offset ? pread(fd.get(), bytes.data(), size, static_cast<off_t>(*offset)) : -1;
+    bytes.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    return bytes;
+  };
+  const DynamicSymbol* id2str = defined("rb_id2str");
+  const uint64_t global_symbols =
+      id2str ? find_ruby_global_symbols(read_code, id2str->address, *layout).value_or(0) : 0;
+  return RubyLibrary{std::move(elf), layout,     vm->address,
+                     exec->address,  exec->size, global_symbols};
 }
 
 bpfprof_ruby_process RubyInterpreter::bpf_entry() const {
@@ -66,6 +135,9 @@ bpfprof_ruby_process RubyInterpreter::bpf_entry() const {
       .frame_iseq = l.frame_iseq,
       .frame_ep = l.frame_ep,
       .frame_size = l.frame_size,
+      .frame_magic_mask = l.frame_magic_mask,
+      .frame_magic_cfunc = l.frame_magic_cfunc,
+      .ep_method_entry = l.ep_method_entry,
       .reserved = 0,
   };
 }
@@ -130,9 +202,12 @@ void RubyProcesses::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats
   const std::optional<uint64_t> vaddr = library.elf->file_offset_to_vaddr(mapping.file_offset);
   if (!vaddr) return;
   const uint64_t bias = mapping.start - *vaddr;
-  const RubyInterpreter interpreter{library.layout, library.vm_pointer + bias,
-                                    library.exec_start + bias,
-                                    library.exec_start + bias + library.exec_size};
+  const RubyInterpreter interpreter{
+      .layout = library.layout,
+      .vm_pointer = library.vm_pointer + bias,
+      .global_symbols = library.global_symbols ? library.global_symbols + bias : 0,
+      .exec_start = library.exec_start + bias,
+      .exec_end = library.exec_start + bias + library.exec_size};
   interpreters_.emplace(pid, interpreter);
   changes_.push_back(Change{pid, interpreter.bpf_entry()});
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,10 +28,19 @@ namespace bpfprof {
 // The version in a libruby file name: "libruby-3.1.so.3.1" (Debian), "libruby.so.3.1".
 std::optional<RubyVersion> ruby_version_from_file_name(std::string_view name);
 
+// Where ruby_global_symbols (static, so not in .dynsym) lies, in the library's addresses,
+// from the code of rb_id2str, which jumps to the function that reads it:
+// `cmp %reg32,last_id(%rip)` and then `mov ids(%rip),%reg64`, the one 16 bytes past the other
+// as in rb_symbols_t. `code(vaddr, n)` gives the library's bytes there (fewer: not in the file).
+using ReadLibraryCode = std::function<std::vector<uint8_t>(uint64_t vaddr, size_t size)>;
+std::optional<uint64_t> find_ruby_global_symbols(const ReadLibraryCode& code, uint64_t id2str,
+                                                 const RubyLayout& layout);
+
 // A CRuby interpreter in one process.
 struct RubyInterpreter {
   const RubyLayout* layout = nullptr;
-  uint64_t vm_pointer = 0;  // &ruby_current_vm_ptr
+  uint64_t vm_pointer = 0;      // &ruby_current_vm_ptr
+  uint64_t global_symbols = 0;  // &ruby_global_symbols; 0: C methods are not named
   // rb_vm_exec's code: one native frame there per C-level call of the VM loop.
   uint64_t exec_start = 0;
   uint64_t exec_end = 0;
@@ -46,6 +56,7 @@ struct RubyLibrary {
   uint64_t vm_pointer = 0;
   uint64_t exec_start = 0;
   uint64_t exec_size = 0;
+  uint64_t global_symbols = 0;
 };
 struct RubyRejection {
   std::string reason;

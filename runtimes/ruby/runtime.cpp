@@ -35,9 +35,10 @@ constexpr uint64_t kIseqBudgetBytes = 4ull << 20;
 constexpr size_t kMaxIseqsPerProcess = 1u << 18;
 
 struct PendingFrame {
-  uint64_t iseq;
+  uint64_t iseq;  // a C method's frame: its method entry
   uint64_t pc;
   bool entry;
+  bool cfunc;
 };
 struct Pending {
   Pid pid;
@@ -84,7 +85,7 @@ class RubyRuntime final : public Runtime {
   static RuntimeStats& stats(Recording& recording) {
     return recording.stats.runtimes[RuntimeKind::kRuby];
   }
-  const RubyIseq* iseq(Pid pid, const RubyInterpreter& interpreter, uint64_t address,
+  const RubyIseq* iseq(Pid pid, const RubyInterpreter& interpreter, const PendingFrame& frame,
                        RuntimeStats& stats);
   RuntimeFrameId name_frame(Pid pid, const RubyInterpreter& interpreter, const PendingFrame& f,
                             Recording& recording);
@@ -118,14 +119,17 @@ void RubyRuntime::take_event(const void* data, size_t size, Recording& recording
   pending.status = e.status;
   pending.frames.clear();
   const RubyInterpreter* interpreter = processes_.find(pending.pid);
-  const uint32_t finish = interpreter ? interpreter->layout->frame_flag_finish : 0;
-  const uint32_t magic_mask = interpreter ? interpreter->layout->frame_magic_mask : 0;
+  if (!interpreter) return;
+  const RubyLayout& l = *interpreter->layout;
   for (size_t i = 0; i < depth; ++i) {
     const bpfprof_ruby_frame& f = e.frames[i];
-    // Only frames that run an iseq are Ruby frames; a cfunc's own native frame stays.
-    if (f.flags & kFrameFlagCFrame || (f.flags & magic_mask) == kFrameMagicDummy || !f.iseq)
+    // Frames that run an iseq, and C methods' (as Ruby's backtraces show them); not C blocks
+    // (ifuncs) nor the dummy frame at the bottom.
+    const bool cfunc = (f.flags & l.frame_magic_mask) == l.frame_magic_cfunc;
+    if ((f.flags & kFrameFlagCFrame && !cfunc) ||
+        (f.flags & l.frame_magic_mask) == kFrameMagicDummy || !f.iseq)
       continue;
-    pending.frames.push_back({f.iseq, f.pc, (f.flags & finish) != 0});
+    pending.frames.push_back({f.iseq, f.pc, (f.flags & l.frame_flag_finish) != 0, cfunc});
   }
 }
 
@@ -159,8 +163,9 @@ void RubyRuntime::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uin
   user = std::move(merged.frames);
 }
 
-const RubyIseq* RubyRuntime::iseq(Pid pid, const RubyInterpreter& interpreter, uint64_t address,
-                                  RuntimeStats& s) {
+const RubyIseq* RubyRuntime::iseq(Pid pid, const RubyInterpreter& interpreter,
+                                  const PendingFrame& frame, RuntimeStats& s) {
+  const uint64_t address = frame.iseq;
   ProcessIseqs& process = iseqs_[pid];
   if (auto it = process.by_address.find(address); it != process.by_address.end())
     return it->second ? &*it->second : nullptr;
@@ -172,7 +177,13 @@ const RubyIseq* RubyRuntime::iseq(Pid pid, const RubyInterpreter& interpreter, u
   const auto start = std::chrono::steady_clock::now();
   hotspot::ProcessMemory memory(pid);
   hotspot::RemoteReader reader(memory, kIseqBudgetBytes, 0);
-  std::optional<RubyIseq> read = read_ruby_iseq(reader, *interpreter.layout, address);
+  std::optional<RubyIseq> read;
+  if (!frame.cfunc) {
+    read = read_ruby_iseq(reader, *interpreter.layout, address);
+  } else if (auto name = read_ruby_method_name(reader, *interpreter.layout, address,
+                                               interpreter.global_symbols)) {
+    read.emplace().label = std::move(*name);  // no file or lines of its own
+  }
   process.bytes_read += reader.bytes_read();
   ++s.code_objects_read;
   s.code_read_ns += static_cast<uint64_t>(
@@ -182,12 +193,13 @@ const RubyIseq* RubyRuntime::iseq(Pid pid, const RubyInterpreter& interpreter, u
   return kept ? &*kept : nullptr;
 }
 
-// An iseq is read once; a frame's line comes from its pc at each sample. An address whose
-// iseq was freed and reused is read again only when the process's cache is cleared.
+// An iseq (or a C method's entry) is read once; a frame's line comes from its pc at each
+// sample. An address whose iseq was freed and reused is read again only when the process's
+// cache is cleared.
 RuntimeFrameId RubyRuntime::name_frame(Pid pid, const RubyInterpreter& interpreter,
                                        const PendingFrame& f, Recording& recording) {
   RuntimeStats& s = stats(recording);
-  const RubyIseq* read = iseq(pid, interpreter, f.iseq, s);
+  const RubyIseq* read = iseq(pid, interpreter, f, s);
   if (!read) {
     ++s.unnamed_frames;
     return recording.runtime_frames.intern(iseqs_[pid].over_budget ? kUnreadCode : kUnknownCode, 0);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "runtimes/ruby/processes.h"
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -136,6 +138,76 @@ TEST(RubyIseqs, RefusesWhatIsNoIseqOrPastTheLimits) {
   const auto unlined = read(make_iseq("x", 20, {0, 4, 9}, false), {.max_line_entries = 2});
   ASSERT_TRUE(unlined);
   EXPECT_EQ(unlined->line_at(pc_after(5)), std::nullopt);
+}
+
+// A C method's entry whose original_id is a dynamic ID of serial 600: its name is entry
+// 600 % 512 of the second unit of ruby_global_symbols.ids.
+TEST(RubyMethodNames, NamesACMethodThroughTheSymbolTable) {
+  constexpr uint64_t kEntry = kBase, kDefinition = kBase + 0x100, kSymbols = kBase + 0x200,
+                     kIds = kBase + 0x300, kUnits = kBase + 0x400, kUnit = kBase + 0x500,
+                     kName = kBase + 0x600, kNames = kBase + 0x1000;
+  Image image;
+  image.word(kEntry, L.type_imemo | uint64_t{L.imemo_ment} << L.imemo_shift);
+  image.word(kEntry + L.method_entry_def, kDefinition);
+  image.word(kDefinition + L.definition_original_id, uint64_t{600} << L.id_scope_shift | 1);
+  image.u32(kSymbols + L.symbols_last_id, 700);
+  image.word(kSymbols + L.symbols_ids, kIds);
+  image.word(kIds, L.type_array);  // on the heap: [unit 0, unit 1]
+  image.word(kIds + L.array_length, 2);
+  image.word(kIds + L.array_pointer, kUnits);
+  image.word(kUnits + 8, kUnit);
+  image.word(kUnit, L.type_array);
+  image.word(kUnit + L.array_length, 2 * L.id_entry_unit);
+  image.word(kUnit + L.array_pointer, kNames);
+  image.word(kNames + 8 * (600 % L.id_entry_unit * L.id_entry_size), kName);
+  image.string(kName, "times");
+  auto name = [&](const Image& with, uint64_t symbols) {
+    hotspot::BufferMemory memory;
+    memory.place(kBase, with.bytes);
+    hotspot::RemoteReader reader(memory, 1 << 20, 0);
+    return read_ruby_method_name(reader, L, kEntry, symbols);
+  };
+  EXPECT_EQ(name(image, kSymbols), "times");
+  EXPECT_EQ(name(image, 0), std::nullopt);  // the table was not found
+  Image past_last = image;
+  past_last.u32(kSymbols + L.symbols_last_id, 599);
+  EXPECT_EQ(name(past_last, kSymbols), std::nullopt);
+  Image short_unit = image;
+  short_unit.word(kUnit + L.array_length, 100);
+  EXPECT_EQ(name(short_unit, kSymbols), std::nullopt);
+  Image not_entry = image;
+  not_entry.word(kEntry, L.type_imemo | uint64_t{L.imemo_iseq} << L.imemo_shift);
+  EXPECT_EQ(name(not_entry, kSymbols), std::nullopt);
+}
+
+// Debian's libruby 3.1.2: rb_id2str at 0x208e80 jumps to the reader of ruby_global_symbols,
+// which compares the serial with last_id (0x3af1c0) and loads ids (0x3af1d0).
+TEST(RubyMethodNames, FindsTheGlobalSymbolsFromRbId2str) {
+  const std::vector<uint8_t> id2str = {0x48, 0x89, 0xf8, 0x48, 0xc1, 0xe8, 0x04, 0x48,
+                                       0x81, 0xff, 0xa9, 0x00, 0x00, 0x00, 0x0f, 0x47,
+                                       0xf8, 0x31, 0xf6, 0xe9, 0x78, 0xdd, 0xff, 0xff};
+  const std::vector<uint8_t> reader = {
+      0x41, 0x55, 0x41, 0x89, 0xf5, 0x41, 0x54, 0x55, 0x53, 0x89, 0xfb, 0x48, 0x83,
+      0xec, 0x18, 0x48, 0x8b, 0x2d, 0xca, 0x79, 0x1a, 0x00, 0x64, 0x48, 0x8b, 0x04,
+      0x25, 0x28, 0x00, 0x00, 0x00, 0x48, 0x89, 0x44, 0x24, 0x08, 0x31, 0xc0, 0x4c,
+      0x8b, 0x65, 0x00, 0x4d, 0x85, 0xe4, 0x0f, 0x84, 0x9d, 0x00, 0x00, 0x00, 0x31,
+      0xed, 0x85, 0xff, 0x74, 0x67, 0x39, 0x3d, 0x71, 0x85, 0x1a, 0x00, 0x72, 0x5f,
+      0x48, 0x8b, 0x3d, 0x78, 0x85, 0x1a, 0x00, 0x89, 0xde, 0xc1, 0xee, 0x09};
+  auto code = [&](uint64_t vaddr, size_t size) {
+    const std::vector<uint8_t>& from = vaddr == 0x208e80 ? id2str : reader;
+    if (vaddr != 0x208e80 && vaddr != 0x206c10) return std::vector<uint8_t>{};
+    return std::vector<uint8_t>(from.begin(), from.begin() + std::min(size, from.size()));
+  };
+  EXPECT_EQ(find_ruby_global_symbols(code, 0x208e80, L), 0x3af1c0u);
+  // Without the load of ids 16 bytes past last_id, nothing.
+  std::vector<uint8_t> other = reader;
+  other[other.size() - 7] = 0x79;
+  auto other_code = [&](uint64_t vaddr, size_t size) {
+    return vaddr == 0x208e80
+               ? code(vaddr, size)
+               : std::vector<uint8_t>(other.begin(), other.begin() + std::min(size, other.size()));
+  };
+  EXPECT_EQ(find_ruby_global_symbols(other_code, 0x208e80, L), std::nullopt);
 }
 
 }  // namespace

@@ -66,14 +66,15 @@ end
 def iseq_of(method) = word(Fiddle.dlwrap(RubyVM::InstructionSequence.of(method)) + 32) # RTypedData.data
 def current_ec = word(LIB['ruby_current_ec']) # dlsym: this thread's copy of the TLS variable
 
-# The control frames of this thread, innermost first: [address, iseq, pc, ep flags].
+# The control frames of this thread, innermost first: [address, iseq, pc, ep flags, ep].
 def frames
   ec = current_ec
   stack_end = word(ec + L[:ec_vm_stack]) + 8 * word(ec + L[:ec_vm_stack_size])
   cfp = word(ec + L[:ec_cfp])
   list = []
   while cfp < stack_end && list.size < 1000
-    list << [cfp, word(cfp + L[:frame_iseq]), word(cfp + L[:frame_pc]), word(word(cfp + L[:frame_ep]))]
+    ep = word(cfp + L[:frame_ep])
+    list << [cfp, word(cfp + L[:frame_iseq]), word(cfp + L[:frame_pc]), word(ep), ep]
     cfp += L[:frame_size]
   end
   [list, cfp == stack_end]
@@ -124,6 +125,17 @@ block = walker && block_frames[walker + 1] # frames' own innermost frames are ov
 check('frame_flag_finish (a block called from C)', block && block[3] & L[:frame_flag_finish] != 0)
 map = block && block_frames[block_frames.index(block) + 1]
 check('frame_magic_cfunc (Array#map, below its block)', map && map[3] & L[:frame_magic_mask] == L[:frame_magic_cfunc])
+# Read while map runs: its frame's words on the VM stack are reused once it returns.
+map_me = [1].map do
+  list, = frames
+  cfunc = list.find { |f| f[3] & L[:frame_magic_mask] == L[:frame_magic_cfunc] }
+  cfunc && word(cfunc[4] - L[:ep_method_entry])
+end.first
+check('ep_method_entry/imemo_ment (Array#map\'s method entry)',
+      map_me && flags(map_me) & L[:object_type_mask] == L[:type_imemo] && (flags(map_me) >> L[:imemo_shift]) & 15 == L[:imemo_ment])
+map_id = map_me && word(word(map_me + L[:method_entry_def]) + L[:definition_original_id])
+rb_intern = Fiddle::Function.new(LIB['rb_intern'], [Fiddle::TYPE_VOIDP], Fiddle::TYPE_UINTPTR_T)
+check('method_entry_def/definition_original_id (the ID of map)', map_id && map_id == rb_intern.call('map'))
 
 # A file loaded by require through a symbolic link keeps [path, realpath]; a long method has
 # the succinct line index.
