@@ -1,7 +1,5 @@
 #include "runtimes/v8/stacks.h"
 
-#include <unistd.h>
-
 #include <sys/uio.h>
 #include <chrono>
 
@@ -17,7 +15,6 @@ namespace {
 // Bytes read from a process for one stack: its functions' checks, a first sight of a script's
 // source.
 constexpr uint64_t kStackReadBudget = 16 << 20;
-constexpr uint64_t kPerfMapRecheckNs = 1'000'000'000;
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -178,16 +175,6 @@ void V8Stacks::take_event(const void* data, size_t size, RuntimeStats& stats) {
   pending.frames.assign(e.frames, e.frames + count);
 }
 
-bool V8Stacks::has_perf_map(Pid pid, MonotonicNs time, Process& process) {
-  if (process.perf_map_checked.value &&
-      time.value < process.perf_map_checked.value + kPerfMapRecheckNs)
-    return process.perf_map;
-  process.perf_map_checked = time;
-  const std::string path = "/tmp/perf-" + std::to_string(pid.value) + ".map";
-  process.perf_map = access(path.c_str(), F_OK) == 0;
-  return process.perf_map;
-}
-
 RuntimeFrameId V8Stacks::current_frame(Pid pid, const V8Layout& layout, V8Namer& namer,
                                        const bpfprof_v8_frame& f, RuntimeFrameId frame,
                                        RuntimeFrameTable& frames) {
@@ -213,7 +200,6 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kV8];
   Process& process = processes_seen_[pid];
   stats.stacks += 1;
-  if (has_perf_map(pid, time, process)) return;
   // Each function once: a recursion repeats one many times.
   std::vector<uint64_t> functions;
   for (const bpfprof_v8_frame& f : pending.frames)

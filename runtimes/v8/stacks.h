@@ -90,10 +90,7 @@ class V8Stacks {
   };
   struct Process {
     V8Namer namer;
-    bool perf_map = false;  // node writes a perf map: its names win
-    MonotonicNs perf_map_checked{0};
   };
-  bool has_perf_map(Pid pid, MonotonicNs time, Process& process);
   // The frames of `functions` from the cache, checked with two batched reads of the process;
   // nullopt where the cache cannot say.
   std::vector<std::optional<std::optional<RuntimeFrameId>>> from_cache(

@@ -153,8 +153,10 @@ FuncIndex FuncTable::add_script(StringTable& strings, std::string_view name, Sou
   auto [it, inserted] =
       index_.try_emplace({-1, std::string(name), int64_t{source.value}, int64_t{first_line}},
                          FuncIndex{static_cast<uint32_t>(funcs_.size())});
+  // Lines count from 1: 0 is a runtime's "not known" (a script whose source was not read).
   if (inserted)
-    funcs_.push_back(Func{strings.intern(name), std::nullopt, source, true, first_line});
+    funcs_.push_back(Func{strings.intern(name), std::nullopt, source, true,
+                          first_line ? std::optional<uint32_t>(first_line) : std::nullopt});
   return it->second;
 }
 
