@@ -5,7 +5,8 @@
 // rb_vm_exec frames, in order, in the Ruby category; the layout table is checked against the
 // interpreter itself first (Fiddle).
 import assert from 'node:assert/strict';
-import { existsSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
@@ -303,5 +304,41 @@ describe('ruby_stacks against caller_locations', () => {
     for (const [stack, n] of asleep) t.diagnostic(`asleep x${n}: ${stack}`);
     assert.ok(asleep.size > 0, 'no off-CPU sample in wait_here > sleep');
     assert.deepEqual([...asleep.keys()], [said(expected)]);
+  });
+});
+
+// A version without a layout entry (only Debian's 3.1 can be had here): the same library
+// under the name of a 2.9 (the kernel names a mapping after the file a symbolic link leads to)
+// gives one line in the summary and native frames only.
+describe('ruby_stacks of a version without a layout', () => {
+  let rec;
+  let dir;
+  before(async () => {
+    if (recorderUnavailableReason() || !existsSync(RUBY)) return;
+    dir = mkdtempSync(join(tmpdir(), 'bpfprof-ruby-'));
+    copyFileSync('/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1', join(dir, 'libruby-2.9.so.2.9'));
+    symlinkSync(join(dir, 'libruby-2.9.so.2.9'), join(dir, 'libruby-3.1.so.3.1'));
+    rec = await recordWith('ruby-unknown-version', ['--', 'env', `LD_LIBRARY_PATH=${dir}`, RUBY, SCRIPT, '0.5']);
+  });
+  after(() => dir && rmSync(dir, { recursive: true, force: true }));
+
+  it('says so in one line and keeps the native frames', (t) => {
+    if (!requireRecorder(t)) return;
+    assert.ok(rec, `${RUBY} is missing (Debian's ruby3.1)`);
+    const lines = rec.result.stderr.split('\n').filter((l) => /ruby 2\.9/.test(l));
+    t.diagnostic(lines.join('\n'));
+    assert.equal(lines.length, 1);
+    assert.match(lines[0], /ruby 2\.9: no layout for this version, frames not read/);
+    let total = 0;
+    let vmLoop = 0;
+    for (const th of rubyThreads(rec.view)) {
+      for (const s of rec.view.samples(th).filter(onCpu)) {
+        total += 1;
+        assert.deepEqual(rubyFrames(s.frames), []);
+        if (s.frames.some((f) => f.name === 'rb_vm_exec')) vmLoop += 1;
+      }
+    }
+    t.diagnostic(`rb_vm_exec in ${vmLoop} of ${total} on-CPU samples`);
+    assert.ok(total >= 20 && vmLoop / total > 0.5, `rb_vm_exec in ${vmLoop} of ${total}`);
   });
 });
