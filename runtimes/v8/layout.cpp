@@ -11,6 +11,8 @@ struct Field {
   const char* symbol;
   uint32_t V8Layout::*member;
   bool required = true;  // else absent gives 0
+  // The symbol's name in later V8 versions (13: types spelt Tagged_T_, SFI's script alone).
+  const char* later_symbol = nullptr;
 };
 
 constexpr std::array kFields{
@@ -18,9 +20,11 @@ constexpr std::array kFields{
     Field{"v8dbg_class_Map__instance_type__uint16_t", &V8Layout::map_instance_type},
     Field{"v8dbg_class_JSFunction__shared__SharedFunctionInfo", &V8Layout::function_shared},
     Field{"v8dbg_class_SharedFunctionInfo__name_or_scope_info__Object",
-          &V8Layout::shared_name_or_scope_info},
+          &V8Layout::shared_name_or_scope_info, true,
+          "v8dbg_class_SharedFunctionInfo__name_or_scope_info__Tagged_NameOrScopeInfoT_"},
     Field{"v8dbg_class_SharedFunctionInfo__script_or_debug_info__HeapObject",
-          &V8Layout::shared_script_or_debug_info},
+          &V8Layout::shared_script_or_debug_info, true,
+          "v8dbg_class_SharedFunctionInfo__script__Tagged_HeapObject_"},
     Field{"v8dbg_class_Script__name__Object", &V8Layout::script_name},
     Field{"v8dbg_class_Script__source__Object", &V8Layout::script_source},
     Field{"v8dbg_class_String__length__int32_t", &V8Layout::string_length},
@@ -74,6 +78,8 @@ const std::vector<std::string>& v8_layout_symbol_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out{kFunctionSlot, kBytecodeOffsetSlot};
     for (const Field& field : kFields) out.emplace_back(field.symbol);
+    for (const Field& field : kFields)
+      if (field.later_symbol) out.emplace_back(field.later_symbol);
     return out;
   }();
   return names;
@@ -89,8 +95,14 @@ std::variant<V8Layout, std::string> read_v8_layout(RemoteReader& reader,
   if (auto* error = std::get_if<std::string>(&bytecode_offset)) return *error;
   layout.off_fp_function = std::get<int32_t>(function);
   layout.off_fp_bytecode_offset = std::get<int32_t>(bytecode_offset);
+  size_t later = 2 + kFields.size();  // the later names' addresses follow, in fields' order
   for (size_t i = 0; i < kFields.size(); ++i) {
-    const uint64_t address = addresses[i + 2];
+    uint64_t address = addresses[i + 2];
+    if (kFields[i].later_symbol && !address) {
+      address = addresses[later];
+      layout.later_scope_info = true;
+    }
+    if (kFields[i].later_symbol) ++later;
     if (!address && !kFields[i].required) continue;
     // HeapObject's map at 0 and the tags of value 0 live in .bss: absent from a file's
     // symbols they would not be, so an absent symbol is missing metadata.

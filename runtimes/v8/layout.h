@@ -57,6 +57,9 @@ struct V8Layout {
   uint32_t bytecode_array_data = 0;  // where the bytecodes start (the header's size)
   uint32_t type_bytecode_array = 0;
   uint32_t type_byte_array = 0;
+  // V8 13 and later (node 24, told by their metadata's names): their ScopeInfo keeps its
+  // positions elsewhere, not read; functions get no line there.
+  bool later_scope_info = false;
 };
 
 // The v8dbg_ symbols a layout is read from, without the prefix order meaning anything.

@@ -167,9 +167,9 @@ void V8Heap::read_scope_info(uint64_t scope_info, SharedInfo& info) {
           info.name = utf8_of(*inferred);
       ++at;
     }
-    if (at + 1 < tail.size() && is_smi(tail[at]) && is_smi(tail[at + 1]) &&
-        smi_value(tail[at]) >= 0 && smi_value(tail[at]) <= smi_value(tail[at + 1]) &&
-        smi_value(tail[at + 1]) <= INT32_MAX)
+    if (!layout_.later_scope_info && at + 1 < tail.size() && is_smi(tail[at]) &&
+        is_smi(tail[at + 1]) && smi_value(tail[at]) >= 0 &&
+        smi_value(tail[at]) <= smi_value(tail[at + 1]) && smi_value(tail[at + 1]) <= INT32_MAX)
       info.start_position = static_cast<int32_t>(smi_value(tail[at]));
     return;
   }

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 
 import {
-  IS_CI, ProfileView, REPO_DIR, RESULTS_DIR, STATE_FRAMES, funcSourceFile, pct, recordWith,
+  IS_CI, NODE24, ProfileView, REPO_DIR, RESULTS_DIR, STATE_FRAMES, funcSourceFile, pct, recordWith,
   recorderUnavailableReason,
   requireRecorder, saveMetrics,
 } from './lib/harness.mjs';
@@ -145,6 +145,27 @@ function bpfprofShares(view) {
   }
   return sharesOf(counts);
 }
+
+// Node 24 (V8 13, the harness's node from the npm registry): another layout's metadata names.
+describe('node 24 work.js: JS functions named from V8 13\'s objects', () => {
+  it('names work.js\'s functions with their file, and no line (V8 13\'s ScopeInfo is not read)', async (t) => {
+    if (!requireRecorder(t)) return;
+    assert.ok(existsSync(NODE24), `${NODE24} missing: npm ci in tests/integration`);
+    const rec = await recordWith('node24_stacks', ['--', NODE24, WORK_JS, String(DURATION_MS)]);
+    const view = new ProfileView(rec.profile);
+    const ofWorkJs = (f) => f.category === 'JavaScript' && (funcSourceFile(view, f.func) ?? '').endsWith('work.js');
+    const samples = nodeSamples(view).filter((s) => s.user.some((f) => f.name === 'Builtins_JSEntry'));
+    const share = weightOf(samples, (s) => s.user.some(ofWorkJs)) / (weightOf(samples) || 1);
+    const funcs = new Set(samples.flatMap((s) => s.user).filter(ofWorkJs).map((f) => f.func));
+    const names = new Set([...funcs].map((func) => view.funcName(func)));
+    const withLine = [...funcs].filter((func) => view.funcTable.lineNumber[func] !== null);
+    t.diagnostic(`node 24: ${samples.length} samples in JS, ${pct(share)} with a work.js function named; ` +
+                 `functions: ${[...names].join(', ')}`);
+    assert.ok(samples.length >= 100 && share >= 0.5, `${pct(share)} of ${samples.length} samples named`);
+    for (const fn of ['recurseFib', 'sortWork', 'mainLoop']) assert.ok(names.has(fn), `${fn} not named`);
+    assert.equal(withLine.length, 0, `lines given on node 24: ${withLine.map((f) => view.funcName(f))}`);
+  });
+});
 
 describe('node work.js: stacks through V8 walked in the kernel', () => {
   let plain;
