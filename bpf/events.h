@@ -392,8 +392,8 @@ struct bpfprof_v8_process {
 enum bpfprof_hotspot_frame_kind {
   /* An interpreter frame: method is its Method*, aux its bytecode pointer. */
   BPFPROF_HOTSPOT_FRAME_INTERPRETED = 1,
-  /* A blob with a frame size (compiled method, runtime stub): aux is its name (const char*),
-   * method the word at CompiledMethod::_method (a Method* where the name is "nmethod"). */
+  /* A blob with a frame size (compiled method, runtime stub): aux is the blob's address,
+   * method the word at CompiledMethod::_method (a Method* where the blob is an nmethod). */
   BPFPROF_HOTSPOT_FRAME_COMPILED = 2,
   /* A blob without a frame size (stub routines, adapters), walked by rbp: aux is its name. */
   BPFPROF_HOTSPOT_FRAME_STUB = 3,

@@ -138,6 +138,30 @@ void take_interpreter(LayoutTaker& t, HotSpotLayout& l) {
   l.interpreter_frame_bcp = t.optional_constant("frame::interpreter_frame_bcp_offset", l.absent);
 }
 
+// Lines and inlined methods: a JVM without them is still walked and named.
+std::optional<DebugInfoLayout> take_debug_info(const VmStructs& structs,
+                                               std::vector<std::string>& absent) {
+  LayoutTaker t(structs);
+  DebugInfoLayout d;
+  d.const_method_size = t.size("ConstMethod");
+  d.const_method_flags = t.offset({{"ConstMethod", "_flags"}});
+  d.const_method_code_size = t.offset({{"ConstMethod", "_code_size"}});
+  const std::optional<int32_t> flag = structs.int_constant("ConstMethod::_has_linenumber_table");
+  d.nmethod_metadata = t.offset({{"nmethod", "_metadata_offset"}});
+  d.scopes_data_begin = t.offset({{"CompiledMethod", "_scopes_data_begin"}});
+  d.nmethod_scopes_pcs = t.offset({{"nmethod", "_scopes_pcs_offset"}});
+  d.nmethod_dependencies = t.offset({{"nmethod", "_dependencies_offset"}});
+  d.pc_desc_size = t.size("PcDesc");
+  d.pc_desc_pc_offset = t.offset({{"PcDesc", "_pc_offset"}});
+  d.pc_desc_scope_decode_offset = t.offset({{"PcDesc", "_scope_decode_offset"}});
+  const bool flag_known = flag && *flag > 0 && *flag <= 0xffff;
+  if (!flag_known) absent.emplace_back("ConstMethod::_has_linenumber_table");
+  for (const std::string& name : t.missing()) absent.push_back(name);
+  if (!flag_known || !t.missing().empty()) return std::nullopt;
+  d.has_line_table = static_cast<uint16_t>(*flag);
+  return d;
+}
+
 }  // namespace
 
 std::variant<HotSpotLayout, LayoutMissing> hotspot_layout(const VmStructs& structs) {
@@ -148,6 +172,7 @@ std::variant<HotSpotLayout, LayoutMissing> hotspot_layout(const VmStructs& struc
   take_names(taker, layout);
   take_threads(taker, layout);
   take_interpreter(taker, layout);
+  layout.debug_info = take_debug_info(structs, layout.absent);
   if (taker.missing().empty()) return layout;
   std::string reason = "HotSpot tables lack";
   for (size_t i = 0; i < taker.missing().size(); ++i)

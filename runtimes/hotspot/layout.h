@@ -15,6 +15,22 @@
 
 namespace bpfprof::hotspot {
 
+// What lines and inlined methods need (debug_info.h); a JVM without it has names only.
+struct DebugInfoLayout {
+  uint32_t const_method_size = 0;       // sizeof(ConstMethod): its bytecodes follow it
+  uint32_t const_method_flags = 0;      // ConstMethod::_flags (u2)
+  uint32_t const_method_code_size = 0;  // ConstMethod::_code_size (u2)
+  uint16_t has_line_table = 0;          // ConstMethod::_has_linenumber_table (a flag)
+  // A compiled method's debug info, at offsets from the nmethod (ints) or as an address.
+  uint32_t nmethod_metadata = 0;             // nmethod::_metadata_offset: its Metadata* table
+  uint32_t scopes_data_begin = 0;            // CompiledMethod::_scopes_data_begin (address)
+  uint32_t nmethod_scopes_pcs = 0;           // nmethod::_scopes_pcs_offset: its PcDescs
+  uint32_t nmethod_dependencies = 0;         // nmethod::_dependencies_offset: the PcDescs' end
+  uint32_t pc_desc_size = 0;                 // sizeof(PcDesc)
+  uint32_t pc_desc_pc_offset = 0;            // PcDesc::_pc_offset (int, from code_begin)
+  uint32_t pc_desc_scope_decode_offset = 0;  // PcDesc::_scope_decode_offset (int)
+};
+
 // Offsets are in bytes from the start of the object named first; addresses are the process's.
 struct HotSpotLayout {
   // The code cache: every compiled method, stub and the interpreter lie between the bounds.
@@ -79,6 +95,8 @@ struct HotSpotLayout {
   std::optional<int32_t> interpreter_frame_last_sp;
   std::optional<int32_t> interpreter_frame_method;
   std::optional<int32_t> interpreter_frame_bcp;
+
+  std::optional<DebugInfoLayout> debug_info;  // none: the JVM lacks one of its entries
 
   // Entries the walk could use that this JVM does not export (one name each): not needed.
   std::vector<std::string> absent;

@@ -10,16 +10,70 @@ constexpr std::string_view kNativeNmethodBlobName = "native nmethod";
 constexpr size_t kMaxBlobName = 256;
 }  // namespace
 
-std::optional<JavaFrameName> JavaFrameNamer::name(const bpfprof_hotspot_frame& frame) {
-  if (frame.kind == BPFPROF_HOTSPOT_FRAME_INTERPRETED) return method_name(frame.method);
-  if (frame.kind != BPFPROF_HOTSPOT_FRAME_COMPILED && frame.kind != BPFPROF_HOTSPOT_FRAME_STUB)
-    return std::nullopt;
-  const std::optional<std::string> blob = blob_name(frame.aux);
-  if (!blob) return std::nullopt;
-  if (frame.kind == BPFPROF_HOTSPOT_FRAME_COMPILED &&
-      (*blob == kNmethodBlobName || *blob == kNativeNmethodBlobName))
-    return method_name(frame.method);
-  return JavaFrameName{*blob, false};
+std::vector<JavaFrameName> JavaFrameNamer::name(const bpfprof_hotspot_frame& frame, uint64_t pc) {
+  std::optional<JavaFrameName> named;
+  if (frame.kind == BPFPROF_HOTSPOT_FRAME_INTERPRETED) {
+    const std::optional<MethodCode>& code = method_code(frame.method);
+    named = method_at(frame.method, code ? code->bci_of(frame.aux) : -1);
+  } else if (frame.kind == BPFPROF_HOTSPOT_FRAME_COMPILED) {
+    return compiled(frame, pc);
+  } else if (frame.kind == BPFPROF_HOTSPOT_FRAME_STUB) {
+    if (const std::optional<std::string> blob = blob_name(frame.aux))
+      named = JavaFrameName{*blob, false};
+  }
+  if (!named) return {};
+  return {std::move(*named)};
+}
+
+// A blob with a frame size: an nmethod's scopes at the pc (its method and those inlined
+// into it), else its name (a runtime stub's).
+std::vector<JavaFrameName> JavaFrameNamer::compiled(const bpfprof_hotspot_frame& frame,
+                                                    uint64_t pc) {
+  RemoteReader reader(memory_, kDebugInfoReadBudget, kMaxBlobName);
+  const std::optional<uint64_t> name_pointer = reader.word(frame.aux + layout_.blob_name);
+  const std::optional<std::string> blob = name_pointer ? blob_name(*name_pointer) : std::nullopt;
+  if (!blob) return {};
+  if (*blob != kNmethodBlobName && *blob != kNativeNmethodBlobName) return {{*blob, false}};
+  std::vector<JavaFrameName> out;
+  const PcKind kind = frame.depth == 0 ? PcKind::kLeaf : PcKind::kReturnAddress;
+  const auto scopes = read_compiled_scopes(reader, layout_, frame.aux, frame.method, pc, kind);
+  if (const auto* read = std::get_if<std::vector<JavaScope>>(&scopes)) {
+    for (const JavaScope& scope : *read) {
+      std::optional<JavaFrameName> named = method_at(scope.method, scope.bci);
+      if (!named) break;
+      out.push_back(std::move(*named));
+    }
+    if (out.size() == read->size()) return out;
+  }
+  // Freed or reused since the sample, or a call without debug info (into a stub): the
+  // method the walk read, without a line.
+  std::optional<JavaFrameName> named = method_name(frame.method);
+  if (!named) return {};
+  return {std::move(*named)};
+}
+
+std::optional<JavaFrameName> JavaFrameNamer::method_at(uint64_t method, int32_t bci) {
+  std::optional<JavaFrameName> named = method_name(method);
+  if (!named || bci < 0) return named;
+  const std::optional<MethodCode>& code = method_code(method);
+  if (code && code->lines) named->line = code->lines->line_at(bci);
+  return named;
+}
+
+const std::optional<MethodCode>& JavaFrameNamer::method_code(uint64_t method) {
+  if (auto it = codes_.find(method); it != codes_.end()) return it->second;
+  if (codes_.size() >= kMaxCached || code_entries_ >= kMaxLineEntries) {
+    codes_.clear();
+    code_entries_ = 0;
+  }
+  RemoteReader reader(memory_, kDebugInfoReadBudget, kMaxBlobName);
+  std::optional<MethodCode> code;
+  if (layout_.debug_info) {
+    auto read = read_method_code(reader, layout_, method);
+    if (auto* got = std::get_if<MethodCode>(&read)) code = std::move(*got);
+  }
+  if (code && code->lines) code_entries_ += code->lines->size();
+  return codes_.emplace(method, std::move(code)).first->second;
 }
 
 std::optional<JavaFrameName> JavaFrameNamer::method_name(uint64_t method) {

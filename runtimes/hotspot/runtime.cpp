@@ -1,5 +1,6 @@
 #include "runtimes/hotspot/runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -30,14 +31,33 @@ const RuntimeFunction kUnnamedJava{"[unknown Java frame]", "", 0, RuntimeKind::k
 
 bool is_libjvm(const std::string& path) { return base_name(path) == "libjvm.so"; }
 
+// What a noted frame's names depend on: its Method* (or the word read in its place), what
+// the walk noted besides (bytecode pointer, blob, name pointer), its pc, its kind.
+struct FrameKey {
+  uint64_t method;
+  uint64_t aux;
+  uint32_t pc_low;
+  uint8_t kind;
+  bool leaf;  // a leaf's pc takes the next PcDesc, a return address its own
+  bool operator==(const FrameKey&) const = default;
+};
+struct FrameKeyHash {
+  size_t operator()(const FrameKey& k) const {
+    uint64_t h = k.method * 0x9E3779B97F4A7C15ull;
+    h = (h ^ k.aux) * 0xC2B2AE3D27D4EB4Full;
+    return static_cast<size_t>(h ^ (uint64_t{k.pc_low} << 9) ^ (k.kind << 1) ^ k.leaf);
+  }
+};
+
 // A JVM found, read once its tables and code cache are set up.
 struct Jvm {
   explicit Jvm(Pid pid) : memory(pid) {}
   ProcessMemory memory;
   std::optional<hotspot::JvmLibrary> library;  // where its tables are, once found
   HotSpotLayout layout;
-  std::unique_ptr<JavaFrameNamer> namer;                // set once the layout is
-  std::unordered_map<uint64_t, RuntimeFrameId> frames;  // by Method* or name, and kind
+  std::unique_ptr<JavaFrameNamer> namer;  // set once the layout is
+  // A frame's names, innermost first, by what the walk noted and its pc's low bits.
+  std::unordered_map<FrameKey, std::vector<RuntimeFrameId>, FrameKeyHash> frames;
   int attempts = 0;
   std::chrono::steady_clock::time_point next_attempt{};
   std::optional<bpfprof_hotspot_process> in_kernel;  // the entry the kernel has
@@ -109,6 +129,9 @@ class HotSpotRuntime final : public Runtime {
   // The code cache is read again this often once in the kernel, in case it was read while the
   // JVM was still adding heaps.
   static constexpr auto kRereadInterval = std::chrono::milliseconds(500);
+  // A stack's frames with inlined methods added stop growing here (each compiled frame
+  // can add up to kMaxScopes - 1).
+  static constexpr size_t kMaxUserFrames = 4096;
 
   struct Pending {
     Pid pid;
@@ -124,7 +147,8 @@ class HotSpotRuntime final : public Runtime {
     std::erase_if(pending_stacks_, [&](const auto& entry) { return entry.second.pid == pid; });
   }
   void set_up(Pid pid, Jvm& jvm, RuntimeKernelMaps& maps, RuntimeStats& stats);
-  RuntimeFrameId frame_id(Jvm& jvm, const bpfprof_hotspot_frame& f, Recording& recording);
+  const std::vector<RuntimeFrameId>& frame_ids(Jvm& jvm, const bpfprof_hotspot_frame& f,
+                                               uint64_t pc, Recording& recording);
 
   std::unordered_map<Pid, Jvm> jvms_;
   std::unordered_set<Pid> tracked_;
@@ -208,43 +232,50 @@ void HotSpotRuntime::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<
   auto jvm = jvms_.find(pid);
   if (pending.time != time || jvm == jvms_.end() || !jvm->second.namer) return;
   bool merged = false;
+  // Outermost first, so that the frames inlined methods add do not move those still to do.
+  std::sort(pending.frames.begin(), pending.frames.end(),
+            [](const auto& a, const auto& b) { return a.depth > b.depth; });
   for (const bpfprof_hotspot_frame& f : pending.frames) {
     if (f.depth >= user.size() || static_cast<uint32_t>(user[f.depth]) != f.pc_low) {
       ++stats(recording).mismatched;
       continue;
     }
-    user[f.depth] = raw_runtime_frame(frame_id(jvm->second, f, recording));
+    const std::vector<RuntimeFrameId>& ids = frame_ids(jvm->second, f, user[f.depth], recording);
+    user[f.depth] = raw_runtime_frame(ids.front());
+    for (size_t i = 1; i < ids.size() && user.size() < kMaxUserFrames; ++i)
+      user.insert(user.begin() + f.depth + i, raw_runtime_frame(ids[i]));
     merged = true;
   }
   if (merged) ++stats(recording).merged;
 }
 
-RuntimeFrameId HotSpotRuntime::frame_id(Jvm& jvm, const bpfprof_hotspot_frame& f,
-                                        Recording& recording) {
-  // What names the frame: a Method*, or a blob's name (a compiled frame's Method* is the
-  // blob's word at CompiledMethod::_method, meaningful only when the blob is an nmethod).
-  const uint64_t key = f.kind == BPFPROF_HOTSPOT_FRAME_INTERPRETED
-                           ? f.method
-                           : (f.method * 0x9E3779B97F4A7C15ull) ^ f.aux ^ (uint64_t{f.kind} << 60);
+const std::vector<RuntimeFrameId>& HotSpotRuntime::frame_ids(Jvm& jvm,
+                                                             const bpfprof_hotspot_frame& f,
+                                                             uint64_t pc, Recording& recording) {
+  // A stub's name does not depend on its pc; a method's line and inlined methods do.
+  const bool stub = f.kind == BPFPROF_HOTSPOT_FRAME_STUB;
+  const FrameKey key{f.method, f.aux, stub ? 0 : f.pc_low, f.kind, !stub && f.depth == 0};
   if (auto it = jvm.frames.find(key); it != jvm.frames.end()) return it->second;
   RuntimeStats& s = stats(recording);
   const auto start = std::chrono::steady_clock::now();
   const uint64_t reads_before = jvm.namer->methods_read();
-  const auto name = jvm.namer->name(f);
+  const auto names = jvm.namer->name(f, pc);
   s.code_objects_read += jvm.namer->methods_read() - reads_before;
   s.code_read_ns += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count());
-  if (!name) {
+  std::vector<RuntimeFrameId> ids;
+  for (const auto& name : names)
+    ids.push_back(
+        recording.runtime_frames.intern({name.name, "", 0, RuntimeKind::kHotSpot}, name.line));
+  if (ids.empty()) {
     ++s.unnamed_frames;
-    return recording.runtime_frames.intern(kUnnamedJava, 0);
+    ids.push_back(recording.runtime_frames.intern(kUnnamedJava, 0));
+  } else {
+    ++s.frames;
   }
-  ++s.frames;
-  const RuntimeFrameId id =
-      recording.runtime_frames.intern({name->name, "", 0, RuntimeKind::kHotSpot}, 0);
   if (jvm.frames.size() >= JavaFrameNamer::kMaxCached) jvm.frames.clear();
-  jvm.frames.emplace(key, id);
-  return id;
+  return jvm.frames.emplace(key, std::move(ids)).first->second;
 }
 
 }  // namespace

@@ -160,7 +160,7 @@ __noinline int hotspot_step(struct unwind_walk* w, const struct bpfprof_hotspot_
     return frame_pointer_step(w);
   }
   hotspot_note(h, depth, w->pc, BPFPROF_HOTSPOT_FRAME_COMPILED, blob_word(h, p->compiled_method),
-               name);
+               blob);
   return hotspot_sized_step(w, code_begin, frame_words, blob_int(h, p->blob_frame_complete), depth);
 }
 

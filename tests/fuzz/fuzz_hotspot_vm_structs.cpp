@@ -53,8 +53,10 @@ void name_frame(RemoteMemory& memory, const HotSpotLayout& l, RemoteReader& word
     frame.kind = kind;
     frame.method = words.word(fake::kImageAt).value_or(0);
     frame.aux = words.word(fake::kImageAt + 8).value_or(0);
-    const auto name = namer.name(frame);
-    if (name && (name->name.empty() || name->name.size() > 3 * 4096)) abort();
+    const auto names = namer.name(frame, words.word(fake::kImageAt + 16).value_or(0));
+    if (names.size() > kMaxScopes) abort();
+    for (const JavaFrameName& name : names)
+      if (name.name.empty() || name.name.size() > 3 * 4096) abort();
   }
 }
 

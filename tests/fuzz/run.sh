@@ -39,7 +39,7 @@ run_target() {
 }
 status=0
 running=0
-for target in fuzz_proc_maps fuzz_kallsyms fuzz_perf_map fuzz_cgroup_files fuzz_elf fuzz_unwinder fuzz_unwind_table fuzz_go_pclntab fuzz_hotspot_vm_structs fuzz_event_log fuzz_python fuzz_v8_objects fuzz_unwind_cache fuzz_symbol_api fuzz_processed_profile; do
+for target in fuzz_proc_maps fuzz_kallsyms fuzz_perf_map fuzz_cgroup_files fuzz_elf fuzz_unwinder fuzz_unwind_table fuzz_go_pclntab fuzz_hotspot_vm_structs fuzz_hotspot_debug_info fuzz_event_log fuzz_python fuzz_v8_objects fuzz_unwind_cache fuzz_symbol_api fuzz_processed_profile; do
   if [ "$running" -ge "$(nproc)" ]; then
     wait -n || status=1
     running=$((running - 1))

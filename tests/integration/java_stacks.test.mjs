@@ -6,19 +6,22 @@
 // they sample is named, and the methods nest as the program calls them. Once started by
 // bpfprof (`-- java ...`), once attached to a running JVM (`-p`).
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, realpathSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { before, describe, it } from 'node:test';
 
 import {
-  FIXTURES, IS_CI, STATE_FRAMES, pct, recordWith, recorderUnavailableReason, requireRecorder,
-  saveMetrics, sleep, startBackground,
+  FIXTURES, IS_CI, REPO_DIR, RESULTS_DIR, STATE_FRAMES, pct, recordWith, recorderUnavailableReason,
+  requireRecorder, run, saveMetrics, sleep, startBackground,
 } from './lib/harness.mjs';
 import { isRootName } from './lib/stack_quality.mjs';
 
 const JAVA = '/usr/bin/java';
 const CLASSES = join(FIXTURES, 'java', 'classes');
 const DURATION_MS = 5000;
+// JFR's execution samples every millisecond (tests/fixtures/java/execution_sample.jfc).
+const JFC = join(REPO_DIR, 'tests', 'fixtures', 'java', 'execution_sample.jfc');
+const JFR_FILE = join(RESULTS_DIR, 'java_stacks_jfr.jfr');
 
 const isOffCpu = (frames) => frames.length > 0 && STATE_FRAMES.has(frames.at(-1).name);
 const userFrames = (frames) => frames.filter((f) => f.category !== 'Kernel' && !STATE_FRAMES.has(f.name));
@@ -26,6 +29,9 @@ const weightOf = (samples, pred = () => true) =>
   samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
 const unnamedAddress = (f) => /^0x[0-9a-f]+$/.test(f.name);
 const isJava = (f) => f.category === 'Java';
+// A Java method's frame (package.Class.method), not a stub's ("StubRoutines (2)",
+// "flush_icache_stub").
+const isJavaMethod = (f) => isJava(f) && /^[^\s\[]+\.[^\s.]+$/.test(f.name);
 
 // The on-CPU samples of the JVM, each with its user frames (root first) and thread name.
 function javaSamples(view, pid) {
@@ -97,7 +103,16 @@ function checkJava(t, rec, pid, label, { startupMs = 0, maxRingBytes = 2048 } = 
   const inFib = main.filter((s) => names(s).includes('fixture.Work.fib'));
   const inTree = main.filter((s) => names(s).includes('fixture.Work.treeWork'));
   const hasher = samples.filter((s) => s.thread === 'hasher');
+  // Lines (interpreted frames' bytecode pointers, compiled frames' debug info) and the methods
+  // the JIT inlined, as frames of their own: TreeMap.put's fixAfterInsertion is inlined.
+  const methodFrames = samples.flatMap((s) => s.user.filter(isJavaMethod));
+  const inFix = main.filter((s) => names(s).includes('java.util.TreeMap.fixAfterInsertion'));
   Object.assign(m, {
+    lineShare: methodFrames.filter((f) => rec.view.frameTable.line[f.frame] > 0).length /
+               (methodFrames.length || 1),
+    fixNested: weightOf(inFix, (s) => nests(s, ['fixture.Work.treeWork', 'java.util.TreeMap.put',
+                                                'java.util.TreeMap.fixAfterInsertion'])) /
+               (weightOf(inFix) || 1),
     fibNested: weightOf(inFib, (s) => nests(s, ['fixture.Work.main', 'fixture.Work.fib', 'fixture.Work.fib',
                                                 'fixture.Work.fib'])) / (weightOf(inFib) || 1),
     treeUnderMain: weightOf(inTree, (s) => nests(s, ['fixture.Work.main', 'fixture.Work.treeWork'])) /
@@ -109,7 +124,8 @@ function checkJava(t, rec, pid, label, { startupMs = 0, maxRingBytes = 2048 } = 
                `${m.javaCode} samples, named ${pct(m.namedShare)}; walked in the kernel ` +
                `${pct(m.kernelShare)}; ${m.ringBytes} ring bytes per sample; fib nested ${pct(m.fibNested)}, ` +
                `treeWork ${pct(m.treeShare)} of main (${pct(m.treeUnderMain)} under main), hasher in ` +
-               `digestWork ${pct(m.hasherDigest)}`);
+               `digestWork ${pct(m.hasherDigest)}; Java frames with a line ${pct(m.lineShare)}; ` +
+               `fixAfterInsertion ${weightOf(inFix)} samples, ${pct(m.fixNested)} under treeWork > put`);
   saveMetrics(label, m);
   assert.ok(total >= 1000, `only ${total} on-CPU samples`);
   assert.ok(m.rootShare >= 0.95, `${pct(m.rootShare)} of stacks reach a root`);
@@ -119,14 +135,76 @@ function checkJava(t, rec, pid, label, { startupMs = 0, maxRingBytes = 2048 } = 
   assert.ok(m.treeShare >= 0.2 && m.treeUnderMain >= 0.95, `treeWork ${pct(m.treeShare)}, ${pct(m.treeUnderMain)} under main`);
   assert.ok(weightOf(inFib) >= 10 && m.fibNested >= 0.9, `fib ${weightOf(inFib)} samples, ${pct(m.fibNested)} nested`);
   assert.ok(weightOf(hasher) >= 200 && m.hasherDigest >= 0.9, `hasher ${weightOf(hasher)}, ${pct(m.hasherDigest)} in digestWork`);
+  assert.ok(m.lineShare >= 0.8, `Java frames with a line: ${pct(m.lineShare)}`);
+  assert.ok(weightOf(inFix) >= 50 && m.fixNested >= 0.95,
+            `fixAfterInsertion ${weightOf(inFix)} samples, ${pct(m.fixNested)} under treeWork > put`);
+}
+
+
+// Shares of self samples by method, highest first: [[method, share], ...].
+function selfShares(methods) {
+  const counts = new Map();
+  for (const m of methods) counts.set(m, (counts.get(m) ?? 0) + 1);
+  return [...counts].map(([m, n]) => [m, n / methods.length]).sort((a, b) => b[1] - a[1]);
+}
+
+// JFR's execution samples of the run, by thread: each one's self method, its top frame (an
+// inlined method's frame, as bpfprof's are).
+async function jfrSelfMethods() {
+  const jfr = join(dirname(realpathSync(JAVA)), 'jfr');
+  const printed = await run(jfr, ['print', '--json', '--stack-depth', '1', '--events',
+                                  'jdk.ExecutionSample', JFR_FILE]);
+  assert.equal(printed.code, 0, `jfr print failed: ${printed.stderr}`);
+  const byThread = { main: [], hasher: [], from: Infinity, to: 0 };
+  for (const e of JSON.parse(printed.stdout).recording.events) {
+    // Wall-clock time in ms (the ISO string has ns digits)
+    const time = Date.parse(e.values.startTime.replace(/(\.\d{3})\d*/, '$1'));
+    byThread.from = Math.min(byThread.from, time);
+    byThread.to = Math.max(byThread.to, time);
+    const top = e.values.stackTrace.frames[0];
+    const thread = e.values.sampledThread.javaName === 'hasher' ? 'hasher' : 'main';
+    byThread[thread].push(`${top.method.type.name.replaceAll('/', '.')}.${top.method.name}`);
+  }
+  return byThread;
+}
+
+// bpfprof's samples of the same run that JFR can take: while JFR recorded (wall-clock times
+// `from`-`to`; the JVM sets JFR up in Java code before), a thread in a Java method's code (JFR
+// takes no sample of a thread in a stub, such as the SHA-256 intrinsic's, nor in the VM).
+function bpfprofSelfMethods(view, from, to) {
+  const byThread = { main: [], hasher: [] };
+  const start = view.profile.meta.startTime;
+  for (const s of javaSamples(view, null)) {
+    if (start + s.time < from || start + s.time > to || !isJavaMethod(s.user.at(-1))) continue;
+    const thread = s.thread === 'hasher' ? 'hasher' : 'main';
+    for (let i = 0; i < s.weight; i++) byThread[thread].push(s.user.at(-1).name);
+  }
+  return byThread;
+}
+
+// The two profilers' top methods of one thread: [[method, JFR share, bpfprof share], ...].
+function compareTop(t, thread, jfr, ours) {
+  const jfrShares = selfShares(jfr);
+  const ourShares = selfShares(ours);
+  const share = (shares, m) => shares.find(([name]) => name === m)?.[1] ?? 0;
+  const top = new Set([...jfrShares.slice(0, 5), ...ourShares.slice(0, 5)].map(([m]) => m));
+  const rows = [...top].map((m) => [m, share(jfrShares, m), share(ourShares, m)]);
+  t.diagnostic(`${thread}: self samples in Java methods: JFR ${jfr.length}, bpfprof ${ours.length}`);
+  for (const [m, theirs, mine] of rows)
+    t.diagnostic(`  ${m}: JFR ${pct(theirs)}, bpfprof ${pct(mine)}`);
+  return rows;
 }
 
 describe('java fixture.Work: HotSpot frames walked in the kernel and named', () => {
   let started;
   let attached;
   let attachedPid;
+  let withJfr;
   before(async () => {
     if (recorderUnavailableReason() || !existsSync(JAVA)) return;
+    withJfr = await recordWith('java_stacks_jfr', [
+      '--', JAVA, `-XX:StartFlightRecording=filename=${JFR_FILE},settings=${JFC}`, '-cp', CLASSES,
+      'fixture.Work', String(DURATION_MS)]);
     started = await recordWith('java_stacks', ['--', JAVA, '-cp', CLASSES, 'fixture.Work', String(DURATION_MS)]);
     const target = startBackground(JAVA, ['-cp', CLASSES, 'fixture.Work', String(DURATION_MS + 2000)]);
     attachedPid = target.pid;
@@ -147,5 +225,22 @@ describe('java fixture.Work: HotSpot frames walked in the kernel and named', () 
   it('attached with -p to a running JVM: the same', (t) => {
     if (!requireRecorder(t) || !requireJava(t)) return;
     checkJava(t, attached, attachedPid, 'java_stacks_attach', { startupMs: 300, maxRingBytes: 4096 });
+  });
+
+  // The JVM's own profiler on the same run: the methods most often on top agree, on the
+  // thread that JFR samples in full (the hasher runs the SHA-256 stub most of its time, where
+  // JFR takes no sample: its few are compared in the diagnostics).
+  it('agrees with JFR on the methods that take the most samples', async (t) => {
+    if (!requireRecorder(t) || !requireJava(t)) return;
+    const jfr = await jfrSelfMethods();
+    const ours = bpfprofSelfMethods(withJfr.view, jfr.from, jfr.to);
+    const rows = compareTop(t, 'main', jfr.main, ours.main);
+    const hasherRows = compareTop(t, 'hasher', jfr.hasher, ours.hasher);
+    saveMetrics('java_stacks_jfr', Object.fromEntries(
+      [...rows, ...hasherRows].map(([m, a, b]) => [m, { jfr: a, bpfprof: b }])));
+    assert.ok(jfr.main.length >= 300 && ours.main.length >= 1000,
+              `JFR ${jfr.main.length}, bpfprof ${ours.main.length} samples of main`);
+    const apart = rows.filter(([, theirs, mine]) => Math.abs(theirs - mine) > 0.05);
+    assert.deepEqual(apart, [], 'top methods more than 5 points apart');
   });
 });

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "runtimes/hotspot/code_cache.h"
+#include "runtimes/hotspot/debug_info.h"
 #include "runtimes/hotspot/layout.h"
 #include "runtimes/hotspot/names.h"
 #include "runtimes/hotspot/vm_structs.h"
@@ -236,6 +237,9 @@ TEST_F(HotSpotJvm, Jdk17GivesTheLayout) {
   const HotSpotLayout& l = std::get<HotSpotLayout>(layout);
   EXPECT_NE(l.code_cache_low_bound, 0u);
   EXPECT_EQ(l.interpreter_frame_sender_sp, -1);  // x86_64's frame layout
+  ASSERT_TRUE(l.debug_info);                     // lines and inlined methods
+  EXPECT_EQ(l.debug_info->has_line_table, 1);
+  EXPECT_EQ(l.debug_info->pc_desc_size, 16u);
   for (const std::string& absent : l.absent) std::cout << "absent: " << absent << "\n";
 }
 
@@ -322,14 +326,56 @@ TEST_F(HotSpotJvm, CodeCacheEntryFindsEveryCompiledMethod) {
     bpfprof_hotspot_frame frame{};
     frame.kind = BPFPROF_HOTSPOT_FRAME_COMPILED;
     frame.method = reader.word(e.blob + p.compiled_method).value_or(0);
-    frame.aux = reader.word(e.blob + p.blob_name).value_or(0);
-    const auto name = namer.name(frame);
-    ASSERT_TRUE(name) << e.name;
-    EXPECT_TRUE(name->method);
-    EXPECT_EQ(e.name.substr(0, e.name.find('(')), name->name);
+    frame.aux = e.blob;
+    // The nmethod's own method is the outermost of the methods at a pc (those inlined into
+    // it come first).
+    const auto names = namer.name(frame, (e.code_begin + e.code_end) / 2);
+    ASSERT_FALSE(names.empty()) << e.name;
+    EXPECT_TRUE(names.back().method);
+    EXPECT_EQ(e.name.substr(0, e.name.find('(')), names.back().name);
     found++;
   }
   EXPECT_GE(found, entries.size() * 9 / 10);
+}
+
+// The compiled methods jcmd lists have debug info at a pc in their code: the scopes end at
+// the method's own, and each scope at a known bytecode has a line there (the JDK's classes
+// and the fixture's carry line numbers). A native method's wrapper has one PcDesc, at its
+// call: none after the middle of its code.
+TEST_F(HotSpotJvm, CompiledMethodsHaveScopesAndLines) {
+  REQUIRE_JVM(*jvm_);
+  const std::vector<CodeListEntry> entries = parse_code_list(jvm_->code_list_with_spin());
+  const std::optional<HotSpotLayout> layout = jvm_layout();
+  ASSERT_TRUE(layout && layout->debug_info);
+  ProcessMemory memory(jvm_->pid());
+  size_t read = 0, checked = 0;
+  for (const CodeListEntry& e : entries) {
+    RemoteReader reader(memory, kDebugInfoReadBudget, 256);
+    if (reader.value<int32_t>(e.blob + layout->nmethod_compile_id) != e.compile_id) continue;
+    const uint64_t method = reader.word(e.blob + layout->compiled_method).value_or(0);
+    const auto scopes = read_compiled_scopes(reader, *layout, e.blob, method,
+                                             (e.code_begin + e.code_end) / 2, PcKind::kLeaf);
+    checked++;
+    if (const auto* error = std::get_if<DebugInfoError>(&scopes)) {
+      std::cout << e.name << ": " << error->reason << "\n";
+      continue;
+    }
+    for (const JavaScope& scope : std::get<std::vector<JavaScope>>(scopes)) {
+      RemoteReader code_reader(memory, kDebugInfoReadBudget, 256);
+      const auto code = read_method_code(code_reader, *layout, scope.method);
+      ASSERT_TRUE(std::holds_alternative<MethodCode>(code))
+          << e.name << ": " << std::get<DebugInfoError>(code).reason;
+      const MethodCode& c = std::get<MethodCode>(code);
+      ASSERT_TRUE(c.lines) << e.name;
+      if (scope.bci >= 0) {
+        EXPECT_GT(c.lines->line_at(scope.bci), 0u) << e.name;
+      }
+    }
+    read++;
+  }
+  EXPECT_GE(read, checked * 3 / 4);
+  EXPECT_GE(read, 5u);
+  std::cout << read << " of " << checked << " compiled methods' scopes read\n";
 }
 
 // The JVM's list of threads gives the kernel's id of each: every one is a task of the process.
@@ -434,8 +480,11 @@ TEST(HotSpotFakeImage, ReadsTablesLayoutAndName) {
   const auto layout = hotspot_layout(vm);
   ASSERT_TRUE(std::holds_alternative<HotSpotLayout>(layout));
   const HotSpotLayout& l = std::get<HotSpotLayout>(layout);
-  EXPECT_EQ(l.absent, (std::vector<std::string>{"frame::interpreter_frame_method_offset",
-                                                "frame::interpreter_frame_bcp_offset"}));
+  // Not in the image: two interpreter slots, and what lines and inlined methods need.
+  ASSERT_GE(l.absent.size(), 2u);
+  EXPECT_EQ(l.absent[0], "frame::interpreter_frame_method_offset");
+  EXPECT_EQ(l.absent[1], "frame::interpreter_frame_bcp_offset");
+  EXPECT_FALSE(l.debug_info);
   BufferMemory memory;
   fake::load(input, memory);
   RemoteReader reader(memory, 1 << 20, 256);
