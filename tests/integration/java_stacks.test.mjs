@@ -200,8 +200,10 @@ describe('java fixture.Work: HotSpot frames walked in the kernel and named', () 
   let attached;
   let attachedPid;
   let withJfr;
+  let short;
   before(async () => {
     if (recorderUnavailableReason() || !existsSync(JAVA)) return;
+    short = await recordWith('java_stacks_short', ['--', JAVA, '-cp', CLASSES, 'fixture.Work', '300']);
     withJfr = await recordWith('java_stacks_jfr', [
       '--', JAVA, `-XX:StartFlightRecording=filename=${JFR_FILE},settings=${JFC}`, '-cp', CLASSES,
       'fixture.Work', String(DURATION_MS)]);
@@ -242,5 +244,27 @@ describe('java fixture.Work: HotSpot frames walked in the kernel and named', () 
               `JFR ${jfr.main.length}, bpfprof ${ours.main.length} samples of main`);
     const apart = rows.filter(([, theirs, mine]) => Math.abs(theirs - mine) > 0.05);
     assert.deepEqual(apart, [], 'top methods more than 5 points apart');
+  });
+
+  // A JVM that runs 300 ms: most of it is start-up (class loading, the interpreter), before
+  // and while its code cache reaches the kernel. Its methods are there, in their nesting.
+  it('a JVM that runs 300 ms: its methods, nested, from a root', (t) => {
+    if (!requireRecorder(t) || !requireJava(t)) return;
+    const samples = javaSamples(short.view, null);
+    const total = weightOf(samples);
+    const inJava = samples.filter((s) => isJava(s.user.at(-1)) || unnamedAddress(s.user.at(-1)));
+    const named = weightOf(inJava, (s) => isJavaMethod(s.user.at(-1))) / (weightOf(inJava) || 1);
+    const root = weightOf(samples, (s) => isRootName(s.user[0].name)) / (total || 1);
+    const main = samples.filter((s) => s.thread !== 'hasher');
+    const tree = weightOf(main, (s) => nests(s, ['fixture.Work.main', 'fixture.Work.treeWork']));
+    const digest = weightOf(samples, (s) => s.thread === 'hasher' && nests(s, ['fixture.Work.digestWork']));
+    const bytes = summaryNumber(short.result.stderr, 'Ring-buffer traffic', /^(\d+) bytes per sample/);
+    t.diagnostic(`java_stacks_short: ${total} on-CPU samples; reach a root ${pct(root)}; in Java code ` +
+                 `${weightOf(inJava)}, a method named at the leaf ${pct(named)}; main > treeWork ${tree}, ` +
+                 `hasher in digestWork ${digest}; ${bytes} ring bytes per sample`);
+    saveMetrics('java_stacks_short', { total, root, named, tree, digest, bytes });
+    assert.ok(total >= 100, `only ${total} on-CPU samples`);
+    assert.ok(root >= 0.95, `${pct(root)} of stacks reach a root`);
+    assert.ok(tree >= 10 && digest >= 5, `main > treeWork ${tree}, hasher in digestWork ${digest}`);
   });
 });
