@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
+#include <set>
 #include <string>
 
 #include "symbols/elf/elf_file.h"
@@ -93,7 +95,8 @@ LifecycleEvent text_mapping(Pid pid, uint64_t base, LoadSegment* segment,
 }
 
 struct Fixture {
-  explicit Fixture(uint32_t capacity = 1000, uint32_t table_rows = 10, bool track_all = false)
+  explicit Fixture(uint32_t capacity = 1000, uint32_t table_rows = 10, bool track_all = false,
+                   unsigned workers = 1)
       : sink(capacity),
         tables(
             sink,
@@ -105,7 +108,7 @@ struct Fixture {
               table.rows = rows_of(table_rows);
               return table;
             },
-            track_all) {}
+            track_all, workers) {}
   void apply(const std::vector<LifecycleEvent>& events) {
     tables.apply(events, 0);
     EXPECT_TRUE(tables.wait_for_tables(std::chrono::seconds(30)));
@@ -114,7 +117,7 @@ struct Fixture {
   // As if the side band had been read to now, and now were later than any event.
   static constexpr MonotonicNs kEverythingRead{UINT64_MAX};
   RecordingSink sink;
-  int builds = 0;
+  std::atomic<int> builds = 0;
   KernelUnwindTables tables;
 };
 
@@ -151,6 +154,27 @@ TEST(KernelUnwindTables, LoadsATableOnceAndGivesEachMappingItsBias) {
     EXPECT_EQ(f.sink.rows[i].pc_low, 0x1000 + 16 * i);
     EXPECT_EQ(f.sink.rows[i].rule, 0u);
   }
+}
+
+// Workers build tables at once: each file's table once, every one loaded, none overlapping.
+TEST(KernelUnwindTables, WorkersBuildTablesAtOnceEachOnce) {
+  Fixture f(/*capacity=*/1000, /*table_rows=*/10, /*track_all=*/false, /*workers=*/3);
+  LoadSegment text;
+  std::vector<LifecycleEvent> events;
+  for (int i = 0; i < 6; ++i) {
+    events.push_back(start_event(Pid{80 + i}));
+    events.push_back(text_mapping(Pid{80 + i}, 0x100000000, &text, "id" + std::to_string(i % 4)));
+  }
+  f.apply(events);
+  EXPECT_EQ(f.builds.load(), 4);
+  EXPECT_EQ(f.tables.stats().rows_loaded, 40u);
+  std::set<uint32_t> pages;
+  for (int i = 0; i < 6; ++i) {
+    const bpfprof_exec_mapping& m = f.sink.processes.at(Pid{80 + i}).mappings[0];
+    EXPECT_EQ(m.kind, BPFPROF_MAPPING_TABLE);
+    pages.insert(m.first_page);
+  }
+  EXPECT_EQ(pages.size(), 4u);
 }
 
 // A loaded table is also named as a VMA names its file (device in the kernel's encoding,

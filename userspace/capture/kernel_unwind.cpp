@@ -58,14 +58,15 @@ std::optional<uint64_t> executable_vaddr_minus_offset(const ElfFile& elf) {
 }  // namespace
 
 KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider,
-                                       bool track_all)
+                                       bool track_all, unsigned workers)
     : sink_(sink),
       provider_(std::move(provider)),
       rows_(sink.row_capacity()),
       pages_(BPFPROF_UNWIND_PAGE_CAPACITY),
       track_all_(track_all) {
   stats_.row_capacity = sink_.row_capacity();
-  worker_ = std::thread([this] { build_tables(); });
+  for (unsigned i = 0; i < std::max(workers, 1u); ++i)
+    workers_.emplace_back([this] { build_tables(); });
 }
 
 KernelUnwindTables::~KernelUnwindTables() {
@@ -74,7 +75,7 @@ KernelUnwindTables::~KernelUnwindTables() {
     stopping_ = true;
   }
   wake_worker_.notify_all();
-  worker_.join();
+  for (std::thread& worker : workers_) worker.join();
 }
 
 void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t from) {

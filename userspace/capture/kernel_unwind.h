@@ -66,7 +66,9 @@ class KernelUnwindTables {
  public:
   // `track_all`: every process is sampled (-a); else only those the events introduce (the
   // command, -p targets, children: the side band reports every process's mappings).
-  KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider, bool track_all);
+  // `workers`: threads building tables at once (the provider is called from each).
+  KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider, bool track_all,
+                     unsigned workers = 1);
   ~KernelUnwindTables();
   KernelUnwindTables(const KernelUnwindTables&) = delete;
   KernelUnwindTables& operator=(const KernelUnwindTables&) = delete;
@@ -156,7 +158,7 @@ class KernelUnwindTables {
   bool write_process(Pid pid, MonotonicNs mappings_read_until);
   bpfprof_exec_mapping describe(const Mapping& mapping) const;
   uint32_t process_flags(const Process& process) const;
-  void build_tables();  // the worker thread
+  void build_tables();  // each worker thread
 
   UnwindMapsSink& sink_;
   UnwindTableProvider provider_;
@@ -183,7 +185,7 @@ class KernelUnwindTables {
   std::vector<BuildResult> results_;
   size_t pending_ = 0;  // jobs queued or being built
   bool stopping_ = false;
-  std::thread worker_;
+  std::vector<std::thread> workers_;
 };
 
 // The file key of a mapping: its build-id (the same library reported by MMAP2 and by a /proc

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "symbols/dwarf/unwind_table_cache.h"
 #include "userspace/model/clocks.h"
@@ -120,12 +121,17 @@ void CollectLoop::start_sampling() {
 // Tables for the files the tracked processes map, built (or read from their cache) on a
 // worker thread as the mappings arrive, and the processes' mappings, into the BPF maps.
 void CollectLoop::start_kernel_unwinding() {
-  // The cache is used by the worker thread only (it is not thread-safe).
-  auto cache = std::make_shared<UnwindTableCache>(UnwindTableCache::default_directory(),
-                                                  UnwindTableOptions{options_.symbol_dirs});
+  // Tables are built on a worker per CPU (up to 4): -a finds libLLVM, Chromium and a JVM
+  // mapped at once, each a second or more to build, and their samples fall back meanwhile.
+  // A cache object per table: it is not thread-safe, and costs nothing to make.
+  const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   kernel_unwind_.emplace(
-      *bpf_->unwind_maps(), [cache](const std::string& path) { return cache->get(path); },
-      options_.system_wide);
+      *bpf_->unwind_maps(),
+      [directory = UnwindTableCache::default_directory(),
+       options = UnwindTableOptions{options_.symbol_dirs}](const std::string& path) {
+        return UnwindTableCache(directory, options).get(path);
+      },
+      options_.system_wide, workers);
   pipeline_.observe_lifecycle_events([this](const std::vector<LifecycleEvent>& events,
                                             size_t from) { kernel_unwind_->apply(events, from); });
 }

@@ -110,13 +110,16 @@ void RecordTargets::preload_command_tables(KernelUnwindTables& kernel_unwind) co
   if (executable) load_tables_first(kernel_unwind, files_mapped_at_start(*executable));
 }
 
-// The tables of the files -p's processes map, loaded before they are tracked, as a command's
-// are: the kernel walk finds them from the VMA before the process's own entry reaches the
-// kernel (a stripped Go binary, which has no CFI, could not be unwound from a stack copy).
+// The tables of the files -p's processes map (-a: every process's), loaded before they are
+// tracked, as a command's are: the kernel walk finds them from the VMA before the process's own
+// entry reaches the kernel (a stripped Go binary, which has no CFI, could not be unwound from a
+// stack copy). Cached tables load within the wait; the others are built as usual.
 void RecordTargets::preload_attach_tables(KernelUnwindTables& kernel_unwind) const {
+  std::vector<Pid> pids = options_.system_wide ? list_processes() : std::vector<Pid>{};
+  for (int pid : options_.attach_pids) pids.push_back(Pid{pid});
   std::set<std::string> paths;
-  for (int pid : options_.attach_pids)
-    if (std::optional<ProcessSnapshot> snapshot = snapshot_process(Pid{pid}))
+  for (Pid pid : pids)
+    if (std::optional<ProcessSnapshot> snapshot = snapshot_process(pid))
       for (const MapEntry& mapping : snapshot->executable_mappings)
         if (mapping.path.starts_with('/')) paths.insert(mapping.path);
   load_tables_first(kernel_unwind, {paths.begin(), paths.end()});
@@ -126,7 +129,7 @@ void RecordTargets::preload_attach_tables(KernelUnwindTables& kernel_unwind) con
 // both, never by neither.
 void RecordTargets::attach(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind,
                            Recording& recording) {
-  if (kernel_unwind && !options_.system_wide) preload_attach_tables(*kernel_unwind);
+  if (kernel_unwind) preload_attach_tables(*kernel_unwind);
   std::vector<Pid> targets;
   for (int pid : options_.attach_pids) targets.push_back(Pid{pid});
   if (options_.system_wide) targets = list_processes();
