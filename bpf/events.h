@@ -331,6 +331,7 @@ struct bpfprof_ruby_stack_event {
   struct bpfprof_event_header header;
   __u32 depth;  /* frames, innermost first */
   __u32 status; /* enum bpfprof_ruby_stack_status */
+  __u64 thread; /* the thread's rb_thread_t, 0 if not found: userspace reads its name */
   struct bpfprof_ruby_frame frames[BPFPROF_MAX_RUBY_FRAMES];
 };
 

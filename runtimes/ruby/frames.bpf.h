@@ -118,6 +118,7 @@ static __always_inline void send_ruby_stack(const struct bpfprof_event_header* s
   e->depth = 0;
   e->status = BPFPROF_RUBY_STACK_COMPLETE;
   const __u64 thread = ruby_thread(p, sample->tid);
+  e->thread = thread;
   const __u64 ec = thread ? ruby_read_u64(thread + p->thread_ec) : 0;
   struct ruby_frame_walk w = {.process = p, .event = e};
   if (ec) {

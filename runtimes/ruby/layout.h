@@ -25,6 +25,7 @@ struct RubyLayout {
   uint32_t ractor_threads_head;
   uint32_t thread_native_id;
   uint32_t thread_ec;
+  uint32_t thread_name;  // Thread#name: a String, or nil
   // The control frames: from ec->cfp up to the end of the VM stack, one frame_size apart.
   uint32_t ec_vm_stack;
   uint32_t ec_vm_stack_size;  // in VALUEs
@@ -97,6 +98,7 @@ inline constexpr RubyLayout kRuby31{
     .ractor_threads_head = 304,
     .thread_native_id = 80,
     .thread_ec = 40,
+    .thread_name = 352,
     .ec_vm_stack = 0,
     .ec_vm_stack_size = 8,
     .ec_cfp = 16,

@@ -47,6 +47,17 @@ struct Pending {
   uint32_t status;
 };
 
+// Ruby names the native thread after Thread#name too, cut to the kernel's 15 bytes: the name
+// is read in full from rb_thread_t now and then (a thread may be named after it starts).
+struct ThreadName {
+  Pid pid;
+  uint64_t thread = 0;
+  MonotonicNs read_at;
+  std::string name;
+};
+constexpr uint64_t kThreadNameEveryNs = 1'000'000'000;
+constexpr size_t kMaxThreadName = 256;
+
 struct ProcessIseqs {
   std::unordered_map<uint64_t, std::optional<RubyIseq>> by_address;  // nullopt: unreadable
   uint64_t bytes_read = 0;
@@ -66,6 +77,7 @@ class RubyRuntime final : public Runtime {
     for (Pid pid : processes_.forget_exited()) {
       iseqs_.erase(pid);
       with_frames_.erase(pid);
+      std::erase_if(thread_names_, [&](const auto& entry) { return entry.second.pid == pid; });
       std::erase_if(pending_, [&](const auto& entry) { return entry.second.pid == pid; });
     }
   }
@@ -89,11 +101,14 @@ class RubyRuntime final : public Runtime {
                        RuntimeStats& stats);
   RuntimeFrameId name_frame(Pid pid, const RubyInterpreter& interpreter, const PendingFrame& f,
                             Recording& recording);
+  void name_thread(const RubyInterpreter& interpreter, const Pending& pending, Tid tid,
+                   uint64_t thread, Recording& recording);
 
   RubyProcesses processes_;
   std::unordered_set<Pid> in_kernel_;
   std::unordered_set<Pid> with_frames_;
   std::unordered_map<Tid, Pending> pending_;
+  std::unordered_map<Tid, ThreadName> thread_names_;
   std::unordered_map<Pid, ProcessIseqs> iseqs_;
   std::vector<ActivationFrame> scratch_;
 };
@@ -120,6 +135,9 @@ void RubyRuntime::take_event(const void* data, size_t size, Recording& recording
   pending.frames.clear();
   const RubyInterpreter* interpreter = processes_.find(pending.pid);
   if (!interpreter) return;
+  if (e.thread)
+    name_thread(*interpreter, pending, Tid{static_cast<int32_t>(e.header.tid)}, e.thread,
+                recording);
   const RubyLayout& l = *interpreter->layout;
   for (size_t i = 0; i < depth; ++i) {
     const bpfprof_ruby_frame& f = e.frames[i];
@@ -161,6 +179,28 @@ void RubyRuntime::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uin
   if (merged.mismatched) ++s.mismatched;
   if (merged.python_frames > 0) ++s.merged;
   user = std::move(merged.frames);
+}
+
+// A thread whose Thread#name is new gets it as its name from then on (a rename, as the kernel
+// reports them, with the name in full).
+void RubyRuntime::name_thread(const RubyInterpreter& interpreter, const Pending& pending, Tid tid,
+                              uint64_t thread, Recording& recording) {
+  ThreadName& known = thread_names_[tid];
+  if (known.pid == pending.pid && known.thread == thread &&
+      pending.time.value - known.read_at.value < kThreadNameEveryNs)
+    return;
+  if (known.pid != pending.pid) known = ThreadName{pending.pid, 0, MonotonicNs{}, ""};
+  known.thread = thread;
+  known.read_at = pending.time;
+  hotspot::ProcessMemory memory(pending.pid);
+  hotspot::RemoteReader reader(memory, 4 * kMaxThreadName, 0);
+  const auto value = reader.word(thread + interpreter.layout->thread_name);
+  std::optional<std::string> name =
+      value ? read_ruby_string(reader, *interpreter.layout, *value, kMaxThreadName) : std::nullopt;
+  if (!name || name->empty() || *name == known.name) return;
+  known.name = *name;
+  recording.events.push_back(
+      LifecycleEvent{pending.time, CommEvent{pending.pid, tid, std::move(*name)}});
 }
 
 const RubyIseq* RubyRuntime::iseq(Pid pid, const RubyInterpreter& interpreter,

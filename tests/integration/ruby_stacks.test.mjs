@@ -222,7 +222,7 @@ function untilPrinted(target, text) {
 
 // Attached to a running work.rb whose work runs in the main thread and in a thread started
 // before the attach ('early picker'), and from a SIGUSR1 once bpfprof samples, in one started
-// after it ('late picker').
+// after it ('late picker of the orchard': longer than the kernel's 15 bytes).
 describe('ruby_stacks with -p', () => {
   let rec;
   const metrics = { fixture: 'ruby/work.rb threads', seconds: ATTACH_SECONDS };
@@ -246,12 +246,12 @@ describe('ruby_stacks with -p', () => {
     rec = { view: new ProfileView(readProfile(file)), result };
   });
 
-  it('names the threads started before and after the attach', (t) => {
+  it('names the threads started before and after the attach, as Thread#name says', (t) => {
     if (!requireRecorder(t)) return;
     assert.ok(rec, `${RUBY} is missing (Debian's ruby3.1)`);
     const names = rubyThreads(rec.view).map((th) => th.name);
     t.diagnostic(`threads: ${names.join(', ')}`);
-    for (const name of ['early picker', 'late picker']) {
+    for (const name of ['early picker', 'late picker of the orchard']) {
       const th = rubyThreads(rec.view).find((x) => x.name === name);
       assert.ok(th, `no thread named ${name}`);
       const n = rec.view.samples(th).filter((s) => onCpu(s) && rubyFrames(s.frames).includes('work')).length;

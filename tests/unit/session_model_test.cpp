@@ -46,6 +46,28 @@ TEST(AddressSpace, NewMappingReplacesTheOverlappedPart) {
   EXPECT_EQ(space.size(), 1u);
 }
 
+// A runtime's rename with the whole name (Ruby's Thread#name) outlives the kernel's comm of
+// its first 15 bytes (a rename, the exit); a comm that says something else renames.
+TEST(SessionModel, AWholeThreadNameOutlivesItsCutComm) {
+  SessionModel model;
+  model.apply(ms(0), ProcessStartEvent{Pid{100}, "ruby", true});
+  model.apply(ms(1), ForkEvent{Pid{100}, Tid{100}, Pid{100}, Tid{101}, "ruby"});
+  model.apply(ms(2), CommEvent{Pid{100}, Tid{101}, "late picker of "});
+  model.apply(ms(3), CommEvent{Pid{100}, Tid{101}, "late picker of the orchard"});
+  model.apply(ms(4), CommEvent{Pid{100}, Tid{101}, "late picker of "});
+  const Thread& thread = model.threads()[model.processes()[0].threads[1].value];
+  EXPECT_EQ(thread.name, "late picker of the orchard");
+  model.apply(ms(5), ExitEvent{Pid{100}, Tid{101}, CpuTimeNs{0}, 0, false, "late picker of "});
+  EXPECT_EQ(model.threads()[model.processes()[0].threads[1].value].name,
+            "late picker of the orchard");
+  SessionModel other;
+  other.apply(ms(0), ProcessStartEvent{Pid{100}, "ruby", true});
+  other.apply(ms(1), ForkEvent{Pid{100}, Tid{100}, Pid{100}, Tid{101}, "ruby"});
+  other.apply(ms(2), CommEvent{Pid{100}, Tid{101}, "late picker of the orchard"});
+  other.apply(ms(3), CommEvent{Pid{100}, Tid{101}, "early picker"});
+  EXPECT_EQ(other.threads()[other.processes()[0].threads[1].value].name, "early picker");
+}
+
 TEST(SessionModel, ForkExecExitMakeProcessEntriesOverTime) {
   SessionModel model;
   RawStackTree raw;

@@ -240,6 +240,14 @@ void SessionModel::on(MonotonicNs t, const ExecEvent& e) {
   address_spaces_.try_emplace(e.pid);          // emptied by the reset that preceded the exec
 }
 
+// A runtime may give a thread its whole name (Ruby's Thread#name) where the kernel's comm
+// holds its first 15 bytes: that comm leaves the whole name as it is.
+static void rename_thread(Thread& th, const std::string& comm) {
+  constexpr size_t kCommBytes = 15;
+  if (comm.size() == kCommBytes && th.name.size() > kCommBytes && th.name.starts_with(comm)) return;
+  th.name = comm;
+}
+
 void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
   auto it = live_threads_.find(e.tid);
   if (it != live_threads_.end()) {
@@ -248,7 +256,7 @@ void SessionModel::on(MonotonicNs t, const ExitEvent& e) {
     th.accounting.exited(rules_, t, e.cpu_time, th.samples);
     th.end = t;
     th.final_cpu_time = e.cpu_time;
-    if (!e.comm.empty()) th.name = e.comm;
+    if (!e.comm.empty()) rename_thread(th, e.comm);
     exited_threads_[e.tid] = it->second;
     live_threads_.erase(it);
   }
@@ -274,7 +282,7 @@ const AddressSpace* SessionModel::address_space_of(Pid pid) const {
 
 void SessionModel::on(MonotonicNs, const CommEvent& e) {
   if (auto it = live_threads_.find(e.tid); it != live_threads_.end())
-    thread(it->second).name = e.comm;
+    rename_thread(thread(it->second), e.comm);
 }
 
 void SessionModel::on(MonotonicNs, const MmapEvent& e) {

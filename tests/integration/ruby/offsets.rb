@@ -93,6 +93,8 @@ mine = found.find { |t| word(t + L[:thread_native_id]) == fs_base }
 check('vm_main_ractor/ractor_threads_head', found.size == Thread.list.size)
 check('thread_native_id (the FS base)', mine)
 check('thread_ec', mine && word(mine + L[:thread_ec]) == current_ec)
+Thread.current.name = 'a name longer than the fifteen bytes of comm'
+check('thread_name (Thread#name)', mine && word(mine + L[:thread_name]) == Fiddle.dlwrap(Thread.current.name))
 
 OUTER_LINE = __LINE__ + 1
 def ruby_offsets_outer_method_with_a_name_longer_than_an_embedded_string = inner
