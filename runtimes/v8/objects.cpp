@@ -52,7 +52,8 @@ std::optional<SourcePositions> decode_source_positions(const uint8_t* bytes, siz
     const std::optional<int64_t> code_delta = read_vlq(bytes, size, at);
     const std::optional<int64_t> raw_delta =
         code_delta ? read_vlq(bytes, size, at) : std::optional<int64_t>{};
-    if (!raw_delta || *raw_delta <= -kMaxRawPosition || *raw_delta >= kMaxRawPosition)
+    if (!raw_delta || *raw_delta <= -kMaxRawPosition || *raw_delta >= kMaxRawPosition ||
+        *code_delta > INT32_MAX || *code_delta < -INT32_MAX)
       return std::nullopt;
     // A statement's delta as it is, an expression's as -delta - 1.
     code += *code_delta >= 0 ? *code_delta : -(*code_delta + 1);

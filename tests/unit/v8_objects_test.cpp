@@ -141,6 +141,9 @@ TEST(V8Objects, SourcePositionTablesAreDecoded) {
   EXPECT_FALSE(decode_source_positions(endless.data(), endless.size()));
   const std::vector<uint8_t> far{0xfe, 0xff, 0xff, 0xff, 0x0f, 0, 0xfe, 0xff, 0xff, 0xff, 0x0f, 0};
   EXPECT_FALSE(decode_source_positions(far.data(), far.size()));
+  // One delta of 62 bits (a sum would overflow): refused before it is added.
+  const std::vector<uint8_t> huge{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0};
+  EXPECT_FALSE(decode_source_positions(huge.data(), huge.size()));
 }
 
 TEST(V8Objects, AnInterpretedFunctionsPositionsComeFromItsBytecode) {
