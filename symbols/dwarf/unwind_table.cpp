@@ -317,26 +317,25 @@ void add_entry_stub_span(Elf* elf, std::vector<Span>& spans) {
   spans.push_back(span);
 }
 
-// V8's embedded builtins (v8_builtins.h) where no CFI covers them: CFA = rbp + 16, the return
-// address at CFA - 8, the caller's rbp at CFA - 16. At a builtin's first or last instructions
-// rbp is still its caller's frame: the walk then goes on from the caller's caller, one frame
-// short but on the same chain. rbx is not followed (no builtin's CFA is in it).
-void add_v8_builtin_spans(Elf* elf, std::vector<Span>& spans) {
-  const std::optional<V8EmbeddedCode> blob = find_v8_embedded_code(elf);
-  if (!blob) return;
+// The frame-pointer rule over the parts of `range` that no span covers: CFA = rbp + 16, the
+// return address at CFA - 8, the caller's rbp at CFA - 16. At a function's first or last
+// instructions rbp is still its caller's frame: the walk then goes on from the caller's
+// caller, one frame short but on the same chain (as libdwfl's frame-pointer fallback does).
+// rbx is not followed.
+void add_frame_pointer_spans(CodeRange range, std::vector<Span>& spans) {
   std::vector<CodeRange> covered;
   for (const Span& span : spans)
-    if (span.start < blob->end && span.end > blob->start) covered.push_back({span.start, span.end});
+    if (span.start < range.end && span.end > range.start) covered.push_back({span.start, span.end});
   std::sort(covered.begin(), covered.end(),
             [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
   std::vector<CodeRange> merged;
-  for (const CodeRange& range : covered) {
-    if (!merged.empty() && range.start <= merged.back().end)
-      merged.back().end = std::max(merged.back().end, range.end);
+  for (const CodeRange& part : covered) {
+    if (!merged.empty() && part.start <= merged.back().end)
+      merged.back().end = std::max(merged.back().end, part.end);
     else
-      merged.push_back(range);
+      merged.push_back(part);
   }
-  for (const CodeRange& part : uncovered_parts(merged, {blob->start, blob->end})) {
+  for (const CodeRange& part : uncovered_parts(merged, range)) {
     Span span{part.start, part.end, {}, UnwindGap::kNoCfi};
     span.row.cfa_rule = BPFPROF_CFA_RBP;
     span.row.cfa_offset = 16;
@@ -345,6 +344,13 @@ void add_v8_builtin_spans(Elf* elf, std::vector<Span>& spans) {
     span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
     spans.push_back(span);
   }
+}
+
+// V8's embedded builtins (v8_builtins.h) where no CFI covers them: by frame pointers (no
+// builtin's CFA is in rbx).
+void add_v8_builtin_spans(Elf* elf, std::vector<Span>& spans) {
+  if (const std::optional<V8EmbeddedCode> blob = find_v8_embedded_code(elf))
+    add_frame_pointer_spans({blob->start, blob->end}, spans);
 }
 
 // A Go function's spans from Go's own pcsp table: CFA = sp + delta + 8. Go keeps the caller's
@@ -631,6 +637,25 @@ bool is_x86_64(Elf* elf) {
          header.e_ident[EI_CLASS] == ELFCLASS64;
 }
 
+// A .text mostly without CFI (under a tenth covered) was built without unwind tables, its few
+// FDEs from assembly or static libraries: Chromium (Debian's: 420 KB of .eh_frame for 236 MB
+// of .text, 668,523 `push %rbp; mov %rsp,%rbp` in it, stripped). Its code without CFI is
+// walked by frame pointers, as the code of a file with no CFI at all is, and as the stack
+// copies' unwinder (libdwfl) walks it.
+void add_mostly_uncovered_text_spans(const std::vector<CodeSection>& sections,
+                                     std::vector<Span>& spans) {
+  for (const CodeSection& section : sections) {
+    const SectionCoverage& text = section.coverage;
+    if (text.name != ".text" || text.end <= text.start) continue;
+    uint64_t covered = 0;
+    for (const Span& span : spans)
+      if (span.start < text.end && span.end > text.start)
+        covered += std::min(span.end, text.end) - std::max(span.start, text.start);
+    if (covered * 10 < text.end - text.start)
+      add_frame_pointer_spans({text.start, text.end}, spans);
+  }
+}
+
 }  // namespace
 
 const char* unwind_gap_name(UnwindGap gap) {
@@ -682,6 +707,7 @@ UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableO
   add_v8_builtin_spans(elf, spans);
   add_crt_stub_spans(elf, spans);
   add_entry_stub_span(elf, spans);
+  add_mostly_uncovered_text_spans(*sections, spans);  // after the stubs' rules
   normalize(spans);
   add_inferred_spans(*sections, spans, budget);
   if (budget.spent(spans.size())) return *budget.error();

@@ -20,7 +20,7 @@ namespace bpfprof {
 namespace {
 
 constexpr char kMagic[8] = {'B', 'P', 'F', 'P', 'U', 'N', 'W', 'T'};
-constexpr const char* kDefaultDirectory = "/var/cache/bpfprof/unwind-v10";
+constexpr const char* kDefaultDirectory = "/var/cache/bpfprof/unwind-v11";
 
 uint32_t crc_of(const void* bytes, size_t size) {
   uLong crc = crc32(0L, Z_NULL, 0);

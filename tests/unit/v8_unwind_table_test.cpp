@@ -101,5 +101,27 @@ TEST(V8UnwindTable, NodesBuiltinsAreCovered) {
   EXPECT_EQ(after->pc, blob->end);
 }
 
+// Chromium's code has CFI only here and there (Debian's: 420 KB of .eh_frame for 236 MB of
+// .text) and keeps frame pointers: its code without CFI gets the frame-pointer rule. node's
+// code has CFI: no such rule is made up for it.
+TEST(V8UnwindTable, ChromiumsCodeWithoutCfiIsWalkedByFramePointers) {
+  const char* const chromium = "/usr/lib/chromium/chromium";
+  if (!std::filesystem::exists(chromium)) GTEST_SKIP() << chromium << " not installed";
+  const UnwindTable table = table_of(chromium);
+  const SectionCoverage* text = nullptr;
+  for (const SectionCoverage& section : table.coverage)
+    if (section.name == ".text") text = &section;
+  ASSERT_NE(text, nullptr);
+  EXPECT_GT(text->covered_bytes * 10, text->code_bytes() * 9);
+  size_t frame_pointer_pcs = 0;
+  for (uint64_t pc = text->start; pc < text->end; pc += (text->end - text->start) / 101)
+    frame_pointer_pcs += is_frame_pointer_row(find_unwind_row(table.rows, pc)) ? 1 : 0;
+  EXPECT_GE(frame_pointer_pcs, 90u);
+  if (!std::filesystem::exists(kNode)) return;
+  const UnwindTable node = table_of(kNode);
+  const UnwindRow* main_row = find_unwind_row(node.rows, symbol_address(kNode, "main"));
+  EXPECT_FALSE(is_frame_pointer_row(main_row));
+}
+
 }  // namespace
 }  // namespace bpfprof
