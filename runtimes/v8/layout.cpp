@@ -55,6 +55,9 @@ constexpr std::array kFields{
     Field{"v8dbg_class_BytecodeArray__data__uintptr_t", &V8Layout::bytecode_array_data, false},
     Field{"v8dbg_type_BytecodeArray__BYTECODE_ARRAY_TYPE", &V8Layout::type_bytecode_array, false},
     Field{"v8dbg_type_ByteArray__BYTE_ARRAY_TYPE", &V8Layout::type_byte_array, false},
+    Field{"v8dbg_ExternalStringTag", &V8Layout::external_string_tag, false},
+    Field{"v8dbg_class_ExternalString__resource__Object", &V8Layout::external_string_resource,
+          false},
 };
 
 constexpr const char* kFunctionSlot = "v8dbg_off_fp_function";

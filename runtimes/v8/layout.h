@@ -60,6 +60,9 @@ struct V8Layout {
   // V8 13 and later (node 24, told by their metadata's names): their ScopeInfo keeps its
   // positions elsewhere, not read; functions get no line there.
   bool later_scope_info = false;
+  // External strings (node's own scripts' sources); 0 where the binary does not say.
+  uint32_t external_string_tag = 0;
+  uint32_t external_string_resource = 0;
 };
 
 // The v8dbg_ symbols a layout is read from, without the prefix order meaning anything.

@@ -113,15 +113,9 @@ bool V8Heap::append_string(uint64_t tagged, size_t max_units, int depth, std::u1
   if (representation == layout_.seq_string_tag) {
     const size_t units = std::min<size_t>(static_cast<size_t>(*length), max_units - out.size());
     const bool one_byte = (*type & layout_.string_encoding_mask) == layout_.one_byte_string_tag;
-    const size_t at = out.size();
-    out.resize(at + units);
-    if (one_byte) {
-      std::string bytes(units, '\0');
-      if (!reader_.read(tagged - 1 + layout_.seq_one_byte_chars, bytes.data(), units)) return false;
-      for (size_t i = 0; i < units; ++i) out[at + i] = static_cast<unsigned char>(bytes[i]);
-      return true;
-    }
-    return reader_.read(tagged - 1 + layout_.seq_two_byte_chars, out.data() + at, units * 2);
+    return append_units(
+        tagged - 1 + (one_byte ? layout_.seq_one_byte_chars : layout_.seq_two_byte_chars), one_byte,
+        units, out);
   }
   if (representation == layout_.cons_string_tag) {
     const std::optional<uint64_t> first = field(tagged, layout_.cons_first);
@@ -133,7 +127,33 @@ bool V8Heap::append_string(uint64_t tagged, size_t max_units, int depth, std::u1
     const std::optional<uint64_t> actual = field(tagged, layout_.thin_actual);
     return actual && append_string(*actual, max_units, depth + 1, out);
   }
-  return false;  // external and sliced strings: not read
+  if (representation == layout_.external_string_tag && layout_.external_string_resource)
+    return append_external(tagged, *type, static_cast<size_t>(*length), max_units, out);
+  return false;  // sliced strings: not read
+}
+
+// An external string's characters lie outside the heap, where the embedder keeps them (node:
+// its own scripts' sources, in its binary). A cached one keeps their address after the
+// resource pointer; an uncached one (V8's kUncachedExternalStringMask, 1 << 4 since V8 7)
+// does not, and is not read.
+bool V8Heap::append_external(uint64_t tagged, uint32_t type, size_t length, size_t max_units,
+                             std::u16string& out) {
+  constexpr uint32_t kUncachedExternalStringMask = 1 << 4;
+  if (type & kUncachedExternalStringMask) return false;
+  const std::optional<uint64_t> data = field(tagged, layout_.external_string_resource + 8);
+  if (!data || !*data) return false;
+  return append_units(*data, (type & layout_.string_encoding_mask) == layout_.one_byte_string_tag,
+                      std::min(length, max_units - out.size()), out);
+}
+
+bool V8Heap::append_units(uint64_t address, bool one_byte, size_t units, std::u16string& out) {
+  const size_t at = out.size();
+  out.resize(at + units);
+  if (!one_byte) return reader_.read(address, out.data() + at, units * 2);
+  std::string bytes(units, '\0');
+  if (!reader_.read(address, bytes.data(), units)) return false;
+  for (size_t i = 0; i < units; ++i) out[at + i] = static_cast<unsigned char>(bytes[i]);
+  return true;
 }
 
 std::optional<std::u16string> V8Heap::read_string(uint64_t tagged, size_t max_units) {

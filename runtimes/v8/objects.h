@@ -1,7 +1,8 @@
 // V8 heap objects read from a live process (or a pretend one): a JSFunction's
 // SharedFunctionInfo, its name (in the SFI or its ScopeInfo), its Script's name and source
-// positions, and strings (sequential one- and two-byte, cons, thin). Every object's type is
-// checked through its map before a field of it is trusted: the words come from stack slots
+// positions, and strings (sequential one- and two-byte, cons, thin, cached external). Every
+// object's type is checked through its map before a field of it is trusted: the words come
+// from stack slots
 // that may not hold what a JS frame would, and a garbage collection moves objects under a
 // cached address. Reads are bounded (RemoteReader's budget, string lengths, nesting).
 #pragma once
@@ -73,6 +74,10 @@ class V8Heap {
   std::optional<uint64_t> field(uint64_t tagged, uint32_t offset);
   bool is_string(uint64_t tagged);
   bool append_string(uint64_t tagged, size_t max_units, int depth, std::u16string& out);
+  bool append_external(uint64_t tagged, uint32_t type, size_t length, size_t max_units,
+                       std::u16string& out);
+  // `units` characters at `address`, one byte or two each, appended to `out`.
+  bool append_units(uint64_t address, bool one_byte, size_t units, std::u16string& out);
   size_t pieces_ = 0;  // of the string being read
   void read_scope_info(uint64_t scope_info, SharedInfo& info);
 

@@ -329,5 +329,11 @@ describe('node work.js: stacks through V8 walked in the kernel', () => {
     const jsFuncs = new Set(samples.flatMap((s) => s.user).filter(isJs).map((f) => f.func));
     const lineZero = [...jsFuncs].filter((func) => view.funcTable.lineNumber[func] === 0);
     assert.equal(lineZero.length, 0, `JS functions at line 0: ${lineZero.map((f) => view.funcName(f)).join(', ')}`);
+    // node's own scripts (external strings) have their lines too.
+    const internal = [...jsFuncs].filter((func) => (funcSourceFile(view, func) ?? '').startsWith('node:internal/'));
+    const internalLined = internal.filter((func) => view.funcTable.lineNumber[func] >= 1);
+    t.diagnostic(`node:internal functions: ${internal.length}, with a line: ${internalLined.length}`);
+    assert.ok(internal.length >= 3 && internalLined.length >= 0.9 * internal.length,
+              `node:internal functions with a line: ${internalLined.length} of ${internal.length}`);
   });
 });

@@ -51,6 +51,8 @@ inline V8Layout node20_layout() {
   l.bytecode_array_data = 54;
   l.type_bytecode_array = 191;
   l.type_byte_array = 190;
+  l.external_string_tag = 2;
+  l.external_string_resource = 16;
   return l;
 }
 
@@ -81,6 +83,15 @@ class Heap {
     std::memcpy(bytes_.data() + (at - kHeapAt) + 12, &length, 4);
     std::memcpy(bytes_.data() + (at - kHeapAt) + 16, text.data(), text.size());
     return at + 1;
+  }
+  // An external one-byte string whose characters are `text`, placed in the heap too, their
+  // address after the resource's unless `uncached` (then the type says not to read it).
+  uint64_t external_string(const std::string& text, bool uncached = false) {
+    const uint64_t chars = one_byte_string(text) - 1 + 16;
+    const uint64_t s = object(uncached ? 2 | 8 | 16 : 2 | 8, {0, 0, chars});
+    const int32_t length = static_cast<int32_t>(text.size());
+    std::memcpy(bytes_.data() + (s - 1 - kHeapAt) + 12, &length, 4);
+    return s;
   }
   uint64_t cons_string(uint64_t first, uint64_t second, int32_t length) {
     const uint64_t s = object(1 | 8, {0, first, second});

@@ -94,6 +94,20 @@ TEST(V8Objects, ConsStringsAreJoinedAndNamesCut) {
   EXPECT_EQ(utf8_of(v8.read_string(joined, 6).value()), "sortWo");
 }
 
+TEST(V8Objects, CachedExternalStringsAreReadUncachedOnesNot) {
+  fake::Heap heap;
+  const uint64_t cached = heap.external_string("node:internal/main");
+  const uint64_t uncached = heap.external_string("node:internal/main", /*uncached=*/true);
+  hotspot::BufferMemory memory;
+  heap.place(memory);
+  RemoteReader reader(memory, 1 << 20, 0);
+  const V8Layout layout = fake::node20_layout();
+  V8Heap v8(layout, reader);
+  EXPECT_EQ(utf8_of(v8.read_string(cached, 100).value()), "node:internal/main");
+  EXPECT_EQ(utf8_of(v8.read_string(cached, 4).value()), "node");
+  EXPECT_FALSE(v8.read_string(uncached, 100));
+}
+
 TEST(V8Objects, WordsThatAreNotAFunctionGiveNothing) {
   fake::Heap heap;
   const uint64_t f = heap.function("f", "a.js", "", 0);
