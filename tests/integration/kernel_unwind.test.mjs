@@ -11,8 +11,8 @@ import {
   saveMetrics, splitUserKernel, STATE_FRAMES,
 } from './lib/harness.mjs';
 
-// About 1,000 samples a thread and mode: enough for the 99.9% bound, short for make test.
-const DURATION_MS = 1000;
+// 1.5 s a mode: at 1 s thread_churn's stacks shared with dwarf-copy came to 94.8% (>= 95%).
+const DURATION_MS = 1500;
 const metrics = {};
 
 function extra(rec, label) {
