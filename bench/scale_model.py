@@ -88,7 +88,7 @@ def classify(name, map_type):
 
 
 def snapshot_maps(pid):
-    maps, progs = fdinfo_entries(pid)
+    maps, _ = fdinfo_entries(pid)
     by_class = {}
     listing = []
     for map_id, f in maps.items():
@@ -98,7 +98,7 @@ def snapshot_maps(pid):
         by_class[kind] = by_class.get(kind, 0) + memlock
         listing.append({'name': name, 'class': kind, 'memlock': memlock,
                         'value_size': int(f['value_size']), 'max_entries': int(f['max_entries'])})
-    return by_class, listing, progs
+    return by_class, listing
 
 
 def summary_figures(stderr):
@@ -139,7 +139,7 @@ def record_once(frequency, out_dir, take_maps, call_graph='dwarf'):
     time.sleep(1.5)
     names = prog_names()
     cpu0, bpf0, t0 = process_cpu_s(proc.pid), bpf_counts(proc.pid, names), time.monotonic()
-    by_class, listing, _ = snapshot_maps(proc.pid) if take_maps else ({}, [], {})
+    by_class, listing = snapshot_maps(proc.pid) if take_maps else ({}, [])
     time.sleep(max(0.5, SECONDS - 2.0 - (time.monotonic() - t0)))
     cpu1, bpf1, t1 = process_cpu_s(proc.pid), bpf_counts(proc.pid, names), time.monotonic()
     _, stderr = proc.communicate()
