@@ -1,6 +1,7 @@
 # The two entry points of the README: `make demo` and `make test`.
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
+CONFIGURE = cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 
 .PHONY: all deps build demo test fuzz bench clean format format-check
 
@@ -10,7 +11,7 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@$(CONFIGURE)
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # Records a bundled workload: two processes, named threads, kernel time.
@@ -32,7 +33,7 @@ demo: build
 test: deps
 	@mkdir -p $(BUILD_DIR) && { \
 	  scripts/setup-profiler-cli.sh > $(BUILD_DIR)/setup-profiler-cli.log 2>&1 & setup=$$!; \
-	  cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null && \
+	  $(CONFIGURE) && \
 	  cmake --build $(BUILD_DIR) -j $(JOBS) --target integration_programs; status=$$?; \
 	  wait $$setup || { cat $(BUILD_DIR)/setup-profiler-cli.log; status=1; }; \
 	  exit $$status; }
