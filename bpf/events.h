@@ -356,14 +356,18 @@ struct bpfprof_ruby_process {
 };
 
 /* V8 (runtimes/v8/frames.bpf.h): for the frames of a kernel-walked stack that keep a frame
- * pointer of their own, the words V8 keeps at fixed offsets from it (v8dbg_off_fp_*). */
+ * pointer of their own, the words V8 keeps at fixed offsets from it (v8dbg_off_fp_*), and the
+ * function's SharedFunctionInfo read at the sample: JSFunctions are young objects that the
+ * collector moves before userspace reads them (it reads up to a poll interval later), while
+ * SharedFunctionInfos and BytecodeArrays live in old space. */
 #define BPFPROF_MAX_V8_FRAMES 64
 /* In bpfprof_v8_frame.depth: the leaf (anonymous code) was outside its frame, `function` read
  * from rdi, V8's register for the function called, or from the frame its `ret` just popped. */
 #define BPFPROF_V8_FRAME_FROM_REGISTER 0x80000000u
 
 struct bpfprof_v8_frame {
-  __u64 function;        /* the word at fp + off_fp_function: a tagged JSFunction, if JS */
+  __u64 shared;          /* the tagged SharedFunctionInfo of the frame's JSFunction, if JS */
+  __u64 bytecode;        /* the word at fp + off_fp_bytecode_array (interpreted frames); 0 */
   __u32 depth;           /* the frame's index in the user stack, innermost 0; flags above */
   __s32 bytecode_offset; /* the Smi at fp + off_fp_bytecode_offset (interpreted frames); -1 */
 };
@@ -376,10 +380,13 @@ struct bpfprof_v8_stack_event {
   struct bpfprof_v8_frame frames[BPFPROF_MAX_V8_FRAMES];
 };
 
-/* A V8 process: its frame layout (v8dbg_off_fp_function, v8dbg_off_fp_bytecode_offset). */
+/* A V8 process: its frame layout (v8dbg_off_fp_function, _bytecode_offset, _bytecode_array:
+ * 0 where not exported) and where a JSFunction keeps its SharedFunctionInfo. */
 struct bpfprof_v8_process {
   __s32 off_fp_function;
   __s32 off_fp_bytecode_offset;
+  __s32 off_fp_bytecode_array;
+  __u32 function_shared;
 };
 
 /* HotSpot (Java) frames: the in-kernel walk steps through the JVM's code cache with the

@@ -2,9 +2,11 @@
  * each JS frame keeps at a fixed offset from its frame pointer (v8dbg_off_fp_function), a
  * word that exists only while the frame does. So for a stack walked in the kernel of a
  * process that userspace registered as V8, each frame that keeps a frame pointer of its own
- * (its rbp differs from its caller's: native code without one shares its caller's) sends that
- * word, with the interpreter's bytecode offset slot, in an event just before the sample.
- * Userspace checks every word (a JSFunction whose map says so) before naming it. */
+ * (its rbp differs from its caller's: native code without one shares its caller's) sends its
+ * function's SharedFunctionInfo (the JSFunction itself may have moved by the time userspace
+ * reads it), and for an interpreted frame its BytecodeArray and bytecode offset, in an event
+ * just before the sample. Userspace checks every word (an object whose map says what it is)
+ * before naming it. */
 #ifndef BPFPROF_V8_FRAMES_H
 #define BPFPROF_V8_FRAMES_H
 
@@ -81,9 +83,10 @@ static __always_inline bool v8_leaf_outside_frame(const struct v8_frame_scan* s,
   return true;
 }
 
-/* The JSFunction of frame `index`, and its bytecode offset slot. 0: none. */
+/* The JSFunction of frame `index`, and its bytecode array and offset slots. 0: none. */
 static __always_inline __u64 v8_frame_function(const struct v8_frame_scan* s, __u32 index,
-                                               __u64* bytecode_offset, __u32* flags) {
+                                               __u64* bytecode_offset, __u64* bytecode,
+                                               __u32* flags) {
   const __u64 word = s->walk->frame_bp[index & BPFPROF_UNWOUND_INDEX_MASK];
   const __u64 bp = word & ~FRAME_BP_ANONYMOUS_CODE;
   const __u64 caller_bp =
@@ -101,6 +104,9 @@ static __always_inline __u64 v8_frame_function(const struct v8_frame_scan* s, __
      * there, as a Smi (upper half); -1 for the others. */
     if ((word & FRAME_BP_ANONYMOUS_CODE) || (__u32)*bytecode_offset)
       *bytecode_offset = V8_NO_BYTECODE_OFFSET;
+    else if (s->process->off_fp_bytecode_array)
+      bpf_probe_read_user(bytecode, sizeof(*bytecode),
+                          (void*)(bp + s->process->off_fp_bytecode_array));
   }
   return function & 1 ? function : 0; /* a tagged heap object, or no JS frame */
 }
@@ -110,11 +116,17 @@ static long read_v8_frame(__u64 index, void* context) {
   struct bpfprof_v8_stack_event* e = s->event;
   if (index + 1 >= s->depth || e->count >= BPFPROF_MAX_V8_FRAMES) return 1;
   __u64 bytecode_offset = V8_NO_BYTECODE_OFFSET;
+  __u64 bytecode = 0;
   __u32 flags = 0;
-  const __u64 function = v8_frame_function(s, (__u32)index, &bytecode_offset, &flags);
-  if (!function) return 0;
+  const __u64 function = v8_frame_function(s, (__u32)index, &bytecode_offset, &bytecode, &flags);
+  __u64 shared = 0;
+  if (!function || bpf_probe_read_user(&shared, sizeof(shared),
+                                       (void*)(function - 1 + s->process->function_shared)))
+    return 0;
+  if (!(shared & 1)) return 0;
   struct bpfprof_v8_frame* f = &e->frames[e->count & (BPFPROF_MAX_V8_FRAMES - 1)];
-  f->function = function;
+  f->shared = shared;
+  f->bytecode = bytecode;
   f->depth = (__u32)index | flags;
   f->bytecode_offset = (__s32)(bytecode_offset >> 32); /* a Smi: the value in the upper half */
   e->count += 1;

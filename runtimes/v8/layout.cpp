@@ -36,7 +36,6 @@ constexpr std::array kFields{
     Field{"v8dbg_class_SlicedString__parent__String", &V8Layout::sliced_parent},
     Field{"v8dbg_class_SlicedString__offset__SMI", &V8Layout::sliced_offset},
     Field{"v8dbg_class_FixedArrayBase__length__SMI", &V8Layout::fixed_array_length},
-    Field{"v8dbg_type_JSFunction__JS_FUNCTION_TYPE", &V8Layout::type_js_function},
     Field{"v8dbg_type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE",
           &V8Layout::type_shared_function_info},
     Field{"v8dbg_type_Script__SCRIPT_TYPE", &V8Layout::type_script},
@@ -62,6 +61,7 @@ constexpr std::array kFields{
 
 constexpr const char* kFunctionSlot = "v8dbg_off_fp_function";
 constexpr const char* kBytecodeOffsetSlot = "v8dbg_off_fp_bytecode_offset";
+constexpr const char* kBytecodeArraySlot = "v8dbg_off_fp_bytecode_array";
 // Field offsets and types beyond this are not a layout.
 constexpr uint32_t kMaxValue = 4096;
 
@@ -79,7 +79,7 @@ std::variant<int32_t, std::string> frame_slot(RemoteReader& reader, uint64_t add
 
 const std::vector<std::string>& v8_layout_symbol_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> out{kFunctionSlot, kBytecodeOffsetSlot};
+    std::vector<std::string> out{kFunctionSlot, kBytecodeOffsetSlot, kBytecodeArraySlot};
     for (const Field& field : kFields) out.emplace_back(field.symbol);
     for (const Field& field : kFields)
       if (field.later_symbol) out.emplace_back(field.later_symbol);
@@ -98,9 +98,15 @@ std::variant<V8Layout, std::string> read_v8_layout(RemoteReader& reader,
   if (auto* error = std::get_if<std::string>(&bytecode_offset)) return *error;
   layout.off_fp_function = std::get<int32_t>(function);
   layout.off_fp_bytecode_offset = std::get<int32_t>(bytecode_offset);
-  size_t later = 2 + kFields.size();  // the later names' addresses follow, in fields' order
+  if (addresses[2]) {
+    auto bytecode_array = frame_slot(reader, addresses[2], kBytecodeArraySlot);
+    if (auto* error = std::get_if<std::string>(&bytecode_array)) return *error;
+    layout.off_fp_bytecode_array = std::get<int32_t>(bytecode_array);
+  }
+  constexpr size_t kSlots = 3;
+  size_t later = kSlots + kFields.size();  // the later names' addresses follow, in fields' order
   for (size_t i = 0; i < kFields.size(); ++i) {
-    uint64_t address = addresses[i + 2];
+    uint64_t address = addresses[i + kSlots];
     if (kFields[i].later_symbol && !address) {
       address = addresses[later];
       layout.later_scope_info = true;

@@ -20,6 +20,7 @@ struct V8Layout {
   // Frame slots, from the frame pointer.
   int32_t off_fp_function = 0;
   int32_t off_fp_bytecode_offset = 0;
+  int32_t off_fp_bytecode_array = 0;  // 0: not exported (interpreted frames at their first line)
   // Heap object fields, from the object's untagged address.
   uint32_t heap_object_map = 0;
   uint32_t map_instance_type = 0;
@@ -38,7 +39,6 @@ struct V8Layout {
   uint32_t sliced_offset = 0;
   uint32_t fixed_array_length = 0;  // a ScopeInfo's slots begin after its map, as an array's
   // Instance types and string type bits.
-  uint32_t type_js_function = 0;
   uint32_t type_shared_function_info = 0;
   uint32_t type_script = 0;
   uint32_t type_scope_info = 0;

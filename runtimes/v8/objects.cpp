@@ -11,10 +11,6 @@ bool is_smi(uint64_t word) { return (word & 1) == 0; }
 // A Smi in the upper half of the word (V8Layout::smi_shift_size 31).
 int64_t smi_value(uint64_t word) { return static_cast<int64_t>(word) >> 32; }
 
-// JSFunction and the function types next to it (class constructors, the promise and array
-// constructors): V8 numbers them as one range that ends with JS_FUNCTION_TYPE.
-constexpr uint32_t kFunctionTypeRange = 24;
-
 // A ScopeInfo's first slots (after its map): flags, parameter count, context local count.
 constexpr size_t kScopeHeaderSlots = 3;
 // Slots after the locals that may come before the function's name: the saved class variable
@@ -90,16 +86,6 @@ std::optional<uint32_t> V8Heap::instance_type(uint64_t tagged) {
 bool V8Heap::is_string(uint64_t tagged) {
   const std::optional<uint32_t> type = instance_type(tagged);
   return type && *type < layout_.first_nonstring_type;
-}
-
-std::optional<uint64_t> V8Heap::shared_of_function(uint64_t function) {
-  const std::optional<uint32_t> type = instance_type(function);
-  if (!type || *type > layout_.type_js_function ||
-      *type + kFunctionTypeRange < layout_.type_js_function)
-    return std::nullopt;
-  const std::optional<uint64_t> shared = field(function, layout_.function_shared);
-  if (!shared || instance_type(*shared) != layout_.type_shared_function_info) return std::nullopt;
-  return shared;
 }
 
 bool V8Heap::append_string(uint64_t tagged, size_t max_units, int depth, std::u16string& out) {
@@ -214,16 +200,22 @@ std::optional<SharedInfo> V8Heap::read_shared(uint64_t shared) {
 // A BytecodeArray after its length: its constant pool, handler table and source position table
 // (tagged, the two tables ByteArrays, the positions' the second), then untagged fields up to
 // the bytecodes. The table is found by these types, not by an offset the metadata lacks.
-std::optional<SourcePositions> V8Heap::bytecode_positions(uint64_t shared) {
-  const uint32_t first = layout_.fixed_array_length + 8;
-  if (!layout_.shared_function_data || !layout_.type_byte_array ||
-      layout_.bytecode_array_data <= first)
-    return std::nullopt;
+std::optional<uint64_t> V8Heap::bytecode_of(uint64_t shared) {
+  if (!layout_.shared_function_data) return std::nullopt;
   const std::optional<uint64_t> bytecode = field(shared, layout_.shared_function_data);
   if (!bytecode || instance_type(*bytecode) != layout_.type_bytecode_array) return std::nullopt;
+  return bytecode;
+}
+
+std::optional<SourcePositions> V8Heap::bytecode_positions(uint64_t bytecode) {
+  const uint32_t first = layout_.fixed_array_length + 8;
+  if (!layout_.type_bytecode_array || !layout_.type_byte_array ||
+      layout_.bytecode_array_data <= first ||
+      instance_type(bytecode) != layout_.type_bytecode_array)
+    return std::nullopt;
   std::array<uint64_t, 8> words{};
   const size_t count = std::min<size_t>(words.size(), (layout_.bytecode_array_data - first) / 8);
-  if (!reader_.read(*bytecode - 1 + first, words.data(), count * 8)) return std::nullopt;
+  if (!reader_.read(bytecode - 1 + first, words.data(), count * 8)) return std::nullopt;
   uint64_t table = 0;
   int byte_arrays = 0;
   for (size_t i = 0; i < count && !table; ++i)

@@ -56,17 +56,18 @@ class V8Heap {
 
   // The instance type of the heap object `tagged` (through its map), if it is one.
   std::optional<uint32_t> instance_type(uint64_t tagged);
-  // The SharedFunctionInfo of the JSFunction `function`, if it is one.
-  std::optional<uint64_t> shared_of_function(uint64_t function);
   std::optional<SharedInfo> read_shared(uint64_t shared);
   // A Script's name (a file path, a URL), if it has one.
   std::optional<std::string> script_name(uint64_t script);
   // Where each line of a Script's source starts (UTF-16 units): [0, ...].
   std::optional<std::vector<uint32_t>> script_line_starts(uint64_t script);
-  // The source positions of the SharedFunctionInfo `shared`'s bytecode; nullopt when it has no
-  // BytecodeArray or V8 did not make its table (source positions are made lazily: when an
-  // error's stack, the debugger or V8's profiler asks for them).
-  std::optional<SourcePositions> bytecode_positions(uint64_t shared);
+  // The BytecodeArray of the SharedFunctionInfo `shared`, if its function data is one (not
+  // once compiled to baseline code, which keeps it elsewhere).
+  std::optional<uint64_t> bytecode_of(uint64_t shared);
+  // The source positions of the BytecodeArray `bytecode`; nullopt when it is not one or V8
+  // did not make its table (source positions are made lazily: when an error's stack, the
+  // debugger or V8's profiler asks for them).
+  std::optional<SourcePositions> bytecode_positions(uint64_t bytecode);
   // A string's UTF-16 units, at most `max_units`.
   std::optional<std::u16string> read_string(uint64_t tagged, size_t max_units);
 

@@ -145,7 +145,9 @@ std::vector<V8Processes::Change> V8Processes::take_changes(RuntimeStats& stats) 
       const V8Layout& l = std::get<V8Layout>(layout);
       changes_.push_back(
           Change{pid, bpfprof_v8_process{.off_fp_function = l.off_fp_function,
-                                         .off_fp_bytecode_offset = l.off_fp_bytecode_offset}});
+                                         .off_fp_bytecode_offset = l.off_fp_bytecode_offset,
+                                         .off_fp_bytecode_array = l.off_fp_bytecode_array,
+                                         .function_shared = l.function_shared}});
     }
     return true;
   });

@@ -49,116 +49,115 @@ std::vector<bool> read_pieces(Pid pid, const std::vector<Piece>& pieces) {
   return done;
 }
 
-// A JSFunction's words read up to its SharedFunctionInfo's.
-constexpr size_t kFunctionHeadWords = 4;
-
 }  // namespace
 
 std::vector<std::optional<std::optional<RuntimeFrameId>>> V8Stacks::from_cache(
-    Pid pid, const V8Layout& layout, const V8Namer& namer, const std::vector<uint64_t>& functions) {
-  std::vector<std::optional<std::optional<RuntimeFrameId>>> out(functions.size());
-  const size_t shared_word = layout.function_shared / 8;
-  if (layout.function_shared % 8 || shared_word >= kFunctionHeadWords) return out;
-  std::vector<std::array<uint64_t, kFunctionHeadWords>> heads(functions.size());
+    Pid pid, const V8Namer& namer, const std::vector<uint64_t>& shared) {
+  std::vector<std::optional<std::optional<RuntimeFrameId>>> out(shared.size());
+  std::vector<SharedHeader> headers(shared.size());
   std::vector<Piece> pieces;
-  for (size_t i = 0; i < functions.size(); ++i)
-    pieces.push_back({functions[i] - 1, heads[i].data(), sizeof(heads[i])});
+  for (size_t i = 0; i < shared.size(); ++i)
+    pieces.push_back({shared[i] - 1, headers[i].data(), sizeof(SharedHeader)});
   const std::vector<bool> read = read_pieces(pid, pieces);
-  if (!functions.empty() && !read[0] && errno == ESRCH) {
-    for (size_t i = 0; i < functions.size(); ++i) out[i] = namer.last_known(functions[i]);
-    return out;
-  }
-  std::vector<SharedHeader> headers(functions.size());
-  std::vector<size_t> which;
-  pieces.clear();
-  for (size_t i = 0; i < functions.size(); ++i) {
-    if (!read[i]) continue;
-    const auto shared = namer.cached_shared(functions[i], {heads[i][0], heads[i][shared_word]});
-    if (!shared) continue;
-    which.push_back(i);
-    pieces.push_back({*shared - 1, headers[i].data(), sizeof(SharedHeader)});
-  }
-  const std::vector<bool> read_headers = read_pieces(pid, pieces);
-  for (size_t k = 0; k < which.size(); ++k) {
-    const size_t i = which[k];
-    if (read_headers[k]) out[i] = namer.cached_frame(heads[i][shared_word], headers[i]);
-  }
+  const bool exited = !shared.empty() && !read[0] && errno == ESRCH;
+  for (size_t i = 0; i < shared.size(); ++i)
+    out[i] = exited    ? namer.last_known(shared[i])
+             : read[i] ? namer.cached_frame(shared[i], headers[i])
+                       : std::nullopt;
   return out;
+}
+
+bool V8Namer::Rereads::due() const { return due_ns && now_ns() >= due_ns; }
+
+void V8Namer::Rereads::incomplete(bool incomplete) {
+  constexpr int kMaxReads = 3;
+  constexpr uint64_t kRereadAfterNs = 20'000'000;
+  due_ns = incomplete && reads < kMaxReads ? now_ns() + kRereadAfterNs * reads : 0;
 }
 
 const V8Namer::Script& V8Namer::script(V8Heap& heap, uint64_t address) {
   auto it = scripts_.find(address);
-  if (it != scripts_.end()) return it->second;
+  if (it != scripts_.end() && !it->second.rereads.due()) return it->second;
   Script script{heap.script_name(address).value_or(""),
-                heap.script_line_starts(address).value_or(std::vector<uint32_t>{})};
-  return scripts_.emplace(address, std::move(script)).first->second;
+                heap.script_line_starts(address).value_or(std::vector<uint32_t>{}),
+                {}};
+  if (it != scripts_.end()) script.rereads.reads = it->second.rereads.reads + 1;
+  script.rereads.incomplete(script.name.empty() || script.line_starts.empty());
+  return scripts_.insert_or_assign(address, std::move(script)).first->second;
 }
 
 std::optional<RuntimeFrameId> V8Namer::read_function(V8Heap& heap, uint64_t shared,
-                                                     RuntimeFrameTable& frames,
-                                                     uint64_t& script_at) {
+                                                     RuntimeFrameTable& frames, uint64_t& script_at,
+                                                     bool& complete) {
   const std::optional<SharedInfo> info = heap.read_shared(shared);
+  complete = info && !info->script;  // a builtin's, an API function's: stays native
   if (!info || !info->script) return std::nullopt;
   script_at = info->script;
   const Script& s = script(heap, info->script);
   if (s.name.empty()) return std::nullopt;  // eval'd code, internal scripts without a name
   const uint32_t line = line_of_position(s.line_starts, info->start_position);
+  complete = line > 0;
   RuntimeFunction function{info->name.empty() ? "(anonymous)" : info->name, s.name, line,
                            RuntimeKind::kV8};
   return frames.intern(function, line);
 }
 
-std::optional<uint64_t> V8Namer::cached_shared(uint64_t function, const FunctionWords& now) const {
-  auto it = functions_.find(function);
-  if (it == functions_.end() || !(it->second == now)) return std::nullopt;
-  return now.shared;
-}
-
 std::optional<std::optional<RuntimeFrameId>> V8Namer::cached_frame(uint64_t shared,
                                                                    const SharedHeader& now) const {
   auto it = shared_.find(shared);
-  if (it == shared_.end() || it->second.header != now) return std::nullopt;
+  if (it == shared_.end() || it->second.header != now || it->second.rereads.due())
+    return std::nullopt;
   return it->second.frame;
 }
 
-std::optional<std::optional<RuntimeFrameId>> V8Namer::last_known(uint64_t function) const {
-  auto it = functions_.find(function);
-  if (it == functions_.end()) return std::nullopt;
-  auto named = shared_.find(it->second.shared);
+std::optional<std::optional<RuntimeFrameId>> V8Namer::last_known(uint64_t shared) const {
+  auto named = shared_.find(shared);
   if (named == shared_.end()) return std::nullopt;
   return named->second.frame;
 }
 
-uint32_t V8Namer::line_at(V8Heap& heap, uint64_t function, int32_t bytecode_offset) {
-  auto words = functions_.find(function);
-  if (words == functions_.end()) return 0;
-  auto named = shared_.find(words->second.shared);
-  if (named == shared_.end() || !named->second.frame) return 0;
-  Named& n = named->second;
-  if (!n.positions) n.positions = heap.bytecode_positions(words->second.shared);
-  auto script = scripts_.find(n.script);
-  if (!*n.positions || script == scripts_.end()) return 0;
-  return line_of_position(script->second.line_starts,
-                          script_offset_at(**n.positions, bytecode_offset));
+const std::optional<SourcePositions>& V8Namer::positions(V8Heap& heap, RemoteReader& reader,
+                                                         uint64_t bytecode) {
+  static const std::optional<SourcePositions> kNone;
+  BytecodeHeader header{};
+  if (!reader.read(bytecode - 1, header.data(), sizeof(header))) return kNone;
+  auto it = positions_.find(bytecode);
+  // Other words at a cached address: another BytecodeArray, or this one with its table made.
+  if (it != positions_.end() && it->second.header == header) return it->second.table;
+  return positions_.insert_or_assign(bytecode, Positions{header, heap.bytecode_positions(bytecode)})
+      .first->second.table;
 }
 
-std::optional<RuntimeFrameId> V8Namer::name(V8Heap& heap, RemoteReader& reader, uint64_t function,
+uint32_t V8Namer::line_at(V8Heap& heap, RemoteReader& reader, uint64_t shared, uint64_t bytecode,
+                          int32_t bytecode_offset) {
+  auto named = shared_.find(shared);
+  if (named == shared_.end() || !named->second.frame) return 0;
+  auto script = scripts_.find(named->second.script);
+  if (script == scripts_.end()) return 0;
+  if (!bytecode) bytecode = heap.bytecode_of(shared).value_or(0);
+  if (!bytecode) return 0;
+  const std::optional<SourcePositions>& table = positions(heap, reader, bytecode);
+  if (!table) return 0;
+  return line_of_position(script->second.line_starts, script_offset_at(*table, bytecode_offset));
+}
+
+std::optional<RuntimeFrameId> V8Namer::name(V8Heap& heap, RemoteReader& reader, uint64_t shared,
                                             RuntimeFrameTable& frames, RuntimeStats& stats) {
-  const std::optional<uint64_t> shared = heap.shared_of_function(function);
-  const std::optional<uint64_t> map = reader.word(function - 1);
-  if (!shared || !map) return std::nullopt;
-  functions_.insert_or_assign(function, FunctionWords{*map, *shared});
   SharedHeader header{};
-  if (!reader.read(*shared - 1, header.data(), sizeof(header))) return std::nullopt;
-  auto it = shared_.find(*shared);
+  if (!reader.read(shared - 1, header.data(), sizeof(header))) return std::nullopt;
+  auto it = shared_.find(shared);
   // A cached address whose words changed holds another function now (moved, collected).
-  if (it != shared_.end() && it->second.header == header) return it->second.frame;
+  const bool same = it != shared_.end() && it->second.header == header;
+  if (same && !it->second.rereads.due()) return it->second.frame;
   const uint64_t start = now_ns();
-  Named named{header, std::nullopt, 0, std::nullopt};
-  named.frame = read_function(heap, *shared, frames, named.script);
+  Named named{header, std::nullopt, 0, {}};
+  if (same) named.rereads.reads = it->second.rereads.reads + 1;
+  bool complete = false;
+  named.frame = read_function(heap, shared, frames, named.script, complete);
+  named.rereads.incomplete(!complete);
   stats.code_objects_read += 1;
   stats.code_read_ns += now_ns() - start;
-  return shared_.insert_or_assign(*shared, named).first->second.frame;
+  return shared_.insert_or_assign(shared, named).first->second.frame;
 }
 
 void V8Stacks::take_event(const void* data, size_t size, RuntimeStats& stats) {
@@ -185,7 +184,7 @@ RuntimeFrameId V8Stacks::current_frame(Pid pid, const V8Layout& layout, V8Namer&
   hotspot::ProcessMemory memory(pid);
   RemoteReader reader(memory, kStackReadBudget, 0);
   V8Heap heap(layout, reader);
-  const uint32_t line = namer.line_at(heap, f.function, offset);
+  const uint32_t line = namer.line_at(heap, reader, f.shared, f.bytecode, offset);
   return line ? frames.intern(frames.function_of(frame), line) : frame;
 }
 
@@ -201,22 +200,22 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
   Process& process = processes_seen_[pid];
   stats.stacks += 1;
   // Each function once: a recursion repeats one many times.
-  std::vector<uint64_t> functions;
+  std::vector<uint64_t> shared;
   for (const bpfprof_v8_frame& f : pending.frames)
-    if (std::find(functions.begin(), functions.end(), f.function) == functions.end())
-      functions.push_back(f.function);
-  auto frames = from_cache(pid, *layout, process.namer, functions);
-  for (size_t i = 0; i < functions.size(); ++i) {
+    if (std::find(shared.begin(), shared.end(), f.shared) == shared.end())
+      shared.push_back(f.shared);
+  auto frames = from_cache(pid, process.namer, shared);
+  for (size_t i = 0; i < shared.size(); ++i) {
     if (frames[i]) continue;
     hotspot::ProcessMemory memory(pid);
     RemoteReader reader(memory, kStackReadBudget, 0);
     V8Heap heap(*layout, reader);
-    frames[i] = process.namer.name(heap, reader, functions[i], recording.runtime_frames, stats);
+    frames[i] = process.namer.name(heap, reader, shared[i], recording.runtime_frames, stats);
   }
   size_t placed = 0;
   for (const bpfprof_v8_frame& f : pending.frames) {
     const uint32_t depth = f.depth & ~BPFPROF_V8_FRAME_FROM_REGISTER;
-    const size_t i = std::find(functions.begin(), functions.end(), f.function) - functions.begin();
+    const size_t i = std::find(shared.begin(), shared.end(), f.shared) - shared.begin();
     if (depth >= user.size() || !*frames[i]) continue;
     user[depth] = raw_runtime_frame(
         current_frame(pid, *layout, process.namer, f, **frames[i], recording.runtime_frames));

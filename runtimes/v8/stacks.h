@@ -1,9 +1,10 @@
 // Puts JavaScript frames into the native stacks of V8 processes: the BPF side sends, just
-// before a sample walked in the kernel, the function slot of each frame that keeps a frame
-// pointer (runtimes/v8/frames.bpf.h); each slot that holds a JSFunction of a script replaces
-// its native frame (JIT code's hex address, an interpreter trampoline) with the function,
-// its script and its first line. The objects are read while the process lives, cached by
-// their addresses and checked again at each use: the collector moves them.
+// before a sample walked in the kernel, the SharedFunctionInfo of each frame that keeps a
+// frame pointer and a JSFunction (runtimes/v8/frames.bpf.h); each that belongs to a script
+// replaces its native frame (JIT code's hex address, an interpreter trampoline) with the
+// function, its script and its first line, an interpreted frame's at its current line. The
+// objects are read while the process lives, cached by their addresses and checked again at
+// each use: the collector may move or free them.
 #pragma once
 
 #include <array>
@@ -25,51 +26,67 @@ namespace bpfprof::v8 {
 constexpr size_t kSharedHeaderWords = 5;
 using SharedHeader = std::array<uint64_t, kSharedHeaderWords>;
 
+// The words of a BytecodeArray before its bytecodes (map, length, constant pool, handler and
+// source position tables, ...): the same words at the same address mean the same bytecode,
+// with the same position table (V8 makes one lazily: the words change then).
+constexpr size_t kBytecodeHeaderWords = 8;
+using BytecodeHeader = std::array<uint64_t, kBytecodeHeaderWords>;
+
 // The names of one process's functions, read through `heap` and cached by address.
 class V8Namer {
  public:
-  // The frame of the JSFunction `function`; nullopt when it is not one or has no script
-  // (a builtin's frame stays native).
-  std::optional<RuntimeFrameId> name(V8Heap& heap, RemoteReader& reader, uint64_t function,
+  // The frame of the SharedFunctionInfo `shared`; nullopt when it is not one or has no
+  // script (a builtin's frame stays native).
+  std::optional<RuntimeFrameId> name(V8Heap& heap, RemoteReader& reader, uint64_t shared,
                                      RuntimeFrameTable& frames, RuntimeStats& stats);
-
-  // A function's first words as read now: its map and its SharedFunctionInfo.
-  struct FunctionWords {
-    uint64_t map = 0;
-    uint64_t shared = 0;
-    bool operator==(const FunctionWords&) const = default;
-  };
-  // The SharedFunctionInfo whose header decides whether `function`, with these words now, is
-  // the one named before (the same words at its address: its map was checked then).
-  std::optional<uint64_t> cached_shared(uint64_t function, const FunctionWords& now) const;
   // The frame named before for `shared`, if its header is still `now`; nullopt on a miss.
   std::optional<std::optional<RuntimeFrameId>> cached_frame(uint64_t shared,
                                                             const SharedHeader& now) const;
-  // The frame `function` had when last named, unchecked: for the stacks of a process that
-  // has exited (the reader runs behind the samples by up to a few hundred milliseconds).
-  std::optional<std::optional<RuntimeFrameId>> last_known(uint64_t function) const;
-  // The line of the interpreted `function` (named before, its words checked for this stack)
-  // at `bytecode_offset`, from its bytecode's source positions (read once); 0: not known.
-  uint32_t line_at(V8Heap& heap, uint64_t function, int32_t bytecode_offset);
+  // The frame `shared` had when last named, unchecked: for the stacks of a process that has
+  // exited (the reader runs behind the samples by up to a poll interval).
+  std::optional<std::optional<RuntimeFrameId>> last_known(uint64_t shared) const;
+  // The line of an interpreted frame of `shared` (named, its header checked for this stack)
+  // at `bytecode_offset` in `bytecode` (the frame's BytecodeArray; 0: its function data's),
+  // from the bytecode's source positions; 0: not known.
+  uint32_t line_at(V8Heap& heap, RemoteReader& reader, uint64_t shared, uint64_t bytecode,
+                   int32_t bytecode_offset);
 
  private:
+  // What was read incompletely (a name or line missing: the collector may have been moving
+  // the object being read, or the string is of a kind not read) is read again a few times,
+  // a little later each time.
+  struct Rereads {
+    int reads = 1;
+    uint64_t due_ns = 0;  // 0: complete, or read often enough
+    bool due() const;
+    void incomplete(bool incomplete);
+  };
   struct Named {
     SharedHeader header;
     std::optional<RuntimeFrameId> frame;
     uint64_t script = 0;
-    std::optional<std::optional<SourcePositions>> positions;  // once read
+    Rereads rereads;
+  };
+  struct Positions {
+    BytecodeHeader header;
+    std::optional<SourcePositions> table;
   };
   struct Script {
     std::string name;
     std::vector<uint32_t> line_starts;
+    Rereads rereads;
   };
+  // The function's frame; `complete` false when its name or line could not be read.
   std::optional<RuntimeFrameId> read_function(V8Heap& heap, uint64_t shared,
-                                              RuntimeFrameTable& frames, uint64_t& script_at);
+                                              RuntimeFrameTable& frames, uint64_t& script_at,
+                                              bool& complete);
   const Script& script(V8Heap& heap, uint64_t address);
+  const std::optional<SourcePositions>& positions(V8Heap& heap, RemoteReader& reader,
+                                                  uint64_t bytecode);
 
-  std::unordered_map<uint64_t, Named> shared_;             // by SharedFunctionInfo address
-  std::unordered_map<uint64_t, FunctionWords> functions_;  // by JSFunction address
-  std::unordered_map<uint64_t, Script> scripts_;           // by Script address
+  std::unordered_map<uint64_t, Named> shared_;         // by SharedFunctionInfo address
+  std::unordered_map<uint64_t, Positions> positions_;  // by BytecodeArray address
+  std::unordered_map<uint64_t, Script> scripts_;       // by Script address
 };
 
 class V8Stacks {
@@ -91,11 +108,10 @@ class V8Stacks {
   struct Process {
     V8Namer namer;
   };
-  // The frames of `functions` from the cache, checked with two batched reads of the process;
+  // The frames of `shared` from the cache, checked with one batched read of the process;
   // nullopt where the cache cannot say.
   std::vector<std::optional<std::optional<RuntimeFrameId>>> from_cache(
-      Pid pid, const V8Layout& layout, const V8Namer& namer,
-      const std::vector<uint64_t>& functions);
+      Pid pid, const V8Namer& namer, const std::vector<uint64_t>& shared);
 
   // The frame of `f` at its current line where it is interpreted and its bytecode's source
   // positions say; else `frame` (the function at its first line).

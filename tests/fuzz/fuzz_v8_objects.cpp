@@ -1,9 +1,9 @@
 // libFuzzer target for V8's heap objects as bpfprof reads them from a node process
 // (runtimes/v8/objects.h): all of it is the profiled process's to write. The first byte
 // picks the limits (bit 0: tight ones); the rest is a pretend heap at fake::kHeapAt
-// (tests/unit/v8_fake_heap.h) whose first word is the JSFunction to name. Functions, their
-// names, scripts and line starts must be read or refused within the limits; never a crash, a
-// hang or a read outside the image. The input is also decoded as a source position table.
+// (tests/unit/v8_fake_heap.h) whose first word is the SharedFunctionInfo to name. Functions, their
+// names, scripts and line starts must be read or refused within the limits; never a crash, a hang
+// or a read outside the image. The input is also decoded as a source position table.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -30,17 +30,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   RemoteReader reader(memory, budget, 0);
   const V8Layout layout = fake::node20_layout();
   V8Heap heap(layout, reader, limits);
-  const uint64_t function = reader.word(fake::kHeapAt).value_or(0);
-  const auto shared = heap.shared_of_function(function);
-  const auto info = heap.read_shared(shared.value_or(function));
+  const uint64_t shared = reader.word(fake::kHeapAt).value_or(0);
+  const auto info = heap.read_shared(shared);
   if (info && info->name.size() > 4 * limits.max_name_chars) abort();
-  const uint64_t script = info ? info->script : function;
+  const uint64_t script = info ? info->script : shared;
   if (auto name = heap.script_name(script); name && name->size() > 16 * limits.max_name_chars)
     abort();
   if (auto starts = heap.script_line_starts(script);
       starts && starts->size() > limits.max_source_chars + 1)
     abort();
-  if (auto positions = heap.bytecode_positions(shared.value_or(function));
+  if (auto positions = heap.bytecode_positions(heap.bytecode_of(shared).value_or(shared));
       positions && positions->size() > limits.max_position_table_bytes)
     abort();
   // The input itself as a source position table.

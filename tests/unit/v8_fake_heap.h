@@ -18,6 +18,7 @@ inline V8Layout node20_layout() {
   V8Layout l;
   l.off_fp_function = -16;
   l.off_fp_bytecode_offset = -40;
+  l.off_fp_bytecode_array = -32;
   l.heap_object_map = 0;
   l.map_instance_type = 12;
   l.function_shared = 24;
@@ -34,7 +35,6 @@ inline V8Layout node20_layout() {
   l.sliced_parent = 16;
   l.sliced_offset = 24;
   l.fixed_array_length = 8;
-  l.type_js_function = 2066;
   l.type_shared_function_info = 262;
   l.type_script = 167;
   l.type_scope_info = 261;
@@ -98,8 +98,8 @@ class Heap {
     std::memcpy(bytes_.data() + (s - 1 - kHeapAt) + 12, &length, 4);
     return s;
   }
-  // A JSFunction named `name`, of a script `file` whose source is `source`, starting at
-  // `start` in it; its ScopeInfo has `locals` context locals. Returns the function.
+  // The SharedFunctionInfo of a function named `name`, of a script `file` whose source is
+  // `source`, starting at `start` in it; its ScopeInfo has `locals` context locals.
   uint64_t function(const std::string& name, const std::string& file, const std::string& source,
                     int32_t start, int locals = 0, uint64_t bytecode = 0) {
     const uint64_t undefined = object(131, {});
@@ -110,8 +110,7 @@ class Heap {
     for (uint64_t w : {one_byte_string(name), smi(-1), undefined, smi(start), smi(start + 10)})
       scope.push_back(w);
     const uint64_t scope_info = object(261, scope);
-    const uint64_t shared = object(262, {bytecode, scope_info, 0, script});
-    return object(2066, {0, 0, shared});
+    return object(262, {bytecode, scope_info, 0, script});
   }
   uint64_t byte_array(const std::vector<uint8_t>& bytes) {
     const uint64_t m = map(190);

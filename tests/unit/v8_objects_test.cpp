@@ -23,9 +23,10 @@ TEST(V8Layout, NodeBinaryExportsTheLayoutOfItsV8) {
   const V8Layout want = fake::node20_layout();
   EXPECT_EQ(l.off_fp_function, want.off_fp_function);
   EXPECT_EQ(l.off_fp_bytecode_offset, want.off_fp_bytecode_offset);
+  EXPECT_EQ(l.off_fp_bytecode_array, want.off_fp_bytecode_array);
   EXPECT_EQ(l.function_shared, want.function_shared);
   EXPECT_EQ(l.shared_name_or_scope_info, want.shared_name_or_scope_info);
-  EXPECT_EQ(l.type_js_function, want.type_js_function);
+  EXPECT_EQ(l.type_shared_function_info, want.type_shared_function_info);
   EXPECT_EQ(l.type_scope_info, want.type_scope_info);
   EXPECT_EQ(l.first_nonstring_type, want.first_nonstring_type);
 }
@@ -42,16 +43,14 @@ struct Named {
   uint32_t line = 0;
 };
 
-Named name_of(const fake::Heap& heap, uint64_t function, V8ReadLimits limits = {}) {
+Named name_of(const fake::Heap& heap, uint64_t shared, V8ReadLimits limits = {}) {
   hotspot::BufferMemory memory;
   heap.place(memory);
   RemoteReader reader(memory, 1 << 20, 0);
   const V8Layout layout = fake::node20_layout();
   V8Heap v8(layout, reader, limits);
   Named out;
-  const auto shared = v8.shared_of_function(function);
-  if (!shared) return out;
-  out.info = v8.read_shared(*shared);
+  out.info = v8.read_shared(shared);
   if (!out.info || !out.info->script) return out;
   out.script = v8.script_name(out.info->script).value_or("");
   out.line =
@@ -111,7 +110,7 @@ TEST(V8Objects, CachedExternalStringsAreReadUncachedOnesNot) {
 TEST(V8Objects, WordsThatAreNotAFunctionGiveNothing) {
   fake::Heap heap;
   const uint64_t f = heap.function("f", "a.js", "", 0);
-  const uint64_t not_function = heap.object(167, {0, 0, f});  // a Script, not a JSFunction
+  const uint64_t not_function = heap.object(167, {0, 0, f});  // a Script, not a function's info
   EXPECT_FALSE(name_of(heap, not_function).info);
   EXPECT_FALSE(name_of(heap, 0x1234).info);      // a Smi
   EXPECT_FALSE(name_of(heap, 0xdead0001).info);  // outside the heap
@@ -174,12 +173,16 @@ TEST(V8Objects, AnInterpretedFunctionsPositionsComeFromItsBytecode) {
   RemoteReader reader(memory, 1 << 20, 0);
   const V8Layout layout = fake::node20_layout();
   V8Heap v8(layout, reader);
-  const auto positions = v8.bytecode_positions(v8.shared_of_function(f).value());
+  const auto bytecode = v8.bytecode_of(f);
+  ASSERT_TRUE(bytecode);
+  const auto positions = v8.bytecode_positions(*bytecode);
   ASSERT_TRUE(positions);
   EXPECT_EQ(script_offset_at(*positions, 6), 40);
   // No table made (V8 makes them lazily): the handler table, a ByteArray too, is not read.
-  EXPECT_FALSE(v8.bytecode_positions(v8.shared_of_function(lazy).value()));
-  EXPECT_FALSE(v8.bytecode_positions(v8.shared_of_function(no_bytecode).value()));
+  EXPECT_FALSE(v8.bytecode_positions(v8.bytecode_of(lazy).value()));
+  EXPECT_FALSE(v8.bytecode_of(no_bytecode));
+  // Something else than a BytecodeArray (a frame slot read at the wrong time): no table.
+  EXPECT_FALSE(v8.bytecode_positions(f));
 }
 
 TEST(V8Objects, LinesOfPositions) {

@@ -1,0 +1,104 @@
+// runtimes/v8/stacks.h's V8Namer on a pretend heap (tests/unit/v8_fake_heap.h): a function
+// named from its SharedFunctionInfo alone, a name read while its script's source could not be
+// read (the collector moving it) read again a little later, and an interpreted frame's line
+// from the BytecodeArray its frame holds.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "runtimes/v8/stacks.h"
+#include "tests/unit/v8_fake_heap.h"
+
+namespace bpfprof::v8 {
+namespace {
+
+// Bytecode offsets 0-4 at script position 10, 5-11 at 40, 12 on at 80 (v8_objects_test.cpp).
+const std::vector<uint8_t> kPositions{0, 44, 11, 120, 14, 0xa0, 0x01};
+
+struct Reading {
+  hotspot::BufferMemory memory;
+  RemoteReader reader;
+  V8Heap heap;
+  Reading(const std::string& bytes, const V8Layout& layout)
+      : reader(memory, 1 << 20, 0), heap(layout, reader) {
+    memory.place(fake::kHeapAt, bytes);
+  }
+};
+
+// The heap's bytes with the string whose characters are `text` made unreadable (its map's
+// instance type not a string's), as while the collector moves it.
+std::string with_string_broken(std::string bytes, const std::string& text) {
+  const size_t chars = bytes.find(text);
+  uint64_t map = 0;
+  std::memcpy(&map, bytes.data() + chars - 16, 8);
+  const uint16_t not_a_string = 0xffff;
+  std::memcpy(bytes.data() + (map - 1 - fake::kHeapAt) + 12, &not_a_string, 2);
+  return bytes;
+}
+
+TEST(V8Namer, ALineNotReadIsReadAgainLater) {
+  fake::Heap heap;
+  const std::string source = "'use strict';\n\nfunction recurseFib(n) {\n}\n";
+  const uint64_t shared = heap.function("recurseFib", "/srv/work.js", source,
+                                        static_cast<int32_t>(source.find("function")));
+  const V8Layout layout = fake::node20_layout();
+  Reading moving(with_string_broken(heap.bytes(), source), layout);
+  Reading settled(heap.bytes(), layout);
+  RuntimeFrameTable frames;
+  RuntimeStats stats;
+  V8Namer namer;
+  const auto first = namer.name(moving.heap, moving.reader, shared, frames, stats);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(frames.function_of(*first).qualified_name, "recurseFib");
+  EXPECT_EQ(frames.function_of(*first).first_line, 0u);
+  // At once: the cache answers (a stack after another does not read the source each time).
+  EXPECT_EQ(namer.name(settled.heap, settled.reader, shared, frames, stats), first);
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  SharedHeader header{};
+  ASSERT_TRUE(settled.reader.read(shared - 1, header.data(), sizeof(header)));
+  EXPECT_FALSE(namer.cached_frame(shared, header)) << "due for another read";
+  const auto again = namer.name(settled.heap, settled.reader, shared, frames, stats);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(frames.function_of(*again).first_line, 3u);
+  EXPECT_EQ(namer.cached_frame(shared, header), again);
+  EXPECT_EQ(stats.code_objects_read, 2u);
+}
+
+TEST(V8Namer, AReadThatKeepsFailingStopsBeingRetried) {
+  fake::Heap heap;
+  const std::string source = "function f() {}\n";
+  const uint64_t shared = heap.function("f", "a.js", source, 0);
+  Reading moving(with_string_broken(heap.bytes(), source), fake::node20_layout());
+  RuntimeFrameTable frames;
+  RuntimeStats stats;
+  V8Namer namer;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(namer.name(moving.heap, moving.reader, shared, frames, stats));
+    std::this_thread::sleep_for(std::chrono::milliseconds(70));
+  }
+  EXPECT_EQ(stats.code_objects_read, 3u);
+}
+
+TEST(V8Namer, AnInterpretedFrameIsAtTheLineOfItsBytecodeOffset) {
+  fake::Heap heap;
+  std::string source(90, ' ');
+  source[29] = '\n';  // positions 10, 40 and 80 on lines 1, 2 and 3
+  source[59] = '\n';
+  const uint64_t bytecode = heap.bytecode_array(kPositions);
+  const uint64_t shared = heap.function("f", "a.js", source, 0);  // no function data
+  Reading reading(heap.bytes(), fake::node20_layout());
+  RuntimeFrameTable frames;
+  RuntimeStats stats;
+  V8Namer namer;
+  ASSERT_TRUE(namer.name(reading.heap, reading.reader, shared, frames, stats));
+  EXPECT_EQ(namer.line_at(reading.heap, reading.reader, shared, bytecode, 4), 1u);
+  EXPECT_EQ(namer.line_at(reading.heap, reading.reader, shared, bytecode, 5), 2u);
+  EXPECT_EQ(namer.line_at(reading.heap, reading.reader, shared, bytecode, 500), 3u);
+  // Neither the frame's nor the function's: no line.
+  EXPECT_EQ(namer.line_at(reading.heap, reading.reader, shared, 0, 0), 0u);
+  EXPECT_EQ(namer.line_at(reading.heap, reading.reader, shared, shared, 0), 0u);
+}
+
+}  // namespace
+}  // namespace bpfprof::v8
