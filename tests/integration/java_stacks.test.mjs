@@ -203,11 +203,15 @@ describe('java fixture.Work: HotSpot frames walked in the kernel and named', () 
   let short;
   before(async () => {
     if (recorderUnavailableReason() || !existsSync(JAVA)) return;
-    short = await recordWith('java_stacks_short', ['--', JAVA, '-cp', CLASSES, 'fixture.Work', '300']);
     withJfr = await recordWith('java_stacks_jfr', [
       '--', JAVA, `-XX:StartFlightRecording=filename=${JFR_FILE},settings=${JFC}`, '-cp', CLASSES,
       'fixture.Work', String(DURATION_MS)]);
     started = await recordWith('java_stacks', ['--', JAVA, '-cp', CLASSES, 'fixture.Work', String(DURATION_MS)]);
+    // After a JVM ran: with libjvm's unwind table not built yet (a fresh machine's first JVM),
+    // most of a 300-ms JVM's samples fall back to stack copies, whose Java frames userspace
+    // cannot unwind (89.7-97.4% complete in three such runs): a start-up cost of the table
+    // cache (bench/, issue 39), not of reading a short JVM, which this measures.
+    short = await recordWith('java_stacks_short', ['--', JAVA, '-cp', CLASSES, 'fixture.Work', '300']);
     const target = startBackground(JAVA, ['-cp', CLASSES, 'fixture.Work', String(DURATION_MS + 2000)]);
     attachedPid = target.pid;
     await sleep(1000);  // attach to a JVM that has compiled its hot methods
@@ -265,6 +269,9 @@ describe('java fixture.Work: HotSpot frames walked in the kernel and named', () 
     saveMetrics('java_stacks_short', { total, root, named, tree, digest, bytes });
     assert.ok(total >= 100, `only ${total} on-CPU samples`);
     assert.ok(root >= 0.95, `${pct(root)} of stacks reach a root`);
+    // Named while the JVM lives: its stacks are read every 50 ms (0-5% named when they were
+    // read every 500 ms, on a loaded machine, most of them after the JVM had exited).
+    assert.ok(named >= 0.4, `a method named at the leaf in ${pct(named)} of ${weightOf(inJava)} samples in Java`);
     assert.ok(tree >= 10 && digest >= 5, `main > treeWork ${tree}, hasher in digestWork ${digest}`);
   });
 });

@@ -491,6 +491,12 @@ class SkeletonRuntimeMaps final : public RuntimeKernelMaps {
 
 }  // namespace
 
+bool BpfPrograms::runtime_processes_known() const {
+  for (uint32_t count : skeleton_->bss->runtime_processes)
+    if (count) return true;
+  return false;
+}
+
 void BpfPrograms::apply_runtime_changes(IngestPipeline& pipeline) {
   SkeletonRuntimeMaps maps(skeleton_.get());
   pipeline.runtimes().apply_kernel_changes(maps, pipeline.recording());

@@ -79,6 +79,8 @@ class BpfPrograms {
   int consume(IngestPipeline& pipeline);
   // False when the last consume() stopped at its time budget with events left in the ring.
   bool ring_emptied() const { return ring_emptied_; }
+  // Whether the kernel side reads the frames of any runtime's process (runtimes/runtime.h).
+  bool runtime_processes_known() const;
   // Consumes everything already in the ring buffer without waiting.
   int drain(IngestPipeline& pipeline);
   // During consume(): reads the forks, execs and exits that came into their ring since it

@@ -31,6 +31,10 @@ constexpr int kCopyPollMs = 50;
 // and on a busy machine every read preempts a profiled thread and runs with cold caches. The
 // targets' exits and the stop signals end a wait at once.
 constexpr int kQuietPollMs = 500;
+// A runtime's frames are named from its process's memory when its stacks are read (runtimes/):
+// the later, the more of what they point to is gone (V8's young objects moved, the methods of
+// a JVM that exited).
+constexpr int kRuntimePollMs = 50;
 
 // Rows of unwind tables the kernel holds (4 bytes each: bpf/unwind_table.h). A command with
 // libc and ld.so needs ~31k, one mapping libLLVM 1.0M; -a with Chromium, clang (libLLVM), a
@@ -277,6 +281,7 @@ int CollectLoop::read_interval_ms(MonotonicNs now, const PeriodicOutputDriver& p
       recording_.stats.on_cpu_stacks.copied + recording_.stats.off_cpu_stacks.copied;
   const bool fell_back = copies != stack_copies_read_;
   stack_copies_read_ = copies;
+  if (bpf_->runtime_processes_known()) return kRuntimePollMs;
   if (!kernel_unwind_ || fell_back || periodic.active() || show_status_) return kPollMs;
   if (deadline_.value == UINT64_MAX) return kQuietPollMs;
   const uint64_t left_ms =
