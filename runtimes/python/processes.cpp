@@ -163,8 +163,10 @@ bpfprof_python_process PythonInterpreter::bpf_entry() const {
 
 void PythonProcesses::observe(const std::vector<LifecycleEvent>& events, size_t from,
                               RuntimeStats& stats) {
-  // Mappings of processes that never become known are dropped past this many.
+  // Mappings of processes that never become known are dropped past this many, and a process's
+  // past that many.
   constexpr size_t kMaxPending = 4096;
+  constexpr size_t kMaxPendingMappings = 16;
   for (size_t i = from; i < events.size(); ++i) {
     const LifecyclePayload& payload = events[i].payload;
     if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
@@ -173,7 +175,8 @@ void PythonProcesses::observe(const std::vector<LifecycleEvent>& events, size_t 
         on_mapping(mmap->pid, mmap->mapping, stats);
       } else {
         if (pending_.size() >= kMaxPending) pending_.clear();
-        pending_.try_emplace(mmap->pid, mmap->mapping);
+        std::vector<MappingInfo>& waiting = pending_[mmap->pid];
+        if (waiting.size() < kMaxPendingMappings) waiting.push_back(mmap->mapping);
       }
     } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
       on_tracked(*known, stats);
@@ -190,9 +193,9 @@ void PythonProcesses::on_tracked(Pid pid, RuntimeStats& stats) {
   tracked_.insert(pid);
   auto waiting = pending_.find(pid);
   if (waiting == pending_.end()) return;
-  const MappingInfo mapping = std::move(waiting->second);
+  const std::vector<MappingInfo> mappings = std::move(waiting->second);
   pending_.erase(waiting);
-  on_mapping(pid, mapping, stats);
+  for (const MappingInfo& mapping : mappings) on_mapping(pid, mapping, stats);
 }
 
 std::vector<Pid> PythonProcesses::forget_exited() {

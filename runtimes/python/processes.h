@@ -100,9 +100,11 @@ class PythonProcesses {
   // The side band reports every process's mappings; only recorded processes (those the BPF
   // side reports a fork, exec or start of, or found at attach) get an entry: another user's
   // python3.X-named programs must neither fill the kernel's table of interpreters nor put
-  // notes into the summary. A python mapping of a process not known yet waits here for it.
+  // notes into the summary. The python mappings of a process not known yet wait here for it:
+  // all of them, the executable's and libpython's (a shell's child that execs python maps
+  // both before its fork is read, and only libpython holds _PyRuntime in a shared build).
   std::unordered_set<Pid> tracked_;
-  std::unordered_map<Pid, MappingInfo> pending_;
+  std::unordered_map<Pid, std::vector<MappingInfo>> pending_;
   // By path and inode: a binary is read once however many processes run it.
   std::map<std::pair<std::string, uint64_t>, PythonInspection> binaries_;
   std::vector<Pid> exited_;

@@ -5,7 +5,7 @@
 // that is not Python is unchanged, and one that only looks like Python costs nothing.
 import assert from 'node:assert/strict';
 import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import {
@@ -67,15 +67,17 @@ function threadRole(view, thread) {
   }
   return null;
 }
-function pythonThreads(view) {
-  return view.threads.filter((th) => /^python3\.\d+$/.test(th.processName));
+// The threads of the interpreters, or of those named `processName` (python3.9).
+function pythonThreads(view, processName = null) {
+  return view.threads.filter((th) => (processName ? th.processName === processName
+    : /^python3\.\d+$/.test(th.processName)));
 }
 
 // For each thread role and leaf: on-CPU samples whose innermost Python frame is the leaf, and
 // the share whose Python frames are exactly the expected chain.
-function orderedShares(view, expected = EXPECTED) {
+function orderedShares(view, expected = EXPECTED, processName = null) {
   const out = {};
-  for (const th of pythonThreads(view)) {
+  for (const th of pythonThreads(view, processName)) {
     const role = threadRole(view, th);
     if (!role) continue;
     for (const [leaf, chain] of Object.entries(expected[role])) {
@@ -95,10 +97,10 @@ function orderedShares(view, expected = EXPECTED) {
 }
 
 // On-CPU samples of Python threads in which a native interpreter-loop frame was left in place.
-function leftoverInterpreterShare(view) {
+function leftoverInterpreterShare(view, processName = null) {
   let total = 0;
   let left = 0;
-  for (const th of pythonThreads(view)) {
+  for (const th of pythonThreads(view, processName)) {
     for (const s of view.samples(th)) {
       if (!onCpu(s.frames) || !pythonFrames(s.frames).length) continue;
       total += 1;
@@ -153,8 +155,8 @@ describe('python', () => {
   });
 
   // Fails the test unless each leaf has its Python frames in order in enough samples.
-  function checkOrdered(t, view, label, expected = EXPECTED) {
-    const shares = orderedShares(view, expected);
+  function checkOrdered(t, view, label, expected = EXPECTED, processName = null) {
+    const shares = orderedShares(view, expected, processName);
     const failures = [];
     metrics[label] = {};
     for (const [key, r] of Object.entries(shares)) {
@@ -166,7 +168,7 @@ describe('python', () => {
       if (r.total < 50) failures.push(`${key}: only ${r.total} samples`);
       else if (share < MIN_ORDERED_SHARE) failures.push(`${key}: ${pct(share)} in order`);
     }
-    const left = leftoverInterpreterShare(view);
+    const left = leftoverInterpreterShare(view, processName);
     metrics[label].leftoverInterpreterFrames = left;
     t.diagnostic(`native _PyEval_EvalFrameDefault left in ${pct(left.share)} of ${left.total} samples`);
     if (left.share > 0.05) failures.push(`interpreter frames left native in ${pct(left.share)}`);
@@ -181,17 +183,20 @@ describe('python', () => {
 
   // The other versions' frames and layouts are read the same way in every stack mode; the
   // merge with the native frames, which the mode changes, is checked with the default python.
+  // Each runs as a shell's child, as under `make` or a script: its mappings come before its
+  // fork is read (it got no Python frame at all while only its first mapping was kept).
   for (const [version, python] of Object.entries(OTHER_PYTHONS)) {
-    itOnce(`python ${version} (its own layout entry): the same call tree, and its layout checked`, async (t) => {
+    itOnce(`python ${version} (its own layout entry), a shell's child: the same call tree, and its layout checked`, async (t) => {
       if (!existsSync(python)) return t.skip(`no ${python}`);
       if (!requireRecorder(t)) return;
       const offsets = await run(python, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
         join(REPO_DIR, 'runtimes', 'python', 'layout.h')]);
       t.diagnostic(offsets.stdout.trim());
       assert.equal(offsets.code, 0, `${offsets.stdout}${offsets.stderr}`);
-      const r = await recordWith(`python-launch-${version}`, ['--', python, SCRIPT, String(SECONDS)]);
+      const r = await recordWith(`python-launch-${version}`,
+                                 ['--', '/bin/sh', '-c', `'${python}' '${SCRIPT}' ${SECONDS} & wait`]);
       assert.doesNotMatch(r.result.stderr, /not a CPython interpreter/, 'its launcher executable is not reported');
-      checkOrdered(t, r.view, `ordered${version}`, expectedFor(version));
+      checkOrdered(t, r.view, `ordered${version}`, expectedFor(version), basename(python));
       checkLines(t, r.view, expectedFor(version) !== EXPECTED, `lines${version}`);
       const summary = pythonSummary(r.result.stderr);
       metrics[`summary${version}`] = summary;
