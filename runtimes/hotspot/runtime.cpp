@@ -6,14 +6,13 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "bpf/events.h"
 #include "runtimes/hotspot/code_cache.h"
 #include "runtimes/hotspot/layout.h"
 #include "runtimes/hotspot/names.h"
 #include "runtimes/hotspot/vm_structs.h"
-#include "symbols/util/text.h"
+#include "runtimes/process_tracker.h"
 
 namespace bpfprof {
 namespace {
@@ -28,8 +27,6 @@ using hotspot::VmStructs;
 using hotspot::VmStructsError;
 
 const RuntimeFunction kUnnamedJava{"[unknown Java frame]", "", 0, RuntimeKind::kHotSpot};
-
-bool is_libjvm(const std::string& path) { return base_name(path) == "libjvm.so"; }
 
 // What a noted frame's names depend on: its Method* (or the word read in its place), what
 // the walk noted besides (bytecode pointer, blob, name pointer), its pc, its kind.
@@ -71,32 +68,13 @@ class HotSpotRuntime final : public Runtime {
   void observe(const std::vector<LifecycleEvent>& events, size_t from,
                Recording& recording) override {
     (void)recording;
-    for (size_t i = from; i < events.size(); ++i) {
-      const LifecyclePayload& payload = events[i].payload;
-      if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
-        if (!is_libjvm(mmap->mapping.path)) continue;
-        if (tracked_.contains(mmap->pid))
-          jvms_.try_emplace(mmap->pid, mmap->pid);
-        else if (pending_.size() < kMaxPending)
-          pending_.insert(mmap->pid);
-      } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
-        tracked_.insert(*known);
-        if (pending_.erase(*known)) jvms_.try_emplace(*known, *known);
-      } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
-        forget(reset->pid);  // an exec: the new image's mappings follow
-      } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
-        if (exit->group_dead) exited_.push_back(exit->pid);
-      }
-    }
+    tracker_.observe(
+        events, from, [&](Pid pid, const MappingInfo&) { jvms_.try_emplace(pid, pid); },
+        [&](Pid pid) { forget(pid); });  // an exec: the new image's mappings follow
   }
 
   void forget_exited() override {
-    for (Pid pid : exited_) {
-      forget(pid);
-      tracked_.erase(pid);
-      pending_.erase(pid);
-    }
-    exited_.clear();
+    for (Pid pid : tracker_.take_exited()) forget(pid);
   }
 
   void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) override {
@@ -120,7 +98,6 @@ class HotSpotRuntime final : public Runtime {
 
  private:
   static constexpr const char* kMap = "hotspot_processes";
-  static constexpr size_t kMaxPending = 4096;
   // A JVM fills its tables and sets up its code cache and interpreter in its first tens of
   // milliseconds; one that has not after this many tries (or whose tables make no sense)
   // keeps native frames. A try before then costs a few reads.
@@ -151,9 +128,7 @@ class HotSpotRuntime final : public Runtime {
                                                uint64_t pc, Recording& recording);
 
   std::unordered_map<Pid, Jvm> jvms_;
-  std::unordered_set<Pid> tracked_;
-  std::unordered_set<Pid> pending_;  // libjvm mapped by a process not known (yet)
-  std::vector<Pid> exited_;
+  RuntimeProcessTracker tracker_{[](const std::string& base) { return base == "libjvm.so"; }};
   std::vector<Pid> gone_;  // entries to take out of the kernel's map
   std::unordered_map<Tid, Pending> pending_stacks_;
 };

@@ -163,48 +163,15 @@ bpfprof_python_process PythonInterpreter::bpf_entry() const {
 
 void PythonProcesses::observe(const std::vector<LifecycleEvent>& events, size_t from,
                               RuntimeStats& stats) {
-  // Mappings of processes that never become known are dropped past this many, and a process's
-  // past that many.
-  constexpr size_t kMaxPending = 4096;
-  constexpr size_t kMaxPendingMappings = 16;
-  for (size_t i = from; i < events.size(); ++i) {
-    const LifecyclePayload& payload = events[i].payload;
-    if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
-      if (!python_version_from_file_name(base_name(mmap->mapping.path))) continue;
-      if (tracked_.contains(mmap->pid)) {
-        on_mapping(mmap->pid, mmap->mapping, stats);
-      } else {
-        if (pending_.size() >= kMaxPending) pending_.clear();
-        std::vector<MappingInfo>& waiting = pending_[mmap->pid];
-        if (waiting.size() < kMaxPendingMappings) waiting.push_back(mmap->mapping);
-      }
-    } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
-      on_tracked(*known, stats);
-    } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
-      forget(reset->pid);  // an exec: the new image's mappings follow
-      pending_.erase(reset->pid);
-    } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
-      if (exit->group_dead) exited_.push_back(exit->pid);
-    }
-  }
-}
-
-void PythonProcesses::on_tracked(Pid pid, RuntimeStats& stats) {
-  tracked_.insert(pid);
-  auto waiting = pending_.find(pid);
-  if (waiting == pending_.end()) return;
-  const std::vector<MappingInfo> mappings = std::move(waiting->second);
-  pending_.erase(waiting);
-  for (const MappingInfo& mapping : mappings) on_mapping(pid, mapping, stats);
+  tracker_.observe(
+      events, from, [&](Pid pid, const MappingInfo& mapping) { on_mapping(pid, mapping, stats); },
+      [&](Pid pid) { forget(pid); });
 }
 
 std::vector<Pid> PythonProcesses::forget_exited() {
-  for (Pid pid : exited_) {
-    forget(pid);
-    tracked_.erase(pid);
-    pending_.erase(pid);
-  }
-  return std::exchange(exited_, {});
+  std::vector<Pid> exited = tracker_.take_exited();
+  for (Pid pid : exited) forget(pid);
+  return exited;
 }
 
 const PythonInterpreter* PythonProcesses::find(Pid pid) const {

@@ -11,12 +11,12 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "bpf/events.h"
+#include "runtimes/process_tracker.h"
 #include "runtimes/python/layout.h"
 #include "symbols/elf/elf_file.h"
 #include "userspace/model/recording.h"
@@ -92,22 +92,14 @@ class PythonProcesses {
 
  private:
   void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats);
-  void on_tracked(Pid pid, RuntimeStats& stats);
   void forget(Pid pid);
   const PythonInspection& binary_for(const MappingInfo& mapping, PythonVersion version);
 
   std::unordered_map<Pid, PythonInterpreter> interpreters_;
-  // The side band reports every process's mappings; only recorded processes (those the BPF
-  // side reports a fork, exec or start of, or found at attach) get an entry: another user's
-  // python3.X-named programs must neither fill the kernel's table of interpreters nor put
-  // notes into the summary. The python mappings of a process not known yet wait here for it:
-  // all of them, the executable's and libpython's (a shell's child that execs python maps
-  // both before its fork is read, and only libpython holds _PyRuntime in a shared build).
-  std::unordered_set<Pid> tracked_;
-  std::unordered_map<Pid, std::vector<MappingInfo>> pending_;
+  RuntimeProcessTracker tracker_{
+      [](const std::string& base) { return python_version_from_file_name(base).has_value(); }};
   // By path and inode: a binary is read once however many processes run it.
   std::map<std::pair<std::string, uint64_t>, PythonInspection> binaries_;
-  std::vector<Pid> exited_;
   std::vector<Change> changes_;
 };
 

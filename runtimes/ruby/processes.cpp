@@ -144,36 +144,15 @@ bpfprof_ruby_process RubyInterpreter::bpf_entry() const {
 
 void RubyProcesses::observe(const std::vector<LifecycleEvent>& events, size_t from,
                             RuntimeStats& stats) {
-  constexpr size_t kMaxPending = 4096;
-  for (size_t i = from; i < events.size(); ++i) {
-    const LifecyclePayload& payload = events[i].payload;
-    if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
-      if (!ruby_version_from_file_name(base_name(mmap->mapping.path))) continue;
-      if (tracked_.contains(mmap->pid)) {
-        on_mapping(mmap->pid, mmap->mapping, stats);
-      } else {
-        if (pending_.size() >= kMaxPending) pending_.clear();
-        pending_.try_emplace(mmap->pid, mmap->mapping);
-      }
-    } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
-      tracked_.insert(*known);
-      if (auto waiting = pending_.extract(*known)) on_mapping(*known, waiting.mapped(), stats);
-    } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
-      forget(reset->pid);  // an exec: the new image's mappings follow
-      pending_.erase(reset->pid);
-    } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
-      if (exit->group_dead) exited_.push_back(exit->pid);
-    }
-  }
+  tracker_.observe(
+      events, from, [&](Pid pid, const MappingInfo& mapping) { on_mapping(pid, mapping, stats); },
+      [&](Pid pid) { forget(pid); });
 }
 
 std::vector<Pid> RubyProcesses::forget_exited() {
-  for (Pid pid : exited_) {
-    forget(pid);
-    tracked_.erase(pid);
-    pending_.erase(pid);
-  }
-  return std::exchange(exited_, {});
+  std::vector<Pid> exited = tracker_.take_exited();
+  for (Pid pid : exited) forget(pid);
+  return exited;
 }
 
 const RubyInterpreter* RubyProcesses::find(Pid pid) const {

@@ -13,12 +13,12 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "bpf/events.h"
+#include "runtimes/process_tracker.h"
 #include "runtimes/ruby/layout.h"
 #include "symbols/elf/elf_file.h"
 #include "userspace/model/recording.h"
@@ -82,12 +82,9 @@ class RubyProcesses {
   void forget(Pid pid);
 
   std::unordered_map<Pid, RubyInterpreter> interpreters_;
-  // Only recorded processes get an entry (as for Python): a mapping of a process not known
-  // yet waits for it.
-  std::unordered_set<Pid> tracked_;
-  std::unordered_map<Pid, MappingInfo> pending_;
+  RuntimeProcessTracker tracker_{
+      [](const std::string& base) { return ruby_version_from_file_name(base).has_value(); }};
   std::map<std::pair<std::string, uint64_t>, std::variant<RubyLibrary, RubyRejection>> libraries_;
-  std::vector<Pid> exited_;
   std::vector<Change> changes_;
 };
 

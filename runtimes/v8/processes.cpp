@@ -78,40 +78,15 @@ std::variant<V8Layout, std::string> read_binary_layout(const std::string& readab
 
 void V8Processes::observe(const std::vector<LifecycleEvent>& events, size_t from,
                           RuntimeStats& stats) {
-  constexpr size_t kMaxPending = 4096;
-  for (size_t i = from; i < events.size(); ++i) {
-    const LifecyclePayload& payload = events[i].payload;
-    if (const auto* mmap = std::get_if<MmapEvent>(&payload)) {
-      if (!is_v8_file_name(base_name(mmap->mapping.path))) continue;
-      if (tracked_.contains(mmap->pid)) {
-        on_mapping(mmap->pid, mmap->mapping, stats);
-      } else {
-        if (pending_.size() >= kMaxPending) pending_.clear();
-        pending_.try_emplace(mmap->pid, mmap->mapping);
-      }
-    } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
-      tracked_.insert(*known);
-      auto waiting = pending_.find(*known);
-      if (waiting == pending_.end()) continue;
-      const MappingInfo mapping = std::move(waiting->second);
-      pending_.erase(waiting);
-      on_mapping(*known, mapping, stats);
-    } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
-      forget(reset->pid);
-      pending_.erase(reset->pid);
-    } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
-      if (exit->group_dead) exited_.push_back(exit->pid);
-    }
-  }
+  tracker_.observe(
+      events, from, [&](Pid pid, const MappingInfo& mapping) { on_mapping(pid, mapping, stats); },
+      [&](Pid pid) { forget(pid); });
 }
 
 std::vector<Pid> V8Processes::forget_exited() {
-  for (Pid pid : exited_) {
-    forget(pid);
-    tracked_.erase(pid);
-    pending_.erase(pid);
-  }
-  return std::exchange(exited_, {});
+  std::vector<Pid> exited = tracker_.take_exited();
+  for (Pid pid : exited) forget(pid);
+  return exited;
 }
 
 const V8Layout* V8Processes::find(Pid pid) const {

@@ -10,12 +10,12 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "bpf/events.h"
+#include "runtimes/process_tracker.h"
 #include "runtimes/v8/layout.h"
 #include "userspace/model/recording.h"
 
@@ -48,14 +48,12 @@ class V8Processes {
   void forget(Pid pid);
 
   std::unordered_map<Pid, const V8Layout*> processes_;
-  std::unordered_set<Pid> tracked_;
-  std::unordered_map<Pid, MappingInfo> pending_;
+  RuntimeProcessTracker tracker_{is_v8_file_name};
   // By path and inode: a binary is read once however many processes run it.
   using BinaryKey = std::pair<std::string, uint64_t>;
   using Layout = std::variant<V8Layout, std::string>;
   std::map<BinaryKey, std::shared_future<Layout>> binaries_;
   std::vector<std::pair<Pid, BinaryKey>> waiting_;  // for their binary's layout
-  std::vector<Pid> exited_;
   std::vector<Change> changes_;
 };
 

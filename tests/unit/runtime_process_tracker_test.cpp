@@ -1,0 +1,85 @@
+// runtimes/process_tracker.h: which recorded processes map a runtime's files, whatever the
+// order in which their mappings and their fork, exec or exit are read.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtimes/process_tracker.h"
+
+namespace bpfprof {
+namespace {
+
+LifecycleEvent mmap_of(int pid, const std::string& path) {
+  MappingInfo mapping;
+  mapping.path = path;
+  return {MonotonicNs{0}, MmapEvent{Pid{pid}, Tid{pid}, mapping}};
+}
+LifecycleEvent fork_of(int parent, int child) {
+  return {MonotonicNs{0}, ForkEvent{Pid{parent}, Tid{parent}, Pid{child}, Tid{child}}};
+}
+LifecycleEvent exec_of(int pid) {
+  return {MonotonicNs{0}, AddressSpaceResetEvent{Pid{pid}, Tid{pid}}};
+}
+LifecycleEvent exit_of(int pid) {
+  return {MonotonicNs{0}, ExitEvent{Pid{pid}, Tid{pid}, CpuTimeNs{0}, 0, true}};
+}
+
+struct Seen {
+  std::vector<std::pair<int, std::string>> mapped;
+  std::vector<int> execs;
+};
+
+class TrackerTest : public ::testing::Test {
+ protected:
+  void observe(const std::vector<LifecycleEvent>& events) {
+    tracker_.observe(
+        events, 0,
+        [&](Pid pid, const MappingInfo& m) { seen_.mapped.emplace_back(pid.value, m.path); },
+        [&](Pid pid) { seen_.execs.push_back(pid.value); });
+  }
+  RuntimeProcessTracker tracker_{[](const std::string& base) {
+    return base.starts_with("python3") || base.starts_with("libpython3");
+  }};
+  Seen seen_;
+};
+
+TEST_F(TrackerTest, AShellsChildsMappingsReadBeforeItsForkAllCountOnceItIsKnown) {
+  observe({mmap_of(7, "/usr/bin/python3.12"), mmap_of(7, "/usr/lib/libc.so.6"),
+           mmap_of(7, "/usr/lib/libpython3.12.so.1.0"), fork_of(1, 7)});
+  const std::vector<std::pair<int, std::string>> want{{7, "/usr/bin/python3.12"},
+                                                      {7, "/usr/lib/libpython3.12.so.1.0"}};
+  EXPECT_EQ(seen_.mapped, want);
+}
+
+TEST_F(TrackerTest, AKnownProcessesMappingsCountAtOnceAndOthersNever) {
+  observe({fork_of(1, 7), mmap_of(7, "/usr/bin/python3.11"), mmap_of(8, "/usr/bin/python3.11")});
+  const std::vector<std::pair<int, std::string>> want{{7, "/usr/bin/python3.11"}};
+  EXPECT_EQ(seen_.mapped, want);
+}
+
+TEST_F(TrackerTest, AnExecDropsWhatWaitedAndIsSaid) {
+  observe({mmap_of(7, "/usr/bin/python3.11"), exec_of(7), fork_of(1, 7)});
+  EXPECT_TRUE(seen_.mapped.empty());
+  EXPECT_EQ(seen_.execs, std::vector<int>{7});
+}
+
+TEST_F(TrackerTest, AnExitedProcessIsForgottenWhenTaken) {
+  observe({fork_of(1, 7), exit_of(7)});
+  EXPECT_EQ(tracker_.take_exited(), std::vector<Pid>{Pid{7}});
+  EXPECT_TRUE(tracker_.take_exited().empty());
+  observe({mmap_of(7, "/usr/bin/python3.11")});  // a new process under the same pid
+  EXPECT_TRUE(seen_.mapped.empty());
+}
+
+TEST_F(TrackerTest, TheMappingsWaitingForOneProcessAreBounded) {
+  std::vector<LifecycleEvent> events;
+  for (int i = 0; i < 100; ++i) events.push_back(mmap_of(7, "/x/libpython3." + std::to_string(i)));
+  events.push_back(fork_of(1, 7));
+  observe(events);
+  EXPECT_EQ(seen_.mapped.size(), RuntimeProcessTracker::kMaxPendingMappings);
+}
+
+}  // namespace
+}  // namespace bpfprof
