@@ -12,9 +12,18 @@
 namespace bpfprof::v8 {
 namespace {
 
-// Bytes read from a process for one stack: its functions' checks, a first sight of a script's
-// source.
-constexpr uint64_t kStackReadBudget = 16 << 20;
+// Bytes read from a process to name one function (a first sight of its script's source
+// included) or to find one interpreted frame's line.
+constexpr uint64_t kReadBudget = 16 << 20;
+
+// A live process's heap, read within kReadBudget.
+struct LiveHeap {
+  LiveHeap(Pid pid, const V8Layout& layout)
+      : memory(pid), reader(memory, kReadBudget, 0), heap(layout, reader) {}
+  hotspot::ProcessMemory memory;
+  RemoteReader reader;
+  V8Heap heap;
+};
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -181,10 +190,8 @@ RuntimeFrameId V8Stacks::current_frame(Pid pid, const V8Layout& layout, V8Namer&
   const int32_t offset = f.bytecode_offset - static_cast<int32_t>(layout.bytecode_array_data) + 1;
   if (f.bytecode_offset < 0 || offset < 0 || (f.depth & BPFPROF_V8_FRAME_FROM_REGISTER))
     return frame;
-  hotspot::ProcessMemory memory(pid);
-  RemoteReader reader(memory, kStackReadBudget, 0);
-  V8Heap heap(layout, reader);
-  const uint32_t line = namer.line_at(heap, reader, f.shared, f.bytecode, offset);
+  LiveHeap live(pid, layout);
+  const uint32_t line = namer.line_at(live.heap, live.reader, f.shared, f.bytecode, offset);
   return line ? frames.intern(frames.function_of(frame), line) : frame;
 }
 
@@ -207,10 +214,9 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
   auto frames = from_cache(pid, process.namer, shared);
   for (size_t i = 0; i < shared.size(); ++i) {
     if (frames[i]) continue;
-    hotspot::ProcessMemory memory(pid);
-    RemoteReader reader(memory, kStackReadBudget, 0);
-    V8Heap heap(*layout, reader);
-    frames[i] = process.namer.name(heap, reader, shared[i], recording.runtime_frames, stats);
+    LiveHeap live(pid, *layout);
+    frames[i] =
+        process.namer.name(live.heap, live.reader, shared[i], recording.runtime_frames, stats);
   }
   size_t placed = 0;
   for (const bpfprof_v8_frame& f : pending.frames) {

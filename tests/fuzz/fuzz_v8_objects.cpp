@@ -25,12 +25,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     limits.max_string_depth = 4;
     budget = 4096;
   }
-  hotspot::BufferMemory memory;
-  memory.place(fake::kHeapAt, std::string(reinterpret_cast<const char*>(data + 1), size - 1));
-  RemoteReader reader(memory, budget, 0);
-  const V8Layout layout = fake::node20_layout();
-  V8Heap heap(layout, reader, limits);
-  const uint64_t shared = reader.word(fake::kHeapAt).value_or(0);
+  fake::Reading reading(std::string(reinterpret_cast<const char*>(data + 1), size - 1), limits,
+                        budget);
+  V8Heap& heap = reading.heap;
+  const uint64_t shared = reading.reader.word(fake::kHeapAt).value_or(0);
   const auto info = heap.read_shared(shared);
   if (info && info->name.size() > 4 * limits.max_name_chars) abort();
   const uint64_t script = info ? info->script : shared;
@@ -48,6 +46,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 1; i < positions->size(); ++i)
       if ((*positions)[i].code_offset < (*positions)[i - 1].code_offset) abort();
   }
-  if (reader.bytes_read() > budget) abort();
+  if (reading.reader.bytes_read() > budget) abort();
   return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "runtimes/hotspot/remote_memory.h"
 #include "runtimes/v8/layout.h"
+#include "runtimes/v8/objects.h"
 
 namespace bpfprof::v8::fake {
 
@@ -139,6 +140,18 @@ class Heap {
   void put(uint64_t at, uint64_t word) { std::memcpy(bytes_.data() + (at - kHeapAt), &word, 8); }
 
   std::string bytes_;
+};
+
+// A pretend heap's bytes at kHeapAt, read as runtimes/v8 reads a process: Node 20's layout.
+struct Reading {
+  explicit Reading(const std::string& bytes, V8ReadLimits limits = {}, uint64_t budget = 1 << 20)
+      : reader(memory, budget, 0), heap(layout, reader, limits) {
+    memory.place(kHeapAt, bytes);
+  }
+  V8Layout layout = node20_layout();
+  hotspot::BufferMemory memory;
+  RemoteReader reader;
+  V8Heap heap;
 };
 
 }  // namespace bpfprof::v8::fake

@@ -16,16 +16,6 @@ namespace {
 // Bytecode offsets 0-4 at script position 10, 5-11 at 40, 12 on at 80 (v8_objects_test.cpp).
 const std::vector<uint8_t> kPositions{0, 44, 11, 120, 14, 0xa0, 0x01};
 
-struct Reading {
-  hotspot::BufferMemory memory;
-  RemoteReader reader;
-  V8Heap heap;
-  Reading(const std::string& bytes, const V8Layout& layout)
-      : reader(memory, 1 << 20, 0), heap(layout, reader) {
-    memory.place(fake::kHeapAt, bytes);
-  }
-};
-
 // The heap's bytes with the string whose characters are `text` made unreadable (its map's
 // instance type not a string's), as while the collector moves it.
 std::string with_string_broken(std::string bytes, const std::string& text) {
@@ -42,9 +32,8 @@ TEST(V8Namer, ALineNotReadIsReadAgainLater) {
   const std::string source = "'use strict';\n\nfunction recurseFib(n) {\n}\n";
   const uint64_t shared = heap.function("recurseFib", "/srv/work.js", source,
                                         static_cast<int32_t>(source.find("function")));
-  const V8Layout layout = fake::node20_layout();
-  Reading moving(with_string_broken(heap.bytes(), source), layout);
-  Reading settled(heap.bytes(), layout);
+  fake::Reading moving(with_string_broken(heap.bytes(), source));
+  fake::Reading settled(heap.bytes());
   RuntimeFrameTable frames;
   RuntimeStats stats;
   V8Namer namer;
@@ -69,7 +58,7 @@ TEST(V8Namer, AReadThatKeepsFailingStopsBeingRetried) {
   fake::Heap heap;
   const std::string source = "function f() {}\n";
   const uint64_t shared = heap.function("f", "a.js", source, 0);
-  Reading moving(with_string_broken(heap.bytes(), source), fake::node20_layout());
+  fake::Reading moving(with_string_broken(heap.bytes(), source));
   RuntimeFrameTable frames;
   RuntimeStats stats;
   V8Namer namer;
@@ -87,7 +76,7 @@ TEST(V8Namer, AnInterpretedFrameIsAtTheLineOfItsBytecodeOffset) {
   source[59] = '\n';
   const uint64_t bytecode = heap.bytecode_array(kPositions);
   const uint64_t shared = heap.function("f", "a.js", source, 0);  // no function data
-  Reading reading(heap.bytes(), fake::node20_layout());
+  fake::Reading reading(heap.bytes());
   RuntimeFrameTable frames;
   RuntimeStats stats;
   V8Namer namer;

@@ -44,11 +44,8 @@ struct Named {
 };
 
 Named name_of(const fake::Heap& heap, uint64_t shared, V8ReadLimits limits = {}) {
-  hotspot::BufferMemory memory;
-  heap.place(memory);
-  RemoteReader reader(memory, 1 << 20, 0);
-  const V8Layout layout = fake::node20_layout();
-  V8Heap v8(layout, reader, limits);
+  fake::Reading reading(heap.bytes(), limits);
+  V8Heap& v8 = reading.heap;
   Named out;
   out.info = v8.read_shared(shared);
   if (!out.info || !out.info->script) return out;
@@ -84,11 +81,8 @@ TEST(V8Objects, ConsStringsAreJoinedAndNamesCut) {
   fake::Heap heap;
   const uint64_t joined =
       heap.cons_string(heap.one_byte_string("sort"), heap.one_byte_string("Work"), 8);
-  hotspot::BufferMemory memory;
-  heap.place(memory);
-  RemoteReader reader(memory, 1 << 20, 0);
-  const V8Layout layout = fake::node20_layout();
-  V8Heap v8(layout, reader, {.max_name_chars = 6});
+  fake::Reading reading(heap.bytes(), {.max_name_chars = 6});
+  V8Heap& v8 = reading.heap;
   EXPECT_EQ(utf8_of(v8.read_string(joined, 100).value()), "sortWork");
   EXPECT_EQ(utf8_of(v8.read_string(joined, 6).value()), "sortWo");
 }
@@ -97,11 +91,8 @@ TEST(V8Objects, CachedExternalStringsAreReadUncachedOnesNot) {
   fake::Heap heap;
   const uint64_t cached = heap.external_string("node:internal/main");
   const uint64_t uncached = heap.external_string("node:internal/main", /*uncached=*/true);
-  hotspot::BufferMemory memory;
-  heap.place(memory);
-  RemoteReader reader(memory, 1 << 20, 0);
-  const V8Layout layout = fake::node20_layout();
-  V8Heap v8(layout, reader);
+  fake::Reading reading(heap.bytes());
+  V8Heap& v8 = reading.heap;
   EXPECT_EQ(utf8_of(v8.read_string(cached, 100).value()), "node:internal/main");
   EXPECT_EQ(utf8_of(v8.read_string(cached, 4).value()), "node");
   EXPECT_FALSE(v8.read_string(uncached, 100));
@@ -125,11 +116,8 @@ TEST(V8Objects, ACyclicConsStringEndsAtTheDepthLimit) {
   const uint64_t at = s - 1 - fake::kHeapAt;
   std::memcpy(bytes.data() + at + 16, &s, 8);
   std::memcpy(bytes.data() + at + 24, &s, 8);
-  hotspot::BufferMemory memory;
-  memory.place(fake::kHeapAt, bytes);
-  RemoteReader reader(memory, 1 << 20, 0);
-  const V8Layout layout = fake::node20_layout();
-  V8Heap v8(layout, reader);
+  fake::Reading reading(bytes);
+  V8Heap& v8 = reading.heap;
   EXPECT_FALSE(v8.read_string(s, 100));
 }
 
@@ -168,11 +156,8 @@ TEST(V8Objects, AnInterpretedFunctionsPositionsComeFromItsBytecode) {
                     heap.object(191, {fake::smi(4), heap.object(129, {fake::smi(0)}),
                                       heap.byte_array({1, 2}), undefined, 0, 0}));
   const uint64_t no_bytecode = heap.function("h", "a.js", "x", 0);
-  hotspot::BufferMemory memory;
-  heap.place(memory);
-  RemoteReader reader(memory, 1 << 20, 0);
-  const V8Layout layout = fake::node20_layout();
-  V8Heap v8(layout, reader);
+  fake::Reading reading(heap.bytes());
+  V8Heap& v8 = reading.heap;
   const auto bytecode = v8.bytecode_of(f);
   ASSERT_TRUE(bytecode);
   const auto positions = v8.bytecode_positions(*bytecode);
