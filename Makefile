@@ -23,13 +23,13 @@ demo: build
 	@echo "Open it: drag it onto https://profiler.firefox.com (or use 'Load a profile from file')."
 
 # The programs the recordings run are built first; then the recordings (ctest label
-# integration) start, while the rest of the build (the unit tests) and, after it, the fuzz
-# targets' build and short run (ctest label fuzz) and the benchmark programs' build go at idle
-# priority (SCHED_IDLE) beside them: they take only the CPU time the recordings leave. The
-# unit and style tests run when the recordings and the rest of the build are done. Tests run $(JOBS) at a time, except the
-# recordings that measure CPU time, scheduling or losses, which run alone (RUN_SERIAL in
-# tests/integration/CMakeLists.txt). The integration tests' Node packages are installed while
-# the first build runs (mostly download and unpacking).
+# integration) start, while the rest of the build, the unit and style tests, the fuzz targets'
+# build and short run (ctest label fuzz) and the benchmark programs' build go one after another
+# at idle priority (SCHED_IDLE) beside them: they take only the CPU time the recordings leave.
+# Tests run $(JOBS) at a time, except the recordings that measure CPU time, scheduling or
+# losses, which run alone (RUN_SERIAL in tests/integration/CMakeLists.txt). The integration
+# tests' Node packages are installed while the first build runs (mostly download and
+# unpacking).
 test: deps
 	@mkdir -p $(BUILD_DIR) && { \
 	  scripts/setup-profiler-cli.sh > $(BUILD_DIR)/setup-profiler-cli.log 2>&1 & setup=$$!; \
@@ -37,16 +37,19 @@ test: deps
 	  cmake --build $(BUILD_DIR) -j $(JOBS) --target integration_programs; status=$$?; \
 	  wait $$setup || { cat $(BUILD_DIR)/setup-profiler-cli.log; status=1; }; \
 	  exit $$status; }
-	@cd $(BUILD_DIR) && rm -f rest-build.status && { \
+	@cd $(BUILD_DIR) && rm -f rest-build.status unit-test.status && { \
 	  { chrt --idle 0 cmake --build . -j $(JOBS) > rest-build.log 2>&1; echo $$? > rest-build.status; \
+	    [ "$$(cat rest-build.status)" = 0 ] || exit 1; \
+	    chrt --idle 0 ctest -LE 'fuzz|integration' --output-on-failure -j $(JOBS) > unit-test.log 2>&1; \
+	    echo $$? > unit-test.status; \
 	    INPUT_TIMEOUT=60 chrt --idle 0 ctest -L fuzz --output-on-failure && \
-	    chrt --idle 0 cmake --build . -j $(JOBS) --target bench_programs; } > fuzz-test.log 2>&1 & fuzz=$$!; \
+	    chrt --idle 0 cmake --build . -j $(JOBS) --target bench_programs; } > fuzz-test.log 2>&1 & rest=$$!; \
 	  ctest -L integration --output-on-failure -j $(JOBS); status=$$?; \
-	  while [ ! -s rest-build.status ] && kill -0 $$fuzz 2>/dev/null; do sleep 1; done; \
-	  if [ "$$(cat rest-build.status 2>/dev/null)" = 0 ]; then \
-	    ctest -LE 'fuzz|integration' --output-on-failure -j $(JOBS) || status=1; \
-	  else cat rest-build.log; status=1; fi; \
-	  if wait $$fuzz; then grep -E 'tests passed|Total Test time' fuzz-test.log; \
+	  wait $$rest; fuzz_status=$$?; \
+	  if [ "$$(cat rest-build.status 2>/dev/null)" != 0 ]; then cat rest-build.log; exit 1; fi; \
+	  if [ "$$(cat unit-test.status)" = 0 ]; then grep -E 'tests passed|Total Test time' unit-test.log; \
+	  else cat unit-test.log; status=1; fi; \
+	  if [ $$fuzz_status = 0 ]; then grep -E 'tests passed|Total Test time' fuzz-test.log; \
 	  else cat fuzz-test.log; status=1; fi; \
 	  exit $$status; }
 

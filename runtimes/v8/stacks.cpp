@@ -25,12 +25,6 @@ struct LiveHeap {
   V8Heap heap;
 };
 
-uint64_t now_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
 // One read of a piece of a process's memory among a batch.
 struct Piece {
   uint64_t address;
@@ -76,22 +70,26 @@ std::vector<std::optional<std::optional<RuntimeFrameId>>> V8Stacks::from_cache(
   return out;
 }
 
-bool V8Namer::Rereads::due() const { return due_ns && now_ns() >= due_ns; }
+uint64_t V8Namer::steady_clock_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
 
-void V8Namer::Rereads::incomplete(bool incomplete) {
+void V8Namer::Rereads::incomplete(bool incomplete, uint64_t now_ns) {
   constexpr int kMaxReads = 3;
   constexpr uint64_t kRereadAfterNs = 20'000'000;
-  due_ns = incomplete && reads < kMaxReads ? now_ns() + kRereadAfterNs * reads : 0;
+  due_ns = incomplete && reads < kMaxReads ? now_ns + kRereadAfterNs * reads : 0;
 }
 
 const V8Namer::Script& V8Namer::script(V8Heap& heap, uint64_t address) {
   auto it = scripts_.find(address);
-  if (it != scripts_.end() && !it->second.rereads.due()) return it->second;
+  if (it != scripts_.end() && !it->second.rereads.due(clock_ns_())) return it->second;
   Script script{heap.script_name(address).value_or(""),
                 heap.script_line_starts(address).value_or(std::vector<uint32_t>{}),
                 {}};
   if (it != scripts_.end()) script.rereads.reads = it->second.rereads.reads + 1;
-  script.rereads.incomplete(script.name.empty() || script.line_starts.empty());
+  script.rereads.incomplete(script.name.empty() || script.line_starts.empty(), clock_ns_());
   return scripts_.insert_or_assign(address, std::move(script)).first->second;
 }
 
@@ -114,7 +112,7 @@ std::optional<RuntimeFrameId> V8Namer::read_function(V8Heap& heap, uint64_t shar
 std::optional<std::optional<RuntimeFrameId>> V8Namer::cached_frame(uint64_t shared,
                                                                    const SharedHeader& now) const {
   auto it = shared_.find(shared);
-  if (it == shared_.end() || it->second.header != now || it->second.rereads.due())
+  if (it == shared_.end() || it->second.header != now || it->second.rereads.due(clock_ns_()))
     return std::nullopt;
   return it->second.frame;
 }
@@ -157,15 +155,15 @@ std::optional<RuntimeFrameId> V8Namer::name(V8Heap& heap, RemoteReader& reader, 
   auto it = shared_.find(shared);
   // A cached address whose words changed holds another function now (moved, collected).
   const bool same = it != shared_.end() && it->second.header == header;
-  if (same && !it->second.rereads.due()) return it->second.frame;
-  const uint64_t start = now_ns();
+  const uint64_t start = clock_ns_();
+  if (same && !it->second.rereads.due(start)) return it->second.frame;
   Named named{header, std::nullopt, 0, {}};
   if (same) named.rereads.reads = it->second.rereads.reads + 1;
   bool complete = false;
   named.frame = read_function(heap, shared, frames, named.script, complete);
-  named.rereads.incomplete(!complete);
+  named.rereads.incomplete(!complete, start);
   stats.code_objects_read += 1;
-  stats.code_read_ns += now_ns() - start;
+  stats.code_read_ns += clock_ns_() - start;
   return shared_.insert_or_assign(shared, named).first->second.frame;
 }
 

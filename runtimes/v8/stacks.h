@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -35,6 +36,11 @@ using BytecodeHeader = std::array<uint64_t, kBytecodeHeaderWords>;
 // The names of one process's functions, read through `heap` and cached by address.
 class V8Namer {
  public:
+  // `clock_ns`: monotonic nanoseconds, when a read that came out incomplete is due again.
+  using Clock = std::function<uint64_t()>;
+  explicit V8Namer(Clock clock_ns = steady_clock_ns) : clock_ns_(std::move(clock_ns)) {}
+  static uint64_t steady_clock_ns();
+
   // The frame of the SharedFunctionInfo `shared`; nullopt when it is not one or has no
   // script (a builtin's frame stays native).
   std::optional<RuntimeFrameId> name(V8Heap& heap, RemoteReader& reader, uint64_t shared,
@@ -58,8 +64,8 @@ class V8Namer {
   struct Rereads {
     int reads = 1;
     uint64_t due_ns = 0;  // 0: complete, or read often enough
-    bool due() const;
-    void incomplete(bool incomplete);
+    bool due(uint64_t now_ns) const { return due_ns && now_ns >= due_ns; }
+    void incomplete(bool incomplete, uint64_t now_ns);
   };
   struct Named {
     SharedHeader header;
@@ -84,6 +90,7 @@ class V8Namer {
   const std::optional<SourcePositions>& positions(V8Heap& heap, RemoteReader& reader,
                                                   uint64_t bytecode);
 
+  Clock clock_ns_;
   std::unordered_map<uint64_t, Named> shared_;         // by SharedFunctionInfo address
   std::unordered_map<uint64_t, Positions> positions_;  // by BytecodeArray address
   std::unordered_map<uint64_t, Script> scripts_;       // by Script address

@@ -26,6 +26,8 @@ const OTHER_PYTHONS = { '3.8': `${PYENV}/versions/3.8.18/bin/python3.8`,
 const PYTHON37 = `${PYENV}/versions/3.7.16/bin/python3.7`;
 const SCRIPT = join(INTEGRATION_DIR, 'python', 'call_tree.py');
 const SECONDS = 1.0;
+// Each part of the other versions' runs: 150-500 samples a leaf, three times the 50 asked.
+const OTHER_SECONDS = 0.5;
 const MIN_ORDERED_SHARE = 0.95;
 
 const BOOTSTRAP = ['Thread._bootstrap', 'Thread._bootstrap_inner', 'Thread.run'];
@@ -194,7 +196,7 @@ describe('python', () => {
       t.diagnostic(offsets.stdout.trim());
       assert.equal(offsets.code, 0, `${offsets.stdout}${offsets.stderr}`);
       const r = await recordWith(`python-launch-${version}`,
-                                 ['--', '/bin/sh', '-c', `'${python}' '${SCRIPT}' ${SECONDS} & wait`]);
+                                 ['--', '/bin/sh', '-c', `'${python}' '${SCRIPT}' ${OTHER_SECONDS} & wait`]);
       assert.doesNotMatch(r.result.stderr, /not a CPython interpreter/, 'its launcher executable is not reported');
       checkOrdered(t, r.view, `ordered${version}`, expectedFor(version), basename(python));
       checkLines(t, r.view, expectedFor(version) !== EXPECTED, `lines${version}`);

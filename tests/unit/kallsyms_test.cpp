@@ -121,7 +121,6 @@ TEST(KallsymsTest, RealKallsymsResolvesSchedule) {
   const auto milliseconds = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
   std::printf("kallsyms: %zu text symbols loaded in %lld ms\n", symbols->symbols().size(),
               static_cast<long long>(milliseconds));
-  EXPECT_LT(milliseconds, 2000);  // ~tens of ms optimized; generous for sanitizer builds
 
   EXPECT_FALSE(symbols->addresses_hidden());
   EXPECT_GT(symbols->symbols().size(), 1000u);

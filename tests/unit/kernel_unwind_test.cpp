@@ -201,7 +201,7 @@ TEST(KernelUnwindTables, ALoadedTableIsFoundByTheDeviceAndInodeOfItsFile) {
 TEST(KernelUnwindTables, PreloadedTablesServeTheMappingsThatFollow) {
   Fixture f;
   f.tables.preload({kBinary});
-  EXPECT_TRUE(f.tables.wait_for_tables(std::chrono::seconds(5)));
+  EXPECT_TRUE(f.tables.wait_for_tables(std::chrono::seconds(30)));
   f.tables.flush(Fixture::kEverythingRead);
   const int preloaded = f.builds;
   EXPECT_GE(preloaded, 1);             // the binary (and the vDSO where this kernel has one)

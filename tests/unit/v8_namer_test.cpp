@@ -4,14 +4,20 @@
 // from the BytecodeArray its frame holds.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <thread>
-
 #include "runtimes/v8/stacks.h"
 #include "tests/unit/v8_fake_heap.h"
 
 namespace bpfprof::v8 {
 namespace {
+
+// A clock the test moves: a reread's due time does not depend on how fast the test runs.
+struct ManualClock {
+  uint64_t ns = 1'000'000'000;
+  V8Namer::Clock clock() {
+    return [this] { return ns; };
+  }
+  void advance_ms(uint64_t ms) { ns += ms * 1'000'000; }
+};
 
 // Bytecode offsets 0-4 at script position 10, 5-11 at 40, 12 on at 80 (v8_objects_test.cpp).
 const std::vector<uint8_t> kPositions{0, 44, 11, 120, 14, 0xa0, 0x01};
@@ -36,14 +42,15 @@ TEST(V8Namer, ALineNotReadIsReadAgainLater) {
   fake::Reading settled(heap.bytes());
   RuntimeFrameTable frames;
   RuntimeStats stats;
-  V8Namer namer;
+  ManualClock clock;
+  V8Namer namer(clock.clock());
   const auto first = namer.name(moving.heap, moving.reader, shared, frames, stats);
   ASSERT_TRUE(first);
   EXPECT_EQ(frames.function_of(*first).qualified_name, "recurseFib");
   EXPECT_EQ(frames.function_of(*first).first_line, 0u);
   // At once: the cache answers (a stack after another does not read the source each time).
   EXPECT_EQ(namer.name(settled.heap, settled.reader, shared, frames, stats), first);
-  std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  clock.advance_ms(25);
   SharedHeader header{};
   ASSERT_TRUE(settled.reader.read(shared - 1, header.data(), sizeof(header)));
   EXPECT_FALSE(namer.cached_frame(shared, header)) << "due for another read";
@@ -61,10 +68,11 @@ TEST(V8Namer, AReadThatKeepsFailingStopsBeingRetried) {
   fake::Reading moving(with_string_broken(heap.bytes(), source));
   RuntimeFrameTable frames;
   RuntimeStats stats;
-  V8Namer namer;
+  ManualClock clock;
+  V8Namer namer(clock.clock());
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(namer.name(moving.heap, moving.reader, shared, frames, stats));
-    std::this_thread::sleep_for(std::chrono::milliseconds(70));
+    clock.advance_ms(70);
   }
   EXPECT_EQ(stats.code_objects_read, 3u);
 }
