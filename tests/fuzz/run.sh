@@ -3,7 +3,7 @@
 # over its seed corpus in tests/fuzz/corpus/<target>/ (new inputs go to a temporary
 # directory, not into the repository). Exits non-zero on the first crash, leak, hang or
 # sanitizer report; the reproducer is left in the build directory.
-#   SECONDS_PER_TARGET=10 tests/fuzz/run.sh [build-dir]
+#   SECONDS_PER_TARGET=10 FUZZ_OPT=-O1 tests/fuzz/run.sh [build-dir]
 # INPUT_TIMEOUT (seconds, default 10): an input that runs longer is a hang. `make test` runs
 # this at idle priority beside the recordings, where wall time is not CPU time: it allows more.
 set -euo pipefail
@@ -13,7 +13,8 @@ mkdir -p "$build" && build=$(cd "$build" && pwd)  # the targets run from there
 seconds=${SECONDS_PER_TARGET:-10}
 input_timeout=${INPUT_TIMEOUT:-10}
 command -v clang++ > /dev/null || { echo "fuzz: clang++ is needed" >&2; exit 1; }
-CC=clang CXX=clang++ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+CC=clang CXX=clang++ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFUZZ_OPT="${FUZZ_OPT:--O1}" > /dev/null
 cmake --build "$build" -j "$(nproc)" > "$build/build.log" 2>&1 || { tail -30 "$build/build.log" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -39,7 +40,10 @@ run_target() {
 }
 status=0
 running=0
-for target in fuzz_proc_maps fuzz_kallsyms fuzz_perf_map fuzz_cgroup_files fuzz_elf fuzz_unwinder fuzz_unwind_table fuzz_go_pclntab fuzz_hotspot_vm_structs fuzz_hotspot_debug_info fuzz_event_log fuzz_python fuzz_v8_objects fuzz_unwind_cache fuzz_symbol_api fuzz_processed_profile; do
+# Every target the build made.
+targets=$(find "$build" -maxdepth 1 -name 'fuzz_*' -type f -perm -u+x -printf '%f\n' | sort)
+[ -n "$targets" ] || { echo "fuzz: no target built in $build" >&2; exit 1; }
+for target in $targets; do
   if [ "$running" -ge "$(nproc)" ]; then
     wait -n || status=1
     running=$((running - 1))
