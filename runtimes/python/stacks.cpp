@@ -24,11 +24,18 @@ const RuntimeFunction kUnreadableFrames{"[unknown Python frames: unreadable fram
 
 MergedStack merge_python_frames(std::span<const uint64_t> native,
                                 std::span<const ActivationFrame> python,
-                                const std::function<bool(uint64_t)>& runs_interpreter_loop) {
+                                const std::function<bool(uint64_t)>& runs_interpreter_loop,
+                                bool innermost_loop_empty) {
   MergedStack merged;
   merged.frames.reserve(native.size() + python.size());
   size_t next = 0;  // the innermost Python frame not placed yet
+  bool skip_loop = innermost_loop_empty;
   for (uint64_t pc : native) {
+    if (skip_loop && runs_interpreter_loop(pc)) {
+      skip_loop = false;
+      merged.frames.push_back(pc);
+      continue;
+    }
     if (!runs_interpreter_loop(pc) || next == python.size()) {
       merged.mismatched |= next == python.size() && runs_interpreter_loop(pc);
       merged.frames.push_back(pc);
@@ -66,12 +73,17 @@ void PythonStacks::take_event(const void* data, size_t size, RuntimeStats& stats
   pending.time = MonotonicNs{e.header.timestamp_ns};
   pending.frames.clear();
   pending.status = e.status;
+  pending.innermost_loop_empty = false;
   for (size_t i = 0; i < depth; ++i) {
     const bpfprof_python_frame& f = e.frames[i];
     // A shim frame (3.12+) is no function: it says that the frame inside it began its
     // activation, as 3.11's entry flag does.
+    // Innermost, it says that the innermost activation has no frame (yet, or any more).
     if (f.flags & BPFPROF_PYTHON_FRAME_SHIM) {
-      if (!pending.frames.empty()) pending.frames.back().entry = true;
+      if (!pending.frames.empty())
+        pending.frames.back().entry = true;
+      else
+        pending.innermost_loop_empty = true;
       continue;
     }
     pending.frames.push_back(PendingFrame{f.code, f.instruction, f.first_line,
@@ -102,7 +114,8 @@ void PythonStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<ui
     scratch_.push_back({raw_runtime_frame(recording.runtime_frames.intern(rest, 0)), true});
   }
   MergedStack merged = merge_python_frames(
-      user, scratch_, [&](uint64_t pc) { return interpreter->runs_interpreter_loop(pc); });
+      user, scratch_, [&](uint64_t pc) { return interpreter->runs_interpreter_loop(pc); },
+      pending.innermost_loop_empty);
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kPython];
   if (merged.mismatched) ++stats.mismatched;
   if (merged.python_frames > 0) ++stats.merged;

@@ -31,7 +31,9 @@ struct ActivationFrame {
 // `native`: a user stack, innermost first. Each frame for which `runs_interpreter_loop` holds
 // takes the next activation of `python` (innermost first); an interpreter frame left without
 // one stays native. Returns the merged stack and whether the two disagreed (activations left
-// over, which are dropped, or interpreter frames left native).
+// over, which are dropped, or interpreter frames left native). `innermost_loop_empty`: the
+// innermost interpreter frame runs no Python frame (3.12+: its shim frame is innermost, as
+// in the instructions that begin or end an activation): it stays native, without a mismatch.
 struct MergedStack {
   std::vector<uint64_t> frames;
   size_t python_frames = 0;  // placed
@@ -39,7 +41,8 @@ struct MergedStack {
 };
 MergedStack merge_python_frames(std::span<const uint64_t> native,
                                 std::span<const ActivationFrame> python,
-                                const std::function<bool(uint64_t)>& runs_interpreter_loop);
+                                const std::function<bool(uint64_t)>& runs_interpreter_loop,
+                                bool innermost_loop_empty = false);
 
 class PythonStacks {
  public:
@@ -73,6 +76,7 @@ class PythonStacks {
     MonotonicNs time;
     std::vector<PendingFrame> frames;
     uint32_t status;  // bpfprof_python_stack_status: whether frames beyond these were left
+    bool innermost_loop_empty = false;  // a shim frame came first
   };
   struct FrameCacheKey {
     uint64_t code;

@@ -175,6 +175,21 @@ TEST(PythonMerge, DisagreementsAreFlaggedAndNothingIsInvented) {
   EXPECT_EQ(merged.frames, native);
 }
 
+// A C function (list.sort) calls a Python key function, which is returning: its interpreter
+// frame runs no Python frame any more (3.12+: a shim frame innermost). The caller's activation
+// belongs to the outer interpreter frame, not to the innermost one.
+TEST(PythonMerge, AnInnermostInterpreterFrameWithoutFramesStaysNative) {
+  const std::vector<uint64_t> native = {0x10, kEval, 0x20, kEval, 0x30};
+  const std::vector<ActivationFrame> caller = {{py(1), false}, {py(2), true}};
+  MergedStack merged = merge_python_frames(native, caller, is_eval, true);
+  EXPECT_EQ(merged.frames, (std::vector<uint64_t>{0x10, kEval, 0x20, py(1), py(2), 0x30}));
+  EXPECT_FALSE(merged.mismatched);
+  // Not said so, the caller's frames go to the innermost loop and the outer one stays native.
+  merged = merge_python_frames(native, caller, is_eval);
+  EXPECT_EQ(merged.frames, (std::vector<uint64_t>{0x10, py(1), py(2), 0x20, kEval, 0x30}));
+  EXPECT_TRUE(merged.mismatched);
+}
+
 TEST(RuntimeFrameTable, InternsFunctionsAndLinesOnceAndTellsRawFramesApart) {
   RuntimeFrameTable table;
   const RuntimeFunction f{"Grove.tend", "/x/call_tree.py", 42};
@@ -259,6 +274,19 @@ TEST(PythonStacks, ShimFramesSplitActivationsAndUnreadableCodeIsCounted) {
   EXPECT_EQ(recording.stats.runtimes[RuntimeKind::kPython].stacks, 1u);
   EXPECT_EQ(recording.stats.runtimes[RuntimeKind::kPython].merged, 1u);
   EXPECT_EQ(recording.stats.runtimes[RuntimeKind::kPython].unnamed_frames, 3u);
+  EXPECT_EQ(recording.stats.runtimes[RuntimeKind::kPython].mismatched, 0u);
+  // A shim frame first: the innermost interpreter frame's activation has no frame.
+  bpfprof_python_stack_event returning = e;
+  returning.header.timestamp_ns = 1500;
+  returning.depth = 0;
+  for (const uint64_t code : {uint64_t{0}, uint64_t{0x1000}, uint64_t{0}}) {
+    returning.frames[returning.depth].code = code ? code : 0x9000;
+    returning.frames[returning.depth++].flags = code ? 0 : BPFPROF_PYTHON_FRAME_SHIM;
+  }
+  stacks.take_event(&returning, sizeof(returning), recording.stats.runtimes[RuntimeKind::kPython]);
+  std::vector<uint64_t> exiting = {0x10, eval, 0x20, eval};
+  stacks.merge_into(pid, Tid{77}, MonotonicNs{1500}, exiting, recording);
+  EXPECT_EQ(exiting, (std::vector<uint64_t>{0x10, eval, 0x20, user[1]}));
   EXPECT_EQ(recording.stats.runtimes[RuntimeKind::kPython].mismatched, 0u);
   // A sample of another time does not take these frames.
   stacks.take_event(&e, sizeof(e), recording.stats.runtimes[RuntimeKind::kPython]);
