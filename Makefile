@@ -54,7 +54,7 @@ test: deps
 	  exit $$status; }
 
 # Every libFuzzer target of tests/fuzz for 120 s, one per CPU at a time (make test runs them
-# for 10 s each, as ctest's fuzz.short); a crash, leak or hang fails it, its reproducer kept in
+# for 3 s each at -O0, as ctest's fuzz.short); a crash, leak or hang fails it, its reproducer kept in
 # $(BUILD_DIR)/fuzz.
 fuzz:
 	@SECONDS_PER_TARGET=120 tests/fuzz/run.sh $(BUILD_DIR)/fuzz

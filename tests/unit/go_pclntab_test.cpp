@@ -84,9 +84,9 @@ std::map<uint64_t, Instruction> objdump(const std::string& pattern) {
 std::vector<GoFrame> addr2line(const std::string& binary, const std::vector<uint64_t>& pcs) {
   std::ostringstream input;
   for (uint64_t pc : pcs) input << "0x" << std::hex << pc << "\n";
-  const fs::path list = fs::temp_directory_path() / "bpfprof_go_addr2line.txt";
-  testing_helpers::write_file(list, input.str());
-  std::istringstream lines(run_command("go tool addr2line " + binary + " < " + list.string()));
+  // Through a pipe: the tests of both fixtures run at once (a shared file in /tmp raced).
+  std::istringstream lines(
+      run_command("printf '%s' '" + input.str() + "' | go tool addr2line " + binary));
   std::vector<GoFrame> out;
   std::string name, position;
   while (std::getline(lines, name) && std::getline(lines, position)) {
@@ -95,7 +95,6 @@ std::vector<GoFrame> addr2line(const std::string& binary, const std::vector<uint
     const long line = std::stol(position.substr(colon + 1));
     out.push_back({name, position.substr(0, colon), static_cast<uint32_t>(std::max(line, 0l))});
   }
-  fs::remove(list);
   return out;
 }
 
