@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config clang clang-format
+  build-essential cmake ninja-build pkg-config clang clang-format
   libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev libxxhash-dev
   libcli11-dev libgtest-dev libbenchmark-dev libiberty-dev
   nlohmann-json3-dev libcapstone-dev libcpp-httplib-dev

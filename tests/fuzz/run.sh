@@ -13,7 +13,10 @@ mkdir -p "$build" && build=$(cd "$build" && pwd)  # the targets run from there
 seconds=${SECONDS_PER_TARGET:-10}
 input_timeout=${INPUT_TIMEOUT:-10}
 command -v clang++ > /dev/null || { echo "fuzz: clang++ is needed" >&2; exit 1; }
-CC=clang CXX=clang++ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# Ninja for a new build directory where it is installed (an existing one keeps its generator).
+generator=()
+[ -f "$build/CMakeCache.txt" ] || ! command -v ninja > /dev/null || generator=(-G Ninja)
+CC=clang CXX=clang++ cmake -S "$here" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFUZZ_OPT="${FUZZ_OPT:--O1}" > /dev/null
 cmake --build "$build" -j "$(nproc)" > "$build/build.log" 2>&1 || { tail -30 "$build/build.log" >&2; exit 1; }
 work=$(mktemp -d)
