@@ -62,10 +62,16 @@ function sharedShare(a, b) {
   return total ? shared / total : 0;
 }
 
-async function recordBoth(name, recordOne) {
+// `together`: a single-threaded fixture whose figures are shares of its own samples is
+// recorded in both modes at once, one CPU each (make test's time); the others one mode after
+// the other.
+async function recordBoth(name, recordOne, { together = false } = {}) {
   if (recorderUnavailableReason()) return null;
-  const kernel = await recordOne('dwarf', `kunwind_${name}_dwarf`);
-  const copy = await recordOne('dwarf-copy', `kunwind_${name}_copy`);
+  const kernelLabel = `kunwind_${name}_dwarf`;
+  const copyLabel = `kunwind_${name}_copy`;
+  const [kernel, copy] = together
+    ? await Promise.all([recordOne('dwarf', kernelLabel), recordOne('dwarf-copy', copyLabel)])
+    : [await recordOne('dwarf', kernelLabel), await recordOne('dwarf-copy', copyLabel)];
   return { kernel, copy, k: summary(kernel), c: summary(copy) };
 }
 
@@ -85,16 +91,17 @@ function report(t, name, r) {
 }
 
 // Long-running fixtures: complete, the same stacks as dwarf-copy, mostly walked in the kernel.
-for (const [fixture, minKernelShare] of [
-  ['unwind_qsort', 0.8], ['unwind_recursion', 0.8], ['unwind_signal', 0.8], ['unwind_plt', 0.8],
-  ['threads', 0.7],
+for (const [fixture, minKernelShare, together] of [
+  ['unwind_qsort', 0.8, true], ['unwind_recursion', 0.8, true], ['unwind_signal', 0.8, true],
+  ['unwind_plt', 0.8, true],
+  ['threads', 0.7, false],
   // Threads started and joined all the time: the parent in clone3, the child in its first
   // moment (clone's child side: a root), neither with CFI. Was 73% in the kernel.
-  ['thread_churn', 0.95],
+  ['thread_churn', 0.95, false],
 ]) {
   describe(`${fixture} walked in the kernel`, () => {
     let r;
-    before(async () => { r = await recordBoth(fixture, fixtureRecorder(fixture)); });
+    before(async () => { r = await recordBoth(fixture, fixtureRecorder(fixture), { together }); });
 
     it('is 100% complete, like dwarf-copy, with the same stacks, mostly from the kernel walk', (t) => {
       if (!requireRecorder(t)) return;
@@ -126,7 +133,7 @@ describe('lazy binding through _dl_runtime_resolve (CFA from rbx)', () => {
   before(async () => {
     r = await recordBoth('lazy_binding', (mode, label) => recordWith(label, [
       '--call-graph', mode, '--', 'env', 'LD_BIND_NOT=1', fixturePath('unwind_plt'),
-      String(DURATION_MS), '1']));
+      String(DURATION_MS), '1']), { together: true });
   });
 
   it('is complete, walked in the kernel, with the same stacks as dwarf-copy', (t) => {
@@ -152,7 +159,9 @@ describe('lazy binding through _dl_runtime_resolve (CFA from rbx)', () => {
 
 describe('a 20 KB frame above the hot leaf (big_frame)', () => {
   let r;
-  before(async () => { r = await recordBoth('big_frame', fixtureRecorder('big_frame')); });
+  before(async () => {
+    r = await recordBoth('big_frame', fixtureRecorder('big_frame'), { together: true });
+  });
 
   // The walk's fallbacks (the first milliseconds) copy the whole stack, not 8 KB of it: a
   // python3 start-up sample under _Py_wreadlink's 16 KB buffer was once cut (99.9%).
@@ -170,7 +179,8 @@ function describeRecursion(depth, title, check) {
     let r;
     before(async () => {
       r = await recordBoth(`recursion${depth}`,
-                           fixtureRecorder('unwind_recursion', DURATION_MS, [], [String(depth)]));
+                           fixtureRecorder('unwind_recursion', DURATION_MS, [], [String(depth)]),
+                           { together: true });
     });
 
     it(title, (t) => {
