@@ -1,0 +1,25 @@
+# The sources of the runtimes (runtimes/<name>/, one folder each), compiled into
+# bpfprof_runtimes (userspace/CMakeLists.txt) and by the fuzzing build (tests/fuzz), which
+# include this file with BPFPROF_RUNTIMES_DIR set. A new runtime adds its files here.
+set(BPFPROF_RUNTIMES_SOURCES
+  ${BPFPROF_RUNTIMES_DIR}/process_tracker.cpp
+  ${BPFPROF_RUNTIMES_DIR}/registry.cpp
+  ${BPFPROF_RUNTIMES_DIR}/hotspot/code_cache.cpp
+  ${BPFPROF_RUNTIMES_DIR}/hotspot/debug_info.cpp
+  ${BPFPROF_RUNTIMES_DIR}/hotspot/layout.cpp
+  ${BPFPROF_RUNTIMES_DIR}/hotspot/names.cpp
+  ${BPFPROF_RUNTIMES_DIR}/hotspot/remote_memory.cpp
+  ${BPFPROF_RUNTIMES_DIR}/hotspot/runtime.cpp
+  ${BPFPROF_RUNTIMES_DIR}/hotspot/vm_structs.cpp
+  ${BPFPROF_RUNTIMES_DIR}/python/code.cpp
+  ${BPFPROF_RUNTIMES_DIR}/python/processes.cpp
+  ${BPFPROF_RUNTIMES_DIR}/python/runtime.cpp
+  ${BPFPROF_RUNTIMES_DIR}/python/stacks.cpp
+  ${BPFPROF_RUNTIMES_DIR}/ruby/iseqs.cpp
+  ${BPFPROF_RUNTIMES_DIR}/ruby/processes.cpp
+  ${BPFPROF_RUNTIMES_DIR}/ruby/runtime.cpp
+  ${BPFPROF_RUNTIMES_DIR}/v8/layout.cpp
+  ${BPFPROF_RUNTIMES_DIR}/v8/objects.cpp
+  ${BPFPROF_RUNTIMES_DIR}/v8/processes.cpp
+  ${BPFPROF_RUNTIMES_DIR}/v8/runtime.cpp
+  ${BPFPROF_RUNTIMES_DIR}/v8/stacks.cpp)
