@@ -51,7 +51,7 @@ bool read_until_end(int fd, std::chrono::steady_clock::time_point deadline, std:
 }  // namespace
 
 std::optional<std::string> program_output(const std::vector<std::string>& argv,
-                                          std::chrono::milliseconds timeout) {
+                                          std::chrono::milliseconds timeout, ExitStatus must) {
   if (argv.empty()) return std::nullopt;
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return std::nullopt;
@@ -67,7 +67,8 @@ std::optional<std::string> program_output(const std::vector<std::string>& argv,
   int status = 0;
   while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  if (!ended || !WIFEXITED(status)) return std::nullopt;
+  if (must == ExitStatus::kMustBeZero && WEXITSTATUS(status) != 0) return std::nullopt;
   return output;
 }
 

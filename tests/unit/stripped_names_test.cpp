@@ -255,6 +255,12 @@ TEST(DebugHintTest, NamesTheDebianDbgsymPackage) {
   const std::string hint = debug_info_hint({"/usr/lib/x86_64-linux-gnu/libc.so.6"});
   EXPECT_NE(hint.find("libc6-dbgsym"), std::string::npos) << hint;
   EXPECT_NE(hint.find("DEBUGINFOD_URLS"), std::string::npos) << hint;
+  // Several libraries, one of them no package's (dpkg-query, asked once, exits 1): the
+  // packages of the others, once each.
+  const std::string several =
+      debug_info_hint({"/lib/x86_64-linux-gnu/libc.so.6", "/nonexistent/libnothing.so",
+                       "/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1"});
+  EXPECT_NE(several.find("install libc6-dbgsym zlib1g-dbgsym ("), std::string::npos) << several;
 }
 
 }  // namespace
