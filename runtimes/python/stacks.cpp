@@ -31,13 +31,10 @@ MergedStack merge_python_frames(std::span<const uint64_t> native,
   size_t next = 0;  // the innermost Python frame not placed yet
   bool skip_loop = innermost_loop_empty;
   for (uint64_t pc : native) {
-    if (skip_loop && runs_interpreter_loop(pc)) {
-      skip_loop = false;
-      merged.frames.push_back(pc);
-      continue;
-    }
-    if (!runs_interpreter_loop(pc) || next == python.size()) {
-      merged.mismatched |= next == python.size() && runs_interpreter_loop(pc);
+    const bool loop = runs_interpreter_loop(pc);
+    if (!loop || skip_loop || next == python.size()) {
+      merged.mismatched |= loop && !skip_loop && next == python.size();
+      skip_loop &= !loop;
       merged.frames.push_back(pc);
       continue;
     }

@@ -84,7 +84,7 @@ void V8Namer::Rereads::incomplete(bool incomplete, uint64_t now_ns) {
 
 const V8Namer::Script& V8Namer::script(V8Heap& heap, uint64_t address) {
   auto it = scripts_.find(address);
-  if (it != scripts_.end() && !it->second.rereads.due(clock_ns_())) return it->second;
+  if (it != scripts_.end() && !it->second.rereads.due(clock_ns_)) return it->second;
   Script script{heap.script_name(address).value_or(""),
                 heap.script_line_starts(address).value_or(std::vector<uint32_t>{}),
                 {}};
@@ -112,7 +112,7 @@ std::optional<RuntimeFrameId> V8Namer::read_function(V8Heap& heap, uint64_t shar
 std::optional<std::optional<RuntimeFrameId>> V8Namer::cached_frame(uint64_t shared,
                                                                    const SharedHeader& now) const {
   auto it = shared_.find(shared);
-  if (it == shared_.end() || it->second.header != now || it->second.rereads.due(clock_ns_()))
+  if (it == shared_.end() || it->second.header != now || it->second.rereads.due(clock_ns_))
     return std::nullopt;
   return it->second.frame;
 }
@@ -155,8 +155,8 @@ std::optional<RuntimeFrameId> V8Namer::name(V8Heap& heap, RemoteReader& reader, 
   auto it = shared_.find(shared);
   // A cached address whose words changed holds another function now (moved, collected).
   const bool same = it != shared_.end() && it->second.header == header;
+  if (same && !it->second.rereads.due(clock_ns_)) return it->second.frame;
   const uint64_t start = clock_ns_();
-  if (same && !it->second.rereads.due(start)) return it->second.frame;
   Named named{header, std::nullopt, 0, {}};
   if (same) named.rereads.reads = it->second.rereads.reads + 1;
   bool complete = false;

@@ -64,7 +64,8 @@ class V8Namer {
   struct Rereads {
     int reads = 1;
     uint64_t due_ns = 0;  // 0: complete, or read often enough
-    bool due(uint64_t now_ns) const { return due_ns && now_ns >= due_ns; }
+    // The clock is read only for an entry that waits for a reread (most are complete).
+    bool due(const Clock& clock_ns) const { return due_ns && clock_ns() >= due_ns; }
     void incomplete(bool incomplete, uint64_t now_ns);
   };
   struct Named {

@@ -1,6 +1,5 @@
 #include "symbols/dwarf/debug_hint.h"
 
-#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -40,13 +39,13 @@ std::vector<std::string> debian_packages_of(const std::vector<std::string>& path
   const std::map<std::string, std::string> merged = dpkg_packages_of(without_usr);
   std::vector<std::string> packages;
   for (const std::string& path : paths) {
-    std::string package;
-    if (auto it = found.find(path); it != found.end())
-      package = it->second;
-    else if (auto usr = merged.find(path.substr(std::min<size_t>(4, path.size())));
-             path.starts_with("/usr/") && usr != merged.end())
-      package = usr->second;
-    packages.push_back(package);
+    auto it = found.find(path);
+    if (it != found.end()) {
+      packages.push_back(it->second);
+      continue;
+    }
+    it = path.starts_with("/usr/") ? merged.find(path.substr(4)) : merged.end();
+    packages.push_back(it != merged.end() ? it->second : std::string());
   }
   return packages;
 }

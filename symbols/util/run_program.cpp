@@ -51,7 +51,7 @@ bool read_until_end(int fd, std::chrono::steady_clock::time_point deadline, std:
 }  // namespace
 
 std::optional<std::string> program_output(const std::vector<std::string>& argv,
-                                          std::chrono::milliseconds timeout, ExitStatus must) {
+                                          std::chrono::milliseconds timeout, ExitStatus status) {
   if (argv.empty()) return std::nullopt;
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return std::nullopt;
@@ -64,11 +64,11 @@ std::optional<std::string> program_output(const std::vector<std::string>& argv,
   const bool ended =
       read_until_end(read_end.get(), std::chrono::steady_clock::now() + timeout, output);
   if (!ended) kill(*pid, SIGKILL);
-  int status = 0;
-  while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
+  int wait_status = 0;
+  while (waitpid(*pid, &wait_status, 0) < 0 && errno == EINTR) {
   }
-  if (!ended || !WIFEXITED(status)) return std::nullopt;
-  if (must == ExitStatus::kMustBeZero && WEXITSTATUS(status) != 0) return std::nullopt;
+  if (!ended || !WIFEXITED(wait_status)) return std::nullopt;
+  if (status == ExitStatus::kMustBeZero && WEXITSTATUS(wait_status) != 0) return std::nullopt;
   return output;
 }
 
