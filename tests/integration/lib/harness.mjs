@@ -509,7 +509,7 @@ export function cliNameIs(cliName, name) {
 // The self-time share of function `name` in a `thread samples --json` result (0 if absent).
 // Time a thread spent preempted, runnable, is not time it ran: shares of self time are
 // taken over the rest, so that a loaded machine does not change what a thread ran.
-function waitingForCpuShare(samplesJson) {
+export function waitingForCpuShare(samplesJson) {
   const f = samplesJson.topFunctionsBySelf.find((x) => x.name === '[waiting for CPU]');
   return f ? f.selfPercentage / 100 : 0;
 }
