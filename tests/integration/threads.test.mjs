@@ -6,20 +6,11 @@ import { after, before, describe, it } from 'node:test';
 import {
   ProfileView, checkCpuAgainstFixture, checkProfileStructure, checkWithProfilerCli,
   hasUserChainAtLeaf, hottestSelf, pct, recordFixture, recorderUnavailableReason,
-  lastIndexOfName, requireRecorder, saveMetrics, selfShare, totalShare, waitingForCpuShare,
+  kernelUnderLeaf, requireRecorder, saveMetrics, selfShare, totalShare, waitingForCpuShare,
 } from './lib/harness.mjs';
 
 const DURATION_MS = 1500;
 const WORKERS = { 'worker-alpha': 'alpha_spin', 'worker-beta': 'beta_spin' };
-
-// The kernel frames right under the last `fn` frame.
-function kernelUnder(frames, fn) {
-  const i = lastIndexOfName(frames, fn);
-  if (i < 0) return [];
-  const below = frames.slice(i + 1);
-  const end = below.findIndex((f) => f.category !== 'Kernel');
-  return end < 0 ? below : below.slice(0, end);
-}
 
 describe('threads', () => {
   let rec;
@@ -78,15 +69,8 @@ describe('threads', () => {
         t.diagnostic(`${name}: other stack x${n}: ${stack}`);
       if (r.share < 0.9) failures.push(`${name}: only ${pct(r.share)} worker_main > ${spin}`);
       if (wrong.hit > 0) failures.push(`${name}: ${wrong.hit} samples contain ${other}`);
-      // The spin functions make no system calls: kernel frames under them are an interrupt or
-      // exception the thread took (how many depends on the host: a busy hypervisor stretches
-      // them), and always start at its entry.
-      const entered = view.share(th, (f) => kernelUnder(f, spin).length > 0);
-      const stray = view.topStacks(th, (f) => {
-        const kernel = kernelUnder(f, spin);
-        return kernel.length > 0 && !/^asm_(sysvec_|common_interrupt|exc_)/.test(kernel[0].name);
-      }, 3);
-      t.diagnostic(`${name}: ${pct(entered.share)} of samples in the kernel under ${spin}`);
+      const { share: entered, stray } = kernelUnderLeaf(view, th, spin);
+      t.diagnostic(`${name}: ${pct(entered)} of samples in the kernel under ${spin}`);
       for (const [stack, n] of stray) failures.push(`${name}: x${n} kernel frames under ${spin} without an interrupt entry: ${stack}`);
     }
     assert.deepEqual(failures, []);
@@ -108,7 +92,7 @@ describe('threads', () => {
       assert.equal(entry.processName, 'threads');
       const s = samplesByHandle.get(entry.threadHandle);
       assert.equal(hottestSelf(s), spin);
-      // With the interrupts it took (kernel frames under it: see above).
+      // With the interrupts it took (kernelUnderLeaf).
       const running = totalShare(s, spin) / (1 - waitingForCpuShare(s));
       assert.ok(running >= 0.9, `${name}: ${spin} total ${pct(running)} of the time it ran`);
       // What profiler-cli shows is the thread's own CPU clock (the fixture prints it); how much

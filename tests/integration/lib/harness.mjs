@@ -314,6 +314,28 @@ export function hasUserChainAtLeaf(frames, chain) {
   return rest.every((f, k) => f.category === 'Kernel' || (k === rest.length - 1 && STATE_FRAMES.has(f.name)));
 }
 
+// The kernel frames right under the last `fn` frame.
+function kernelUnder(frames, fn) {
+  const i = lastIndexOfName(frames, fn);
+  if (i < 0) return [];
+  const below = frames.slice(i + 1);
+  const end = below.findIndex((f) => f.category !== 'Kernel');
+  return end < 0 ? below : below.slice(0, end);
+}
+
+// For a function that makes no system calls, kernel frames under it are an interrupt or
+// exception the thread took (how many depends on the host: a busy hypervisor or softirq work
+// stretches them) and must start at its entry. Returns { share: of samples with kernel
+// frames under `fn`, stray: [[stack, weight]] of those that do not start at an entry }.
+export function kernelUnderLeaf(view, thread, fn) {
+  const entered = view.share(thread, (f) => kernelUnder(f, fn).length > 0);
+  const stray = view.topStacks(thread, (f) => {
+    const kernel = kernelUnder(f, fn);
+    return kernel.length > 0 && !/^asm_(sysvec_|common_interrupt|exc_)/.test(kernel[0].name);
+  }, 3);
+  return { share: entered.share, stray };
+}
+
 export const STATE_FRAMES = new Set(['[sleeping]', '[I/O wait]', '[waiting for CPU]']);
 
 // Checks the kernel/user layout of one stack: some User frames from the root, then
