@@ -90,7 +90,8 @@ bench: build
 	  echo; echo "## Start-up (bench/startup.py)"; bench/startup.py; \
 	  echo; echo "## System-wide scale (bench/system_wide_scale.sh)"; bench/system_wide_scale.sh; \
 	  echo; echo "## Off-CPU overhead (bench/offcpu_overhead.sh)"; bench/offcpu_overhead.sh; \
-	  echo; echo "## Go (BUILD_DIR=$(BUILD_DIR) bench/go_overhead.sh)"; BUILD_DIR=$(BUILD_DIR) bench/go_overhead.sh 2>/dev/null; \
+	  for r in go node java; do echo; echo "## $$r (RUNTIME=$$r bench/runtime_overhead.sh)"; \
+	    RUNTIME=$$r BUILD_DIR=$(BUILD_DIR) bench/runtime_overhead.sh 2>/dev/null; done; \
 	  echo; echo "## Symbolization ($(BUILD_DIR)/bench/symbolize_bench)"; $(BUILD_DIR)/bench/symbolize_bench; \
 	  echo; echo "## Stacks on real programs (bench/real_programs.sh)"; BUILD_DIR=$(BUILD_DIR) bench/real_programs.sh; \
 	} 2>&1 | tee $(BUILD_DIR)/bench-results.md
