@@ -57,12 +57,18 @@ struct V8Layout {
   uint32_t bytecode_array_data = 0;  // where the bytecodes start (the header's size)
   uint32_t type_bytecode_array = 0;
   uint32_t type_byte_array = 0;
-  // V8 13 and later (node 24, told by their metadata's names): their ScopeInfo keeps its
-  // positions elsewhere, not read; functions get no line there.
+  // V8 13 on: a BytecodeArray's source position table is a TrustedByteArray, in the slot after
+  // its BytecodeWrapper (before the handler table); 0 where the binary does not say.
+  uint32_t type_trusted_byte_array = 0;
+  uint32_t type_bytecode_wrapper = 0;
+  // V8 13 and later (node 24, told by their metadata's names): their ScopeInfo keeps a
+  // function's start and end positions in its header, not after its names.
   bool later_scope_info = false;
   // External strings (node's own scripts' sources); 0 where the binary does not say.
   uint32_t external_string_tag = 0;
   uint32_t external_string_resource = 0;
+
+  bool operator==(const V8Layout&) const = default;
 };
 
 // The v8dbg_ symbols a layout is read from, without the prefix order meaning anything.

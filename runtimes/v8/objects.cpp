@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <span>
 
 namespace bpfprof::v8 {
 namespace {
@@ -13,6 +14,8 @@ int64_t smi_value(uint64_t word) { return static_cast<int64_t>(word) >> 32; }
 
 // A ScopeInfo's first slots (after its map): flags, parameter count, context local count.
 constexpr size_t kScopeHeaderSlots = 3;
+// V8 13 on: then the function's start and end positions (in the tail before).
+constexpr size_t kLaterScopeHeaderSlots = kScopeHeaderSlots + 2;
 // Slots after the locals that may come before the function's name: the saved class variable
 // and the receiver (Smis each), present by flags whose bits move between versions.
 constexpr size_t kSlotsBeforeName = 2;
@@ -37,11 +40,21 @@ std::optional<int64_t> read_vlq(const uint8_t* bytes, size_t size, size_t& at) {
 constexpr int64_t kMaxRawPosition = int64_t{1} << 48;
 constexpr int64_t kScriptOffsetMask = (int64_t{1} << 30) - 1;
 
+// A function's start and end positions (Smis, start <= end) make its start position.
+void set_start_position(uint64_t start, uint64_t end, SharedInfo& info) {
+  if (is_smi(start) && is_smi(end) && smi_value(start) >= 0 && smi_value(start) <= smi_value(end) &&
+      smi_value(end) <= INT32_MAX)
+    info.start_position = static_cast<int32_t>(smi_value(start));
+}
+
 }  // namespace
 
 std::optional<SourcePositions> decode_source_positions(const uint8_t* bytes, size_t size) {
   SourcePositions out;
-  int64_t code = 0;
+  // The deltas start from the function's entry, before its first bytecode (V8's
+  // kFunctionEntryBytecodeOffset): from 0 every entry came one byte late, and a call sampled
+  // got the position before its own.
+  int64_t code = -1;
   int64_t raw = 0;
   size_t at = 0;
   while (at < size) {
@@ -154,13 +167,16 @@ std::optional<std::u16string> V8Heap::read_string(uint64_t tagged, size_t max_un
 // inferred name (a string, or undefined), then the start and end positions (Smis).
 void V8Heap::read_scope_info(uint64_t scope_info, SharedInfo& info) {
   const uint64_t slots = scope_info - 1 + layout_.fixed_array_length;
-  std::array<uint64_t, kScopeHeaderSlots + 1> head{};
+  const size_t header = layout_.later_scope_info ? kLaterScopeHeaderSlots : kScopeHeaderSlots;
+  std::array<uint64_t, kLaterScopeHeaderSlots + 1> head{};
   if (!reader_.read(slots, head.data(), sizeof(head)) || !is_smi(head[2])) return;
   const int64_t locals = smi_value(head[2]);
   if (locals < 0 || static_cast<size_t>(locals) > limits_.max_scope_locals) return;
-  size_t index = kScopeHeaderSlots;
+  if (layout_.later_scope_info)
+    set_start_position(head[kScopeHeaderSlots], head[kScopeHeaderSlots + 1], info);
+  size_t index = header;
   // Local names inline, else one hash table in their place; then each local's flags.
-  if (locals > 0) index += is_string(head[kScopeHeaderSlots]) ? locals : 1;
+  if (locals > 0) index += is_string(head[header]) ? locals : 1;
   index += locals;
   std::array<uint64_t, kScopeTailSlots> tail{};
   if (!reader_.read(slots + index * 8, tail.data(), sizeof(tail))) return;
@@ -174,10 +190,8 @@ void V8Heap::read_scope_info(uint64_t scope_info, SharedInfo& info) {
           info.name = utf8_of(*inferred);
       ++at;
     }
-    if (!layout_.later_scope_info && at + 1 < tail.size() && is_smi(tail[at]) &&
-        is_smi(tail[at + 1]) && smi_value(tail[at]) >= 0 &&
-        smi_value(tail[at]) <= smi_value(tail[at + 1]) && smi_value(tail[at + 1]) <= INT32_MAX)
-      info.start_position = static_cast<int32_t>(smi_value(tail[at]));
+    if (!layout_.later_scope_info && at + 1 < tail.size())
+      set_start_position(tail[at], tail[at + 1], info);
     return;
   }
 }
@@ -198,8 +212,10 @@ std::optional<SharedInfo> V8Heap::read_shared(uint64_t shared) {
 }
 
 // A BytecodeArray after its length: its constant pool, handler table and source position table
-// (tagged, the two tables ByteArrays, the positions' the second), then untagged fields up to
-// the bytecodes. The table is found by these types, not by an offset the metadata lacks.
+// (tagged, the two tables ByteArrays, the positions' the second); from V8 13 its
+// BytecodeWrapper, source position table, handler table (TrustedByteArrays) and constant pool;
+// then untagged fields up to the bytecodes. The table is found by these types, not by an
+// offset the metadata lacks.
 std::optional<uint64_t> V8Heap::bytecode_of(uint64_t shared) {
   if (!layout_.shared_function_data) return std::nullopt;
   const std::optional<uint64_t> bytecode = field(shared, layout_.shared_function_data);
@@ -216,12 +232,7 @@ std::optional<SourcePositions> V8Heap::bytecode_positions(uint64_t bytecode) {
   std::array<uint64_t, 8> words{};
   const size_t count = std::min<size_t>(words.size(), (layout_.bytecode_array_data - first) / 8);
   if (!reader_.read(bytecode - 1 + first, words.data(), count * 8)) return std::nullopt;
-  uint64_t table = 0;
-  int byte_arrays = 0;
-  for (size_t i = 0; i < count && !table; ++i)
-    if (is_heap_object(words[i]) && instance_type(words[i]) == layout_.type_byte_array &&
-        ++byte_arrays == 2)
-      table = words[i];
+  const uint64_t table = position_table(std::span(words.data(), count));
   const std::optional<uint64_t> length =
       table ? field(table, layout_.fixed_array_length) : std::optional<uint64_t>{};
   if (!length || !is_smi(*length) || smi_value(*length) < 0 ||
@@ -230,6 +241,22 @@ std::optional<SourcePositions> V8Heap::bytecode_positions(uint64_t bytecode) {
   std::vector<uint8_t> bytes(static_cast<size_t>(smi_value(*length)));
   if (!reader_.read(table - 1 + first, bytes.data(), bytes.size())) return std::nullopt;
   return decode_source_positions(bytes.data(), bytes.size());
+}
+
+uint64_t V8Heap::position_table(std::span<const uint64_t> words) {
+  const auto typed = [&](uint64_t word, uint32_t type) {
+    return type && is_heap_object(word) && instance_type(word) == type;
+  };
+  if (layout_.type_bytecode_wrapper && layout_.type_trusted_byte_array) {
+    for (size_t i = 0; i + 1 < words.size(); ++i)
+      if (typed(words[i], layout_.type_bytecode_wrapper))
+        return typed(words[i + 1], layout_.type_trusted_byte_array) ? words[i + 1] : 0;
+    return 0;
+  }
+  int byte_arrays = 0;
+  for (uint64_t word : words)
+    if (typed(word, layout_.type_byte_array) && ++byte_arrays == 2) return word;
+  return 0;
 }
 
 std::optional<std::string> V8Heap::script_name(uint64_t script) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,8 @@ struct SourcePositionEntry {
 using SourcePositions = std::vector<SourcePositionEntry>;
 
 // V8's source position table: per entry, the code offset's delta (zigzag VLQ; negative for an
-// expression, -delta - 1) and the raw SourcePosition's delta (script offset + 1 from bit 1).
+// expression, -delta - 1; the first from -1, the function's entry) and the raw SourcePosition's
+// delta (script offset + 1 from bit 1).
 // Entries in order; nullopt when the bytes are not such a table (a value out of range, a cut
 // entry, code offsets going back).
 std::optional<SourcePositions> decode_source_positions(const uint8_t* bytes, size_t size);
@@ -81,6 +83,8 @@ class V8Heap {
   bool append_units(uint64_t address, bool one_byte, size_t units, std::u16string& out);
   size_t pieces_ = 0;  // of the string being read
   void read_scope_info(uint64_t scope_info, SharedInfo& info);
+  // The source position table among a BytecodeArray's words after its length; 0: none made.
+  uint64_t position_table(std::span<const uint64_t> words);
 
   const V8Layout& layout_;
   RemoteReader& reader_;

