@@ -5,6 +5,9 @@
 // runtime's mappings of a process not known yet wait for it, all of them: a shell's child
 // that execs an interpreter maps its executable and its library before its fork is read, and
 // the library may be the one that holds the runtime (a shared Python build's libpython).
+// A process forked from one that runs the runtime (a multiprocessing worker, a zygote's
+// renderer) maps nothing of its own: it gets its parent's runtime mappings at its fork, and
+// those of the parent that the side band reports after the fork but dated before it.
 #pragma once
 
 #include <cstddef>
@@ -27,22 +30,35 @@ class RuntimeProcessTracker {
   using OnMapping = std::function<void(Pid, const MappingInfo&)>;
   using OnExec = std::function<void(Pid)>;
   // The events from events[from] on: `mapped` for each mapping of a runtime file by a
-  // recorded process (at once, or when the process becomes known), `exec` when a process
-  // replaced its image (its entry goes: the new image's mappings follow).
+  // recorded process (at once, when the process becomes known, or inherited at a fork),
+  // `exec` when a process replaced its image (its entry goes: the new image's mappings
+  // follow).
   void observe(const std::vector<LifecycleEvent>& events, size_t from, const OnMapping& mapped,
                const OnExec& exec);
   // The processes whose last thread exited since the last call (their last samples may come in
   // the same batch as their exit, so they are forgotten then, not at once); forgotten here.
   std::vector<Pid> take_exited();
 
-  // Bounds: processes with mappings waiting, and mappings waiting for one process.
+  // Bounds: processes with mappings waiting, and mappings waiting for or kept of one process.
   static constexpr size_t kMaxPendingProcesses = 4096;
   static constexpr size_t kMaxPendingMappings = 16;
 
  private:
+  struct Fork {
+    Pid parent;
+    MonotonicNs time;
+  };
+  // `mapping` to `pid`, kept for its children, unless it has it already.
+  void give(Pid pid, const MappingInfo& mapping, const OnMapping& mapped);
+  void forked(const ForkEvent& fork, MonotonicNs time, const OnMapping& mapped);
+  void mapped_by_tracked(Pid pid, MonotonicNs time, const MappingInfo& mapping,
+                         const OnMapping& mapped);
+
   std::function<bool(const std::string&)> is_runtime_file_;
   std::unordered_set<Pid> tracked_;
   std::unordered_map<Pid, std::vector<MappingInfo>> pending_;
+  std::unordered_map<Pid, std::vector<MappingInfo>> runtime_mappings_;  // of tracked processes
+  std::unordered_map<Pid, Fork> forks_;  // forked children that have not exec'd since
   std::vector<Pid> exited_;
 };
 

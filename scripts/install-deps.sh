@@ -2,7 +2,9 @@
 # Installs what bpfprof needs to build and test on Debian 12 (run as root). Idempotent:
 # installs only the packages that are missing. With --bench, also what bench/ needs beyond
 # that (perf, for bench/real_programs.sh and bench/perf_pipeline.sh; bpftrace, for
-# bench/sample_cost.sh; LLVM's headers and Chromium, for bench/whole_machine.sh).
+# bench/sample_cost.sh; LLVM's headers and Chromium, for bench/whole_machine.sh). With
+# --browser, Chromium alone (tests/integration/chromium.test.mjs; make test installs it in the
+# background while the first build runs: a large download).
 set -euo pipefail
 
 packages=(
@@ -24,7 +26,9 @@ packages=(
   # the Ruby interpreter tests/integration/ruby_stacks.test.mjs records (CRuby 3.1)
   ruby3.1
 )
-if [[ "${1:-}" == --bench ]]; then
+if [[ "${1:-}" == --browser ]]; then
+  packages=(chromium)
+elif [[ "${1:-}" == --bench ]]; then
   packages+=(linux-perf bpftrace)
   # bench/whole_machine.sh: clang++ on LLVM's headers (libLLVM), headless Chromium
   packages+=(llvm-14-dev chromium)

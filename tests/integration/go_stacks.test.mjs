@@ -17,7 +17,7 @@ import {
   recorderUnavailableReason, requireRecorder, run, saveMetrics, sleep, startBackground,
 } from './lib/harness.mjs';
 import {
-  isRootName, printedCompleteness, storedCompleteness, TRUNCATED,
+  isRootName, recordingFigures, TRUNCATED,
 } from './lib/stack_quality.mjs';
 
 const DURATION_MS = 3000;
@@ -81,35 +81,6 @@ function topStacks(samples, limit = 6) {
   return top(counts, weightOf(samples), limit);
 }
 
-// A bpfprof entry of meta.extra (label -> value), and a `bpfprof: LABEL: TEXT` line of -v.
-function metaEntry(profile, label) {
-  const section = (profile.meta?.extra ?? []).find((x) => x.label === 'bpfprof');
-  return section?.entries?.find((e) => e.label === label)?.value;
-}
-function summaryLine(stderr, label) {
-  return new RegExp(`^bpfprof: ${label}: (.*)$`, 'm').exec(stderr)?.[1];
-}
-
-// The figures of one recording, from the profile's meta.extra and from the -v summary.
-function figures(rec) {
-  const { profile } = rec;
-  const stderr = rec.result.stderr;
-  const ringMeta = metaEntry(profile, 'Ring-buffer traffic');
-  const ringText = summaryLine(stderr, 'Ring-buffer traffic');
-  const kernelMeta = metaEntry(profile, 'User stacks unwound in the kernel');
-  const kernelText = summaryLine(stderr, 'User stacks unwound in the kernel');
-  const offKernelText = summaryLine(stderr, 'Off-CPU user stacks unwound in the kernel');
-  const number = (text, re) => (text === undefined ? undefined : Number(re.exec(String(text))?.[1]));
-  return {
-    printedComplete: printedCompleteness(stderr),
-    storedComplete: storedCompleteness(profile),
-    ringBytes: number(ringText, /^(\d+) bytes per sample/),
-    ringBytesMeta: number(ringMeta, /^(\d+) bytes per sample/),
-    kernelShare: number(kernelText, /^([\d.]+)%/) / 100,
-    kernelShareMeta: number(kernelMeta, /^([\d.]+)%/) / 100,
-    offCpuKernelShare: number(offKernelText, /^([\d.]+)%/) / 100,
-  };
-}
 
 // Completeness, names and the recorder's own figures of the Go process `name` in `rec`.
 // With `startupMs`, the stacks of the recording's first milliseconds are only counted apart
@@ -133,7 +104,7 @@ function checkGoProgram(t, rec, name, metrics, { minSamples = 300, startupMs = 0
   const named = weightOf(samples, (s) => s.user.length && !UNNAMED.test(s.user.at(-1).name));
   const outermost = new Map();
   for (const s of samples) if (!reachesRoot(s)) tally(outermost, s.frames[0].name, s.weight);
-  const f = figures(rec);
+  const f = recordingFigures(rec);
   Object.assign(metrics, {
     samples: total, rootShare: rooted / total, truncatedShare: truncated / total,
     namedLeafShare: named / total, ...f,
@@ -344,7 +315,7 @@ describe('go_block: goroutines waiting on channels and a mutex (off-CPU)', () =>
     const futex = weightOf(off, (s) => s.user.some((f) => f.name === 'runtime.park_m') &&
                                        s.user.at(-1)?.name === 'runtime.futex' &&
                                        s.user.some((f) => f.name === 'runtime.futexsleep')) / total;
-    const f = figures(rec);
+    const f = recordingFigures(rec);
     Object.assign(metrics, { offCpuMs: total, rootShare: rooted, parkShare: parked, futexSleepShare: futex,
                              offCpuKernelShare: f.offCpuKernelShare, ringBytes: f.ringBytes });
     t.diagnostic(`go_block: ${total.toFixed(0)} ms off the CPU; reach a root ${pct(rooted)}; ` +

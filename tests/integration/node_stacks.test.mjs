@@ -17,7 +17,7 @@ import {
   recorderUnavailableReason,
   requireRecorder, saveMetrics,
 } from './lib/harness.mjs';
-import { isRootName, printedCompleteness, storedCompleteness } from './lib/stack_quality.mjs';
+import { isRootName, recordingFigures } from './lib/stack_quality.mjs';
 
 const NODE = '/usr/bin/node';
 const WORK_JS = join(REPO_DIR, 'tests', 'fixtures', 'js', 'work.js');
@@ -44,30 +44,6 @@ const weightOf = (samples, pred = () => true) =>
   samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
 const reachesRoot = (s) => s.frames[0].category !== 'Kernel' && isRootName(s.frames[0].name);
 
-function metaEntry(profile, label) {
-  const section = (profile.meta?.extra ?? []).find((x) => x.label === 'bpfprof');
-  return section?.entries?.find((e) => e.label === label)?.value;
-}
-function summaryLine(stderr, label) {
-  return new RegExp(`^bpfprof: ${label}: (.*)$`, 'm').exec(stderr)?.[1];
-}
-const number = (text, re) => (text === undefined ? undefined : Number(re.exec(String(text))?.[1]));
-
-// The recorder's figures, from the -v summary and from meta.extra.
-function figures(rec) {
-  const { profile } = rec;
-  const stderr = rec.result.stderr;
-  return {
-    printedComplete: printedCompleteness(stderr),
-    storedComplete: storedCompleteness(profile),
-    ringBytes: number(summaryLine(stderr, 'Ring-buffer traffic'), /^(\d+) bytes per sample/),
-    ringBytesMeta: number(metaEntry(profile, 'Ring-buffer traffic'), /^(\d+) bytes per sample/),
-    kernelShare: number(summaryLine(stderr, 'User stacks unwound in the kernel'), /^([\d.]+)%/) / 100,
-    kernelShareMeta: number(metaEntry(profile, 'User stacks unwound in the kernel'), /^([\d.]+)%/) / 100,
-    fellBack: summaryLine(stderr, 'Kernel walks that fell back'),
-  };
-}
-
 // A missing node fails under CI=true and skips elsewhere.
 function requireNode(t) {
   if (existsSync(NODE)) return true;
@@ -86,7 +62,7 @@ async function recordNode(label, nodeArgs, node = NODE) {
 function checkStacks(t, rec, metrics) {
   const samples = nodeSamples(rec.view);
   const total = weightOf(samples);
-  const f = figures(rec);
+  const f = recordingFigures(rec);
   Object.assign(metrics, { samples: total, rootShare: weightOf(samples, reachesRoot) / total, ...f });
   t.diagnostic(`node: ${total} on-CPU samples; reach a root ${pct(metrics.rootShare)}; summary: ` +
                `complete ${pct(f.printedComplete)}, walked in the kernel ${pct(f.kernelShare)}, ` +

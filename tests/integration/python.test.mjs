@@ -400,6 +400,31 @@ describe('python', () => {
     assert.ok(s.share > 0.8, `its own functions: ${pct(s.share)}`);
   });
 
+  itOnce('workers forked by multiprocessing run their parent\'s Python: its frames in their stacks', async (t) => {
+    if (!requirePython(t)) return;
+    const r = await recordWith('python-fork-pool', ['--', PYTHON, join(INTEGRATION_DIR, 'python', 'fork_pool.py'), '1']);
+    // The workers: the processes other than the first python3.11 (the parent).
+    const byPid = new Map();
+    for (const th of r.view.threads) {
+      if (th.processName !== 'python3.11') continue;
+      for (const s of r.view.samples(th)) {
+        if (!onCpu(s.frames)) continue;
+        const e = byPid.get(th.pid) ?? { samples: 0, chain: 0 };
+        e.samples += s.weight;
+        const names = pythonFrames(s.frames).map((f) => f.name);
+        const at = names.indexOf('pool_work');
+        if (at >= 0 && names[at + 1] === 'work_spin') e.chain += s.weight;
+        byPid.set(th.pid, e);
+      }
+    }
+    const workers = [...byPid].filter(([, e]) => e.samples >= 300);
+    t.diagnostic(`python3.11 processes: ${[...byPid].map(([pid, e]) => `${pid} ${Math.round(e.samples)} samples, ` +
+                 `${pct(e.chain / e.samples)} pool_work > work_spin`).join('; ')}`);
+    assert.equal(workers.length, 2, 'two workers with a second of CPU each');
+    for (const [pid, e] of workers)
+      assert.ok(e.chain >= 0.9 * e.samples, `worker ${pid}: pool_work > work_spin in ${pct(e.chain / e.samples)}`);
+  });
+
   it('interpreters starting up and shutting down do not break the recording', async (t) => {
     if (!requirePython(t)) return;
     const loop = `for i in 1 2 3 4 5 6 7 8 9 10; do ${PYTHON} -c 'import json, hashlib; json.dumps(list(range(9999)))'; done`;

@@ -271,6 +271,26 @@ TEST(KernelUnwindTables, ExecClearsForkCopiesExitRemoves) {
   EXPECT_TRUE(f.sink.processes.contains(Pid{41}));
 }
 
+// A zygote's renderer, a multiprocessing worker: forked without exec, it runs its parent's
+// mappings, also those the side band reports after the fork (another ring) but made before it.
+TEST(KernelUnwindTables, AParentsMappingReadAfterAForkIsTheChildsIfMadeBeforeIt) {
+  Fixture f;
+  LoadSegment text;
+  LifecycleEvent late = text_mapping(Pid{70}, 0x100000000, &text);  // at 1
+  LifecycleEvent after_fork = text_mapping(Pid{70}, 0x200000000, &text);
+  after_fork.time = MonotonicNs{5};
+  f.apply({start_event(Pid{70}),
+           LifecycleEvent{MonotonicNs{2}, ForkEvent{Pid{70}, Tid{70}, Pid{71}, Tid{71}}},
+           LifecycleEvent{MonotonicNs{3}, ForkEvent{Pid{70}, Tid{70}, Pid{72}, Tid{72}}},
+           LifecycleEvent{MonotonicNs{3}, AddressSpaceResetEvent{Pid{72}, Tid{72}}}, late,
+           after_fork});
+  EXPECT_EQ(f.sink.processes.at(Pid{70}).count, 2u);
+  EXPECT_EQ(f.sink.processes.at(Pid{71}).count, 1u);  // the one made before its fork
+  EXPECT_EQ(f.sink.processes.at(Pid{71}).mappings[0].start,
+            0x100000000 + (text.vaddr & ~uint64_t{4095}));
+  EXPECT_EQ(f.sink.processes.at(Pid{72}).count, 0u);  // exec'd: another image
+}
+
 // A shell's child execs; ld.so maps its libraries and the BPF side rewrites the entry from the
 // VMAs at each mmap. Our entry, from a side band read before those mmaps, has the program
 // alone: it must not replace the kernel's until we have read past the kernel's write.

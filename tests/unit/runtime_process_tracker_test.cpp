@@ -11,16 +11,16 @@
 namespace bpfprof {
 namespace {
 
-LifecycleEvent mmap_of(int pid, const std::string& path) {
+LifecycleEvent mmap_of(int pid, const std::string& path, uint64_t time = 0) {
   MappingInfo mapping;
   mapping.path = path;
-  return {MonotonicNs{0}, MmapEvent{Pid{pid}, Tid{pid}, mapping}};
+  return {MonotonicNs{time}, MmapEvent{Pid{pid}, Tid{pid}, mapping}};
 }
-LifecycleEvent fork_of(int parent, int child) {
-  return {MonotonicNs{0}, ForkEvent{Pid{parent}, Tid{parent}, Pid{child}, Tid{child}}};
+LifecycleEvent fork_of(int parent, int child, uint64_t time = 0) {
+  return {MonotonicNs{time}, ForkEvent{Pid{parent}, Tid{parent}, Pid{child}, Tid{child}}};
 }
-LifecycleEvent exec_of(int pid) {
-  return {MonotonicNs{0}, AddressSpaceResetEvent{Pid{pid}, Tid{pid}}};
+LifecycleEvent exec_of(int pid, uint64_t time = 0) {
+  return {MonotonicNs{time}, AddressSpaceResetEvent{Pid{pid}, Tid{pid}}};
 }
 LifecycleEvent exit_of(int pid) {
   return {MonotonicNs{0}, ExitEvent{Pid{pid}, Tid{pid}, CpuTimeNs{0}, 0, true}};
@@ -79,6 +79,39 @@ TEST_F(TrackerTest, TheMappingsWaitingForOneProcessAreBounded) {
   events.push_back(fork_of(1, 7));
   observe(events);
   EXPECT_EQ(seen_.mapped.size(), RuntimeProcessTracker::kMaxPendingMappings);
+}
+
+// A multiprocessing worker or a zygote's renderer maps nothing: it runs what its parent mapped.
+TEST_F(TrackerTest, AForkedChildRunsItsParentsRuntime) {
+  observe({fork_of(1, 7, 1), mmap_of(7, "/usr/bin/python3.11", 2),
+           mmap_of(7, "/usr/lib/libc.so.6", 3), fork_of(7, 8, 4), fork_of(8, 9, 5)});
+  const std::vector<std::pair<int, std::string>> want{
+      {7, "/usr/bin/python3.11"}, {8, "/usr/bin/python3.11"}, {9, "/usr/bin/python3.11"}};
+  EXPECT_EQ(seen_.mapped, want);
+}
+
+// The side band may be read after the fork: what the parent mapped before the fork counts for
+// the child, what it mapped after does not.
+TEST_F(TrackerTest, AParentsMappingReadAfterAForkCountsForTheChildIfMadeBeforeIt) {
+  observe({fork_of(1, 7, 1), fork_of(7, 8, 5), mmap_of(7, "/usr/bin/python3.11", 3),
+           mmap_of(7, "/usr/lib/libpython3.11.so", 6)});
+  const std::vector<std::pair<int, std::string>> want{
+      {7, "/usr/bin/python3.11"}, {8, "/usr/bin/python3.11"}, {7, "/usr/lib/libpython3.11.so"}};
+  EXPECT_EQ(seen_.mapped, want);
+}
+
+// A child that execs another program leaves its parent's runtime; one whose own image's
+// mappings came before its fork keeps them, not its parent's.
+TEST_F(TrackerTest, AChildsOwnImageIsNotItsParents) {
+  observe({fork_of(1, 7, 1), mmap_of(7, "/usr/bin/python3.11", 2),
+           mmap_of(8, "/usr/bin/python3.12", 3), fork_of(7, 8, 3), fork_of(7, 9, 4), exec_of(9, 5),
+           mmap_of(7, "/usr/bin/python3.11.x", 3)});
+  const std::vector<std::pair<int, std::string>> want{{7, "/usr/bin/python3.11"},
+                                                      {8, "/usr/bin/python3.12"},
+                                                      {9, "/usr/bin/python3.11"},
+                                                      {7, "/usr/bin/python3.11.x"}};
+  EXPECT_EQ(seen_.mapped, want);
+  EXPECT_EQ(seen_.execs, std::vector<int>{9});
 }
 
 }  // namespace

@@ -87,6 +87,7 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
     } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
       Process& process = processes_[reset->pid];
       process.mappings.clear();  // exec: the new image's mappings follow
+      process.forked_from.reset();
       process.last_change = events[i].time;
       process.image_start = events[i].time;
       if (process.tracked) changed_.insert(reset->pid);
@@ -98,14 +99,18 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       // are newer than the address space it inherited.
       auto parent = processes_.find(fork->parent_pid);
       Process& child = processes_[fork->child_pid];
-      if (child.mappings.empty() && parent != processes_.end())
+      if (child.mappings.empty() && parent != processes_.end()) {
         child.mappings = parent->second.mappings;
+        child.forked_from = std::pair(fork->parent_pid, events[i].time);
+        latest_fork_[fork->parent_pid] = std::max(latest_fork_[fork->parent_pid], events[i].time);
+      }
       track(fork->child_pid, events[i].time);
     } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
       track(*known, events[i].time);  // an exec, a start, an attach
     } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
       if (!exit->group_dead) continue;
       processes_.erase(exit->pid);
+      latest_fork_.erase(exit->pid);
       changed_.erase(exit->pid);
       sink_.remove_process(exit->pid);
     }
@@ -116,6 +121,19 @@ void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInf
   Mapping mapping{info.start,       info.start + info.length,
                   info.file_offset, unwind_file_key(info),
                   info.file(),      classify_mapping(info.path) == MappingKind::kAnonymousCode};
+  insert_mapping(time, pid, mapping);
+  // Made before a fork that was read first: the children have it too.
+  auto fork = latest_fork_.find(pid);
+  if (fork == latest_fork_.end() || time >= fork->second) return;
+  std::vector<Pid> children;
+  for (const auto& [child, process] : processes_)
+    if (process.forked_from && process.forked_from->first == pid &&
+        time < process.forked_from->second)
+      children.push_back(child);
+  for (Pid child : children) insert_mapping(time, child, mapping);
+}
+
+void KernelUnwindTables::insert_mapping(MonotonicNs time, Pid pid, const Mapping& mapping) {
   Process& process = processes_[pid];
   insert_replacing_overlaps(process.mappings, mapping);
   process.last_change = time;

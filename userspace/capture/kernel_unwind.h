@@ -126,6 +126,9 @@ class KernelUnwindTables {
     bool tracked = false;
     MonotonicNs last_change;  // an untracked one is forgotten a while after it
     MonotonicNs image_start;  // its start, exec or discovery (settling())
+    // Forked from this parent at this time, running its image (no exec since): the parent's
+    // mappings that the side band reports after the fork, made before it, are its own too.
+    std::optional<std::pair<Pid, MonotonicNs>> forked_from;
   };
   struct BuildJob {
     std::string file;
@@ -144,6 +147,7 @@ class KernelUnwindTables {
   };
 
   void add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info);
+  void insert_mapping(MonotonicNs time, Pid pid, const Mapping& mapping);
   void track(Pid pid, MonotonicNs time);
   void queue_table(const Mapping& mapping);
   void queue_table(const std::string& file, const MappedFile& mapped);
@@ -170,6 +174,7 @@ class KernelUnwindTables {
   std::unordered_map<std::string, uint32_t> rule_indices_;
   std::unordered_map<std::string, FileTable> files_;
   std::unordered_map<Pid, Process> processes_;
+  std::unordered_map<Pid, MonotonicNs> latest_fork_;  // of each parent, its children's last
   const bool track_all_;
   MonotonicNs latest_;                            // the time of the latest event applied
   std::optional<MonotonicNs> last_new_image_;     // a tracked process's start or exec

@@ -221,6 +221,34 @@ export function printedCompleteness(stderr) {
   return m ? Number(m[1]) / 100 : undefined;
 }
 
+// A bpfprof entry of meta.extra (label -> value), and a `bpfprof: LABEL: TEXT` line of -v.
+function metaEntry(profile, label) {
+  const section = (profile.meta?.extra ?? []).find((x) => x.label === 'bpfprof');
+  return section?.entries?.find((e) => e.label === label)?.value;
+}
+function summaryLine(stderr, label) {
+  return new RegExp(`^bpfprof: ${label}: (.*)$`, 'm').exec(stderr)?.[1];
+}
+
+// The figures of one recording (`rec` of recordWith, with -v), from its -v summary and from the
+// profile's meta.extra (the same figures, which the tests compare).
+export function recordingFigures(rec) {
+  const { profile } = rec;
+  const stderr = rec.result.stderr;
+  const number = (text, re) => (text === undefined ? undefined : Number(re.exec(String(text))?.[1]));
+  const percent = (text) => number(text, /^([\d.]+)%/) / 100;
+  return {
+    printedComplete: printedCompleteness(stderr),
+    storedComplete: storedCompleteness(profile),
+    ringBytes: number(summaryLine(stderr, 'Ring-buffer traffic'), /^(\d+) bytes per sample/),
+    ringBytesMeta: number(metaEntry(profile, 'Ring-buffer traffic'), /^(\d+) bytes per sample/),
+    kernelShare: percent(summaryLine(stderr, 'User stacks unwound in the kernel')),
+    kernelShareMeta: percent(metaEntry(profile, 'User stacks unwound in the kernel')),
+    offCpuKernelShare: percent(summaryLine(stderr, 'Off-CPU user stacks unwound in the kernel')),
+    fellBack: summaryLine(stderr, 'Kernel walks that fell back'),
+  };
+}
+
 // ---------------------------------------------------------------------------------------
 // perf script
 
