@@ -1,13 +1,14 @@
 // Java on HotSpot with default flags (no -XX:+PreserveFramePointer, no agent, no perf map):
 // Debian's OpenJDK 17 runs tests/fixtures/java fixture.Work (a TreeMap loop, a recursive fib,
-// SHA-256 on a thread of its own). Its compiled, interpreted and stub frames are walked in
+// SHA-256 on a thread of its own, lambdas in a stream, an exception caught three calls up, a
+// thread pool's task, C code through JNI that calls back into Java). Its compiled, interpreted and stub frames are walked in
 // the kernel with the JVM's own frame sizes and named package.Class.method: stacks reach a
 // thread root, are walked in the kernel at under 2 KB of ring buffer a sample, the Java code
 // they sample is named, and the methods nest as the program calls them. Once started by
 // bpfprof (`-- java ...`), once attached to a running JVM (`-p`).
 import assert from 'node:assert/strict';
 import { existsSync, realpathSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { before, describe, it } from 'node:test';
 
 import {
@@ -18,6 +19,8 @@ import { isRootName } from './lib/stack_quality.mjs';
 
 const JAVA = '/usr/bin/java';
 const CLASSES = join(FIXTURES, 'java', 'classes');
+// fixture.Work's JNI library (its native method, which calls back into Java).
+const JNI = `-Dfixture.jni=${resolve(FIXTURES, 'java', 'libworkjni.so')}`;
 const DURATION_MS = 5000;
 // JFR's execution samples every millisecond (tests/fixtures/java/execution_sample.jfc).
 const JFC = join(REPO_DIR, 'tests', 'fixtures', 'java', 'execution_sample.jfc');
@@ -54,8 +57,9 @@ function summaryNumber(stderr, label, re) {
 
 // A missing JDK or fixture fails under CI=true and skips elsewhere.
 function requireJava(t) {
-  if (existsSync(JAVA) && existsSync(join(CLASSES, 'fixture', 'Work.class'))) return true;
-  const why = `${JAVA} or ${CLASSES}/fixture/Work.class missing: apt-get install openjdk-17-jdk-headless`;
+  if (existsSync(JAVA) && existsSync(join(CLASSES, 'fixture', 'Work.class')) &&
+      existsSync(join(FIXTURES, 'java', 'libworkjni.so'))) return true;
+  const why = `${JAVA}, ${CLASSES}/fixture/Work.class or libworkjni.so missing: apt-get install openjdk-17-jdk-headless`;
   if (IS_CI) assert.fail(why);
   t.skip(why);
   return false;
@@ -119,6 +123,7 @@ function checkJava(t, rec, pid, label, { startupMs = 0, maxRingBytes = 2048 } = 
                    (weightOf(inTree) || 1),
     treeShare: weightOf(inTree) / (weightOf(main) || 1),
     hasherDigest: weightOf(hasher, (s) => nests(s, ['fixture.Work.digestWork'])) / (weightOf(hasher) || 1),
+    ...otherWork(samples, main),
   });
   t.diagnostic(`${label}: ${total} on-CPU samples; reach a root ${pct(m.rootShare)}; Java code ` +
                `${m.javaCode} samples, named ${pct(m.namedShare)}; walked in the kernel ` +
@@ -126,6 +131,8 @@ function checkJava(t, rec, pid, label, { startupMs = 0, maxRingBytes = 2048 } = 
                `treeWork ${pct(m.treeShare)} of main (${pct(m.treeUnderMain)} under main), hasher in ` +
                `digestWork ${pct(m.hasherDigest)}; Java frames with a line ${pct(m.lineShare)}; ` +
                `fixAfterInsertion ${weightOf(inFix)} samples, ${pct(m.fixNested)} under treeWork > put`);
+  for (const [what, { samples: n, nested }] of Object.entries(m.other))
+    t.diagnostic(`${label}: ${what}: ${n} samples, ${pct(nested)} in their nesting`);
   saveMetrics(label, m);
   assert.ok(total >= 1000, `only ${total} on-CPU samples`);
   assert.ok(m.rootShare >= 0.95, `${pct(m.rootShare)} of stacks reach a root`);
@@ -138,6 +145,39 @@ function checkJava(t, rec, pid, label, { startupMs = 0, maxRingBytes = 2048 } = 
   assert.ok(m.lineShare >= 0.8, `Java frames with a line: ${pct(m.lineShare)}`);
   assert.ok(weightOf(inFix) >= 50 && m.fixNested >= 0.95,
             `fixAfterInsertion ${weightOf(inFix)} samples, ${pct(m.fixNested)} under treeWork > put`);
+  const apart = Object.entries(m.other).filter(([, o]) => o.samples < 10 || o.nested < 0.9);
+  assert.deepEqual(apart, [], 'work found in fewer than 10 samples or out of its nesting');
+}
+
+// The fixture's other work, each as { samples, nested: the share in its expected nesting }:
+// a stream pipeline with lambdas, an exception thrown three calls down, a task on a pool's thread, C code
+// called through JNI and the Java method it calls back.
+function otherWork(samples, main) {
+  const work = (among, has, chain) => {
+    const found = among.filter(has);
+    return { samples: weightOf(found), nested: weightOf(found, (s) => chain(s)) / (weightOf(found) || 1) };
+  };
+  // The stream's lambdas run inlined into its compiled loop (Streams$RangeIntSpliterator.
+  // forEachRemaining: the debug info at the pc names no deeper scope), as JFR shows them too.
+  const stream = (s) => names(s).findIndex((n, i) => i > names(s).indexOf('fixture.Work.streamWork') &&
+                                                   n.startsWith('java.util.stream.'));
+  const pool = samples.filter((s) => s.thread.startsWith('pool-'));
+  return {
+    other: {
+      'stream pipeline': work(main, (s) => names(s).includes('fixture.Work.streamWork'), (s) =>
+        nests(s, ['fixture.Work.main', 'fixture.Work.streamWork']) && stream(s) >= 0),
+      'exception thrown': work(main, (s) => names(s).includes('fixture.Work.throwDeep'), (s) =>
+        nests(s, ['fixture.Work.main', 'fixture.Work.exceptionWork', 'fixture.Work.throwDeep'])),
+      'pool task': work(pool, (s) => names(s).includes('fixture.Work.poolTask'), (s) =>
+        isRootName(s.user[0].name) && nests(s, ['java.util.concurrent.ThreadPoolExecutor.runWorker',
+                                                'fixture.Work.poolTask'])),
+      'JNI C code': work(main, (s) => names(s).includes('native_spin'), (s) =>
+        nests(s, ['fixture.Work.main', 'fixture.Work.jniWork', 'Java_fixture_Work_nativeSum', 'native_spin'])),
+      'JNI callback': work(main, (s) => names(s).includes('fixture.Work.jniCallback'), (s) =>
+        nests(s, ['fixture.Work.main', 'fixture.Work.jniWork', 'Java_fixture_Work_nativeSum',
+                  'fixture.Work.jniCallback'])),
+    },
+  };
 }
 
 
@@ -155,7 +195,7 @@ async function jfrSelfMethods() {
   const printed = await run(jfr, ['print', '--json', '--stack-depth', '1', '--events',
                                   'jdk.ExecutionSample', JFR_FILE]);
   assert.equal(printed.code, 0, `jfr print failed: ${printed.stderr}`);
-  const byThread = { main: [], hasher: [], from: Infinity, to: 0 };
+  const byThread = { main: [], hasher: [], other: [], from: Infinity, to: 0 };
   for (const e of JSON.parse(printed.stdout).recording.events) {
     // Wall-clock time in ms (the ISO string has ns digits)
     const time = Date.parse(e.values.startTime.replace(/(\.\d{3})\d*/, '$1'));
@@ -165,7 +205,7 @@ async function jfrSelfMethods() {
     // gone, a frame without its method: seen once in a fresh clone's run).
     const top = e.values.stackTrace?.frames?.[0];
     if (!top?.method || !e.values.sampledThread) continue;
-    const thread = e.values.sampledThread.javaName === 'hasher' ? 'hasher' : 'main';
+    const thread = { hasher: 'hasher', main: 'main' }[e.values.sampledThread.javaName] ?? 'other';
     byThread[thread].push(`${top.method.type.name.replaceAll('/', '.')}.${top.method.name}`);
   }
   return byThread;
@@ -175,11 +215,12 @@ async function jfrSelfMethods() {
 // `from`-`to`; the JVM sets JFR up in Java code before), a thread in a Java method's code (JFR
 // takes no sample of a thread in a stub, such as the SHA-256 intrinsic's, nor in the VM).
 function bpfprofSelfMethods(view, from, to) {
-  const byThread = { main: [], hasher: [] };
+  const byThread = { main: [], hasher: [], other: [] };
   const start = view.profile.meta.startTime;
   for (const s of javaSamples(view, null)) {
     if (start + s.time < from || start + s.time > to || !isJavaMethod(s.user.at(-1))) continue;
-    const thread = s.thread === 'hasher' ? 'hasher' : 'main';
+    // The main thread is named after the process (java); the pool's threads are the others.
+    const thread = { hasher: 'hasher', java: 'main' }[s.thread] ?? 'other';
     for (let i = 0; i < s.weight; i++) byThread[thread].push(s.user.at(-1).name);
   }
   return byThread;
@@ -206,16 +247,18 @@ describe('java fixture.Work: HotSpot frames walked in the kernel and named', () 
   let short;
   before(async () => {
     if (recorderUnavailableReason() || !existsSync(JAVA)) return;
+    // Without the JNI work: JFR takes few samples of Java code called from C (fixture.Work.
+    // jniCallback: 0.6% of JFR's samples of main, 2.7% of bpfprof's in one run).
     withJfr = await recordWith('java_stacks_jfr', [
       '--', JAVA, `-XX:StartFlightRecording=filename=${JFR_FILE},settings=${JFC}`, '-cp', CLASSES,
       'fixture.Work', String(DURATION_MS)]);
-    started = await recordWith('java_stacks', ['--', JAVA, '-cp', CLASSES, 'fixture.Work', String(DURATION_MS)]);
+    started = await recordWith('java_stacks', ['--', JAVA, '-cp', CLASSES, JNI, 'fixture.Work', String(DURATION_MS)]);
     // After a JVM ran: with libjvm's unwind table not built yet (a fresh machine's first JVM),
     // most of a 300-ms JVM's samples fall back to stack copies, whose Java frames userspace
     // cannot unwind (89.7-97.4% complete in three such runs): a start-up cost of the table
     // cache (bench/, issue 39), not of reading a short JVM, which this measures.
-    short = await recordWith('java_stacks_short', ['--', JAVA, '-cp', CLASSES, 'fixture.Work', '300']);
-    const target = startBackground(JAVA, ['-cp', CLASSES, 'fixture.Work', String(DURATION_MS + 2000)]);
+    short = await recordWith('java_stacks_short', ['--', JAVA, '-cp', CLASSES, JNI, 'fixture.Work', '300']);
+    const target = startBackground(JAVA, ['-cp', CLASSES, JNI, 'fixture.Work', String(DURATION_MS + 2000)]);
     attachedPid = target.pid;
     await sleep(1000);  // attach to a JVM that has compiled its hot methods
     attached = await recordWith('java_stacks_attach', ['-p', String(target.pid)]);
@@ -236,15 +279,17 @@ describe('java fixture.Work: HotSpot frames walked in the kernel and named', () 
     checkJava(t, attached, attachedPid, 'java_stacks_attach', { startupMs: 300, maxRingBytes: 4096 });
   });
 
-  // The JVM's own profiler on the same run: the methods most often on top agree, on the
-  // thread that JFR samples in full (the hasher runs the SHA-256 stub most of its time, where
-  // JFR takes no sample: its few are compared in the diagnostics).
+  // The JVM's own profiler on the same run: the methods most often on top agree, on the main
+  // thread, which JFR samples in full (the hasher runs the SHA-256 stub most of its time, where
+  // JFR takes no sample; the pool's thread gets fewer of JFR's samples per period: both are
+  // compared in the diagnostics).
   it('agrees with JFR on the methods that take the most samples', async (t) => {
     if (!requireRecorder(t) || !requireJava(t)) return;
     const jfr = await jfrSelfMethods();
     const ours = bpfprofSelfMethods(withJfr.view, jfr.from, jfr.to);
     const rows = compareTop(t, 'main', jfr.main, ours.main);
     const hasherRows = compareTop(t, 'hasher', jfr.hasher, ours.hasher);
+    compareTop(t, 'the pool\'s thread', jfr.other, ours.other);
     saveMetrics('java_stacks_jfr', Object.fromEntries(
       [...rows, ...hasherRows].map(([m, a, b]) => [m, { jfr: a, bpfprof: b }])));
     assert.ok(jfr.main.length >= 300 && ours.main.length >= 1000,
