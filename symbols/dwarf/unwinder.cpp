@@ -283,7 +283,7 @@ std::optional<uint64_t> DwarfUnwinder::vaddr_of_file_offset(const std::string& f
   auto found = cache.find(key);
   if (found != cache.end()) return found->second;
   std::string error;
-  std::unique_ptr<ElfFile> elf = ElfFile::open(file, &error);
+  std::unique_ptr<ElfFile> elf = ElfFile::open(file, &error, ElfContents::kLayout);
   std::optional<uint64_t> vaddr = elf ? elf->file_offset_to_vaddr(file_offset) : std::nullopt;
   if (!vaddr) return std::nullopt;          // not cached: it may be readable later
   if (cache.size() >= 4096) cache.clear();  // bounded; files seen again are read again

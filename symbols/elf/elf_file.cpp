@@ -245,7 +245,8 @@ bool is_go_binary(Elf* elf) {
 // Does the libelf work for ElfFile::open; a friend so it can fill the private fields.
 class ElfReader {
  public:
-  static std::unique_ptr<ElfFile> read(const std::string& path, std::string* error) {
+  static std::unique_ptr<ElfFile> read(const std::string& path, std::string* error,
+                                       ElfContents contents) {
     auto fail = [&](const std::string& reason) -> std::unique_ptr<ElfFile> {
       if (error != nullptr) *error = path + ": " + reason;
       return nullptr;
@@ -280,7 +281,8 @@ class ElfReader {
       return fail("no PT_LOAD segments");
     file->build_id_ = read_build_id(elf.get(), segments.notes);
     file->is_go_ = looks_like_go(elf.get(), segments.notes);
-    read_symbols(elf.get(), header, header.e_type == ET_EXEC || segments.has_interpreter, *file);
+    if (contents == ElfContents::kAll)
+      read_symbols(elf.get(), header, header.e_type == ET_EXEC || segments.has_interpreter, *file);
     return file;
   }
 
@@ -354,8 +356,9 @@ class ElfReader {
 
 bool LoadSegment::executable() const { return (flags & PF_X) != 0; }
 
-std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string* error) {
-  return ElfReader::read(path, error);
+std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string* error,
+                                       ElfContents contents) {
+  return ElfReader::read(path, error, contents);
 }
 
 std::string ElfFile::build_id_hex() const { return hex_string(build_id_); }

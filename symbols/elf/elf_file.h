@@ -34,10 +34,16 @@ struct LoadSegment {
   bool executable() const;
 };
 
+// What ElfFile::open reads: everything, or the headers, segments and notes alone (where a
+// file's layout is all that is needed: its symbol table can be the larger part of the work,
+// libLLVM's ~100k symbols).
+enum class ElfContents : uint8_t { kAll, kLayout };
+
 class ElfFile {
  public:
   // nullptr on failure, with a one-line reason in *error (if error is non-null).
-  static std::unique_ptr<ElfFile> open(const std::string& path, std::string* error);
+  static std::unique_ptr<ElfFile> open(const std::string& path, std::string* error,
+                                       ElfContents contents = ElfContents::kAll);
 
   const std::string& path() const { return path_; }
 
