@@ -65,6 +65,7 @@ class RuleIndex {
 std::optional<CompactUnwindTable> compact_unwind_table(std::span<const UnwindRow> rows) {
   CompactUnwindTable table;
   if (rows.empty()) return table;
+  if (rows.back().pc < rows.front().pc) return std::nullopt;  // not sorted (the builder sorts)
   RuleIndex index;
   table.page_base = rows.front().pc >> kPageBits;
   const uint32_t last_page = rows.back().pc >> kPageBits;

@@ -29,9 +29,9 @@ UnwindRule rule_of(const UnwindRow& row);
 bool operator==(const UnwindRule& a, const UnwindRule& b);
 
 // The compact form of rows sorted by pc (UnwindTable::rows); nullopt for a table of more
-// distinct rules than a 16-bit index names. Rows under a page with no row of its own repeat
-// the rule in force before it, unless that is BPFPROF_CFA_UNKNOWN (no row: the same for the
-// walk).
+// distinct rules than a 16-bit index names (or rows not sorted). Rows under a page with no row of
+// its own repeat the rule in force before it, unless that is BPFPROF_CFA_UNKNOWN (no row: the same
+// for the walk).
 std::optional<CompactUnwindTable> compact_unwind_table(std::span<const UnwindRow> rows);
 
 // The rule that holds at `pc` (a file virtual address), found as the BPF walk finds it

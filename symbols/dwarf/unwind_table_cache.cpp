@@ -20,7 +20,7 @@ namespace bpfprof {
 namespace {
 
 constexpr char kMagic[8] = {'B', 'P', 'F', 'P', 'U', 'N', 'W', 'T'};
-constexpr const char* kDefaultDirectory = "/var/cache/bpfprof/unwind-v11";
+constexpr const char* kDefaultDirectory = "/var/cache/bpfprof/unwind-v12";
 
 uint32_t crc_of(const void* bytes, size_t size) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -29,14 +29,82 @@ uint32_t crc_of(const void* bytes, size_t size) {
       crc32(crc, static_cast<const Bytef*>(bytes), static_cast<uInt>(size)));
 }
 
+template <typename RuleOrRow>
+bool rule_is_known(const RuleOrRow& r) {
+  return r.cfa_rule <= BPFPROF_CFA_LAST_RULE && r.rbp_rule <= BPFPROF_RBP_UNKNOWN &&
+         r.rbx_rule <= BPFPROF_RBP_UNKNOWN;
+}
+
 bool rows_are_valid(const std::vector<UnwindRow>& rows) {
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (i > 0 && rows[i].pc <= rows[i - 1].pc) return false;
-    if (rows[i].cfa_rule > BPFPROF_CFA_LAST_RULE || rows[i].rbp_rule > BPFPROF_RBP_UNKNOWN ||
-        rows[i].rbx_rule > BPFPROF_RBP_UNKNOWN)
-      return false;
-  }
+  for (size_t i = 0; i < rows.size(); ++i)
+    if ((i > 0 && rows[i].pc <= rows[i - 1].pc) || !rule_is_known(rows[i])) return false;
   return true;
+}
+
+// Pages that cover the entries in order, each page's pcs rising, rules known and indexed.
+bool compact_is_valid(const CompactUnwindTable& table) {
+  uint64_t next = 0;
+  for (const bpfprof_unwind_page& page : table.pages) {
+    if (page.first_row != next || page.row_count > table.rows.size() - next) return false;
+    for (uint32_t i = page.first_row; i < page.first_row + page.row_count; ++i)
+      if (table.rows[i].rule >= table.rules.size() ||
+          (i > page.first_row && table.rows[i].pc_low <= table.rows[i - 1].pc_low))
+        return false;
+    next += page.row_count;
+  }
+  if (next != table.rows.size()) return false;
+  for (const UnwindRule& rule : table.rules)
+    if (!rule_is_known(rule)) return false;
+  return true;
+}
+
+template <typename T>
+void append_all(std::string& bytes, const std::vector<T>& items) {
+  if (!items.empty())
+    bytes.append(reinterpret_cast<const char*>(items.data()), items.size() * sizeof(T));
+}
+
+// `count` items of T from the front of `bytes` (moved past them).
+template <typename T>
+std::vector<T> take_all(std::string_view& bytes, size_t count) {
+  std::vector<T> items(count);
+  if (count) std::memcpy(items.data(), bytes.data(), count * sizeof(T));
+  bytes.remove_prefix(count * sizeof(T));
+  return items;
+}
+
+std::string compact_bytes(const CompactUnwindTable& table) {
+  std::string bytes;
+  append_all(bytes, table.pages);
+  append_all(bytes, table.rows);
+  append_all(bytes, table.rules);
+  return bytes;
+}
+
+// The compact section after the rows; nullopt (the file is bad) or a table or none.
+std::optional<std::optional<CompactUnwindTable>> parse_compact(std::string_view bytes) {
+  UnwindCacheCompactHeader header;
+  if (bytes.size() < sizeof header) return std::nullopt;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  bytes.remove_prefix(sizeof header);
+  if (!header.present) {  // then nothing else, as written
+    const UnwindCacheCompactHeader none{};
+    if (std::memcmp(&header, &none, sizeof header) != 0 || !bytes.empty()) return std::nullopt;
+    return std::optional<CompactUnwindTable>{};
+  }
+  const uint64_t size = uint64_t{header.page_count} * sizeof(bpfprof_unwind_page) +
+                        uint64_t{header.entry_count} * sizeof(bpfprof_unwind_entry) +
+                        uint64_t{header.rule_count} * sizeof(UnwindRule);
+  if (header.present != 1 || size != bytes.size() ||
+      crc_of(bytes.data(), bytes.size()) != header.crc32)
+    return std::nullopt;
+  CompactUnwindTable table;
+  table.page_base = header.page_base;
+  table.pages = take_all<bpfprof_unwind_page>(bytes, header.page_count);
+  table.rows = take_all<bpfprof_unwind_entry>(bytes, header.entry_count);
+  table.rules = take_all<UnwindRule>(bytes, header.rule_count);
+  if (!compact_is_valid(table)) return std::nullopt;
+  return std::optional<CompactUnwindTable>(std::move(table));
 }
 
 std::string errno_text(const std::string& what) {
@@ -70,7 +138,8 @@ std::optional<std::string> cache_key(int fd) {
 
 }  // namespace
 
-std::string serialize_unwind_rows(const std::vector<UnwindRow>& rows) {
+std::string serialize_unwind_table(const std::vector<UnwindRow>& rows,
+                                   const std::optional<CompactUnwindTable>& compact) {
   UnwindCacheHeader header{};
   std::memcpy(header.magic, kMagic, sizeof kMagic);
   header.version = kUnwindCacheVersion;
@@ -78,12 +147,26 @@ std::string serialize_unwind_rows(const std::vector<UnwindRow>& rows) {
   header.row_count = rows.size();
   header.rows_crc32 = crc_of(rows.data(), rows.size() * sizeof(UnwindRow));
   std::string bytes(reinterpret_cast<const char*>(&header), sizeof header);
-  if (!rows.empty())
-    bytes.append(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(UnwindRow));
-  return bytes;
+  append_all(bytes, rows);
+  UnwindCacheCompactHeader compact_header{};
+  const std::string compact_part = compact ? compact_bytes(*compact) : std::string();
+  if (compact) {
+    compact_header = {1,
+                      compact->page_base,
+                      static_cast<uint32_t>(compact->pages.size()),
+                      static_cast<uint32_t>(compact->rows.size()),
+                      static_cast<uint32_t>(compact->rules.size()),
+                      crc_of(compact_part.data(), compact_part.size())};
+  }
+  bytes.append(reinterpret_cast<const char*>(&compact_header), sizeof compact_header);
+  return bytes + compact_part;
 }
 
-std::optional<std::vector<UnwindRow>> parse_unwind_rows(std::string_view bytes) {
+std::string serialize_unwind_rows(const std::vector<UnwindRow>& rows) {
+  return serialize_unwind_table(rows, compact_unwind_table(rows));
+}
+
+std::optional<ParsedUnwindTable> parse_unwind_table(std::string_view bytes) {
   UnwindCacheHeader header;
   if (bytes.size() < sizeof header) return std::nullopt;
   std::memcpy(&header, bytes.data(), sizeof header);
@@ -92,13 +175,22 @@ std::optional<std::vector<UnwindRow>> parse_unwind_rows(std::string_view bytes) 
   if (header.version != kUnwindCacheVersion || header.row_size != sizeof(UnwindRow) ||
       header.reserved != 0)
     return std::nullopt;
-  if (header.row_count != bytes.size() / sizeof(UnwindRow) || bytes.size() % sizeof(UnwindRow))
-    return std::nullopt;
-  if (crc_of(bytes.data(), bytes.size()) != header.rows_crc32) return std::nullopt;
-  std::vector<UnwindRow> rows(header.row_count);
-  if (!rows.empty()) std::memcpy(rows.data(), bytes.data(), bytes.size());  // (never null)
-  if (!rows_are_valid(rows)) return std::nullopt;
-  return rows;
+  if (header.row_count > bytes.size() / sizeof(UnwindRow)) return std::nullopt;
+  const std::string_view row_bytes = bytes.substr(0, header.row_count * sizeof(UnwindRow));
+  if (crc_of(row_bytes.data(), row_bytes.size()) != header.rows_crc32) return std::nullopt;
+  ParsedUnwindTable table;
+  table.rows = take_all<UnwindRow>(bytes, header.row_count);
+  if (!rows_are_valid(table.rows)) return std::nullopt;
+  std::optional<std::optional<CompactUnwindTable>> compact = parse_compact(bytes);
+  if (!compact) return std::nullopt;
+  table.compact = std::move(*compact);
+  return table;
+}
+
+std::optional<std::vector<UnwindRow>> parse_unwind_rows(std::string_view bytes) {
+  std::optional<ParsedUnwindTable> table = parse_unwind_table(bytes);
+  if (!table) return std::nullopt;
+  return std::move(table->rows);
 }
 
 std::string UnwindTableCache::default_directory() {
@@ -123,32 +215,40 @@ CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd) {
   if (cacheable) {
     if (const std::optional<std::string> bytes =
             read_untrusted(directory_ + "/" + *key, UntrustedKind::kUnwindCache)) {
-      if (std::optional<std::vector<UnwindRow>> rows = parse_unwind_rows(*bytes)) {
-        return CachedUnwindTable{std::move(*rows), UnwindTableSource::kCache,
-                                 std::chrono::steady_clock::now() - start, *key, std::nullopt};
+      if (std::optional<ParsedUnwindTable> parsed = parse_unwind_table(*bytes)) {
+        return CachedUnwindTable{std::move(parsed->rows),
+                                 std::move(parsed->compact),
+                                 UnwindTableSource::kCache,
+                                 std::chrono::steady_clock::now() - start,
+                                 *key,
+                                 std::nullopt};
       }
     }
   }
   UnwindTableResult built = build_unwind_table(path, options_, fd);
   if (const auto* error = std::get_if<UnwindTableError>(&built)) return *error;
   UnwindTable& table = std::get<UnwindTable>(built);
+  std::optional<CompactUnwindTable> compact = compact_unwind_table(table.rows);
   CachedUnwindTable result{
       std::move(table.rows),
+      std::move(compact),
       cacheable ? UnwindTableSource::kBuilt : UnwindTableSource::kBuiltUncached,
-      std::chrono::steady_clock::now() - start, cacheable ? *key : "", std::move(table.coverage)};
-  if (cacheable && !store(*key, result.rows)) result.source = UnwindTableSource::kBuiltNotStored;
+      std::chrono::steady_clock::now() - start,
+      cacheable ? *key : "",
+      std::move(table.coverage)};
+  if (cacheable && !store(*key, result)) result.source = UnwindTableSource::kBuiltNotStored;
   return result;
 }
 
 // A reader sees the old entry or the whole new one. Entries are 0644 whatever the umask
 // (the cache is shared); no fsync: an entry cut short by a crash fails its checks on load
 // and is rebuilt.
-bool UnwindTableCache::store(const std::string& key, const std::vector<UnwindRow>& rows) {
+bool UnwindTableCache::store(const std::string& key, const CachedUnwindTable& table) {
   last_error_.clear();
   if (!make_directories(directory_, last_error_)) return false;
   try {
     AtomicReplaceFile file(directory_ + "/" + key, {.exact_mode = 0644, .durable = false});
-    file.write_all(serialize_unwind_rows(rows));
+    file.write_all(serialize_unwind_table(table.rows, table.compact));
     file.commit();
     return true;
   } catch (const std::runtime_error& e) {

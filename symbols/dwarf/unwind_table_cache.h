@@ -1,15 +1,18 @@
 // Unwind tables (unwind_table.h) cached across runs, one file per ELF file, so a file is
 // analysed once per machine rather than once per recording.
 //
-// Where: $BPFPROF_CACHE_DIR if set, else /var/cache/bpfprof/unwind-v11 (directories made 0755,
+// Where: $BPFPROF_CACHE_DIR if set, else /var/cache/bpfprof/unwind-v12 (directories made 0755,
 // files 0644). Key: the file's GNU build-id ("<hex>.tbl"), else its device, inode, size and
 // modification time ("f-<dev>-<ino>-<size>-<mtime ns>.tbl"), so a rebuilt binary at the same
 // path gets a new entry. Files are written to a temporary name and renamed, and every load is
 // checked (magic, version, row size and count, CRC-32, sorted rows, known rules): a file that
 // fails any check is rebuilt and replaced, never trusted.
 //
-// Format, little-endian: the header below, then `row_count` bpfprof_unwind_row. Bump
-// kUnwindCacheVersion (and the directory's -vN) whenever the rows a builder makes change.
+// Format, little-endian: the header below, then `row_count` bpfprof_unwind_row, then the
+// table's compact form (compact_unwind_table.h: what the kernel keeps, made once when the table
+// is built rather than at every load: ~70 ms of a recorder's start for libLLVM's): its header
+// and its pages, entries and rules, checked as the rows are. Bump kUnwindCacheVersion (and the
+// directory's -vN) whenever the rows a builder makes change.
 // Not thread-safe.
 #pragma once
 
@@ -21,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "symbols/dwarf/compact_unwind_table.h"
 #include "symbols/dwarf/unwind_table.h"
 
 namespace bpfprof {
@@ -28,8 +32,8 @@ namespace bpfprof {
 // 3: the entry stub's ROOT row; 4: rules read from code without CFI (stack_height.h);
 // 5: a return address held in rdi (vfork); 6: rbx's rules, a CFA from rbx (16-byte rows);
 // 7: Go's functions from Go's pcsp table; 8: V8's embedded builtins by rbp (v8_builtins.h);
-// 11: a .text mostly without CFI (Chromium's) by rbp.
-inline constexpr uint32_t kUnwindCacheVersion = 11;
+// 11: a .text mostly without CFI (Chromium's) by rbp; 12: the compact form after the rows.
+inline constexpr uint32_t kUnwindCacheVersion = 12;
 
 struct UnwindCacheHeader {
   char magic[8];  // "BPFPUNWT"
@@ -41,9 +45,30 @@ struct UnwindCacheHeader {
 };
 static_assert(sizeof(UnwindCacheHeader) == 32);
 
-// A cache file's bytes for `rows`.
-std::string serialize_unwind_rows(const std::vector<UnwindRow>& rows);
-// The rows of a cache file's bytes; nullopt when any check fails.
+// After the rows: the compact form's counts (`present` 0: the rows have more distinct rules
+// than it indexes, and none follows).
+struct UnwindCacheCompactHeader {
+  uint32_t present;
+  uint32_t page_base;
+  uint32_t page_count;
+  uint32_t entry_count;
+  uint32_t rule_count;
+  uint32_t crc32;  // of the pages', entries' and rules' bytes
+};
+static_assert(sizeof(UnwindCacheCompactHeader) == 24);
+
+struct ParsedUnwindTable {
+  std::vector<UnwindRow> rows;
+  std::optional<CompactUnwindTable> compact;
+};
+
+// A cache file's bytes for `rows` and their compact form (`compact`: as compact_unwind_table
+// makes it from them).
+std::string serialize_unwind_table(const std::vector<UnwindRow>& rows,
+                                   const std::optional<CompactUnwindTable>& compact);
+std::string serialize_unwind_rows(const std::vector<UnwindRow>& rows);  // compacted here
+// A cache file's rows and compact form; nullopt when any check fails.
+std::optional<ParsedUnwindTable> parse_unwind_table(std::string_view bytes);
 std::optional<std::vector<UnwindRow>> parse_unwind_rows(std::string_view bytes);
 
 enum class UnwindTableSource {
@@ -57,6 +82,9 @@ enum class UnwindTableSource {
 
 struct CachedUnwindTable {
   std::vector<UnwindRow> rows;
+  // The rows' compact form; nullopt where they have too many distinct rules, or the provider
+  // did not make it (the caller compacts them then).
+  std::optional<CompactUnwindTable> compact;
   UnwindTableSource source = UnwindTableSource::kBuilt;
   std::chrono::nanoseconds time{0};  // to load, or to build (storing left out)
   std::string key;                   // the cache file's name
@@ -70,7 +98,7 @@ using CachedUnwindTableResult = std::variant<CachedUnwindTable, UnwindTableError
 
 class UnwindTableCache {
  public:
-  // $BPFPROF_CACHE_DIR if set and not empty, else /var/cache/bpfprof/unwind-v11.
+  // $BPFPROF_CACHE_DIR if set and not empty, else /var/cache/bpfprof/unwind-v12.
   static std::string default_directory();
 
   explicit UnwindTableCache(std::string directory = default_directory(),
@@ -85,7 +113,7 @@ class UnwindTableCache {
   const std::string& last_error() const { return last_error_; }
 
  private:
-  bool store(const std::string& key, const std::vector<UnwindRow>& rows);
+  bool store(const std::string& key, const CachedUnwindTable& table);
 
   std::string directory_;
   UnwindTableOptions options_;

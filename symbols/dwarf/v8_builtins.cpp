@@ -1,5 +1,7 @@
 #include "symbols/dwarf/v8_builtins.h"
 
+#include <array>
+
 #include <algorithm>
 #include <cstring>
 #include <string_view>
@@ -85,12 +87,10 @@ std::optional<V8EmbeddedCode> find_v8_embedded_code(Elf* elf) {
   return V8EmbeddedCode{code, std::min<uint64_t>(code + *size, section_end)};
 }
 
-bool is_v8_binary(const ElfFile& elf) {
-  return std::any_of(elf.symbols().begin(), elf.symbols().end(), [](const Symbol& symbol) {
-    const std::string_view name = symbol.name;
-    return name.starts_with("Builtins_") || name.starts_with("_ZN2v88internal") ||
-           name.starts_with("_ZNK2v88internal");
-  });
+bool is_v8_binary(int fd) {
+  static constexpr std::array<std::string_view, 3> kPrefixes{"Builtins_", "_ZN2v88internal",
+                                                             "_ZNK2v88internal"};
+  return any_symbol_starts_with(fd, kPrefixes);
 }
 
 }  // namespace bpfprof

@@ -27,9 +27,9 @@ struct V8EmbeddedCode {
 // for a file that is not V8 (or has neither symbol: a stripped one).
 std::optional<V8EmbeddedCode> find_v8_embedded_code(Elf* elf);
 
-// Whether the file holds V8 (node, a libnode, Chromium): a function symbol of its builtins
+// Whether the file holds V8 (node, a libnode, Chromium): a symbol of its builtins
 // (Builtins_*) or its internals (v8::internal::, which node exports in .dynsym even when
-// stripped). Its process's JIT code keeps frame-pointer frames too.
-bool is_v8_binary(const ElfFile& elf);
+// stripped). Its process's JIT code keeps frame-pointer frames too. `fd`: the file, open.
+bool is_v8_binary(int fd);
 
 }  // namespace bpfprof

@@ -422,6 +422,30 @@ std::vector<uint8_t> read_elf_build_id(int fd) {
   return read_build_id(elf.get(), note_segments);
 }
 
+bool any_symbol_starts_with(int fd, std::span<const std::string_view> prefixes) {
+  if (!libelf_ready()) return false;
+  UniqueElf elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return false;
+  const size_t entry_size = gelf_fsize(elf.get(), ELF_T_SYM, 1, EV_CURRENT);
+  for (const uint32_t type : {SHT_SYMTAB, SHT_DYNSYM}) {
+    Elf_Scn* table = find_section(elf.get(), type);
+    GElf_Shdr table_header;
+    if (!table || gelf_getshdr(table, &table_header) == nullptr) continue;
+    Elf_Data* data = elf_getdata(table, nullptr);
+    if (data == nullptr || entry_size == 0) continue;
+    for (size_t i = 1; i < data->d_size / entry_size; ++i) {
+      GElf_Sym symbol;
+      if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr) continue;
+      const char* name = elf_strptr(elf.get(), table_header.sh_link, symbol.st_name);
+      if (name == nullptr) continue;
+      const std::string_view view(name);
+      for (std::string_view prefix : prefixes)
+        if (view.starts_with(prefix)) return true;
+    }
+  }
+  return false;
+}
+
 std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
     int fd, const std::vector<std::string>& names) {
   std::unordered_map<std::string, DynamicSymbol> found;

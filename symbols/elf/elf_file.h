@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -115,6 +116,10 @@ struct DynamicSymbol {
 };
 // The dynamic symbols among `names` of the ELF file open as `fd`, defined or used; a name
 // that is absent is left out. Empty if the file is not ELF or has no .dynsym.
+// Whether a symbol of .symtab or .dynsym of the ELF file open as `fd` has a name starting
+// with one of `prefixes`: a scan that stops at the first, without building a symbol table.
+bool any_symbol_starts_with(int fd, std::span<const std::string_view> prefixes);
+
 std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
     int fd, const std::vector<std::string>& names);
 

@@ -72,6 +72,10 @@ TEST_F(UnwindTableCacheTest, SecondGetLoadsTheSameRowsFromTheCache) {
   EXPECT_TRUE(loaded.from_cache());
   EXPECT_EQ(loaded.key, built.key);
   EXPECT_EQ(serialize_unwind_rows(loaded.rows), serialize_unwind_rows(built.rows));
+  // The compact form comes with them (made once, when built), as the rows make it.
+  ASSERT_TRUE(built.compact && loaded.compact);
+  EXPECT_EQ(serialize_unwind_table(loaded.rows, loaded.compact),
+            serialize_unwind_table(built.rows, compact_unwind_table(built.rows)));
   struct stat st;
   ASSERT_EQ(stat((root_ + "/a/b/" + built.key).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);
@@ -173,6 +177,44 @@ TEST(UnwindTableFile, RejectsUnsortedRowsAndUnknownRules) {
   rows[1].rbx_rule = 3;
   EXPECT_FALSE(parse_unwind_rows(serialize_unwind_rows(rows)).has_value());
   EXPECT_TRUE(parse_unwind_rows(serialize_unwind_rows({})).value().empty());
+}
+
+// The compact section is checked as the rows are: its checksum, its pages covering its
+// entries in order, rising pcs within a page, rule indices in range, known rules.
+TEST(UnwindTableFile, TheCompactFormIsCheckedLikeTheRows) {
+  const std::vector<UnwindRow> rows = {
+      {0x1000, 8, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME, 0, BPFPROF_RBP_SAME, 0},
+      {0x1004, 16, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME, -16, BPFPROF_RBP_AT_CFA, 0},
+      {0x21000, 8, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME, 0, BPFPROF_RBP_SAME, 0}};
+  const CompactUnwindTable good = compact_unwind_table(rows).value();
+  const auto parsed = parse_unwind_table(serialize_unwind_table(rows, good));
+  ASSERT_TRUE(parsed && parsed->compact);
+  EXPECT_EQ(parsed->compact->pages.size(), 3u);
+  EXPECT_EQ(parsed->compact->rules.size(), 2u);
+  EXPECT_EQ(serialize_unwind_table(rows, parsed->compact), serialize_unwind_table(rows, good));
+  // Without one (rows of too many rules): none on load, the rows still read.
+  const auto none = parse_unwind_table(serialize_unwind_table(rows, std::nullopt));
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->compact);
+  EXPECT_EQ(none->rows.size(), 3u);
+  // A byte changed after the checksum was taken.
+  std::string bytes = serialize_unwind_table(rows, good);
+  bytes.back() ^= 1;
+  EXPECT_FALSE(parse_unwind_table(bytes));
+  // Well summed but wrong: a rule index past the rules, pcs going back, pages not covering
+  // their entries, an unknown rule.
+  auto broken = [&](auto change) {
+    CompactUnwindTable table = good;
+    change(table);
+    return !parse_unwind_table(serialize_unwind_table(rows, table));
+  };
+  EXPECT_TRUE(broken([](CompactUnwindTable& t) { t.rows[1].rule = 7; }));
+  EXPECT_TRUE(broken([](CompactUnwindTable& t) { std::swap(t.rows[0], t.rows[1]); }));
+  EXPECT_TRUE(broken([](CompactUnwindTable& t) { t.pages[0].row_count += 1; }));
+  EXPECT_TRUE(broken([](CompactUnwindTable& t) { t.pages.back().first_row = 0; }));
+  EXPECT_TRUE(
+      broken([](CompactUnwindTable& t) { t.rules[0].cfa_rule = BPFPROF_CFA_LAST_RULE + 1; }));
+  EXPECT_FALSE(broken([](CompactUnwindTable&) {}));
 }
 
 }  // namespace

@@ -212,12 +212,20 @@ void KernelUnwindTables::build_tables() {
     jobs_.pop_front();
     lock.unlock();
     const std::string& path = job.mapped.readable_path();
-    BuildResult result{job.file, job.mapped.path, provider_(path), ElfFile::open(path, nullptr),
+    // The file's layout alone (its symbol table was half of this worker's time for a whole
+    // machine's files); whether it is V8's, from a scan of its symbols' names.
+    BuildResult result{job.file, job.mapped.path, provider_(path),
+                       ElfFile::open(path, nullptr, ElfContents::kLayout),
                        classify_mapping(job.mapped.path) == MappingKind::kFile ? vma_file_key(path)
                                                                                : std::nullopt};
-    result.v8 = result.elf && is_v8_binary(*result.elf);
-    if (const auto* table = std::get_if<CachedUnwindTable>(&result.table))
-      result.compact = compact_unwind_table(table->rows);
+    if (result.elf) {
+      const UniqueFd fd = open_untrusted(path, UntrustedKind::kBinary).fd;
+      result.v8 = fd && is_v8_binary(fd.get());
+    }
+    // Compact from the cache (made when the table was built); a provider's rows otherwise.
+    if (auto* table = std::get_if<CachedUnwindTable>(&result.table))
+      result.compact =
+          table->compact ? std::move(table->compact) : compact_unwind_table(table->rows);
     lock.lock();
     results_.push_back(std::move(result));
     --pending_;
