@@ -10,6 +10,7 @@ set(BPFPROF_RUNTIMES_SOURCES
   ${BPFPROF_RUNTIMES_DIR}/hotspot/names.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/remote_memory.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/runtime.cpp
+  ${BPFPROF_RUNTIMES_DIR}/hotspot/thread_names.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/vm_structs.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/code.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/processes.cpp

@@ -162,6 +162,43 @@ std::optional<DebugInfoLayout> take_debug_info(const VmStructs& structs,
   return d;
 }
 
+// Java threads' names: a JVM without them has its threads named as the kernel names them.
+std::optional<ThreadNameLayout> take_thread_names(const VmStructs& structs,
+                                                  std::vector<std::string>& absent) {
+  LayoutTaker t(structs);
+  ThreadNameLayout n;
+  n.flags = t.address("JVMFlag", "flags");
+  n.flag_count = t.address("JVMFlag", "numFlags");
+  n.flag_size = t.size("JVMFlag");
+  n.flag_name = t.offset({{"JVMFlag", "_name"}});
+  n.flag_addr = t.offset({{"JVMFlag", "_addr"}});
+  n.narrow_oop_base = t.address("CompressedOops", "_narrow_oop._base");
+  n.narrow_oop_shift = t.address("CompressedOops", "_narrow_oop._shift");
+  n.narrow_klass_base = t.address("CompressedKlassPointers", "_narrow_klass._base");
+  n.narrow_klass_shift = t.address("CompressedKlassPointers", "_narrow_klass._shift");
+  n.oop_klass =
+      t.offset({{"oopDesc", "_metadata._compressed_klass"}, {"oopDesc", "_metadata._klass"}});
+  n.klass_super = t.offset({{"Klass", "_super"}});
+  n.instance_klass_fields = t.offset({{"InstanceKlass", "_fields"}});
+  n.instance_klass_java_fields = t.offset({{"InstanceKlass", "_java_fields_count"}});
+  n.array_u2_data = t.offset({{"Array<u2>", "_data"}});
+  const auto constant = [&](const char* name, int32_t& out) {
+    const std::optional<int32_t> value = structs.int_constant(name);
+    if (!value || *value < 0 || *value > 64) absent.emplace_back(name);
+    out = value.value_or(0);
+    return value && *value >= 0 && *value <= 64;
+  };
+  bool known = constant("FieldInfo::field_slots", n.field_slots);
+  known &= constant("FieldInfo::name_index_offset", n.field_name_index);
+  known &= constant("FieldInfo::signature_index_offset", n.field_signature_index);
+  known &= constant("FieldInfo::low_packed_offset", n.field_low_offset);
+  known &= constant("FieldInfo::high_packed_offset", n.field_high_offset);
+  known &= constant("FIELDINFO_TAG_SIZE", n.field_tag_size);
+  for (const std::string& name : t.missing()) absent.push_back(name);
+  if (!known || !t.missing().empty() || n.field_slots == 0) return std::nullopt;
+  return n;
+}
+
 }  // namespace
 
 std::variant<HotSpotLayout, LayoutMissing> hotspot_layout(const VmStructs& structs) {
@@ -173,6 +210,7 @@ std::variant<HotSpotLayout, LayoutMissing> hotspot_layout(const VmStructs& struc
   take_threads(taker, layout);
   take_interpreter(taker, layout);
   layout.debug_info = take_debug_info(structs, layout.absent);
+  layout.thread_names = take_thread_names(structs, layout.absent);
   if (taker.missing().empty()) return layout;
   std::string reason = "HotSpot tables lack";
   for (size_t i = 0; i < taker.missing().size(); ++i)

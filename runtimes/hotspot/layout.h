@@ -16,6 +16,34 @@
 namespace bpfprof::hotspot {
 
 // What lines and inlined methods need (debug_info.h); a JVM without it has names only.
+// Java threads' names (java.lang.Thread.name, beyond the kernel's 15 characters): a JavaThread's
+// java.lang.Thread, its `name` String found through its class's fields, and the JVM's flags
+// for how references and class pointers are compressed.
+struct ThreadNameLayout {
+  uint64_t flags = 0;                       // &JVMFlag::flags (JVMFlag*)
+  uint64_t flag_count = 0;                  // &JVMFlag::numFlags (size_t)
+  uint32_t flag_size = 0;                   // sizeof(JVMFlag)
+  uint32_t flag_name = 0;                   // JVMFlag::_name (const char*)
+  uint32_t flag_addr = 0;                   // JVMFlag::_addr (the flag's value)
+  uint64_t narrow_oop_base = 0;             // &CompressedOops::_narrow_oop._base
+  uint64_t narrow_oop_shift = 0;            // &CompressedOops::_narrow_oop._shift (int)
+  uint64_t narrow_klass_base = 0;           // &CompressedKlassPointers::_narrow_klass._base
+  uint64_t narrow_klass_shift = 0;          // &CompressedKlassPointers::_narrow_klass._shift (int)
+  uint32_t oop_klass = 0;                   // oopDesc::_metadata._compressed_klass (or _klass)
+  uint32_t klass_super = 0;                 // Klass::_super
+  uint32_t instance_klass_fields = 0;       // InstanceKlass::_fields (Array<u2>*)
+  uint32_t instance_klass_java_fields = 0;  // InstanceKlass::_java_fields_count (u2)
+  uint32_t array_u2_data = 0;               // Array<u2>::_data
+  // A field's FieldInfo: `field_slots` u2 each, its name's and signature's constant pool
+  // indices and its packed offset (low, high) at these slots; the offset's tag bits below it.
+  int32_t field_slots = 0;
+  int32_t field_name_index = 0;
+  int32_t field_signature_index = 0;
+  int32_t field_low_offset = 0;
+  int32_t field_high_offset = 0;
+  int32_t field_tag_size = 0;
+};
+
 struct DebugInfoLayout {
   uint32_t const_method_size = 0;       // sizeof(ConstMethod): its bytecodes follow it
   uint32_t const_method_flags = 0;      // ConstMethod::_flags (u2)
@@ -96,7 +124,8 @@ struct HotSpotLayout {
   std::optional<int32_t> interpreter_frame_method;
   std::optional<int32_t> interpreter_frame_bcp;
 
-  std::optional<DebugInfoLayout> debug_info;  // none: the JVM lacks one of its entries
+  std::optional<DebugInfoLayout> debug_info;     // none: the JVM lacks one of its entries
+  std::optional<ThreadNameLayout> thread_names;  // none: the JVM lacks one of its entries
 
   // Entries the walk could use that this JVM does not export (one name each): not needed.
   std::vector<std::string> absent;

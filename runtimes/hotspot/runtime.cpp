@@ -11,6 +11,7 @@
 #include "runtimes/hotspot/code_cache.h"
 #include "runtimes/hotspot/layout.h"
 #include "runtimes/hotspot/names.h"
+#include "runtimes/hotspot/thread_names.h"
 #include "runtimes/hotspot/vm_structs.h"
 #include "runtimes/process_tracker.h"
 
@@ -52,7 +53,8 @@ struct Jvm {
   ProcessMemory memory;
   std::optional<hotspot::JvmLibrary> library;  // where its tables are, once found
   HotSpotLayout layout;
-  std::unique_ptr<JavaFrameNamer> namer;  // set once the layout is
+  std::unique_ptr<JavaFrameNamer> namer;                   // set once the layout is
+  std::unique_ptr<hotspot::JavaThreadNames> thread_names;  // where the layout has them
   // A frame's names, innermost first, by what the walk noted and its pc's low bits.
   std::unordered_map<FrameKey, std::vector<RuntimeFrameId>, FrameKeyHash> frames;
   int attempts = 0;
@@ -83,6 +85,7 @@ class HotSpotRuntime final : public Runtime {
     for (auto& [pid, jvm] : jvms_) {
       if (jvm.given_up || now < jvm.next_attempt) continue;
       set_up(pid, jvm, maps, stats(recording));
+      if (jvm.in_kernel) read_thread_names(pid, jvm, recording);
       jvm.next_attempt = now + (jvm.in_kernel ? kRereadInterval : kRetryInterval);
     }
     uint32_t count = 0;
@@ -124,6 +127,9 @@ class HotSpotRuntime final : public Runtime {
     std::erase_if(pending_stacks_, [&](const auto& entry) { return entry.second.pid == pid; });
   }
   void set_up(Pid pid, Jvm& jvm, RuntimeKernelMaps& maps, RuntimeStats& stats);
+  // The JVM's threads' Java names, read again with its code cache (threads start and are
+  // renamed while it runs); those the kernel cuts at 15 characters are named so.
+  static void read_thread_names(Pid pid, Jvm& jvm, Recording& recording);
   const std::vector<RuntimeFrameId>& frame_ids(Jvm& jvm, const bpfprof_hotspot_frame& f,
                                                uint64_t pc, Recording& recording);
 
@@ -176,6 +182,14 @@ void HotSpotRuntime::set_up(Pid pid, Jvm& jvm, RuntimeKernelMaps& maps, RuntimeS
     return give_up("the kernel's table of JVMs is full");
   if (!jvm.in_kernel) ++stats.interpreters;
   jvm.in_kernel = value;
+}
+
+void HotSpotRuntime::read_thread_names(Pid pid, Jvm& jvm, Recording& recording) {
+  if (!jvm.layout.thread_names) return;
+  if (!jvm.thread_names) jvm.thread_names = std::make_unique<hotspot::JavaThreadNames>(jvm.layout);
+  RemoteReader reader(jvm.memory, 1 << 20, 256);
+  for (hotspot::JavaThreadName& thread : jvm.thread_names->read(reader))
+    recording.runtime_thread_names[{pid.value, thread.tid}] = std::move(thread.name);
 }
 
 void HotSpotRuntime::take_event(const void* data, size_t size, Recording& recording) {

@@ -133,6 +133,11 @@ function checkJava(t, rec, pid, label, { startupMs = 0, maxRingBytes = 2048 } = 
                `fixAfterInsertion ${weightOf(inFix)} samples, ${pct(m.fixNested)} under treeWork > put`);
   for (const [what, { samples: n, nested }] of Object.entries(m.other))
     t.diagnostic(`${label}: ${what}: ${n} samples, ${pct(nested)} in their nesting`);
+  // Threads named as Java names them, beyond the kernel's 15 characters (fixture-pool-wo).
+  const threadNames = new Set(rec.view.threads.filter((th) => !pid || String(th.pid) === String(pid))
+    .filter((th) => th.processName === 'java' || String(th.pid) === String(pid)).map((th) => th.name));
+  m.javaThreadNames = ['main', 'hasher', 'fixture-pool-worker'].filter((n) => threadNames.has(n));
+  t.diagnostic(`${label}: threads ${[...threadNames].join(', ')}`);
   saveMetrics(label, m);
   assert.ok(total >= 1000, `only ${total} on-CPU samples`);
   assert.ok(m.rootShare >= 0.95, `${pct(m.rootShare)} of stacks reach a root`);
@@ -145,6 +150,8 @@ function checkJava(t, rec, pid, label, { startupMs = 0, maxRingBytes = 2048 } = 
   assert.ok(m.lineShare >= 0.8, `Java frames with a line: ${pct(m.lineShare)}`);
   assert.ok(weightOf(inFix) >= 50 && m.fixNested >= 0.95,
             `fixAfterInsertion ${weightOf(inFix)} samples, ${pct(m.fixNested)} under treeWork > put`);
+  assert.deepEqual(m.javaThreadNames, ['main', 'hasher', 'fixture-pool-worker'],
+                   'threads named as Java names them');
   const apart = Object.entries(m.other).filter(([, o]) => o.samples < 10 || o.nested < 0.9);
   assert.deepEqual(apart, [], 'work found in fewer than 10 samples or out of its nesting');
 }
@@ -161,7 +168,7 @@ function otherWork(samples, main) {
   // forEachRemaining: the debug info at the pc names no deeper scope), as JFR shows them too.
   const stream = (s) => names(s).findIndex((n, i) => i > names(s).indexOf('fixture.Work.streamWork') &&
                                                    n.startsWith('java.util.stream.'));
-  const pool = samples.filter((s) => s.thread.startsWith('pool-'));
+  const pool = samples.filter((s) => s.thread === 'fixture-pool-worker');
   return {
     other: {
       'stream pipeline': work(main, (s) => names(s).includes('fixture.Work.streamWork'), (s) =>
@@ -219,8 +226,8 @@ function bpfprofSelfMethods(view, from, to) {
   const start = view.profile.meta.startTime;
   for (const s of javaSamples(view, null)) {
     if (start + s.time < from || start + s.time > to || !isJavaMethod(s.user.at(-1))) continue;
-    // The main thread is named after the process (java); the pool's threads are the others.
-    const thread = { hasher: 'hasher', java: 'main' }[s.thread] ?? 'other';
+    // The main thread is named as Java names it (main); the pool's thread is the other.
+    const thread = { hasher: 'hasher', main: 'main' }[s.thread] ?? 'other';
     for (let i = 0; i < s.weight; i++) byThread[thread].push(s.user.at(-1).name);
   }
   return byThread;

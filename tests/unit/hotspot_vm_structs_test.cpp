@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -24,6 +25,7 @@
 #include "runtimes/hotspot/debug_info.h"
 #include "runtimes/hotspot/layout.h"
 #include "runtimes/hotspot/names.h"
+#include "runtimes/hotspot/thread_names.h"
 #include "runtimes/hotspot/vm_structs.h"
 #include "symbols/util/run_program.h"
 #include "tests/unit/hotspot_fake_image.h"
@@ -414,6 +416,35 @@ TEST_F(HotSpotJvm, ThreadListGivesKernelThreadIds) {
     if (comm == "C2" || comm == "C1") compiler_thread = true;
   }
   EXPECT_TRUE(compiler_thread);
+}
+
+// Java threads' names from the JVM's objects: beyond the kernel's 15 characters, and in UTF-16
+// where the name has characters LATIN1 lacks; each with a kernel tid of the process.
+TEST_F(HotSpotJvm, JavaThreadNamesAreReadFromTheJvm) {
+  REQUIRE_JVM(*jvm_);
+  const std::optional<HotSpotLayout> layout = jvm_layout();
+  ASSERT_TRUE(layout && layout->thread_names);
+  ProcessMemory memory(jvm_->pid());
+  RemoteReader reader(memory, 1 << 20, 256);
+  JavaThreadNames names(*layout);
+  std::map<std::string, int32_t> tids;
+  for (const JavaThreadName& thread : names.read(reader)) tids[thread.name] = thread.tid;
+  EXPECT_TRUE(tids.contains("main"));
+  EXPECT_TRUE(tids.contains("a-thread-with-a-long-name"));
+  EXPECT_TRUE(tids.contains("th\xc3\xa9-\xe6\x97\xa5\xe6\x9c\xac"));
+  for (const auto& [name, tid] : tids)
+    EXPECT_TRUE(std::filesystem::exists("/proc/" + std::to_string(jvm_->pid().value) + "/task/" +
+                                        std::to_string(tid)))
+        << name;
+  EXPECT_LT(reader.bytes_read(), 64u << 10);
+}
+
+TEST(JavaStrings, Latin1AndUtf16BecomeUtf8) {
+  EXPECT_EQ(java_string_utf8({'a', 0xe9}, false), "a\xc3\xa9");
+  EXPECT_EQ(java_string_utf8({'a', 0, 0xe5, 0x65}, true), "a\xe6\x97\xa5");
+  // A surrogate pair, and a lone surrogate (U+FFFD).
+  EXPECT_EQ(java_string_utf8({0x3d, 0xd8, 0x00, 0xde}, true), "\xf0\x9f\x98\x80");
+  EXPECT_EQ(java_string_utf8({0x3d, 0xd8}, true), "\xef\xbf\xbd");
 }
 
 TEST_F(HotSpotJvm, LimitsEndTheReadWithAnError) {

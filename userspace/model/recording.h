@@ -390,6 +390,9 @@ struct Recording {
   WakerTable wakers;
   RecordingStats stats;
   std::vector<LossRecord> losses{};
+  // Thread names a runtime read from its own objects (a Java thread's name beyond the
+  // kernel's 15 characters), by process and thread id: the profile names those threads so.
+  std::map<std::pair<int32_t, int32_t>, std::string> runtime_thread_names{};
 };
 
 // A copy without the pending events, samples and raw stacks, which the model has not taken

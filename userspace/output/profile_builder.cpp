@@ -440,6 +440,10 @@ ThreadTables ProfileBuilder::build_thread(const Thread& thread, WakerLabels& wak
   };
   ThreadTables out;
   out.name = thread.name;
+  // A runtime's own name for the thread (a Java thread's), where the kernel's is cut short.
+  if (auto named = recording_.runtime_thread_names.find({process.pid.value, thread.tid.value});
+      named != recording_.runtime_thread_names.end())
+    out.name = named->second;
   out.process_name = process.name;
   out.pid = process.pid;
   out.pid_string = pid_string_.at(thread.process.value);
