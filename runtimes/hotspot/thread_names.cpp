@@ -191,6 +191,26 @@ std::optional<std::string> JavaThreadNames::string_value(RemoteReader& reader,
   return java_string_utf8(data, *coder == 1);
 }
 
+std::optional<JavaThreadName> JavaThreadNames::thread_name(RemoteReader& reader, uint64_t slot) {
+  const uint64_t thread = reader.word(slot).value_or(0);
+  const uint64_t os = thread ? reader.word(thread + l_.thread_osthread).value_or(0) : 0;
+  const int32_t tid = os ? reader.value<int32_t>(os + l_.osthread_thread_id).value_or(0) : 0;
+  // JavaThread::_threadObj: an OopHandle, a pointer to the slot that holds the oop.
+  const uint64_t handle = thread ? reader.word(thread + l_.java_thread_thread_obj).value_or(0) : 0;
+  const uint64_t oop = handle ? reader.word(handle).value_or(0) : 0;
+  if (tid <= 0 || !oop) return std::nullopt;
+  const std::optional<uint64_t> klass = klass_of(reader, oop);
+  if (!klass) return std::nullopt;
+  const std::optional<uint32_t> name_at =
+      field_offset(reader, *klass, "name", "Ljava/lang/String;");
+  if (!name_at) return std::nullopt;
+  const std::optional<uint64_t> name = reference(reader, oop + *name_at);
+  if (!name) return std::nullopt;
+  std::optional<std::string> text = string_value(reader, *name);
+  if (!text || text->empty()) return std::nullopt;
+  return JavaThreadName{tid, std::move(*text)};
+}
+
 std::vector<JavaThreadName> JavaThreadNames::read(RemoteReader& reader) {
   std::vector<JavaThreadName> out;
   if (!read_compression(reader)) return out;
@@ -199,25 +219,9 @@ std::vector<JavaThreadName> JavaThreadNames::read(RemoteReader& reader) {
   const std::optional<uint32_t> length = reader.value<uint32_t>(*list + l_.threads_list_length);
   const std::optional<uint64_t> threads = reader.word(*list + l_.threads_list_threads);
   if (!length || *length > kMaxThreads || !threads || !*threads) return out;
-  for (uint32_t i = 0; i < *length; ++i) {
-    const std::optional<uint64_t> thread = reader.word(*threads + 8 * uint64_t{i});
-    const std::optional<uint64_t> os =
-        thread ? reader.word(*thread + l_.thread_osthread) : std::nullopt;
-    const std::optional<int32_t> tid =
-        os && *os ? reader.value<int32_t>(*os + l_.osthread_thread_id) : std::nullopt;
-    // JavaThread::_threadObj: an OopHandle, a pointer to the slot that holds the oop.
-    const std::optional<uint64_t> handle =
-        thread ? reader.word(*thread + l_.java_thread_thread_obj) : std::nullopt;
-    const std::optional<uint64_t> oop = handle && *handle ? reader.word(*handle) : std::nullopt;
-    if (!tid || *tid <= 0 || !oop || !*oop) continue;
-    const std::optional<uint64_t> klass = klass_of(reader, *oop);
-    const std::optional<uint32_t> name_at =
-        klass ? field_offset(reader, *klass, "name", "Ljava/lang/String;") : std::nullopt;
-    const std::optional<uint64_t> name =
-        name_at ? reference(reader, *oop + *name_at) : std::nullopt;
-    std::optional<std::string> text = name ? string_value(reader, *name) : std::nullopt;
-    if (text && !text->empty()) out.push_back({*tid, std::move(*text)});
-  }
+  for (uint32_t i = 0; i < *length; ++i)
+    if (std::optional<JavaThreadName> thread = thread_name(reader, *threads + 8 * uint64_t{i}))
+      out.push_back(std::move(*thread));
   return out;
 }
 

@@ -55,6 +55,8 @@ class JavaThreadNames {
   std::optional<uint32_t> own_field_offset(RemoteReader& reader, uint64_t klass,
                                            const std::string& name, const std::string& signature);
   std::optional<std::string> string_value(RemoteReader& reader, uint64_t string_oop);
+  // The thread whose JavaThread* is at `slot` of the thread list, if it has a name.
+  std::optional<JavaThreadName> thread_name(RemoteReader& reader, uint64_t slot);
 
   const HotSpotLayout& l_;
   const ThreadNameLayout& n_;
