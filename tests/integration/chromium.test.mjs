@@ -13,12 +13,13 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import {
-  IS_CI, STATE_FRAMES, pct, recordWith, recorderUnavailableReason, requireRecorder, saveMetrics,
+  IS_CI, STATE_FRAMES, pct, perfMapsNow, recordWith, recorderUnavailableReason, removePerfMapsSince,
+  requireRecorder, saveMetrics,
 } from './lib/harness.mjs';
 import { isRootName, recordingFigures } from './lib/stack_quality.mjs';
 
 const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find(existsSync);
-const PAGE_MS = 2500;
+const PAGE_MS = 1500;
 const PAGE = `<!doctype html><html><body><canvas id="c" width="400" height="300"></canvas><script>
 function shade(ctx, t) {
   for (let i = 0; i < 200; i++) {
@@ -103,8 +104,10 @@ describe('chromium rendering a page', () => {
     writeFileSync(join(dir, 'page.html'), PAGE, { mode: 0o644 });
     sandboxed = await recordChromium('chromium_sandboxed', dir, { sandboxed: true });
     rmSync(join(dir, 'profile'), { recursive: true, force: true });
+    const maps = perfMapsNow();
     perfMap = await recordChromium('chromium_perf_map', dir,
                                    { sandboxed: false, flags: [`--js-flags=--perf-basic-prof --no-logfile-per-isolate --logfile=${join(dir, 'v8.log')}`] });
+    removePerfMapsSince(maps);
   });
   after(() => {
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -149,8 +152,8 @@ describe('chromium rendering a page', () => {
     const page = renderer(chromiumProcesses(perfMap.view), ofPage);
     assert.ok(page, 'no chromium process');
     const names = (s) => s.user.map((fr) => fr.name);
-    const at = (s, fn) => names(s).findIndex((n) => n.startsWith(`JS:*${fn} `) || n.startsWith(`JS:^${fn} `) ||
-                                                   n.startsWith(`JS:~${fn} `) || n.startsWith(`JS:*'${fn} `));
+    // `JS:<tier marks>name file:line:col`: * optimized, + Maglev, ^ baseline, ~ interpreted.
+    const at = (s, fn) => names(s).findIndex((n) => new RegExp(`^JS:[^A-Za-z_$]*${fn} `).test(n));
     // byKey's caller in the page: sortRound, or the top level (page.html:1) where V8's optimizing
     // compiler inlined sortRound into the loop's on-stack-replaced code.
     const pageCaller = (s) => names(s).slice(0, at(s, 'byKey')).findLast((n) => n.includes('page.html'));

@@ -21,7 +21,7 @@ const JAVA = '/usr/bin/java';
 const CLASSES = join(FIXTURES, 'java', 'classes');
 // fixture.Work's JNI library (its native method, which calls back into Java).
 const JNI = `-Dfixture.jni=${resolve(FIXTURES, 'java', 'libworkjni.so')}`;
-const DURATION_MS = 5000;
+const DURATION_MS = 4000;
 // JFR's execution samples every millisecond (tests/fixtures/java/execution_sample.jfc).
 const JFC = join(REPO_DIR, 'tests', 'fixtures', 'java', 'execution_sample.jfc');
 const JFR_FILE = join(RESULTS_DIR, 'java_stacks_jfr.jfr');

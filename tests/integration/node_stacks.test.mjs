@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 
 import {
-  IS_CI, NODE24, ProfileView, REPO_DIR, RESULTS_DIR, STATE_FRAMES, funcSourceFile, pct, recordWith,
+  IS_CI, NODE24, ProfileView, REPO_DIR, RESULTS_DIR, STATE_FRAMES, funcSourceFile, pct, perfMapsNow, recordWith,
+  removePerfMapsSince,
   recorderUnavailableReason,
   requireRecorder, saveMetrics,
 } from './lib/harness.mjs';
@@ -230,9 +231,11 @@ describe('node work.js: stacks through V8 walked in the kernel', () => {
     cpuProf = await recordNode('node_stacks_cpu_prof', ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
     cpuProf.cpuProfile = join(dir, readdirSync(dir).find((f) => f.endsWith('.cpuprofile')));
     // node 20's --perf-basic-prof also writes V8's log, by default into the working directory.
+    const maps = perfMapsNow();
     named = await recordNode('node_stacks_perf_basic_prof', [
       '--perf-basic-prof', '--no-logfile-per-isolate', `--logfile=${join(RESULTS_DIR, 'node_stacks_v8.log')}`,
     ]);
+    removePerfMapsSince(maps);
   });
 
   it('reach a root, walked in the kernel, at a few hundred ring-buffer bytes a sample', (t) => {

@@ -20,8 +20,8 @@ import { recordingFigures } from './lib/stack_quality.mjs';
 
 const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find(existsSync);
 const RECORD_SECONDS = 8;
-const WARMUP_MS = 1500;
-const MIX_MS = WARMUP_MS + RECORD_SECONDS * 1000 + 1000;
+const WARMUP_MS = 1000;
+const MIX_MS = WARMUP_MS + RECORD_SECONDS * 1000 + 500;
 
 const PAGE = `<!doctype html><html><body><script>
 function sortRound(n) { const a = []; for (let i = 0; i < n; i++) a.push({ k: (i * 2654435761) % 1000 });

@@ -9,7 +9,7 @@
 //   CI            'true': a test that cannot record (not root, no recorder) fails, not skips
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -713,6 +713,16 @@ export async function untilSampling(recorder, { timeoutMs = 20_000 } = {}) {
 // Runs `bpfprof record <args>` writing RESULTS_DIR/<label>.json.gz; returns
 // { file, profile, view, result } after checking that it exited with `expectCode`. With
 // `prefix` ([command, ...args]), bpfprof and its arguments are that command's last arguments.
+// The JIT perf maps in /tmp now (/tmp/perf-PID.map), and a way to remove those made after:
+// a map left behind under a pid that a later test's process (another user's) gets makes that
+// process's own map unwritable.
+export function perfMapsNow() {
+  return new Set(readdirSync('/tmp').filter((f) => /^perf-\d+\.map$/.test(f)));
+}
+export function removePerfMapsSince(before) {
+  for (const f of perfMapsNow()) if (!before.has(f)) rmSync(join('/tmp', f), { force: true });
+}
+
 export async function recordWith(label, args, { expectCode = 0, timeoutMs = 180_000, prefix = [] } = {}) {
   const file = join(RESULTS_DIR, `${label}.json.gz`);
   rmSync(file, { force: true });
