@@ -169,7 +169,8 @@ function checkWorkJsLines(t, view, samples, ofWorkJs) {
   // work from its loop, and hrtime before it and in its condition. Compiled frames keep the first.
   const callLines = new Set(['recurseFib', 'counter', 'classWork', 'sortWork', 'jsonWork', 'hashWork']
     .map((fn) => source.findIndex((l) => l.includes(`sink += ${fn}(`)) + 1));
-  for (const call of ['const start = process.hrtime.bigint()', 'while (Number(process.hrtime.bigint()'])
+  // hrtime before the loop and in the loop's condition (the line that reads it).
+  for (const call of ['const start = process.hrtime.bigint()', 'Number(process.hrtime.bigint() - start) / 1e6 < durationMs * SYNC'])
     callLines.add(source.findIndex((l) => l.includes(call)) + 1);
   const mainLoopLine = source.findIndex((l) => l.startsWith('function mainLoop(')) + 1;
   const moved = samples.flatMap((s) => s.user)
