@@ -201,6 +201,20 @@ std::optional<ThreadNameLayout> take_thread_names(const VmStructs& structs,
 
 }  // namespace
 
+std::variant<std::string, SymbolProblem> read_symbol(RemoteReader& reader,
+                                                     const HotSpotLayout& layout,
+                                                     uint64_t address) {
+  const std::optional<uint16_t> length = reader.value<uint16_t>(address + layout.symbol_length);
+  if (!length) return SymbolProblem::kUnreadable;
+  if (*length > kMaxSymbolBytes) return SymbolProblem::kTooLong;
+  std::string text(*length, '\0');
+  if (!reader.read(address + layout.symbol_body, text.data(), text.size()))
+    return SymbolProblem::kUnreadable;
+  for (char c : text)
+    if (static_cast<unsigned char>(c) < 0x20) return SymbolProblem::kNotAName;
+  return text;
+}
+
 std::variant<HotSpotLayout, LayoutMissing> hotspot_layout(const VmStructs& structs) {
   LayoutTaker taker(structs);
   HotSpotLayout layout;
@@ -251,21 +265,21 @@ class MethodNamer {
 };
 
 std::optional<std::string> MethodNamer::symbol(uint64_t address, const char* what) {
-  const std::optional<uint16_t> length = r_.value<uint16_t>(address + l_.symbol_length);
-  if (!length) return note(what);
-  if (*length > kMaxSymbolBytes) {
-    reason_ = std::string(what) + ": " + std::to_string(*length) + " bytes long";
-    return std::nullopt;
-  }
-  std::string text(*length, '\0');
-  if (!r_.read(address + l_.symbol_body, text.data(), text.size())) return note(what);
-  for (char c : text) {
-    if (static_cast<unsigned char>(c) < 0x20) {
+  std::variant<std::string, SymbolProblem> text = read_symbol(r_, l_, address);
+  if (auto* found = std::get_if<std::string>(&text)) return std::move(*found);
+  switch (std::get<SymbolProblem>(text)) {
+    case SymbolProblem::kUnreadable:
+      return note(what);
+    case SymbolProblem::kTooLong:
+      reason_ = std::string(what) + ": " +
+                std::to_string(r_.value<uint16_t>(address + l_.symbol_length).value_or(0)) +
+                " bytes long";
+      return std::nullopt;
+    case SymbolProblem::kNotAName:
       reason_ = std::string(what) + ": not a name (control characters)";
       return std::nullopt;
-    }
   }
-  return text;
+  return std::nullopt;
 }
 
 std::optional<std::string> MethodNamer::pool_symbol(uint64_t pool, uint64_t tags, int32_t length,

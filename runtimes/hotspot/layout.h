@@ -147,6 +147,11 @@ struct JavaMethodName {
   std::string qualified() const { return klass + "." + method; }
 };
 
+// A Symbol's text (Klass::_name, a constant pool's names): what is wrong with it otherwise.
+enum class SymbolProblem : uint8_t { kUnreadable, kTooLong, kNotAName };
+std::variant<std::string, SymbolProblem> read_symbol(RemoteReader& reader,
+                                                     const HotSpotLayout& layout, uint64_t address);
+
 struct MethodNameError {
   std::string reason;  // one line
 };

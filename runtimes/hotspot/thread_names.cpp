@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "symbols/util/text.h"
+
 namespace bpfprof::hotspot {
 namespace {
 
@@ -17,46 +19,18 @@ ArrayLayout array_layout(uint32_t oop_klass, bool compressed_klass_pointers) {
   return {length, (length + 4 + 7) & ~7u};
 }
 
-void append_utf8(uint32_t c, std::string& out) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xc0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xe0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  }
-}
-
 }  // namespace
 
 std::string java_string_utf8(const std::vector<uint8_t>& bytes, bool utf16) {
   std::string out;
   if (!utf16) {
-    for (uint8_t b : bytes) append_utf8(b, out);
+    for (uint8_t b : bytes) append_utf8(out, b);
     return out;
   }
-  for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
-    uint32_t c = bytes[i] | (uint32_t{bytes[i + 1]} << 8);
-    if (c >= 0xd800 && c < 0xdc00 && i + 3 < bytes.size()) {
-      const uint32_t low = bytes[i + 2] | (uint32_t{bytes[i + 3]} << 8);
-      if (low >= 0xdc00 && low < 0xe000) {
-        c = 0x10000 + ((c - 0xd800) << 10) + (low - 0xdc00);
-        i += 2;
-      }
-    } else if (c >= 0xd800 && c < 0xe000) {
-      c = 0xfffd;  // a lone surrogate
-    }
-    append_utf8(c, out);
-  }
-  return out;
+  std::u16string units(bytes.size() / 2, u'\0');
+  for (size_t i = 0; i < units.size(); ++i)
+    units[i] = static_cast<char16_t>(bytes[2 * i] | bytes[2 * i + 1] << 8);
+  return utf8_of_utf16(units);
 }
 
 std::optional<bool> JavaThreadNames::flag(RemoteReader& reader, const std::string& name) {
@@ -113,12 +87,9 @@ std::optional<uint64_t> JavaThreadNames::reference(RemoteReader& reader, uint64_
 }
 
 std::optional<std::string> JavaThreadNames::symbol(RemoteReader& reader, uint64_t symbol_address) {
-  const std::optional<uint16_t> length = reader.value<uint16_t>(symbol_address + l_.symbol_length);
-  if (!length || *length > 1024) return std::nullopt;
-  std::string text(*length, '\0');
-  if (*length && !reader.read(symbol_address + l_.symbol_body, text.data(), text.size()))
-    return std::nullopt;
-  return text;
+  std::variant<std::string, SymbolProblem> text = read_symbol(reader, l_, symbol_address);
+  if (auto* found = std::get_if<std::string>(&text)) return std::move(*found);
+  return std::nullopt;
 }
 
 std::optional<uint32_t> JavaThreadNames::own_field_offset(RemoteReader& reader, uint64_t klass,

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "symbols/util/text.h"
+
 namespace bpfprof {
 
 namespace {
@@ -23,25 +25,6 @@ uint64_t word_at(const std::vector<uint8_t>& bytes, uint32_t offset) {
   uint64_t value = 0;
   if (offset + sizeof(value) <= bytes.size()) memcpy(&value, bytes.data() + offset, sizeof(value));
   return value;
-}
-
-void append_utf8(std::string& out, uint32_t c) {
-  if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = 0xFFFD;  // lone surrogates, garbage
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | c >> 6);
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | c >> 12);
-    out += static_cast<char>(0x80 | (c >> 6 & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | c >> 18);
-    out += static_cast<char>(0x80 | (c >> 12 & 0x3F));
-    out += static_cast<char>(0x80 | (c >> 6 & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
 }
 
 // The location table's variable-length numbers: 6 bits per byte, bit 6 = more follow.

@@ -4,6 +4,8 @@
 #include <array>
 #include <span>
 
+#include "symbols/util/text.h"
+
 namespace bpfprof::v8 {
 namespace {
 
@@ -182,12 +184,12 @@ void V8Heap::read_scope_info(uint64_t scope_info, SharedInfo& info) {
   if (!reader_.read(slots + index * 8, tail.data(), sizeof(tail))) return;
   for (size_t k = 0; k <= kSlotsBeforeName; ++k) {
     if (!is_heap_object(tail[k]) || !is_smi(tail[k + 1]) || !is_string(tail[k])) continue;
-    if (auto name = read_string(tail[k], limits_.max_name_chars)) info.name = utf8_of(*name);
+    if (auto name = read_string(tail[k], limits_.max_name_chars)) info.name = utf8_of_utf16(*name);
     size_t at = k + 2;
     if (is_heap_object(tail[at])) {
       if (info.name.empty() && is_string(tail[at]))
         if (auto inferred = read_string(tail[at], limits_.max_name_chars))
-          info.name = utf8_of(*inferred);
+          info.name = utf8_of_utf16(*inferred);
       ++at;
     }
     if (!layout_.later_scope_info && at + 1 < tail.size())
@@ -204,7 +206,7 @@ std::optional<SharedInfo> V8Heap::read_shared(uint64_t shared) {
   SharedInfo info;
   if (instance_type(*script) == layout_.type_script) info.script = *script;
   if (is_string(*name)) {
-    if (auto text = read_string(*name, limits_.max_name_chars)) info.name = utf8_of(*text);
+    if (auto text = read_string(*name, limits_.max_name_chars)) info.name = utf8_of_utf16(*text);
   } else if (instance_type(*name) == layout_.type_scope_info) {
     read_scope_info(*name, info);
   }
@@ -265,7 +267,7 @@ std::optional<std::string> V8Heap::script_name(uint64_t script) {
   if (!name || !is_string(*name)) return std::nullopt;
   auto text = read_string(*name, limits_.max_name_chars * 4);
   if (!text) return std::nullopt;
-  return utf8_of(*text);
+  return utf8_of_utf16(*text);
 }
 
 std::optional<std::vector<uint32_t>> V8Heap::script_line_starts(uint64_t script) {
@@ -285,36 +287,6 @@ uint32_t line_of_position(const std::vector<uint32_t>& line_starts, int32_t posi
   const auto after =
       std::upper_bound(line_starts.begin(), line_starts.end(), static_cast<uint32_t>(position));
   return static_cast<uint32_t>(after - line_starts.begin());
-}
-
-std::string utf8_of(const std::u16string& units) {
-  std::string out;
-  out.reserve(units.size());
-  for (size_t i = 0; i < units.size(); ++i) {
-    uint32_t c = units[i];
-    if (c >= 0xd800 && c < 0xdc00 && i + 1 < units.size() && units[i + 1] >= 0xdc00 &&
-        units[i + 1] < 0xe000) {
-      c = 0x10000 + ((c - 0xd800) << 10) + (units[++i] - 0xdc00);
-    } else if (c >= 0xd800 && c < 0xe000) {
-      c = 0xfffd;  // a lone surrogate
-    }
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xc0 | c >> 6);
-      out += static_cast<char>(0x80 | (c & 0x3f));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xe0 | c >> 12);
-      out += static_cast<char>(0x80 | (c >> 6 & 0x3f));
-      out += static_cast<char>(0x80 | (c & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | c >> 18);
-      out += static_cast<char>(0x80 | (c >> 12 & 0x3f));
-      out += static_cast<char>(0x80 | (c >> 6 & 0x3f));
-      out += static_cast<char>(0x80 | (c & 0x3f));
-    }
-  }
-  return out;
 }
 
 }  // namespace bpfprof::v8

@@ -93,6 +93,5 @@ class V8Heap {
 
 // The 1-based line of `position` given a source's line starts; 0 if unknown.
 uint32_t line_of_position(const std::vector<uint32_t>& line_starts, int32_t position);
-std::string utf8_of(const std::u16string& units);
 
 }  // namespace bpfprof::v8

@@ -9,6 +9,7 @@
 
 #include "runtimes/v8/objects.h"
 #include "runtimes/v8/processes.h"
+#include "symbols/util/text.h"
 #include "tests/unit/v8_fake_heap.h"
 
 namespace bpfprof::v8 {
@@ -97,8 +98,8 @@ TEST(V8Objects, ConsStringsAreJoinedAndNamesCut) {
       heap.cons_string(heap.one_byte_string("sort"), heap.one_byte_string("Work"), 8);
   fake::Reading reading(heap.bytes(), {.max_name_chars = 6});
   V8Heap& v8 = reading.heap;
-  EXPECT_EQ(utf8_of(v8.read_string(joined, 100).value()), "sortWork");
-  EXPECT_EQ(utf8_of(v8.read_string(joined, 6).value()), "sortWo");
+  EXPECT_EQ(utf8_of_utf16(v8.read_string(joined, 100).value()), "sortWork");
+  EXPECT_EQ(utf8_of_utf16(v8.read_string(joined, 6).value()), "sortWo");
 }
 
 TEST(V8Objects, CachedExternalStringsAreReadUncachedOnesNot) {
@@ -107,8 +108,8 @@ TEST(V8Objects, CachedExternalStringsAreReadUncachedOnesNot) {
   const uint64_t uncached = heap.external_string("node:internal/main", /*uncached=*/true);
   fake::Reading reading(heap.bytes());
   V8Heap& v8 = reading.heap;
-  EXPECT_EQ(utf8_of(v8.read_string(cached, 100).value()), "node:internal/main");
-  EXPECT_EQ(utf8_of(v8.read_string(cached, 4).value()), "node");
+  EXPECT_EQ(utf8_of_utf16(v8.read_string(cached, 100).value()), "node:internal/main");
+  EXPECT_EQ(utf8_of_utf16(v8.read_string(cached, 4).value()), "node");
   EXPECT_FALSE(v8.read_string(uncached, 100));
 }
 
@@ -222,7 +223,7 @@ TEST(V8Objects, LinesOfPositions) {
   EXPECT_EQ(line_of_position(starts, 5), 2u);
   EXPECT_EQ(line_of_position(starts, 100), 3u);
   EXPECT_EQ(line_of_position(starts, -1), 0u);
-  EXPECT_EQ(utf8_of(u"\u00e9\U0001F600"), "\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(utf8_of_utf16(u"\u00e9\U0001F600"), "\xc3\xa9\xf0\x9f\x98\x80");
 }
 
 }  // namespace
