@@ -10,6 +10,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "symbols/util/leb128.h"
 #include "symbols/util/sorted_ranges.h"
 
 namespace bpfprof {
@@ -63,14 +64,40 @@ size_t encoded_size(uint8_t encoding) {
   }
 }
 
-// The FDE pointer encoding (augmentation 'R') of a CIE; absptr when it has none.
-std::optional<uint8_t> fde_encoding(const Dwarf_CIE& cie) {
+// What an FDE's reading needs of its CIE; nullopt for a CIE whose FDEs cannot be read.
+struct CieFacts {
+  uint8_t encoding = DW_EH_PE_absptr;  // of the FDEs' pointers (augmentation 'R')
+  bool sized_augmentation = false;     // 'z': FDEs' augmentation data has its length first
+  size_t fde_augmentation_size = 0;    // without 'z'
+  bool signal_frame = false;           // 'S'
+  std::span<const uint8_t> program;
+  uint64_t code_alignment = 1;
+  int64_t data_alignment = 1;
+  bool program_known = true;
+};
+
+std::optional<CieFacts> cie_facts(const Dwarf_CIE& cie) {
+  CieFacts facts;
+  facts.program = {cie.initial_instructions,
+                   static_cast<size_t>(cie.initial_instructions_end - cie.initial_instructions)};
+  facts.code_alignment = cie.code_alignment_factor;
+  facts.data_alignment = cie.data_alignment_factor;
+  facts.fde_augmentation_size = cie.fde_augmentation_data_size;
   const std::string_view augmentation = cie.augmentation != nullptr ? cie.augmentation : "";
-  if (augmentation.empty() || augmentation[0] != 'z') return uint8_t{DW_EH_PE_absptr};
+  if (augmentation.empty()) return facts;
+  if (augmentation[0] != 'z') {  // old forms ("eh"): FDE pointers are absolute
+    facts.program_known = false;
+    return facts;
+  }
+  facts.sized_augmentation = true;
   size_t at = 0;
   for (char letter : augmentation.substr(1)) {
+    if (letter == 'S') {
+      facts.signal_frame = true;
+      continue;
+    }
     if (cie.augmentation_data == nullptr || at >= cie.augmentation_data_size) return std::nullopt;
-    if (letter == 'R') return cie.augmentation_data[at];
+    if (letter == 'R') facts.encoding = cie.augmentation_data[at++];
     if (letter == 'L') at += 1;
     if (letter == 'P') {  // personality: encoding byte, then the pointer
       const size_t size = encoded_size(cie.augmentation_data[at]);
@@ -78,7 +105,7 @@ std::optional<uint8_t> fde_encoding(const Dwarf_CIE& cie) {
       at += 1 + size;
     }
   }
-  return uint8_t{DW_EH_PE_absptr};
+  return facts;
 }
 
 // A value of `encoding`'s format (sign-extended where signed), without its application.
@@ -99,64 +126,81 @@ class FdeReader {
     if (ident != nullptr) std::memcpy(ident_, ident, sizeof ident_);
   }
 
-  std::vector<CodeRange> read_all() {
-    std::vector<CodeRange> ranges;
+  void for_each(const std::function<void(const CfiFde&)>& visit) {
     Dwarf_Off offset = 0;
     Dwarf_Off next = 0;
     Dwarf_CFI_Entry entry;
     while (dwarf_next_cfi(ident_, section_.data, section_.is_eh_frame, offset, &next, &entry) ==
            0) {
       if (!dwarf_cfi_cie_p(&entry)) {
-        if (auto range = fde_range(entry.fde)) ranges.push_back(*range);
+        if (const std::optional<CfiFde> fde = read_fde(entry.fde)) visit(*fde);
       }
       offset = next;
     }
-    std::sort(ranges.begin(), ranges.end(),
-              [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
-    return ranges;
   }
 
  private:
-  std::optional<uint8_t> encoding_of_cie(Dwarf_Off cie_offset) {
-    auto [it, inserted] = encodings_.try_emplace(cie_offset);
+  const std::optional<CieFacts>& cie_at(Dwarf_Off cie_offset) {
+    auto [it, inserted] = cies_.try_emplace(cie_offset);
     Dwarf_Off next = 0;
     Dwarf_CFI_Entry cie;
     if (inserted &&
         dwarf_next_cfi(ident_, section_.data, section_.is_eh_frame, cie_offset, &next, &cie) == 0 &&
         dwarf_cfi_cie_p(&cie)) {
-      it->second = fde_encoding(cie.cie);
+      it->second = cie_facts(cie.cie);
     }
     return it->second;
   }
 
-  // initial_location (with its pc-relative application) and address_range.
-  std::optional<CodeRange> fde_range(const Dwarf_FDE& fde) {
-    const std::optional<uint8_t> encoding = encoding_of_cie(fde.CIE_pointer);
-    if (!encoding || (*encoding & 0x70) > DW_EH_PE_pcrel)
+  // initial_location (with its pc-relative application), address_range, the augmentation
+  // data skipped, then the instructions.
+  std::optional<CfiFde> read_fde(const Dwarf_FDE& fde) {
+    const std::optional<CieFacts>& cie = cie_at(fde.CIE_pointer);
+    if (!cie || (cie->encoding & 0x70) > DW_EH_PE_pcrel)
       return std::nullopt;  // textrel, datarel: not in .eh_frame FDEs
+    const uint8_t encoding = cie->encoding;
     const auto* base = static_cast<const uint8_t*>(section_.data->d_buf);
-    const std::optional<uint64_t> location = read_value(fde.start, fde.end, *encoding);
-    const std::optional<uint64_t> length =
-        read_value(fde.start + encoded_size(*encoding), fde.end, *encoding & 0x0f);
+    const std::optional<uint64_t> location = read_value(fde.start, fde.end, encoding);
+    const uint8_t* at = fde.start + encoded_size(encoding);
+    const std::optional<uint64_t> length = read_value(at, fde.end, encoding & 0x0f);
     if (!location || !length || *length == 0) return std::nullopt;
+    at += encoded_size(encoding);
     uint64_t start = *location;
-    if ((*encoding & 0x70) == DW_EH_PE_pcrel)
+    if ((encoding & 0x70) == DW_EH_PE_pcrel)
       start += section_.address + static_cast<uint64_t>(fde.start - base);
     if (start == 0) return std::nullopt;  // discarded by the linker
-    return CodeRange{start, start + *length};
+    uint64_t augmentation = cie->fde_augmentation_size;
+    if (cie->sized_augmentation) {
+      const std::optional<uint64_t> size = read_uleb128(at, fde.end);
+      if (!size) return std::nullopt;
+      augmentation = *size;
+    }
+    if (augmentation > static_cast<uint64_t>(fde.end - at)) return std::nullopt;
+    at += augmentation;
+    return CfiFde{
+        {start, start + *length}, cie->program,        {at, static_cast<size_t>(fde.end - at)},
+        cie->code_alignment,      cie->data_alignment, cie->signal_frame,
+        cie->program_known};
   }
 
   FrameSection section_;
   unsigned char ident_[EI_NIDENT] = {};
-  std::unordered_map<Dwarf_Off, std::optional<uint8_t>> encodings_;
+  std::unordered_map<Dwarf_Off, std::optional<CieFacts>> cies_;
 };
 
 }  // namespace
 
-std::vector<CodeRange> read_cfi_functions(Elf* elf, CfiSection section) {
+void for_each_fde(Elf* elf, CfiSection section, const std::function<void(const CfiFde&)>& visit) {
   const std::optional<FrameSection> frames = find_frame_section(elf, section);
-  if (!frames) return {};
-  return FdeReader(elf, *frames).read_all();
+  if (frames) FdeReader(elf, *frames).for_each(visit);
+}
+
+std::vector<CodeRange> read_cfi_functions(Elf* elf, CfiSection section) {
+  std::vector<CodeRange> ranges;
+  for_each_fde(elf, section, [&ranges](const CfiFde& fde) { ranges.push_back(fde.range); });
+  std::sort(ranges.begin(), ranges.end(),
+            [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
+  return ranges;
 }
 
 const CodeRange* find_code_range(const std::vector<CodeRange>& ranges, uint64_t vaddr) {

@@ -6,6 +6,8 @@
 #include <gelf.h>
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 namespace bpfprof {
@@ -22,6 +24,23 @@ enum class CfiSection { kEhFrame, kDebugFrame };
 // The FDE ranges of `elf`'s .eh_frame (or .debug_frame), sorted by start; empty when it has
 // none. Addresses are those of `elf` itself.
 std::vector<CodeRange> read_cfi_functions(Elf* elf, CfiSection section = CfiSection::kEhFrame);
+
+// One FDE with what its CFI program needs of its CIE.
+struct CfiFde {
+  CodeRange range;
+  std::span<const uint8_t> cie_program;  // the CIE's initial instructions
+  std::span<const uint8_t> program;      // the FDE's instructions
+  uint64_t code_alignment = 1;
+  int64_t data_alignment = 1;
+  bool signal_frame = false;  // augmentation 'S': a signal handler's frame
+  // False where an augmentation without 'z' that libdw does not size hides where the
+  // instructions start (the range is still right).
+  bool program_known = true;
+};
+
+// Each FDE of `elf`'s .eh_frame (or .debug_frame) whose range and program can be read, in the
+// section's order (by address in what linkers write, but not necessarily).
+void for_each_fde(Elf* elf, CfiSection section, const std::function<void(const CfiFde&)>& visit);
 
 // The range of a read_cfi_functions() list holding `vaddr`, or nullptr.
 const CodeRange* find_code_range(const std::vector<CodeRange>& ranges, uint64_t vaddr);

@@ -16,6 +16,7 @@
 #include "runtimes/go/cgo_switches.h"
 #include "runtimes/go/pclntab.h"
 #include "symbols/dwarf/cfi_functions.h"
+#include "symbols/dwarf/cfi_rows.h"
 #include "symbols/dwarf/crt_stubs.h"
 #include "symbols/dwarf/dwarf_module.h"
 #include "symbols/dwarf/stack_height.h"
@@ -26,17 +27,7 @@
 namespace bpfprof {
 namespace {
 
-constexpr int kRegisterRbx = 3;
-constexpr int kRegisterRdi = 5;
-constexpr int kRegisterRbp = 6;
-constexpr int kRegisterRsp = 7;
-constexpr int kRegisterRip = 16;
 constexpr uint64_t kRowPcLimit = uint64_t{1} << 32;
-
-struct FrameFree {
-  void operator()(Dwarf_Frame* frame) const noexcept { free(frame); }
-};
-using UniqueFrame = std::unique_ptr<Dwarf_Frame, FrameFree>;
 
 std::chrono::nanoseconds thread_cpu_time() {
   timespec now{};
@@ -46,7 +37,8 @@ std::chrono::nanoseconds thread_cpu_time() {
 
 // The bounds of UnwindTableOptions, checked inside every loop of the build. The CPU clock is a
 // system call (~400 ns) and a check can come every few nanoseconds (measure's loop): it is read
-// at most once per millisecond of the wall clock (vDSO, ~35 ns).
+// once per 1,024 checks (none of which does more than a row's or an FDE's work), and the wall
+// clock (vDSO, ~35 ns, 7% of libLLVM's build when read at every check) not at all.
 class Budget {
  public:
   explicit Budget(const UnwindTableOptions& options)
@@ -57,19 +49,19 @@ class Budget {
     if (error_) return true;
     if (rows > max_rows_) {
       error_ = UnwindTableError::kTooManyRows;
-    } else if (const auto now = std::chrono::steady_clock::now(); now >= next_cpu_check_) {
-      next_cpu_check_ = now + std::chrono::milliseconds(1);
-      if (thread_cpu_time() - start_ >= time_limit_) error_ = UnwindTableError::kTooSlow;
+    } else if (++checks_ % kChecksPerClockRead == 0 && thread_cpu_time() - start_ >= time_limit_) {
+      error_ = UnwindTableError::kTooSlow;
     }
     return error_.has_value();
   }
   std::optional<UnwindTableError> error() const { return error_; }
 
  private:
+  static constexpr uint64_t kChecksPerClockRead = 1024;
   uint64_t max_rows_;
   std::chrono::nanoseconds time_limit_;
   std::chrono::nanoseconds start_;
-  std::chrono::steady_clock::time_point next_cpu_check_{};
+  uint64_t checks_ = 0;
   std::optional<UnwindTableError> error_;
 };
 
@@ -89,151 +81,113 @@ Span unknown_span(uint64_t start, uint64_t end, UnwindGap gap) {
   return span;
 }
 
-// The rule "saved at CFA + offset" (DW_CFA_offset and friends) as libdw spells it:
-// DW_OP_call_frame_cfa, then DW_OP_plus_uconst unless the offset is 0. A value rule
-// (val_offset) adds DW_OP_stack_value and is not this.
-std::optional<int64_t> saved_at_cfa(const Dwarf_Op* ops, size_t count) {
-  if (ops == nullptr || count == 0 || ops[0].atom != DW_OP_call_frame_cfa) return std::nullopt;
-  if (count == 1) return 0;
-  if (count == 2 && ops[1].atom == DW_OP_plus_uconst) return static_cast<int64_t>(ops[1].number);
-  return std::nullopt;
-}
-
-struct RegisterRule {
-  enum class Kind { kSame, kUndefined, kOther } kind = Kind::kOther;
-  std::optional<int64_t> cfa_offset;  // set when saved at CFA + offset
-  std::optional<int> in_register;     // set when held in another register (DW_CFA_register)
-};
-
-RegisterRule register_rule(Dwarf_Frame* frame, int regno) {
-  Dwarf_Op ops_mem[3];
-  Dwarf_Op* ops = nullptr;
-  size_t count = 0;
-  if (dwarf_frame_register(frame, regno, ops_mem, &ops, &count) != 0) return {};
-  // libdw: "same value" is no ops and a null pointer, "undefined" no ops and ops_mem.
-  if (count == 0) {
-    return {ops == nullptr ? RegisterRule::Kind::kSame : RegisterRule::Kind::kUndefined,
-            std::nullopt, std::nullopt};
-  }
-  RegisterRule rule{RegisterRule::Kind::kOther, saved_at_cfa(ops, count), std::nullopt};
-  if (count == 1 && ops[0].atom == DW_OP_regx) rule.in_register = static_cast<int>(ops[0].number);
-  return rule;
-}
-
 // binutils' x86-64 PLT CFA: sp + 8, plus 8 once the slot's push has run (offset 11 of 16).
 // The IBT variant (.plt.sec) compares with 10 and is not what BPFPROF_CFA_PLT computes.
-bool is_plt_expression(const Dwarf_Op* ops, size_t count) {
+bool is_plt_expression(const std::vector<Dwarf_Op>& ops) {
   static constexpr uint8_t kAtoms[] = {DW_OP_breg7, DW_OP_breg16, DW_OP_lit15,
                                        DW_OP_and,   DW_OP_lit11,  DW_OP_ge,
                                        DW_OP_lit3,  DW_OP_shl,    DW_OP_plus};
-  if (count != std::size(kAtoms)) return false;
-  for (size_t i = 0; i < count; ++i)
+  if (ops.size() != std::size(kAtoms)) return false;
+  for (size_t i = 0; i < ops.size(); ++i)
     if (ops[i].atom != kAtoms[i]) return false;
   return ops[0].number == 8 && ops[1].number == 0;
 }
 
+// A CFA expression of one DW_OP_bregN or DW_OP_bregx: the same as a register rule.
+std::optional<CfiCfa> single_register(const std::vector<Dwarf_Op>& ops) {
+  if (ops.size() != 1) return std::nullopt;
+  const Dwarf_Op& op = ops[0];
+  if (op.atom == DW_OP_bregx)
+    return CfiCfa{CfiCfa::Kind::kRegister, op.number, static_cast<int64_t>(op.number2), {}};
+  if (op.atom >= DW_OP_breg0 && op.atom <= DW_OP_breg31)
+    return CfiCfa{CfiCfa::Kind::kRegister,
+                  static_cast<uint64_t>(op.atom - DW_OP_breg0),
+                  static_cast<int64_t>(op.number),
+                  {}};
+  return std::nullopt;
+}
+
 // The CFA rule into `row`; the reason when the BPF walk cannot follow it.
-std::optional<UnwindGap> classify_cfa(Dwarf_Frame* frame, UnwindRow& row) {
-  Dwarf_Op* ops = nullptr;
-  size_t count = 0;
-  if (dwarf_frame_cfa(frame, &ops, &count) != 0) return UnwindGap::kUnreadableCfi;
-  if (is_plt_expression(ops, count)) {
-    row.cfa_rule = BPFPROF_CFA_PLT;
-    row.cfa_offset = static_cast<int32_t>(ops[0].number);
-    return std::nullopt;
+std::optional<UnwindGap> classify_cfa(CfiCfa cfa, UnwindRow& row) {
+  if (cfa.kind == CfiCfa::Kind::kUndefined) return UnwindGap::kUnreadableCfi;
+  if (cfa.kind == CfiCfa::Kind::kExpression) {
+    const std::optional<std::vector<Dwarf_Op>> ops = read_cfi_expression(cfa.expression);
+    if (!ops) return UnwindGap::kCfaExpression;
+    if (is_plt_expression(*ops)) {
+      row.cfa_rule = BPFPROF_CFA_PLT;
+      row.cfa_offset = static_cast<int32_t>((*ops)[0].number);
+      return std::nullopt;
+    }
+    const std::optional<CfiCfa> simple = single_register(*ops);
+    if (!simple) return UnwindGap::kCfaExpression;
+    cfa = *simple;
   }
-  // DW_CFA_def_cfa comes back as DW_OP_bregx; an expression of one DW_OP_bregN is the same.
-  if (count != 1) return UnwindGap::kCfaExpression;
-  int64_t regno = 0;
-  int64_t offset = 0;
-  if (ops[0].atom == DW_OP_bregx) {
-    regno = static_cast<int64_t>(ops[0].number);
-    offset = static_cast<int64_t>(ops[0].number2);
-  } else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
-    regno = ops[0].atom - DW_OP_breg0;
-    offset = static_cast<int64_t>(ops[0].number);
-  } else {
-    return UnwindGap::kCfaExpression;
-  }
-  if (regno != kRegisterRsp && regno != kRegisterRbp && regno != kRegisterRbx)
+  if (cfa.reg != kDwarfRsp && cfa.reg != kDwarfRbp && cfa.reg != kDwarfRbx)
     return UnwindGap::kCfaRegister;
-  if (offset < std::numeric_limits<int32_t>::min() || offset > std::numeric_limits<int32_t>::max())
+  if (!cfa.offset || *cfa.offset < std::numeric_limits<int32_t>::min() ||
+      *cfa.offset > std::numeric_limits<int32_t>::max())
     return UnwindGap::kOffsetRange;
-  row.cfa_rule = regno == kRegisterRsp   ? BPFPROF_CFA_RSP
-                 : regno == kRegisterRbp ? BPFPROF_CFA_RBP
-                                         : BPFPROF_CFA_RBX;
-  row.cfa_offset = static_cast<int32_t>(offset);
+  row.cfa_rule = cfa.reg == kDwarfRsp   ? BPFPROF_CFA_RSP
+                 : cfa.reg == kDwarfRbp ? BPFPROF_CFA_RBP
+                                        : BPFPROF_CFA_RBX;
+  row.cfa_offset = static_cast<int32_t>(*cfa.offset);
   return std::nullopt;
 }
 
 // How the caller's value of a callee-saved register (rbp, rbx) is found: enum bpfprof_rbp_rule.
 // elfutils' x86-64 ABI defaults name rax where they mean rbx (backends/x86_64_cfi.c), so libdw
 // says rbx is undefined until a function saves it; by the ABI it is callee-saved: unchanged.
-void classify_saved(Dwarf_Frame* frame, int regno, uint8_t& rule, int16_t& offset) {
-  const RegisterRule saved = register_rule(frame, regno);
+void classify_saved(const CfiRegisterRule& saved, bool is_rbx, uint8_t& rule, int16_t& offset) {
+  using Kind = CfiRegisterRule::Kind;
   rule = BPFPROF_RBP_UNKNOWN;
-  if (saved.kind == RegisterRule::Kind::kSame ||
-      (regno == kRegisterRbx && saved.kind == RegisterRule::Kind::kUndefined)) {
+  if (saved.kind == Kind::kSame || (is_rbx && saved.kind == Kind::kUndefined)) {
     rule = BPFPROF_RBP_SAME;
-  } else if (saved.cfa_offset && *saved.cfa_offset >= std::numeric_limits<int16_t>::min() &&
-             *saved.cfa_offset <= std::numeric_limits<int16_t>::max()) {
+  } else if (saved.kind == Kind::kAtCfa && saved.value >= std::numeric_limits<int16_t>::min() &&
+             saved.value <= std::numeric_limits<int16_t>::max()) {
     rule = BPFPROF_RBP_AT_CFA;
-    offset = static_cast<int16_t>(*saved.cfa_offset);
+    offset = static_cast<int16_t>(saved.value);
   }
 }
 
 // The row of one CFI row (start and end left to the caller).
-Span classify(Dwarf_Frame* frame, bool signal_frame) {
+Span classify(const CfiRow& cfi, bool signal_frame) {
+  using Kind = CfiRegisterRule::Kind;
   Span span = unknown_span(0, 0, UnwindGap::kNoCfi);
   if (signal_frame) {
     span.row.cfa_rule = BPFPROF_CFA_SIGNAL;
     return span;
   }
-  const RegisterRule return_address = register_rule(frame, kRegisterRip);
-  if (return_address.kind == RegisterRule::Kind::kUndefined) {
+  if (cfi.rip.kind == Kind::kUndefined) {
     span.row.cfa_rule = BPFPROF_CFA_ROOT;
     return span;
   }
-  if (const std::optional<UnwindGap> gap = classify_cfa(frame, span.row)) {
+  if (const std::optional<UnwindGap> gap = classify_cfa(cfi.cfa, span.row)) {
     return unknown_span(0, 0, *gap);
   }
-  if (return_address.in_register == kRegisterRdi && span.row.cfa_rule == BPFPROF_CFA_RSP) {
+  if (cfi.rip.kind == Kind::kInRegister && cfi.rip.value == kDwarfRdi &&
+      span.row.cfa_rule == BPFPROF_CFA_RSP) {
     span.row.cfa_rule = BPFPROF_CFA_RSP_RETURN_IN_RDI;
-  } else if (return_address.cfa_offset != -8) {
+  } else if (cfi.rip.kind != Kind::kAtCfa || cfi.rip.value != -8) {
     return unknown_span(0, 0, UnwindGap::kReturnAddress);
   }
-  classify_saved(frame, kRegisterRbp, span.row.rbp_rule, span.row.rbp_offset);
-  classify_saved(frame, kRegisterRbx, span.row.rbx_rule, span.row.rbx_offset);
+  classify_saved(cfi.rbp, false, span.row.rbp_rule, span.row.rbp_offset);
+  classify_saved(cfi.rbx, true, span.row.rbx_rule, span.row.rbx_offset);
   return span;
 }
 
-// The rows of `range` (CFI addresses), one span per CFI row, appended in file addresses.
-void add_fde_spans(const DwarfModule::CallFrameInfo& info, CodeRange range,
-                   std::vector<Span>& spans, Budget& budget) {
-  const uint64_t shift = info.cfi_minus_vaddr;
-  uint64_t pc = range.start;
-  while (pc < range.end && !budget.spent(spans.size())) {
-    Dwarf_Frame* raw = nullptr;
-    if (dwarf_cfi_addrframe(info.cfi, pc, &raw) != 0) {
-      spans.push_back(unknown_span(pc - shift, range.end - shift, UnwindGap::kUnreadableCfi));
-      return;
-    }
-    const UniqueFrame frame(raw);
-    Dwarf_Addr row_start = 0;
-    Dwarf_Addr row_end = 0;
-    bool signal_frame = false;
-    dwarf_frame_info(frame.get(), &row_start, &row_end, &signal_frame);
-    const uint64_t end = std::min<uint64_t>(row_end, range.end);
-    if (end <= pc) {  // a row that does not hold pc: libdw and the FDE list disagree
-      spans.push_back(unknown_span(pc - shift, range.end - shift, UnwindGap::kUnreadableCfi));
-      return;
-    }
-    Span span = classify(frame.get(), signal_frame);
-    span.start = pc - shift;
-    span.end = end - shift;
+// The rows of `fde` (CFI addresses, `shift` above the file's), one span per CFI row, appended.
+void add_fde_spans(const CfiFde& fde, uint64_t shift, std::vector<Span>& spans, Budget& budget) {
+  if (budget.spent(spans.size())) return;
+  const std::optional<uint64_t> unreadable_from = read_cfi_rows(fde, [&](const CfiRow& row) {
+    Span span = classify(row, fde.signal_frame);
+    span.start = row.start - shift;
+    span.end = row.end - shift;
     spans.push_back(span);
-    pc = end;
-  }
+    return !budget.spent(spans.size());
+  });
+  if (unreadable_from)
+    spans.push_back(
+        unknown_span(*unreadable_from - shift, fde.range.end - shift, UnwindGap::kUnreadableCfi));
 }
 
 // The parts of `range` that no range of `covered` (sorted, not overlapping) holds.
@@ -257,11 +211,15 @@ std::vector<Span> collect_spans(const DwarfModule& module, Budget& budget) {
   std::vector<Span> spans;
   const DwarfModule::CallFrameInfo eh = module.call_frame_info(CfiSection::kEhFrame);
   std::vector<CodeRange> eh_ranges;
-  if (eh.cfi != nullptr) eh_ranges = read_cfi_functions(eh.elf, CfiSection::kEhFrame);
-  for (const CodeRange& range : eh_ranges) {
-    if (budget.spent(spans.size())) return spans;
-    add_fde_spans(eh, range, spans, budget);
+  if (eh.cfi != nullptr) {
+    for_each_fde(eh.elf, CfiSection::kEhFrame, [&](const CfiFde& fde) {
+      eh_ranges.push_back(fde.range);
+      add_fde_spans(fde, eh.cfi_minus_vaddr, spans, budget);
+    });
   }
+  if (budget.spent(spans.size())) return spans;
+  std::sort(eh_ranges.begin(), eh_ranges.end(),
+            [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
 
   const DwarfModule::CallFrameInfo debug = module.call_frame_info(CfiSection::kDebugFrame);
   if (debug.cfi == nullptr) return spans;
@@ -275,11 +233,22 @@ std::vector<Span> collect_spans(const DwarfModule& module, Budget& budget) {
     else
       covered.push_back(range);
   }
-  for (const CodeRange& range : read_cfi_functions(debug.elf, CfiSection::kDebugFrame)) {
-    if (budget.spent(spans.size())) return spans;
-    for (const CodeRange& part : uncovered_parts(covered, range))
-      add_fde_spans(debug, part, spans, budget);
-  }
+  for_each_fde(debug.elf, CfiSection::kDebugFrame, [&](const CfiFde& fde) {
+    if (budget.spent(spans.size())) return;
+    const std::vector<CodeRange> parts = uncovered_parts(covered, fde.range);
+    if (parts.empty()) return;
+    std::vector<Span> rows;
+    add_fde_spans(fde, 0, rows, budget);
+    for (const CodeRange& part : parts) {  // the FDE's rows cut to the parts
+      for (const Span& row : rows) {
+        const uint64_t start = std::max(row.start, part.start);
+        const uint64_t end = std::min(row.end, part.end);
+        if (start < end)
+          spans.push_back(
+              {start - debug.cfi_minus_vaddr, end - debug.cfi_minus_vaddr, row.row, row.gap});
+      }
+    }
+  });
   return spans;
 }
 
@@ -449,9 +418,13 @@ void add_go_spans(Elf* elf, std::vector<Span>& spans, Budget& budget) {
 }
 
 // Sorted, not overlapping (where FDEs overlap, the one starting first wins), below 4 GiB.
+// Spans come mostly in order (FDEs by address, then a few added rules): the sorted prefix is
+// kept and only the rest sorted and merged in (a whole sort was a fifth of libLLVM's build).
 void normalize(std::vector<Span>& spans) {
-  std::stable_sort(spans.begin(), spans.end(),
-                   [](const Span& a, const Span& b) { return a.start < b.start; });
+  const auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
+  const auto tail = std::is_sorted_until(spans.begin(), spans.end(), by_start);
+  std::stable_sort(tail, spans.end(), by_start);
+  std::inplace_merge(spans.begin(), tail, spans.end(), by_start);
   std::vector<Span> clean;
   clean.reserve(spans.size());
   uint64_t covered_to = 0;

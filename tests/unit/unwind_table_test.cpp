@@ -13,9 +13,11 @@
 #include <set>
 #include <string>
 
+#include "symbols/dwarf/cfi_functions.h"
 #include "symbols/dwarf/crt_stubs.h"
 #include "symbols/dwarf/dwarf_module.h"
 #include "symbols/dwarf/unwind_table.h"
+#include "symbols/dwarf/v8_builtins.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/unique_handle.h"
 
@@ -162,9 +164,10 @@ std::string stub_rule(const std::vector<CrtStub>& stubs, uint64_t pc) {
   return stub ? "rsp+" + std::to_string(stub->cfa_offset_at(pc)) + " rbp=same rbx=same" : "unknown";
 }
 
-// Every 7th address of every executable section, and both sides of every row boundary.
-// Returns how many of them fell in crt stubs that the CFI does not cover.
-size_t expect_table_agrees_with_libdw(const std::string& path) {
+// Every `stride`th address of every executable section, and both sides of every `row_step`th
+// row boundary. Returns how many of them fell in crt stubs that the CFI does not cover.
+size_t expect_table_agrees_with_libdw(const std::string& path, uint64_t stride = 7,
+                                      size_t row_step = 1) {
   const UnwindTable table = table_of(path);
   if (table.rows.empty()) {
     ADD_FAILURE() << path << ": no rows";
@@ -178,16 +181,23 @@ size_t expect_table_agrees_with_libdw(const std::string& path) {
     ADD_FAILURE() << path << ": no CFI";
     return 0;
   }
+  // .debug_frame where .eh_frame has no FDE (the table reads both).
+  std::unique_ptr<Dwarf, decltype(&dwarf_end)> dwarf(
+      dwarf_begin_elf(elf.get(), DWARF_C_READ, nullptr), &dwarf_end);
+  Dwarf_CFI* debug_cfi = dwarf ? dwarf_getcfi(dwarf.get()) : nullptr;
   std::vector<uint64_t> pcs;
   for (const SectionCoverage& section : table.coverage)
-    for (uint64_t pc = section.start; pc < section.end; pc += 7) pcs.push_back(pc);
-  for (const UnwindRow& row : table.rows) pcs.insert(pcs.end(), {row.pc - 1u, row.pc});
+    for (uint64_t pc = section.start; pc < section.end; pc += stride) pcs.push_back(pc);
+  for (size_t i = 0; i < table.rows.size(); i += row_step)
+    pcs.insert(pcs.end(), {table.rows[i].pc - 1u, table.rows[i].pc});
   const std::vector<CrtStub> stubs = find_crt_stubs(elf.get());
   const std::optional<EntryStub> entry = entry_stub(elf.get());
+  const std::optional<V8EmbeddedCode> v8_builtins = find_v8_embedded_code(elf.get());
   size_t mismatches = 0;
   size_t in_stubs = 0;
   for (uint64_t pc : pcs) {
     std::string expected = expected_rule(cfi, pc);
+    if (expected == "unknown" && debug_cfi != nullptr) expected = expected_rule(debug_cfi, pc);
     if (expected == "unknown" && find_crt_stub(stubs, pc)) {
       expected = stub_rule(stubs, pc);
       ++in_stubs;
@@ -198,6 +208,10 @@ size_t expect_table_agrees_with_libdw(const std::string& path) {
     if (expected == "unknown" && actual.starts_with("rsp+")) continue;
     // ld.so's _start, without CFI: a thread root (DynamicLoaderEntryStubIsARoot).
     if (expected == "unknown" && actual == "root" && entry && entry->contains(pc)) continue;
+    // V8's builtins, without CFI: by frame pointers (V8UnwindTable.NodesBuiltinsAreCovered).
+    if (expected == "unknown" && actual == "rbp+16 rbp@-16 rbx=?" && v8_builtins &&
+        pc >= v8_builtins->start && pc < v8_builtins->end)
+      continue;
     if (++mismatches <= 10)
       ADD_FAILURE() << path << " at 0x" << std::hex << pc << ": libdw " << expected << ", table "
                     << actual;
@@ -220,6 +234,37 @@ TEST(UnwindTable, Python311AgreesWithLibdwAtEveryCheckedAddress) {
 // With the lazy-binding trampolines, whose CFA is rbx + 32 (see LazyBindingTrampolines...).
 TEST(UnwindTable, DynamicLoaderAgreesWithLibdwAtEveryCheckedAddress) {
   expect_table_agrees_with_libdw(kLoader);
+}
+
+// A program whose own functions have CFI in .debug_frame only (crt's have .eh_frame).
+TEST(UnwindTable, DebugFrameAgreesWithLibdwAtEveryCheckedAddress) {
+  const std::string fixture = std::string(TEST_FIXTURE_DIR) + "/debug_frame_recursion";
+  expect_table_agrees_with_libdw(fixture, 1, 1);
+  const std::unique_ptr<DwarfModule> module = DwarfModule::open(fixture, {});
+  ASSERT_NE(module, nullptr);
+  std::vector<CodeRange> debug_only;
+  const std::vector<CodeRange> eh = read_cfi_functions(module->elf(), CfiSection::kEhFrame);
+  for (const CodeRange& range : read_cfi_functions(module->elf(), CfiSection::kDebugFrame))
+    if (!find_code_range(eh, range.start)) debug_only.push_back(range);
+  ASSERT_GE(debug_only.size(), 3u) << "main, recurse and bottom_spin from .debug_frame only";
+  const UnwindTable table = table_of(fixture);
+  for (const CodeRange& range : debug_only) {
+    const UnwindRow* row = find_unwind_row(table.rows, range.start);
+    ASSERT_NE(row, nullptr);
+    EXPECT_EQ(row_text(row), "rsp+8 rbp=same rbx=same") << std::hex << range.start;
+  }
+}
+
+// The biggest files met, from other compilers: LLVM's (lld, .eh_frame typed
+// SHT_X86_64_UNWIND) and node's (GCC, with V8's builtins), sampled more sparsely.
+TEST(UnwindTable, LibLLVMAgreesWithLibdwAtCheckedAddresses) {
+  const char* const llvm = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1";
+  if (access(llvm, R_OK) != 0) GTEST_SKIP() << llvm << " is not installed";
+  expect_table_agrees_with_libdw(llvm, 997, 13);
+}
+TEST(UnwindTable, NodeAgreesWithLibdwAtCheckedAddresses) {
+  if (access("/usr/bin/node", R_OK) != 0) GTEST_SKIP() << "node is not installed";
+  expect_table_agrees_with_libdw("/usr/bin/node", 997, 13);
 }
 
 // ---- Coverage of .text: at least 99.9% of its code (padding between functions left out).
