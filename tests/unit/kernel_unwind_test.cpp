@@ -8,9 +8,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "symbols/elf/elf_file.h"
 
@@ -413,6 +416,50 @@ TEST(KernelUnwindTables, AProcessMappingV8IsMarkedForItsJitCode) {
   EXPECT_EQ(f.sink.processes.at(Pid{21}).flags, 0u);
   EXPECT_TRUE(f.tables.settling(MonotonicNs{1 + KernelUnwindTables::kSettlingNs + 1}));
   EXPECT_FALSE(f.tables.settling(MonotonicNs{1 + KernelUnwindTables::kV8SettlingNs + 1}));
+}
+
+// On a cold cache the queue holds every file a machine maps; the files of stacks that fell
+// back for want of their table are built first, innermost frame's first, each moved once.
+TEST(KernelUnwindTables, BuildsTheTablesThatCopiedStacksNeededFirst) {
+  std::mutex mutex;
+  std::condition_variable released;
+  bool release = false;
+  std::vector<std::string> order;
+  RecordingSink sink(1000);
+  KernelUnwindTables tables(
+      sink,
+      [&](const std::string& path) -> CachedUnwindTableResult {
+        std::unique_lock lock(mutex);
+        order.push_back(path);
+        released.wait(lock, [&] { return release; });
+        CachedUnwindTable table;
+        table.rows = rows_of(10);
+        return table;
+      },
+      false, 1);
+  const Pid pid{10};
+  std::vector<LifecycleEvent> events{start_event(pid)};
+  for (const char* name : {"first", "second", "third", "fourth"}) {
+    const uint64_t start = 0x1000000 * (events.size());
+    events.push_back(mmap_event(pid, start, 0x10000, 0, std::string("/") + name, name));
+  }
+  tables.apply(events, 0);
+  for (int i = 0; i < 1000; ++i) {  // the worker has taken the first job
+    std::lock_guard lock(mutex);
+    if (!order.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // A copied stack: fourth's code innermost, called from third's; then a pc in no mapping.
+  tables.prefer(pid, {0x4000010, 0x3000010, 0x9000000});
+  tables.prefer(pid, {0x2000010, 0x3000010});  // second's now too; third's already moved
+  {
+    std::lock_guard lock(mutex);
+    release = true;
+  }
+  released.notify_all();
+  ASSERT_TRUE(tables.wait_for_tables(std::chrono::seconds(30)));
+  EXPECT_EQ(order, (std::vector<std::string>{"/first", "/second", "/fourth", "/third"}));
+  EXPECT_EQ(tables.stats().tables_preferred, 3u);
 }
 
 }  // namespace

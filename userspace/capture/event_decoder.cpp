@@ -320,6 +320,7 @@ std::vector<uint64_t> EventDecoder::unwind_user_stack(const Header& h, const bpf
       (e.head.flags & BPFPROF_STACK_COPY_AT_LIMIT) ? user.stack_bytes_needed : 0;
   count_stack_copy(stats, event_size, copied, more_needed != 0);
   if (sizer_) sizer_->observe(h.pid, more_needed, e.stack_copy_limit);
+  if (copied_stack_observer_) copied_stack_observer_(h.pid, user.pcs);
   return std::move(user.pcs);
 }
 

@@ -59,6 +59,13 @@ class EventDecoder {
   // The raw stack tree was compacted (a rotating output): the raw ids held here move.
   void move_raw_stacks(const std::function<RawStackId(RawStackId)>& move);
 
+  // Called with the pcs of each user stack unwound from a copy (the kernel walk fell back),
+  // innermost first: the recorder's in-kernel tables learn which files samples need first.
+  using CopiedStackObserver = std::function<void(Pid, const std::vector<uint64_t>& pcs)>;
+  void observe_copied_stacks(CopiedStackObserver observer) {
+    copied_stack_observer_ = std::move(observer);
+  }
+
   // From now on, processes whose stacks are cut at the copy's end get larger copies
   // (StackCopySizer); the changes are collected for the kernel side.
   void adapt_stack_copies(uint32_t initial_bytes, uint32_t max_bytes) {
@@ -106,6 +113,7 @@ class EventDecoder {
 
   DwarfUnwinder* unwinder_;
   Runtimes* runtimes_ = nullptr;
+  CopiedStackObserver copied_stack_observer_;
   std::vector<uint64_t> scratch_user_;
   std::vector<uint64_t> scratch_ips_;
   std::vector<uint64_t> scratch_path_;

@@ -233,6 +233,31 @@ void KernelUnwindTables::build_tables() {
   }
 }
 
+void KernelUnwindTables::prefer(Pid pid, const std::vector<uint64_t>& pcs) {
+  const auto process = processes_.find(pid);
+  if (process == processes_.end()) return;
+  const std::map<uint64_t, Mapping>& mappings = process->second.mappings;
+  std::vector<std::string> wanted;  // innermost first
+  for (uint64_t pc : pcs) {
+    auto it = mappings.upper_bound(pc);
+    if (it == mappings.begin() || pc >= (--it)->second.end || it->second.file.empty()) continue;
+    const auto file = files_.find(it->second.file);
+    if (file == files_.end() || file->second.status != TableStatus::kQueued) continue;
+    if (preferred_.insert(it->second.file).second) wanted.push_back(it->second.file);
+  }
+  if (wanted.empty()) return;
+  std::lock_guard lock(mutex_);
+  for (auto file = wanted.rbegin(); file != wanted.rend(); ++file) {
+    const auto job = std::find_if(jobs_.begin(), jobs_.end(),
+                                  [&](const BuildJob& j) { return j.file == *file; });
+    if (job == jobs_.end()) continue;  // being built
+    BuildJob moved = std::move(*job);
+    jobs_.erase(job);
+    jobs_.push_front(std::move(moved));
+    ++stats_.tables_preferred;
+  }
+}
+
 bool KernelUnwindTables::wait_for_tables(std::chrono::milliseconds limit) {
   std::unique_lock lock(mutex_);
   return job_done_.wait_for(lock, limit, [this] { return pending_ == 0; });

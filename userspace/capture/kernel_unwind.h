@@ -83,6 +83,10 @@ class KernelUnwindTables {
   // Tables of files that a process about to start will map (`record -- CMD`: its program and
   // libraries), queued before it runs so that its first mappings find them loaded.
   void preload(const std::vector<std::string>& paths);
+  // A stack of `pid` fell back to a copy: the queued tables of the files holding its `pcs`
+  // are built before the others (each file once), so that on a cold cache the tables of what
+  // runs come before those of what a whole machine's idle processes map.
+  void prefer(Pid pid, const std::vector<uint64_t>& pcs);
   // Blocks until every queued table is built (then flush() loads them), for at most `limit`;
   // true if every table was built by then.
   bool wait_for_tables(std::chrono::milliseconds limit);
@@ -175,6 +179,7 @@ class KernelUnwindTables {
   std::unordered_map<std::string, FileTable> files_;
   std::unordered_map<Pid, Process> processes_;
   std::unordered_map<Pid, MonotonicNs> latest_fork_;  // of each parent, its children's last
+  std::set<std::string> preferred_;                   // files moved ahead in the queue by prefer()
   const bool track_all_;
   MonotonicNs latest_;                            // the time of the latest event applied
   std::optional<MonotonicNs> last_new_image_;     // a tracked process's start or exec

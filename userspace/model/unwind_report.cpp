@@ -59,17 +59,22 @@ std::string fallback_reasons(const std::vector<uint64_t>& by_reason) {
 
 void describe_tables(const KernelUnwindStats& k,
                      std::vector<std::pair<std::string, std::string>>& out) {
-  out.emplace_back("Unwind tables",
-                   format("%llu built, %llu from cache, %llu unreadable (%.0f ms); %llu of %u rows "
-                          "in use, %llu tables evicted for space; %.1f MB of BPF maps; %llu "
-                          "distinct rules",
-                          static_cast<unsigned long long>(k.tables_built),
-                          static_cast<unsigned long long>(k.tables_from_cache),
-                          static_cast<unsigned long long>(k.tables_failed), k.table_ms,
-                          static_cast<unsigned long long>(k.rows_loaded), k.row_capacity,
-                          static_cast<unsigned long long>(k.tables_evicted),
-                          static_cast<double>(k.map_bytes) / 1e6,
-                          static_cast<unsigned long long>(k.rules_loaded)));
+  out.emplace_back(
+      "Unwind tables",
+      format("%llu built, %llu from cache, %llu unreadable (%.0f ms); %llu of %u rows "
+             "in use, %llu tables evicted for space; %.1f MB of BPF maps; %llu "
+             "distinct rules",
+             static_cast<unsigned long long>(k.tables_built),
+             static_cast<unsigned long long>(k.tables_from_cache),
+             static_cast<unsigned long long>(k.tables_failed), k.table_ms,
+             static_cast<unsigned long long>(k.rows_loaded), k.row_capacity,
+             static_cast<unsigned long long>(k.tables_evicted),
+             static_cast<double>(k.map_bytes) / 1e6,
+             static_cast<unsigned long long>(k.rules_loaded)) +
+          (k.tables_preferred ? format("; %llu moved ahead of the queue for samples "
+                                       "that fell back without them",
+                                       static_cast<unsigned long long>(k.tables_preferred))
+                              : std::string()));
   if (k.tables_past_row_limit || k.tables_past_time_limit)
     out.emplace_back("Unwind tables skipped", skipped_tables(k));
   if (k.files_over_capacity || k.processes_over_mapping_limit || k.processes_not_stored)

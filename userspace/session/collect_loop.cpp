@@ -138,6 +138,8 @@ void CollectLoop::start_kernel_unwinding() {
       options_.system_wide, workers);
   pipeline_.observe_lifecycle_events([this](const std::vector<LifecycleEvent>& events,
                                             size_t from) { kernel_unwind_->apply(events, from); });
+  pipeline_.decoder().observe_copied_stacks(
+      [this](Pid pid, const std::vector<uint64_t>& pcs) { kernel_unwind_->prefer(pid, pcs); });
 }
 
 void CollectLoop::start_clock() {
