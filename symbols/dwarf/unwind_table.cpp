@@ -212,14 +212,19 @@ std::vector<Span> collect_spans(const DwarfModule& module, Budget& budget) {
   const DwarfModule::CallFrameInfo eh = module.call_frame_info(CfiSection::kEhFrame);
   std::vector<CodeRange> eh_ranges;
   if (eh.cfi != nullptr) {
-    for_each_fde(eh.elf, CfiSection::kEhFrame, [&](const CfiFde& fde) {
+    // In address order (lld's files list them otherwise), so that the spans come sorted.
+    std::vector<CfiFde> fdes;
+    for_each_fde(eh.elf, CfiSection::kEhFrame, [&](const CfiFde& fde) { fdes.push_back(fde); });
+    std::stable_sort(fdes.begin(), fdes.end(), [](const CfiFde& a, const CfiFde& b) {
+      return a.range.start < b.range.start;
+    });
+    spans.reserve(fdes.size() * 5);  // ~5 rows an FDE in the files measured
+    for (const CfiFde& fde : fdes) {
       eh_ranges.push_back(fde.range);
       add_fde_spans(fde, eh.cfi_minus_vaddr, spans, budget);
-    });
+    }
   }
   if (budget.spent(spans.size())) return spans;
-  std::sort(eh_ranges.begin(), eh_ranges.end(),
-            [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
 
   const DwarfModule::CallFrameInfo debug = module.call_frame_info(CfiSection::kDebugFrame);
   if (debug.cfi == nullptr) return spans;
