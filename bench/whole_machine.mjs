@@ -136,7 +136,7 @@ function figures(rec) {
   const num = (text, re) => (text === undefined ? undefined : Number(re.exec(String(text))?.[1]?.replace(/,/g, '')));
   const kernel = summaryLine(stderr, 'User stacks unwound in the kernel');
   const tables = summaryLine(stderr, 'Unwind tables') ?? '';
-  const t = /^(\d+) built, (\d+) from cache, (\d+) unreadable \(([\d.]+) ms\); (\d+) of (\d+) rows in use, (\d+) tables evicted for space; ([\d.]+) MB of BPF maps/.exec(tables) ?? [];
+  const t = /^(\d+) built, (\d+) from cache, (\d+) unreadable \(([\d.]+) ms\); (\d+) of (\d+) rows in use(?: \(room for \d+ at most\))?, (\d+) tables evicted for space; ([\d.]+) MB of BPF maps/.exec(tables) ?? [];
   const own = /its own CPU time: (\d+) ms while recording \(([\d.]+)% of one CPU\)/.exec(stderr) ?? [];
   const quality = profileStackQuality(profile);
   const f = {

@@ -166,14 +166,24 @@ struct {
 /* The in-kernel walker (unwind_user.h). */
 
 /* Every loaded table's rows, pages and the rules they name (bpf/unwind_table.h), each table's
- * one after the other (userspace sizes them before load and writes rows and pages through
- * mmap: a file's are written once and never move). */
-struct {
+ * one after the other (userspace writes rows and pages through mmap: a file's are written once
+ * and never move). The rows are one array in chunks (bpf/unwind_maps.h) that userspace adds
+ * as tables need room, up to the outer array's size: a command's few libraries take one. */
+/* Sizes, not types: the block type, reached only through this pointer-only definition, would
+ * be a forward declaration in the object's BTF. */
+struct unwind_row_chunk {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, BPFPROF_UNWIND_CHUNK_BLOCKS);
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, sizeof(struct bpfprof_unwind_row_block));
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
   __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, struct bpfprof_unwind_row_block);
+  __array(values, struct unwind_row_chunk);
 } unwind_rows SEC(".maps");
 
 struct {

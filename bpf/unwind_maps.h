@@ -30,6 +30,10 @@
 struct bpfprof_unwind_row_block {
   struct bpfprof_unwind_entry rows[BPFPROF_UNWIND_BLOCK_ROWS];
 };
+/* Blocks are kept in chunks of this many (1 Mi rows, 4 MiB), each an array map of its own
+ * in the outer array unwind_rows: the row array grows a chunk at a time. */
+#define BPFPROF_UNWIND_CHUNK_BLOCKS 256
+#define BPFPROF_UNWIND_CHUNK_ROWS (BPFPROF_UNWIND_CHUNK_BLOCKS * BPFPROF_UNWIND_BLOCK_ROWS)
 /* Pages of every loaded table (64 KiB of code each: 4 GiB of code in all) and distinct rules
  * of every loaded table (a rule's index is 16 bits; a whole machine's tables have ~3,400). */
 #define BPFPROF_UNWIND_PAGE_CAPACITY 65536

@@ -125,6 +125,18 @@ static __always_inline const struct bpfprof_exec_mapping* find_mapping(
   return pc < m->end ? m : NULL;
 }
 
+/* Row `index` of the row array, through its chunk; NULL past the chunks added. */
+static __always_inline const struct bpfprof_unwind_entry* unwind_row_at(__u32 index) {
+  const __u32 block = index / BPFPROF_UNWIND_BLOCK_ROWS;
+  const __u32 chunk = block / BPFPROF_UNWIND_CHUNK_BLOCKS;
+  void* rows_chunk = bpf_map_lookup_elem(&unwind_rows, &chunk);
+  if (!rows_chunk) return NULL;
+  const __u32 in_chunk = block % BPFPROF_UNWIND_CHUNK_BLOCKS;
+  const struct bpfprof_unwind_row_block* rows = bpf_map_lookup_elem(rows_chunk, &in_chunk);
+  if (!rows) return NULL;
+  return &rows->rows[index % BPFPROF_UNWIND_BLOCK_ROWS];
+}
+
 /* The rule of the row covering elf_pc in the mapping's table: the last row starting at or
  * below it in its page (bpf/unwind_table.h). */
 static __always_inline const struct bpfprof_unwind_rule* find_row(
@@ -141,16 +153,14 @@ static __always_inline const struct bpfprof_unwind_rule* find_row(
   __u64 lo = first, hi = first + page->row_count;
   for (int i = 0; i < BPFPROF_ROW_SEARCH_STEPS && lo < hi; i++) {
     __u32 mid = lo + (hi - lo) / 2;
-    __u32 block = mid / BPFPROF_UNWIND_BLOCK_ROWS;
-    const struct bpfprof_unwind_row_block* rows = bpf_map_lookup_elem(&unwind_rows, &block);
-    if (!rows) return NULL;
-    search_step(&lo, &hi, mid, rows->rows[mid % BPFPROF_UNWIND_BLOCK_ROWS].pc_low, low);
+    const struct bpfprof_unwind_entry* row = unwind_row_at(mid);
+    if (!row) return NULL;
+    search_step(&lo, &hi, mid, row->pc_low, low);
   }
   if (lo < hi || lo == first) return NULL;
-  __u32 block = (lo - 1) / BPFPROF_UNWIND_BLOCK_ROWS;
-  const struct bpfprof_unwind_row_block* rows = bpf_map_lookup_elem(&unwind_rows, &block);
-  if (!rows) return NULL;
-  __u32 rule = rows->rows[(lo - 1) % BPFPROF_UNWIND_BLOCK_ROWS].rule;
+  const struct bpfprof_unwind_entry* row = unwind_row_at(lo - 1);
+  if (!row) return NULL;
+  __u32 rule = row->rule;
   return bpf_map_lookup_elem(&unwind_rules, &rule);
 }
 

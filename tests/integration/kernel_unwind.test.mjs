@@ -4,10 +4,12 @@
 // complete and the same; most samples must come from the kernel walk, at far fewer bytes.
 // The kernel/fallback split of every recording is printed (t.diagnostic) and saved.
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 
 import {
-  fixturePath, ProfileView, pct, recordFixture, recordWith, recorderUnavailableReason, requireRecorder,
+  describeOnce, fixturePath, ProfileView, pct, RESULTS_DIR, recordFixture, recordWith, recorderUnavailableReason, requireRecorder,
   saveMetrics, splitUserKernel, STATE_FRAMES,
 } from './lib/harness.mjs';
 
@@ -426,5 +428,30 @@ describe('system calls under recording', () => {
     t.diagnostic(`${samples} samples, ${inSyscall} in system calls, ${tracepointFrames.length} in their tracepoints`);
     assert.ok(inSyscall >= 200, `only ${inSyscall} samples in system calls: the check would prove nothing`);
     assert.equal(tracepointFrames.length, 0, `system-call tracepoint frames: ${tracepointFrames.slice(0, 5).join(', ')}`);
+  });
+});
+
+// The row array starts with one chunk (1 Mi rows) for a command and grows as tables need:
+// clang++'s libLLVM and libclang-cpp take 2 Mi rows, and are walked in the kernel all the same.
+describeOnce('tables past the row array\'s first chunk', () => {
+  it('grow it, and are walked in the kernel', async (t) => {
+    requireRecorder(t);
+    const source = join(RESULTS_DIR, 'kunwind_grow.cpp');
+    writeFileSync(source, '#include <regex>\n#include <map>\n#include <iostream>\n#include <future>\n' +
+                          'int main() { std::regex r("a+b"); return std::regex_match("aab", r); }\n');
+    const rec = await recordWith('kunwind_grow_rows',
+                                 ['--call-graph', 'dwarf', '--', 'clang++', '-std=c++17', '-fsyntax-only', source]);
+    const rows = /(\d+) of (\d+) rows in use \(room for (\d+) at most\), (\d+) tables evicted/.exec(rec.result.stderr);
+    assert.ok(rows, `no table line in:\n${rec.result.stderr}`);
+    const [inUse, capacity, bound, evicted] = rows.slice(1).map(Number);
+    const s = summary(rec);
+    t.diagnostic(`${inUse} rows in use of ${capacity} (bound ${bound}); ${pct(s.kernelShare)} in the kernel, ` +
+                 `complete ${pct(s.complete ?? 0)}; fell back: ${s.fallbacks}`);
+    const chunk = 1 << 20;
+    assert.ok(inUse > chunk, `${inUse} rows: clang++'s tables should need more than a chunk`);
+    assert.ok(capacity >= inUse && capacity % chunk === 0 && capacity <= bound, `capacity ${capacity}`);
+    assert.equal(evicted, 0);
+    assert.ok(s.kernelShare >= 0.95, `${pct(s.kernelShare)} in the kernel`);
+    assert.ok(s.complete >= 0.99, `${pct(s.complete ?? 0)} complete`);
   });
 });

@@ -25,8 +25,16 @@ const std::string kBinary = std::string(TEST_FIXTURE_DIR) + "/unwind_qsort";
 // Keeps what the bookkeeping writes, as the BPF maps would.
 class RecordingSink : public UnwindMapsSink {
  public:
-  explicit RecordingSink(uint32_t capacity) : rows(capacity) {}
+  // Room for `capacity` rows, growing `chunk` rows at a time up to `bound`.
+  explicit RecordingSink(uint32_t capacity, uint32_t bound = 0, uint32_t chunk = 0)
+      : rows(capacity), bound(std::max(bound, capacity)), chunk(chunk) {}
   uint32_t row_capacity() const override { return static_cast<uint32_t>(rows.size()); }
+  uint32_t row_bound() const override { return bound; }
+  bool grow_rows() override {
+    if (chunk == 0 || rows.size() + chunk > bound) return false;
+    rows.resize(rows.size() + chunk);
+    return true;
+  }
   void write_rows(uint32_t first, const std::vector<bpfprof_unwind_entry>& written) override {
     for (size_t i = 0; i < written.size(); ++i) rows.at(first + i) = written[i];
     row_writes += written.size();
@@ -55,6 +63,8 @@ class RecordingSink : public UnwindMapsSink {
   void remove_file(const bpfprof_file_key& key) override { files.erase({key.dev, key.inode}); }
 
   std::vector<bpfprof_unwind_entry> rows;
+  uint32_t bound;
+  uint32_t chunk;
   std::vector<bpfprof_unwind_page> pages;
   std::map<uint32_t, bpfprof_unwind_rule> rules;
   size_t row_writes = 0;
@@ -99,8 +109,8 @@ LifecycleEvent text_mapping(Pid pid, uint64_t base, LoadSegment* segment,
 
 struct Fixture {
   explicit Fixture(uint32_t capacity = 1000, uint32_t table_rows = 10, bool track_all = false,
-                   unsigned workers = 1)
-      : sink(capacity),
+                   unsigned workers = 1, uint32_t bound = 0, uint32_t chunk = 0)
+      : sink(capacity, bound, chunk),
         tables(
             sink,
             [this, table_rows](const std::string& path) -> CachedUnwindTableResult {
@@ -381,6 +391,38 @@ TEST(KernelUnwindTables, TablesOfFilesNoLongerMappedMakeRoom) {
   // a mapped again is loaded again (from the table builder's cache in a recording).
   f.apply({exit_of(Pid{61}), start_event(Pid{64}), text_mapping(Pid{64}, 0x100000000, &text, "a")});
   EXPECT_EQ(f.sink.processes.at(Pid{64}).mappings[0].kind, BPFPROF_MAPPING_TABLE);
+}
+
+// The row array grows a chunk at a time up to its bound; there, the tables of files no process
+// maps give way one at a time, the least recently mapped first, and no more than needed.
+TEST(KernelUnwindTables, GrowsToItsBoundThenEvictsTheLeastRecentlyMappedTable) {
+  Fixture f(/*capacity=*/10, /*table_rows=*/10, false, 1, /*bound=*/30, /*chunk=*/10);
+  LoadSegment text;
+  auto exit_at = [](Pid pid, uint64_t time) {
+    return LifecycleEvent{MonotonicNs{time}, ExitEvent{pid, Tid{pid.value}, CpuTimeNs{0}, 0, true}};
+  };
+  f.apply({start_event(Pid{70}), text_mapping(Pid{70}, 0x100000000, &text, "a"),
+           start_event(Pid{71}), text_mapping(Pid{71}, 0x100000000, &text, "b"),
+           start_event(Pid{72}), text_mapping(Pid{72}, 0x100000000, &text, "c")});
+  EXPECT_EQ(f.sink.rows.size(), 30u);  // grew twice
+  EXPECT_EQ(f.tables.stats().row_capacity, 30u);
+  EXPECT_EQ(f.tables.stats().row_bound, 30u);
+  EXPECT_EQ(f.tables.stats().tables_evicted, 0u);
+  // b's process ends first, a's later: d takes b's rows, a's stay.
+  f.apply({exit_at(Pid{71}, 5), exit_at(Pid{70}, 7), start_event(Pid{73}),
+           text_mapping(Pid{73}, 0x100000000, &text, "d")});
+  EXPECT_EQ(f.sink.processes.at(Pid{73}).mappings[0].kind, BPFPROF_MAPPING_TABLE);
+  EXPECT_EQ(f.tables.stats().tables_evicted, 1u);
+  EXPECT_EQ(f.sink.rows.size(), 30u);
+  const int builds = f.builds;
+  f.apply({start_event(Pid{74}), text_mapping(Pid{74}, 0x100000000, &text, "a")});
+  EXPECT_EQ(f.sink.processes.at(Pid{74}).mappings[0].kind, BPFPROF_MAPPING_TABLE);
+  EXPECT_EQ(f.builds, builds);  // still loaded: not built or read again
+  f.apply({start_event(Pid{75}), text_mapping(Pid{75}, 0x100000000, &text, "b")});
+  // Evicted, b is built again; a, c and d are mapped, so nothing gives way for it.
+  EXPECT_EQ(f.builds, builds + 1);
+  EXPECT_EQ(f.sink.processes.at(Pid{75}).mappings[0].kind, BPFPROF_MAPPING_FALLBACK);
+  EXPECT_EQ(f.tables.stats().files_over_capacity, 1u);
 }
 
 TEST(RowRanges, FirstFitReuseAndMerging) {

@@ -23,6 +23,7 @@
 #include "bpf/events.h"
 #include "bpf/unwind_maps.h"
 #include "profiler.skel.h"
+#include "symbols/util/unique_handle.h"
 #include "userspace/capture/event_log.h"
 #include "userspace/capture/memory_limit.h"
 
@@ -31,6 +32,13 @@ namespace bpfprof {
 namespace {
 
 std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
+
+// Chunks of the row array (bpf/unwind_maps.h) that hold `rows` rows.
+uint32_t row_chunks(uint32_t rows) {
+  return (rows + BPFPROF_UNWIND_CHUNK_ROWS - 1) / BPFPROF_UNWIND_CHUNK_ROWS;
+}
+constexpr uint64_t kRowChunkBytes =
+    uint64_t{BPFPROF_UNWIND_CHUNK_ROWS} * sizeof(bpfprof_unwind_entry);
 
 // Why loading failed, with what to do about it. Out of memory is the maps' size against a
 // memory limit (a cgroup's limit is charged for BPF maps), not a missing privilege.
@@ -89,20 +97,20 @@ constexpr uint64_t kRecorderWorkingBytes = 32ull << 20;
 void check_memory_room(const bpf_object* object, int cpus, const BpfPrograms::Config& config) {
   const auto room = memory_cgroup_room();
   if (!room) return;
-  const uint64_t needed = map_bytes(object, cpus) + kRecorderWorkingBytes;
+  const uint64_t needed = map_bytes(object, cpus) + kRecorderWorkingBytes +
+                          row_chunks(config.unwind_initial_rows) * kRowChunkBytes;
   if (needed <= *room) return;
   throw std::runtime_error(
-      load_failure(-ENOMEM, config.ring_buffer_bytes, config.unwind_row_capacity,
+      load_failure(-ENOMEM, config.ring_buffer_bytes, config.unwind_initial_rows,
                    ": " + std::to_string(*room >> 20) + " MB left, " +
                        std::to_string(needed >> 20) + " MB needed with the recorder's own"));
 }
 
-// The unwinder's arrays sized for `rows` rows (none: a call graph without unwind tables; a
-// slot each then, as a map needs one).
+// The unwinder's arrays sized for at most `rows` rows (none: a call graph without unwind
+// tables; a slot each then, as a map needs one).
 void size_unwind_maps(profiler_bpf* skel, uint32_t rows) {
-  const uint32_t blocks = (rows + BPFPROF_UNWIND_BLOCK_ROWS - 1) / BPFPROF_UNWIND_BLOCK_ROWS;
   const std::pair<bpf_map*, uint32_t> sizes[] = {
-      {skel->maps.unwind_rows, std::max<uint32_t>(blocks, 1)},
+      {skel->maps.unwind_rows, std::max<uint32_t>(row_chunks(rows), 1)},
       {skel->maps.unwind_pages, rows ? BPFPROF_UNWIND_PAGE_CAPACITY : 1},
       {skel->maps.unwind_rules, rows ? BPFPROF_UNWIND_RULE_CAPACITY : 1}};
   for (const auto& [map, entries] : sizes)
@@ -113,9 +121,8 @@ void size_unwind_maps(profiler_bpf* skel, uint32_t rows) {
 
 }  // namespace
 
-// An mmapable BPF array, written through a shared mapping of it: a file's table, ~100k rows
-// for libc, in one copy instead of one syscall a row. `element` bytes a slot, one after the
-// other (the row array's blocks hold rows without a gap between them).
+// An mmapable BPF array, written through a shared mapping of it: a file's pages in one copy
+// instead of one syscall each. `element` bytes a slot, one after the other.
 class MappedArray {
  public:
   MappedArray(bpf_map* map, size_t element) : element_(element) {
@@ -149,11 +156,81 @@ class MappedArray {
   uint8_t* base_ = nullptr;
 };
 
+// The row array: chunks of BPFPROF_UNWIND_CHUNK_ROWS rows, each an mmapable array map in
+// the outer array of maps, added as tables need room, up to the outer array's size.
+class RowChunks {
+ public:
+  RowChunks(bpf_map* outer, uint32_t initial_rows) : outer_(outer) {
+    for (uint32_t i = 0; i < std::max<uint32_t>(row_chunks(initial_rows), 1); ++i)
+      if (!grow())
+        throw std::runtime_error("cannot make the unwind tables' first rows: " + errno_text(errno));
+  }
+  ~RowChunks() {
+    for (const Chunk& chunk : chunks_) munmap(chunk.base, kRowChunkBytes);
+  }
+  RowChunks(const RowChunks&) = delete;
+  RowChunks& operator=(const RowChunks&) = delete;
+
+  // One more chunk; false at the bound, or where the memory cgroup has no room for it and
+  // the recorder's own (a map charged past the limit would have the recorder killed).
+  bool grow() {
+    if (chunks_.size() >= bpf_map__max_entries(outer_)) return false;
+    if (const auto room = memory_cgroup_room();
+        room && *room < kRowChunkBytes + kRecorderWorkingBytes)
+      return false;
+    LIBBPF_OPTS(bpf_map_create_opts, options, .map_flags = BPF_F_MMAPABLE);
+    UniqueFd fd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_row_chunk", sizeof(uint32_t),
+                               sizeof(bpfprof_unwind_row_block), BPFPROF_UNWIND_CHUNK_BLOCKS,
+                               &options));
+    if (!fd) return false;
+    void* base = mmap(nullptr, kRowChunkBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (base == MAP_FAILED) return false;
+    const auto index = static_cast<uint32_t>(chunks_.size());
+    const int inner = fd.get();
+    if (bpf_map_update_elem(bpf_map__fd(outer_), &index, &inner, BPF_ANY)) {
+      munmap(base, kRowChunkBytes);
+      return false;
+    }
+    chunks_.push_back({std::move(fd), static_cast<uint8_t*>(base)});
+    return true;
+  }
+
+  void write(uint32_t first, const std::vector<bpfprof_unwind_entry>& rows) {
+    if (uint64_t{first} + rows.size() > capacity())
+      throw std::out_of_range("a write past the unwind rows' end");
+    size_t done = 0;
+    while (done < rows.size()) {  // a table may go on in the next chunk
+      const uint64_t row = uint64_t{first} + done;
+      const uint64_t in_chunk = row % BPFPROF_UNWIND_CHUNK_ROWS;
+      const size_t count =
+          std::min<size_t>(rows.size() - done, BPFPROF_UNWIND_CHUNK_ROWS - in_chunk);
+      memcpy(
+          chunks_[row / BPFPROF_UNWIND_CHUNK_ROWS].base + in_chunk * sizeof(bpfprof_unwind_entry),
+          rows.data() + done, count * sizeof(bpfprof_unwind_entry));
+      done += count;
+    }
+  }
+  uint32_t capacity() const {
+    return static_cast<uint32_t>(chunks_.size() * BPFPROF_UNWIND_CHUNK_ROWS);
+  }
+  uint32_t bound() const { return bpf_map__max_entries(outer_) * BPFPROF_UNWIND_CHUNK_ROWS; }
+  size_t bytes() const { return chunks_.size() * kRowChunkBytes; }
+
+ private:
+  struct Chunk {
+    UniqueFd fd;
+    uint8_t* base;
+  };
+  bpf_map* outer_;
+  std::vector<Chunk> chunks_;
+};
+
 // The unwinder's maps in the kernel.
 class BpfUnwindMaps : public UnwindMapsSink {
  public:
-  BpfUnwindMaps(bpf_map* rows, bpf_map* pages, bpf_map* rules, bpf_map* processes, bpf_map* files)
-      : rows_(rows, sizeof(bpfprof_unwind_entry)),
+  BpfUnwindMaps(bpf_map* rows, uint32_t initial_rows, bpf_map* pages, bpf_map* rules,
+                bpf_map* processes, bpf_map* files)
+      : rows_(rows, initial_rows),
         pages_(pages, sizeof(bpfprof_unwind_page)),
         rules_(rules),
         processes_(processes),
@@ -162,6 +239,8 @@ class BpfUnwindMaps : public UnwindMapsSink {
   }
 
   uint32_t row_capacity() const override { return rows_.capacity(); }
+  uint32_t row_bound() const override { return rows_.bound(); }
+  bool grow_rows() override { return rows_.grow(); }
   void write_rows(uint32_t first, const std::vector<bpfprof_unwind_entry>& rows) override {
     rows_.write(first, rows);
   }
@@ -204,7 +283,7 @@ class BpfUnwindMaps : public UnwindMapsSink {
   }
 
  private:
-  MappedArray rows_;
+  RowChunks rows_;
   MappedArray pages_;
   bpf_map* rules_;
   bpf_map* processes_;
@@ -261,8 +340,9 @@ BpfPrograms::BpfPrograms(const Config& config)
   load_walker_programs(config);
   if (config.unwind_row_capacity)
     unwind_maps_ = std::make_unique<BpfUnwindMaps>(
-        skeleton_->maps.unwind_rows, skeleton_->maps.unwind_pages, skeleton_->maps.unwind_rules,
-        skeleton_->maps.unwind_processes, skeleton_->maps.unwind_files);
+        skeleton_->maps.unwind_rows, config.unwind_initial_rows, skeleton_->maps.unwind_pages,
+        skeleton_->maps.unwind_rules, skeleton_->maps.unwind_processes,
+        skeleton_->maps.unwind_files);
   // libbpf reads its rings in the order they were added: forks and execs first, so that a
   // new process's mappings are known before its samples are unwound.
   ring_buffer_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events),

@@ -45,8 +45,11 @@ class BpfPrograms {
     bool fallback_copies_whole_stack = false;
     uint32_t ring_buffer_bytes = kDefaultRingBufferBytes;  // a power of two, at least a page
     // 0 copies every DWARF stack; else user stacks are walked in the kernel first
-    // (unwind_maps()), with room for that many table rows.
+    // (unwind_maps()), with room for that many table rows at most: the row array starts with
+    // room for unwind_initial_rows and grows as tables need (UnwindMapsSink::grow_rows).
+    // Both are rounded up to whole chunks (BPFPROF_UNWIND_CHUNK_ROWS).
     uint32_t unwind_row_capacity = 0;
+    uint32_t unwind_initial_rows = 0;
     // Who wakes tracked threads, with the waker's stack (sched_waking); the program is not
     // even loaded without.
     bool record_wakers = false;

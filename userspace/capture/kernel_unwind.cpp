@@ -65,6 +65,7 @@ KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider
       pages_(BPFPROF_UNWIND_PAGE_CAPACITY),
       track_all_(track_all) {
   stats_.row_capacity = sink_.row_capacity();
+  stats_.row_bound = sink_.row_bound();
   for (unsigned i = 0; i < std::max(workers, 1u); ++i)
     workers_.emplace_back([this] { build_tables(); });
 }
@@ -86,6 +87,7 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       add_mapping(events[i].time, mmap->pid, mmap->mapping);
     } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
       Process& process = processes_[reset->pid];
+      note_unmapped(process, events[i].time);
       process.mappings.clear();  // exec: the new image's mappings follow
       process.forked_from.reset();
       process.last_change = events[i].time;
@@ -109,6 +111,8 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       track(*known, events[i].time);  // an exec, a start, an attach
     } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
       if (!exit->group_dead) continue;
+      if (auto process = processes_.find(exit->pid); process != processes_.end())
+        note_unmapped(process->second, events[i].time);
       processes_.erase(exit->pid);
       latest_fork_.erase(exit->pid);
       changed_.erase(exit->pid);
@@ -141,6 +145,8 @@ void KernelUnwindTables::insert_mapping(MonotonicNs time, Pid pid, const Mapping
   if (!process.tracked) return;
   changed_.insert(pid);
   queue_table(mapping);
+  if (auto file = files_.find(mapping.file); file != files_.end())
+    file->second.last_mapped = std::max(file->second.last_mapped, time);
 }
 
 // A process whose samples the kernel takes: its mappings go to the kernel, its files' tables
@@ -344,10 +350,9 @@ bool KernelUnwindTables::place(FileTable& file, const CompactUnwindTable& table)
   if (table.pages.size() > kMostPages) return false;
   std::optional<std::vector<bpfprof_unwind_entry>> rows = with_shared_rules(table);
   if (!rows) return false;
-  const std::optional<uint32_t> first_row = allocate(rows_, rows->size(), sink_.row_capacity());
+  const std::optional<uint32_t> first_row = allocate(rows_, rows->size(), true);
   if (!first_row) return false;
-  const std::optional<uint32_t> first_page =
-      allocate(pages_, table.pages.size(), BPFPROF_UNWIND_PAGE_CAPACITY);
+  const std::optional<uint32_t> first_page = allocate(pages_, table.pages.size(), false);
   if (!first_page) {
     rows_.release(*first_row, static_cast<uint32_t>(rows->size()));
     return false;
@@ -387,34 +392,60 @@ std::optional<std::vector<bpfprof_unwind_entry>> KernelUnwindTables::with_shared
   return rows;
 }
 
-std::optional<uint32_t> KernelUnwindTables::allocate(RowRanges& ranges, uint64_t count,
-                                                     uint32_t capacity) {
-  if (count > capacity) return std::nullopt;
+// `count` rows (`rows`) or pages: the row array grows up to its bound first; then the tables
+// of files no process maps give way, the least recently mapped first, until they fit.
+std::optional<uint32_t> KernelUnwindTables::allocate(RowRanges& ranges, uint64_t count, bool rows) {
+  if (count > (rows ? sink_.row_bound() : BPFPROF_UNWIND_PAGE_CAPACITY)) return std::nullopt;
   const auto n = static_cast<uint32_t>(count);
-  if (std::optional<uint32_t> first = ranges.allocate(n)) return first;
-  evict_unmapped_tables();
-  return ranges.allocate(n);
+  while (true) {
+    if (std::optional<uint32_t> first = ranges.allocate(n)) return first;
+    if (!rows || !sink_.grow_rows()) break;
+    rows_.grow(sink_.row_capacity());
+    stats_.row_capacity = sink_.row_capacity();
+  }
+  for (const std::string& file : unmapped_tables_least_recent_first()) {
+    evict(file);
+    if (std::optional<uint32_t> first = ranges.allocate(n)) return first;
+  }
+  return std::nullopt;
 }
 
-// Drops the tables (and what else is kept per file) of files that no process maps now; their
-// rows are reused. No walk can reach them: only a process's mapping array points at rows. A
-// file mapped again later is loaded again (from the table builder's cache).
-void KernelUnwindTables::evict_unmapped_tables() {
+// The loaded tables of files that no process maps now, the least recently mapped first.
+std::vector<std::string> KernelUnwindTables::unmapped_tables_least_recent_first() const {
   std::set<std::string> mapped;
   for (const auto& [pid, process] : processes_)
     for (const auto& [start, mapping] : process.mappings) mapped.insert(mapping.file);
-  std::erase_if(files_, [&](const auto& entry) {
-    const FileTable& table = entry.second;
-    if (table.status == TableStatus::kQueued || mapped.contains(entry.first)) return false;
-    if (table.status == TableStatus::kLoaded) {
-      if (table.vma_key) sink_.remove_file(*table.vma_key);
-      rows_.release(table.first_row, table.row_count);
-      pages_.release(table.first_page, table.page_count);
-      ++stats_.tables_evicted;
-    }
-    return true;
-  });
+  std::vector<std::pair<MonotonicNs, std::string>> unmapped;
+  for (const auto& [file, table] : files_)
+    if (table.status == TableStatus::kLoaded && !mapped.contains(file))
+      unmapped.emplace_back(table.last_mapped, file);
+  std::sort(unmapped.begin(), unmapped.end());
+  std::vector<std::string> files;
+  for (auto& entry : unmapped) files.push_back(std::move(entry.second));
+  return files;
+}
+
+// Drops a file's table (and what else is kept of it); its rows and pages are reused. No walk
+// can reach them: only a process's mapping array points at rows, and none maps the file. A
+// file mapped again later is loaded again (from the table builder's cache).
+void KernelUnwindTables::evict(const std::string& file) {
+  const auto it = files_.find(file);
+  if (it == files_.end()) return;
+  const FileTable& table = it->second;
+  if (table.vma_key) sink_.remove_file(*table.vma_key);
+  rows_.release(table.first_row, table.row_count);
+  pages_.release(table.first_page, table.page_count);
+  ++stats_.tables_evicted;
+  files_.erase(it);
   stats_.rows_loaded = rows_.in_use();
+}
+
+// A process's mappings go (an exec, an exit): their files were mapped until `time`.
+void KernelUnwindTables::note_unmapped(const Process& process, MonotonicNs time) {
+  for (const auto& [start, mapping] : process.mappings) {
+    const auto file = files_.find(mapping.file);
+    if (file != files_.end()) file->second.last_mapped = std::max(file->second.last_mapped, time);
+  }
 }
 
 // How the walker steps through a frame in `mapping`.

@@ -44,7 +44,10 @@ using UnwindTableProvider = std::function<CachedUnwindTableResult(const std::str
 class UnwindMapsSink {
  public:
   virtual ~UnwindMapsSink() = default;
-  virtual uint32_t row_capacity() const = 0;
+  virtual uint32_t row_capacity() const = 0;  // rows there is room for now
+  virtual uint32_t row_bound() const = 0;     // the most grow_rows() can make room for
+  // Room for more rows (a chunk, bpf/unwind_maps.h); false at the bound or short of memory.
+  virtual bool grow_rows() = 0;
   // Rows [first, first + rows.size()) of the global row array; pages the same.
   virtual void write_rows(uint32_t first, const std::vector<bpfprof_unwind_entry>& rows) = 0;
   virtual void write_pages(uint32_t first, const std::vector<bpfprof_unwind_page>& pages) = 0;
@@ -115,7 +118,8 @@ class KernelUnwindTables {
     uint32_t page_base = 0;                   // CompactUnwindTable::page_base
     std::shared_ptr<const ElfFile> elf;       // its load segments give each mapping's bias
     std::optional<bpfprof_file_key> vma_key;  // written to the kernel's file map
-    bool v8 = false;  // a process that maps it runs V8 (BPFPROF_PROCESS_JIT_FRAME_POINTERS)
+    bool v8 = false;          // a process that maps it runs V8 (BPFPROF_PROCESS_JIT_FRAME_POINTERS)
+    MonotonicNs last_mapped;  // the latest time a tracked process was seen to map it
   };
   struct Mapping {
     uint64_t start = 0;
@@ -160,8 +164,10 @@ class KernelUnwindTables {
   bool place(FileTable& file, const CompactUnwindTable& table);
   std::optional<std::vector<bpfprof_unwind_entry>> with_shared_rules(
       const CompactUnwindTable& table);
-  std::optional<uint32_t> allocate(RowRanges& ranges, uint64_t count, uint32_t capacity);
-  void evict_unmapped_tables();
+  std::optional<uint32_t> allocate(RowRanges& ranges, uint64_t count, bool rows);
+  std::vector<std::string> unmapped_tables_least_recent_first() const;
+  void evict(const std::string& file);
+  void note_unmapped(const Process& process, MonotonicNs time);
   void write_file_entry(FileTable& file, const std::optional<bpfprof_file_key>& key);
   bool write_process(Pid pid, MonotonicNs mappings_read_until);
   bpfprof_exec_mapping describe(const Mapping& mapping) const;

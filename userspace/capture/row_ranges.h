@@ -4,6 +4,7 @@
 // programs does not fill the array with the tables of programs long gone.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -19,6 +20,8 @@ class RowRanges {
   // Gives back [first, first + count), allocated before.
   void release(uint32_t first, uint32_t count);
   uint32_t in_use() const { return in_use_; }
+  // More rows at the end (the array grew): `capacity` at least the current one.
+  void grow(uint32_t capacity) { capacity_ = std::max(capacity_, capacity); }
 
  private:
   uint32_t capacity_;

@@ -62,12 +62,12 @@ void describe_tables(const KernelUnwindStats& k,
   out.emplace_back(
       "Unwind tables",
       format("%llu built, %llu from cache, %llu unreadable (%.0f ms); %llu of %u rows "
-             "in use, %llu tables evicted for space; %.1f MB of BPF maps; %llu "
-             "distinct rules",
+             "in use (room for %u at most), %llu tables evicted for space; %.1f MB of BPF "
+             "maps; %llu distinct rules",
              static_cast<unsigned long long>(k.tables_built),
              static_cast<unsigned long long>(k.tables_from_cache),
              static_cast<unsigned long long>(k.tables_failed), k.table_ms,
-             static_cast<unsigned long long>(k.rows_loaded), k.row_capacity,
+             static_cast<unsigned long long>(k.rows_loaded), k.row_capacity, k.row_bound,
              static_cast<unsigned long long>(k.tables_evicted),
              static_cast<double>(k.map_bytes) / 1e6,
              static_cast<unsigned long long>(k.rules_loaded)) +

@@ -40,8 +40,14 @@ constexpr int kRuntimePollMs = 50;
 // libc and ld.so needs ~31k, one mapping libLLVM 1.0M; -a with Chromium, clang (libLLVM), a
 // JVM, node and Go running held 3.5M, so the whole system gets 8M: 32 MiB (16 MiB for a
 // command), with 0.5 MiB of pages and 0.5 MiB of rules.
-constexpr uint32_t kUnwindRowCapacity = 4u << 20;
-constexpr uint32_t kSystemWideUnwindRowCapacity = 8u << 20;
+// Unwind-table rows (4 bytes each): room at the start and the most the array grows to, in
+// chunks of 1 Mi rows. A command's program and libraries take a chunk or two (python and its
+// libraries 0.3 Mi rows, clang++ with libLLVM and libclang-cpp 2.1 Mi); a whole machine of
+// this one's kind (Chromium, a JVM, node, Go, clang++) 4.2 Mi. The bounds hold twice that.
+constexpr uint32_t kUnwindInitialRows = 1u << 20;
+constexpr uint32_t kSystemWideUnwindInitialRows = 4u << 20;
+constexpr uint32_t kUnwindRowCapacity = 8u << 20;
+constexpr uint32_t kSystemWideUnwindRowCapacity = 16u << 20;
 
 Recording recording_for(const RecordOptions& options) {
   Recording recording;
@@ -73,6 +79,8 @@ BpfPrograms::Config bpf_config(const RecordOptions& options, const Recording& re
       .unwind_row_capacity = options.call_graph != CallGraph::kDwarf ? 0
                              : options.system_wide                   ? kSystemWideUnwindRowCapacity
                                                                      : kUnwindRowCapacity,
+      .unwind_initial_rows =
+          options.system_wide ? kSystemWideUnwindInitialRows : kUnwindInitialRows,
       .record_wakers = recording.record_wakers,
       .max_tracked_processes = options.max_processes};
 }
