@@ -1,9 +1,12 @@
 #include "userspace/capture/kernel_unwind.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -211,6 +214,7 @@ void KernelUnwindTables::forget_untracked(MonotonicNs now) {
 
 void KernelUnwindTables::build_tables() {
   std::unique_lock lock(mutex_);
+  worker_tids_.push_back(gettid());
   while (true) {
     wake_worker_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
     if (stopping_) return;
@@ -267,6 +271,16 @@ void KernelUnwindTables::prefer(Pid pid, const std::vector<uint64_t>& pcs) {
 bool KernelUnwindTables::wait_for_tables(std::chrono::milliseconds limit) {
   std::unique_lock lock(mutex_);
   return job_done_.wait_for(lock, limit, [this] { return pending_ == 0; });
+}
+
+void KernelUnwindTables::raise_worker_priority(int boost) {
+  std::lock_guard lock(mutex_);
+  for (pid_t tid : worker_tids_) {
+    errno = 0;
+    const int nice_now = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+    if (errno == 0)
+      setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::max(-20, nice_now - boost));
+  }
 }
 
 bool KernelUnwindTables::building() {

@@ -186,6 +186,7 @@ void CollectLoop::start_targets() {
   errno = 0;
   if (const int nice_now = getpriority(PRIO_PROCESS, 0); errno == 0)
     setpriority(PRIO_PROCESS, 0, std::max(-20, nice_now - kReaderNiceBoost));
+  if (kernel_unwind_) kernel_unwind_->raise_worker_priority(kReaderNiceBoost);
   if (options_.duration_seconds)
     deadline_ = MonotonicNs{recording_.start_time.value +
                             static_cast<uint64_t>(*options_.duration_seconds * 1e9)};
