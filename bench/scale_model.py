@@ -40,7 +40,11 @@ FREQUENCIES = [1000, 4000, 10000]
 PER_CPU_ARRAYS = {'copy_scratch', 'row_cache'}  # plain arrays sized to the possible CPUs
 PER_PROCESS = {'unwind_processe'}  # no-prealloc hash: an entry per process with mappings
 RINGS = {'events', 'lifecycle_event'}
-UNWIND_TABLES = {'unwind_rows', 'unwind_pages', 'unwind_rules', 'unwind_row_bloc'}
+# The row array's chunks are maps of their own, added as tables need (bpf/unwind_maps.h).
+UNWIND_TABLES = {'unwind_rows', 'unwind_pages', 'unwind_rules', 'unwind_row_chun'}
+CHUNK_ROWS = 1 << 20  # rows of 4 bytes: 4 MiB a chunk
+SYSTEM_WIDE_INITIAL_CHUNKS = 4
+SYSTEM_WIDE_MAX_CHUNKS = 16
 BPF_MAP_TYPE_PERCPU_HASH, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_LRU_PERCPU_HASH = 5, 6, 10
 
 
@@ -236,18 +240,27 @@ def unit_costs(m):
         'bytes_walk': walk['bytes_per_sample'], 'bytes_copy': copy['bytes_per_sample'],
         'per_cpu': maps.get('per_cpu', 0) / m['machine']['cpus'],
         'fixed_maps': maps.get('fixed', 0) + maps.get('ring', 0),
-        'tables': maps.get('unwind_tables', 0),
+        # The pages and rules arrays (fixed sizes); the row chunks are counted by projection().
+        'tables': sum(x['memlock'] for x in walk['maps']
+                      if x['class'] == 'unwind_tables' and x['name'] != 'unwind_row_chun'),
         'per_process': next((x['value_size'] + 64 for x in walk['maps'] if x['class'] == 'per_process'), 0),
     }
 
 
-def projection(u, cpus, hz, share, execs_per_s, processes, ring_bytes=16 << 20):
+def row_chunks(rows):
+    """The row array's chunks for `rows` rows under -a: 4 at first, growing to 16 at most."""
+    needed = -(-rows // CHUNK_ROWS)
+    return min(max(needed, SYSTEM_WIDE_INITIAL_CHUNKS), SYSTEM_WIDE_MAX_CHUNKS)
+
+
+def projection(u, cpus, hz, share, execs_per_s, processes, table_rows, ring_bytes=16 << 20):
     rate = cpus * hz
     recorder = (u['fixed_cpu'] + rate * (share * u['us_walk'] + (1 - share) * u['us_copy']) / 1e6
                 + execs_per_s * u['us_exec'] / 1e6)
     bpf = hz * (share * u['ns_walk'] + (1 - share) * u['ns_copy']) / 1e9
     bandwidth = rate * (share * u['bytes_walk'] + (1 - share) * u['bytes_copy'])
-    memory = u['fixed_maps'] + u['tables'] + u['per_cpu'] * cpus + u['per_process'] * processes
+    memory = (u['fixed_maps'] + u['tables'] + row_chunks(table_rows) * CHUNK_ROWS * 4
+              + u['per_cpu'] * cpus + u['per_process'] * processes)
     return {'samples_per_s': rate, 'recorder': recorder, 'bpf': bpf, 'ring_mb_s': bandwidth / 1e6,
             'ring_lasts_s': ring_bytes / bandwidth, 'maps_mib': memory / 2**20}
 
@@ -261,7 +274,10 @@ def project(args):
           f"{u['ns_copy']:.0f} ns copying; {u['bytes_walk']} / {u['bytes_copy']} ring bytes a "
           f"sample; maps {u['per_cpu'] / 1024:.0f} KiB a CPU, {u['per_process']} B a process, "
           f"{u['fixed_maps'] / 2**20:.1f} MiB fixed, {u['tables'] / 2**20:.1f} MiB of unwind "
-          f"tables (-a)\n")
+          f"pages and rules (-a)\n")
+    rows = args.binaries * args.rows_per_binary
+    print(f"{args.binaries} distinct binaries of {args.rows_per_binary:,} rows: {rows:,} rows, "
+          f"{row_chunks(rows)} chunks of the row array ({row_chunks(rows) * 4} MiB).")
     print(f"Every CPU busy; {args.processes:,} processes, {args.execs:g} process starts a second; "
           f"stacks walked in the kernel: {args.share * 100:g}% (the rest copied).\n")
     print('| CPUs | Hz | samples/s | recorder, of one CPU | BPF, of each CPU | ring MB/s | '
@@ -269,7 +285,7 @@ def project(args):
     print('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
     for cpus in (u['cpus'], 64, 192):
         for hz in (19, 100, 1000):
-            p = projection(u, cpus, hz, args.share, args.execs, args.processes)
+            p = projection(u, cpus, hz, args.share, args.execs, args.processes, rows)
             print(f"| {cpus} | {hz} | {p['samples_per_s']:,} | {p['recorder'] * 100:.1f}% | "
                   f"{p['bpf'] * 100:.2f}% | {p['ring_mb_s']:.1f} | {p['ring_lasts_s']:.2f} s | "
                   f"{p['maps_mib']:.0f} MiB |")
@@ -285,6 +301,9 @@ def main():
     p.add_argument('--processes', type=int, default=2000)
     p.add_argument('--execs', type=float, default=20, help='process starts a second')
     p.add_argument('--share', type=float, default=0.95, help='share of stacks walked in the kernel')
+    p.add_argument('--binaries', type=int, default=300, help='distinct binaries mapped')
+    p.add_argument('--rows-per-binary', type=int, default=18500,
+                   help='unwind rows of a binary (the mean of a machine of this kind)')
     args = parser.parse_args()
     (measure if args.command == 'measure' else project)(args)
 

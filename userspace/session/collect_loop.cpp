@@ -125,9 +125,16 @@ void CollectLoop::start_sampling() {
   bpf_->attach_lifecycle();
   sampling_ = open_sampling_events(options_.frequency_hz, cpus);
   recording_.sampling_event = sampling_.event_name;
+  // -p and -a: once their processes are known (start_targets). Sampled before, a busy
+  // machine's first ~0.6 s of samples (reading /proc, loading tables) all fell back to stack
+  // copies that filled the ring while it was not read: ~1,000 events lost a whole-machine run.
+  if (targets_.launched()) attach_sampling();
+  install_stop_signal_handlers();
+}
+
+void CollectLoop::attach_sampling() {
   bpf_->attach_sampling(sampling_.fds);
   figures_.sampling_started = monotonic_now();
-  install_stop_signal_handlers();
 }
 
 // Tables for the files the tracked processes map, built (or read from their cache) on a
@@ -187,15 +194,19 @@ void CollectLoop::start_targets() {
   if (const int nice_now = getpriority(PRIO_PROCESS, 0); errno == 0)
     setpriority(PRIO_PROCESS, 0, std::max(-20, nice_now - kReaderNiceBoost));
   if (kernel_unwind_) kernel_unwind_->raise_worker_priority(kReaderNiceBoost);
-  if (options_.duration_seconds)
-    deadline_ = MonotonicNs{recording_.start_time.value +
-                            static_cast<uint64_t>(*options_.duration_seconds * 1e9)};
   // Lifecycle events from the side band and /proc go to the event log as they are (the BPF
   // programs' events are saved raw as they are read).
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, 0);
   pipeline_.take_lifecycle_events();
   bpf_->apply_runtime_changes(pipeline_);  // interpreters already running: their frames now
-  if (!targets_.launched()) say_sampling_started();
+  if (!targets_.launched()) {
+    if (kernel_unwind_) kernel_unwind_->flush(monotonic_now());  // their mappings, walked at once
+    attach_sampling();
+    say_sampling_started();
+  }
+  if (options_.duration_seconds)
+    deadline_ = MonotonicNs{figures_.sampling_started.value +
+                            static_cast<uint64_t>(*options_.duration_seconds * 1e9)};
 }
 
 // -p and -a: what runs from now on is in the profile (the set-up took ~0.2-0.7 s).

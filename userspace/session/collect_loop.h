@@ -66,6 +66,7 @@ class CollectLoop {
   void start_kernel_unwinding();
   void open_event_log();
   void say_sampling_started() const;
+  void attach_sampling();
   bool step(PeriodicOutputDriver& periodic);  // one poll; false once the recording should end
   int read_interval_ms(MonotonicNs now, const PeriodicOutputDriver& periodic);
   bool handle_stop_signals();
