@@ -154,6 +154,8 @@ function figures(rec) {
     completeStacks: quality?.overall ? 100 * (1 - quality.overall.truncatedShare) : undefined,
     built: Number(t[1]), fromCache: Number(t[2]), tableMs: Number(t[4]),
     rows: Number(t[5]), rowCapacity: Number(t[6]), evicted: Number(t[7]), mapMb: Number(t[8]),
+    samples: Number(/bpfprof: (\d+) samples \(/.exec(stderr)?.[1]),
+    lost: Number(/; (\d+) events lost/.exec(stderr)?.[1]),
     bounds: summaryLine(stderr, 'Unwind bounds hit') ?? 'none',
     fallbacks: summaryLine(stderr, 'Kernel walks that fell back') ?? '',
     skipped: summaryLine(stderr, 'Unwind tables skipped') ?? 'none',
@@ -205,6 +207,7 @@ row('user stacks walked in the kernel, all', (f) => pctText(f.kernelShare));
 row('ring-buffer bytes per sample', (f) => n(f.ringBytes), perf ? `${n(perf.bytesPerSample)} (perf.data)` : '', '<= 2,048');
 row("recorder's CPU while recording, of one CPU", (f) => pctText(f.ownCpuShare), perf ? pctText(perf.cpuShare) : '', '<= 5%');
 row('user stacks complete', (f) => pctText(f.complete), '', '>= 97%');
+row('events lost (of samples)', (f) => `${n(f.lost)} (of ${n(f.samples)})`, '', '0');
 row('unwind rows in use (of capacity)', (f) => `${n(f.rows)} of ${n(f.rowCapacity)}`);
 row('BPF map memory', (f) => `${f.mapMb} MB`, '', '<= 64 MB');
 row('tables evicted for space', (f) => n(f.evicted), '', '0');
