@@ -37,7 +37,7 @@ enum class UnwindGap : uint8_t {
   kCfaRegister,    // the CFA is a register other than rsp and rbp plus an offset
   kReturnAddress,  // the return address is not saved at CFA - 8
   kOffsetRange,    // the CFA offset does not fit the row (32 bits)
-  kUnreadableCfi,  // libdw could not evaluate the FDE's instructions
+  kUnreadableCfi,  // the FDE's instructions could not be read (cfi_rows.h)
 };
 inline constexpr size_t kUnwindGapKinds = 6;
 const char* unwind_gap_name(UnwindGap gap);
@@ -74,20 +74,19 @@ const char* unwind_table_error_name(UnwindTableError error);
 using UnwindTableResult = std::variant<UnwindTable, UnwindTableError>;
 
 // Bounds on the work of one file's table. Any user can build a file and map it in a process
-// that bpfprof follows, and its CFI may describe as many rows as its bytes allow, in FDEs whose
-// instructions libdw reads again from the start for each of their rows: unbounded, one such
-// file would hold the table builder (and every table queued after it) and fill the recorder's
-// memory. A file past a bound gets no table: its samples fall back to stack copies.
+// that bpfprof follows, and its CFI may describe as many rows as its bytes allow: unbounded,
+// one such file would hold the table builder (and every table queued after it) and fill the
+// recorder's memory. A file past a bound gets no table: its samples fall back to stack copies.
 //
-// Rows (CFI rows as read, before merging): the largest real files met, libLLVM-15 and -14,
-// have 0.98 M and 0.95 M (16 MB of rows; both mapped by one process, 1.9 M), and a table past
-// 2 M rows does not fit in the kernel's row array of a command's recording anyway. 8 M is
-// eight times libLLVM; at 40 bytes a span, building that many holds under 1 GB.
+// Rows (CFI rows as read, before merging): the largest real files met, libLLVM-15 and -14 and
+// libclang-cpp-14, have 0.95-1.0 M (16 MB of rows; clang++ maps two, 2.5 M compact rows in
+// the kernel). 8 M is eight times libLLVM and the most rows a command's row array grows to;
+// at 48 bytes a span, building that many holds under 1 GB.
 inline constexpr uint64_t kMaxUnwindTableRows = 8'000'000;
 // Time: CPU time of the building thread, so that a loaded machine does not skip real files.
-// libLLVM-15's table takes 1.0 s on this slow VM (~1 us a row); 5 s leaves room for slower
-// machines and bigger files, and a crafted file costs at most that (plus one libdw call) per
-// recording. At that speed the time bound comes before the row bound.
+// libLLVM-15's table takes 0.2-0.25 s on this VM (~0.25 us a row, its cache's write
+// included); 5 s leaves room for slower or busy machines, and a crafted file costs at most
+// that per recording. At that speed the row bound comes before the time bound.
 inline constexpr std::chrono::milliseconds kUnwindTableTimeLimit{5000};
 
 struct UnwindTableOptions {
