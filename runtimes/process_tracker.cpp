@@ -32,7 +32,7 @@ void RuntimeProcessTracker::observe(const std::vector<LifecycleEvent>& events, s
       exec(reset->pid);
       pending_.erase(reset->pid);
       runtime_mappings_.erase(reset->pid);
-      forks_.erase(reset->pid);
+      forks_.forget(reset->pid);
     } else if (const auto* exit = std::get_if<ExitEvent>(&payload)) {
       if (exit->group_dead) exited_.push_back(exit->pid);
     }
@@ -59,7 +59,7 @@ void RuntimeProcessTracker::forked(const ForkEvent& fork, MonotonicNs time,
     return;
   }
   if (!tracked_.contains(fork.parent_pid)) return;
-  forks_[child] = Fork{fork.parent_pid, time};
+  forks_.forked(fork.parent_pid, child, time);
   auto parent = runtime_mappings_.find(fork.parent_pid);
   if (parent == runtime_mappings_.end()) return;
   const std::vector<MappingInfo> inherited = parent->second;  // give() may grow the map
@@ -70,10 +70,7 @@ void RuntimeProcessTracker::forked(const ForkEvent& fork, MonotonicNs time,
 void RuntimeProcessTracker::mapped_by_tracked(Pid pid, MonotonicNs time, const MappingInfo& mapping,
                                               const OnMapping& mapped) {
   give(pid, mapping, mapped);
-  std::vector<Pid> children;
-  for (const auto& [child, fork] : forks_)
-    if (fork.parent == pid && time < fork.time) children.push_back(child);
-  for (Pid child : children) give(child, mapping, mapped);
+  for (Pid child : forks_.forked_after(pid, time)) give(child, mapping, mapped);
 }
 
 std::vector<Pid> RuntimeProcessTracker::take_exited() {
@@ -81,7 +78,7 @@ std::vector<Pid> RuntimeProcessTracker::take_exited() {
     tracked_.erase(pid);
     pending_.erase(pid);
     runtime_mappings_.erase(pid);
-    forks_.erase(pid);
+    forks_.forget_parent(pid);
   }
   return std::exchange(exited_, {});
 }

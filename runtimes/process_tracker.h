@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "userspace/model/forked_children.h"
 #include "userspace/model/recording.h"
 
 namespace bpfprof {
@@ -44,10 +45,6 @@ class RuntimeProcessTracker {
   static constexpr size_t kMaxPendingMappings = 16;
 
  private:
-  struct Fork {
-    Pid parent;
-    MonotonicNs time;
-  };
   // `mapping` to `pid`, kept for its children, unless it has it already.
   void give(Pid pid, const MappingInfo& mapping, const OnMapping& mapped);
   void forked(const ForkEvent& fork, MonotonicNs time, const OnMapping& mapped);
@@ -58,7 +55,7 @@ class RuntimeProcessTracker {
   std::unordered_set<Pid> tracked_;
   std::unordered_map<Pid, std::vector<MappingInfo>> pending_;
   std::unordered_map<Pid, std::vector<MappingInfo>> runtime_mappings_;  // of tracked processes
-  std::unordered_map<Pid, Fork> forks_;  // forked children that have not exec'd since
+  ForkedChildren forks_;  // the children that inherited their parent's runtime mappings
   std::vector<Pid> exited_;
 };
 

@@ -92,7 +92,7 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       Process& process = processes_[reset->pid];
       note_unmapped(process, events[i].time);
       process.mappings.clear();  // exec: the new image's mappings follow
-      process.forked_from.reset();
+      forks_.forget(reset->pid);
       process.last_change = events[i].time;
       process.image_start = events[i].time;
       if (process.tracked) changed_.insert(reset->pid);
@@ -106,8 +106,7 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       Process& child = processes_[fork->child_pid];
       if (child.mappings.empty() && parent != processes_.end()) {
         child.mappings = parent->second.mappings;
-        child.forked_from = std::pair(fork->parent_pid, events[i].time);
-        latest_fork_[fork->parent_pid] = std::max(latest_fork_[fork->parent_pid], events[i].time);
+        forks_.forked(fork->parent_pid, fork->child_pid, events[i].time);
       }
       track(fork->child_pid, events[i].time);
     } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
@@ -117,7 +116,7 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       if (auto process = processes_.find(exit->pid); process != processes_.end())
         note_unmapped(process->second, events[i].time);
       processes_.erase(exit->pid);
-      latest_fork_.erase(exit->pid);
+      forks_.forget_parent(exit->pid);
       changed_.erase(exit->pid);
       sink_.remove_process(exit->pid);
     }
@@ -130,14 +129,7 @@ void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInf
                   info.file(),      classify_mapping(info.path) == MappingKind::kAnonymousCode};
   insert_mapping(time, pid, mapping);
   // Made before a fork that was read first: the children have it too.
-  auto fork = latest_fork_.find(pid);
-  if (fork == latest_fork_.end() || time >= fork->second) return;
-  std::vector<Pid> children;
-  for (const auto& [child, process] : processes_)
-    if (process.forked_from && process.forked_from->first == pid &&
-        time < process.forked_from->second)
-      children.push_back(child);
-  for (Pid child : children) insert_mapping(time, child, mapping);
+  for (Pid child : forks_.forked_after(pid, time)) insert_mapping(time, child, mapping);
 }
 
 void KernelUnwindTables::insert_mapping(MonotonicNs time, Pid pid, const Mapping& mapping) {

@@ -30,6 +30,7 @@
 #include "symbols/dwarf/compact_unwind_table.h"
 #include "symbols/dwarf/unwind_table_cache.h"
 #include "userspace/capture/row_ranges.h"
+#include "userspace/model/forked_children.h"
 #include "userspace/model/recording.h"
 
 namespace bpfprof {
@@ -137,9 +138,6 @@ class KernelUnwindTables {
     bool tracked = false;
     MonotonicNs last_change;  // an untracked one is forgotten a while after it
     MonotonicNs image_start;  // its start, exec or discovery (settling())
-    // Forked from this parent at this time, running its image (no exec since): the parent's
-    // mappings that the side band reports after the fork, made before it, are its own too.
-    std::optional<std::pair<Pid, MonotonicNs>> forked_from;
   };
   struct BuildJob {
     std::string file;
@@ -187,8 +185,8 @@ class KernelUnwindTables {
   std::unordered_map<std::string, uint32_t> rule_indices_;
   std::unordered_map<std::string, FileTable> files_;
   std::unordered_map<Pid, Process> processes_;
-  std::unordered_map<Pid, MonotonicNs> latest_fork_;  // of each parent, its children's last
-  std::set<std::string> preferred_;                   // files moved ahead in the queue by prefer()
+  ForkedChildren forks_;             // the children that inherited their parent's mappings
+  std::set<std::string> preferred_;  // files moved ahead in the queue by prefer()
   const bool track_all_;
   MonotonicNs latest_;                            // the time of the latest event applied
   std::optional<MonotonicNs> last_new_image_;     // a tracked process's start or exec

@@ -200,7 +200,9 @@ void CollectLoop::start_targets() {
   pipeline_.take_lifecycle_events();
   bpf_->apply_runtime_changes(pipeline_);  // interpreters already running: their frames now
   if (!targets_.launched()) {
-    if (kernel_unwind_) kernel_unwind_->flush(monotonic_now());  // their mappings, walked at once
+    // Their mappings, walked from the first sample; an entry the kernel wrote since the
+    // snapshot began (an exec) is newer and stays.
+    if (kernel_unwind_) kernel_unwind_->flush(recording_.start_time);
     attach_sampling();
     say_sampling_started();
   }
