@@ -301,6 +301,15 @@ std::optional<std::string> MethodNamer::pool_symbol(uint64_t pool, uint64_t tags
   return symbol(*address, what);
 }
 
+// A MethodHandle intrinsic (linkToStatic, invokeBasic, ...: what a lambda's or a method
+// handle's call goes through) is a Method of its own pool, made with it
+// (Method::make_method_handle_intrinsic): three slots (an argument, the name, the signature)
+// whose holder is MethodHandle, which keeps its own pool. Any other pool must be its holder's.
+bool is_method_handle_intrinsic(const std::string& holder, int32_t pool_length) {
+  constexpr int32_t kIntrinsicPoolLength = 3;
+  return holder == "java/lang/invoke/MethodHandle" && pool_length == kIntrinsicPoolLength;
+}
+
 std::variant<JavaMethodName, MethodNameError> MethodNamer::name(uint64_t method) {
   auto failed = [&] { return MethodNameError{reason_.empty() ? "unreadable" : reason_}; };
   const auto const_method = word(method + l_.method_const_method, "Method::_constMethod");
@@ -324,16 +333,17 @@ std::variant<JavaMethodName, MethodNameError> MethodNamer::name(uint64_t method)
     reason_ = "ConstantPool::_tags: not as long as the pool";
     return failed();
   }
+  const auto klass_name = word(*holder + l_.klass_name, "Klass::_name");
+  std::optional<std::string> klass = klass_name ? symbol(*klass_name, "class name") : std::nullopt;
+  if (!klass) return failed();
   const auto holder_pool = word(*holder + l_.instance_klass_constants, "InstanceKlass::_constants");
-  if (!holder_pool || *holder_pool != *pool) {
+  if (!holder_pool || (*holder_pool != *pool && !is_method_handle_intrinsic(*klass, *length))) {
     if (reason_.empty()) reason_ = "the pool's holder has another pool: not a Method";
     return failed();
   }
-  const auto klass_name = word(*holder + l_.klass_name, "Klass::_name");
-  std::optional<std::string> klass = klass_name ? symbol(*klass_name, "class name") : std::nullopt;
   auto method_name = pool_symbol(*pool, *tags, *length, *name_index, "method name");
   auto signature = pool_symbol(*pool, *tags, *length, *signature_index, "signature");
-  if (!klass || !method_name || !signature) return failed();
+  if (!method_name || !signature) return failed();
   for (char& c : *klass)
     if (c == '/') c = '.';
   return JavaMethodName{std::move(*klass), std::move(*method_name), std::move(*signature)};
