@@ -55,6 +55,7 @@ class Budget {
     return error_.has_value();
   }
   std::optional<UnwindTableError> error() const { return error_; }
+  uint64_t max_rows() const { return max_rows_; }
 
  private:
   static constexpr uint64_t kChecksPerClockRead = 1024;
@@ -206,26 +207,77 @@ std::vector<CodeRange> uncovered_parts(const std::vector<CodeRange>& covered, Co
   return parts;
 }
 
-// Spans from .eh_frame, then from .debug_frame where .eh_frame has no FDE.
-std::vector<Span> collect_spans(const DwarfModule& module, Budget& budget) {
+// The section's FDEs in address order (lld's files list them otherwise), so that their spans
+// come sorted.
+std::vector<CfiFde> sorted_fdes(Elf* elf, CfiSection section) {
+  std::vector<CfiFde> fdes;
+  for_each_fde(elf, section, [&](const CfiFde& fde) { fdes.push_back(fde); });
+  std::stable_sort(fdes.begin(), fdes.end(),
+                   [](const CfiFde& a, const CfiFde& b) { return a.range.start < b.range.start; });
+  return fdes;
+}
+
+// An FDE's rows take an advance instruction of a byte each, but its first (and an unreadable
+// rest): programs of fewer bytes than the row bound cannot pass it, as no real file's do. Past
+// that (a crafted file), the rows are counted before any is kept, so that a file refused at
+// the bound costs no memory (8 M spans were ~630 MB). False when they do not fit.
+bool rows_fit(const std::vector<CfiFde>& fdes, Budget& budget) {
+  uint64_t most = 0;
+  for (const CfiFde& fde : fdes) most += fde.program.size() + 2;
+  if (most <= budget.max_rows()) return true;
+  uint64_t rows = 0;
+  for (const CfiFde& fde : fdes) {
+    if (read_cfi_rows(fde, [&](const CfiRow&) { return !budget.spent(++rows); })) ++rows;
+    if (budget.spent(rows)) return false;
+  }
+  return true;
+}
+
+// .eh_frame's spans, each FDE's range into `ranges`.
+std::vector<Span> eh_frame_spans(const DwarfModule::CallFrameInfo& eh,
+                                 std::vector<CodeRange>& ranges, Budget& budget) {
   std::vector<Span> spans;
-  const DwarfModule::CallFrameInfo eh = module.call_frame_info(CfiSection::kEhFrame);
-  std::vector<CodeRange> eh_ranges;
-  if (eh.cfi != nullptr) {
-    // In address order (lld's files list them otherwise), so that the spans come sorted.
-    std::vector<CfiFde> fdes;
-    for_each_fde(eh.elf, CfiSection::kEhFrame, [&](const CfiFde& fde) { fdes.push_back(fde); });
-    std::stable_sort(fdes.begin(), fdes.end(), [](const CfiFde& a, const CfiFde& b) {
-      return a.range.start < b.range.start;
-    });
-    spans.reserve(fdes.size() * 5);  // ~5 rows an FDE in the files measured
-    for (const CfiFde& fde : fdes) {
-      eh_ranges.push_back(fde.range);
-      add_fde_spans(fde, eh.cfi_minus_vaddr, spans, budget);
+  if (eh.cfi == nullptr) return spans;
+  const std::vector<CfiFde> fdes = sorted_fdes(eh.elf, CfiSection::kEhFrame);
+  if (!rows_fit(fdes, budget)) return spans;
+  spans.reserve(fdes.size() * 5);  // ~5 rows an FDE in the files measured
+  for (const CfiFde& fde : fdes) {
+    ranges.push_back(fde.range);
+    add_fde_spans(fde, eh.cfi_minus_vaddr, spans, budget);
+  }
+  return spans;
+}
+
+// .debug_frame's spans where no range of `covered` (.eh_frame's, in the file's addresses) is.
+void add_debug_frame_spans(const DwarfModule::CallFrameInfo& debug,
+                           const std::vector<CodeRange>& covered, std::vector<Span>& spans,
+                           Budget& budget) {
+  const std::vector<CfiFde> fdes = sorted_fdes(debug.elf, CfiSection::kDebugFrame);
+  if (!rows_fit(fdes, budget)) return;
+  for (const CfiFde& fde : fdes) {
+    if (budget.spent(spans.size())) return;
+    const std::vector<CodeRange> parts = uncovered_parts(covered, fde.range);
+    if (parts.empty()) continue;
+    std::vector<Span> rows;
+    add_fde_spans(fde, 0, rows, budget);
+    for (const CodeRange& part : parts) {  // the FDE's rows cut to the parts
+      for (const Span& row : rows) {
+        const uint64_t start = std::max(row.start, part.start);
+        const uint64_t end = std::min(row.end, part.end);
+        if (start < end)
+          spans.push_back(
+              {start - debug.cfi_minus_vaddr, end - debug.cfi_minus_vaddr, row.row, row.gap});
+      }
     }
   }
-  if (budget.spent(spans.size())) return spans;
+}
 
+// Spans from .eh_frame, then from .debug_frame where .eh_frame has no FDE.
+std::vector<Span> collect_spans(const DwarfModule& module, Budget& budget) {
+  const DwarfModule::CallFrameInfo eh = module.call_frame_info(CfiSection::kEhFrame);
+  std::vector<CodeRange> eh_ranges;
+  std::vector<Span> spans = eh_frame_spans(eh, eh_ranges, budget);
+  if (budget.spent(spans.size())) return spans;
   const DwarfModule::CallFrameInfo debug = module.call_frame_info(CfiSection::kDebugFrame);
   if (debug.cfi == nullptr) return spans;
   // .eh_frame's ranges in the debug CFI's addresses, merged where they overlap.
@@ -238,22 +290,7 @@ std::vector<Span> collect_spans(const DwarfModule& module, Budget& budget) {
     else
       covered.push_back(range);
   }
-  for_each_fde(debug.elf, CfiSection::kDebugFrame, [&](const CfiFde& fde) {
-    if (budget.spent(spans.size())) return;
-    const std::vector<CodeRange> parts = uncovered_parts(covered, fde.range);
-    if (parts.empty()) return;
-    std::vector<Span> rows;
-    add_fde_spans(fde, 0, rows, budget);
-    for (const CodeRange& part : parts) {  // the FDE's rows cut to the parts
-      for (const Span& row : rows) {
-        const uint64_t start = std::max(row.start, part.start);
-        const uint64_t end = std::min(row.end, part.end);
-        if (start < end)
-          spans.push_back(
-              {start - debug.cfi_minus_vaddr, end - debug.cfi_minus_vaddr, row.row, row.gap});
-      }
-    }
-  });
+  add_debug_frame_spans(debug, covered, spans, budget);
   return spans;
 }
 
