@@ -20,7 +20,7 @@ sleep 0.3
 procs=$(ls /proc | grep -c '^[0-9]')
 threads=$(ls -d /proc/[0-9]*/task/[0-9]* 2>/dev/null | wc -l)
 echo "machine: $procs processes, $threads threads, $(nproc) CPUs busy"
-"$BPFPROF" record -a -d "$SECONDS_TO_RECORD" -F 1000 -o "$out/scale.json.gz" 2>&1 | grep -E 'start-up|samples \((cpu|cyc)'
+"$BPFPROF" record -v -a -d "$SECONDS_TO_RECORD" -F 1000 -o "$out/scale.json.gz" 2>&1 | grep -E 'start-up|samples \((cpu|cyc)'
 python3 - "$out/scale.json.gz" "$SECONDS_TO_RECORD" <<'PY'
 import gzip, json, sys, os
 p = json.load(gzip.open(sys.argv[1]))
