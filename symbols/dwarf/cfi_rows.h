@@ -18,15 +18,9 @@
 #include <vector>
 
 #include "symbols/dwarf/cfi_functions.h"
+#include "symbols/dwarf/x86_64_registers.h"
 
 namespace bpfprof {
-
-// x86-64's DWARF register numbers of the registers the unwind tables use.
-inline constexpr uint64_t kDwarfRbx = 3;
-inline constexpr uint64_t kDwarfRdi = 5;
-inline constexpr uint64_t kDwarfRbp = 6;
-inline constexpr uint64_t kDwarfRsp = 7;
-inline constexpr uint64_t kDwarfRip = 16;
 
 // How the caller's value of a register is found.
 struct CfiRegisterRule {

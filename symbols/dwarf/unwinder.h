@@ -18,20 +18,20 @@
 #include <unordered_map>
 #include <vector>
 
+#include "symbols/dwarf/x86_64_registers.h"
 #include "symbols/util/held_file.h"
 #include "symbols/util/mapping_ranges.h"
 
 namespace bpfprof {
 
-// A thread's user registers, x86-64 DWARF numbering (rax rdx rcx rbx rsi rdi rbp rsp
-// r8-r15, rip): every one is given to libdwfl, as CFI rules may use any (the PLT's CFA is
-// computed from rip).
+// A thread's user registers, in x86-64's DWARF numbering (x86_64_registers.h): every one is
+// given to libdwfl, as CFI rules may use any (the PLT's CFA is computed from rip).
 struct UserRegisters {
-  static constexpr int kCount = 17;
-  static constexpr int kAx = 0;
-  static constexpr int kBp = 6;
-  static constexpr int kSp = 7;
-  static constexpr int kIp = 16;
+  static constexpr int kCount = kDwarfUserRegisters;
+  static constexpr int kAx = kDwarfRax;
+  static constexpr int kBp = kDwarfRbp;
+  static constexpr int kSp = kDwarfRsp;
+  static constexpr int kIp = kDwarfRip;
   std::array<uint64_t, kCount> dwarf{};
 
   uint64_t ax() const { return dwarf[kAx]; }
