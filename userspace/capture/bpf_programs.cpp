@@ -121,30 +121,40 @@ void size_unwind_maps(profiler_bpf* skel, uint32_t rows) {
 
 }  // namespace
 
-// An mmapable BPF array, written through a shared mapping of it: a file's pages in one copy
-// instead of one syscall each. `element` bytes a slot, one after the other.
+// An mmapable BPF array, written through a shared mapping of it: a file's pages or rows in
+// one copy instead of one syscall each. `element` bytes a slot, one after the other (the row
+// array's blocks hold rows without a gap between them).
 class MappedArray {
  public:
-  MappedArray(bpf_map* map, size_t element) : element_(element) {
+  MappedArray(bpf_map* map, size_t element)
+      : MappedArray(bpf_map__fd(map), bpf_map__name(map), bpf_map__value_size(map),
+                    bpf_map__max_entries(map), element) {}
+  // The array map `fd` of `entries` values of `value_size` bytes.
+  MappedArray(int fd, const char* name, size_t value_size, size_t entries, size_t element)
+      : element_(element) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t value = (bpf_map__value_size(map) + 7) & ~size_t{7};
-    capacity_ = bpf_map__max_entries(map) * value / element;
-    bytes_ = (bpf_map__max_entries(map) * value + page - 1) / page * page;
-    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(map), 0);
+    const size_t value = (value_size + 7) & ~size_t{7};
+    capacity_ = entries * value / element;
+    bytes_ = (entries * value + page - 1) / page * page;
+    void* base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED)
-      throw std::system_error(errno, std::generic_category(),
-                              std::string("cannot map ") + bpf_map__name(map));
+      throw std::system_error(errno, std::generic_category(), std::string("cannot map ") + name);
     base_ = static_cast<uint8_t*>(base);
   }
   ~MappedArray() { munmap(base_, bytes_); }
   MappedArray(const MappedArray&) = delete;
   MappedArray& operator=(const MappedArray&) = delete;
 
+  // `count` values from `values` at slot `first`.
+  template <typename T>
+  void write(uint32_t first, const T* values, size_t count) {
+    if (sizeof(T) != element_ || first + count > capacity_)
+      throw std::out_of_range("a write past a BPF array's end");
+    memcpy(base_ + size_t{first} * element_, values, count * sizeof(T));
+  }
   template <typename T>
   void write(uint32_t first, const std::vector<T>& values) {
-    if (sizeof(T) != element_ || first + values.size() > capacity_)
-      throw std::out_of_range("a write past a BPF array's end");
-    memcpy(base_ + size_t{first} * element_, values.data(), values.size() * sizeof(T));
+    write(first, values.data(), values.size());
   }
   uint32_t capacity() const { return static_cast<uint32_t>(capacity_); }
   size_t bytes() const { return bytes_; }
@@ -165,11 +175,6 @@ class RowChunks {
       if (!grow())
         throw std::runtime_error("cannot make the unwind tables' first rows: " + errno_text(errno));
   }
-  ~RowChunks() {
-    for (const Chunk& chunk : chunks_) munmap(chunk.base, kRowChunkBytes);
-  }
-  RowChunks(const RowChunks&) = delete;
-  RowChunks& operator=(const RowChunks&) = delete;
 
   // One more chunk; false at the bound, or where the memory cgroup has no room for it and
   // the recorder's own (a map charged past the limit would have the recorder killed).
@@ -183,15 +188,18 @@ class RowChunks {
                                sizeof(bpfprof_unwind_row_block), BPFPROF_UNWIND_CHUNK_BLOCKS,
                                &options));
     if (!fd) return false;
-    void* base = mmap(nullptr, kRowChunkBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-    if (base == MAP_FAILED) return false;
-    const auto index = static_cast<uint32_t>(chunks_.size());
-    const int inner = fd.get();
-    if (bpf_map_update_elem(bpf_map__fd(outer_), &index, &inner, BPF_ANY)) {
-      munmap(base, kRowChunkBytes);
+    std::unique_ptr<MappedArray> rows;
+    try {
+      rows = std::make_unique<MappedArray>(
+          fd.get(), "unwind_row_chunk", sizeof(bpfprof_unwind_row_block),
+          BPFPROF_UNWIND_CHUNK_BLOCKS, sizeof(bpfprof_unwind_entry));
+    } catch (const std::system_error&) {
       return false;
     }
-    chunks_.push_back({std::move(fd), static_cast<uint8_t*>(base)});
+    const auto index = static_cast<uint32_t>(chunks_.size());
+    const int inner = fd.get();
+    if (bpf_map_update_elem(bpf_map__fd(outer_), &index, &inner, BPF_ANY)) return false;
+    chunks_.push_back({std::move(fd), std::move(rows)});
     return true;
   }
 
@@ -201,12 +209,10 @@ class RowChunks {
     size_t done = 0;
     while (done < rows.size()) {  // a table may go on in the next chunk
       const uint64_t row = uint64_t{first} + done;
-      const uint64_t in_chunk = row % BPFPROF_UNWIND_CHUNK_ROWS;
+      const auto in_chunk = static_cast<uint32_t>(row % BPFPROF_UNWIND_CHUNK_ROWS);
       const size_t count =
           std::min<size_t>(rows.size() - done, BPFPROF_UNWIND_CHUNK_ROWS - in_chunk);
-      memcpy(
-          chunks_[row / BPFPROF_UNWIND_CHUNK_ROWS].base + in_chunk * sizeof(bpfprof_unwind_entry),
-          rows.data() + done, count * sizeof(bpfprof_unwind_entry));
+      chunks_[row / BPFPROF_UNWIND_CHUNK_ROWS].rows->write(in_chunk, rows.data() + done, count);
       done += count;
     }
   }
@@ -219,7 +225,7 @@ class RowChunks {
  private:
   struct Chunk {
     UniqueFd fd;
-    uint8_t* base;
+    std::unique_ptr<MappedArray> rows;
   };
   bpf_map* outer_;
   std::vector<Chunk> chunks_;
