@@ -1,12 +1,10 @@
 #include "userspace/capture/kernel_unwind.h"
 
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -265,14 +263,9 @@ bool KernelUnwindTables::wait_for_tables(std::chrono::milliseconds limit) {
   return job_done_.wait_for(lock, limit, [this] { return pending_ == 0; });
 }
 
-void KernelUnwindTables::raise_worker_priority(int boost) {
+std::vector<pid_t> KernelUnwindTables::worker_tids() {
   std::lock_guard lock(mutex_);
-  for (pid_t tid : worker_tids_) {
-    errno = 0;
-    const int nice_now = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
-    if (errno == 0)
-      setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::max(-20, nice_now - boost));
-  }
+  return worker_tids_;
 }
 
 bool KernelUnwindTables::building() {

@@ -96,9 +96,8 @@ class KernelUnwindTables {
   bool wait_for_tables(std::chrono::milliseconds limit);
   // Tables are queued or being built: their processes' samples fall back meanwhile.
   bool building();
-  // The table workers' nice value `boost` below what it is (as the ring reader's: on a busy
-  // machine a table built sooner replaces stack copies sooner, which cost more than it).
-  void raise_worker_priority(int boost);
+  // The table workers' thread ids (those running yet), for their priority.
+  std::vector<pid_t> worker_tids();
   // Until a new process's mappings and tables are in the kernel its samples fall back to
   // stack copies: true while tables are being built and for a while after a tracked process
   // started, exec'd or was found (-p, -a), so that the recorder reads the side band sooner.

@@ -21,6 +21,13 @@ namespace {
 
 constexpr int kReaderNiceBoost = 5;
 
+// Thread `tid`'s nice value `boost` below what it is (0: the calling thread).
+void raise_priority(pid_t tid, int boost) {
+  errno = 0;
+  if (const int nice_now = getpriority(PRIO_PROCESS, static_cast<id_t>(tid)); errno == 0)
+    setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::max(-20, nice_now - boost));
+}
+
 // How long the reader sleeps between reads of the rings (the BPF side wakes it sooner when
 // a ring fills up or, with the kernel unwinder, when a tracked process is new), and while
 // a new process's mappings are on their way to the kernel.
@@ -190,10 +197,11 @@ void CollectLoop::start_targets() {
   // The reader must keep up with the ring buffer also when every CPU is busy (a stress run
   // on 2 CPUs with ~50 runnable threads left it ~4% of a CPU and lost half the events). The
   // command was forked before this and keeps its own priority.
-  errno = 0;
-  if (const int nice_now = getpriority(PRIO_PROCESS, 0); errno == 0)
-    setpriority(PRIO_PROCESS, 0, std::max(-20, nice_now - kReaderNiceBoost));
-  if (kernel_unwind_) kernel_unwind_->raise_worker_priority(kReaderNiceBoost);
+  // The table workers too: on a busy machine a table built sooner replaces stack copies
+  // sooner, which cost more than it.
+  raise_priority(0, kReaderNiceBoost);
+  if (kernel_unwind_)
+    for (pid_t tid : kernel_unwind_->worker_tids()) raise_priority(tid, kReaderNiceBoost);
   // Lifecycle events from the side band and /proc go to the event log as they are (the BPF
   // programs' events are saved raw as they are read).
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, 0);
