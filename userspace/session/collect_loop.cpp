@@ -43,14 +43,11 @@ constexpr int kQuietPollMs = 500;
 // a JVM that exited).
 constexpr int kRuntimePollMs = 50;
 
-// Rows of unwind tables the kernel holds (4 bytes each: bpf/unwind_table.h). A command with
-// libc and ld.so needs ~31k, one mapping libLLVM 1.0M; -a with Chromium, clang (libLLVM), a
-// JVM, node and Go running held 3.5M, so the whole system gets 8M: 32 MiB (16 MiB for a
-// command), with 0.5 MiB of pages and 0.5 MiB of rules.
-// Unwind-table rows (4 bytes each): room at the start and the most the array grows to, in
-// chunks of 1 Mi rows. A command's program and libraries take a chunk or two (python and its
-// libraries 0.3 Mi rows, clang++ with libLLVM and libclang-cpp 2.1 Mi); a whole machine of
-// this one's kind (Chromium, a JVM, node, Go, clang++) 4.2 Mi. The bounds hold twice that.
+// Unwind-table rows the kernel holds (4 bytes each: bpf/unwind_table.h): room at the start and
+// the most the array grows to, in chunks of 1 Mi rows. A command's program and libraries take
+// a chunk or a few (libc and ld.so 31 k rows, python and its libraries 0.3 Mi, clang++ with
+// libLLVM and libclang-cpp 2.5 Mi); a whole machine of this one's kind (Chromium, a JVM,
+// node, Go, clang++) 4.2 Mi. The bounds hold twice that or more.
 constexpr uint32_t kUnwindInitialRows = 1u << 20;
 constexpr uint32_t kSystemWideUnwindInitialRows = 4u << 20;
 constexpr uint32_t kUnwindRowCapacity = 8u << 20;
