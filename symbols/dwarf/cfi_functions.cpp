@@ -126,17 +126,19 @@ class FdeReader {
     if (ident != nullptr) std::memcpy(ident_, ident, sizeof ident_);
   }
 
-  void for_each(const std::function<void(const CfiFde&)>& visit) {
+  std::vector<CfiFde> read_all() {
+    std::vector<CfiFde> fdes;
     Dwarf_Off offset = 0;
     Dwarf_Off next = 0;
     Dwarf_CFI_Entry entry;
     while (dwarf_next_cfi(ident_, section_.data, section_.is_eh_frame, offset, &next, &entry) ==
            0) {
       if (!dwarf_cfi_cie_p(&entry)) {
-        if (const std::optional<CfiFde> fde = read_fde(entry.fde)) visit(*fde);
+        if (const std::optional<CfiFde> fde = read_fde(entry.fde)) fdes.push_back(*fde);
       }
       offset = next;
     }
+    return fdes;
   }
 
  private:
@@ -190,16 +192,18 @@ class FdeReader {
 
 }  // namespace
 
-void for_each_fde(Elf* elf, CfiSection section, const std::function<void(const CfiFde&)>& visit) {
+std::vector<CfiFde> read_fdes(Elf* elf, CfiSection section) {
   const std::optional<FrameSection> frames = find_frame_section(elf, section);
-  if (frames) FdeReader(elf, *frames).for_each(visit);
+  if (!frames) return {};
+  std::vector<CfiFde> fdes = FdeReader(elf, *frames).read_all();
+  std::stable_sort(fdes.begin(), fdes.end(),
+                   [](const CfiFde& a, const CfiFde& b) { return a.range.start < b.range.start; });
+  return fdes;
 }
 
 std::vector<CodeRange> read_cfi_functions(Elf* elf, CfiSection section) {
   std::vector<CodeRange> ranges;
-  for_each_fde(elf, section, [&ranges](const CfiFde& fde) { ranges.push_back(fde.range); });
-  std::sort(ranges.begin(), ranges.end(),
-            [](const CodeRange& a, const CodeRange& b) { return a.start < b.start; });
+  for (const CfiFde& fde : read_fdes(elf, section)) ranges.push_back(fde.range);
   return ranges;
 }
 

@@ -6,7 +6,6 @@
 #include <gelf.h>
 
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <vector>
 
@@ -38,9 +37,10 @@ struct CfiFde {
   bool program_known = true;
 };
 
-// Each FDE of `elf`'s .eh_frame (or .debug_frame) whose range and program can be read, in the
-// section's order (by address in what linkers write, but not necessarily).
-void for_each_fde(Elf* elf, CfiSection section, const std::function<void(const CfiFde&)>& visit);
+// The FDEs of `elf`'s .eh_frame (or .debug_frame) whose range and program can be read, sorted
+// by start (a section lists them in any order: lld's files do), the section's order kept
+// among those that start at one address.
+std::vector<CfiFde> read_fdes(Elf* elf, CfiSection section);
 
 // The range of a read_cfi_functions() list holding `vaddr`, or nullptr.
 const CodeRange* find_code_range(const std::vector<CodeRange>& ranges, uint64_t vaddr);

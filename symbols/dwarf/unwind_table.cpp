@@ -207,16 +207,6 @@ std::vector<CodeRange> uncovered_parts(const std::vector<CodeRange>& covered, Co
   return parts;
 }
 
-// The section's FDEs in address order (lld's files list them otherwise), so that their spans
-// come sorted.
-std::vector<CfiFde> sorted_fdes(Elf* elf, CfiSection section) {
-  std::vector<CfiFde> fdes;
-  for_each_fde(elf, section, [&](const CfiFde& fde) { fdes.push_back(fde); });
-  std::stable_sort(fdes.begin(), fdes.end(),
-                   [](const CfiFde& a, const CfiFde& b) { return a.range.start < b.range.start; });
-  return fdes;
-}
-
 // An FDE's rows take an advance instruction of a byte each, but its first (and an unreadable
 // rest): programs of fewer bytes than the row bound cannot pass it, as no real file's do. Past
 // that (a crafted file), the rows are counted before any is kept, so that a file refused at
@@ -238,7 +228,8 @@ std::vector<Span> eh_frame_spans(const DwarfModule::CallFrameInfo& eh,
                                  std::vector<CodeRange>& ranges, Budget& budget) {
   std::vector<Span> spans;
   if (eh.cfi == nullptr) return spans;
-  const std::vector<CfiFde> fdes = sorted_fdes(eh.elf, CfiSection::kEhFrame);
+  // In address order, so that the spans come sorted.
+  const std::vector<CfiFde> fdes = read_fdes(eh.elf, CfiSection::kEhFrame);
   if (!rows_fit(fdes, budget)) return spans;
   spans.reserve(fdes.size() * 5);  // ~5 rows an FDE in the files measured
   for (const CfiFde& fde : fdes) {
@@ -252,7 +243,7 @@ std::vector<Span> eh_frame_spans(const DwarfModule::CallFrameInfo& eh,
 void add_debug_frame_spans(const DwarfModule::CallFrameInfo& debug,
                            const std::vector<CodeRange>& covered, std::vector<Span>& spans,
                            Budget& budget) {
-  const std::vector<CfiFde> fdes = sorted_fdes(debug.elf, CfiSection::kDebugFrame);
+  const std::vector<CfiFde> fdes = read_fdes(debug.elf, CfiSection::kDebugFrame);
   if (!rows_fit(fdes, budget)) return;
   for (const CfiFde& fde : fdes) {
     if (budget.spent(spans.size())) return;
