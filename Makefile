@@ -1,8 +1,8 @@
 # The two entry points of the README: `make demo` and `make test`.
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
-# A new build directory is made for Ninja (a fresh clone's first build ~8% sooner than with
-# make's recursive Makefiles on 2 CPUs); one that exists keeps its generator.
+# A new build directory is made for Ninja (a first build is sooner than with make's recursive
+# Makefiles); one that exists keeps its generator.
 GENERATOR = $(if $(wildcard $(BUILD_DIR)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
 CONFIGURE = cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 

@@ -1,4 +1,4 @@
-// bench/whole_machine.sh's worker: issue 39's whole-machine mix (clang++ compiling a file of
+// bench/whole_machine.sh's worker: the whole-machine mix (clang++ compiling a file of
 // LLVM and standard C++ headers in a loop, headless Chromium running a JavaScript loop in a
 // local page, a JVM on tests/fixtures/java fixture.Work, node on tests/fixtures/js/work.js,
 // the go_cpu fixture) recorded with `bpfprof record -a -d 9 -F 1000 -v` three times: with an

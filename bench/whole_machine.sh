@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A whole machine at 1 kHz (issue 39): `bpfprof record -a -d 9` while clang++ compiles against
+# A whole machine at 1 kHz: `bpfprof record -a -d 9` while clang++ compiles against
 # LLVM's headers (libLLVM), headless Chromium runs a JavaScript loop, a JVM, node and a Go
 # program run; once with an empty unwind-table cache and once with the cache that run filled,
 # then `perf record -a -g` over the same mix. Prints the kernel-walk share after the first

@@ -72,9 +72,8 @@ static __always_inline __u32 off_cpu_state(bool preempt, unsigned int prev_state
 /* Whether a thread leaving the CPU is worth its kernel stack. Not so for one preempted on its
  * way back to user mode from an interrupt (the timer's, a wakeup's): that stack is always the
  * exit path (..._interrupt < irqentry_exit_to_user_mode < schedule) and says nothing the
- * "waiting for CPU" frame does not, yet taking it at a context switch costs ~6 us for its 7
- * frames, more than the user walk (on_switch ran 7.8-9.1 us on average with it, 2.7-3.1
- * without: bench/bpf_runtime.sh). Such a thread is runnable without being
+ * "waiting for CPU" frame does not, yet taking it at a context switch costs more than the user
+ * walk (bench/bpf_runtime.sh measures on_switch). Such a thread is runnable without being
  * preempted in the kernel (that is preempt_schedule), and its saved registers are an
  * interrupt's (orig_ax < 0: a vector, or -1 for an exception without an error code) from user
  * mode. A system call's exit keeps its stack: sched_yield's is worth seeing. */
@@ -105,8 +104,8 @@ static __always_inline struct off_cpu_stop* off_cpu_stop_of(struct task_struct* 
  * ago, at the same user pc and sp, with a kernel stack taken likewise or not. Then they are
  * not taken again (a thread that blocks in one place 100,000 times a second needs a stack per
  * interval). Time alone is not enough: a thread preempted in its loop that goes to sleep in a
- * system call 0.2 ms later slept in the loop's stack (on a busy machine: 90% of a sleeper's
- * sleep). Else `taken` becomes this stop, whose stacks the caller takes. */
+ * system call within the interval would sleep in the loop's stack, which on a busy machine is
+ * most of a sleeper's sleep. Else `taken` becomes this stop, whose stacks the caller takes. */
 static __always_inline bool reuses_off_cpu_stacks(struct off_cpu_stop* taken,
                                                   const struct off_cpu_stop* stop) {
   if (!taken || !stop) return false;
@@ -350,8 +349,8 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binp
  * only trylocks): so the entry holds the mappings up to the last change, and ld.so's
  * mprotects after its last mmap bring that one in. Not on the sys_exit_mmap tracepoint: a
  * system-call tracepoint in use sends every system call of every task through the slow entry
- * and exit paths (getppid: +60-80 ns a call), a cost perf does not charge. (fexit on
- * vm_mmap_pgoff is refused on this VM.) */
+ * and exit paths, a cost perf does not charge. (Some kernels refuse fexit on
+ * vm_mmap_pgoff.) */
 SEC("tp_btf/mmap_lock_start_locking")
 int BPF_PROG(on_mmap_lock, struct mm_struct* mm, bool write) {
   if (!write) return 0;

@@ -4,8 +4,9 @@
 // ABI defaults as elfutils has them (rbp, rip "same value"; rbx undefined).
 //
 // Why not libdw: it runs an FDE's program again from its start for every row asked for and
-// allocates a frame for each (39% of libLLVM's table build). libdw still frames the section's
-// entries (dwarf_next_cfi), and the unit tests check these rows against it address by address.
+// allocates a frame for each, a large share of a big table's build. libdw still frames the
+// section's entries (dwarf_next_cfi), and the unit tests check these rows against it address by
+// address.
 #pragma once
 
 #include <dwarf.h>

@@ -8,8 +8,9 @@
 namespace bpfprof {
 namespace {
 
-// The package of each of `paths` that dpkg-query knows, by path: one run for them all
-// (~85 ms each here). It exits 1 when one of them is not found, and prints the others.
+// The package of each of `paths` that dpkg-query knows, by path: one run for them all (each
+// run reads dpkg's whole database). It exits 1 when one of them is not found, and prints the
+// others.
 std::map<std::string, std::string> dpkg_packages_of(const std::vector<std::string>& paths) {
   std::map<std::string, std::string> packages;
   if (paths.empty()) return packages;

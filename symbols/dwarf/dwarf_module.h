@@ -115,7 +115,7 @@ class DwarfModule {
   mutable std::unordered_map<Dwarf_Off, std::vector<FunctionRange>> function_ranges_;
 
   // libdwfl's function symbols sorted by address, read once: its own address lookup scans
-  // the whole table every time (~30 us per address in a 10k-symbol library).
+  // the whole table every time.
   const std::vector<Symbol>& table_symbols() const;
   mutable std::optional<std::vector<Symbol>> table_symbols_;
   mutable std::optional<std::vector<CodeRange>> cfi_functions_;  // read on first use

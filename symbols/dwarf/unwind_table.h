@@ -84,9 +84,9 @@ using UnwindTableResult = std::variant<UnwindTable, UnwindTableError>;
 // at 48 bytes a span, building that many holds under 1 GB.
 inline constexpr uint64_t kMaxUnwindTableRows = 8'000'000;
 // Time: CPU time of the building thread, so that a loaded machine does not skip real files.
-// libLLVM-15's table takes 0.2-0.25 s on this VM (~0.25 us a row, its cache's write
-// included); 5 s leaves room for slower or busy machines, and a crafted file costs at most
-// that per recording. At that speed the row bound comes before the time bound.
+// The largest real tables build in a small fraction of this bound (bench/RESULTS.md, "Unwind
+// tables"), which leaves room for slower or busy machines; a crafted file costs at most this
+// per recording. At real files' speed the row bound comes before the time bound.
 inline constexpr std::chrono::milliseconds kUnwindTableTimeLimit{5000};
 
 struct UnwindTableOptions {

@@ -10,7 +10,7 @@
 //
 // Format, little-endian: the header below, then `row_count` bpfprof_unwind_row, then the
 // table's compact form (compact_unwind_table.h: what the kernel keeps, made once when the table
-// is built rather than at every load: ~70 ms of a recorder's start for libLLVM's): its header
+// is built rather than at every load, where it would delay a recorder's start): its header
 // and its pages, entries and rules, checked as the rows are. Bump kUnwindCacheVersion (and the
 // directory's -vN) whenever the rows a builder makes change.
 // Not thread-safe.

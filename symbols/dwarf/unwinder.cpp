@@ -126,7 +126,7 @@ std::vector<uint8_t> code_at(Dwfl* dwfl, uint64_t address, size_t size) {
 
 // Whether the instruction before `pc` is `syscall` (0f 05). For a leaf that no CFI covers: a
 // thread in a system call made as the last instruction of its FDE, as glibc's __restore_rt
-// makes rt_sigreturn (which never returns there). Such samples were ~12% of a signal storm's.
+// makes rt_sigreturn (which never returns there): a signal storm's samples are often there.
 bool follows_syscall(Dwfl* dwfl, uint64_t pc) {
   if (pc < 2) return false;
   const std::vector<uint8_t> code = code_at(dwfl, pc - 2, 2);
@@ -223,7 +223,7 @@ bool walk_past_stub(Dwfl* dwfl, CurrentSample& sample) {
 
 // Unwinding needs call-frame information, which .eh_frame in the mapped file itself has
 // almost always; a separate debug file (for .debug_frame) is looked for only when it does
-// not: opening libc's debug file cost ~80 ms of the recorder's CPU per process.
+// not: opening a debug file as large as libc's costs the recorder far more than the unwind.
 int find_debuginfo_without_eh_frame(Dwfl_Module* module, void** /*userdata*/,
                                     const char* /*module_name*/, Dwarf_Addr /*base*/,
                                     const char* file_name, const char* debuglink_file,
@@ -263,15 +263,15 @@ std::vector<CrtStub> crt_stubs_of(Dwfl* dwfl) {
 
 // Each session holds its files open and mapped (~2 fds and ~0.3 MB of mapped pages per
 // process): only the most recently used are kept, or a recording of thousands of short
-// processes would run out of fds and memory (a stress run of 1250 processes reached 600 MB).
+// processes would run out of fds and memory.
 // An evicted session is rebuilt if its process is sampled again.
 constexpr size_t kMaxSessions = 128;
 
 }  // namespace
 
 // Found once per version of the file: every forked child needs a session of its own, and
-// opening each of its files again (ELF headers, symbols) was ~40% of the recorder's CPU in a
-// fork storm of 200 processes a second.
+// opening each of its files again (ELF headers, symbols) would be most of the recorder's CPU
+// in a fork storm.
 std::optional<uint64_t> DwarfUnwinder::vaddr_of_file_offset(const std::string& file,
                                                             uint64_t file_offset) {
   std::map<FileVersionOffset, uint64_t>& cache = vaddr_cache_;

@@ -119,8 +119,8 @@ describe('attach (-p)', () => {
     assert.match(result.stderr, /999999999/);
   });
 
-  // A target that exits while the recorder starts (its checks, then ~0.2 s of loading BPF
-  // programs, then pidfd_open): every such recording ends by itself, with a profile or with
+  // A target that exits while the recorder starts (its checks, then loading BPF programs,
+  // then pidfd_open): every such recording ends by itself, with a profile or with
   // one line saying the target exited first; none waits for a pid that is gone.
   itOnce('a target that exits during start-up never leaves a recording that does not end', async (t) => {
     if (!requireRecorder(t)) return;

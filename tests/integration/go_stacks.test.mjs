@@ -379,7 +379,7 @@ describe('go_cgo: Go calling C calling back into Go', () => {
 
 // Go's own CPU profile of the same run: the top functions by self time in `go tool pprof
 // -top` and in bpfprof (the leaf user function of each on-CPU sample of the process) agree.
-// Go's profile has 15-25% of its samples at runtime.asyncPreempt, a leaf bpfprof's timer
+// Go's profile has a good share of its samples at runtime.asyncPreempt, a leaf bpfprof's timer
 // hardly finds: the SIGPROF delivered as a preempted goroutine returns from the preemption
 // signal lands there. Their traceback has the preempted function (the sorting goroutine's
 // less function and partition, here) as the caller, so -hide gives them to it. 10 s: Go's

@@ -14,8 +14,9 @@ import {
 } from './lib/harness.mjs';
 
 const NOBODY = 65534;
-// bpfprof's peak resident memory for a 2 s recording of one process: ~160 MB on this
-// machine; the /dev/zero link took 17 GB before it was refused.
+// A bound on bpfprof's peak resident memory for a 2 s recording of one process: well above
+// what such a recording takes, far below what reading an endless file such as /dev/zero as
+// an ELF file would.
 const MAX_RSS_KB = 512 * 1024;
 const DURATION_S = 2;
 // Set-up, the recording and writing the profile, on a loaded 2-CPU machine.

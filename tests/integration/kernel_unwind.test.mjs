@@ -98,7 +98,7 @@ for (const [fixture, minKernelShare, together] of [
   ['unwind_plt', 0.8, true],
   ['threads', 0.7, false],
   // Threads started and joined all the time: the parent in clone3, the child in its first
-  // moment (clone's child side: a root), neither with CFI. Was 73% in the kernel.
+  // moment (clone's child side: a root), neither with CFI: both walked in the kernel.
   ['thread_churn', 0.95, false],
 ]) {
   describe(`${fixture} walked in the kernel`, () => {
@@ -108,8 +108,8 @@ for (const [fixture, minKernelShare, together] of [
     it('is 100% complete, like dwarf-copy, with the same stacks, mostly from the kernel walk', (t) => {
       if (!requireRecorder(t)) return;
       report(t, fixture, r);
-      // A sample that falls back to a stack copy can meet what dwarf-copy meets (below): one
-      // in ~3,000 of threads' was seen so in a fresh-clone run.
+      // A sample that falls back to a stack copy can meet what dwarf-copy meets (below), so
+      // the bound leaves room for one in a thousand.
       assert.ok(r.k.complete >= 0.999, `${fixture}: ${pct(r.k.complete ?? 0)} complete`);
       // dwarf-copy, the baseline, loses one in a thousand now and then (a copy cut at its
       // end before the process got larger ones; a new thread's first instant in clone3).
@@ -128,8 +128,8 @@ for (const [fixture, minKernelShare, together] of [
 
 // Lazy binding: ld.so's _dl_runtime_resolve_* keeps its frame in rbx (its CFA is rbx + 32)
 // and calls _dl_fixup, which saves rbx. Under LD_BIND_NOT=1 every call of lib_spin goes that
-// way; the walk follows where each frame saved rbx. Before, every such sample fell back to a
-// stack copy ('no rule for the pc'): ~1.5% of a date+ls loop's samples.
+// way; the walk follows where each frame saved rbx, where a walker without rbx's rules would
+// fall back to a stack copy ('no rule for the pc').
 describe('lazy binding through _dl_runtime_resolve (CFA from rbx)', () => {
   let r;
   before(async () => {
@@ -261,8 +261,8 @@ describe('python3.11 (stripped, no frame pointers)', () => {
 });
 
 // A thread in rt_sigreturn has its user pc just past glibc's __restore_rt, where the CFI has
-// ended: both modes must unwind it from the syscall instruction (these were ~12% of the
-// samples, all [truncated], before).
+// ended: both modes must unwind it from the syscall instruction, or those samples come out
+// [truncated].
 describe('a thread in rt_sigreturn (signal_storm)', () => {
   let r;
   // At 10 kHz: ~2,000 samples in rt_sigreturn, of which one or two fall in the instructions
@@ -326,12 +326,12 @@ describe('code whose table cannot be loaded yet', () => {
     saveMetrics('kernel_unwind', metrics);
     assert.ok(s.complete >= 0.995, `${pct(s.complete ?? 0)} complete`);
     assert.ok(s.kernelShare >= 0.93, `${pct(s.kernelShare)} in the kernel`);
-    // The shell waits in vfork for each child, its return address in rdi: was 72-80%.
+    // The shell waits in vfork for each child, its return address in rdi: walked too.
     assert.ok(s.offCpuKernelShare >= 0.9, `off-CPU: ${pct(s.offCpuKernelShare)} in the kernel`);
   }
 
   // Each child's exec writes its image's mappings in the kernel at once (the program and
-  // ld.so, from its VMAs), not only once the reader has them from the side band. Was 80-82%.
+  // ld.so, from its VMAs), not only once the reader has them from the side band.
   it('20 processes of 20 ms, one after another: complete, walked in the kernel', (t) => {
     if (!requireRecorder(t)) return;
     expectChildrenWalked(t, '20 x 20 ms unwind_qsort', children, 'children');
@@ -403,7 +403,7 @@ describe('without tracefs mounted', () => {
 
 // The young-image hook must not be a system-call tracepoint: one in use sends every system
 // call of every task through the kernel's slow entry and exit paths (perf_syscall_enter and
-// perf_syscall_exit run for each), which made getppid 60-80 ns dearer under bpfprof than
+// perf_syscall_exit run for each), which makes every system call dearer under bpfprof than
 // under perf. A workload that is nearly all system calls shows those functions in its kernel
 // stacks if the hook is back.
 describe('system calls under recording', () => {

@@ -133,7 +133,7 @@ describe('SIGUSR2 without --flight-recorder', () => {
     const file = join(RESULTS_DIR, 'signals-usr2.json.gz');
     rmSync(file, { force: true });
     // bpfprof prints nothing on a pipe until the end: the signal goes at 700 ms, when the
-    // command (1.5 s) runs and sampling does (start-up is ~100 ms).
+    // command (1.5 s) runs and sampling does (start-up ends well before).
     const { child, done } = startRecorder(['record', '-o', file, '--', fixturePath('busy'), '1500']);
     setTimeout(() => child.kill('SIGUSR2'), 700);
     const r = await done;

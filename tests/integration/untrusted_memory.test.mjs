@@ -22,9 +22,9 @@ const DURATION_S = 2;
 const LAUNCH_FIXTURE_MS = 2500;
 // Set-up, 2 s of recording and writing the profile take 2.3-2.9 s here; a hang would not end.
 const TIMEOUT_MS = (DURATION_S + 20) * 1000;
-// bpfprof's peak resident memory: ~160 MB for one process on this machine, ~375 MB for
+// A bound on bpfprof's peak resident memory: room for one process's recording and for
 // `huge`, whose code objects take the whole per-process read budget (256 MiB,
-// runtimes/python/code.h); without it, `huge` would keep 4 MiB of lines for each of
+// runtimes/python/code.h); without that budget, `huge` would keep 4 MiB of lines for each of
 // its 2048 readable code objects.
 const MAX_RSS_KB = 512 * 1024;
 // BPFPROF_MAX_PYTHON_FRAMES (bpf/events.h), and the "[unknown Python frames: ...]" frame

@@ -1,9 +1,9 @@
-// A whole machine at 1 kHz (issue 39, bench/whole_machine.sh without clang++, which make test
-// does not install): `record -a` while headless Chromium renders a page with a JavaScript loop,
+// A whole machine at 1 kHz (bench/whole_machine.sh without clang++, which make test does not
+// install): `record -a` while headless Chromium renders a page with a JavaScript loop,
 // a JVM (fixture.Work), node (work.js) and a Go program (go_cpu) run,
 // started before the recording. After its first second (the files of the running processes'
 // tables loaded), stacks are walked in the kernel; over the 8 s (the first second's stack
-// copies included: 2.8 KB a sample over 4 s in one run) under 2 KB of ring buffer a sample;
+// copies included) under 2 KB of ring buffer a sample;
 // complete, with no table evicted for space; each runtime's functions are named; and the
 // summary's figures are the profile's.
 import assert from 'node:assert/strict';

@@ -35,7 +35,7 @@ TEST(MappingRanges, ANewMappingTrimsSplitsAndDropsWhatItOverlaps) {
   insert_replacing_overlaps(m, Range{0x5800, 0x6800, 0, 4});
   EXPECT_EQ(ranges(m).back(), (Range{0x6800, 0x7000, 0x800, 2}));
   EXPECT_EQ(ranges(m)[ranges(m).size() - 2], (Range{0x5800, 0x6800, 0, 4}));
-  // The mapping before the new one ends inside it: trimmed (the unwinder used to keep it).
+  // The mapping before the new one ends inside it: trimmed, not kept whole.
   insert_replacing_overlaps(m, Range{0x4000, 0x5800, 0, 5});
   EXPECT_EQ(ranges(m)[2], (Range{0x3000, 0x4000, 0x2000, 1}));
   EXPECT_EQ(ranges(m)[3], (Range{0x4000, 0x5800, 0, 5}));

@@ -411,8 +411,8 @@ TEST(UnwindTable, LibcVforkHoldsItsReturnAddressInRdi) {
 // A program without BIND_NOW calls a library function the first time (every time under
 // LD_BIND_NOT) through _dl_runtime_resolve_*, which keeps its frame in rbx while it saves the
 // vector registers in an aligned area, then calls _dl_fixup: their CFA comes from rbx, and
-// _dl_fixup and its callees say where they saved rbx. ~1.5% of a date+ls loop's samples fell
-// back to stack copies there.
+// _dl_fixup and its callees say where they saved rbx. Without these rows a shell loop's samples
+// there fall back to stack copies.
 TEST(UnwindTable, LazyBindingTrampolinesHaveTheirCfaFromRbx) {
   const UnwindTable table = table_of(kLoader);
   const std::set<std::string> names = functions_with_rule(kLoader, table, BPFPROF_CFA_RBX);
@@ -469,7 +469,7 @@ TEST(UnwindTable, StopsAtItsRowBound) {
 
 TEST(UnwindTable, StopsAtItsTimeBound) {
   UnwindTableOptions options;
-  options.time_limit = std::chrono::milliseconds(1);  // libc's rows take ~50 ms here
+  options.time_limit = std::chrono::milliseconds(1);  // far less than libc's rows take
   const UnwindTableResult result = build_unwind_table(kLibc, options);
   ASSERT_TRUE(std::holds_alternative<UnwindTableError>(result));
   EXPECT_EQ(std::get<UnwindTableError>(result), UnwindTableError::kTooSlow);

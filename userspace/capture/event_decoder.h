@@ -45,8 +45,8 @@ class EventDecoder {
   // the time before which every event has been decoded. An exit travels in a ring of its own,
   // read before the samples; when a read leaves samples in their ring (its budget ran out:
   // stack copies at 20 kHz), a process's last samples come in the next batch, after its exit
-  // was read. Forgotten at once, those were unwound without mappings: whole short processes
-  // came out [truncated] (8% of the samples of a date+ls loop).
+  // was read. Forgotten at once, those would be unwound without mappings: whole short
+  // processes would come out [truncated].
   void forget_exited_processes(MonotonicNs decoded_until);
   // Samples after the exit's tracepoint (inside do_exit) are the process's too.
   static constexpr uint64_t kExitedProcessGraceNs = 100'000'000;

@@ -231,7 +231,7 @@ class SessionModel {
   // The raw half of it alone, for any long recording: a new raw tree with only the raw
   // stacks of samples not yet taken (and those `other_raw_stacks` moves). Once a sample is
   // resolved its raw stack is of no use, and raw addresses differ in every process: a -a
-  // run with compilers starting all the time met ~1 KB of raw nodes per sample.
+  // run with compilers starting all the time adds raw nodes with almost every sample.
   void compact_raw_stacks(Recording& recording,
                           const std::function<void(const RawStackMove&)>& other_raw_stacks = {});
 

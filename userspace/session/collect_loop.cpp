@@ -129,9 +129,9 @@ void CollectLoop::start_sampling() {
   bpf_->attach_lifecycle();
   sampling_ = open_sampling_events(options_.frequency_hz, cpus);
   recording_.sampling_event = sampling_.event_name;
-  // -p and -a: once their processes are known (start_targets). Sampled before, a busy
-  // machine's first ~0.6 s of samples (reading /proc, loading tables) all fell back to stack
-  // copies that filled the ring while it was not read: ~1,000 events lost a whole-machine run.
+  // -p and -a: once their processes are known (start_targets). Sampled while /proc is read and
+  // tables are loaded, a busy machine's samples would all fall back to stack copies that fill
+  // the ring while it is not read, and events would be lost.
   if (targets_.launched()) attach_sampling();
   install_stop_signal_handlers();
 }
@@ -191,8 +191,8 @@ void CollectLoop::start_targets() {
     throw RecordFailure(2, e.what());
   }
   figures_.targets_known = monotonic_now();
-  // The reader must keep up with the ring buffer also when every CPU is busy (a stress run
-  // on 2 CPUs with ~50 runnable threads left it ~4% of a CPU and lost half the events). The
+  // The reader must keep up with the ring buffer also when every CPU is busy: at the default
+  // priority, among dozens of runnable threads, it gets too little CPU and events are lost. The
   // command was forked before this and keeps its own priority.
   // The table workers too: on a busy machine a table built sooner replaces stack copies
   // sooner, which cost more than it.
@@ -216,7 +216,7 @@ void CollectLoop::start_targets() {
                             static_cast<uint64_t>(*options_.duration_seconds * 1e9)};
 }
 
-// -p and -a: what runs from now on is in the profile (the set-up took ~0.2-0.7 s).
+// -p and -a: what runs from now on is in the profile (the set-up before it is not).
 void CollectLoop::say_sampling_started() const {
   const std::string what = options_.system_wide
                                ? std::string("every process")
@@ -300,9 +300,9 @@ int CollectLoop::read_interval_ms(MonotonicNs now, const PeriodicOutputDriver& p
   // Until a new process's mappings and tables are in the kernel its samples fall back to
   // stack copies: read sooner while a process is new (the BPF side wakes the reader at its
   // fork or exec). Otherwise seldom: on a busy machine every wakeup preempts a profiled
-  // thread, and costs ~40 us of CPU here.
+  // thread, and costs CPU.
   if (kernel_unwind_ && kernel_unwind_->settling(now)) return kSettlingPollMs;
-  // Every sample a stack copy (dwarf-copy): the ring fills ~20 times faster, and a process's
+  // Every sample a stack copy (dwarf-copy): the ring fills many times faster, and a process's
   // first batch decides how large its copies must be (stacks cut before that stay cut).
   if (uses_dwarf(options_.call_graph) && !kernel_unwind_) return kCopyPollMs;
   // Fallback copies since the last read: a table waits to be loaded (a library just mapped).

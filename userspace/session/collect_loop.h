@@ -38,7 +38,7 @@ class CollectLoop {
   // In this order. Each throws RecordFailure, start_sampling() also what fails (the caller
   // says it in one line).
   // -- CMD: its process, forked first, while bpfprof is still small: its exec tears down the
-  // memory it was forked with, which after the set-up took ~6 ms of CPU.
+  // memory it was forked with, which after the set-up (maps, tables) costs far more CPU.
   void fork_command(const std::optional<RunAsUser>& invoking_user) {
     targets_.fork_command(invoking_user);
   }

@@ -23,8 +23,7 @@ double wall_clock_ms_at(const Recording& recording, MonotonicNs t) {
 }
 
 // What a period's profile and the old stack trees used is free now, but main() asks glibc to
-// keep up to 256 MB of free heap: a -a run kept ~150 MB more after every period (its RSS
-// grew from 0.5 to 2.8 GB in 30 minutes; resident after trimming: ~90-140 MB).
+// keep up to 256 MB of free heap: untrimmed, a -a run's RSS would grow with every period.
 void release_freed_memory() { malloc_trim(0); }
 
 std::unique_ptr<Uploader> uploader_for(const RecordOptions& options) {
@@ -131,8 +130,8 @@ void PeriodicOutputDriver::write_snapshot(Snapshot& period) {
   const std::string path =
       period_file_name(options_.output_path, wall_clock_ms_at(period.recording, period.start));
   const double seconds = ms_between(period.start, period.end) / 1e3;
-  // Names the code of this period only: a symbolizer kept for every period held everything
-  // a long -a run ever met (RSS grew by ~2 MB/s with 10 s periods).
+  // Names the code of this period only: a symbolizer kept for every period would hold
+  // everything a long -a run ever met, and its memory would grow with time.
   SystemSymbolizer symbolizer(SymbolizerOptions{options_.symbol_dirs});
   if (show_status_) fputs("\r\033[K", stderr);
   try {

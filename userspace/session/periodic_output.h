@@ -53,9 +53,9 @@ class RotatedFiles {
 
 // Runs jobs (the writing of a period's profile) one after the other on a thread of its own,
 // so that the recording loop goes on reading the ring buffers meanwhile: writing a minute
-// of -a took seconds in the loop, and a 30-minute rotating soak lost 5% of its events to
-// the full ring buffer. At most `max_waiting` jobs wait besides the one running; a submit
-// beyond that waits for a place (each job holds a period's snapshot: memory stays bounded).
+// of -a takes seconds, long enough for an unread ring buffer to fill and lose events. At most
+// `max_waiting` jobs wait besides the one running; a submit beyond that waits for a place (each job
+// holds a period's snapshot: memory stays bounded).
 class BackgroundWriter {
  public:
   explicit BackgroundWriter(size_t max_waiting = 1);

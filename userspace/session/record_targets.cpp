@@ -104,7 +104,7 @@ void load_tables_first(KernelUnwindTables& kernel_unwind, const std::vector<std:
 }  // namespace
 
 // The tables of the files the command maps as it starts (program_files.h), loaded before it
-// runs: without them its first ~10 ms of samples fell back to stack copies.
+// runs: without them its first samples would fall back to stack copies.
 void RecordTargets::preload_command_tables(KernelUnwindTables& kernel_unwind) const {
   const std::optional<std::string> executable = find_executable(options_.command[0]);
   if (executable) load_tables_first(kernel_unwind, files_mapped_at_start(*executable));

@@ -91,7 +91,7 @@ void check_record_options(const RecordOptions& options) {
 std::optional<RunAsUser> set_up(const RecordOptions& options, CollectLoop& loop,
                                 std::optional<OutputWriter>& output) {
   // Always, and first: without --flight-recorder a SIGUSR2 would otherwise end bpfprof (its
-  // default action), during the set-up (the verifier's ~0.7 s) as well as later.
+  // default action), during the set-up (the verifier's) as well as later.
   install_dump_signal_handler();
   raise_file_limit();
   check_record_options(options);
