@@ -35,7 +35,8 @@ struct bpfprof_unwind_row_block {
 #define BPFPROF_UNWIND_CHUNK_BLOCKS 256
 #define BPFPROF_UNWIND_CHUNK_ROWS (BPFPROF_UNWIND_CHUNK_BLOCKS * BPFPROF_UNWIND_BLOCK_ROWS)
 /* Pages of every loaded table (64 KiB of code each: 4 GiB of code in all) and distinct rules
- * of every loaded table (a rule's index is 16 bits; a whole machine's tables have ~3,400). */
+ * of every loaded table (a rule's index is 16 bits; a whole machine's tables have a few
+ * thousand). */
 #define BPFPROF_UNWIND_PAGE_CAPACITY 65536
 #define BPFPROF_UNWIND_RULE_CAPACITY 32768
 

@@ -1,8 +1,8 @@
 // An unwind table (unwind_table.h) in the form the kernel keeps it (bpf/unwind_table.h): the
 // file's distinct rules once each, rows of (pc's low 16 bits, rule index), and per 64 KiB
 // page of code where its rows are. A whole machine's tables repeat a few thousand rules
-// (libLLVM's 1.0 M rows use 1,107), so a row takes 4 bytes instead of 16, and a lookup
-// searches one page's rows (at most a few thousand) instead of the file's.
+// (even a file of a million rows has only about a thousand), so a row takes 4 bytes instead of 16,
+// and a lookup searches one page's rows (at most a few thousand) instead of the file's.
 #pragma once
 
 #include <cstdint>

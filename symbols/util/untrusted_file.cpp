@@ -159,7 +159,7 @@ std::string_view untrusted_kind_name(UntrustedKind kind) {
   return "file";
 }
 
-// The caps are far above real files of each kind and far below this machine's memory:
+// The caps are far above real files of each kind and far below a machine's memory:
 // binaries and debug files are mapped, not read (Chromium's debug file is ~3 GB), perf maps
 // and the rest are read whole.
 uint64_t untrusted_size_cap(UntrustedKind kind) {
