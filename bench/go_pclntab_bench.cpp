@@ -1,4 +1,4 @@
-// Go's function tables (runtimes/go/pclntab.h): the time to find and parse a Go binary's
+// Go's function tables (symbols/go/pclntab.h): the time to find and parse a Go binary's
 // pclntab (the whole file already in memory, as the symbolizer reads it), and the cost of a
 // lookup (frames_at: function, file, line and inline frames) at pcs spread over its text.
 //   go_pclntab_bench [BINARY...]   (default: the Go toolchain's compile and the Cloud SDK's
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtimes/go/pclntab.h"
+#include "symbols/go/pclntab.h"
 
 namespace {
 

@@ -55,7 +55,7 @@ enum bpfprof_cfa_rule {
   /* CFA = rbx + cfa_offset: ld.so's _dl_runtime_resolve_* (lazy binding), which aligns rsp for
    * its register save area after keeping the frame in rbx, then calls _dl_fixup. */
   BPFPROF_CFA_RBX = 7,
-  /* Go's asmcgocall just past its call of a C function (runtimes/go/cgo_switches.h), on the
+  /* Go's asmcgocall just past its call of a C function (symbols/go/cgo_switches.h), on the
    * thread's system stack: the caller is on the goroutine's stack, whose sp is
    * g.stack.hi - [sp + rbx_offset] with g at [sp + rbx_offset + 8] (or [sp + rbx_offset]
    * itself where g is 0: called on the system stack already). CFA = that sp + cfa_offset. */
@@ -72,7 +72,7 @@ enum bpfprof_cfa_rule {
   BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_GO_SYSTEMSTACK,
 };
 
-/* Fields of Go's runtime structures the two rules read (runtimes/go/cgo_switches.h finds them
+/* Fields of Go's runtime structures the two rules read (symbols/go/cgo_switches.h finds them
  * in the instructions before it gives a row). */
 #define BPFPROF_GO_G_STACK_HI 0x08 /* g.stack.hi (g.stack.lo at 0) */
 #define BPFPROF_GO_G_M 0x30        /* g.m */

@@ -24,12 +24,9 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/dwarf/debug_hint.cpp
   ${BPFPROF_SYMBOLS_DIR}/kernel/kallsyms.cpp
   ${BPFPROF_SYMBOLS_DIR}/jit/perf_map.cpp
+  ${BPFPROF_SYMBOLS_DIR}/go/pclntab.cpp
+  ${BPFPROF_SYMBOLS_DIR}/go/elf_pclntab.cpp
+  ${BPFPROF_SYMBOLS_DIR}/go/cgo_switches.cpp
   ${BPFPROF_SYMBOLS_DIR}/demangle.cpp
   ${BPFPROF_SYMBOLS_DIR}/relative_address.cpp
   ${BPFPROF_SYMBOLS_DIR}/symbolizer.cpp)
-# Go's function tables (runtimes/go): dependency-free, built as bpfprof_go_tables, which the
-# symbolizer links.
-set(BPFPROF_GO_TABLES_SOURCES
-  ${BPFPROF_SYMBOLS_DIR}/../runtimes/go/pclntab.cpp
-  ${BPFPROF_SYMBOLS_DIR}/../runtimes/go/elf_pclntab.cpp
-  ${BPFPROF_SYMBOLS_DIR}/../runtimes/go/cgo_switches.cpp)

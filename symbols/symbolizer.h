@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtimes/go/pclntab.h"
 #include "symbols/dwarf/dwarf_module.h"
 #include "symbols/elf/symbol_cache.h"
+#include "symbols/go/pclntab.h"
 #include "symbols/jit/perf_map.h"
 #include "symbols/kernel/kallsyms.h"
 #include "symbols/util/text.h"

@@ -13,8 +13,6 @@
 #include <optional>
 #include <utility>
 
-#include "runtimes/go/cgo_switches.h"
-#include "runtimes/go/pclntab.h"
 #include "symbols/dwarf/cfi_functions.h"
 #include "symbols/dwarf/cfi_rows.h"
 #include "symbols/dwarf/crt_stubs.h"
@@ -22,6 +20,8 @@
 #include "symbols/dwarf/stack_height.h"
 #include "symbols/dwarf/v8_builtins.h"
 #include "symbols/elf/elf_file.h"
+#include "symbols/go/cgo_switches.h"
+#include "symbols/go/pclntab.h"
 #include "symbols/util/sorted_ranges.h"
 
 namespace bpfprof {
@@ -379,7 +379,7 @@ static_assert(go::kGStackHi == BPFPROF_GO_G_STACK_HI && go::kGM == BPFPROF_GO_G_
                   go::kMG0 == BPFPROF_GO_M_G0 && go::kGSchedSp == BPFPROF_GO_G_SCHED_SP,
               "the kernel walk reads Go's fields where the code was checked to");
 
-// A cgo switch of stacks (runtimes/go/cgo_switches.h) at its call's last byte, where the
+// A cgo switch of stacks (symbols/go/cgo_switches.h) at its call's last byte, where the
 // walk looks up a return address, cut out of the function's pcsp spans.
 void add_cgo_switch_span(const go::CgoSwitch& cgo, std::vector<Span>& spans) {
   Span span{cgo.return_address - 1, cgo.return_address, {}, UnwindGap::kNoCfi};
@@ -423,7 +423,7 @@ void add_go_function(Elf* elf, const go::GoTable& table, size_t index, std::vect
   spans.insert(spans.end(), function.begin(), function.end());
 }
 
-// A Go binary's functions take their rules from Go's own tables (runtimes/go/pclntab.h),
+// A Go binary's functions take their rules from Go's own tables (symbols/go/pclntab.h),
 // stripped or not, in place of any CFI over them (.debug_frame says the same offsets, but not
 // where a goroutine's stack ends); code from C objects keeps its CFI.
 void add_go_spans(Elf* elf, std::vector<Span>& spans, Budget& budget) {

@@ -74,7 +74,7 @@ class ElfFile {
   // Which table the symbols came from: "symtab", "dynsym" or "none".
   std::string_view symbol_source() const { return symbol_source_; }
   // A Go binary: a `.gopclntab` section or a Go build-id note. Its functions are named from
-  // Go's own tables (runtimes/go/pclntab.h), read only for such files.
+  // Go's own tables (symbols/go/pclntab.h), read only for such files.
   bool is_go() const { return is_go_; }
 
  private:

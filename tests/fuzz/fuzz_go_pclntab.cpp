@@ -1,4 +1,4 @@
-// libFuzzer target for Go's function tables (runtimes/go/pclntab.h): any bytes, read as a
+// libFuzzer target for Go's function tables (symbols/go/pclntab.h): any bytes, read as a
 // pclntab (first byte 0) or as an ELF file around one (first byte 1), give a table or none,
 // and every lookup in a table that comes out ends, within bounds, without a crash. First byte
 // 2: the bytes are the code of asmcgocall and cgocallback (cgo_switches.h), the next byte
@@ -9,8 +9,8 @@
 #include <span>
 #include <string>
 
-#include "runtimes/go/cgo_switches.h"
-#include "runtimes/go/pclntab.h"
+#include "symbols/go/cgo_switches.h"
+#include "symbols/go/pclntab.h"
 
 using namespace bpfprof::go;
 

@@ -1,4 +1,4 @@
-// Go programs named from Go's own tables (runtimes/go/pclntab): the stripped go_cpu fixture
+// Go programs named from Go's own tables (symbols/go/pclntab): the stripped go_cpu fixture
 // (tests/fixtures/go: -ldflags="-s -w", no .symtab, no DWARF) and esbuild's npm binary (built
 // by a current Go release, stripped). Their code has Go's function names at the leaf, inlined
 // calls as inline frames with file and line, and never the ELF entry symbol _start stretched

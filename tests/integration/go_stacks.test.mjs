@@ -336,7 +336,7 @@ describe('go_block: goroutines waiting on channels and a mutex (off-CPU)', () =>
 // Go calls C (crunch > leaf_work) and C calls back into Go (goCallback > goHash > leaf_work).
 // C runs on the thread's system stack, entered through runtime.asmcgocall, and the callback on
 // the goroutine's through runtime.cgocallback. Go's own traceback ends at these switches; the
-// kernel walk follows them (runtimes/go/cgo_switches.h), so a stack in C goes on into the
+// kernel walk follows them (symbols/go/cgo_switches.h), so a stack in C goes on into the
 // goroutine that called it (main.cgoWork, runtime.goexit), and one in the callback into the C
 // code that called back (crunch) and on to the goroutine. Order checked root first:
 // goexit > ... > main.cgoWork > runtime.cgocall > C crunch > [crosscall2 ... goHash > leaf_work].

@@ -1,4 +1,4 @@
-// Go's switches of stacks (runtimes/go/cgo_switches.h: cgo's and systemstack's) as read from
+// Go's switches of stacks (symbols/go/cgo_switches.h: cgo's and systemstack's) as read from
 // the runtime's code: Go 1.19's (the fixtures, built by Debian's golang-go) and the shape of
 // current releases (asmcgocall pushes rbp and keeps g and the depth at sp + 8 and sp;
 // systemstack restores rbp too), and the rows the kernel walk gets for them
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "runtimes/go/cgo_switches.h"
 #include "symbols/dwarf/unwind_table.h"
+#include "symbols/go/cgo_switches.h"
 
 namespace bpfprof {
 namespace {

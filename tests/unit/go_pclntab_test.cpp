@@ -1,4 +1,4 @@
-// Go's function tables (runtimes/go/pclntab.h) against the Go toolchain's own reading of the
+// Go's function tables (symbols/go/pclntab.h) against the Go toolchain's own reading of the
 // same binaries: `go tool objdump` (each instruction's function, file and line) and `go tool
 // addr2line`, for the go_cpu fixture built as is and stripped (-s -w); the inline frames
 // against the compiler's `-gcflags=-m` report. esbuild's npm binary, built by a current Go
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtimes/go/pclntab.h"
+#include "symbols/go/pclntab.h"
 #include "symbols/symbolizer.h"
 #include "tests/unit/test_commands.h"
 

@@ -1,5 +1,5 @@
 // The unwind tables of Go binaries (symbols/dwarf/unwind_table.h with Go's own pcsp tables,
-// runtimes/go/pclntab.h): every Go function covered, the caller's frame where .debug_frame
+// symbols/go/pclntab.h): every Go function covered, the caller's frame where .debug_frame
 // (written by Go's linker into the unstripped build) says it is, and the stacks' ends where Go's
 // own traceback ends them.
 #include <gtest/gtest.h>
@@ -16,9 +16,9 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 
-#include "runtimes/go/pclntab.h"
 #include "symbols/dwarf/dwarf_module.h"
 #include "symbols/dwarf/unwind_table.h"
+#include "symbols/go/pclntab.h"
 
 namespace bpfprof {
 namespace {

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtimes/go/pclntab.h"
+#include "symbols/go/pclntab.h"
 
 namespace bpfprof::go {
 

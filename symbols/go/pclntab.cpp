@@ -1,9 +1,9 @@
-#include "runtimes/go/pclntab.h"
+#include "symbols/go/pclntab.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "runtimes/go/bytes.h"
+#include "symbols/go/bytes.h"
 
 namespace bpfprof::go {
 

@@ -9,8 +9,8 @@
 // table walks and inline chains capped). A table that makes no sense gives no frames; it
 // never crashes or hangs.
 //
-// Dependency-free (the C++ library only): the symbolizer (symbols/) names Go code with it,
-// and the fuzzing build compiles it alone.
+// The symbolizer names Go code with it, and the unwind tables take Go functions' rules from it
+// (symbols/dwarf/unwind_table.h). It uses nothing but the C++ library.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "runtimes/go/cgo_switches.h"
+#include "symbols/go/cgo_switches.h"
 
 #include <algorithm>
 #include <array>

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtimes/go/bytes.h"
-#include "runtimes/go/pclntab.h"
+#include "symbols/go/bytes.h"
+#include "symbols/go/pclntab.h"
 
 namespace bpfprof::go {
 
