@@ -17,6 +17,11 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/dwarf/crt_stubs.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/stack_height.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/v8_builtins.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/unwind_spans.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/cfi_spans.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/go_spans.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/no_cfi_spans.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/code_gaps.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwind_table.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/compact_unwind_table.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/unwind_table_cache.cpp

@@ -25,7 +25,7 @@ namespace bpfprof::go {
 
 // Fields of Go's runtime structures the kernel walk reads at a switch (runtime/runtime2.go, the
 // same since Go 1.5), found in the instructions before a switch is given; bpf/unwind_table.h
-// says the same to the BPF side (symbols/dwarf/unwind_table.cpp checks that they agree).
+// says the same to the BPF side (symbols/dwarf/go_spans.cpp checks that they agree).
 inline constexpr uint8_t kGStackHi = 0x08;  // g.stack.hi (g.stack.lo at 0)
 inline constexpr uint8_t kGM = 0x30;        // g.m
 inline constexpr uint8_t kMG0 = 0x00;       // m.g0

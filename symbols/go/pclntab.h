@@ -10,7 +10,7 @@
 // never crashes or hangs.
 //
 // The symbolizer names Go code with it, and the unwind tables take Go functions' rules from it
-// (symbols/dwarf/unwind_table.h). It uses nothing but the C++ library.
+// (symbols/dwarf/go_spans.h). It uses nothing but the C++ library.
 #pragma once
 
 #include <cstdint>
