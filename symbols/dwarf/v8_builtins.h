@@ -3,7 +3,7 @@
 // blob in the binary that no CFI describes. V8 keeps a frame-pointer frame for every builtin
 // that calls (rbp: the caller's rbp at [rbp], the return address at [rbp + 8]), and rbp is
 // never a general register in V8's code, so a builtin's caller is found through rbp at any
-// pc; the unwind table gives the blob that rule (unwind_table.cpp).
+// pc; the unwind table gives the blob that rule (no_cfi_spans.h).
 #pragma once
 
 #include <gelf.h>

@@ -1,4 +1,4 @@
-// The rows of V8's embedded builtins (symbols/dwarf/v8_builtins.h, unwind_table.cpp): code
+// The rows of V8's embedded builtins (symbols/dwarf/v8_builtins.h, no_cfi_spans.h): code
 // without CFI between v8_Default_embedded_blob_code_ and its size gets the frame-pointer rule
 // (CFA = rbp + 16, the caller's rbp at CFA - 16), code with CFI inside it keeps its own rules,
 // and a file that is not V8 gets none. On the v8_blob fixture, and on the system's node when
