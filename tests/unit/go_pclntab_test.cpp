@@ -29,7 +29,7 @@ using go::GoFrame;
 using go::GoTable;
 using testing_helpers::run_command;
 
-const fs::path kSourceDir = fs::path(__FILE__).parent_path().parent_path();
+const fs::path kSourceDir = fs::path(TEST_SOURCE_DIR) / "tests";
 const fs::path kGoFixtureSource = kSourceDir / "fixtures/go";
 const fs::path kEsbuild = kSourceDir / "integration/node_modules/@esbuild/linux-x64/bin/esbuild";
 
