@@ -101,8 +101,13 @@ static __always_inline __u64 v8_frame_function(const struct v8_frame_scan* s, __
     bpf_probe_read_user(bytecode_offset, sizeof(*bytecode_offset),
                         (void*)(bp + s->process->off_fp_bytecode_offset));
     /* Only an interpreted frame (its pc in V8's interpreter, not JIT code) keeps the offset
-     * there, as a Smi (upper half); -1 for the others. */
-    if ((word & FRAME_BP_ANONYMOUS_CODE) || (__u32)*bytecode_offset)
+     * there, as a Smi (upper half); -1 for the others. The interpreter writes the slot when a
+     * bytecode calls out, so it is the frame's current bytecode only in a frame that is
+     * calling (a return address). The leaf's pc is in code running on the frame without one
+     * of its own: a bytecode handler (the slot holds the last bytecode that called out), or a
+     * builtin called from code that entered the frame by on-stack replacement (the slot holds
+     * the loop's back edge where it entered): the leaf keeps its function's first line. */
+    if (index == 0 || (word & FRAME_BP_ANONYMOUS_CODE) || (__u32)*bytecode_offset)
       *bytecode_offset = V8_NO_BYTECODE_OFFSET;
     else if (s->process->off_fp_bytecode_array)
       bpf_probe_read_user(bytecode, sizeof(*bytecode),

@@ -165,25 +165,30 @@ function checkWorkJsLines(t, view, samples, ofWorkJs) {
             `the top level at its call of mainLoop in ${topAtCall.length} of ${topLevel.length} frames, ` +
             `at other lines than its first in ${elsewhere.length}`);
   // Interpreted frames at their current line (frameTable.line), where V8 made their bytecode's
-  // source positions: mainLoop (interpreted until V8 compiles its loop) calls the pieces of
-  // work from its loop, and hrtime before it and in its condition. Compiled frames keep the first.
-  const callLines = new Set(['recurseFib', 'counter', 'classWork', 'sortWork', 'jsonWork', 'hashWork']
-    .map((fn) => source.findIndex((l) => l.includes(`sink += ${fn}(`)) + 1));
-  // hrtime before the loop and in the loop's condition (the line that reads it).
-  for (const call of ['const start = process.hrtime.bigint()', 'Number(process.hrtime.bigint() - start) / 1e6 < durationMs * SYNC'])
-    callLines.add(source.findIndex((l) => l.includes(call)) + 1);
-  const mainLoopLine = source.findIndex((l) => l.startsWith('function mainLoop(')) + 1;
-  const moved = samples.flatMap((s) => s.user)
-    .filter((f) => f.name === 'mainLoop' && ofWorkJs(f) && view.frameTable.line[f.frame] !== mainLoopLine);
-  const atCall = moved.filter((f) => callLines.has(view.frameTable.line[f.frame]));
-  // A frame sampled in a bytecode handler (not calling) is at the last position before it.
+  // source positions: mainLoop (interpreted until V8 compiles its loop) at a line where it calls
+  // out, the bytecode that last did being the one its frame keeps: its calls before the loop and
+  // in it, and its loop's header (the back edge's interrupt check, which V8 gives the
+  // `for` statement's position, and the condition's first loads). Compiled frames keep the
+  // first line, and so does the leaf: a frame sampled in a bytecode handler or in a builtin
+  // called from code that replaced it by on-stack replacement keeps an older bytecode (the
+  // last that called out, the back edge where the compiled loop entered).
+  const mainLoopLine = lineOf('function mainLoop(');
   const bodyEnd = mainLoopLine + source.slice(mainLoopLine).findIndex((l) => l === '}') + 1;
-  const inBody = moved.filter((f) => view.frameTable.line[f.frame] > mainLoopLine &&
-    view.frameTable.line[f.frame] < bodyEnd);
-  t.diagnostic(`mainLoop frames at another line than its first: ${moved.length}, in its body: ` +
-               `${inBody.length}, at a call: ${atCall.length}`);
-  assert.ok(moved.length >= 10 && inBody.length === moved.length && atCall.length >= 0.8 * moved.length,
-            `mainLoop at another line in ${moved.length} frames, in its body ${inBody.length}, at a call ${atCall.length}`);
+  const callsOut = ['makeCounter(', 'Array.from(', 'process.hrtime.bigint()', 'for (', 'recurseFib(',
+                    'counter(', 'classWork(', 'sortWork(', 'jsonWork(', 'hashWork('];
+  const callLines = new Set(source.map((l, i) => i + 1).filter((line) =>
+    line > mainLoopLine && line < bodyEnd && callsOut.some((c) => source[line - 1].includes(c))));
+  const moved = samples.flatMap((s) => s.user.map((f, i) => ({ f, leaf: i === s.user.length - 1 })))
+    .filter(({ f }) => f.name === 'mainLoop' && ofWorkJs(f) && view.frameTable.line[f.frame] !== mainLoopLine);
+  const atCall = moved.filter(({ f }) => callLines.has(view.frameTable.line[f.frame]));
+  const leaves = moved.filter(({ leaf }) => leaf);
+  t.diagnostic(`mainLoop frames at another line than its first: ${moved.length}, at a line where it ` +
+               `calls: ${atCall.length}, the leaf: ${leaves.length}; lines: ` +
+               `${[...new Set(moved.map(({ f }) => view.frameTable.line[f.frame]))].sort((a, b) => a - b)}`);
+  assert.ok(callLines.size === 11, `mainLoop's lines that call out: ${[...callLines]}`);
+  assert.ok(moved.length >= 10 && atCall.length === moved.length && !leaves.length,
+            `mainLoop at another line in ${moved.length} frames, at a line where it calls ${atCall.length}, ` +
+            `the leaf in ${leaves.length}`);
   // No function at line 0: a script whose source was not read has no line.
   const jsFuncs = new Set(samples.flatMap((s) => s.user).filter(isJs).map((f) => f.func));
   const lineZero = [...jsFuncs].filter((func) => view.funcTable.lineNumber[func] === 0);
