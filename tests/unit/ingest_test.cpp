@@ -83,5 +83,33 @@ TEST(IngestPipeline, AStackCopyOlderThanTheLastSideBandReadIsUnwoundAtOnce) {
   EXPECT_EQ(f.recording.samples.size(), 1u);
 }
 
+// The -v line's counts (userspace/cli/summary.cpp): the user stacks taken, and of those the
+// copies unwound here with their stack and event bytes; a walked stack is taken, not copied.
+TEST(IngestPipeline, CopiesAreCountedAmongTheStacksTaken) {
+  SideBandFixture f;
+  for (uint32_t user_depth : {1u, 0u}) {  // a user stack walked in the kernel; none
+    auto walked = event<bpfprof_frames_event>(BPFPROF_CONTEXT_SWITCH_OUT,
+                                              BPFPROF_PAYLOAD_UNWOUND_FRAMES, 500);
+    walked->head.user_depth = user_depth;
+    walked->ips[0] = 0x401000;
+    f.pipeline.take_bpf_event(walked.get(), sizeof(bpfprof_frames_event));
+  }
+  constexpr size_t kStackBytes = 256;
+  const size_t size = offsetof(bpfprof_copy_event, stack) + kStackBytes;
+  for (uint8_t context : {BPFPROF_CONTEXT_SAMPLE, BPFPROF_CONTEXT_SWITCH_OUT}) {
+    auto e = event<bpfprof_copy_event>(context, BPFPROF_PAYLOAD_COPY, 600);
+    e->user_regs[BPFPROF_REG_IP] = 0x401000;
+    e->user_regs[BPFPROF_REG_SP] = 0x7ffc0000;
+    e->stack_size = 4096;  // more than the event holds: what it holds counts
+    f.pipeline.take_bpf_event(e.get(), size);
+  }
+  const RecordingStats& stats = f.recording.stats;
+  EXPECT_EQ(stats.user_stacks_taken, 3u);
+  EXPECT_EQ(stats.copied_stacks, 2u);
+  EXPECT_EQ(stats.stack_copy_bytes, 2 * kStackBytes);
+  EXPECT_EQ(stats.copy_event_bytes, 2 * size);
+  EXPECT_EQ(stats.unwind_ns.size(), 2u);
+}
+
 }  // namespace
 }  // namespace bpfprof

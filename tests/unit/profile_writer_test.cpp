@@ -328,9 +328,10 @@ TEST(RunReport, MetaExtraAndTheSummaryShowTheSameFigures) {
 
 TEST(RunReport, UnwindingCostIsReportedForCopiedStacks) {
   Demo demo;
-  demo.recording.stats.user_stacks = 100;
+  demo.recording.stats.user_stacks_taken = 1545;
+  demo.recording.stats.copied_stacks = 100;
   demo.recording.stats.stack_copy_bytes = 409600;
-  demo.recording.stats.dwarf_sample_bytes = 512000;
+  demo.recording.stats.copy_event_bytes = 512000;
   demo.recording.stats.unwind_ns = {3000, 1000, 2000};
   demo.recording.stats.stacks_cut_at_copy_end = 2;
   const RunReport report = build_run_report(demo.recording, demo.model, demo.build().summary);
@@ -338,11 +339,15 @@ TEST(RunReport, UnwindingCostIsReportedForCopiedStacks) {
   EXPECT_EQ(report.unwinding->median_us, 2.0);
   const std::string printed = printed_summary(report);
   EXPECT_NEAR(report.unwinding->total_ms, 0.2, 1e-9);  // 100 stacks at the kept times' mean
-  EXPECT_NE(printed.find("bpfprof: unwinding 2.0 us per stack (median), 0.2 ms in all; 4096 "
-                         "bytes of stack copied per sample (5120 bytes per event)\n"),
+  // Per copy, not per sample: how many copies, of how many stacks.
+  EXPECT_NE(printed.find("bpfprof: user stacks copied and unwound in userspace: 100 of 1545 taken "
+                         "(samples, switch-outs, wakers); per copy: unwinding 2.0 us (median), "
+                         "4096 bytes of stack and 5120 of event (mean); unwinding 0.2 ms in "
+                         "all\n"),
             std::string::npos)
       << printed;
-  EXPECT_NE(printed.find("bpfprof: 2.0% of the stacks were cut where their copy ended (before "
+  EXPECT_NE(printed.find("bpfprof: 2.0% of the copied stacks were cut where their copy ended "
+                         "(before "
                          "their process got a larger copy)\n"),
             std::string::npos);
 }

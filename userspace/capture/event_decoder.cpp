@@ -38,12 +38,12 @@ void record_unwind_time(RecordingStats& stats, uint32_t ns) {
     stats.unwind_ns.push_back(ns);
     return;
   }
-  // user_stacks counts the unwinds before this one.
+  // copied_stacks counts the unwinds before this one.
   uint64_t mixed =
-      stats.user_stacks + 0x9E3779B97F4A7C15ull;  // splitmix64: a fixed pseudo-random slot
+      stats.copied_stacks + 0x9E3779B97F4A7C15ull;  // splitmix64: a fixed pseudo-random slot
   mixed = (mixed ^ (mixed >> 30)) * 0xBF58476D1CE4E5B9ull;
   mixed = (mixed ^ (mixed >> 27)) * 0x94D049BB133111EBull;
-  const uint64_t slot = (mixed ^ (mixed >> 31)) % (stats.user_stacks + 1);
+  const uint64_t slot = (mixed ^ (mixed >> 31)) % (stats.copied_stacks + 1);
   if (slot < kKept) stats.unwind_ns[slot] = ns;
 }
 
@@ -58,8 +58,8 @@ UserRegisters user_registers(const bpfprof_copy_event& e) {
 
 void count_stack_copy(RecordingStats& stats, size_t event_bytes, size_t stack_bytes,
                       bool cut_at_copy_end) {
-  ++stats.user_stacks;
-  stats.dwarf_sample_bytes += event_bytes;
+  ++stats.copied_stacks;
+  stats.copy_event_bytes += event_bytes;
   stats.stack_copy_bytes += stack_bytes;
   if (cut_at_copy_end) ++stats.stacks_cut_at_copy_end;
 }
@@ -191,6 +191,7 @@ void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, 
   UserStackSource source = UserStackSource::kNone;
   const std::optional<RawStackId> stack = payload_stack(h, head, data, size, source, rec);
   if (!stack) return;
+  if (source != UserStackSource::kNone) ++rec.stats.user_stacks_taken;
   const CpuTimeNs cpu_time{head.cpu_time_ns};
   constexpr uint64_t kSettledNs = 1'000'000'000;
   const uint64_t first = rec.stats.first_sample_time.value;

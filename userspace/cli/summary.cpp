@@ -53,9 +53,13 @@ void add_not_followed(const RunReport& r, Lines& lines) {
 
 void add_unwind_cost(const UnwindCost& cost, Lines& lines) {
   add(lines,
-      "unwinding %.1f us per stack (median), %.1f ms in all; %.0f bytes of stack "
-      "copied per sample (%.0f bytes per event)",
-      cost.median_us, cost.total_ms, cost.copied_bytes_per_sample, cost.event_bytes_per_sample);
+      "user stacks copied and unwound in userspace: %llu of %llu taken (samples, "
+      "switch-outs, wakers); per copy: unwinding %.1f us (median), %.0f bytes of stack and %.0f of "
+      "event "
+      "(mean); unwinding %.1f ms in all",
+      static_cast<unsigned long long>(cost.copied_stacks),
+      static_cast<unsigned long long>(cost.user_stacks), cost.median_us, cost.stack_bytes_per_copy,
+      cost.event_bytes_per_copy, cost.total_ms);
   if (!cost.raised_stack_copies.empty()) {
     std::string raised;
     for (const auto& [pid, bytes] : cost.raised_stack_copies)
@@ -64,7 +68,7 @@ void add_unwind_cost(const UnwindCost& cost, Lines& lines) {
     add(lines, "stacks cut at the copy's end got larger copies (pid: bytes): %s", raised.c_str());
   }
   if (cost.often_cut_at_copy_end)
-    add(lines, "%.1f%% of the stacks were cut where their copy ended%s",
+    add(lines, "%.1f%% of the copied stacks were cut where their copy ended%s",
         100.0 * cost.cut_at_copy_end_share,
         cost.fixed_stack_copy_size
             ? "; a larger --call-graph dwarf,SIZE (up to 65528) reaches further"

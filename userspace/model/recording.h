@@ -309,15 +309,20 @@ struct RecordingStats {
   uint64_t samples = 0;
   MonotonicNs first_sample_time;  // 0 until a timer sample arrives
   uint64_t switch_outs = 0;
-  uint64_t user_stacks = 0;  // samples with a user stack to unwind in userspace (DWARF mode)
+  // User stacks taken (walked in the kernel or copied) by timer samples, switch-outs and
+  // wakers; a switch-out that reuses its thread's last stack takes none.
+  uint64_t user_stacks_taken = 0;
+  // Of those, the copies unwound in userspace (DWARF mode: a kernel walk that fell back, or
+  // every one with dwarf-copy), their ring-buffer bytes, and their bytes of user stack.
+  uint64_t copied_stacks = 0;
+  uint64_t copy_event_bytes = 0;
+  uint64_t stack_copy_bytes = 0;
   // User stacks of timer samples (on CPU) and of switch-outs (off CPU) by where they were
   // unwound: walked by the kernel to a thread root (no copy), or copied (with kernel
   // unwinding: the walk fell back) and unwound here.
   StackSources on_cpu_stacks;
   StackSources off_cpu_stacks;
   uint64_t sample_event_bytes = 0;  // ring-buffer bytes of every timer sample
-  uint64_t dwarf_sample_bytes = 0;  // ring-buffer bytes of those samples
-  uint64_t stack_copy_bytes = 0;    // of those, user-stack bytes copied
   // Stacks the unwinder could not finish because the copy ended (at its size) below the
   // end of the stack.
   uint64_t stacks_cut_at_copy_end = 0;

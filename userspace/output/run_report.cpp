@@ -44,22 +44,24 @@ void add_losses(const Recording& recording, const SessionModel& model, RunReport
 
 std::optional<UnwindCost> unwind_cost(const Recording& recording) {
   const RecordingStats& s = recording.stats;
-  if (!s.user_stacks) return std::nullopt;
+  if (!s.copied_stacks) return std::nullopt;
   UnwindCost cost;
+  cost.copied_stacks = s.copied_stacks;
+  cost.user_stacks = s.user_stacks_taken;
   std::vector<uint32_t> times = s.unwind_ns;
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   cost.median_us = times.empty() ? 0.0 : times[times.size() / 2] / 1000.0;
   if (!times.empty()) {
     const double kept_ns = std::accumulate(times.begin(), times.end(), 0.0);
     cost.total_ms =
-        kept_ns / static_cast<double>(times.size()) * static_cast<double>(s.user_stacks) / 1e6;
+        kept_ns / static_cast<double>(times.size()) * static_cast<double>(s.copied_stacks) / 1e6;
   }
-  const double per_stack = 1.0 / static_cast<double>(s.user_stacks);
-  cost.copied_bytes_per_sample = static_cast<double>(s.stack_copy_bytes) * per_stack;
-  cost.event_bytes_per_sample = static_cast<double>(s.dwarf_sample_bytes) * per_stack;
+  const double per_copy = 1.0 / static_cast<double>(s.copied_stacks);
+  cost.stack_bytes_per_copy = static_cast<double>(s.stack_copy_bytes) * per_copy;
+  cost.event_bytes_per_copy = static_cast<double>(s.copy_event_bytes) * per_copy;
   cost.raised_stack_copies.assign(s.raised_stack_copies.begin(), s.raised_stack_copies.end());
-  cost.cut_at_copy_end_share = static_cast<double>(s.stacks_cut_at_copy_end) * per_stack;
-  cost.often_cut_at_copy_end = s.stacks_cut_at_copy_end * 100 > s.user_stacks;
+  cost.cut_at_copy_end_share = static_cast<double>(s.stacks_cut_at_copy_end) * per_copy;
+  cost.often_cut_at_copy_end = s.stacks_cut_at_copy_end * 100 > s.copied_stacks;
   cost.fixed_stack_copy_size = recording.fixed_stack_copy_size;
   return cost;
 }

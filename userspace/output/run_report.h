@@ -34,15 +34,17 @@ struct ProcessCpuTime {
   uint64_t cpu_ns;  // the kernel's accounting, summed over the entry's threads
 };
 
-// What unwinding copied stacks cost (DWARF mode only).
+// What unwinding copied stacks cost (DWARF mode only), per copy.
 struct UnwindCost {
-  double median_us = 0;                // per stack
-  double total_ms = 0;                 // all stacks (estimated from the kept times past 64k)
-  double copied_bytes_per_sample = 0;  // stack bytes
-  double event_bytes_per_sample = 0;   // whole ring-buffer events
+  uint64_t copied_stacks = 0;       // copies unwound in userspace
+  uint64_t user_stacks = 0;         // of all taken (samples, switch-outs, wakers)
+  double median_us = 0;             // unwinding one copy
+  double total_ms = 0;              // all copies (estimated from the kept times past 64k)
+  double stack_bytes_per_copy = 0;  // user-stack bytes
+  double event_bytes_per_copy = 0;  // whole ring-buffer events
   // Processes whose copies grew, with their new size, in the recording's order.
   std::vector<std::pair<Pid, uint32_t>> raised_stack_copies;
-  double cut_at_copy_end_share = 0;    // of the stacks to unwind
+  double cut_at_copy_end_share = 0;    // of the copies
   bool often_cut_at_copy_end = false;  // more than 1% of them: worth a word
   bool fixed_stack_copy_size = false;
 };
