@@ -6,106 +6,21 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
-#include "symbols/util/mapping_ranges.h"
+#include "userspace/model/address_spaces.h"
+#include "userspace/model/frame_key.h"
 #include "userspace/model/ids.h"
-#include "userspace/model/prefix_tree.h"
 #include "userspace/model/recording.h"
+#include "userspace/model/stack_resolver.h"
 #include "userspace/model/thread_accounting.h"
 #include "userspace/model/thread_waits.h"
+#include "userspace/model/waker_shares.h"
 
 namespace bpfprof {
-
-// The library of kernel frames (the first library of every model).
-inline constexpr LibId kKernelLib{0};
-
-// What a frame of a resolved stack is; the kind decides what its library and address mean,
-// so that no library id doubles as a marker.
-enum class FrameKind : uint8_t {
-  kNative,       // code in a mapped file or a process's [anon] memory: `lib`, file offset
-  kKernel,       // kernel code: `lib` is kKernelLib, the address is absolute
-  kUnmapped,     // a user address outside any executable mapping (often a frame-pointer walk
-                 // gone astray): absolute, no library
-  kOffCpuState,  // a pseudo-frame naming why the thread is off the CPU (off_cpu_state())
-  kTruncated,    // the pseudo-frame the profile writer puts at the root of a user stack that
-                 // does not reach a thread root (the model never makes one itself)
-  kRuntime,      // a runtime's function at a line (Python, ...): the address is the
-                 // recording's RuntimeFrameId
-  kExec,         // the root of a sample taken inside execve once the old image was gone:
-                 // there is no user stack (kExecRawFrame)
-};
-
-struct Library {
-  std::string path{};  // as the kernel reported it
-  uint32_t dev_major = 0;
-  uint32_t dev_minor = 0;
-  uint64_t inode = 0;
-  std::string build_id{};        // raw bytes, when reported with the mapping
-  uint64_t mount_namespace = 0;  // non-zero: the path is another mount namespace's
-  HeldFileRef held_file{};       // the file held open, when `path` may not lead to it
-
-  // Set for the "[anon]" library of a process: its anonymous executable memory (JIT code),
-  // named through the process's /tmp/perf-PID.map if it writes one.
-  std::optional<Pid> anonymous_memory_of{};
-
-  const std::string& readable_path() const { return bpfprof::readable_path(path, held_file); }
-};
-
-// One frame before symbolization. For a library, `address` is the offset in the file;
-// for the kernel and for addresses outside any mapping it is the absolute address.
-// Return addresses are already nudged (minus one) into their call instruction.
-struct FrameKey {
-  FrameKind kind = FrameKind::kUnmapped;
-  LibId lib{};  // meaningful for kNative and kKernel only
-  uint64_t address = 0;
-
-  static constexpr FrameKey native(LibId lib, uint64_t file_offset) {
-    return {FrameKind::kNative, lib, file_offset};
-  }
-  static constexpr FrameKey kernel(uint64_t address) {
-    return {FrameKind::kKernel, kKernelLib, address};
-  }
-  static constexpr FrameKey unmapped(uint64_t address) {
-    return {FrameKind::kUnmapped, LibId{}, address};
-  }
-  static constexpr FrameKey off_cpu(OffCpuState state) {
-    return {FrameKind::kOffCpuState, LibId{}, static_cast<uint64_t>(state)};
-  }
-  static constexpr FrameKey truncated() { return {FrameKind::kTruncated, LibId{}, 0}; }
-  static constexpr FrameKey exec() { return {FrameKind::kExec, LibId{}, 0}; }
-  static constexpr FrameKey runtime(RuntimeFrameId frame) {
-    return {FrameKind::kRuntime, LibId{}, frame.value};
-  }
-
-  bool is_off_cpu_state() const { return kind == FrameKind::kOffCpuState; }
-  OffCpuState off_cpu_state() const { return static_cast<OffCpuState>(address); }
-  RuntimeFrameId runtime_frame() const { return RuntimeFrameId{static_cast<uint32_t>(address)}; }
-  bool operator==(const FrameKey&) const = default;
-};
-struct FrameKeyHash {
-  size_t operator()(const FrameKey& k) const noexcept {
-    const uint64_t tag = static_cast<uint64_t>(k.kind) << 32 | static_cast<uint32_t>(k.lib.value);
-    return std::hash<uint64_t>{}(k.address * 31 + tag);
-  }
-};
-using ResolvedStackTree = PrefixTree<FrameKey, FrameKeyHash>;
-static_assert(std::is_same_v<StackId, ResolvedStackTree::NodeId>);
-
-struct Mapping {
-  uint64_t start = 0;
-  uint64_t end = 0;
-  uint64_t file_offset = 0;
-  LibId lib;
-};
-
-// The executable mappings of one process at the current replay time.
-using AddressSpace = AddressSpaceOf<Mapping>;
 
 // A wait that a waking ended, at least the wake threshold long: from the switch-out to the
 // waking (the time the thread then waited for a CPU is not the waker's doing).
@@ -116,20 +31,6 @@ struct WokenWait {
   WakerId waker;
   std::optional<ProcessIndex> waker_process;  // the waker's process entry, if tracked
   std::optional<StackId> cause;               // the waker's stack, if taken
-};
-
-// Per process: the waiting time each waker ended (every woken wait, however short).
-struct WakerShare {
-  uint64_t waited_ns = 0;
-  uint64_t wakings = 0;
-};
-
-// A process's waker shares of the waits woken within one second (SessionModel::
-// keep_wakers_by_second).
-struct WakerSecond {
-  uint64_t second = 0;  // MonotonicNs / 1e9
-  std::unordered_map<WakerId, WakerShare> wakers;
-  std::unordered_map<StackId, WakerShare> interrupt_wakers;
 };
 
 // A thread's identity and its samples; how the samples are made from its events is its
@@ -173,8 +74,6 @@ struct Process {
 
 class SessionModel {
  public:
-  SessionModel();
-
   // Replays everything in timestamp order, then finish(). May be called once.
   void replay(const Recording& recording);
   // Closes what is still open at `end` (off-CPU intervals), and gives each thread's
@@ -237,9 +136,9 @@ class SessionModel {
 
   const std::vector<Process>& processes() const { return processes_; }
   const std::vector<Thread>& threads() const { return threads_; }
-  const std::vector<Library>& libraries() const { return libraries_; }
+  const std::vector<Library>& libraries() const { return spaces_.libraries(); }
   const ResolvedStackTree& stacks() const { return stacks_; }
-  const Library& library(LibId id) const { return libraries_[static_cast<size_t>(id.value)]; }
+  const Library& library(LibId id) const { return spaces_.library(id); }
 
   // Threads ordered for display: by process start time, each process's main thread first.
   std::vector<ThreadIndex> display_order() const;
@@ -249,6 +148,8 @@ class SessionModel {
   void add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks);
 
  private:
+  // Processes and threads starting, exec'ing, exiting and renamed
+  // (session_model_lifecycle.cpp).
   void on(MonotonicNs t, const ForkEvent& e);
   void on(MonotonicNs t, const ExecEvent& e);
   void on(MonotonicNs t, const ExitEvent& e);
@@ -267,11 +168,11 @@ class SessionModel {
   void adopt_snapshot(MonotonicNs t, ProcessIndex index,
                       const ExistingProcessEvent& e);  // creates an entry if none is live
   ThreadIndex live_thread(MonotonicNs t, Pid pid, Tid tid);
-  LibId intern_library(const MappingInfo& mapping);
-  LibId anonymous_library(Pid pid);
-  StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks);
-  StackId resolve_uncached(Pid pid, const AddressSpace* space, RawStackId raw,
-                           const RawStackTree& raw_stacks);
+
+  StackId resolve(Pid pid, RawStackId raw, const RawStackTree& raw_stacks) {
+    return resolver_.resolve(pid, spaces_.find(pid), raw, raw_stacks, stacks_);
+  }
+  // Waits, the wakings that end them and the wakers' shares (session_model_waits.cpp).
   StackId off_cpu_stack(Thread& th, const SampleRecord& switch_out, const RawStackTree& raw_stacks);
   void note_waking(Thread& th, const SampleRecord& waking, const RawStackTree& raw_stacks);
   // The thread's wait (if one is open) ends at t: matched with the waking that ended it.
@@ -285,32 +186,14 @@ class SessionModel {
 
   std::vector<Process> processes_;
   std::vector<Thread> threads_;
-  std::vector<Library> libraries_;
-  std::map<std::tuple<std::string, uint64_t, std::string, uint32_t, uint32_t, uint64_t>, LibId>
-      library_index_;
-  std::unordered_map<Pid, LibId> anonymous_libraries_;
   std::unordered_map<Pid, ProcessIndex> live_processes_;
   std::unordered_map<Tid, ThreadIndex> live_threads_;
   // Threads whose exit was seen: a task still samples on its way out after the exit
   // tracepoint, and those samples are its own.
   std::unordered_map<Tid, ThreadIndex> exited_threads_;
-  std::unordered_map<Pid, AddressSpace> address_spaces_;
-  // The last processes to exit, newest last: their last task samples on its way out after
-  // the exit tracepoint too, with its mappings still in place (kept: kExitedSpacesKept).
-  std::deque<std::pair<Pid, AddressSpace>> exited_address_spaces_;
-  const AddressSpace* address_space_of(Pid pid) const;
+  AddressSpaces spaces_;
   ResolvedStackTree stacks_;
-  // Raw stacks already resolved in a process, with the address-space version they used.
-  struct ResolvedStack {
-    uint64_t address_space_version;
-    StackId stack;
-  };
-  std::unordered_map<uint64_t, ResolvedStack> resolved_;  // by pid << 32 | raw stack
-  // The same for raw stacks as the callers of others (their frames all return addresses):
-  // the leaves of a loop differ from sample to sample, their callers do not.
-  std::unordered_map<uint64_t, ResolvedStack> resolved_callers_;
-  std::vector<uint64_t> scratch_exact_;  // resolve_uncached's, kept for their capacity
-  std::vector<RawStackId> scratch_callers_;
+  StackResolver resolver_;
   AccountingRules rules_;
   uint64_t wake_threshold_ns_ = 0;
   bool wakers_by_second_ = false;
