@@ -28,7 +28,7 @@
 // whatever the name: the benchmark's figures).
 import { closeSync, openSync, readSync } from 'node:fs';
 
-import { ProfileView, STATE_FRAMES } from './harness.mjs';
+import { ProfileView, STATE_FRAMES } from './profile_view.mjs';
 
 // The outermost user frame of a stack that reached its thread's start. glibc's entry points
 // under the names they can carry (the symbol table, DWARF, versioned aliases).
