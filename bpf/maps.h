@@ -1,7 +1,7 @@
 /* Every map of the BPF programs, with the values they hold, and their global data (.bss),
  * in one place: the ring buffers, the tracked processes, loss counters, the events' scratch
  * space, off-CPU and waker state, stack copies, the in-kernel walker's tables and state, and
- * the runtimes' (Python's) entries. Userspace finds them by these names (bpf_programs.cpp,
+ * the runtimes' entries. Userspace finds them by these names (bpf_programs.cpp,
  * the runtimes' kernel maps). */
 #ifndef BPFPROF_MAPS_H
 #define BPFPROF_MAPS_H
@@ -387,6 +387,23 @@ struct {
   __type(value, struct python_scratch);
 } python_scratch_space SEC(".maps");
 
+/* V8 (runtimes/v8/frames.bpf.h). */
+
+/* tgid -> its frame layout; userspace fills it for processes that export V8's v8dbg_ tables. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, struct bpfprof_v8_process);
+} v8_processes SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_v8_stack_event);
+} v8_scratch SEC(".maps");
+
 /* HotSpot (runtimes/hotspot/frames.bpf.h). */
 
 /* The JVMs: tgid -> where their code cache and interpreter are and how their blobs and
@@ -399,10 +416,12 @@ struct {
 } hotspot_processes SEC(".maps");
 
 /* The Java frames a walk stepped through, per CPU and slot (as unwind_walks), sent before
- * the walk's stack event; `blob` holds the header of the blob being stepped through. */
+ * the walk's stack event; `process` is the walked JVM's entry as the walk started, `blob`
+ * the header of the blob being stepped through. */
 struct hotspot_walk {
   __u32 tid; /* whose walk filled `event` */
   __u32 pad;
+  struct bpfprof_hotspot_process process;
   __u8 blob[BPFPROF_HOTSPOT_BLOB_WINDOW];
   struct bpfprof_hotspot_stack_event event;
 };

@@ -4,26 +4,26 @@
  * child of a tracked process is sampled from its first instruction.
  *
  * In one order, as bcc's libbpf-tools lay their programs out: the settings userspace writes
- * before load (knobs.h), every map (maps.h), the helpers shared by several programs
- * (helpers.h, stack_events.h; stack_copy.h, unwind_user.h and the runtimes' frame readers,
- * each including what it uses), then the programs in this file, each with the helpers only
- * it uses just above it: samples, switch-outs, wakers, lifecycle. */
+ * before load (knobs.h), every map (maps.h), the helpers shared by several programs, each
+ * header including what it uses (helpers.h; stack_events.h, which takes stacks with
+ * stack_copy.h, the in-kernel walker unwind_user.h and the runtimes' frame readers;
+ * image_mappings.h), the runtimes' steps through their own code that the walker calls
+ * (runtimes/code_steps.bpf.h), then the programs in this file, each with the helpers only it
+ * uses just above it: samples, switch-outs, wakers, lifecycle. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "events.h"
-#include "helpers.h"
-#include "knobs.h"
-#include "maps.h"
-#include "runtimes/python/frames.bpf.h"
-#include "stack_capture_fp.h"
-#include "stack_copy.h"
-#include "stack_events.h"
-#include "unwind_user.h"
-#include "user_regs.h"
+#include "bpf/events.h"
+#include "bpf/helpers.h"
+#include "bpf/image_mappings.h"
+#include "bpf/knobs.h"
+#include "bpf/maps.h"
+#include "bpf/stack_events.h"
+#include "bpf/unwind_maps.h"
+#include "runtimes/code_steps.bpf.h" /* the walker's runtime_code_start and _step */
 
 char LICENSE[] SEC("license") = "GPL";
 

@@ -4,6 +4,10 @@
 #ifndef BPFPROF_RUNTIME_STACKS_H
 #define BPFPROF_RUNTIME_STACKS_H
 
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+
 #include "bpf/events.h"
 #include "runtimes/hotspot/frames.bpf.h"
 #include "runtimes/python/frames.bpf.h"

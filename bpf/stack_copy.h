@@ -9,7 +9,6 @@
 #include <bpf/bpf_helpers.h>
 
 #include "bpf/events.h"
-#include "bpf/helpers.h"
 #include "bpf/knobs.h"
 #include "bpf/maps.h"
 #include "bpf/stack_capture_fp.h"

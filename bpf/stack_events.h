@@ -8,6 +8,7 @@
 
 #include "vmlinux.h"
 
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
 #include "bpf/events.h"

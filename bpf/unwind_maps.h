@@ -50,6 +50,10 @@ enum bpfprof_mapping_kind {
   /* The file's table is not loaded (yet: it is being built; or it could not be, or the row
    * array is full): the sample falls back to a stack copy unwound in userspace. */
   BPFPROF_MAPPING_FALLBACK = 3,
+  /* Code whose frames a runtime's own step knows (a JIT's code cache without CFI or frame
+   * pointers): the BPF side's, from the runtimes at a walk's start (bpf/runtime_code.h);
+   * userspace never writes it. */
+  BPFPROF_MAPPING_RUNTIME_CODE = 4,
 };
 
 /* Why a walk gave up and the sample fell back to a stack copy, or was cut (counted per CPU

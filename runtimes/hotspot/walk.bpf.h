@@ -1,8 +1,8 @@
-/* The in-kernel walk through a JVM's code cache (HotSpot, x86-64), included by
- * bpf/unwind_user.h where its step helpers are defined. HotSpot's compiled code keeps no frame
- * pointer and has no CFI, but each code blob knows its frame size: a pc in the code cache is
- * looked up in its code heap's segment map (as CodeHeap::find_block_for does), the blob's
- * header read, and the frame stepped by it:
+/* The in-kernel walk through a JVM's code cache (HotSpot, x86-64): the walker reaches it by
+ * the kind of the frame's mapping (bpf/runtime_code.h), from runtimes/code_steps.bpf.h.
+ * HotSpot's compiled code keeps no frame pointer and has no CFI, but each code blob knows its
+ * frame size: a pc in the code cache is looked up in its code heap's segment map (as
+ * CodeHeap::find_block_for does), the blob's header read, and the frame stepped by it:
  *   - a compiled method or runtime stub (frame size > 0): caller's sp = sp + frame size
  *     words, the return address just below it, the caller's rbp below that; a leaf that has
  *     not completed its frame yet (before frame_complete_offset) has its return address at sp;
@@ -21,7 +21,12 @@
 #include <bpf/bpf_helpers.h>
 
 #include "bpf/events.h"
+#include "bpf/frame_pointer_step.h"
 #include "bpf/maps.h"
+#include "bpf/runtime_code.h"
+#include "bpf/stack_window.h"
+#include "bpf/unwind_maps.h"
+#include "bpf/unwind_walk.h"
 
 /* Segment-map hops to a block's start: JDK 17 keeps a hop at most 0xfe segments long and
  * fills a block's map so that a 1 MB blob is a few dozen hops away. */
@@ -29,11 +34,6 @@
 #define HOTSPOT_SEGMAP_FREE 0xff
 /* A frame larger than this (in words) is not one HotSpot makes: the blob is misread. */
 #define HOTSPOT_MAX_FRAME_WORDS (1 << 16)
-
-static __always_inline bool hotspot_code_contains(const struct bpfprof_hotspot_process* p,
-                                                  __u64 pc) {
-  return p->code_low <= pc && pc < p->code_high;
-}
 
 static __always_inline __u64 blob_word(const struct hotspot_walk* h, __u32 offset) {
   if (offset > BPFPROF_HOTSPOT_BLOB_WINDOW - 8) return 0;
@@ -127,24 +127,17 @@ static __always_inline long hotspot_sized_step(struct unwind_walk* w, __u64 code
       return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
     w->bp_known = 1;
   }
-  w->sp = cfa;
-  w->pc = return_address;
   w->bx_known = 0;
-  w->exact = 0;
-  w->bump = 0;
-  return return_address ? 0 : walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+  return walk_to_caller(w, cfa, return_address);
 }
 
-/* One step through a frame whose pc lies in the JVM's code cache (hotspot_code_contains);
- * `slot`: the walk's (SAMPLE_SLOT, TRACEPOINT_SLOT). 1 ends the walk, as walk_stops. A global
- * function: verified once, on its own. */
-__noinline int hotspot_step(struct unwind_walk* w, const struct bpfprof_hotspot_process* p,
-                            __u32 slot, __u32 depth) {
-  if (!w) return 1;
-  if (!p) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNMAPPED);
+/* One step through a frame whose pc lies in the JVM's code cache (hotspot_code_start), in
+ * hotspot_walks' `slot` (SAMPLE_SLOT, TRACEPOINT_SLOT). 1 ends the walk, as walk_stops. */
+static __always_inline long hotspot_step(struct unwind_walk* w, __u32 slot, __u32 depth) {
   slot &= 1;
   struct hotspot_walk* h = bpf_map_lookup_elem(&hotspot_walks, &slot);
   if (!h) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNMAPPED);
+  const struct bpfprof_hotspot_process* p = &h->process;
   const __u64 pc = w->exact ? w->pc : w->pc - 1;
   if (p->interpreter_low <= pc && pc < p->interpreter_high)
     return hotspot_interpreter_step(w, p, h, depth);
@@ -164,14 +157,24 @@ __noinline int hotspot_step(struct unwind_walk* w, const struct bpfprof_hotspot_
   return hotspot_sized_step(w, code_begin, frame_words, blob_int(h, p->blob_frame_complete), depth);
 }
 
-/* A new walk of `tid`: no Java frames noted yet. */
-static __always_inline void hotspot_walk_start(__u32 slot, __u32 tid) {
+/* A walk of thread `tid` of process `tgid` in hotspot_walks' `slot` starts: if the process is
+ * a JVM, its entry is kept for the walk, no Java frames are noted yet, and `code` is its code
+ * cache. */
+static __always_inline void hotspot_code_start(struct runtime_code* code, __u32 tgid, __u32 tid,
+                                               __u32 slot) {
+  if (!runtime_processes[BPFPROF_RUNTIME_HOTSPOT]) return;
+  const struct bpfprof_hotspot_process* p = bpf_map_lookup_elem(&hotspot_processes, &tgid);
+  if (!p) return;
   slot &= 1;
   struct hotspot_walk* h = bpf_map_lookup_elem(&hotspot_walks, &slot);
   if (!h) return;
+  h->process = *p;
   h->tid = tid;
   h->event.count = 0;
   h->event.dropped = 0;
+  code->low = p->code_low;
+  code->high = p->code_high;
+  code->runtime = BPFPROF_RUNTIME_HOTSPOT;
 }
 
 #endif

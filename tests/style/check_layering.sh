@@ -31,4 +31,27 @@ for layer in "${!allowed[@]}"; do
     fi
   done < <(git ls-files "$layer" | grep -E '\.(h|cpp|c)$' | xargs grep -Hn '^#include "' || true)
 done
+
+# The kernel side: bpf/ is generic and includes only bpf/ (besides vmlinux.h and libbpf's
+# headers); a runtime's kernel part (runtimes/<name>/*.bpf.h) includes bpf/ and its own folder.
+# What puts them together may include the runtimes too: the program (bpf/*.bpf.c), the lists of
+# runtimes (runtimes/*.bpf.h) and bpf/runtime_stacks.h, the frame readers stack_events.h calls.
+while IFS=: read -r file _ include; do
+  target=$(sed -E 's/#include "([^"]+)".*/\1/' <<<"$include")
+  case "$file" in
+    bpf/*.bpf.c | bpf/runtime_stacks.h) deps="bpf runtimes" ;;
+    bpf/*) deps="bpf" ;;
+    runtimes/*/*.bpf.h) deps="bpf ${file%/*}" ;;
+    *) deps="bpf runtimes" ;;
+  esac
+  ok=0
+  [[ "$target" == vmlinux.h ]] && ok=1
+  for dep in $deps; do
+    [[ "$target" == "$dep"/* ]] && ok=1 && break
+  done
+  if ((!ok)); then
+    echo "$file includes $target: it may include only $deps"
+    status=1
+  fi
+done < <(git ls-files 'bpf/*.h' 'bpf/*.c' 'runtimes/*.bpf.h' | xargs grep -Hn '^#include "' || true)
 exit $status

@@ -1,0 +1,36 @@
+/* Code whose frames only a runtime's own step knows (BPFPROF_MAPPING_RUNTIME_CODE): a JIT's
+ * code cache that has neither call-frame information nor frame pointers, whose frames the
+ * runtime's own structures describe. The walker reaches such a frame by its mapping's kind,
+ * as it reaches frame-pointer code, and never names the runtime: at a walk's start the
+ * runtimes say where their code lies in the walked process (runtime_code_start), and a frame
+ * whose pc lies there is stepped by runtime_code_step. The program defines both once, from
+ * the runtimes that have such code (runtimes/code_steps.bpf.h). */
+#ifndef BPFPROF_RUNTIME_CODE_H
+#define BPFPROF_RUNTIME_CODE_H
+
+#include "vmlinux.h"
+
+#include "bpf/maps.h"
+
+struct runtime_code {
+  __u64 low; /* [low, high): the code's addresses; empty for none */
+  __u64 high;
+  __u32 runtime; /* enum bpfprof_runtime: whose step */
+  __u32 pad;
+};
+
+static __always_inline bool in_runtime_code(const struct runtime_code* code, __u64 pc) {
+  return code->low <= pc && pc < code->high;
+}
+
+/* At the start of a walk of thread `tid` of process `tgid` (the current thread) in
+ * unwind_walks' `slot`: the code of the process that a runtime's step knows, into `code`
+ * (left empty for none); that runtime readies its own state for the walk. A global
+ * function: verified once, on its own. */
+int runtime_code_start(struct runtime_code* code, __u32 tgid, __u32 tid, __u32 slot);
+
+/* One step through the frame at w->pc, which lies in the code of `runtime`
+ * (runtime_code_start); `slot` as there. 1 ends the walk, as walk_stops. A global function. */
+int runtime_code_step(struct unwind_walk* w, __u32 runtime, __u32 slot, __u32 depth);
+
+#endif
