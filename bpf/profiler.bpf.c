@@ -17,10 +17,11 @@
 #include <bpf/bpf_tracing.h>
 
 #include "bpf/events.h"
-#include "bpf/helpers.h"
-#include "bpf/image_mappings.h"
 #include "bpf/knobs.h"
 #include "bpf/maps.h"
+
+#include "bpf/helpers.h"
+#include "bpf/image_mappings.h"
 #include "bpf/stack_events.h"
 #include "bpf/unwind_maps.h"
 #include "runtimes/code_steps.bpf.h" /* the walker's runtime_code_start and _step */

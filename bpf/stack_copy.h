@@ -95,7 +95,7 @@ static __always_inline void copy_user_stack(struct task_struct* task,
    * without a table): it takes the whole stack, which is only as deep as it has been, so that
    * a young process's deep frames (python's 16 KB path buffers) are not cut at the limit. */
   /* Its end may be unknown because the walk used the one VMA lookup of the sampling
-   * interrupt (unwind_user.h): then the pages past it fail to read and are not sent. */
+   * interrupt (mapping_from_vma): then the pages past it fail to read and are not sent. */
   if (fallback_copies_whole_stack) limit = BPFPROF_MAX_STACK_COPY;
   if (limit > BPFPROF_MAX_STACK_COPY) limit = BPFPROF_MAX_STACK_COPY;
   e->stack_copy_limit = limit;

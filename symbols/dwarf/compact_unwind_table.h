@@ -35,7 +35,7 @@ bool operator==(const UnwindRule& a, const UnwindRule& b);
 std::optional<CompactUnwindTable> compact_unwind_table(std::span<const UnwindRow> rows);
 
 // The rule that holds at `pc` (a file virtual address), found as the BPF walk finds it
-// (bpf/unwind_user.h, find_row); nullptr where no row does.
+// (bpf/unwind_lookup.h, find_row); nullptr where no row does.
 const UnwindRule* find_compact_rule(const CompactUnwindTable& table, uint64_t pc);
 
 }  // namespace bpfprof
