@@ -7,6 +7,8 @@
 
 #include "vmlinux.h"
 
+#include <bpf/bpf_helpers.h>
+
 #include "bpf/cfi_rules.h"
 #include "bpf/events.h"
 #include "bpf/go_switch_step.h"

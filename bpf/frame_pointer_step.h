@@ -5,6 +5,8 @@
 
 #include "vmlinux.h"
 
+#include <bpf/bpf_helpers.h>
+
 #include "bpf/maps.h"
 #include "bpf/stack_window.h"
 #include "bpf/unwind_maps.h"

@@ -10,6 +10,8 @@
 
 #include "vmlinux.h"
 
+#include <bpf/bpf_helpers.h>
+
 #include "bpf/maps.h"
 
 struct runtime_code {

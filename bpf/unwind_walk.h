@@ -6,6 +6,8 @@
 
 #include "vmlinux.h"
 
+#include <bpf/bpf_helpers.h>
+
 #include "bpf/events.h"
 #include "bpf/maps.h"
 #include "bpf/runtime_code.h"
