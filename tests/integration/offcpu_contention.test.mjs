@@ -100,8 +100,8 @@ describe('off-CPU: pinned_pair (two spinning threads on CPU 0)', () => {
 // often but waits little (a CPU soon frees up: more spinners make each wait outlast the
 // interval, and hide the bug below), and a preemption that spans the end of a spin phase is
 // followed at once by the phase's nanosleep. Its stop then comes less than an interval after the preemption's, at
-// another place: the sleep must get its own stack (a reuse rule by time alone gave 90% of the
-// sleep weight to spin_phase), and with --no-off-cpu its own [sleeping] mark.
+// another place: the sleep must get its own stack (a reuse rule by time alone would give the
+// sleep's weight to spin_phase), and with --no-off-cpu its own [sleeping] mark.
 describe('off-CPU: sleepy on a busy machine', () => {
   const m = (metrics.sleepy_busy = { durationMs: SLEEPY_MS });
   let offCpu;

@@ -24,7 +24,7 @@ constexpr uint64_t kRowChunkBytes =
     uint64_t{BPFPROF_UNWIND_CHUNK_ROWS} * sizeof(bpfprof_unwind_entry);
 
 // The recorder's own memory beside the maps while it records: the model, the unwinder's
-// caches and the libraries' text it reads (~30 MB on a small recording).
+// caches and the libraries' text it reads: what a small recording needs, as a floor.
 constexpr uint64_t kRecorderWorkingBytes = 32ull << 20;
 
 // Why loading failed, with what to do about it. Out of memory is the maps' size against a

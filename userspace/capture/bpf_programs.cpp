@@ -125,11 +125,10 @@ BpfPrograms::Skeleton BpfPrograms::open_walker(size_t index, const Config& confi
   return skel;
 }
 
-// Each walker program takes the verifier 100-150 ms here (the rest of the object ~30 ms), one
-// after the other in one object: so each is loaded from an object of its own, on a thread of
-// its own, with the main object's maps (its global data included, so its read-only values are
-// those the verifier sees). On 2 CPUs this took start-up from ~550 to ~350 ms; with more CPUs
-// it waits for the longest one alone.
+// The walker programs are most of the verifier's time for the object, and in one object their
+// times add up: so each is loaded from an object of its own, on a thread of its own, with the
+// main object's maps (its global data included, so its read-only values are those the verifier
+// sees). Start-up then waits for the longest one alone, CPUs permitting.
 void BpfPrograms::load_walker_programs(const Config& config) {
   const size_t count = walker_programs(skeleton_.get(), config).size();
   std::vector<Skeleton> skeletons;
