@@ -1,9 +1,11 @@
-// A language runtime whose own frames bpfprof reads in place of its interpreter's native
-// frames (Python now). Each runtime is one folder, runtimes/<name>/: it recognises its
-// processes from their mappings, tells the BPF side where to find their frames, takes the
-// frame events its BPF reader (runtimes/<name>/frames.bpf.h) sends, and merges its frames
-// into the native stacks. The capture layer knows runtimes only through this interface and
-// the list in runtimes/registry.cpp.
+// A language runtime whose own frames bpfprof reads in place of its interpreter's or JIT's
+// native frames (CPython, HotSpot, V8, CRuby). Each runtime is one folder, runtimes/<name>/:
+// it recognises its processes from their mappings, tells the BPF side where to find their
+// frames, takes the frame events its BPF reader (runtimes/<name>/frames.bpf.h) sends, and
+// merges its frames into the native stacks. What runtimes share (reading another process's
+// memory, merging, the per-thread and per-process bookkeeping) is in runtimes/kit/. The
+// capture layer knows runtimes only through this interface and the list in
+// runtimes/registry.cpp.
 #pragma once
 
 #include <cstddef>

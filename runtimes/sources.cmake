@@ -2,13 +2,14 @@
 # bpfprof_runtimes (userspace/CMakeLists.txt) and by the fuzzing build (tests/fuzz), which
 # include this file with BPFPROF_RUNTIMES_DIR set. A new runtime adds its files here.
 set(BPFPROF_RUNTIMES_SOURCES
-  ${BPFPROF_RUNTIMES_DIR}/process_tracker.cpp
+  ${BPFPROF_RUNTIMES_DIR}/kit/merge.cpp
+  ${BPFPROF_RUNTIMES_DIR}/kit/process_tracker.cpp
   ${BPFPROF_RUNTIMES_DIR}/registry.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/code_cache.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/debug_info.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/layout.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/names.cpp
-  ${BPFPROF_RUNTIMES_DIR}/hotspot/remote_memory.cpp
+  ${BPFPROF_RUNTIMES_DIR}/kit/remote_memory.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/runtime.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/thread_names.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/vm_structs.cpp

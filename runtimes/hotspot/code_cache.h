@@ -10,7 +10,7 @@
 
 #include "bpf/events.h"
 #include "runtimes/hotspot/layout.h"
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 
 namespace bpfprof::hotspot {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "runtimes/hotspot/layout.h"
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 
 namespace bpfprof::hotspot {
 

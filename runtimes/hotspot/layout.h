@@ -10,8 +10,8 @@
 #include <variant>
 #include <vector>
 
-#include "runtimes/hotspot/remote_memory.h"
 #include "runtimes/hotspot/vm_structs.h"
+#include "runtimes/kit/remote_memory.h"
 
 namespace bpfprof::hotspot {
 

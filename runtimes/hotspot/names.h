@@ -17,7 +17,7 @@
 #include "bpf/events.h"
 #include "runtimes/hotspot/debug_info.h"
 #include "runtimes/hotspot/layout.h"
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 
 namespace bpfprof::hotspot {
 

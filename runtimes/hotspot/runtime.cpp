@@ -13,7 +13,8 @@
 #include "runtimes/hotspot/names.h"
 #include "runtimes/hotspot/thread_names.h"
 #include "runtimes/hotspot/vm_structs.h"
-#include "runtimes/process_tracker.h"
+#include "runtimes/kit/pending_stacks.h"
+#include "runtimes/kit/process_tracker.h"
 
 namespace bpfprof {
 namespace {
@@ -22,8 +23,6 @@ using hotspot::CodeCacheError;
 using hotspot::HotSpotLayout;
 using hotspot::JavaFrameNamer;
 using hotspot::LayoutMissing;
-using hotspot::ProcessMemory;
-using hotspot::RemoteReader;
 using hotspot::VmStructs;
 using hotspot::VmStructsError;
 
@@ -124,7 +123,7 @@ class HotSpotRuntime final : public Runtime {
   }
   void forget(Pid pid) {
     if (jvms_.erase(pid)) gone_.push_back(pid);
-    std::erase_if(pending_stacks_, [&](const auto& entry) { return entry.second.pid == pid; });
+    pending_stacks_.forget(pid);
   }
   void set_up(Pid pid, Jvm& jvm, RuntimeKernelMaps& maps, RuntimeStats& stats);
   // The JVM's threads' Java names, read again with its code cache (threads start and are
@@ -136,7 +135,7 @@ class HotSpotRuntime final : public Runtime {
   std::unordered_map<Pid, Jvm> jvms_;
   RuntimeProcessTracker tracker_{[](const std::string& base) { return base == "libjvm.so"; }};
   std::vector<Pid> gone_;  // entries to take out of the kernel's map
-  std::unordered_map<Tid, Pending> pending_stacks_;
+  PendingStacks<Pending> pending_stacks_;
 };
 
 // Reads the JVM's tables and code cache and puts its entry into the kernel's map; a JVM
@@ -193,38 +192,28 @@ void HotSpotRuntime::read_thread_names(Pid pid, Jvm& jvm, Recording& recording) 
 }
 
 void HotSpotRuntime::take_event(const void* data, size_t size, Recording& recording) {
-  constexpr size_t kFixed = offsetof(bpfprof_hotspot_stack_event, frames);
-  if (size < kFixed) return;
   bpfprof_hotspot_stack_event e;
-  memcpy(&e, data, std::min(size, sizeof(e)));
-  const size_t count = std::min<size_t>(
-      {e.count, BPFPROF_MAX_HOTSPOT_FRAMES, (size - kFixed) / sizeof(bpfprof_hotspot_frame)});
+  const std::optional<size_t> count =
+      copy_frame_event(data, size, e, &bpfprof_hotspot_stack_event::count);
+  if (!count) return;
   RuntimeStats& s = stats(recording);
-  ++s.stacks;
-  s.max_frames = BPFPROF_MAX_HOTSPOT_FRAMES;
-  s.event_bytes += size;
+  count_frame_event(s, size, BPFPROF_MAX_HOTSPOT_FRAMES);
   if (e.dropped) ++s.at_limit;
-  Pending& pending = pending_stacks_[Tid{static_cast<int32_t>(e.header.tid)}];
-  pending.pid = Pid{static_cast<int32_t>(e.header.pid)};
-  pending.time = MonotonicNs{e.header.timestamp_ns};
-  pending.frames.assign(e.frames, e.frames + count);
+  pending_stacks_.put(e.header).frames.assign(e.frames, e.frames + *count);
 }
 
 // Each noted Java frame replaces the raw address at its index, if that is still the pc the
 // walk noted (the stack event is the one the frames were sent for).
 void HotSpotRuntime::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
                                 Recording& recording) {
-  auto found = pending_stacks_.find(tid);
-  if (found == pending_stacks_.end()) return;
-  Pending pending = std::move(found->second);
-  pending_stacks_.erase(found);
+  std::optional<Pending> pending = pending_stacks_.take(pid, tid, time);
   auto jvm = jvms_.find(pid);
-  if (pending.time != time || jvm == jvms_.end() || !jvm->second.namer) return;
+  if (!pending || jvm == jvms_.end() || !jvm->second.namer) return;
   bool merged = false;
   // Outermost first, so that the frames inlined methods add do not move those still to do.
-  std::sort(pending.frames.begin(), pending.frames.end(),
+  std::sort(pending->frames.begin(), pending->frames.end(),
             [](const auto& a, const auto& b) { return a.depth > b.depth; });
-  for (const bpfprof_hotspot_frame& f : pending.frames) {
+  for (const bpfprof_hotspot_frame& f : pending->frames) {
     if (f.depth >= user.size() || static_cast<uint32_t>(user[f.depth]) != f.pc_low) {
       ++stats(recording).mismatched;
       continue;

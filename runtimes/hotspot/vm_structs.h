@@ -22,7 +22,7 @@
 #include <string_view>
 #include <variant>
 
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 #include "userspace/model/ids.h"
 
 namespace bpfprof::hotspot {

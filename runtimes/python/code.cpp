@@ -1,11 +1,10 @@
 #include "runtimes/python/code.h"
 
-#include <sys/uio.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "runtimes/kit/remote_memory.h"
 #include "symbols/util/text.h"
 
 namespace bpfprof {
@@ -244,15 +243,13 @@ std::optional<uint32_t> python_line_in(std::span<const PythonLineRun> runs, uint
 class PythonCodeReader::Budgeted {
  public:
   Budgeted(Pid pid, Process& process, uint64_t& sample_bytes)
-      : pid_(pid), process_(process), sample_bytes_(sample_bytes) {}
+      : memory_(pid), process_(process), sample_bytes_(sample_bytes) {}
 
   bool read(uint64_t address, void* out, size_t size) {
     if (!address) return false;
     if (!size) return true;
     charge(size);
-    iovec local{out, size};
-    iovec remote{reinterpret_cast<void*>(address), size};
-    return process_vm_readv(pid_.value, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
+    return memory_.read(address, out, size);
   }
   void charge(uint64_t bytes) {
     process_.bytes += bytes;
@@ -299,7 +296,7 @@ class PythonCodeReader::Budgeted {
   }
 
  private:
-  Pid pid_;
+  ProcessMemory memory_;
   Process& process_;
   uint64_t& sample_bytes_;
 };

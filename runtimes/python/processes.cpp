@@ -161,28 +161,6 @@ bpfprof_python_process PythonInterpreter::bpf_entry() const {
   };
 }
 
-void PythonProcesses::observe(const std::vector<LifecycleEvent>& events, size_t from,
-                              RuntimeStats& stats) {
-  tracker_.observe(
-      events, from, [&](Pid pid, const MappingInfo& mapping) { on_mapping(pid, mapping, stats); },
-      [&](Pid pid) { forget(pid); });
-}
-
-std::vector<Pid> PythonProcesses::forget_exited() {
-  std::vector<Pid> exited = tracker_.take_exited();
-  for (Pid pid : exited) forget(pid);
-  return exited;
-}
-
-const PythonInterpreter* PythonProcesses::find(Pid pid) const {
-  auto it = interpreters_.find(pid);
-  return it == interpreters_.end() ? nullptr : &it->second;
-}
-
-void PythonProcesses::forget(Pid pid) {
-  if (interpreters_.erase(pid)) changes_.push_back(Change{pid, std::nullopt});
-}
-
 const PythonInspection& PythonProcesses::binary_for(const MappingInfo& mapping,
                                                     PythonVersion version) {
   const std::string& readable = mapping.readable_path();
@@ -198,7 +176,7 @@ const PythonInspection& PythonProcesses::binary_for(const MappingInfo& mapping,
 void PythonProcesses::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats) {
   const std::optional<PythonVersion> version =
       python_version_from_file_name(base_name(mapping.path));
-  if (!version || interpreters_.contains(pid)) return;
+  if (!version || contains(pid)) return;
   const auto& binary = binary_for(mapping, *version);
   if (const auto* rejected = std::get_if<PythonRejection>(&binary))
     stats.not_read.emplace(mapping.path, rejected->reason);
@@ -215,8 +193,7 @@ void PythonProcesses::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeSta
                                       b.eval_start + bias + b.eval_size,
                                       placed(b.str_type),
                                       placed(b.bytes_type)};
-  interpreters_.emplace(pid, interpreter);
-  changes_.push_back(Change{pid, interpreter.bpf_entry()});
+  add(pid, interpreter, interpreter.bpf_entry());
 }
 
 }  // namespace bpfprof

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bpf/events.h"
-#include "runtimes/process_tracker.h"
+#include "runtimes/kit/runtime_processes.h"
 #include "runtimes/python/layout.h"
 #include "symbols/elf/elf_file.h"
 #include "userspace/model/recording.h"
@@ -73,34 +73,19 @@ PythonInspection inspect_python_binary(const std::string& readable_path,
 std::optional<PythonRejection> check_debug_offsets(int fd, const ElfFile& elf, uint64_t runtime,
                                                    const PythonLayout& layout);
 
-class PythonProcesses {
+class PythonProcesses final : public RuntimeProcesses<PythonInterpreter, bpfprof_python_process> {
  public:
-  // Mappings of new and existing processes, execs and exits, from events[from] on.
-  void observe(const std::vector<LifecycleEvent>& events, size_t from, RuntimeStats& stats);
-  // Processes that exited since the last call are forgotten (their last samples may come in
-  // the same batch as their exit, so not at once); returns them.
-  std::vector<Pid> forget_exited();
-
-  const PythonInterpreter* find(Pid pid) const;
-
-  // For the kernel side: interpreters found (an entry) and processes gone (none).
-  struct Change {
-    Pid pid;
-    std::optional<bpfprof_python_process> entry;
-  };
-  std::vector<Change> take_changes() { return std::exchange(changes_, {}); }
+  PythonProcesses()
+      : RuntimeProcesses([](const std::string& base) {
+          return python_version_from_file_name(base).has_value();
+        }) {}
 
  private:
-  void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats);
-  void forget(Pid pid);
+  void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats) override;
   const PythonInspection& binary_for(const MappingInfo& mapping, PythonVersion version);
 
-  std::unordered_map<Pid, PythonInterpreter> interpreters_;
-  RuntimeProcessTracker tracker_{
-      [](const std::string& base) { return python_version_from_file_name(base).has_value(); }};
   // By path and inode: a binary is read once however many processes run it.
   std::map<std::pair<std::string, uint64_t>, PythonInspection> binaries_;
-  std::vector<Change> changes_;
 };
 
 }  // namespace bpfprof

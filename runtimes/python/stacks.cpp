@@ -22,56 +22,23 @@ const RuntimeFunction kUnreadableFrames{"[unknown Python frames: unreadable fram
 
 }  // namespace
 
-MergedStack merge_python_frames(std::span<const uint64_t> native,
-                                std::span<const ActivationFrame> python,
-                                const std::function<bool(uint64_t)>& runs_interpreter_loop,
-                                bool innermost_loop_empty) {
-  MergedStack merged;
-  merged.frames.reserve(native.size() + python.size());
-  size_t next = 0;  // the innermost Python frame not placed yet
-  bool skip_loop = innermost_loop_empty;
-  for (uint64_t pc : native) {
-    const bool loop = runs_interpreter_loop(pc);
-    if (!loop || skip_loop || next == python.size()) {
-      merged.mismatched |= loop && !skip_loop && next == python.size();
-      skip_loop &= !loop;
-      merged.frames.push_back(pc);
-      continue;
-    }
-    // This activation's frames: up to and including its entry frame.
-    while (next < python.size()) {
-      merged.frames.push_back(python[next].raw);
-      ++merged.python_frames;
-      if (python[next++].entry) break;
-    }
-  }
-  merged.mismatched |= next != python.size();
-  return merged;
-}
-
 void PythonStacks::take_event(const void* data, size_t size, RuntimeStats& stats) {
-  constexpr size_t kFixed = offsetof(bpfprof_python_stack_event, frames);
-  if (size < kFixed) return;
   bpfprof_python_stack_event e;
-  memcpy(&e, data, std::min(size, sizeof(e)));
-  const size_t depth = std::min<size_t>(
-      {e.depth, BPFPROF_MAX_PYTHON_FRAMES, (size - kFixed) / sizeof(bpfprof_python_frame)});
-  ++stats.stacks;
-  stats.max_frames = BPFPROF_MAX_PYTHON_FRAMES;
-  stats.event_bytes += size;
+  const std::optional<size_t> depth =
+      copy_frame_event(data, size, e, &bpfprof_python_stack_event::depth);
+  if (!depth) return;
+  count_frame_event(stats, size, BPFPROF_MAX_PYTHON_FRAMES);
   if (e.status == BPFPROF_PYTHON_STACK_NO_THREAD) ++stats.no_thread_state;
   if (e.status == BPFPROF_PYTHON_STACK_UNREADABLE) ++stats.unreadable;
   if (e.status == BPFPROF_PYTHON_STACK_AT_LIMIT) ++stats.at_limit;
-  Pending& pending = pending_[Tid{static_cast<int32_t>(e.header.tid)}];
-  pending.pid = Pid{static_cast<int32_t>(e.header.pid)};
+  Pending& pending = pending_.put(e.header);
   // Counted here, not where the mappings are seen: the side band also shows processes that
   // are not recorded (bpfprof itself reading the binary, other users' interpreters).
   if (with_frames_.insert(pending.pid).second) ++stats.interpreters;
-  pending.time = MonotonicNs{e.header.timestamp_ns};
   pending.frames.clear();
   pending.status = e.status;
   pending.innermost_loop_empty = false;
-  for (size_t i = 0; i < depth; ++i) {
+  for (size_t i = 0; i < *depth; ++i) {
     const bpfprof_python_frame& f = e.frames[i];
     // A shim frame (3.12+) is no function: it says that the frame inside it began its
     // activation, as 3.11's entry flag does.
@@ -90,12 +57,10 @@ void PythonStacks::take_event(const void* data, size_t size, RuntimeStats& stats
 
 void PythonStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
                               Recording& recording) {
-  auto found = pending_.find(tid);
-  if (found == pending_.end()) return;
-  Pending pending = std::move(found->second);
-  pending_.erase(found);
+  const std::optional<Pending> taken = pending_.take(pid, tid, time);
   const PythonInterpreter* interpreter = processes_.find(pid);
-  if (pending.time != time || !interpreter || pending.frames.empty()) return;
+  if (!taken || !interpreter || taken->frames.empty()) return;
+  const Pending& pending = *taken;
   scratch_.clear();
   code_.start_sample();
   for (const PendingFrame& f : pending.frames)
@@ -110,12 +75,12 @@ void PythonStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<ui
         pending.status == BPFPROF_PYTHON_STACK_AT_LIMIT ? kDeeperFrames : kUnreadableFrames;
     scratch_.push_back({raw_runtime_frame(recording.runtime_frames.intern(rest, 0)), true});
   }
-  MergedStack merged = merge_python_frames(
+  MergedStack merged = merge_runtime_frames(
       user, scratch_, [&](uint64_t pc) { return interpreter->runs_interpreter_loop(pc); },
-      pending.innermost_loop_empty);
+      ActivationMatch::kFromInnermost, pending.innermost_loop_empty);
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kPython];
   if (merged.mismatched) ++stats.mismatched;
-  if (merged.python_frames > 0) ++stats.merged;
+  if (merged.runtime_frames > 0) ++stats.merged;
   user = std::move(merged.frames);
 }
 
@@ -123,8 +88,7 @@ void PythonStacks::forget(Pid pid) {
   code_.forget(pid);
   named_.erase(pid);
   with_frames_.erase(pid);
-  // Frames whose sample never came (lost in a full ring buffer) would stay forever.
-  std::erase_if(pending_, [&](const auto& entry) { return entry.second.pid == pid; });
+  pending_.forget(pid);
 }
 
 RuntimeFrameId PythonStacks::name_frame(Pid pid, const PythonInterpreter& interpreter,

@@ -15,34 +15,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "runtimes/kit/merge.h"
+#include "runtimes/kit/pending_stacks.h"
 #include "runtimes/python/code.h"
 #include "runtimes/python/processes.h"
 #include "userspace/model/recording.h"
 
 namespace bpfprof {
-
-// A Python frame as it goes into a raw stack: its raw address (raw_runtime_frame) and whether
-// it is the first frame of its interpreter-loop activation.
-struct ActivationFrame {
-  uint64_t raw = 0;
-  bool entry = false;
-};
-
-// `native`: a user stack, innermost first. Each frame for which `runs_interpreter_loop` holds
-// takes the next activation of `python` (innermost first); an interpreter frame left without
-// one stays native. Returns the merged stack and whether the two disagreed (activations left
-// over, which are dropped, or interpreter frames left native). `innermost_loop_empty`: the
-// innermost interpreter frame runs no Python frame (3.12+: its shim frame is innermost, as
-// in the instructions that begin or end an activation): it stays native, without a mismatch.
-struct MergedStack {
-  std::vector<uint64_t> frames;
-  size_t python_frames = 0;  // placed
-  bool mismatched = false;
-};
-MergedStack merge_python_frames(std::span<const uint64_t> native,
-                                std::span<const ActivationFrame> python,
-                                const std::function<bool(uint64_t)>& runs_interpreter_loop,
-                                bool innermost_loop_empty = false);
 
 class PythonStacks {
  public:
@@ -96,7 +75,7 @@ class PythonStacks {
   const PythonProcesses& processes_;
   PythonReadLimits limits_;
   PythonCodeReader code_;
-  std::unordered_map<Tid, Pending> pending_;
+  PendingStacks<Pending> pending_;
   std::unordered_map<Pid, std::unordered_map<FrameCacheKey, RuntimeFrameId, FrameCacheKeyHash>>
       named_;
   std::vector<ActivationFrame> scratch_;

@@ -35,7 +35,7 @@ bool is_type(uint64_t flags, const RubyLayout& l, uint32_t type) {
   return (flags & l.object_type_mask) == type;
 }
 
-bool read_lines(hotspot::RemoteReader& reader, const RubyLayout& l, uint64_t body,
+bool read_lines(RemoteReader& reader, const RubyLayout& l, uint64_t body,
                 const RubyIseqLimits& limits, RubyIseq& iseq) {
   const auto entries = reader.word(body + l.body_insns_info);
   const auto size = reader.value<uint32_t>(body + l.body_insns_info_size);
@@ -72,8 +72,8 @@ bool is_imemo(uint64_t flags, const RubyLayout& l, uint32_t imemo_type) {
 }
 
 // Element `index` of an Array, within its length.
-std::optional<uint64_t> array_entry(hotspot::RemoteReader& reader, const RubyLayout& l,
-                                    uint64_t array, uint64_t index) {
+std::optional<uint64_t> array_entry(RemoteReader& reader, const RubyLayout& l, uint64_t array,
+                                    uint64_t index) {
   const auto flags = reader.word(array);
   if (!flags || !is_type(*flags, l, l.type_array)) return std::nullopt;
   if (*flags & l.array_embed) {
@@ -89,7 +89,7 @@ std::optional<uint64_t> array_entry(hotspot::RemoteReader& reader, const RubyLay
 
 }  // namespace
 
-std::optional<std::string> read_ruby_method_name(hotspot::RemoteReader& reader, const RubyLayout& l,
+std::optional<std::string> read_ruby_method_name(RemoteReader& reader, const RubyLayout& l,
                                                  uint64_t method_entry, uint64_t global_symbols,
                                                  const RubyIseqLimits& limits) {
   const auto flags = reader.word(method_entry);
@@ -108,7 +108,7 @@ std::optional<std::string> read_ruby_method_name(hotspot::RemoteReader& reader, 
   return read_ruby_string(reader, l, *name, limits.max_text);
 }
 
-std::optional<std::string> read_ruby_string(hotspot::RemoteReader& reader, const RubyLayout& l,
+std::optional<std::string> read_ruby_string(RemoteReader& reader, const RubyLayout& l,
                                             uint64_t value, size_t max_bytes) {
   auto flags = reader.word(value);
   if (!flags) return std::nullopt;
@@ -137,8 +137,8 @@ std::optional<std::string> read_ruby_string(hotspot::RemoteReader& reader, const
   return text;
 }
 
-std::optional<RubyIseq> read_ruby_iseq(hotspot::RemoteReader& reader, const RubyLayout& l,
-                                       uint64_t address, const RubyIseqLimits& limits) {
+std::optional<RubyIseq> read_ruby_iseq(RemoteReader& reader, const RubyLayout& l, uint64_t address,
+                                       const RubyIseqLimits& limits) {
   const auto flags = reader.word(address);
   if (!flags || !is_imemo(*flags, l, l.imemo_iseq)) return std::nullopt;
   const auto body = reader.word(address + l.iseq_body);

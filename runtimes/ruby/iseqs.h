@@ -4,7 +4,7 @@
 // CRuby encodes the positions into) and turns a frame's pc into a line.
 //
 // The process's memory is untrusted input: every read goes through a budgeted RemoteReader
-// (runtimes/hotspot/remote_memory.h), every size read from it is bounded, and an iseq that
+// (runtimes/kit/remote_memory.h), every size read from it is bounded, and an iseq that
 // makes no sense gives no name (the caller shows an "[unknown Ruby code]" frame).
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 #include "runtimes/ruby/layout.h"
 
 namespace bpfprof {
@@ -39,18 +39,17 @@ struct RubyIseq {
 };
 
 // Reads the iseq at `iseq` within `reader`'s budget; nullopt when it is no iseq or unreadable.
-std::optional<RubyIseq> read_ruby_iseq(hotspot::RemoteReader& reader, const RubyLayout& layout,
+std::optional<RubyIseq> read_ruby_iseq(RemoteReader& reader, const RubyLayout& layout,
                                        uint64_t iseq, const RubyIseqLimits& limits = {});
 
 // The name of the method of a C method's frame (a cfunc), as Ruby's backtraces label it:
 // its method entry's definition's original_id, named through ruby_global_symbols.
-std::optional<std::string> read_ruby_method_name(hotspot::RemoteReader& reader,
-                                                 const RubyLayout& layout, uint64_t method_entry,
-                                                 uint64_t global_symbols,
+std::optional<std::string> read_ruby_method_name(RemoteReader& reader, const RubyLayout& layout,
+                                                 uint64_t method_entry, uint64_t global_symbols,
                                                  const RubyIseqLimits& limits = {});
 
 // A Ruby String's bytes (embedded or on the heap), or a pathobj's ([path, realpath]: path).
-std::optional<std::string> read_ruby_string(hotspot::RemoteReader& reader, const RubyLayout& layout,
+std::optional<std::string> read_ruby_string(RemoteReader& reader, const RubyLayout& layout,
                                             uint64_t value, size_t max_bytes);
 
 }  // namespace bpfprof

@@ -142,32 +142,10 @@ bpfprof_ruby_process RubyInterpreter::bpf_entry() const {
   };
 }
 
-void RubyProcesses::observe(const std::vector<LifecycleEvent>& events, size_t from,
-                            RuntimeStats& stats) {
-  tracker_.observe(
-      events, from, [&](Pid pid, const MappingInfo& mapping) { on_mapping(pid, mapping, stats); },
-      [&](Pid pid) { forget(pid); });
-}
-
-std::vector<Pid> RubyProcesses::forget_exited() {
-  std::vector<Pid> exited = tracker_.take_exited();
-  for (Pid pid : exited) forget(pid);
-  return exited;
-}
-
-const RubyInterpreter* RubyProcesses::find(Pid pid) const {
-  auto it = interpreters_.find(pid);
-  return it == interpreters_.end() ? nullptr : &it->second;
-}
-
-void RubyProcesses::forget(Pid pid) {
-  if (interpreters_.erase(pid)) changes_.push_back(Change{pid, std::nullopt});
-}
-
 // One mapping of the library gives its load bias (start and file offset).
 void RubyProcesses::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats) {
   const std::optional<RubyVersion> version = ruby_version_from_file_name(base_name(mapping.path));
-  if (!version || interpreters_.contains(pid)) return;
+  if (!version || contains(pid)) return;
   auto key = std::pair{mapping.path, mapping.inode};
   auto it = libraries_.find(key);
   if (it == libraries_.end())
@@ -187,8 +165,7 @@ void RubyProcesses::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats
       .global_symbols = library.global_symbols ? library.global_symbols + bias : 0,
       .exec_start = library.exec_start + bias,
       .exec_end = library.exec_start + bias + library.exec_size};
-  interpreters_.emplace(pid, interpreter);
-  changes_.push_back(Change{pid, interpreter.bpf_entry()});
+  add(pid, interpreter, interpreter.bpf_entry());
 }
 
 }  // namespace bpfprof

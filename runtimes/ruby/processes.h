@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "bpf/events.h"
-#include "runtimes/process_tracker.h"
+#include "runtimes/kit/runtime_processes.h"
 #include "runtimes/ruby/layout.h"
 #include "symbols/elf/elf_file.h"
 #include "userspace/model/recording.h"
@@ -64,28 +64,17 @@ struct RubyRejection {
 std::variant<RubyLibrary, RubyRejection> inspect_ruby_library(const std::string& readable_path,
                                                               RubyVersion version);
 
-class RubyProcesses {
+class RubyProcesses final : public RuntimeProcesses<RubyInterpreter, bpfprof_ruby_process> {
  public:
-  void observe(const std::vector<LifecycleEvent>& events, size_t from, RuntimeStats& stats);
-  // Processes that exited since the last call are forgotten; returns them.
-  std::vector<Pid> forget_exited();
-  const RubyInterpreter* find(Pid pid) const;
-
-  struct Change {
-    Pid pid;
-    std::optional<bpfprof_ruby_process> entry;  // none: gone
-  };
-  std::vector<Change> take_changes() { return std::exchange(changes_, {}); }
+  RubyProcesses()
+      : RuntimeProcesses([](const std::string& base) {
+          return ruby_version_from_file_name(base).has_value();
+        }) {}
 
  private:
-  void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats);
-  void forget(Pid pid);
+  void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats) override;
 
-  std::unordered_map<Pid, RubyInterpreter> interpreters_;
-  RuntimeProcessTracker tracker_{
-      [](const std::string& base) { return ruby_version_from_file_name(base).has_value(); }};
   std::map<std::pair<std::string, uint64_t>, std::variant<RubyLibrary, RubyRejection>> libraries_;
-  std::vector<Change> changes_;
 };
 
 }  // namespace bpfprof

@@ -8,7 +8,9 @@
 #include <utility>
 
 #include "bpf/events.h"
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/merge.h"
+#include "runtimes/kit/pending_stacks.h"
+#include "runtimes/kit/remote_memory.h"
 #include "runtimes/ruby/iseqs.h"
 #include "runtimes/ruby/processes.h"
 
@@ -78,7 +80,7 @@ class RubyRuntime final : public Runtime {
       iseqs_.erase(pid);
       with_frames_.erase(pid);
       std::erase_if(thread_names_, [&](const auto& entry) { return entry.second.pid == pid; });
-      std::erase_if(pending_, [&](const auto& entry) { return entry.second.pid == pid; });
+      pending_.forget(pid);
     }
   }
 
@@ -107,30 +109,24 @@ class RubyRuntime final : public Runtime {
   RubyProcesses processes_;
   std::unordered_set<Pid> in_kernel_;
   std::unordered_set<Pid> with_frames_;
-  std::unordered_map<Tid, Pending> pending_;
+  PendingStacks<Pending> pending_;
   std::unordered_map<Tid, ThreadName> thread_names_;
   std::unordered_map<Pid, ProcessIseqs> iseqs_;
   std::vector<ActivationFrame> scratch_;
 };
 
 void RubyRuntime::take_event(const void* data, size_t size, Recording& recording) {
-  constexpr size_t kFixed = offsetof(bpfprof_ruby_stack_event, frames);
-  if (size < kFixed) return;
   bpfprof_ruby_stack_event e;
-  memcpy(&e, data, std::min(size, sizeof(e)));
-  const size_t depth = std::min<size_t>(
-      {e.depth, BPFPROF_MAX_RUBY_FRAMES, (size - kFixed) / sizeof(bpfprof_ruby_frame)});
+  const std::optional<size_t> depth =
+      copy_frame_event(data, size, e, &bpfprof_ruby_stack_event::depth);
+  if (!depth) return;
   RuntimeStats& s = stats(recording);
-  ++s.stacks;
-  s.max_frames = BPFPROF_MAX_RUBY_FRAMES;
-  s.event_bytes += size;
+  count_frame_event(s, size, BPFPROF_MAX_RUBY_FRAMES);
   if (e.status == BPFPROF_RUBY_STACK_NO_THREAD) ++s.no_thread_state;
   if (e.status == BPFPROF_RUBY_STACK_UNREADABLE) ++s.unreadable;
   if (e.status == BPFPROF_RUBY_STACK_AT_LIMIT) ++s.at_limit;
-  Pending& pending = pending_[Tid{static_cast<int32_t>(e.header.tid)}];
-  pending.pid = Pid{static_cast<int32_t>(e.header.pid)};
+  Pending& pending = pending_.put(e.header);
   if (with_frames_.insert(pending.pid).second) ++s.interpreters;
-  pending.time = MonotonicNs{e.header.timestamp_ns};
   pending.status = e.status;
   pending.frames.clear();
   const RubyInterpreter* interpreter = processes_.find(pending.pid);
@@ -139,7 +135,7 @@ void RubyRuntime::take_event(const void* data, size_t size, Recording& recording
     name_thread(*interpreter, pending, Tid{static_cast<int32_t>(e.header.tid)}, e.thread,
                 recording);
   const RubyLayout& l = *interpreter->layout;
-  for (size_t i = 0; i < depth; ++i) {
+  for (size_t i = 0; i < *depth; ++i) {
     const bpfprof_ruby_frame& f = e.frames[i];
     // Frames that run an iseq, and C methods' (as Ruby's backtraces show them); not C blocks
     // (ifuncs) nor the dummy frame at the bottom.
@@ -153,12 +149,10 @@ void RubyRuntime::take_event(const void* data, size_t size, Recording& recording
 
 void RubyRuntime::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
                              Recording& recording) {
-  auto found = pending_.find(tid);
-  if (found == pending_.end()) return;
-  Pending pending = std::move(found->second);
-  pending_.erase(found);
+  const std::optional<Pending> taken = pending_.take(pid, tid, time);
   const RubyInterpreter* interpreter = processes_.find(pid);
-  if (pending.time != time || !interpreter || pending.frames.empty()) return;
+  if (!taken || !interpreter || taken->frames.empty()) return;
+  const Pending& pending = *taken;
   scratch_.clear();
   for (const PendingFrame& f : pending.frames)
     scratch_.push_back({raw_runtime_frame(name_frame(pid, *interpreter, f, recording)), f.entry});
@@ -173,11 +167,12 @@ void RubyRuntime::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uin
   const bool cut = pending.status == BPFPROF_RUBY_STACK_AT_LIMIT ||
                    pending.status == BPFPROF_RUBY_STACK_UNREADABLE;
   auto runs_vm_loop = [&](uint64_t pc) { return interpreter->runs_vm_loop(pc); };
-  MergedStack merged = cut ? merge_python_frames(user, scratch_, runs_vm_loop)
-                           : merge_ruby_frames(user, scratch_, runs_vm_loop);
+  MergedStack merged =
+      merge_runtime_frames(user, scratch_, runs_vm_loop,
+                           cut ? ActivationMatch::kFromInnermost : ActivationMatch::kFromOutermost);
   RuntimeStats& s = stats(recording);
   if (merged.mismatched) ++s.mismatched;
-  if (merged.python_frames > 0) ++s.merged;
+  if (merged.runtime_frames > 0) ++s.merged;
   user = std::move(merged.frames);
 }
 
@@ -192,8 +187,8 @@ void RubyRuntime::name_thread(const RubyInterpreter& interpreter, const Pending&
   if (known.pid != pending.pid) known = ThreadName{pending.pid, 0, MonotonicNs{}, ""};
   known.thread = thread;
   known.read_at = pending.time;
-  hotspot::ProcessMemory memory(pending.pid);
-  hotspot::RemoteReader reader(memory, 4 * kMaxThreadName, 0);
+  ProcessMemory memory(pending.pid);
+  RemoteReader reader(memory, 4 * kMaxThreadName, 0);
   const auto value = reader.word(thread + interpreter.layout->thread_name);
   std::optional<std::string> name =
       value ? read_ruby_string(reader, *interpreter.layout, *value, kMaxThreadName) : std::nullopt;
@@ -215,8 +210,8 @@ const RubyIseq* RubyRuntime::iseq(Pid pid, const RubyInterpreter& interpreter,
   }
   if (process.by_address.size() >= kMaxIseqsPerProcess) process.by_address.clear();
   const auto start = std::chrono::steady_clock::now();
-  hotspot::ProcessMemory memory(pid);
-  hotspot::RemoteReader reader(memory, kIseqBudgetBytes, 0);
+  ProcessMemory memory(pid);
+  RemoteReader reader(memory, kIseqBudgetBytes, 0);
   std::optional<RubyIseq> read;
   if (!frame.cfunc) {
     read = read_ruby_iseq(reader, *interpreter.layout, address);
@@ -251,40 +246,6 @@ RuntimeFrameId RubyRuntime::name_frame(Pid pid, const RubyInterpreter& interpret
 }
 
 }  // namespace
-
-MergedStack merge_ruby_frames(std::span<const uint64_t> native,
-                              std::span<const ActivationFrame> ruby,
-                              const std::function<bool(uint64_t)>& runs_vm_loop) {
-  std::vector<std::span<const ActivationFrame>> calls;  // innermost first
-  for (size_t start = 0, i = 0; i < ruby.size(); ++i) {
-    if (ruby[i].entry || i + 1 == ruby.size()) {
-      calls.push_back(ruby.subspan(start, i + 1 - start));
-      start = i + 1;
-    }
-  }
-  size_t loops = 0;
-  for (uint64_t pc : native) loops += runs_vm_loop(pc) ? 1 : 0;
-  MergedStack merged;
-  merged.mismatched = loops != calls.size();
-  merged.frames.reserve(native.size() + ruby.size());
-  // The i-th VM loop frame from the leaf takes the call as far from the outermost as it is.
-  size_t loop = 0;
-  for (uint64_t pc : native) {
-    if (!runs_vm_loop(pc)) {
-      merged.frames.push_back(pc);
-      continue;
-    }
-    const size_t from_outermost = loops - 1 - loop++;
-    if (from_outermost >= calls.size()) {
-      merged.frames.push_back(pc);
-      continue;
-    }
-    const auto& call = calls[calls.size() - 1 - from_outermost];
-    for (const ActivationFrame& f : call) merged.frames.push_back(f.raw);
-    merged.python_frames += call.size();
-  }
-  return merged;
-}
 
 std::unique_ptr<Runtime> make_ruby_runtime() { return std::make_unique<RubyRuntime>(); }
 

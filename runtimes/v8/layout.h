@@ -10,11 +10,10 @@
 #include <variant>
 #include <vector>
 
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 
 namespace bpfprof::v8 {
 
-using hotspot::RemoteReader;
 
 struct V8Layout {
   // Frame slots, from the frame pointer.

@@ -19,7 +19,7 @@ namespace {
 // A binary's image as the loader lays it out: its load segments' file bytes at their
 // virtual addresses, zeros past a segment's file size (.bss). Only the program headers are
 // read: node's 98 MB of symbols took 150-500 ms, while the process's first samples came.
-class FileImage final : public hotspot::RemoteMemory {
+class FileImage final : public RemoteMemory {
  public:
   explicit FileImage(int fd) : fd_(fd) {
     if (elf_version(EV_CURRENT) == EV_NONE) return;
@@ -76,31 +76,12 @@ std::variant<V8Layout, std::string> read_binary_layout(const std::string& readab
   return read_v8_layout(reader, addresses);
 }
 
-void V8Processes::observe(const std::vector<LifecycleEvent>& events, size_t from,
-                          RuntimeStats& stats) {
-  tracker_.observe(
-      events, from, [&](Pid pid, const MappingInfo& mapping) { on_mapping(pid, mapping, stats); },
-      [&](Pid pid) { forget(pid); });
-}
-
-std::vector<Pid> V8Processes::forget_exited() {
-  std::vector<Pid> exited = tracker_.take_exited();
-  for (Pid pid : exited) forget(pid);
-  return exited;
-}
-
-const V8Layout* V8Processes::find(Pid pid) const {
-  auto it = processes_.find(pid);
-  return it == processes_.end() ? nullptr : it->second;
-}
-
-void V8Processes::forget(Pid pid) {
+void V8Processes::forgetting(Pid pid) {
   std::erase_if(waiting_, [&](const auto& entry) { return entry.first == pid; });
-  if (processes_.erase(pid)) changes_.push_back(Change{pid, std::nullopt});
 }
 
 void V8Processes::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats&) {
-  if (processes_.contains(pid)) return;
+  if (contains(pid)) return;
   auto key = std::pair{mapping.path, mapping.inode};
   if (!binaries_.contains(key))
     binaries_.emplace(
@@ -116,17 +97,17 @@ std::vector<V8Processes::Change> V8Processes::take_changes(RuntimeStats& stats) 
     const Layout& layout = read.get();
     if (const auto* rejected = std::get_if<std::string>(&layout)) {
       stats.not_read.emplace(key.first, *rejected);
-    } else if (processes_.emplace(pid, &std::get<V8Layout>(layout)).second) {
+    } else {
       const V8Layout& l = std::get<V8Layout>(layout);
-      changes_.push_back(
-          Change{pid, bpfprof_v8_process{.off_fp_function = l.off_fp_function,
-                                         .off_fp_bytecode_offset = l.off_fp_bytecode_offset,
-                                         .off_fp_bytecode_array = l.off_fp_bytecode_array,
-                                         .function_shared = l.function_shared}});
+      add(pid, &l,
+          bpfprof_v8_process{.off_fp_function = l.off_fp_function,
+                             .off_fp_bytecode_offset = l.off_fp_bytecode_offset,
+                             .off_fp_bytecode_array = l.off_fp_bytecode_array,
+                             .function_shared = l.function_shared});
     }
     return true;
   });
-  return std::exchange(changes_, {});
+  return RuntimeProcesses::take_changes();
 }
 
 }  // namespace bpfprof::v8

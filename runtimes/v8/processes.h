@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bpf/events.h"
-#include "runtimes/process_tracker.h"
+#include "runtimes/kit/runtime_processes.h"
 #include "runtimes/v8/layout.h"
 #include "userspace/model/recording.h"
 
@@ -28,33 +28,28 @@ bool is_v8_file_name(const std::string& base);
 // Reads a binary's V8 layout from its file: its v8dbg_ symbols' values in its initialized data.
 std::variant<V8Layout, std::string> read_binary_layout(const std::string& readable_path);
 
-class V8Processes {
+class V8Processes final : public RuntimeProcesses<const V8Layout*, bpfprof_v8_process> {
  public:
-  void observe(const std::vector<LifecycleEvent>& events, size_t from, RuntimeStats& stats);
-  std::vector<Pid> forget_exited();
-  const V8Layout* find(Pid pid) const;
+  V8Processes() : RuntimeProcesses(is_v8_file_name) {}
+  const V8Layout* find(Pid pid) const {
+    const V8Layout* const* layout = RuntimeProcesses::find(pid);
+    return layout ? *layout : nullptr;
+  }
 
-  struct Change {
-    Pid pid;
-    std::optional<bpfprof_v8_process> entry;
-  };
   // Also the processes whose binary's layout has been read since (on a thread of its own:
   // reading node's .dynsym takes 40-150 ms, which the recorder's loop must not wait for while
   // the process maps its first JIT code).
   std::vector<Change> take_changes(RuntimeStats& stats);
 
  private:
-  void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats);
-  void forget(Pid pid);
+  void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats) override;
+  void forgetting(Pid pid) override;
 
-  std::unordered_map<Pid, const V8Layout*> processes_;
-  RuntimeProcessTracker tracker_{is_v8_file_name};
   // By path and inode: a binary is read once however many processes run it.
   using BinaryKey = std::pair<std::string, uint64_t>;
   using Layout = std::variant<V8Layout, std::string>;
   std::map<BinaryKey, std::shared_future<Layout>> binaries_;
   std::vector<std::pair<Pid, BinaryKey>> waiting_;  // for their binary's layout
-  std::vector<Change> changes_;
 };
 
 }  // namespace bpfprof::v8

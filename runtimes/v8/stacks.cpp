@@ -1,13 +1,10 @@
 #include "runtimes/v8/stacks.h"
 
-#include <sys/uio.h>
-#include <chrono>
-
 #include <algorithm>
-#include <cerrno>
+#include <chrono>
 #include <cstring>
 
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 
 namespace bpfprof::v8 {
 namespace {
@@ -20,37 +17,10 @@ constexpr uint64_t kReadBudget = 16 << 20;
 struct LiveHeap {
   LiveHeap(Pid pid, const V8Layout& layout)
       : memory(pid), reader(memory, kReadBudget, 0), heap(layout, reader) {}
-  hotspot::ProcessMemory memory;
+  ProcessMemory memory;
   RemoteReader reader;
   V8Heap heap;
 };
-
-// One read of a piece of a process's memory among a batch.
-struct Piece {
-  uint64_t address;
-  void* out;
-  size_t size;
-};
-
-// The pieces read with one process_vm_readv: whether each was. The kernel stops at the first
-// piece it cannot read (transfers are whole iovec elements).
-std::vector<bool> read_pieces(Pid pid, const std::vector<Piece>& pieces) {
-  std::vector<iovec> local, remote;
-  for (const Piece& p : pieces) {
-    local.push_back({p.out, p.size});
-    remote.push_back({reinterpret_cast<void*>(p.address), p.size});
-  }
-  std::vector<bool> done(pieces.size(), false);
-  if (pieces.empty()) return done;
-  errno = 0;
-  ssize_t got =
-      process_vm_readv(pid.value, local.data(), local.size(), remote.data(), remote.size(), 0);
-  for (size_t i = 0; i < pieces.size() && got >= static_cast<ssize_t>(pieces[i].size); ++i) {
-    done[i] = true;
-    got -= static_cast<ssize_t>(pieces[i].size);
-  }
-  return done;
-}
 
 }  // namespace
 
@@ -58,15 +28,16 @@ std::vector<std::optional<std::optional<RuntimeFrameId>>> V8Stacks::from_cache(
     Pid pid, const V8Namer& namer, const std::vector<uint64_t>& shared) {
   std::vector<std::optional<std::optional<RuntimeFrameId>>> out(shared.size());
   std::vector<SharedHeader> headers(shared.size());
-  std::vector<Piece> pieces;
+  std::vector<MemoryPiece> pieces;
   for (size_t i = 0; i < shared.size(); ++i)
     pieces.push_back({shared[i] - 1, headers[i].data(), sizeof(SharedHeader)});
-  const std::vector<bool> read = read_pieces(pid, pieces);
-  const bool exited = !shared.empty() && !read[0] && errno == ESRCH;
+  ProcessMemory memory(pid);
+  RemoteReader reader(memory, kReadBudget, 0);
+  const BatchRead batch = reader.read_batch(pieces);
   for (size_t i = 0; i < shared.size(); ++i)
-    out[i] = exited    ? namer.last_known(shared[i])
-             : read[i] ? namer.cached_frame(shared[i], headers[i])
-                       : std::nullopt;
+    out[i] = batch.process_gone ? namer.last_known(shared[i])
+             : batch.read[i]    ? namer.cached_frame(shared[i], headers[i])
+                                : std::nullopt;
   return out;
 }
 
@@ -169,16 +140,11 @@ std::optional<RuntimeFrameId> V8Namer::name(V8Heap& heap, RemoteReader& reader, 
 
 void V8Stacks::take_event(const void* data, size_t size, RuntimeStats& stats) {
   bpfprof_v8_stack_event e{};
-  const size_t head = offsetof(bpfprof_v8_stack_event, frames);
-  if (size < head) return;
-  std::memcpy(&e, data, std::min(size, sizeof(e)));
-  const size_t count =
-      std::min<size_t>({e.count, BPFPROF_MAX_V8_FRAMES, (size - head) / sizeof(bpfprof_v8_frame)});
-  stats.event_bytes += size;
-  Pending& pending = pending_[Tid{static_cast<int32_t>(e.header.tid)}];
-  pending.pid = Pid{static_cast<int32_t>(e.header.pid)};
-  pending.time = MonotonicNs{e.header.timestamp_ns};
-  pending.frames.assign(e.frames, e.frames + count);
+  const std::optional<size_t> count =
+      copy_frame_event(data, size, e, &bpfprof_v8_stack_event::count);
+  if (!count) return;
+  stats.event_bytes += size;  // its stack is counted when it comes, in a V8 process
+  pending_.put(e.header).frames.assign(e.frames, e.frames + *count);
 }
 
 RuntimeFrameId V8Stacks::current_frame(Pid pid, const V8Layout& layout, V8Namer& namer,
@@ -195,18 +161,15 @@ RuntimeFrameId V8Stacks::current_frame(Pid pid, const V8Layout& layout, V8Namer&
 
 void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
                           Recording& recording) {
-  auto it = pending_.find(tid);
-  if (it == pending_.end()) return;
-  Pending pending = std::move(it->second);
-  pending_.erase(it);
+  const std::optional<Pending> pending = pending_.take(pid, tid, time);
   const V8Layout* layout = processes_.find(pid);
-  if (!layout || pending.pid != pid || pending.time != time) return;
+  if (!pending || !layout) return;
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kV8];
   Process& process = processes_seen_[pid];
   stats.stacks += 1;
   // Each function once: a recursion repeats one many times.
   std::vector<uint64_t> shared;
-  for (const bpfprof_v8_frame& f : pending.frames)
+  for (const bpfprof_v8_frame& f : pending->frames)
     if (std::find(shared.begin(), shared.end(), f.shared) == shared.end())
       shared.push_back(f.shared);
   auto frames = from_cache(pid, process.namer, shared);
@@ -217,7 +180,7 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
         process.namer.name(live.heap, live.reader, shared[i], recording.runtime_frames, stats);
   }
   size_t placed = 0;
-  for (const bpfprof_v8_frame& f : pending.frames) {
+  for (const bpfprof_v8_frame& f : pending->frames) {
     const uint32_t depth = f.depth & ~BPFPROF_V8_FRAME_FROM_REGISTER;
     const size_t i = std::find(shared.begin(), shared.end(), f.shared) - shared.begin();
     if (depth >= user.size() || !*frames[i]) continue;
@@ -231,7 +194,7 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
 
 void V8Stacks::forget(Pid pid) {
   processes_seen_.erase(pid);
-  std::erase_if(pending_, [&](const auto& entry) { return entry.second.pid == pid; });
+  pending_.forget(pid);
 }
 
 }  // namespace bpfprof::v8

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtimes/kit/pending_stacks.h"
 #include "runtimes/v8/objects.h"
 #include "runtimes/v8/processes.h"
 #include "userspace/model/recording.h"
@@ -128,7 +129,7 @@ class V8Stacks {
                                       RuntimeFrameTable& frames);
 
   const V8Processes& processes_;
-  std::unordered_map<Tid, Pending> pending_;
+  PendingStacks<Pending> pending_;
   std::unordered_map<Pid, Process> processes_seen_;
 };
 

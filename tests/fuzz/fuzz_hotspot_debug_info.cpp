@@ -15,7 +15,7 @@
 
 #include "runtimes/hotspot/debug_info.h"
 #include "runtimes/hotspot/layout.h"
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 #include "tests/unit/hotspot_fake_nmethod.h"
 
 using namespace bpfprof::hotspot;

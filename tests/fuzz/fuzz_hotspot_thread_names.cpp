@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "runtimes/hotspot/layout.h"
-#include "runtimes/hotspot/remote_memory.h"
 #include "runtimes/hotspot/thread_names.h"
+#include "runtimes/kit/remote_memory.h"
 #include "tests/unit/hotspot_fake_image.h"
 
 using namespace bpfprof::hotspot;

@@ -16,8 +16,8 @@
 #include "runtimes/hotspot/code_cache.h"
 #include "runtimes/hotspot/layout.h"
 #include "runtimes/hotspot/names.h"
-#include "runtimes/hotspot/remote_memory.h"
 #include "runtimes/hotspot/vm_structs.h"
+#include "runtimes/kit/remote_memory.h"
 #include "tests/unit/hotspot_fake_image.h"
 
 using namespace bpfprof::hotspot;

@@ -127,7 +127,7 @@ void merge(Input& in) {
       merge_python_frames(native, python, [](uint64_t pc) { return (pc & 1) != 0; });
   size_t placed = 0;
   for (const uint64_t frame : merged.frames) placed += runtime_frame_of(frame).has_value();
-  if (placed != merged.python_frames || placed > python.size() ||
+  if (placed != merged.runtime_frames || placed > python.size() ||
       merged.frames.size() > native.size() + python.size() ||
       merged.frames.size() - placed > native.size() ||
       (placed < python.size() && !merged.mismatched))

@@ -25,9 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     limits = {.max_text = 16, .max_instructions = 512, .max_line_entries = 64};
     budget = 4096;
   }
-  hotspot::BufferMemory memory;
+  BufferMemory memory;
   memory.place(kImageAt, std::string(reinterpret_cast<const char*>(data + 1), size - 1));
-  hotspot::RemoteReader reader(memory, budget, 0);
+  RemoteReader reader(memory, budget, 0);
   const uint64_t iseq_address = reader.word(kImageAt).value_or(0);
   const uint64_t pc = reader.word(kImageAt + 8).value_or(0);
   const uint64_t symbols = reader.word(kImageAt + 16).value_or(0);

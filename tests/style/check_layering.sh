@@ -54,4 +54,15 @@ while IFS=: read -r file _ include; do
     status=1
   fi
 done < <(git ls-files 'bpf/*.h' 'bpf/*.c' 'runtimes/*.bpf.h' | xargs grep -Hn '^#include "' || true)
+
+# Within runtimes/, a runtime's folder includes only itself and runtimes/kit (what runtimes
+# share), never another runtime's folder; runtimes/kit includes no runtime's.
+while IFS=: read -r file _ include; do
+  target=$(sed -E 's/#include "([^"]+)".*/\1/' <<<"$include")
+  own=$(cut -d/ -f1-2 <<<"$file")
+  [[ "$target" == runtimes/*/* ]] || continue
+  [[ "$target" == "$own"/* || "$target" == runtimes/kit/* ]] && continue
+  echo "$file includes $target: a runtime may include only its own folder and runtimes/kit"
+  status=1
+done < <(git ls-files 'runtimes/*/*' | grep -E '\.(h|cpp|c)$' | xargs grep -Hn '^#include "' || true)
 exit $status

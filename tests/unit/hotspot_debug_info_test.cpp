@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "runtimes/hotspot/debug_info.h"
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 #include "tests/unit/hotspot_fake_nmethod.h"
 
 namespace bpfprof::hotspot {

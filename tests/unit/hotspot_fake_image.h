@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "runtimes/hotspot/remote_memory.h"
 #include "runtimes/hotspot/vm_structs.h"
+#include "runtimes/kit/remote_memory.h"
 
 namespace bpfprof::hotspot::fake {
 

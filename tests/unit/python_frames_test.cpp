@@ -151,9 +151,10 @@ TEST(PythonMerge, EachActivationReplacesItsInterpreterFrame) {
   const std::vector<uint64_t> native = {0x10, kEval, 0x20, kEval, 0x30};
   const std::vector<ActivationFrame> python = {
       {py(1), false}, {py(2), true}, {py(3), false}, {py(4), true}};
-  const MergedStack merged = merge_python_frames(native, python, is_eval);
+  const MergedStack merged =
+      merge_runtime_frames(native, python, is_eval, ActivationMatch::kFromInnermost);
   EXPECT_EQ(merged.frames, (std::vector<uint64_t>{0x10, py(1), py(2), 0x20, py(3), py(4), 0x30}));
-  EXPECT_EQ(merged.python_frames, 4u);
+  EXPECT_EQ(merged.runtime_frames, 4u);
   EXPECT_FALSE(merged.mismatched);
 }
 
@@ -161,17 +162,17 @@ TEST(PythonMerge, DisagreementsAreFlaggedAndNothingIsInvented) {
   // More interpreter frames than activations: the extra one stays native.
   const std::vector<uint64_t> native = {kEval, 0x20, kEval};
   const std::vector<ActivationFrame> one = {{py(1), true}};
-  MergedStack merged = merge_python_frames(native, one, is_eval);
+  MergedStack merged = merge_runtime_frames(native, one, is_eval, ActivationMatch::kFromInnermost);
   EXPECT_EQ(merged.frames, (std::vector<uint64_t>{py(1), 0x20, kEval}));
   EXPECT_TRUE(merged.mismatched);
   // Activations left over (the native stack was cut short): dropped.
   const std::vector<uint64_t> cut = {0x10, kEval};
   const std::vector<ActivationFrame> two = {{py(1), true}, {py(2), true}};
-  merged = merge_python_frames(cut, two, is_eval);
+  merged = merge_runtime_frames(cut, two, is_eval, ActivationMatch::kFromInnermost);
   EXPECT_EQ(merged.frames, (std::vector<uint64_t>{0x10, py(1)}));
   EXPECT_TRUE(merged.mismatched);
   // No Python frames: the stack is as it was.
-  merged = merge_python_frames(native, {}, is_eval);
+  merged = merge_runtime_frames(native, {}, is_eval, ActivationMatch::kFromInnermost);
   EXPECT_EQ(merged.frames, native);
 }
 
@@ -181,11 +182,12 @@ TEST(PythonMerge, DisagreementsAreFlaggedAndNothingIsInvented) {
 TEST(PythonMerge, AnInnermostInterpreterFrameWithoutFramesStaysNative) {
   const std::vector<uint64_t> native = {0x10, kEval, 0x20, kEval, 0x30};
   const std::vector<ActivationFrame> caller = {{py(1), false}, {py(2), true}};
-  MergedStack merged = merge_python_frames(native, caller, is_eval, true);
+  MergedStack merged =
+      merge_runtime_frames(native, caller, is_eval, ActivationMatch::kFromInnermost, true);
   EXPECT_EQ(merged.frames, (std::vector<uint64_t>{0x10, kEval, 0x20, py(1), py(2), 0x30}));
   EXPECT_FALSE(merged.mismatched);
   // Not said so, the caller's frames go to the innermost loop and the outer one stays native.
-  merged = merge_python_frames(native, caller, is_eval);
+  merged = merge_runtime_frames(native, caller, is_eval, ActivationMatch::kFromInnermost);
   EXPECT_EQ(merged.frames, (std::vector<uint64_t>{0x10, py(1), py(2), 0x20, kEval, 0x30}));
   EXPECT_TRUE(merged.mismatched);
 }

@@ -93,9 +93,9 @@ Image make_iseq(const std::string& label, uint32_t instructions,
 }
 
 std::optional<RubyIseq> read(const Image& image, RubyIseqLimits limits = {}) {
-  hotspot::BufferMemory memory;
+  BufferMemory memory;
   memory.place(kBase, image.bytes);
-  hotspot::RemoteReader reader(memory, 1 << 20, 0);
+  RemoteReader reader(memory, 1 << 20, 0);
   return read_ruby_iseq(reader, L, kIseq, limits);
 }
 
@@ -162,9 +162,9 @@ TEST(RubyMethodNames, NamesACMethodThroughTheSymbolTable) {
   image.word(kNames + 8 * (600 % L.id_entry_unit * L.id_entry_size), kName);
   image.string(kName, "times");
   auto name = [&](const Image& with, uint64_t symbols) {
-    hotspot::BufferMemory memory;
+    BufferMemory memory;
     memory.place(kBase, with.bytes);
-    hotspot::RemoteReader reader(memory, 1 << 20, 0);
+    RemoteReader reader(memory, 1 << 20, 0);
     return read_ruby_method_name(reader, L, kEntry, symbols);
   };
   EXPECT_EQ(name(image, kSymbols), "times");

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "runtimes/ruby/runtime.h"
+#include "runtimes/kit/merge.h"
 
 namespace bpfprof {
 namespace {
@@ -18,10 +18,11 @@ const std::vector<ActivationFrame> kTwoCalls = {
 
 TEST(RubyMerge, EachCallInPlaceOfItsLoopFrame) {
   const std::vector<uint64_t> native = {0x10, kLoop, 0x20, kLoop, 0x30};
-  const MergedStack merged = merge_ruby_frames(native, kTwoCalls, runs_vm_loop);
+  const MergedStack merged =
+      merge_runtime_frames(native, kTwoCalls, runs_vm_loop, ActivationMatch::kFromOutermost);
   EXPECT_EQ(merged.frames,
             (std::vector<uint64_t>{0x10, 0xb10c, 0x21be, 0x20, 0x3a11, 0x3a1a, 0x30}));
-  EXPECT_EQ(merged.python_frames, 4u);
+  EXPECT_EQ(merged.runtime_frames, 4u);
   EXPECT_FALSE(merged.mismatched);
 }
 
@@ -29,7 +30,8 @@ TEST(RubyMerge, EachCallInPlaceOfItsLoopFrame) {
 // calls keep their places; the VM loop frame at the leaf stays native.
 TEST(RubyMerge, ALoopFrameWithoutItsCallAtTheLeafStaysNative) {
   const std::vector<uint64_t> native = {kLoop, 0x10, kLoop, 0x20, kLoop, 0x30};
-  const MergedStack merged = merge_ruby_frames(native, kTwoCalls, runs_vm_loop);
+  const MergedStack merged =
+      merge_runtime_frames(native, kTwoCalls, runs_vm_loop, ActivationMatch::kFromOutermost);
   EXPECT_EQ(merged.frames,
             (std::vector<uint64_t>{kLoop, 0x10, 0xb10c, 0x21be, 0x20, 0x3a11, 0x3a1a, 0x30}));
   EXPECT_TRUE(merged.mismatched);
@@ -39,16 +41,18 @@ TEST(RubyMerge, ALoopFrameWithoutItsCallAtTheLeafStaysNative) {
 // leaf is dropped.
 TEST(RubyMerge, ACallWithoutItsLoopFrameAtTheLeafIsDropped) {
   const std::vector<uint64_t> native = {0x10, kLoop, 0x30};
-  const MergedStack merged = merge_ruby_frames(native, kTwoCalls, runs_vm_loop);
+  const MergedStack merged =
+      merge_runtime_frames(native, kTwoCalls, runs_vm_loop, ActivationMatch::kFromOutermost);
   EXPECT_EQ(merged.frames, (std::vector<uint64_t>{0x10, 0x3a11, 0x3a1a, 0x30}));
   EXPECT_TRUE(merged.mismatched);
 }
 
 TEST(RubyMerge, NoRubyFramesLeavesTheStack) {
   const std::vector<uint64_t> native = {0x10, kLoop, 0x30};
-  const MergedStack merged = merge_ruby_frames(native, {}, runs_vm_loop);
+  const MergedStack merged =
+      merge_runtime_frames(native, {}, runs_vm_loop, ActivationMatch::kFromOutermost);
   EXPECT_EQ(merged.frames, native);
-  EXPECT_EQ(merged.python_frames, 0u);
+  EXPECT_EQ(merged.runtime_frames, 0u);
 }
 
 }  // namespace

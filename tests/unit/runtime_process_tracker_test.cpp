@@ -1,4 +1,4 @@
-// runtimes/process_tracker.h: which recorded processes map a runtime's files, whatever the
+// runtimes/kit/process_tracker.h: which recorded processes map a runtime's files, whatever the
 // order in which their mappings and their fork, exec or exit are read.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtimes/process_tracker.h"
+#include "runtimes/kit/process_tracker.h"
 
 namespace bpfprof {
 namespace {

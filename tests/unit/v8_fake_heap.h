@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 #include "runtimes/v8/layout.h"
 #include "runtimes/v8/objects.h"
 
@@ -162,7 +162,7 @@ class Heap {
                          object(197, {smi(0)}), uint64_t{3} << 32 | 24, 0});
   }
   const std::string& bytes() const { return bytes_; }
-  void place(hotspot::BufferMemory& memory) const { memory.place(kHeapAt, bytes_); }
+  void place(BufferMemory& memory) const { memory.place(kHeapAt, bytes_); }
 
  private:
   uint64_t reserve(size_t size) {
@@ -204,7 +204,7 @@ struct Reading {
     memory.place(kHeapAt, bytes);
   }
   V8Layout layout;
-  hotspot::BufferMemory memory;
+  BufferMemory memory;
   RemoteReader reader;
   V8Heap heap;
 };

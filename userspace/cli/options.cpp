@@ -76,7 +76,8 @@ CLI::App* add_record_command(CLI::App& app, RecordOptions& options, RecordOption
                    "Put the text of the sampled source files (the hottest first, up to 4 MiB) "
                    "into the profile, for the source view without bpfprof serve");
   record->add_flag("!--no-python-frames", options.python_frames,
-                   "Leave Python (CPython 3.11) programs as native interpreter frames");
+                   "Leave Python programs (CPython) as native interpreter frames: no Python "
+                   "functions, files or lines in their stacks");
   record
       ->add_option("--symbol-dir", options.symbol_dirs,
                    "Also look for debug files in DIR (DIR/.build-id/xx/rest.debug, "

@@ -1,4 +1,4 @@
-#include "runtimes/process_tracker.h"
+#include "runtimes/kit/process_tracker.h"
 
 #include <utility>
 

@@ -1,8 +1,9 @@
-// A JVM's memory as bpfprof reads it: another process's, so untrusted input. Every read goes
+// Another process's memory as the runtimes read it (docs/trust.md): untrusted input. Reads go
 // through a RemoteReader, which counts the bytes against a budget and reads C strings bounded:
-// a table that points anywhere, loops or never ends costs at most the budget. The memory
-// itself is an interface so that the unit tests and the fuzzer give bytes of their own to the
-// same parsing code that reads a live process.
+// a table that points anywhere, loops or never ends costs at most the budget. Many small
+// pieces (one word of each frame's object) are read in one batch, one system call for a live
+// process. The memory itself is an interface so that the unit tests and the fuzzer give bytes
+// of their own to the same parsing code that reads a live process.
 #pragma once
 
 #include <cstddef>
@@ -12,16 +13,32 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "userspace/model/ids.h"
 
-namespace bpfprof::hotspot {
+namespace bpfprof {
+
+// One piece of a batch: `size` bytes at `address` into `out`.
+struct MemoryPiece {
+  uint64_t address;
+  void* out;
+  size_t size;
+};
+// Which pieces of a batch were read (in order: a batch stops at its first unreadable piece),
+// and whether the process is gone (then none was).
+struct BatchRead {
+  std::vector<bool> read;
+  bool process_gone = false;
+};
 
 class RemoteMemory {
  public:
   virtual ~RemoteMemory() = default;
   // Exactly `size` bytes at `address` into `out`; false when any of them cannot be read.
   virtual bool read(uint64_t address, void* out, size_t size) = 0;
+  // The pieces in order, up to the first that cannot be read.
+  virtual BatchRead read_batch(const std::vector<MemoryPiece>& pieces);
 };
 
 // A running process's memory, through process_vm_readv (no ptrace stop, no /proc/PID/mem
@@ -30,6 +47,8 @@ class ProcessMemory final : public RemoteMemory {
  public:
   explicit ProcessMemory(Pid pid) : pid_(pid) {}
   bool read(uint64_t address, void* out, size_t size) override;
+  // One process_vm_readv for the whole batch.
+  BatchRead read_batch(const std::vector<MemoryPiece>& pieces) override;
 
  private:
   Pid pid_;
@@ -61,6 +80,9 @@ class RemoteReader {
       : memory_(memory), budget_(budget_bytes), max_string_(max_string_bytes) {}
 
   bool read(uint64_t address, void* out, size_t size);
+  // The pieces as RemoteMemory::read_batch reads them, all counted against the budget: none
+  // is read when they would pass it.
+  BatchRead read_batch(const std::vector<MemoryPiece>& pieces);
   std::optional<uint64_t> word(uint64_t address);
   template <typename T>
   std::optional<T> value(uint64_t address) {
@@ -88,4 +110,4 @@ class RemoteReader {
   std::unordered_map<uint64_t, std::string> strings_;
 };
 
-}  // namespace bpfprof::hotspot
+}  // namespace bpfprof

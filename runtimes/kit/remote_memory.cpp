@@ -1,11 +1,12 @@
-#include "runtimes/hotspot/remote_memory.h"
+#include "runtimes/kit/remote_memory.h"
 
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
-namespace bpfprof::hotspot {
+namespace bpfprof {
 
 namespace {
 
@@ -23,6 +24,34 @@ bool ProcessMemory::read(uint64_t address, void* out, size_t size) {
   iovec local{out, size};
   iovec remote{reinterpret_cast<void*>(address), size};
   return process_vm_readv(pid_.value, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
+}
+
+BatchRead RemoteMemory::read_batch(const std::vector<MemoryPiece>& pieces) {
+  BatchRead batch{std::vector<bool>(pieces.size(), false)};
+  for (size_t i = 0; i < pieces.size() && read(pieces[i].address, pieces[i].out, pieces[i].size);
+       ++i)
+    batch.read[i] = true;
+  return batch;
+}
+
+// The kernel stops at the first piece it cannot read (transfers are whole iovec elements).
+BatchRead ProcessMemory::read_batch(const std::vector<MemoryPiece>& pieces) {
+  BatchRead batch{std::vector<bool>(pieces.size(), false)};
+  if (pieces.empty()) return batch;
+  std::vector<iovec> local, remote;
+  for (const MemoryPiece& p : pieces) {
+    local.push_back({p.out, p.size});
+    remote.push_back({reinterpret_cast<void*>(p.address), p.size});
+  }
+  errno = 0;
+  ssize_t got =
+      process_vm_readv(pid_.value, local.data(), local.size(), remote.data(), remote.size(), 0);
+  batch.process_gone = got < 0 && errno == ESRCH;
+  for (size_t i = 0; i < pieces.size() && got >= static_cast<ssize_t>(pieces[i].size); ++i) {
+    batch.read[i] = true;
+    got -= static_cast<ssize_t>(pieces[i].size);
+  }
+  return batch;
 }
 
 void BufferMemory::place(uint64_t address, std::string bytes) {
@@ -67,6 +96,17 @@ bool RemoteReader::read(uint64_t address, void* out, size_t size) {
   return true;
 }
 
+BatchRead RemoteReader::read_batch(const std::vector<MemoryPiece>& pieces) {
+  uint64_t size = 0;
+  for (const MemoryPiece& p : pieces) size += p.size;
+  if (size > budget_ - used_) {
+    fail(ReadFailure::kBudgetUsed);
+    return BatchRead{std::vector<bool>(pieces.size(), false)};
+  }
+  used_ += size;
+  return memory_.read_batch(pieces);
+}
+
 std::optional<uint64_t> RemoteReader::word(uint64_t address) { return value<uint64_t>(address); }
 
 std::optional<std::string> RemoteReader::c_string(uint64_t address) {
@@ -90,4 +130,4 @@ std::optional<std::string> RemoteReader::c_string(uint64_t address) {
   return std::nullopt;
 }
 
-}  // namespace bpfprof::hotspot
+}  // namespace bpfprof
