@@ -7,6 +7,8 @@
 #include <linux/types.h>
 #endif
 
+#include "bpf/runtime_list.h"
+
 /* perf's default kernel.perf_event_max_stack. */
 #define BPFPROF_MAX_STACK_DEPTH 127
 
@@ -35,28 +37,20 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_SWITCH_IN = 6, /* a thread that left the CPU runs again (just the header) */
   /* A tracked thread is woken (sched_waking): who woke it (bpfprof_waking_event). */
   BPFPROF_EVENT_WAKING = 7,
-  /* The Python frames of the stack event that follows it in the ring buffer (same header:
-   * cpu, timestamp, pid, tid): bpfprof_python_stack_event. */
-  BPFPROF_EVENT_PYTHON_STACK = 8,
-  /* The JavaScript frames' function slots of the stack event that follows (same header):
-   * bpfprof_v8_stack_event. */
-  BPFPROF_EVENT_V8_STACK = 9,
-  /* The Java frames (HotSpot) of the stack event that follows (same header):
-   * bpfprof_hotspot_stack_event. */
-  BPFPROF_EVENT_HOTSPOT_STACK = 10,
-  /* The Ruby control frames (CRuby) of the stack event that follows (same header):
-   * bpfprof_ruby_stack_event. */
-  BPFPROF_EVENT_RUBY_STACK = 11,
+/* A runtime's frames (bpf/runtime_list.h): BPFPROF_EVENT_<ID>_STACK. */
+#define BPFPROF_RUNTIME_EVENT_KIND(ID, id, Kind, language, colour, event) \
+  BPFPROF_EVENT_##ID##_STACK = event,
+  BPFPROF_RUNTIME_LIST(BPFPROF_RUNTIME_EVENT_KIND)
+#undef BPFPROF_RUNTIME_EVENT_KIND
 };
 
 /* The runtimes whose own frames the BPF side reads (runtimes/<name>/frames.bpf.h), as
- * indexes: userspace's RuntimeKind has the same values. */
+ * indexes in bpf/runtime_list.h's order: userspace's RuntimeKind has the same values. */
 enum bpfprof_runtime {
-  BPFPROF_RUNTIME_PYTHON = 0,
-  BPFPROF_RUNTIME_V8 = 1,
-  BPFPROF_RUNTIME_HOTSPOT = 2,
-  BPFPROF_RUNTIME_RUBY = 3,
-  BPFPROF_RUNTIMES = 4, /* how many */
+#define BPFPROF_RUNTIME_INDEX(ID, id, Kind, language, colour, event) BPFPROF_RUNTIME_##ID,
+  BPFPROF_RUNTIME_LIST(BPFPROF_RUNTIME_INDEX)
+#undef BPFPROF_RUNTIME_INDEX
+      BPFPROF_RUNTIMES, /* how many */
 };
 
 /* When a stack event's stacks were taken. */
@@ -458,5 +452,20 @@ struct bpfprof_hotspot_process {
   __s32 interpreter_sender_sp;
   __u32 reserved;
 };
+
+/* Userspace keeps a runtime's frames per thread by their event's header (runtimes/kit/
+ * pending_stacks.h): every runtime's event begins with it. */
+#ifdef __cplusplus
+#define BPFPROF_STATIC_ASSERT static_assert
+#else
+#define BPFPROF_STATIC_ASSERT _Static_assert
+#endif
+#define BPFPROF_RUNTIME_EVENT_HEADER_FIRST(ID, id, Kind, language, colour, event)             \
+  BPFPROF_STATIC_ASSERT(__builtin_offsetof(struct bpfprof_##id##_stack_event, header) == 0 && \
+                            sizeof(((struct bpfprof_##id##_stack_event*)0)->frames) > 0,      \
+                        "bpfprof_" #id                                                        \
+                        "_stack_event begins with its header and ends with frames");
+BPFPROF_RUNTIME_LIST(BPFPROF_RUNTIME_EVENT_HEADER_FIRST)
+#undef BPFPROF_RUNTIME_EVENT_HEADER_FIRST
 
 #endif

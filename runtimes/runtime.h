@@ -67,7 +67,7 @@ class Runtime {
 
   // The ring-buffer event kind its BPF reader sends (enum bpfprof_event_kind): a thread's
   // frames, just before the sample or off-CPU stack they belong to.
-  virtual uint32_t event_kind() const = 0;
+  uint32_t event_kind() const { return runtime_description(kind()).event_kind; }
   virtual void take_event(const void* data, size_t size, Recording& recording) = 0;
   // `user`: the native user stack of the sample of `tid` at `time`, innermost first; the
   // runtime's frames sent for it, if any, replace its interpreter frames.

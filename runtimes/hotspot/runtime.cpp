@@ -92,8 +92,6 @@ class HotSpotRuntime final : public Runtime {
     maps.set_process_count(kind(), count);
   }
 
-  uint32_t event_kind() const override { return BPFPROF_EVENT_HOTSPOT_STACK; }
-
   void take_event(const void* data, size_t size, Recording& recording) override;
   void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
                   Recording& recording) override;

@@ -149,8 +149,12 @@ static long read_python_frame(__u64 index, void* context) {
 }
 
 /* Sends the Python frames of the current task (`tid` of `tgid`) with the header of the stack
- * event that follows; nothing for a process that is not a known interpreter. */
-static __always_inline void send_python_stack(const struct bpfprof_event_header* sample) {
+ * event that follows; nothing for a process that is not a known interpreter. `slot` and `walked`
+ * (the native walk) are not needed: the frames are read from the thread's own state. */
+static __always_inline void send_python_stack(const struct bpfprof_event_header* sample, __u32 slot,
+                                              bool walked) {
+  (void)slot;
+  (void)walked;
   __u32 tgid = sample->pid;
   if (!runtime_processes[BPFPROF_RUNTIME_PYTHON]) return;
   const struct bpfprof_python_process* p = bpf_map_lookup_elem(&python_processes, &tgid);

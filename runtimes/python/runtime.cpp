@@ -30,8 +30,6 @@ class PythonRuntime final : public Runtime {
                           stats(recording));
   }
 
-  uint32_t event_kind() const override { return BPFPROF_EVENT_PYTHON_STACK; }
-
   void take_event(const void* data, size_t size, Recording& recording) override {
     stacks_.take_event(data, size, stats(recording));
   }

@@ -104,8 +104,12 @@ static long read_ruby_frame(__u64 index, void* context) {
 }
 
 /* Sends the Ruby frames of the current task with the header of the stack event that
- * follows; nothing for a process that is not a known Ruby interpreter. */
-static __always_inline void send_ruby_stack(const struct bpfprof_event_header* sample) {
+ * follows; nothing for a process that is not a known Ruby interpreter. `slot` and `walked` (the
+ * native walk) are not needed: the frames are read from the thread's own state. */
+static __always_inline void send_ruby_stack(const struct bpfprof_event_header* sample, __u32 slot,
+                                            bool walked) {
+  (void)slot;
+  (void)walked;
   __u32 tgid = sample->pid;
   if (!runtime_processes[BPFPROF_RUNTIME_RUBY]) return;
   const struct bpfprof_ruby_process* p = bpf_map_lookup_elem(&ruby_processes, &tgid);

@@ -89,7 +89,6 @@ class RubyRuntime final : public Runtime {
                           stats(recording));
   }
 
-  uint32_t event_kind() const override { return BPFPROF_EVENT_RUBY_STACK; }
   void take_event(const void* data, size_t size, Recording& recording) override;
   void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
                   Recording& recording) override;

@@ -14,7 +14,6 @@
 
 namespace bpfprof::v8 {
 
-
 struct V8Layout {
   // Frame slots, from the frame pointer.
   int32_t off_fp_function = 0;

@@ -30,8 +30,6 @@ class V8Runtime final : public Runtime {
     apply_process_changes(maps, kMap, kind(), changes, in_kernel_, stats(recording));
   }
 
-  uint32_t event_kind() const override { return BPFPROF_EVENT_V8_STACK; }
-
   void take_event(const void* data, size_t size, Recording& recording) override {
     stacks_.take_event(data, size, stats(recording));
   }

@@ -3,21 +3,15 @@
 namespace bpfprof {
 
 std::string_view runtime_name(RuntimeKind runtime) {
-  switch (runtime) {
-    case RuntimeKind::kPython:
-      return "Python";
-    case RuntimeKind::kHotSpot:
-      return "Java";
-    case RuntimeKind::kV8:
-      return "JavaScript";
-    case RuntimeKind::kRuby:
-      return "Ruby";
-  }
-  return "?";
+  return static_cast<size_t>(runtime) < std::size(kRuntimeDescriptions)
+             ? runtime_description(runtime).language
+             : "?";
 }
 
 std::set<RuntimeKind> all_runtimes() {
-  return {RuntimeKind::kPython, RuntimeKind::kHotSpot, RuntimeKind::kV8, RuntimeKind::kRuby};
+  std::set<RuntimeKind> all;
+  for (const RuntimeDescription& runtime : kRuntimeDescriptions) all.insert(runtime.kind);
+  return all;
 }
 
 RuntimeFrameId RuntimeFrameTable::intern(const RuntimeFunction& function, uint32_t line) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -29,14 +30,31 @@ inline bool is_kernel_address(uint64_t address) { return (address >> 63) != 0; }
 // Canonical user-space addresses (x86-64 with 5-level paging, arm64): below 2^56.
 inline bool is_user_address(uint64_t address) { return address < (uint64_t{1} << 56); }
 
-// The language runtimes whose own frames bpfprof reads (runtimes/<name>/); each has its
-// category in the profile. The values index the BPF side's per-runtime globals.
+// The language runtimes whose own frames bpfprof reads (runtimes/<name>/, listed in
+// bpf/runtime_list.h); each has its category in the profile. The values index the BPF
+// side's per-runtime globals.
 enum class RuntimeKind : uint8_t {
-  kPython = BPFPROF_RUNTIME_PYTHON,
-  kHotSpot = BPFPROF_RUNTIME_HOTSPOT,
-  kV8 = BPFPROF_RUNTIME_V8,
-  kRuby = BPFPROF_RUNTIME_RUBY,
+#define BPFPROF_RUNTIME_KIND(ID, id, Kind, language, colour, event) k##Kind = BPFPROF_RUNTIME_##ID,
+  BPFPROF_RUNTIME_LIST(BPFPROF_RUNTIME_KIND)
+#undef BPFPROF_RUNTIME_KIND
 };
+// What bpf/runtime_list.h says of a runtime.
+struct RuntimeDescription {
+  RuntimeKind kind;
+  const char* language;  // its name in the summary and its frames' category in the profile
+  const char* colour;    // that category's colour
+  uint32_t event_kind;   // its frames' event kind (enum bpfprof_event_kind)
+};
+inline constexpr RuntimeDescription kRuntimeDescriptions[] = {
+#define BPFPROF_RUNTIME_DESCRIPTION(ID, id, Kind, language, colour, event) \
+  {RuntimeKind::k##Kind, language, colour, BPFPROF_EVENT_##ID##_STACK},
+    BPFPROF_RUNTIME_LIST(BPFPROF_RUNTIME_DESCRIPTION)
+#undef BPFPROF_RUNTIME_DESCRIPTION
+};
+static_assert(std::size(kRuntimeDescriptions) == BPFPROF_RUNTIMES);
+inline const RuntimeDescription& runtime_description(RuntimeKind runtime) {
+  return kRuntimeDescriptions[static_cast<size_t>(runtime)];
+}
 std::string_view runtime_name(RuntimeKind runtime);
 std::set<RuntimeKind> all_runtimes();
 

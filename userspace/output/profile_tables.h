@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,40 +42,29 @@ enum class Category : uint8_t {
   kKernel = 2,
   kIdle = 3,  // named "Idle": the front end's "include idle" switch hides these
   kWaitingForCpu = 4,
-  kPython = 5,      // interpreted Python code (the front end's JS-only view shows these)
-  kJavaScript = 6,  // JavaScript functions (V8), interpreted or compiled
-  kJava = 7,        // Java methods, interpreted or compiled, and the JVM's stubs
-  kRuby = 8,        // Ruby methods and blocks (CRuby's instruction sequences)
+  // Then each runtime's frames (bpf/runtime_list.h), in RuntimeKind's order.
+  kFirstRuntime = 5,
 };
 struct CategoryInfo {
   const char* name;
   const char* color;
 };
-inline constexpr CategoryInfo kCategories[] = {
-    {"Other", "grey"},
-    {"User", "yellow"},
-    {"Kernel", "orange"},
-    {"Idle", "transparent"},
-    {"Waiting for CPU", "lightblue"},
-    {"Python", "yellow"},
-    {"JavaScript", "yellow"},
-    {"Java", "blue"},
-    {"Ruby", "red"},
+inline constexpr CategoryInfo kCategories[] = {{"Other", "grey"},
+                                               {"User", "yellow"},
+                                               {"Kernel", "orange"},
+                                               {"Idle", "transparent"},
+                                               {"Waiting for CPU", "lightblue"},
+#define BPFPROF_RUNTIME_CATEGORY(ID, id, Kind, language, colour, event) {language, colour},
+                                               BPFPROF_RUNTIME_LIST(BPFPROF_RUNTIME_CATEGORY)
+#undef BPFPROF_RUNTIME_CATEGORY
 };
+static_assert(std::size(kCategories) ==
+              static_cast<size_t>(Category::kFirstRuntime) + BPFPROF_RUNTIMES);
 
 // A runtime's frames have the runtime's own category.
 inline Category category_of(RuntimeKind runtime) {
-  switch (runtime) {
-    case RuntimeKind::kPython:
-      return Category::kPython;
-    case RuntimeKind::kHotSpot:
-      return Category::kJava;
-    case RuntimeKind::kV8:
-      return Category::kJavaScript;
-    case RuntimeKind::kRuby:
-      return Category::kRuby;
-  }
-  return Category::kOther;
+  return static_cast<Category>(static_cast<uint8_t>(Category::kFirstRuntime) +
+                               static_cast<uint8_t>(runtime));
 }
 
 // Writes the strings themselves as `stringArray`.
