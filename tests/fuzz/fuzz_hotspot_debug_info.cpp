@@ -18,6 +18,7 @@
 #include "runtimes/kit/remote_memory.h"
 #include "tests/unit/hotspot_fake_nmethod.h"
 
+using namespace bpfprof;
 using namespace bpfprof::hotspot;
 
 namespace {

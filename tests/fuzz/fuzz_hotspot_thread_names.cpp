@@ -15,6 +15,7 @@
 #include "runtimes/kit/remote_memory.h"
 #include "tests/unit/hotspot_fake_image.h"
 
+using namespace bpfprof;
 using namespace bpfprof::hotspot;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -20,6 +20,7 @@
 #include "runtimes/kit/remote_memory.h"
 #include "tests/unit/hotspot_fake_image.h"
 
+using namespace bpfprof;
 using namespace bpfprof::hotspot;
 
 namespace {

@@ -123,8 +123,8 @@ void merge(Input& in) {
     const uint32_t id = in.take<uint32_t>();
     python.push_back({raw_runtime_frame(RuntimeFrameId{id}), (id & 1) != 0});
   }
-  const MergedStack merged =
-      merge_python_frames(native, python, [](uint64_t pc) { return (pc & 1) != 0; });
+  const MergedStack merged = merge_runtime_frames(
+      native, python, [](uint64_t pc) { return (pc & 1) != 0; }, ActivationMatch::kFromInnermost);
   size_t placed = 0;
   for (const uint64_t frame : merged.frames) placed += runtime_frame_of(frame).has_value();
   if (placed != merged.runtime_frames || placed > python.size() ||
