@@ -1,8 +1,8 @@
 /* Every map of the BPF programs, with the values they hold, and their global data (.bss),
  * in one place: the ring buffers, the tracked processes, loss counters, the events' scratch
  * space, off-CPU and waker state, stack copies, the in-kernel walker's tables and state, and
- * the runtimes' entries. Userspace finds them by these names (bpf_programs.cpp,
- * the runtimes' kernel maps). */
+ * what the runtimes share; each runtime's own maps are in its folder (runtimes/<name>/).
+ * Userspace finds them by these names (bpf_programs.cpp, the runtimes' kernel maps). */
 #ifndef BPFPROF_MAPS_H
 #define BPFPROF_MAPS_H
 
@@ -346,116 +346,10 @@ struct {
   __type(value, __u32);
 } image_generations SEC(".maps");
 
-/* Python (runtimes/python/frames.bpf.h). */
-
-/* The interpreters: tgid -> where their state is and how it is laid out (userspace fills it
- * when it sees a python3.X / libpython3.X mapping of a known version). */
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 4096);
-  __type(key, __u32); /* tgid */
-  __type(value, struct bpfprof_python_process);
-} python_processes SEC(".maps");
-
-/* How many processes of each runtime (enum bpfprof_runtime) its map holds (userspace keeps
- * these, through the mmapped .bss): with none, a sample skips the runtime's lookup (~60 ns of
- * ~3 us, a cache miss at every sample). */
+/* The runtimes (bpf/runtime_list.h): each one's own maps are in its folder
+ * (runtimes/<name>/), what they share is here. How many processes of each runtime (enum
+ * bpfprof_runtime) its map holds (userspace keeps these, through the mmapped .bss): with none, a
+ * sample skips the runtime's lookup (~60 ns of ~3 us, a cache miss at every sample). */
 __u32 runtime_processes[BPFPROF_RUNTIMES] = {};
-
-/* Each thread's PyThreadState as last found, checked on every use against its
- * native_thread_id (thread_id before 3.11): finding it walks the interpreter's thread list. */
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 65536);
-  __type(key, __u32);   /* tid */
-  __type(value, __u64); /* PyThreadState* in the thread's process */
-} python_thread_states SEC(".maps");
-
-/* The frame header is read in one piece into `window` (one read per frame instead of four);
- * the fields are taken from it at the offsets of the process's version. */
-#define PYTHON_FRAME_WINDOW 112
-
-struct python_scratch {
-  struct bpfprof_python_stack_event event;
-  __u8 window[PYTHON_FRAME_WINDOW];
-};
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct python_scratch);
-} python_scratch_space SEC(".maps");
-
-/* V8 (runtimes/v8/frames.bpf.h). */
-
-/* tgid -> its frame layout; userspace fills it for processes that export V8's v8dbg_ tables. */
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 4096);
-  __type(key, __u32);
-  __type(value, struct bpfprof_v8_process);
-} v8_processes SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_v8_stack_event);
-} v8_scratch SEC(".maps");
-
-/* HotSpot (runtimes/hotspot/frames.bpf.h). */
-
-/* The JVMs: tgid -> where their code cache and interpreter are and how their blobs and
- * frames are laid out (userspace fills it once a JVM's tables can be read). */
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 4096);
-  __type(key, __u32); /* tgid */
-  __type(value, struct bpfprof_hotspot_process);
-} hotspot_processes SEC(".maps");
-
-/* The Java frames a walk stepped through, per CPU and slot (as unwind_walks), sent before
- * the walk's stack event; `process` is the walked JVM's entry as the walk started, `blob`
- * the header of the blob being stepped through. */
-struct hotspot_walk {
-  __u32 tid; /* whose walk filled `event` */
-  __u32 pad;
-  struct bpfprof_hotspot_process process;
-  __u8 blob[BPFPROF_HOTSPOT_BLOB_WINDOW];
-  struct bpfprof_hotspot_stack_event event;
-};
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 2);
-  __type(key, __u32);
-  __type(value, struct hotspot_walk);
-} hotspot_walks SEC(".maps");
-
-/* Ruby (runtimes/ruby/frames.bpf.h): tgid -> where its VM is and how it is laid out
- * (userspace fills it when it sees a mapping of a libruby of a known version). */
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 4096);
-  __type(key, __u32); /* tgid */
-  __type(value, struct bpfprof_ruby_process);
-} ruby_processes SEC(".maps");
-
-/* Each thread's rb_thread_t as last found, checked on every use against its thread_id:
- * finding it walks the main ractor's thread list. */
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 65536);
-  __type(key, __u32);   /* tid */
-  __type(value, __u64); /* rb_thread_t* in the thread's process */
-} ruby_threads SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct bpfprof_ruby_stack_event);
-} ruby_scratch_space SEC(".maps");
 
 #endif

@@ -4,12 +4,13 @@
  * child of a tracked process is sampled from its first instruction.
  *
  * In one order, as bcc's libbpf-tools lay their programs out: the settings userspace writes
- * before load (knobs.h), every map (maps.h), the helpers shared by several programs, each
- * header including what it uses (helpers.h; stack_events.h, which takes stacks with
+ * before load (knobs.h), the shared maps (maps.h), the helpers shared by several programs,
+ * each header including what it uses (helpers.h; stack_events.h, which takes stacks with
  * stack_copy.h, the in-kernel walker unwind_user.h and the runtimes' frame readers;
- * image_mappings.h), the runtimes' steps through their own code that the walker calls
- * (runtimes/code_steps.bpf.h), then the programs in this file, each with the helpers only it
- * uses just above it: samples, switch-outs, wakers, lifecycle. */
+ * image_mappings.h), the runtimes' kernel sides, which define the runtimes' calls that the
+ * stack events and the walker make (runtimes/kernel_side.bpf.h: their frame readers and maps,
+ * send_runtime_stacks, the steps through their own code), then the programs in this file,
+ * each with the helpers only it uses just above it: samples, switch-outs, wakers, lifecycle. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -24,7 +25,7 @@
 #include "bpf/image_mappings.h"
 #include "bpf/stack_events.h"
 #include "bpf/unwind_maps.h"
-#include "runtimes/code_steps.bpf.h" /* the walker's runtime_code_start and _step */
+#include "runtimes/kernel_side.bpf.h" /* the runtimes: their readers, stacks and code steps */
 
 char LICENSE[] SEC("license") = "GPL";
 

@@ -4,7 +4,7 @@
  * as it reaches frame-pointer code, and never names the runtime: at a walk's start the
  * runtimes say where their code lies in the walked process (runtime_code_start), and a frame
  * whose pc lies there is stepped by runtime_code_step. The program defines both once, from
- * the runtimes that have such code (runtimes/code_steps.bpf.h). */
+ * the runtimes that have such code (runtimes/kernel_side.bpf.h). */
 #ifndef BPFPROF_RUNTIME_CODE_H
 #define BPFPROF_RUNTIME_CODE_H
 

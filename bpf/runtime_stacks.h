@@ -1,7 +1,8 @@
-/* The runtimes' own frames (runtimes/<name>/frames.bpf.h) for a stack event: each runtime
- * whose processes include the current one sends its frames, with the stack event's header,
- * just before it: each runtime of bpf/runtime_list.h has send_<id>_stack(header, slot,
- * walked) in its reader. A new runtime adds its reader's include here. */
+/* The runtimes' own frames for a stack event: each runtime whose processes include the
+ * current one sends its frames, with the stack event's header, just before it. The program
+ * defines send_runtime_stacks once, from bpf/runtime_list.h and the runtimes' readers
+ * (runtimes/kernel_side.bpf.h); the stack events (bpf/stack_events.h) only call it, so that
+ * bpf/ names no runtime. */
 #ifndef BPFPROF_RUNTIME_STACKS_H
 #define BPFPROF_RUNTIME_STACKS_H
 
@@ -10,18 +11,14 @@
 #include <bpf/bpf_helpers.h>
 
 #include "bpf/events.h"
-#include "runtimes/hotspot/frames.bpf.h"
-#include "runtimes/python/frames.bpf.h"
-#include "runtimes/ruby/frames.bpf.h"
-#include "runtimes/v8/frames.bpf.h"
 
-/* `walked`: the user frames were walked in the kernel, in unwind_walks' `slot`. */
+/* `walked`: the user frames were walked in the kernel, in unwind_walks' `slot`. Inlined where
+ * it is called, as any helper of this program; a header compiled alone (style.bpf_headers)
+ * sees its declaration only. */
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wundefined-internal"
 static __always_inline void send_runtime_stacks(const struct bpfprof_event_header* header,
-                                                __u32 slot, bool walked) {
-#define BPFPROF_SEND_RUNTIME_STACK(ID, id, Kind, language, colour, event) \
-  send_##id##_stack(header, slot, walked);
-  BPFPROF_RUNTIME_LIST(BPFPROF_SEND_RUNTIME_STACK)
-#undef BPFPROF_SEND_RUNTIME_STACK
-}
+                                                __u32 slot, bool walked);
+#pragma clang diagnostic pop
 
 #endif

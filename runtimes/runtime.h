@@ -6,6 +6,13 @@
 // memory, merging, the per-thread and per-process bookkeeping) is in runtimes/kit/. The
 // capture layer knows runtimes only through this interface and the list in
 // runtimes/registry.cpp.
+//
+// A runtime's kernel ABI lives in its folder too: its frame event, process entry and constants
+// in runtimes/<name>/events.h (plain C, shared by its BPF reader and userspace), its maps in
+// its .bpf.h. Outside its folder (tests, docs, bench and scripts aside) a new runtime touches
+// four files: bpf/runtime_list.h (its line), runtimes/kernel_side.bpf.h (its reader's include,
+// and its start and step if the walker steps through its code), runtimes/registry.cpp (its
+// factory) and runtimes/sources.cmake (its sources).
 #pragma once
 
 #include <cstddef>

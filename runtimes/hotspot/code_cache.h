@@ -8,7 +8,7 @@
 #include <string>
 #include <variant>
 
-#include "bpf/events.h"
+#include "runtimes/hotspot/events.h"
 #include "runtimes/hotspot/layout.h"
 #include "runtimes/kit/remote_memory.h"
 

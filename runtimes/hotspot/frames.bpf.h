@@ -1,7 +1,8 @@
 /* Java frames (HotSpot): the Java frames that the in-kernel walk stepped through
  * (runtimes/hotspot/walk.bpf.h) go to userspace just before their stack event, with its
  * header: per frame, its index among the user frames and what names it (a Method*, or a
- * blob's name). Userspace names them. Its maps are in bpf/maps.h with the others. */
+ * blob's name). Userspace names them. Its maps are in runtimes/hotspot/maps.bpf.h, its
+ * event in runtimes/hotspot/events.h. */
 #ifndef BPFPROF_HOTSPOT_FRAMES_H
 #define BPFPROF_HOTSPOT_FRAMES_H
 
@@ -12,6 +13,7 @@
 #include "bpf/events.h"
 #include "bpf/helpers.h"
 #include "bpf/maps.h"
+#include "runtimes/hotspot/maps.bpf.h"
 
 /* Sends the Java frames of the stack event `sample` heads, when its user frames were walked
  * in the kernel (`walked`) in unwind_walks' `slot` through a JVM's code. */

@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "bpf/events.h"
 #include "runtimes/hotspot/debug_info.h"
+#include "runtimes/hotspot/events.h"
 #include "runtimes/hotspot/layout.h"
 #include "runtimes/kit/remote_memory.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "bpf/events.h"
 #include "runtimes/hotspot/code_cache.h"
+#include "runtimes/hotspot/events.h"
 #include "runtimes/hotspot/layout.h"
 #include "runtimes/hotspot/names.h"
 #include "runtimes/hotspot/thread_names.h"

@@ -1,5 +1,5 @@
 /* The in-kernel walk through a JVM's code cache (HotSpot, x86-64): the walker reaches it by
- * the kind of the frame's mapping (bpf/runtime_code.h), from runtimes/code_steps.bpf.h.
+ * the kind of the frame's mapping (bpf/runtime_code.h), from runtimes/kernel_side.bpf.h.
  * HotSpot's compiled code keeps no frame pointer and has no CFI, but each code blob knows its
  * frame size: a pc in the code cache is looked up in its code heap's segment map (as
  * CodeHeap::find_block_for does), the blob's header read, and the frame stepped by it:
@@ -27,6 +27,7 @@
 #include "bpf/stack_window.h"
 #include "bpf/unwind_maps.h"
 #include "bpf/unwind_walk.h"
+#include "runtimes/hotspot/maps.bpf.h"
 
 /* Segment-map hops to a block's start: JDK 17 keeps a hop at most 0xfe segments long and
  * fills a block's map so that a 1 MB blob is a few dozen hops away. */

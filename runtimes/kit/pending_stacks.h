@@ -27,7 +27,9 @@ std::optional<size_t> copy_frame_event(const void* data, size_t size, Event& eve
   using Frame = std::remove_extent_t<decltype(Event::frames)>;
   constexpr size_t kFixed = offsetof(Event, frames);
   constexpr size_t kMaxFrames = std::extent_v<decltype(Event::frames)>;
-  static_assert(std::is_standard_layout_v<Event> && kMaxFrames > 0);
+  static_assert(std::is_standard_layout_v<Event> && offsetof(Event, header) == 0 &&
+                    std::is_same_v<decltype(Event::header), bpfprof_event_header> && kMaxFrames > 0,
+                "a runtime's frame event begins with its header and ends with its frames");
   if (size < kFixed) return std::nullopt;
   std::memcpy(&event, data, std::min(size, sizeof(event)));
   return std::min<size_t>({event.*count, kMaxFrames, (size - kFixed) / sizeof(Frame)});

@@ -3,8 +3,8 @@
  * read from the interpreter's own structures: the code object's address and the offset of
  * the current instruction per frame, innermost first, and which frames begin a C-level call
  * of the interpreter loop (so that userspace can put them in place of the native
- * _PyEval_EvalFrameDefault frames). Userspace names the code objects. Its maps are in
- * bpf/maps.h with the others. */
+ * _PyEval_EvalFrameDefault frames). Userspace names the code objects. Its maps are
+ * here, its event in runtimes/python/events.h. */
 #ifndef BPFPROF_PYTHON_FRAMES_H
 #define BPFPROF_PYTHON_FRAMES_H
 
@@ -15,6 +15,43 @@
 #include "bpf/events.h"
 #include "bpf/helpers.h"
 #include "bpf/maps.h"
+#include "runtimes/python/events.h"
+
+/* Python (runtimes/python/frames.bpf.h). */
+
+/* The interpreters: tgid -> where their state is and how it is laid out (userspace fills it
+ * when it sees a python3.X / libpython3.X mapping of a known version). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32); /* tgid */
+  __type(value, struct bpfprof_python_process);
+} python_processes SEC(".maps");
+
+/* Each thread's PyThreadState as last found, checked on every use against its
+ * native_thread_id (thread_id before 3.11): finding it walks the interpreter's thread list. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);   /* tid */
+  __type(value, __u64); /* PyThreadState* in the thread's process */
+} python_thread_states SEC(".maps");
+
+/* The frame header is read in one piece into `window` (one read per frame instead of four);
+ * the fields are taken from it at the offsets of the process's version. */
+#define PYTHON_FRAME_WINDOW 112
+
+struct python_scratch {
+  struct bpfprof_python_stack_event event;
+  __u8 window[PYTHON_FRAME_WINDOW];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct python_scratch);
+} python_scratch_space SEC(".maps");
 
 /* A bound for the thread-list walk: threads beyond it get no Python frames. */
 #define PYTHON_MAX_THREADS 512

@@ -12,7 +12,7 @@
 #include <span>
 #include <string_view>
 
-#include "bpf/events.h"
+#include "runtimes/python/events.h"
 
 namespace bpfprof {
 

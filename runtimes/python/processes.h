@@ -15,8 +15,8 @@
 #include <variant>
 #include <vector>
 
-#include "bpf/events.h"
 #include "runtimes/kit/runtime_processes.h"
+#include "runtimes/python/events.h"
 #include "runtimes/python/layout.h"
 #include "symbols/elf/elf_file.h"
 #include "userspace/model/recording.h"

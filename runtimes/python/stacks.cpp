@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "bpf/events.h"
+#include "runtimes/python/events.h"
 
 namespace bpfprof {
 

@@ -4,7 +4,7 @@
  * ep flags, innermost first, from the thread's ec->cfp up to the end of its VM stack.
  * Userspace names them and keeps the frames of Ruby code and of C methods (the flags say
  * which), in place of the native rb_vm_exec frames.
- * Its maps are in bpf/maps.h with the others. */
+ * Its maps are here, its event in runtimes/ruby/events.h. */
 #ifndef BPFPROF_RUBY_FRAMES_H
 #define BPFPROF_RUBY_FRAMES_H
 
@@ -15,6 +15,32 @@
 #include "bpf/events.h"
 #include "bpf/helpers.h"
 #include "bpf/maps.h"
+#include "runtimes/ruby/events.h"
+
+/* Ruby (runtimes/ruby/frames.bpf.h): tgid -> where its VM is and how it is laid out
+ * (userspace fills it when it sees a mapping of a libruby of a known version). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32); /* tgid */
+  __type(value, struct bpfprof_ruby_process);
+} ruby_processes SEC(".maps");
+
+/* Each thread's rb_thread_t as last found, checked on every use against its thread_id:
+ * finding it walks the main ractor's thread list. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32);   /* tid */
+  __type(value, __u64); /* rb_thread_t* in the thread's process */
+} ruby_threads SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_ruby_stack_event);
+} ruby_scratch_space SEC(".maps");
 
 /* A bound for the thread-list walk: threads beyond it get no Ruby frames. */
 #define RUBY_MAX_THREADS 512

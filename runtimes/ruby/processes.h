@@ -17,8 +17,8 @@
 #include <variant>
 #include <vector>
 
-#include "bpf/events.h"
 #include "runtimes/kit/runtime_processes.h"
+#include "runtimes/ruby/events.h"
 #include "runtimes/ruby/layout.h"
 #include "symbols/elf/elf_file.h"
 #include "userspace/model/recording.h"

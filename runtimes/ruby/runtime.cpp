@@ -7,10 +7,10 @@
 #include <unordered_set>
 #include <utility>
 
-#include "bpf/events.h"
 #include "runtimes/kit/merge.h"
 #include "runtimes/kit/pending_stacks.h"
 #include "runtimes/kit/remote_memory.h"
+#include "runtimes/ruby/events.h"
 #include "runtimes/ruby/iseqs.h"
 #include "runtimes/ruby/processes.h"
 

@@ -6,7 +6,7 @@
  * function's SharedFunctionInfo (the JSFunction itself may have moved by the time userspace
  * reads it), and for an interpreted frame its BytecodeArray and bytecode offset, in an event
  * just before the sample. Userspace checks every word (an object whose map says what it is)
- * before naming it. Its maps are in bpf/maps.h with the others. */
+ * before naming it. Its maps are here, its event in runtimes/v8/events.h. */
 #ifndef BPFPROF_V8_FRAMES_H
 #define BPFPROF_V8_FRAMES_H
 
@@ -17,6 +17,24 @@
 #include "bpf/events.h"
 #include "bpf/helpers.h"
 #include "bpf/maps.h"
+#include "runtimes/v8/events.h"
+
+/* V8 (runtimes/v8/frames.bpf.h). */
+
+/* tgid -> its frame layout; userspace fills it for processes that export V8's v8dbg_ tables. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, struct bpfprof_v8_process);
+} v8_processes SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_v8_stack_event);
+} v8_scratch SEC(".maps");
 
 #define V8_NO_BYTECODE_OFFSET 0xffffffff00000000ull /* -1 in the upper half */
 

@@ -14,8 +14,8 @@
 #include <variant>
 #include <vector>
 
-#include "bpf/events.h"
 #include "runtimes/kit/runtime_processes.h"
+#include "runtimes/v8/events.h"
 #include "runtimes/v8/layout.h"
 #include "userspace/model/recording.h"
 

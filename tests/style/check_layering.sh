@@ -33,27 +33,28 @@ for layer in "${!allowed[@]}"; do
 done
 
 # The kernel side: bpf/ is generic and includes only bpf/ (besides vmlinux.h and libbpf's
-# headers); a runtime's kernel part (runtimes/<name>/*.bpf.h) includes bpf/ and its own folder.
-# What puts them together may include the runtimes too: the program (bpf/*.bpf.c), the lists of
-# runtimes (runtimes/*.bpf.h) and bpf/runtime_stacks.h, the frame readers stack_events.h calls.
+# headers); the program (bpf/*.bpf.c) includes the runtimes' kernel sides through the one list
+# of them, runtimes/kernel_side.bpf.h, which includes each runtime's. A runtime's kernel part
+# and what it shares with userspace (runtimes/<name>/*.bpf.h, events.h) include bpf/,
+# runtimes/kit and their own folder.
 while IFS=: read -r file _ include; do
   target=$(sed -E 's/#include "([^"]+)".*/\1/' <<<"$include")
   case "$file" in
-    bpf/*.bpf.c | bpf/runtime_stacks.h) deps="bpf runtimes" ;;
+    bpf/*.bpf.c) deps="bpf runtimes/kernel_side.bpf.h" ;;
     bpf/*) deps="bpf" ;;
-    runtimes/*/*.bpf.h) deps="bpf ${file%/*}" ;;
+    runtimes/*/*) deps="bpf runtimes/kit ${file%/*}" ;;
     *) deps="bpf runtimes" ;;
   esac
   ok=0
   [[ "$target" == vmlinux.h ]] && ok=1
   for dep in $deps; do
-    [[ "$target" == "$dep"/* ]] && ok=1 && break
+    [[ "$target" == "$dep"/* || "$target" == "$dep" ]] && ok=1 && break
   done
   if ((!ok)); then
     echo "$file includes $target: it may include only $deps"
     status=1
   fi
-done < <(git ls-files 'bpf/*.h' 'bpf/*.c' 'runtimes/*.bpf.h' | xargs grep -Hn '^#include "' || true)
+done < <(git ls-files 'bpf/*.h' 'bpf/*.c' 'runtimes/*.bpf.h' 'runtimes/*/events.h' | xargs grep -Hn '^#include "' || true)
 
 # Within runtimes/, a runtime's folder includes only itself and runtimes/kit (what runtimes
 # share), never another runtime's folder; runtimes/kit includes no runtime's.
