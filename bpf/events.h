@@ -130,8 +130,8 @@ struct bpfprof_stack_event_head {
 
 /* The most user frames the in-kernel walk follows. A deeper stack (GCC's garbage collector
  * recurses thousands deep) is cut there: its innermost frames are sent, and the profile roots
- * them at [truncated]. A stack copy would give no more (userspace unwinds as many frames) for
- * ~50 KB a sample and half a millisecond of unwinding. The index is masked to this array's
+ * them at [truncated]. A stack copy would give no more (userspace unwinds as many frames), at
+ * the cost of a whole-stack copy and its unwinding. The index is masked to this array's
  * bound (BPFPROF_UNWOUND_INDEX_MASK) for the verifier. */
 #define BPFPROF_MAX_UNWOUND_FRAMES 1023
 #define BPFPROF_UNWOUND_INDEX_MASK 0x3ff

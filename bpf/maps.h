@@ -130,7 +130,7 @@ struct off_cpu_stop {
 
 /* The stop of the thread leaving the CPU now, per CPU: in a map value, whose contents the
  * verifier does not track, rather than on the BPF stack, where each of its fields' values
- * would double the paths verified after it (on_switch took 176 ms to load instead of 85). */
+ * would double the paths verified after it. */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
@@ -349,7 +349,7 @@ struct {
 /* The runtimes (bpf/runtime_list.h): each one's own maps are in its folder
  * (runtimes/<name>/), what they share is here. How many processes of each runtime (enum
  * bpfprof_runtime) its map holds (userspace keeps these, through the mmapped .bss): with none, a
- * sample skips the runtime's lookup (~60 ns of ~3 us, a cache miss at every sample). */
+ * sample skips the runtime's lookup (a cache miss at every sample). */
 __u32 runtime_processes[BPFPROF_RUNTIMES] = {};
 
 #endif

@@ -60,11 +60,11 @@ struct PythonReadLimits {
   // 256k leaves room for both, and ends a process that shows new garbage addresses at every
   // sample after ~0.5 s of reading.
   uint64_t objects_per_process = 256 * 1024;
-  // Bytes copied out of the process and kept as line runs. That application's code objects
-  // with their names and location tables are ~60 MB (~600 bytes each): four times that.
+  // Bytes copied out of the process and kept as line runs: several times what a large
+  // application's code objects, with their names and location tables, take.
   uint64_t bytes_per_process = uint64_t{256} << 20;
-  // A sample's frames (at most BPFPROF_MAX_PYTHON_FRAMES), all new, read ~100 KB of real
-  // code objects; one large generated function's table is up to 1 MiB. Past this, the
+  // A sample's frames (at most BPFPROF_MAX_PYTHON_FRAMES), all new, read a small fraction of
+  // this in real code objects; one large generated function's table is up to 1 MiB. Past this, the
   // sample's other new frames are named at a later sample: one sample never costs more than
   // this (and one object, ~1.1 MiB, started below it) of copying.
   uint64_t bytes_per_sample = uint64_t{4} << 20;

@@ -18,7 +18,8 @@ namespace {
 
 // A binary's image as the loader lays it out: its load segments' file bytes at their
 // virtual addresses, zeros past a segment's file size (.bss). Only the program headers are
-// read: node's 98 MB of symbols took 150-500 ms, while the process's first samples came.
+// read: node's symbol tables are large, and reading them would delay the process's first
+// samples.
 class FileImage final : public RemoteMemory {
  public:
   explicit FileImage(int fd) : fd_(fd) {
