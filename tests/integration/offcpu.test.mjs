@@ -22,7 +22,7 @@ import {
   requireRecorder, saveMetrics, selfShare, withCliSession,
 } from './lib/harness.mjs';
 import {
-  PIPE_WAIT_MS, PSEUDO, SLEEPY_MS, blockedIn, checkCoverage, checkCpuAccounting, checkStackChart,
+  PIPE_WAIT_MS, PSEUDO, SLEEPY_MS, blockedIn, checkCpuAccounting, itChecksThreadTimes,
   checkWeights, contains, fixtureThreads, isPseudo, kernelHas, leafIs, ms, offCpuBreakdown,
   threadByTid,
 } from './lib/off_cpu.mjs';
@@ -118,20 +118,7 @@ describe('off-CPU: sleepy (50 ms spin / 50 ms nanosleep)', () => {
     assert.deepEqual(failures, []);
   });
 
-  it('CPU accounting: threadCPUDelta vs utime+stime and the CPU clock', (t) => {
-    if (!requireRecorder(t)) return;
-    checkCpuAccounting(t, view, fixture, m);
-  });
-
-  it('on + off weight covers each thread\'s lifetime (within 5%)', (t) => {
-    if (!requireRecorder(t)) return;
-    checkCoverage(t, view, fixture, m);
-  });
-
-  it('stack chart: no long off-CPU sample is overlapped by the next sample', (t) => {
-    if (!requireRecorder(t)) return;
-    checkStackChart(t, view, fixture, m);
-  });
+  itChecksThreadTimes(() => ({ view, fixture, m }));
 
   it('profiler-cli loads it and, idle included, shows [sleeping] as half of sleeper\'s self time', async (t) => {
     if (!requireRecorder(t)) return;
@@ -243,20 +230,7 @@ describe('off-CPU: pipe_block (reader blocked in read() for 1000 ms)', () => {
     assert.ok(gap >= 950, `the next sample comes ${gap.toFixed(1)} ms after the wait sample, want >= 950 ms`);
   });
 
-  it('CPU accounting: threadCPUDelta vs utime+stime and the CPU clock', (t) => {
-    if (!requireRecorder(t)) return;
-    checkCpuAccounting(t, view, fixture, m);
-  });
-
-  it('on + off weight covers each thread\'s lifetime (within 5%)', (t) => {
-    if (!requireRecorder(t)) return;
-    checkCoverage(t, view, fixture, m);
-  });
-
-  it('stack chart: no long off-CPU sample is overlapped by the next sample', (t) => {
-    if (!requireRecorder(t)) return;
-    checkStackChart(t, view, fixture, m);
-  });
+  itChecksThreadTimes(() => ({ view, fixture, m }));
 
   it('profiler-cli loads it', async (t) => {
     if (!requireRecorder(t)) return;

@@ -15,7 +15,7 @@ import {
   recordFixture, recordWith, recorderUnavailableReason, requireRecorder, saveMetrics,
 } from './lib/harness.mjs';
 import {
-  PINNED_MS, SLEEPY_MS, blockedIn, checkCoverage, checkCpuAccounting, checkStackChart, checkWeights,
+  PINNED_MS, SLEEPY_MS, blockedIn, checkWeights, itChecksThreadTimes,
   contains, fixtureThreads, isPseudo, leafIs, ms, offCpuBreakdown, threadByTid,
 } from './lib/off_cpu.mjs';
 
@@ -75,20 +75,7 @@ describe('off-CPU: pinned_pair (two spinning threads on CPU 0)', () => {
     assert.deepEqual(failures, []);
   });
 
-  it('CPU accounting: threadCPUDelta vs utime+stime and the CPU clock', (t) => {
-    if (!requireRecorder(t)) return;
-    checkCpuAccounting(t, view, fixture, m);
-  });
-
-  it('on + off weight covers each thread\'s lifetime (within 5%)', (t) => {
-    if (!requireRecorder(t)) return;
-    checkCoverage(t, view, fixture, m);
-  });
-
-  it('stack chart: no long off-CPU sample is overlapped by the next sample', (t) => {
-    if (!requireRecorder(t)) return;
-    checkStackChart(t, view, fixture, m);
-  });
+  itChecksThreadTimes(() => ({ view, fixture, m }));
 
   it('profiler-cli loads it', async (t) => {
     if (!requireRecorder(t)) return;

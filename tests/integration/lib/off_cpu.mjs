@@ -3,7 +3,9 @@
 // recording with off-CPU samples passes.
 import assert from 'node:assert/strict';
 
-import { formatFrames, lastIndexOfName, parseCputimeLines, pct } from './harness.mjs';
+import { it } from 'node:test';
+
+import { formatFrames, lastIndexOfName, parseCputimeLines, pct, requireRecorder } from './harness.mjs';
 
 export const SLEEPY_MS = 2000;
 export const PIPE_WAIT_MS = 1000;   // pipe_block's main writes to the pipe after that long
@@ -188,6 +190,29 @@ export function checkStackChart(t, view, threads, out) {
 }
 
 // The weight a thread's off-CPU samples carry, per pseudo-frame (for the diagnostics).
+// The checks every off-CPU fixture's recording gets, as tests of the describe that calls it:
+// CPU accounting, coverage of each thread's life, the stack chart. `get` gives the recording's
+// view, the fixture's threads and the metrics object once the describe's before() has run.
+export function itChecksThreadTimes(get) {
+  it('CPU accounting: threadCPUDelta vs utime+stime and the CPU clock', (t) => {
+    if (!requireRecorder(t)) return;
+    const { view, fixture, m } = get();
+    checkCpuAccounting(t, view, fixture, m);
+  });
+
+  it('on + off weight covers each thread\'s lifetime (within 5%)', (t) => {
+    if (!requireRecorder(t)) return;
+    const { view, fixture, m } = get();
+    checkCoverage(t, view, fixture, m);
+  });
+
+  it('stack chart: no long off-CPU sample is overlapped by the next sample', (t) => {
+    if (!requireRecorder(t)) return;
+    const { view, fixture, m } = get();
+    checkStackChart(t, view, fixture, m);
+  });
+}
+
 export function offCpuBreakdown(view, thread) {
   const out = {};
   for (const s of view.samples(thread)) {
