@@ -35,3 +35,6 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/demangle.cpp
   ${BPFPROF_SYMBOLS_DIR}/relative_address.cpp
   ${BPFPROF_SYMBOLS_DIR}/symbolizer.cpp)
+# libiberty's demangle.h declares basename() unlike glibc's string.h: compiled on its own in a
+# unity build.
+set_source_files_properties(${BPFPROF_SYMBOLS_DIR}/demangle.cpp PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)

@@ -11,14 +11,14 @@ namespace bpfprof {
 namespace {
 
 // An unnamed frame still shows where Python ran: under these names, counted in the summary.
-const RuntimeFunction kUnknownCode{"[unknown Python code]", "", 0};
-const RuntimeFunction kUnreadCode{"[unknown Python code: read budget used up]", "", 0};
+const RuntimeFunction kPythonUnknownCode{"[unknown Python code]", "", 0};
+const RuntimeFunction kPythonUnreadCode{"[unknown Python code: read budget used up]", "", 0};
 // Where the BPF side stopped before the outermost frame (a chain that is a cycle ends at the
 // limit too), the frames it did not read are this one frame, outermost.
-const RuntimeFunction kDeeperFrames{
+const RuntimeFunction kPythonDeeperFrames{
     "[unknown Python frames: more than " + std::to_string(BPFPROF_MAX_PYTHON_FRAMES) + " deep]", "",
     0};
-const RuntimeFunction kUnreadableFrames{"[unknown Python frames: unreadable frame]", "", 0};
+const RuntimeFunction kPythonUnreadableFrames{"[unknown Python frames: unreadable frame]", "", 0};
 
 }  // namespace
 
@@ -71,8 +71,9 @@ void PythonStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<ui
     // Outside the outermost frame read, in its activation (whose entry flag, when that frame
     // has one, may have been read from garbage).
     scratch_.back().entry = false;
-    const RuntimeFunction& rest =
-        pending.status == BPFPROF_PYTHON_STACK_AT_LIMIT ? kDeeperFrames : kUnreadableFrames;
+    const RuntimeFunction& rest = pending.status == BPFPROF_PYTHON_STACK_AT_LIMIT
+                                      ? kPythonDeeperFrames
+                                      : kPythonUnreadableFrames;
     scratch_.push_back({raw_runtime_frame(recording.runtime_frames.intern(rest, 0)), true});
   }
   MergedStack merged = merge_runtime_frames(
@@ -109,7 +110,7 @@ RuntimeFrameId PythonStacks::name_frame(Pid pid, const PythonInterpreter& interp
     // budget was spent); the reader keeps a failed address from being read at each sample.
     ++stats.unnamed_frames;
     return recording.runtime_frames.intern(
-        read.status == PythonCodeStatus::kUnreadable ? kUnknownCode : kUnreadCode, 0);
+        read.status == PythonCodeStatus::kUnreadable ? kPythonUnknownCode : kPythonUnreadCode, 0);
   }
   const PythonCode* code = read.code;
   ++stats.frames;

@@ -17,14 +17,14 @@
 namespace bpfprof {
 namespace {
 
-const RuntimeFunction kUnknownCode{"[unknown Ruby code]", "", 0, RuntimeKind::kRuby};
-const RuntimeFunction kUnreadCode{"[unknown Ruby code: read budget used up]", "", 0,
-                                  RuntimeKind::kRuby};
-const RuntimeFunction kDeeperFrames{
+const RuntimeFunction kRubyUnknownCode{"[unknown Ruby code]", "", 0, RuntimeKind::kRuby};
+const RuntimeFunction kRubyUnreadCode{"[unknown Ruby code: read budget used up]", "", 0,
+                                      RuntimeKind::kRuby};
+const RuntimeFunction kRubyDeeperFrames{
     "[unknown Ruby frames: more than " + std::to_string(BPFPROF_MAX_RUBY_FRAMES) + " deep]", "", 0,
     RuntimeKind::kRuby};
-const RuntimeFunction kUnreadableFrames{"[unknown Ruby frames: unreadable frame]", "", 0,
-                                        RuntimeKind::kRuby};
+const RuntimeFunction kRubyUnreadableFrames{"[unknown Ruby frames: unreadable frame]", "", 0,
+                                            RuntimeKind::kRuby};
 
 // ep[0]'s flags (vm_core.h): C frames (cfuncs, C blocks) run no iseq; the dummy frame at the
 // bottom of every thread's stack belongs to no call of the VM loop.
@@ -159,7 +159,7 @@ void RubyRuntime::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uin
       pending.status == BPFPROF_RUBY_STACK_UNREADABLE) {
     scratch_.back().entry = false;
     const RuntimeFunction& rest =
-        pending.status == BPFPROF_RUBY_STACK_AT_LIMIT ? kDeeperFrames : kUnreadableFrames;
+        pending.status == BPFPROF_RUBY_STACK_AT_LIMIT ? kRubyDeeperFrames : kRubyUnreadableFrames;
     scratch_.push_back({raw_runtime_frame(recording.runtime_frames.intern(rest, 0)), true});
   }
   // A walk cut short has the innermost calls: those are matched from the leaf.
@@ -236,7 +236,8 @@ RuntimeFrameId RubyRuntime::name_frame(Pid pid, const RubyInterpreter& interpret
   const RubyIseq* read = iseq(pid, interpreter, f, s);
   if (!read) {
     ++s.unnamed_frames;
-    return recording.runtime_frames.intern(iseqs_[pid].over_budget ? kUnreadCode : kUnknownCode, 0);
+    return recording.runtime_frames.intern(
+        iseqs_[pid].over_budget ? kRubyUnreadCode : kRubyUnknownCode, 0);
   }
   ++s.frames;
   return recording.runtime_frames.intern(

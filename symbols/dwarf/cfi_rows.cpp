@@ -12,7 +12,7 @@ namespace {
 constexpr size_t kMaxRememberedStates = 64;
 constexpr size_t kMaxExpressionOps = 16;
 
-struct State {
+struct CfiState {
   CfiCfa cfa;
   CfiRegisterRule rip;
   CfiRegisterRule rbp;
@@ -64,7 +64,7 @@ CfiRegisterRule expression_rule(std::span<const uint8_t> bytes) {
 // Runs CFI instructions over a state; `advance` is called with each new location.
 class Program {
  public:
-  Program(const CfiFde& fde, State& state, const State* initial)
+  Program(const CfiFde& fde, CfiState& state, const CfiState* initial)
       : fde_(fde), state_(state), initial_(initial) {}
 
   // False at an instruction that cannot be read; `advance(delta)` returns false to stop.
@@ -124,8 +124,8 @@ class Program {
 
   // To the rule after the CIE's instructions (the ABI's default inside them).
   void restore(uint64_t reg) {
-    State abi;
-    const State& from = initial_ != nullptr ? *initial_ : abi;
+    CfiState abi;
+    const CfiState& from = initial_ != nullptr ? *initial_ : abi;
     if (CfiRegisterRule* r = tracked(state_, reg)) *r = *tracked(from, reg);
   }
 
@@ -143,9 +143,9 @@ class Program {
   bool register_instruction(uint8_t opcode);
 
   const CfiFde& fde_;
-  State& state_;
-  const State* initial_;  // nullptr while running the CIE's instructions
-  std::vector<State> remembered_;
+  CfiState& state_;
+  const CfiState* initial_;  // nullptr while running the CIE's instructions
+  std::vector<CfiState> remembered_;
   const uint8_t* at_ = nullptr;
   const uint8_t* end_ = nullptr;
 };
@@ -279,10 +279,10 @@ std::optional<uint64_t> read_cfi_rows(const CfiFde& fde,
                                       const std::function<bool(const CfiRow&)>& row) {
   const uint64_t end = fde.range.end;
   if (!fde.program_known) return fde.range.start;
-  State state;
+  CfiState state;
   if (!Program(fde, state, nullptr).run(fde.cie_program, [](uint64_t) { return true; }))
     return fde.range.start;
-  const State initial = state;
+  const CfiState initial = state;
   uint64_t location = fde.range.start;
   bool stopped = false;
   const auto emit = [&](uint64_t to) {

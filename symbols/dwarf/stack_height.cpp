@@ -11,13 +11,13 @@ namespace {
 
 // The state before an instruction. `height`: bytes pushed since the entry (CFA = rsp + 8 +
 // height); `frame_height`: the height at which rbp was set to rsp (-1: it was not).
-struct State {
+struct HeightState {
   int64_t height = 0;
   InferredRbp rbp = InferredRbp::kSame;
   int64_t rbp_saved_height = 0;  // for kSaved: rbp is at CFA - 8 - rbp_saved_height
   int64_t frame_height = -1;
 
-  bool operator==(const State&) const = default;
+  bool operator==(const HeightState&) const = default;
   // As at a function's entry: what a return or a tail call must leave.
   bool at_entry() const { return height == 0 && rbp == InferredRbp::kSame; }
 };
@@ -34,15 +34,15 @@ bool is_frame_pointer(uint16_t reg) {
 // What one instruction does to the state: the state after it (nullopt: it breaks the
 // conditions), and whether execution goes on to the next instruction.
 struct Step {
-  std::optional<State> next;
+  std::optional<HeightState> next;
   bool falls_through = true;
   std::optional<uint64_t> branch_target;  // a direct jump's
 
   bool returns = false;  // a return or a tail call, which checked that nothing is left pushed
 
-  static Step on(State state) { return {state, true, std::nullopt}; }
-  static Step ends(State state) { return {state, false, std::nullopt}; }
-  static Step returned(State state, bool falls_through = false) {
+  static Step on(HeightState state) { return {state, true, std::nullopt}; }
+  static Step ends(HeightState state) { return {state, false, std::nullopt}; }
+  static Step returned(HeightState state, bool falls_through = false) {
     return {state, falls_through, std::nullopt, true};
   }
   static Step broken() { return {std::nullopt, false, std::nullopt}; }
@@ -53,7 +53,7 @@ class Reader {
   Reader(csh handle, uint64_t start, uint64_t end, const IsFunctionEntry& is_function_entry)
       : handle_(handle), start_(start), end_(end), is_function_entry_(is_function_entry) {}
 
-  Step step(const cs_insn& insn, State state) const {
+  Step step(const cs_insn& insn, HeightState state) const {
     const cs_x86& x86 = insn.detail->x86;
     const bool jump = cs_insn_group(handle_, &insn, X86_GRP_JUMP);
     if (insn.id == X86_INS_CALL) return Step::on(state);
@@ -67,7 +67,7 @@ class Reader {
       if (state.frame_height < 8 || state.rbp != InferredRbp::kSaved ||
           state.rbp_saved_height != state.frame_height)
         return Step::broken();
-      return Step::on(State{state.frame_height - 8, InferredRbp::kSame, 0, -1});
+      return Step::on(HeightState{state.frame_height - 8, InferredRbp::kSame, 0, -1});
     }
     return lose_freed_rbp(other(insn, state));
   }
@@ -81,7 +81,7 @@ class Reader {
     return step;
   }
 
-  Step jump_step(const cs_x86& x86, State state, bool unconditional) const {
+  Step jump_step(const cs_x86& x86, HeightState state, bool unconditional) const {
     const bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
     if (direct) {
       const auto target = static_cast<uint64_t>(x86.operands[0].imm);
@@ -94,7 +94,7 @@ class Reader {
   }
 
   // 8 bytes each (a 16-bit push or pop breaks the conditions).
-  static Step push_or_pop(bool is_push, const cs_x86& x86, State state) {
+  static Step push_or_pop(bool is_push, const cs_x86& x86, HeightState state) {
     if (x86.op_count != 1) return Step::broken();
     const cs_x86_op& op = x86.operands[0];
     if ((op.type != X86_OP_IMM && op.size != 8) || is_reg(op, X86_REG_RSP)) return Step::broken();
@@ -122,7 +122,7 @@ class Reader {
   // Any other instruction: `sub`/`add rsp, imm`, `mov rbp, rsp` and `mov rsp, rbp` are
   // followed; another write to rsp breaks the conditions; one to rbp loses the caller's rbp
   // unless it was saved.
-  Step other(const cs_insn& insn, State state) const {
+  Step other(const cs_insn& insn, HeightState state) const {
     const cs_x86& x86 = insn.detail->x86;
     const bool two_regs = x86.op_count == 2 && x86.operands[0].type == X86_OP_REG;
     if (two_regs && x86.operands[0].reg == X86_REG_RSP && x86.operands[1].type == X86_OP_IMM &&
@@ -165,7 +165,7 @@ class Reader {
 struct Decoded {
   uint64_t address = 0;
   uint64_t end = 0;
-  State state;
+  HeightState state;
 };
 
 std::vector<InferredSpan> spans_of(const std::vector<Decoded>& decoded) {
@@ -193,8 +193,8 @@ std::optional<std::vector<Decoded>> read_code(csh handle, uint64_t address, cons
   Reader reader(handle, address, end, is_function_entry);
   cs_insn* insn = cs_malloc(handle);
   std::vector<Decoded> decoded;
-  std::map<uint64_t, State> branched;  // the state that direct branches bring to an address
-  std::optional<State> state;          // none: what comes next is guessed to be a function's entry
+  std::map<uint64_t, HeightState> branched;  // the state that direct branches bring to an address
+  std::optional<HeightState> state;  // none: what comes next is guessed to be a function's entry
   // Code read as a function's entry must reach a return or a tail call, which checks it,
   // before the next such guess: a cold part that ends calling abort is not an entry.
   bool guess_unchecked = false;
@@ -217,7 +217,7 @@ std::optional<std::vector<Decoded>> read_code(csh handle, uint64_t address, cons
     if (!state && (insn->id == X86_INS_NOP || insn->id == X86_INS_INT3)) continue;
     if (!state) {  // after a return or a jump: a function's entry
       if (guess_unchecked) ok = false;
-      state = State{};
+      state = HeightState{};
       guess_unchecked = true;
       guess_start = here;
     }

@@ -24,7 +24,7 @@ std::optional<uint64_t> take_hex(std::string_view& s) {
   return value;
 }
 
-std::optional<PerfMapEntry> parse_line(std::string_view line) {
+std::optional<PerfMapEntry> parse_perf_map_line(std::string_view line) {
   line = trim(line);
   std::optional<uint64_t> start = take_hex(line);
   if (!start) return std::nullopt;
@@ -75,7 +75,7 @@ PerfMap PerfMap::parse(std::string_view text) {
     const size_t newline = text.find('\n');
     const std::string_view line = text.substr(0, newline);
     text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    std::optional<PerfMapEntry> entry = parse_line(line);
+    std::optional<PerfMapEntry> entry = parse_perf_map_line(line);
     if (!entry || all.size() >= UINT32_MAX) continue;
     const auto index = static_cast<uint32_t>(all.size());
     assign_range(ranges, entry->start, entry->start + entry->size, index);

@@ -25,7 +25,7 @@ struct KallsymsLine {
 };
 
 // "ffffffff81000000 T _text" or "ffffffffc0a01000 t fn\t[module]".
-std::optional<KallsymsLine> parse_line(std::string_view line) {
+std::optional<KallsymsLine> parse_kallsyms_line(std::string_view line) {
   KallsymsLine parsed{};
   const char* begin = line.data();
   const char* end = line.data() + line.size();
@@ -82,7 +82,7 @@ KernelSymbols KernelSymbols::parse(std::string_view text) {
     const size_t newline = text.find('\n');
     const std::string_view line = text.substr(0, newline);
     text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    const std::optional<KallsymsLine> parsed = parse_line(line);
+    const std::optional<KallsymsLine> parsed = parse_kallsyms_line(line);
     if (!parsed) continue;
     saw_any_line = true;
     saw_nonzero_address |= parsed->address != 0;

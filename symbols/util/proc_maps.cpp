@@ -78,7 +78,7 @@ bool parse_permissions(std::string_view perms, MapEntry& entry) {
 }
 
 // Format (fs/proc/task_mmu.c): "start-end perms offset major:minor inode [padding path]".
-std::optional<MapEntry> parse_line(std::string_view line) {
+std::optional<MapEntry> parse_maps_line(std::string_view line) {
   MapEntry entry;
   LineCursor cursor(line);
   std::string_view perms;
@@ -119,7 +119,7 @@ std::vector<MapEntry> parse_proc_maps(std::string_view text) {
     const size_t newline = text.find('\n');
     const std::string_view line = text.substr(0, newline);
     text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    if (auto entry = parse_line(line)) entries.push_back(std::move(*entry));
+    if (auto entry = parse_maps_line(line)) entries.push_back(std::move(*entry));
   }
   return entries;
 }

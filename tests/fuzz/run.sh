@@ -16,8 +16,9 @@ command -v clang++ > /dev/null || { echo "fuzz: clang++ is needed" >&2; exit 1; 
 # Ninja for a new build directory where it is installed (an existing one keeps its generator).
 generator=()
 [ -f "$build/CMakeCache.txt" ] || ! command -v ninja > /dev/null || generator=(-G Ninja)
+# A unity build: half the compile time (see the Makefile's UNITY).
 CC=clang CXX=clang++ cmake -S "$here" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DFUZZ_OPT="${FUZZ_OPT:--O1}" > /dev/null
+  -DFUZZ_OPT="${FUZZ_OPT:--O1}" -DCMAKE_UNITY_BUILD=ON > /dev/null
 cmake --build "$build" -j "$(nproc)" > "$build/build.log" 2>&1 || { tail -30 "$build/build.log" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -10,7 +10,7 @@
 #include "userspace/model/session_model.h"
 #include "userspace/output/profile_symbolizer.h"
 
-namespace bpfprof::testing {
+namespace bpfprof::synthetic {
 
 inline constexpr int kDemoPid = 4242;
 inline constexpr int kWorkerTid = 4243;
@@ -117,4 +117,4 @@ inline void build_demo_model(SessionModel& model, const Recording& recording, Ra
   model.finish(recording.end_time);
 }
 
-}  // namespace bpfprof::testing
+}  // namespace bpfprof::synthetic

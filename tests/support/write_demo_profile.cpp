@@ -17,11 +17,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const Recording recording = testing::demo_recording();
+    const Recording recording = synthetic::demo_recording();
     SessionModel model;
     RawStackTree raw;
-    testing::build_demo_model(model, recording, raw);
-    testing::FakeSymbolizer symbolizer;
+    synthetic::build_demo_model(model, recording, raw);
+    synthetic::FakeSymbolizer symbolizer;
     std::unique_ptr<CommittableSink> output = open_output(argv[1]);
     ProfileOptions options;
     if (argc == 3) options.format = OutputFormat::kPprof;

@@ -13,16 +13,15 @@
 
 #include "symbols/dwarf/unwind_table.h"
 #include "symbols/go/cgo_switches.h"
+#include "tests/unit/test_helpers.h"
 
 namespace bpfprof {
 namespace {
 
+using testing_helpers::go_fixture;
+
 using go::CgoSwitch;
 using go::CgoSwitchKind;
-
-std::string fixture(const std::string& name) {
-  return std::string(TEST_FIXTURE_DIR) + "/go/" + name;
-}
 
 // Go 1.26's asmcgocall (as in a current esbuild release): push %rbp; mov %rsp,%rbp; g from
 // the thread pointer ...; mov %rsp,%rdx at sp delta 8; on the system stack g at 8(%rsp) and
@@ -103,7 +102,7 @@ TEST(GoCgoSwitches, CurrentReleaseSystemstack) {
 }
 
 bool cgo_fixture_missing() {
-  if (std::filesystem::exists(fixture("go_cgo"))) return false;
+  if (std::filesystem::exists(go_fixture("go_cgo"))) return false;
   const char* ci = std::getenv("CI");
   if (ci && std::string(ci) == "true") ADD_FAILURE() << "the cgo fixture was not built";
   return true;
@@ -113,7 +112,7 @@ bool cgo_fixture_missing() {
 // entry in rdx (delta 0); cgocallback's frame is 32 bytes with rbp at its top, g at fs - 8.
 TEST(GoCgoSwitches, Go119RowsInTheUnwindTable) {
   if (cgo_fixture_missing()) GTEST_SKIP() << "no cgo fixture (go or gcc missing)";
-  const UnwindTableResult result = build_unwind_table(fixture("go_cgo"));
+  const UnwindTableResult result = build_unwind_table(go_fixture("go_cgo"));
   ASSERT_TRUE(std::holds_alternative<UnwindTable>(result));
   const std::vector<UnwindRow>& rows = std::get<UnwindTable>(result).rows;
   std::vector<const UnwindRow*> calls, callbacks;
@@ -133,7 +132,7 @@ TEST(GoCgoSwitches, Go119RowsInTheUnwindTable) {
   }
   // Go 1.19's systemstack returns to curg.sched.sp with `ret` (m.curg at 0xc0): one row.
   const std::vector<UnwindRow>* cpu_rows = nullptr;
-  const UnwindTableResult cpu = build_unwind_table(fixture("go_cpu"));
+  const UnwindTableResult cpu = build_unwind_table(go_fixture("go_cpu"));
   ASSERT_NE(cpu_rows = std::get_if<UnwindTable>(&cpu) ? &std::get<UnwindTable>(cpu).rows : nullptr,
             nullptr);
   size_t systemstacks = 0;

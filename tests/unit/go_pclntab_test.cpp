@@ -20,9 +20,12 @@
 #include "symbols/go/pclntab.h"
 #include "symbols/symbolizer.h"
 #include "tests/unit/test_commands.h"
+#include "tests/unit/test_helpers.h"
 
 namespace bpfprof {
 namespace {
+
+using testing_helpers::go_fixture;
 
 namespace fs = std::filesystem;
 using go::GoFrame;
@@ -32,10 +35,6 @@ using testing_helpers::run_command;
 const fs::path kSourceDir = fs::path(TEST_SOURCE_DIR) / "tests";
 const fs::path kGoFixtureSource = kSourceDir / "fixtures/go";
 const fs::path kEsbuild = kSourceDir / "integration/node_modules/@esbuild/linux-x64/bin/esbuild";
-
-std::string fixture(const std::string& name) {
-  return std::string(TEST_FIXTURE_DIR) + "/go/" + name;
-}
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -63,7 +62,7 @@ struct Instruction {
 std::map<uint64_t, Instruction> objdump(const std::string& pattern) {
   std::map<uint64_t, Instruction> out;
   std::istringstream lines(
-      run_command("go tool objdump -s '" + pattern + "' " + fixture("go_cpu")));
+      run_command("go tool objdump -s '" + pattern + "' " + go_fixture("go_cpu")));
   static const std::regex kText(R"(^TEXT (\S+)\(SB\))");
   static const std::regex kInstruction(R"(^\s+(\S+):(\d+)\s+0x([0-9a-f]+)\s)");
   std::string line, function;
@@ -101,7 +100,7 @@ std::vector<GoFrame> addr2line(const std::string& binary, const std::vector<uint
 std::string base_name(const std::string& path) { return fs::path(path).filename().string(); }
 
 bool have_go_fixtures() {
-  return fs::exists(fixture("go_cpu")) && fs::exists(fixture("go_cpu_stripped")) &&
+  return fs::exists(go_fixture("go_cpu")) && fs::exists(go_fixture("go_cpu_stripped")) &&
          !run_command("command -v go").empty();
 }
 
@@ -115,7 +114,7 @@ class GoFixture : public testing::TestWithParam<std::string> {
 // Every instruction of package main and of sort: the function is objdump's TEXT symbol, the
 // innermost frame's file and line are objdump's.
 TEST_P(GoFixture, FunctionsFilesAndLinesAsObjdumpSaysThem) {
-  const std::string binary = fixture(GetParam());
+  const std::string binary = go_fixture(GetParam());
   std::unique_ptr<GoTable> table = load(binary);
   ASSERT_TRUE(table);
   EXPECT_EQ(table->format(), go::PclntabFormat::kGo118);  // the installed go1.19
@@ -132,7 +131,7 @@ TEST_P(GoFixture, FunctionsFilesAndLinesAsObjdumpSaysThem) {
 
 // addr2line over pcs spread through the whole text, runtime included: full file paths.
 TEST_P(GoFixture, AgreesWithAddr2line) {
-  const std::string binary = fixture(GetParam());
+  const std::string binary = go_fixture(GetParam());
   std::unique_ptr<GoTable> table = load(binary);
   ASSERT_TRUE(table);
   std::vector<uint64_t> pcs;
@@ -185,7 +184,7 @@ std::set<uint32_t> source_lines_of(const std::string& name) {
 // mix is inlined into spinInlined: the instructions objdump puts on mix's lines are two
 // frames, the call at the line the compiler reports, the inlined code at objdump's line.
 TEST_P(GoFixture, InlinedCallsAreFrames) {
-  const std::string binary = fixture(GetParam());
+  const std::string binary = go_fixture(GetParam());
   std::unique_ptr<GoTable> table = load(binary);
   ASSERT_TRUE(table);
   ASSERT_TRUE(table->has_inline_trees());
@@ -216,7 +215,7 @@ TEST_P(GoFixture, InlinedCallsAreFrames) {
 // The symbolizer names the stripped binary's code from the table, inline frames included,
 // never from the entry point's ELF symbol.
 TEST_P(GoFixture, SymbolizerUsesTheTable) {
-  const std::string binary = fixture(GetParam());
+  const std::string binary = go_fixture(GetParam());
   std::map<uint64_t, Instruction> caller = objdump("^main\\.spinInlined$");
   std::set<uint32_t> mix_lines = source_lines_of("mix");
   Symbolizer symbolizer;
@@ -244,8 +243,9 @@ INSTANTIATE_TEST_SUITE_P(GoCpu, GoFixture, testing::Values("go_cpu", "go_cpu_str
 // table is found in .data.rel.ro.gopclntab, runtime.text and go:func.* through relocations;
 // mix's code in spinInlined is two frames, as in the executable.
 TEST(GoPclntab, PositionIndependentBuild) {
-  if (!have_go_fixtures() || !fs::exists(fixture("go_cpu_pie"))) GTEST_SKIP() << "no Go fixtures";
-  std::unique_ptr<GoTable> table = load(fixture("go_cpu_pie"));
+  if (!have_go_fixtures() || !fs::exists(go_fixture("go_cpu_pie")))
+    GTEST_SKIP() << "no Go fixtures";
+  std::unique_ptr<GoTable> table = load(go_fixture("go_cpu_pie"));
   ASSERT_TRUE(table);
   ASSERT_TRUE(table->has_inline_trees());
   std::optional<go::GoFunction> spin;
@@ -339,9 +339,9 @@ TEST(GoEsbuild, CurrentReleaseTable) {
 // runtime.text and go:func.* through the moduledata: the same frames as with them.
 TEST(GoPclntab, FoundWithoutSectionHeaders) {
   for (const char* name : {"go_cpu_stripped", "go_cpu_pie"}) {
-    if (!fs::exists(fixture(name))) GTEST_SKIP() << "no Go fixtures";
-    std::vector<uint8_t> file = read_bytes(fixture(name));
-    std::unique_ptr<GoTable> with = load(fixture(name));
+    if (!fs::exists(go_fixture(name))) GTEST_SKIP() << "no Go fixtures";
+    std::vector<uint8_t> file = read_bytes(go_fixture(name));
+    std::unique_ptr<GoTable> with = load(go_fixture(name));
     ASSERT_TRUE(with && file.size() > 64);
     // e_shoff, e_shnum and e_shstrndx of an ELF64 header.
     std::fill(file.begin() + 0x28, file.begin() + 0x30, 0);
@@ -360,9 +360,9 @@ TEST(GoPclntab, FoundWithoutSectionHeaders) {
 // the fixture's table gives a table or none, and lookups stay in bounds (the fuzz target
 // tests/fuzz/fuzz_go_pclntab.cpp goes further).
 TEST(GoPclntab, DamagedTablesAreRefusedOrBounded) {
-  if (!fs::exists(fixture("go_cpu"))) GTEST_SKIP() << "no Go fixtures";
-  std::vector<uint8_t> file = read_bytes(fixture("go_cpu"));
-  std::unique_ptr<GoTable> whole = load(fixture("go_cpu"));
+  if (!fs::exists(go_fixture("go_cpu"))) GTEST_SKIP() << "no Go fixtures";
+  std::vector<uint8_t> file = read_bytes(go_fixture("go_cpu"));
+  std::unique_ptr<GoTable> whole = load(go_fixture("go_cpu"));
   ASSERT_TRUE(whole);
   for (size_t cut = 0; cut < file.size(); cut += file.size() / 61 + 1) {
     std::unique_ptr<GoTable> table =

@@ -19,13 +19,12 @@
 #include "symbols/dwarf/dwarf_module.h"
 #include "symbols/dwarf/unwind_table.h"
 #include "symbols/go/pclntab.h"
+#include "tests/unit/test_helpers.h"
 
 namespace bpfprof {
 namespace {
 
-std::string fixture(const std::string& name) {
-  return std::string(TEST_FIXTURE_DIR) + "/go/" + name;
-}
+using testing_helpers::go_fixture;
 
 std::unique_ptr<go::GoTable> go_table(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -34,7 +33,7 @@ std::unique_ptr<go::GoTable> go_table(const std::string& path) {
 }
 
 bool go_fixtures_missing() {
-  if (std::filesystem::exists(fixture("go_cpu_stripped"))) return false;
+  if (std::filesystem::exists(go_fixture("go_cpu_stripped"))) return false;
   // CI builds them (golang-go is one of the project's dependencies): there, missing is a failure.
   const char* ci = std::getenv("CI");
   if (ci && std::string(ci) == "true") ADD_FAILURE() << "the Go fixtures were not built";
@@ -53,7 +52,7 @@ class GoUnwindTable : public testing::TestWithParam<const char*> {};
 // goroutine's or thread's stack (or switch stacks) end the walk.
 TEST_P(GoUnwindTable, CoversGoCodeAndEndsAtGoRoots) {
   if (go_fixtures_missing()) GTEST_SKIP() << "no Go fixtures";
-  const std::string path = fixture(GetParam());
+  const std::string path = go_fixture(GetParam());
   const UnwindTableResult result = build_unwind_table(path);
   const std::vector<UnwindRow>* rows = rows_of(result);
   ASSERT_NE(rows, nullptr);
@@ -94,7 +93,7 @@ TEST_P(GoUnwindTable, CoversGoCodeAndEndsAtGoRoots) {
 // writes into an unstripped build, at every third byte of every Go function that has one.
 TEST(GoUnwindTable, AgreesWithGoDebugFrame) {
   if (go_fixtures_missing()) GTEST_SKIP() << "no Go fixtures";
-  const std::string path = fixture("go_cpu");
+  const std::string path = go_fixture("go_cpu");
   const std::vector<UnwindRow>* rows = nullptr;
   const UnwindTableResult result = build_unwind_table(path);
   ASSERT_NE(rows = rows_of(result), nullptr);

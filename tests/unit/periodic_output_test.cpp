@@ -60,27 +60,27 @@ TEST(PeriodicOutput, RotatedFilesKeepTheNewestN) {
 }
 
 TEST(PeriodicOutput, AWindowShowsThePeriodAndItsLossesThenRestores) {
-  Recording r = testing::demo_recording();  // 0..100 ms, a loss at 50 ms
+  Recording r = synthetic::demo_recording();  // 0..100 ms, a loss at 50 ms
   {
-    PeriodWindow window(r, testing::at_ms(60), testing::at_ms(90));
-    EXPECT_EQ(r.start_time, testing::at_ms(60));
-    EXPECT_EQ(r.end_time, testing::at_ms(90));
+    PeriodWindow window(r, synthetic::at_ms(60), synthetic::at_ms(90));
+    EXPECT_EQ(r.start_time, synthetic::at_ms(60));
+    EXPECT_EQ(r.end_time, synthetic::at_ms(90));
     EXPECT_DOUBLE_EQ(r.start_wall_clock_ms, 1.7e12 + 60);
     EXPECT_TRUE(r.losses.empty());
   }
-  EXPECT_EQ(r.start_time, testing::at_ms(0));
-  EXPECT_EQ(r.end_time, testing::at_ms(100));
+  EXPECT_EQ(r.start_time, synthetic::at_ms(0));
+  EXPECT_EQ(r.end_time, synthetic::at_ms(100));
   EXPECT_DOUBLE_EQ(r.start_wall_clock_ms, 1.7e12);
   EXPECT_EQ(r.losses.size(), 1u);
 }
 
 // Two periods written from one model: every sample in exactly one of them.
 TEST(PeriodicOutput, DroppedSamplesAreInNoLaterPeriod) {
-  Recording recording = testing::demo_recording();
+  Recording recording = synthetic::demo_recording();
   SessionModel model;
   RawStackTree raw;
-  testing::build_demo_model(model, recording, raw);  // 8 samples of weight, up to 60 ms
-  testing::FakeSymbolizer symbolizer;
+  synthetic::build_demo_model(model, recording, raw);  // 8 samples of weight, up to 60 ms
+  synthetic::FakeSymbolizer symbolizer;
   auto weight_written = [&](MonotonicNs start, MonotonicNs end) {
     PeriodWindow window(recording, start, end);
     StringSink sink;
@@ -93,12 +93,12 @@ TEST(PeriodicOutput, DroppedSamplesAreInNoLaterPeriod) {
       total += atoi(line.c_str() + line.rfind(' ') + 1);
     return total;
   };
-  EXPECT_EQ(weight_written(testing::at_ms(0), testing::at_ms(100)), 8);
+  EXPECT_EQ(weight_written(synthetic::at_ms(0), synthetic::at_ms(100)), 8);
   model.drop_samples_before(MonotonicNs{UINT64_MAX});
   // A later sample of the worker, after its samples were dropped, starts a new period.
-  testing::add_demo_sample(model, raw, 150, testing::kWorkerTid, 3000000,
-                           {testing::kDemoBase + testing::kWorkerOffset + 0x4});
-  EXPECT_EQ(weight_written(testing::at_ms(100), testing::at_ms(200)), 1);
+  synthetic::add_demo_sample(model, raw, 150, synthetic::kWorkerTid, 3000000,
+                             {synthetic::kDemoBase + synthetic::kWorkerOffset + 0x4});
+  EXPECT_EQ(weight_written(synthetic::at_ms(100), synthetic::at_ms(200)), 1);
   ASSERT_EQ(model.threads()[1].samples.size(), 1u);
   EXPECT_EQ(model.threads()[1].samples[0].cpu_delta_ns, 1000000u);  // since its last sample
 }
@@ -106,14 +106,14 @@ TEST(PeriodicOutput, DroppedSamplesAreInNoLaterPeriod) {
 // A long run's stack trees keep only what is in use: the model's for samples still held, the
 // recording's raw ones for samples not yet taken; those still resolve.
 TEST(PeriodicOutput, CompactedStacksKeepOnlyWhatIsInUse) {
-  Recording recording = testing::demo_recording();
+  Recording recording = synthetic::demo_recording();
   SessionModel model;
-  testing::build_demo_model(model, recording, recording.raw_stacks);
+  synthetic::build_demo_model(model, recording, recording.raw_stacks);
   ASSERT_GT(model.stacks().size(), 0u);
   ASSERT_GT(recording.raw_stacks.size(), 1u);
-  const uint64_t worker = testing::kDemoBase + testing::kWorkerOffset + 0x4;
+  const uint64_t worker = synthetic::kDemoBase + synthetic::kWorkerOffset + 0x4;
   recording.samples.push_back(SampleRecord{
-      testing::at_ms(150), Pid{testing::kDemoPid}, Tid{testing::kWorkerTid}, Cpu{0},
+      synthetic::at_ms(150), Pid{synthetic::kDemoPid}, Tid{synthetic::kWorkerTid}, Cpu{0},
       CpuTimeNs{3000000}, recording.raw_stacks.intern_path(std::vector<uint64_t>{worker})});
   model.drop_samples_before(MonotonicNs{UINT64_MAX});
   model.compact_stacks(recording);
@@ -121,7 +121,7 @@ TEST(PeriodicOutput, CompactedStacksKeepOnlyWhatIsInUse) {
   EXPECT_EQ(recording.raw_stacks.size(), 1u);
 
   model.add_sample(recording.samples.front(), recording.raw_stacks);
-  testing::FakeSymbolizer symbolizer;
+  synthetic::FakeSymbolizer symbolizer;
   const BuiltProfile profile = build_profile(model, recording, symbolizer, BuildOptions{});
   ASSERT_EQ(profile.threads.size(), 1u);
   std::vector<std::string> names;
@@ -135,12 +135,12 @@ TEST(PeriodicOutput, CompactedStacksKeepOnlyWhatIsInUse) {
 // recorder does after handing a period to the writer) still writes its samples, and the
 // recording copy leaves out only what is pending.
 TEST(PeriodicOutput, SnapshotsKeepThePeriodAfterTheLiveModelMovesOn) {
-  Recording recording = testing::demo_recording();
+  Recording recording = synthetic::demo_recording();
   SessionModel model;
-  testing::build_demo_model(model, recording, recording.raw_stacks);
-  recording.samples.push_back(SampleRecord{testing::at_ms(150),
-                                           Pid{testing::kDemoPid},
-                                           Tid{testing::kWorkerTid},
+  synthetic::build_demo_model(model, recording, recording.raw_stacks);
+  recording.samples.push_back(SampleRecord{synthetic::at_ms(150),
+                                           Pid{synthetic::kDemoPid},
+                                           Tid{synthetic::kWorkerTid},
                                            Cpu{0},
                                            CpuTimeNs{1},
                                            {}});
@@ -154,7 +154,7 @@ TEST(PeriodicOutput, SnapshotsKeepThePeriodAfterTheLiveModelMovesOn) {
   EXPECT_EQ(metadata.start_time, recording.start_time);
   EXPECT_EQ(metadata.frequency_hz, recording.frequency_hz);
   EXPECT_EQ(recording.samples.size(), 1u);  // the live recording keeps its pending ones
-  testing::FakeSymbolizer symbolizer;
+  synthetic::FakeSymbolizer symbolizer;
   const BuiltProfile live = build_profile(model, recording, symbolizer, BuildOptions{});
   const BuiltProfile period = build_profile(snapshot, metadata, symbolizer, BuildOptions{});
   size_t live_samples = 0;

@@ -19,11 +19,11 @@ namespace {
 namespace pb = perftools::profiles;
 
 struct Demo {
-  Recording recording = testing::demo_recording();
+  Recording recording = synthetic::demo_recording();
   SessionModel model;
   RawStackTree raw;
-  testing::FakeSymbolizer symbolizer;
-  Demo() { testing::build_demo_model(model, recording, raw); }
+  synthetic::FakeSymbolizer symbolizer;
+  Demo() { synthetic::build_demo_model(model, recording, raw); }
 
   std::string write(OutputFormat format) {
     StringSink sink;
@@ -108,7 +108,7 @@ TEST(PprofWriter, LocationsLieInTheirLibrarysMapping) {
     EXPECT_LT(l.address(), m.memory_limit());
     // compute_hash's sample: offset 0x308 in the file, the relative address the Firefox
     // profile gives.
-    if (l.address() - m.memory_start() + m.file_offset() == testing::kComputeOffset + 0x8)
+    if (l.address() - m.memory_start() + m.file_offset() == synthetic::kComputeOffset + 0x8)
       compute_seen = true;
   }
   EXPECT_TRUE(compute_seen);

@@ -15,7 +15,7 @@
 namespace bpfprof {
 namespace {
 
-using testing::FakeSymbolizer;
+using synthetic::FakeSymbolizer;
 
 // The JSON of what `write` writes inside one object.
 template <typename WriteFn>
@@ -31,11 +31,11 @@ std::string object_json(WriteFn&& write) {
 }
 
 struct Demo {
-  Recording recording = testing::demo_recording();
+  Recording recording = synthetic::demo_recording();
   SessionModel model;
   RawStackTree raw;
   FakeSymbolizer symbolizer;
-  Demo() { testing::build_demo_model(model, recording, raw); }
+  Demo() { synthetic::build_demo_model(model, recording, raw); }
 
   BuiltProfile build() { return build_profile(model, recording, symbolizer, BuildOptions{}); }
   std::pair<std::string, RunReport> write(OutputFormat format = OutputFormat::kFirefox) {
@@ -182,25 +182,25 @@ TEST(ProfileBuilder, LossMarkersAreNamedBeforeAnythingIsWritten) {
 // The main thread of the demo waits twice: the worker wakes it (its stack: worker_loop), then
 // an interrupt (a kernel stack).
 TEST(ProfileBuilder, WokenWaitsAreIntervalMarkersWithTheWakerAndItsStackAsTheCause) {
-  using testing::at_ms;
-  Recording recording = testing::demo_recording();
+  using synthetic::at_ms;
+  Recording recording = synthetic::demo_recording();
   recording.off_cpu = true;
   const WakerId worker = recording.wakers.intern(
-      Waker{WakerContext::kThread, Pid{testing::kDemoPid}, Tid{testing::kWorkerTid}, "worker"});
+      Waker{WakerContext::kThread, Pid{synthetic::kDemoPid}, Tid{synthetic::kWorkerTid}, "worker"});
   const WakerId interrupt = recording.wakers.intern(Waker{WakerContext::kInterrupt, {}, {}, ""});
   SessionModel model;
   RawStackTree raw;
   model.configure_for(recording);
-  model.apply(at_ms(0), ProcessStartEvent{Pid{testing::kDemoPid}, "demo", false});
-  MmapEvent mmap{Pid{testing::kDemoPid}, Tid{testing::kDemoPid}, {}};
-  mmap.mapping = {.start = testing::kDemoBase, .length = 0x1000, .path = "/opt/demo/demo"};
+  model.apply(at_ms(0), ProcessStartEvent{Pid{synthetic::kDemoPid}, "demo", false});
+  MmapEvent mmap{Pid{synthetic::kDemoPid}, Tid{synthetic::kDemoPid}, {}};
+  mmap.mapping = {.start = synthetic::kDemoBase, .length = 0x1000, .path = "/opt/demo/demo"};
   model.apply(at_ms(0), mmap);
   model.consume(recording, at_ms(0));  // takes the wakers
   auto event = [&](uint64_t us, SampleKind kind, RawStackId stack = RawStackTree::kRoot,
                    WakerId waker = WakerId{}) {
     SampleRecord s{MonotonicNs{us * 1000},
-                   Pid{testing::kDemoPid},
-                   Tid{testing::kDemoPid},
+                   Pid{synthetic::kDemoPid},
+                   Tid{synthetic::kDemoPid},
                    Cpu{0},
                    CpuTimeNs{us * 100},
                    stack,
@@ -210,7 +210,7 @@ TEST(ProfileBuilder, WokenWaitsAreIntervalMarkersWithTheWakerAndItsStackAsTheCau
     model.add_sample(s, raw);
   };
   const RawStackId worker_stack =
-      raw.intern_path(std::vector<uint64_t>{testing::kDemoBase + testing::kWorkerOffset + 4});
+      raw.intern_path(std::vector<uint64_t>{synthetic::kDemoBase + synthetic::kWorkerOffset + 4});
   const RawStackId interrupt_stack = raw.intern_path(std::vector<uint64_t>{0xffffffff81000010ull});
   event(10000, SampleKind::kSwitchOut);
   event(15000, SampleKind::kWaking, worker_stack, worker);
@@ -255,7 +255,8 @@ TEST(ProfileBuilder, WokenWaitsAreIntervalMarkersWithTheWakerAndItsStackAsTheCau
 TEST(ProfileBuilder, AnAddressOutsideAnyMappingIsNamedByItAndCutsTheStack) {
   Demo demo;
   // The root is a return address (nudged into its call), the leaf the sampled instruction.
-  testing::add_demo_sample(demo.model, demo.raw, 90, testing::kDemoPid, 30000000, {0x7000, 0x7100});
+  synthetic::add_demo_sample(demo.model, demo.raw, 90, synthetic::kDemoPid, 30000000,
+                             {0x7000, 0x7100});
   const FrameKey leaf = demo.model.stacks().node(demo.model.threads()[0].samples.back().stack).key;
   EXPECT_EQ(leaf.kind, FrameKind::kUnmapped);
   const BuiltProfile profile = demo.build();

@@ -14,19 +14,15 @@
 #include "runtimes/python/layout.h"
 #include "runtimes/python/processes.h"
 #include "runtimes/python/stacks.h"
+#include "tests/unit/test_helpers.h"
 
 namespace bpfprof {
 namespace {
 
+using testing_helpers::from_hex;
+
 const Pid kSelf{static_cast<int32_t>(getpid())};
 constexpr MonotonicNs kStart{1'000'000'000};
-
-std::string from_hex(const std::string& hex) {
-  std::string bytes;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  return bytes;
-}
 
 MonotonicNs after_ms(uint64_t ms) { return MonotonicNs{kStart.value + ms * 1'000'000}; }
 

@@ -12,16 +12,12 @@
 #include "runtimes/python/processes.h"
 #include "runtimes/python/stacks.h"
 #include "symbols/util/unique_handle.h"
+#include "tests/unit/test_helpers.h"
 
 namespace bpfprof {
 namespace {
 
-std::string from_hex(const std::string& hex) {
-  std::string bytes;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  return bytes;
-}
+using testing_helpers::from_hex;
 
 // From python3.11 (3.11.2, Debian): a function with a multi-line expression and a loop,
 //   def f(a):          # line 3

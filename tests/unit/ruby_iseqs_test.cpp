@@ -41,7 +41,7 @@ struct Image {
 
 constexpr uint64_t kIseq = kBase, kBody = kBase + 0x100, kLabel = kBase + 0x400,
                    kPath = kBase + 0x600, kPathArray = kBase + 0x800, kEncoded = kBase + 0x1000,
-                   kEntries = kBase + 0x2000, kPositions = kBase + 0x2800,
+                   kEntries = kBase + 0x2000, kPositionsArray = kBase + 0x2800,
                    kSuccinct = kBase + 0x3000;
 
 // An iseq of `instructions` VALUEs whose entries start at `positions` with lines 10, 11, ...
@@ -63,9 +63,9 @@ Image make_iseq(const std::string& label, uint32_t instructions,
   image.u32(kBody + L.body_insns_info_size, static_cast<uint32_t>(positions.size()));
   for (size_t i = 0; i < positions.size(); ++i) {
     image.u32(kEntries + i * L.insn_info_size, static_cast<uint32_t>(10 + i));
-    if (!succinct) image.u32(kPositions + 4 * i, positions[i]);
+    if (!succinct) image.u32(kPositionsArray + 4 * i, positions[i]);
   }
-  image.word(kBody + L.body_insns_positions, succinct ? 0 : kPositions);
+  image.word(kBody + L.body_insns_positions, succinct ? 0 : kPositionsArray);
   image.word(kBody + L.body_insns_succ_table, succinct ? kSuccinct : 0);
   if (!succinct) return image;
   // The ranks CRuby's succ_index_table_create stores: immediate 7-bit ranks, then one block.

@@ -1,16 +1,18 @@
 // The CPU and off-CPU accounting of one thread, driven directly.
 #include "userspace/model/thread_accounting.h"
+#include "tests/unit/test_helpers.h"
 
 #include <gtest/gtest.h>
 
 namespace bpfprof {
 namespace {
 
-constexpr uint64_t kMs = 1000000;
-MonotonicNs at_ms(double ms) { return MonotonicNs{static_cast<uint64_t>(ms * kMs)}; }
-CpuTimeNs cpu_ms(double ms) { return CpuTimeNs{static_cast<uint64_t>(ms * kMs)}; }
+using testing_helpers::kNsPerMs;
 
-const AccountingRules kOffCpuRules{.interval_ns = kMs, .off_cpu = true};
+MonotonicNs at_ms(double ms) { return MonotonicNs{static_cast<uint64_t>(ms * kNsPerMs)}; }
+CpuTimeNs cpu_ms(double ms) { return CpuTimeNs{static_cast<uint64_t>(ms * kNsPerMs)}; }
+
+const AccountingRules kOffCpuRules{.interval_ns = kNsPerMs, .off_cpu = true};
 
 TEST(ThreadAccounting, RepeatedStacksCollapseAndCpuNeverExceedsWallTime) {
   ThreadAccounting accounting(at_ms(0), cpu_ms(0));
@@ -23,10 +25,10 @@ TEST(ThreadAccounting, RepeatedStacksCollapseAndCpuNeverExceedsWallTime) {
   ASSERT_EQ(samples.size(), 3u);
   EXPECT_EQ(samples[1].weight, 2.0);  // two ticks of stack 7
   // Never more than the wall time since the tick before: 1 ms at 2 ms, 1 ms at 3 ms.
-  EXPECT_EQ(samples[1].cpu_delta_ns, 1 * kMs);
-  EXPECT_EQ(samples[2].cpu_delta_ns, 1 * kMs);
+  EXPECT_EQ(samples[1].cpu_delta_ns, 1 * kNsPerMs);
+  EXPECT_EQ(samples[2].cpu_delta_ns, 1 * kNsPerMs);
   accounting.finish(kOffCpuRules, at_ms(3), samples);  // the rest goes to the last sample
-  EXPECT_EQ(samples[2].cpu_delta_ns, 2 * kMs);
+  EXPECT_EQ(samples[2].cpu_delta_ns, 2 * kNsPerMs);
 }
 
 // The profiler ignores a thread's first threadCPUDelta: a thread spinning on one stack from
@@ -38,29 +40,29 @@ TEST(ThreadAccounting, NothingCollapsesIntoAThreadsFirstSample) {
     accounting.on_cpu_sample(kOffCpuRules, at_ms(ms), cpu_ms(ms), 7, samples);
   ASSERT_EQ(samples.size(), 2u);
   EXPECT_EQ(samples[0].weight, 1.0);
-  EXPECT_EQ(samples[0].cpu_delta_ns, 1 * kMs);
+  EXPECT_EQ(samples[0].cpu_delta_ns, 1 * kNsPerMs);
   EXPECT_EQ(samples[1].weight, 3.0);
-  EXPECT_EQ(samples[1].cpu_delta_ns, 3 * kMs);
+  EXPECT_EQ(samples[1].cpu_delta_ns, 3 * kNsPerMs);
 }
 
 // A window (--flight-recorder) that starts inside a collapsed run keeps the run's ticks from
 // its start on, with their share of the CPU time; a wait keeps the time after the start.
 TEST(ThreadAccounting, APartOfARunOrWaitFromATime) {
-  const ThreadSample run{at_ms(10), 7, 10 * kMs, 10.0};  // ticks at 10, 11, ..., 19 ms
-  const std::optional<ThreadSample> ticks = sample_part_from(run, at_ms(13.5), kMs);
+  const ThreadSample run{at_ms(10), 7, 10 * kNsPerMs, 10.0};  // ticks at 10, 11, ..., 19 ms
+  const std::optional<ThreadSample> ticks = sample_part_from(run, at_ms(13.5), kNsPerMs);
   ASSERT_TRUE(ticks);
   EXPECT_EQ(ticks->time, at_ms(14));
   EXPECT_EQ(ticks->weight, 6.0);
-  EXPECT_EQ(ticks->cpu_delta_ns, 6 * kMs);
-  EXPECT_EQ(sample_part_from(run, at_ms(19), kMs)->weight, 1.0);
-  EXPECT_FALSE(sample_part_from(run, at_ms(19.5), kMs));
-  EXPECT_EQ(sample_part_from(run, at_ms(5), kMs)->time, at_ms(10));  // wholly after: as is
+  EXPECT_EQ(ticks->cpu_delta_ns, 6 * kNsPerMs);
+  EXPECT_EQ(sample_part_from(run, at_ms(19), kNsPerMs)->weight, 1.0);
+  EXPECT_FALSE(sample_part_from(run, at_ms(19.5), kNsPerMs));
+  EXPECT_EQ(sample_part_from(run, at_ms(5), kNsPerMs)->time, at_ms(10));  // wholly after: as is
   const ThreadSample wait{at_ms(10), 8, 0, 2.5};
-  const std::optional<ThreadSample> rest = sample_part_from(wait, at_ms(11), kMs);
+  const std::optional<ThreadSample> rest = sample_part_from(wait, at_ms(11), kNsPerMs);
   ASSERT_TRUE(rest);
   EXPECT_EQ(rest->time, at_ms(11));
   EXPECT_DOUBLE_EQ(rest->weight, 1.5);
-  EXPECT_FALSE(sample_part_from(wait, at_ms(12.5), kMs));
+  EXPECT_FALSE(sample_part_from(wait, at_ms(12.5), kNsPerMs));
 }
 
 TEST(ThreadAccounting, ALongWaitIsOneSampleWeightedByItsLength) {
@@ -75,7 +77,7 @@ TEST(ThreadAccounting, ALongWaitIsOneSampleWeightedByItsLength) {
   EXPECT_EQ(samples[0].time, at_ms(1));
   EXPECT_EQ(samples[0].stack, 42u);
   EXPECT_DOUBLE_EQ(samples[0].weight, 2.5);
-  EXPECT_EQ(samples[0].cpu_delta_ns, 1 * kMs);  // what ran before it left
+  EXPECT_EQ(samples[0].cpu_delta_ns, 1 * kNsPerMs);  // what ran before it left
 }
 
 // Woken at 5 ms but run only at 11 ms (a busy machine): 4 ms asleep, 6 ms waiting for a CPU.
@@ -134,7 +136,7 @@ TEST(ThreadAccounting, ASampleWhileOffCpuClosesTheWaitItsSwitchInWasLost) {
 }
 
 TEST(ThreadAccounting, WithoutOffCpuRecordingASwitchOutIsAMarker) {
-  const AccountingRules rules{.interval_ns = kMs, .off_cpu = false};
+  const AccountingRules rules{.interval_ns = kNsPerMs, .off_cpu = false};
   ThreadAccounting accounting(at_ms(0), cpu_ms(0));
   std::vector<ThreadSample> samples;
   accounting.switched_out(rules, at_ms(1), cpu_ms(1), 9, samples);
@@ -152,7 +154,7 @@ TEST(ThreadAccounting, AnUnknownBaselineCountsOnlyFromTheFirstRuntimeSeen) {
   accounting.finish(kOffCpuRules, at_ms(3), samples);
   ASSERT_EQ(samples.size(), 2u);
   EXPECT_EQ(samples[0].cpu_delta_ns, 0u);  // the 500 ms before it was seen are not ours
-  EXPECT_EQ(samples[1].cpu_delta_ns, kMs + kMs / 2);
+  EXPECT_EQ(samples[1].cpu_delta_ns, kNsPerMs + kNsPerMs / 2);
 }
 
 TEST(ThreadAccounting, AWaitOpenAtTheEndIsClosedThere) {

@@ -20,23 +20,17 @@
 #include "symbols/dwarf/v8_builtins.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/unique_handle.h"
+#include "tests/unit/test_helpers.h"
 
 namespace bpfprof {
 namespace {
 
-const char* const kLibc = "/lib/x86_64-linux-gnu/libc.so.6";
+using testing_helpers::kLibc;
+using testing_helpers::table_of;
+
 const char* const kLibstdcxx = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
 const char* const kPython = "/usr/bin/python3.11";
 const char* const kLoader = "/lib64/ld-linux-x86-64.so.2";
-
-UnwindTable table_of(const std::string& path) {
-  UnwindTableResult result = build_unwind_table(path);
-  if (const auto* error = std::get_if<UnwindTableError>(&result)) {
-    ADD_FAILURE() << path << ": " << unwind_table_error_name(*error);
-    return {};
-  }
-  return std::get<UnwindTable>(std::move(result));
-}
 
 // ---- The reference: libdw's rules spelled out as text, then read as a table row would be.
 

@@ -77,6 +77,12 @@ inline V8Layout node24_layout() {
   return l;
 }
 
+// A source position table with entries (code offset, script offset) (0, 10) a statement,
+// (5, 40) an expression, (12, 80): deltas (the first from -1), the code's zigzag-coded (an
+// expression's as -delta - 1), the raw positions' (script offset + 1, from bit 1) too, 7 bits a
+// byte.
+inline const std::vector<uint8_t> kPositions{2, 44, 11, 120, 14, 0xa0, 0x01};
+
 inline constexpr uint64_t kHeapAt = 0x100000;
 inline uint64_t smi(int64_t v) { return static_cast<uint64_t>(v) << 32; }
 

@@ -19,8 +19,8 @@ struct ManualClock {
   void advance_ms(uint64_t ms) { ns += ms * 1'000'000; }
 };
 
-// Bytecode offsets 0-4 at script position 10, 5-11 at 40, 12 on at 80 (v8_objects_test.cpp).
-const std::vector<uint8_t> kPositions{2, 44, 11, 120, 14, 0xa0, 0x01};
+// Bytecode offsets 0-4 at script position 10, 5-11 at 40, 12 on at 80.
+using fake::kPositions;
 
 // The heap's bytes with the string whose characters are `text` made unreadable (its map's
 // instance type not a string's), as while the collector moves it.

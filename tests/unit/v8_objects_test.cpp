@@ -136,10 +136,7 @@ TEST(V8Objects, ACyclicConsStringEndsAtTheDepthLimit) {
   EXPECT_FALSE(v8.read_string(s, 100));
 }
 
-// Entries (code offset, script offset): (0, 10) a statement, (5, 40) an expression, (12, 80):
-// deltas (the first from -1), the code's zigzag-coded (an expression's as -delta - 1), the raw
-// positions' (script offset + 1, from bit 1) too, 7 bits a byte.
-const std::vector<uint8_t> kPositions{2, 44, 11, 120, 14, 0xa0, 0x01};
+using fake::kPositions;
 
 // Node 20's table for a script's top level (`node --print-bytecode`): the function's entry at -1,
 // 0 E> 0, ..., 41 E> 631 (a store), 43 S> 1916 (the call to mainLoop()), 47 S> 1927.

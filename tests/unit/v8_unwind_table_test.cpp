@@ -14,26 +14,21 @@
 #include "symbols/dwarf/unwind_table.h"
 #include "symbols/dwarf/v8_builtins.h"
 #include "symbols/elf/elf_file.h"
+#include "tests/unit/test_helpers.h"
 
 namespace bpfprof {
 namespace {
 
+using testing_helpers::kLibc;
+using testing_helpers::table_of;
+
 const std::string kFixture = std::string(TEST_FIXTURE_DIR) + "/v8_blob";
 const char* const kNode = "/usr/bin/node";
-const char* const kLibc = "/lib/x86_64-linux-gnu/libc.so.6";
 
 std::optional<V8EmbeddedCode> embedded_code_of(const std::string& path) {
   const std::unique_ptr<DwarfModule> module = DwarfModule::open(path, {});
   if (module == nullptr || module->elf() == nullptr) return std::nullopt;
   return find_v8_embedded_code(module->elf());
-}
-
-// The table of `path` (empty, and the test failed, if it could not be built).
-UnwindTable table_of(const std::string& path) {
-  UnwindTableResult result = build_unwind_table(path);
-  const bool built = std::holds_alternative<UnwindTable>(result);
-  EXPECT_TRUE(built) << path;
-  return built ? std::get<UnwindTable>(std::move(result)) : UnwindTable{};
 }
 
 uint64_t symbol_address(const std::string& path, const std::string& name) {
