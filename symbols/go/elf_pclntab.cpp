@@ -172,14 +172,14 @@ bool parse_elf(Bytes file, ElfView* v, std::string* error) {
   v->is64 = ident[4] == 2;
   v->ptr_size = v->is64 ? 8 : 4;
   uint64_t phoff = 0, shoff = 0;
-  uint16_t phentsize, phnum, shentsize, shnum, shstrndx;
+  uint16_t phentsize = 0, phnum = 0, shentsize = 0, shnum = 0, shstrndx = 0;
   const uint64_t at = v->is64 ? 0x36 : 0x2a;  // e_phentsize and the four halves after it
   bool ok = file.u16(at, &phentsize) && file.u16(at + 2, &phnum) && file.u16(at + 4, &shentsize) &&
             file.u16(at + 6, &shnum) && file.u16(at + 8, &shstrndx);
   if (v->is64) {
     ok = ok && file.u64(0x20, &phoff) && file.u64(0x28, &shoff);
   } else {
-    uint32_t ph32, sh32;
+    uint32_t ph32 = 0, sh32 = 0;
     ok = ok && file.u32(0x1c, &ph32) && file.u32(0x20, &sh32);
     phoff = ph32, shoff = sh32;
   }
