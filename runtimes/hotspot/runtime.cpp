@@ -30,16 +30,16 @@ const RuntimeFunction kUnnamedJava{"[unknown Java frame]", "", 0, RuntimeKind::k
 
 // What a noted frame's names depend on: its Method* (or the word read in its place), what
 // the walk noted besides (bytecode pointer, blob, name pointer), its pc, its kind.
-struct FrameKey {
+struct NotedFrame {
   uint64_t method;
   uint64_t aux;
   uint32_t pc_low;
   uint8_t kind;
   bool leaf;  // a leaf's pc takes the next PcDesc, a return address its own
-  bool operator==(const FrameKey&) const = default;
+  bool operator==(const NotedFrame&) const = default;
 };
-struct FrameKeyHash {
-  size_t operator()(const FrameKey& k) const {
+struct NotedFrameHash {
+  size_t operator()(const NotedFrame& k) const {
     uint64_t h = k.method * 0x9E3779B97F4A7C15ull;
     h = (h ^ k.aux) * 0xC2B2AE3D27D4EB4Full;
     return static_cast<size_t>(h ^ (uint64_t{k.pc_low} << 9) ^ (k.kind << 1) ^ k.leaf);
@@ -55,7 +55,7 @@ struct Jvm {
   std::unique_ptr<JavaFrameNamer> namer;                   // set once the layout is
   std::unique_ptr<hotspot::JavaThreadNames> thread_names;  // where the layout has them
   // A frame's names, innermost first, by what the walk noted and its pc's low bits.
-  std::unordered_map<FrameKey, std::vector<RuntimeFrameId>, FrameKeyHash> frames;
+  std::unordered_map<NotedFrame, std::vector<RuntimeFrameId>, NotedFrameHash> frames;
   int attempts = 0;
   std::chrono::steady_clock::time_point next_attempt{};
   std::optional<bpfprof_hotspot_process> in_kernel;  // the entry the kernel has
@@ -230,7 +230,7 @@ const std::vector<RuntimeFrameId>& HotSpotRuntime::frame_ids(Jvm& jvm,
                                                              uint64_t pc, Recording& recording) {
   // A stub's name does not depend on its pc; a method's line and inlined methods do.
   const bool stub = f.kind == BPFPROF_HOTSPOT_FRAME_STUB;
-  const FrameKey key{f.method, f.aux, stub ? 0 : f.pc_low, f.kind, !stub && f.depth == 0};
+  const NotedFrame key{f.method, f.aux, stub ? 0 : f.pc_low, f.kind, !stub && f.depth == 0};
   if (auto it = jvm.frames.find(key); it != jvm.frames.end()) return it->second;
   RuntimeStats& s = stats(recording);
   const auto start = std::chrono::steady_clock::now();

@@ -9,12 +9,9 @@
 #include <span>
 #include <vector>
 
-namespace bpfprof {
+#include "symbols/util/code_range.h"
 
-struct CodeRange {
-  uint64_t start = 0;  // file virtual address
-  uint64_t end = 0;
-};
+namespace bpfprof {
 
 // The two sections that hold call-frame information: .eh_frame (loaded, what unwinders at
 // run time read) and .debug_frame (in unstripped files or separate debug files only).

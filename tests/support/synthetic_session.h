@@ -117,4 +117,13 @@ inline void build_demo_model(SessionModel& model, const Recording& recording, Ra
   model.finish(recording.end_time);
 }
 
+// The demo session, its model built: what the writers' tests write.
+struct DemoSession {
+  Recording recording = demo_recording();
+  SessionModel model;
+  RawStackTree raw;
+  FakeSymbolizer symbolizer;
+  DemoSession() { build_demo_model(model, recording, raw); }
+};
+
 }  // namespace bpfprof::synthetic

@@ -11,9 +11,12 @@
 #include <vector>
 
 #include "symbols/util/unique_handle.h"
+#include "tests/unit/test_helpers.h"
 
 namespace bpfprof {
 namespace {
+
+using testing_helpers::ElfCloser;
 
 // gcc's crti.o + crtn.o for an executable or library, as objdump shows them here.
 // clang-format off
@@ -73,10 +76,6 @@ TEST(CrtStubs, OtherShapesAreNotStubs) {
   const std::vector<uint8_t> overlapping = {0x48, 0x83, 0xec, 0x08, 0xc3};
   EXPECT_FALSE(match_crt_stub(0, overlapping.data(), overlapping.size()));
 }
-
-struct ElfCloser {
-  void operator()(Elf* elf) const noexcept { elf_end(elf); }
-};
 
 // The [start, end) of the sections named .init and .fini, from the section headers.
 std::vector<std::pair<uint64_t, uint64_t>> init_and_fini(Elf* elf) {

@@ -26,7 +26,7 @@ constexpr char kLibcPath[] = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
 // A C program with the symbol shapes the reader must handle: plain functions, a local
 // function with a global and a weak alias, and an untyped size-0 assembly label.
-constexpr char kProgramSource[] = R"(
+constexpr char kSymbolsProgram[] = R"(
 int bpfprof_global_counter;
 __attribute__((noinline)) int bpfprof_alpha(int x) { return x * 3 + bpfprof_global_counter; }
 __attribute__((noinline)) int bpfprof_beta(int x) {
@@ -81,7 +81,7 @@ class CompiledProgramsTest : public ::testing::Test {
     char directory_template[] = "/tmp/bpfprof_elf_test_XXXXXX";
     if (mkdtemp(directory_template) == nullptr) return;
     directory_ = directory_template;
-    write_file(directory_ / "program.c", kProgramSource);
+    write_file(directory_ / "program.c", kSymbolsProgram);
     const std::string common = "cc -O0 -fno-omit-frame-pointer -Wl,--build-id=sha1 ";
     const std::string source = (directory_ / "program.c").string();
     compiled_ =

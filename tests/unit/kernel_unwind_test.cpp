@@ -80,8 +80,8 @@ std::vector<bpfprof_unwind_row> rows_of(uint32_t count) {
   return rows;
 }
 
-LifecycleEvent mmap_event(Pid pid, uint64_t start, uint64_t length, uint64_t offset,
-                          const std::string& path, const std::string& build_id = "id") {
+LifecycleEvent mapping_event(Pid pid, uint64_t start, uint64_t length, uint64_t offset,
+                             const std::string& path, const std::string& build_id = "id") {
   MappingInfo m;
   m.start = start;
   m.length = length;
@@ -103,8 +103,8 @@ LifecycleEvent text_mapping(Pid pid, uint64_t base, LoadSegment* segment,
   for (const LoadSegment& s : elf->load_segments())
     if (s.executable()) *segment = s;
   const uint64_t page_offset = segment->file_offset & ~uint64_t{4095};
-  return mmap_event(pid, base + (segment->vaddr & ~uint64_t{4095}), 4096, page_offset, kBinary,
-                    build_id);
+  return mapping_event(pid, base + (segment->vaddr & ~uint64_t{4095}), 4096, page_offset, kBinary,
+                       build_id);
 }
 
 struct Fixture {
@@ -245,9 +245,9 @@ TEST(KernelUnwindTables, KindsForAnonymousUnreadableAndOversizedFiles) {
   Fixture f(/*capacity=*/15, /*table_rows=*/10);
   LoadSegment text;
   f.apply({start_event(Pid{30}), text_mapping(Pid{30}, 0x100000000, &text),
-           mmap_event(Pid{30}, 0x7000000000, 4096, 0, "//anon", ""),
-           mmap_event(Pid{30}, 0x7100000000, 4096, 0, "/nonexistent", "other"),
-           mmap_event(Pid{30}, 0x7200000000, 4096, 0, kBinary, "third")});
+           mapping_event(Pid{30}, 0x7000000000, 4096, 0, "//anon", ""),
+           mapping_event(Pid{30}, 0x7100000000, 4096, 0, "/nonexistent", "other"),
+           mapping_event(Pid{30}, 0x7200000000, 4096, 0, kBinary, "third")});
   const bpfprof_process_mappings& m = f.sink.processes.at(Pid{30});
   ASSERT_EQ(m.count, 4u);
   EXPECT_EQ(m.mappings[0].kind, BPFPROF_MAPPING_TABLE);
@@ -262,7 +262,7 @@ TEST(KernelUnwindTables, KindsForAnonymousUnreadableAndOversizedFiles) {
 // copies, and the summary says which file and why.
 TEST(KernelUnwindTables, AFileThatPassesTheBuildersBoundsFallsBackAndIsCounted) {
   Fixture f;
-  f.apply({start_event(Pid{35}), mmap_event(Pid{35}, 0x7000000000, 4096, 0, "/crafted", "x")});
+  f.apply({start_event(Pid{35}), mapping_event(Pid{35}, 0x7000000000, 4096, 0, "/crafted", "x")});
   const bpfprof_process_mappings& m = f.sink.processes.at(Pid{35});
   ASSERT_EQ(m.count, 1u);
   EXPECT_EQ(m.mappings[0].kind, BPFPROF_MAPPING_FALLBACK);
@@ -331,7 +331,7 @@ TEST(KernelUnwindTables, AnEntryTheKernelWroteAfterOurReadStays) {
   ASSERT_EQ(ours.count, 1u);
   EXPECT_EQ(ours.mappings[0].start, 0x200000000u + (text.vaddr & ~uint64_t{4095}));
   // An entry userspace wrote is replaced at once.
-  f.tables.apply({mmap_event(Pid{60}, 0x7000000000, 4096, 0, "//anon", "")}, 0);
+  f.tables.apply({mapping_event(Pid{60}, 0x7000000000, 4096, 0, "//anon", "")}, 0);
   f.tables.flush(MonotonicNs{5200});
   EXPECT_EQ(f.sink.processes.at(Pid{60}).count, 2u);
 }
@@ -345,7 +345,7 @@ TEST(KernelUnwindTables, EveryWriteHasItsOwnGeneration) {
   const uint32_t first = f.sink.processes.at(Pid{50}).generation;
   f.apply({LifecycleEvent{MonotonicNs{2}, ForkEvent{Pid{50}, Tid{50}, Pid{51}, Tid{51}}}});
   const uint32_t child = f.sink.processes.at(Pid{51}).generation;
-  f.apply({mmap_event(Pid{50}, 0x7000000000, 4096, 0, "//anon", "")});
+  f.apply({mapping_event(Pid{50}, 0x7000000000, 4096, 0, "//anon", "")});
   const uint32_t remapped = f.sink.processes.at(Pid{50}).generation;
   EXPECT_NE(first, 0u);
   EXPECT_NE(child, first);
@@ -357,7 +357,7 @@ TEST(KernelUnwindTables, KeepsTheLowestMappingsOfAProcessWithTooMany) {
   Fixture f;
   std::vector<LifecycleEvent> events{start_event(Pid{50})};
   for (uint64_t i = 0; i < BPFPROF_MAX_PROCESS_MAPPINGS + 5; ++i)
-    events.push_back(mmap_event(Pid{50}, 0x7000000000 + i * 0x10000, 4096, 0, "//anon", ""));
+    events.push_back(mapping_event(Pid{50}, 0x7000000000 + i * 0x10000, 4096, 0, "//anon", ""));
   f.apply(events);
   const bpfprof_process_mappings& m = f.sink.processes.at(Pid{50});
   EXPECT_EQ(m.count, static_cast<uint32_t>(BPFPROF_MAX_PROCESS_MAPPINGS));
@@ -450,9 +450,9 @@ TEST(RowRanges, FirstFitReuseAndMerging) {
 TEST(KernelUnwindTables, AProcessMappingV8IsMarkedForItsJitCode) {
   Fixture f;
   const std::string v8_blob = std::string(TEST_FIXTURE_DIR) + "/v8_blob";
-  f.apply({start_event(Pid{20}), mmap_event(Pid{20}, 0x400000, 4096, 0, v8_blob, "v8"),
-           mmap_event(Pid{20}, 0x7f0000000000, 4096, 0, "//anon", ""), start_event(Pid{21}),
-           mmap_event(Pid{21}, 0x400000, 4096, 0, kBinary, "other")});
+  f.apply({start_event(Pid{20}), mapping_event(Pid{20}, 0x400000, 4096, 0, v8_blob, "v8"),
+           mapping_event(Pid{20}, 0x7f0000000000, 4096, 0, "//anon", ""), start_event(Pid{21}),
+           mapping_event(Pid{21}, 0x400000, 4096, 0, kBinary, "other")});
   ASSERT_TRUE(f.sink.processes.contains(Pid{20}) && f.sink.processes.contains(Pid{21}));
   EXPECT_EQ(f.sink.processes.at(Pid{20}).flags, uint32_t{BPFPROF_PROCESS_JIT_FRAME_POINTERS});
   EXPECT_EQ(f.sink.processes.at(Pid{21}).flags, 0u);
@@ -483,7 +483,7 @@ TEST(KernelUnwindTables, BuildsTheTablesThatCopiedStacksNeededFirst) {
   std::vector<LifecycleEvent> events{start_event(pid)};
   for (const char* name : {"first", "second", "third", "fourth"}) {
     const uint64_t start = 0x1000000 * (events.size());
-    events.push_back(mmap_event(pid, start, 0x10000, 0, std::string("/") + name, name));
+    events.push_back(mapping_event(pid, start, 0x10000, 0, std::string("/") + name, name));
   }
   tables.apply(events, 0);
   for (int i = 0; i < 1000; ++i) {  // the worker has taken the first job

@@ -32,7 +32,7 @@ std::vector<MapEntry> own_file_mappings() {
   return maps;
 }
 
-LifecycleEvent mmap_event(Pid pid, const MapEntry& m, bool with_device_and_inode) {
+LifecycleEvent mmap_event_of(Pid pid, const MapEntry& m, bool with_device_and_inode) {
   MmapEvent e;
   e.pid = pid;
   e.tid = Tid{pid.value};
@@ -56,7 +56,7 @@ TEST(MappedFiles, AMappingFromASnapshotIsPinnedWithItsBuildId) {
   const std::vector<MapEntry> maps = own_file_mappings();
   ASSERT_FALSE(maps.empty());
   std::vector<LifecycleEvent> events;
-  for (const MapEntry& m : maps) events.push_back(mmap_event(Pid{getpid()}, m, true));
+  for (const MapEntry& m : maps) events.push_back(mmap_event_of(Pid{getpid()}, m, true));
   MappedFiles files;
   files.resolve(events, 0);
   for (const LifecycleEvent& event : events) {
@@ -84,9 +84,9 @@ TEST(MappedFiles, AnonymousCodeAndVanishedProcessesAreLeftAlone) {
   std::vector<LifecycleEvent> events;
   MapEntry memfd = maps[0];
   memfd.path = "/memfd:jit (deleted)";
-  events.push_back(mmap_event(Pid{getpid()}, memfd, true));
+  events.push_back(mmap_event_of(Pid{getpid()}, memfd, true));
   // No process has this pid (above pid_max): its files cannot be opened.
-  events.push_back(mmap_event(Pid{1 << 30}, maps[0], true));
+  events.push_back(mmap_event_of(Pid{1 << 30}, maps[0], true));
   MappedFiles files;
   files.resolve(events, 0);
   EXPECT_FALSE(mapping_of(events[0]).held_file);
@@ -97,8 +97,8 @@ TEST(MappedFiles, AnonymousCodeAndVanishedProcessesAreLeftAlone) {
 TEST(MappedFiles, OnlyEventsFromTheGivenIndexOn) {
   REQUIRE_MAP_FILES();
   const std::vector<MapEntry> maps = own_file_mappings();
-  std::vector<LifecycleEvent> events{mmap_event(Pid{getpid()}, maps[0], true),
-                                     mmap_event(Pid{getpid()}, maps[0], true)};
+  std::vector<LifecycleEvent> events{mmap_event_of(Pid{getpid()}, maps[0], true),
+                                     mmap_event_of(Pid{getpid()}, maps[0], true)};
   MappedFiles files;
   files.resolve(events, 1);
   EXPECT_FALSE(mapping_of(events[0]).held_file);
@@ -111,7 +111,7 @@ TEST(MappedFiles, HeldFilesStayOpenWhileAMappingRefersToThem) {
   REQUIRE_MAP_FILES();
   const std::vector<MapEntry> maps = own_file_mappings();
   ASSERT_FALSE(maps.empty());
-  std::vector<LifecycleEvent> events{mmap_event(Pid{getpid()}, maps[0], true)};
+  std::vector<LifecycleEvent> events{mmap_event_of(Pid{getpid()}, maps[0], true)};
   {
     MappedFiles files;
     files.resolve(events, 0);
@@ -166,8 +166,8 @@ TEST(MappedFiles, APidsNamespaceIsLookedUpAgainAfterAForkOrAnExec) {
   ASSERT_GT(child.pid().value, 0);
   MappedFiles after_fork;
   MappedFiles after_exec;
-  std::vector<LifecycleEvent> fork_events{mmap_event(child.pid(), maps[0], true)};
-  std::vector<LifecycleEvent> exec_events{mmap_event(child.pid(), maps[0], true)};
+  std::vector<LifecycleEvent> fork_events{mmap_event_of(child.pid(), maps[0], true)};
+  std::vector<LifecycleEvent> exec_events{mmap_event_of(child.pid(), maps[0], true)};
   after_fork.resolve(fork_events, 0);
   after_exec.resolve(exec_events, 0);
   EXPECT_EQ(mapping_of(fork_events[0]).mount_namespace, 0u);  // ours, for now
@@ -176,10 +176,10 @@ TEST(MappedFiles, APidsNamespaceIsLookedUpAgainAfterAForkOrAnExec) {
   const Tid tid{child.pid().value};
   fork_events.push_back(
       {MonotonicNs{2}, ForkEvent{Pid{getpid()}, Tid{gettid()}, child.pid(), tid}});
-  fork_events.push_back(mmap_event(child.pid(), maps[0], true));
+  fork_events.push_back(mmap_event_of(child.pid(), maps[0], true));
   after_fork.resolve(fork_events, 1);
   exec_events.push_back({MonotonicNs{2}, AddressSpaceResetEvent{child.pid(), tid}});
-  exec_events.push_back(mmap_event(child.pid(), maps[0], true));
+  exec_events.push_back(mmap_event_of(child.pid(), maps[0], true));
   after_exec.resolve(exec_events, 1);
   const uint64_t child_namespace = mount_namespace_id("/proc/" + std::to_string(child.pid().value));
   ASSERT_NE(child_namespace, mount_namespace_id("/proc/self"));

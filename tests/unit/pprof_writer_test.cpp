@@ -18,13 +18,7 @@ namespace {
 
 namespace pb = perftools::profiles;
 
-struct Demo {
-  Recording recording = synthetic::demo_recording();
-  SessionModel model;
-  RawStackTree raw;
-  synthetic::FakeSymbolizer symbolizer;
-  Demo() { synthetic::build_demo_model(model, recording, raw); }
-
+struct PprofDemo : synthetic::DemoSession {
   std::string write(OutputFormat format) {
     StringSink sink;
     ProfileOptions options;
@@ -69,7 +63,7 @@ std::map<std::string, std::vector<int64_t>> samples_by_stack(const pb::Profile& 
 }
 
 TEST(PprofWriter, SampleTypesValuesAndLabelsComeFromTheModel) {
-  Demo demo;
+  PprofDemo demo;
   const pb::Profile p = parse(demo.write(OutputFormat::kPprof));
   ASSERT_EQ(p.sample_type_size(), 2);  // the demo recorded no off-CPU time
   EXPECT_EQ(p.string_table(static_cast<int>(p.sample_type(0).type())), "samples");
@@ -94,7 +88,7 @@ TEST(PprofWriter, SampleTypesValuesAndLabelsComeFromTheModel) {
 }
 
 TEST(PprofWriter, LocationsLieInTheirLibrarysMapping) {
-  Demo demo;
+  PprofDemo demo;
   const pb::Profile p = parse(demo.write(OutputFormat::kPprof));
   ASSERT_EQ(p.mapping_size(), 1);
   const pb::Mapping& m = p.mapping(0);
@@ -182,7 +176,7 @@ TEST(PprofWriter, InlinedFunctionsAreLinesOfOneLocationInnermostFirst) {
 
 // convert reads the Firefox profile back into the same tables: the same pprof profile.
 TEST(ProcessedProfileReader, ConvertGivesThePprofOfTheRecording) {
-  Demo demo;
+  PprofDemo demo;
   const std::unique_ptr<ReadProfile> read =
       parse_processed_profile(demo.write(OutputFormat::kFirefox));
   EXPECT_DOUBLE_EQ(read->settings.interval_ms, 1.0);

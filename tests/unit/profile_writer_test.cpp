@@ -30,13 +30,7 @@ std::string object_json(WriteFn&& write) {
   return sink.str();
 }
 
-struct Demo {
-  Recording recording = synthetic::demo_recording();
-  SessionModel model;
-  RawStackTree raw;
-  FakeSymbolizer symbolizer;
-  Demo() { synthetic::build_demo_model(model, recording, raw); }
-
+struct ProfileDemo : synthetic::DemoSession {
   BuiltProfile build() { return build_profile(model, recording, symbolizer, BuildOptions{}); }
   std::pair<std::string, RunReport> write(OutputFormat format = OutputFormat::kFirefox) {
     StringSink sink;
@@ -131,7 +125,7 @@ TEST(ProfileTables, SampleWeightsAreNullWhenAllAreOne) {
 }
 
 TEST(ProfileBuilder, ThreadsStacksAndWeightsComeFromTheModel) {
-  Demo demo;
+  ProfileDemo demo;
   const BuiltProfile profile = demo.build();
   ASSERT_EQ(profile.threads.size(), 2u);
   const ThreadTables& main = profile.threads[0];
@@ -165,7 +159,7 @@ TEST(ProfileBuilder, ThreadsStacksAndWeightsComeFromTheModel) {
 // Everything the profile names is interned while building: serializing needs nothing more,
 // so the tables can be written in any order.
 TEST(ProfileBuilder, LossMarkersAreNamedBeforeAnythingIsWritten) {
-  Demo demo;
+  ProfileDemo demo;
   const BuiltProfile profile = demo.build();
   const auto& strings = profile.shared.strings.strings();
   EXPECT_NE(std::find(strings.begin(), strings.end(), "Events lost"), strings.end());
@@ -253,7 +247,7 @@ TEST(ProfileBuilder, WokenWaitsAreIntervalMarkersWithTheWakerAndItsStackAsTheCau
 }
 
 TEST(ProfileBuilder, AnAddressOutsideAnyMappingIsNamedByItAndCutsTheStack) {
-  Demo demo;
+  ProfileDemo demo;
   // The root is a return address (nudged into its call), the leaf the sampled instruction.
   synthetic::add_demo_sample(demo.model, demo.raw, 90, synthetic::kDemoPid, 30000000,
                              {0x7000, 0x7100});
@@ -267,7 +261,7 @@ TEST(ProfileBuilder, AnAddressOutsideAnyMappingIsNamedByItAndCutsTheStack) {
 }
 
 TEST(ProfileWriter, FoldedStacksCountSamplingIntervals) {
-  Demo demo;
+  ProfileDemo demo;
   const auto [folded, report] = demo.write(OutputFormat::kCollapsed);
   EXPECT_EQ(folded,
             "demo (4242);demo;_start;main 2\n"
@@ -277,7 +271,7 @@ TEST(ProfileWriter, FoldedStacksCountSamplingIntervals) {
 }
 
 TEST(RunReport, MetaExtraAndTheSummaryShowTheSameFigures) {
-  Demo demo;
+  ProfileDemo demo;
   const auto [json, report] = demo.write();
   // The figures, as recorded and measured.
   EXPECT_EQ(report.samples, 8u);
@@ -328,7 +322,7 @@ TEST(RunReport, MetaExtraAndTheSummaryShowTheSameFigures) {
 }
 
 TEST(RunReport, UnwindingCostIsReportedForCopiedStacks) {
-  Demo demo;
+  ProfileDemo demo;
   demo.recording.stats.user_stacks_taken = 1545;
   demo.recording.stats.copied_stacks = 100;
   demo.recording.stats.stack_copy_bytes = 409600;

@@ -30,7 +30,7 @@ using testing_helpers::write_file;
 // the PLT slot's address as its value. The
 // assembly gives size-0 symbols: zero_one alone at the end of its own section, zero_two
 // just before a sized symbol.
-constexpr char kProgramSource[] = R"(
+constexpr char kStrippedProgram[] = R"(
 #include <stdlib.h>
 #include <string.h>
 volatile char buffer[64] = "hello";
@@ -106,7 +106,7 @@ class StrippedNamesTest : public ::testing::Test {
     char directory_template[] = "/tmp/bpfprof_stripped_test_XXXXXX";
     if (mkdtemp(directory_template) == nullptr) return;
     directory_ = directory_template;
-    write_file(directory_ / "program.c", kProgramSource);
+    write_file(directory_ / "program.c", kStrippedProgram);
     const std::string compile = "cc -O2 -fno-builtin -fomit-frame-pointer -fno-pie -no-pie " +
                                 (directory_ / "program.c").string();
     compiled_ = std::system((compile + " -o " + path("full")).c_str()) == 0 &&

@@ -4,22 +4,42 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <libelf.h>
 
 #include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "symbols/dwarf/unwind_table.h"
+#include "symbols/go/pclntab.h"
 
 namespace bpfprof::testing_helpers {
 
 inline constexpr uint64_t kNsPerMs = 1'000'000;
 inline constexpr const char* kLibc = "/lib/x86_64-linux-gnu/libc.so.6";
+inline const std::string kPltLoop = std::string(TEST_FIXTURE_DIR) + "/plt_loop";
+inline const std::string kBigFrame = std::string(TEST_FIXTURE_DIR) + "/big_frame";
+
+// Closes a libelf handle (std::unique_ptr<Elf, ElfCloser>).
+struct ElfCloser {
+  void operator()(Elf* elf) const noexcept { elf_end(elf); }
+};
 
 // A Go fixture of tests/fixtures/go, built with the tests.
 inline std::string go_fixture(const std::string& name) {
   return std::string(TEST_FIXTURE_DIR) + "/go/" + name;
+}
+
+// The Go function table of the binary at `path` (null where it has none).
+inline std::unique_ptr<go::GoTable> go_table(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return go::GoTable::from_elf(bytes, nullptr);
 }
 
 // "4142" -> "AB".

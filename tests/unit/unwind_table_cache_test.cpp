@@ -12,15 +12,16 @@
 #include "symbols/dwarf/unwind_table_cache.h"
 #include "symbols/util/read_file.h"
 #include "tests/unit/test_commands.h"
+#include "tests/unit/test_helpers.h"
 
 namespace bpfprof {
 namespace {
 
+using testing_helpers::kBigFrame;
+using testing_helpers::kPltLoop;
+
 namespace fs = std::filesystem;
 using testing_helpers::write_file;
-
-const std::string kPltLoop = std::string(TEST_FIXTURE_DIR) + "/plt_loop";
-const std::string kBigFrame = std::string(TEST_FIXTURE_DIR) + "/big_frame";
 
 class UnwindTableCacheTest : public ::testing::Test {
  protected:

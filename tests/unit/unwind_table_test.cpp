@@ -25,6 +25,11 @@
 namespace bpfprof {
 namespace {
 
+using testing_helpers::kBigFrame;
+using testing_helpers::kPltLoop;
+
+using testing_helpers::ElfCloser;
+
 using testing_helpers::kLibc;
 using testing_helpers::table_of;
 
@@ -147,10 +152,6 @@ std::string row_text(const UnwindRow* row) {
   return cfa + saved_text(row->rbp_rule, row->rbp_offset, "rbp") +
          saved_text(row->rbx_rule, row->rbx_offset, "rbx");
 }
-
-struct ElfCloser {
-  void operator()(Elf* elf) const noexcept { elf_end(elf); }
-};
 
 // Where no CFI covers a crt stub (.init, .fini), its rule from the bytes (crt_stubs_test).
 std::string stub_rule(const std::vector<CrtStub>& stubs, uint64_t pc) {
@@ -306,9 +307,6 @@ const Symbol* symbol_named(const ElfFile& elf, std::string_view name) {
     if (symbol.name == name) return &symbol;
   return nullptr;
 }
-
-const std::string kPltLoop = std::string(TEST_FIXTURE_DIR) + "/plt_loop";
-const std::string kBigFrame = std::string(TEST_FIXTURE_DIR) + "/big_frame";
 
 TEST(UnwindTable, PltEntriesGetThePltRule) {
   const UnwindTable table = table_of(kPltLoop);
