@@ -19,6 +19,7 @@ static __always_inline bool rule_cfa(const struct bpfprof_unwind_rule* row, __u6
       *cfa = sp + row->cfa_offset;
       return true;
     case BPFPROF_CFA_RBP:
+    case BPFPROF_CFA_GO_FRAME_BASE:
       *cfa = bp + row->cfa_offset;
       return bp_known;
     case BPFPROF_CFA_PLT:

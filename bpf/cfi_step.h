@@ -71,11 +71,13 @@ static __always_inline long table_step(struct unwind_walk* w, struct bpfprof_fra
   if (row->cfa_rule == BPFPROF_CFA_RBX ? !rbx_cfa(w, &cfa)
                                        : !rule_cfa(row, w->elf_pc, w->sp, w->bp, w->bp_known, &cfa))
     return walk_stops(w, WALK_FALLBACK,
-                      row->cfa_rule == BPFPROF_CFA_RBP ? BPFPROF_FALLBACK_FRAME_POINTER
-                                                       : BPFPROF_FALLBACK_UNKNOWN_ROW);
-  /* A caller's frame lies above its callee's: anything else is a rule gone wrong, and a
-   * walk that could loop. */
-  if (cfa <= w->sp) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+                      row->cfa_rule == BPFPROF_CFA_RBP || row->cfa_rule == BPFPROF_CFA_GO_FRAME_BASE
+                          ? BPFPROF_FALLBACK_FRAME_POINTER
+                          : BPFPROF_FALLBACK_UNKNOWN_ROW);
+  /* A caller's frame lies above its callee's on the same stack: anything else is a rule gone
+   * wrong, and a walk that could loop (the depth bounds a walk across stacks). */
+  if (cfa <= w->sp && row->cfa_rule != BPFPROF_CFA_GO_FRAME_BASE)
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
   __u64 return_address;
   if (read_stack_word(w, cfa - 8, &return_address))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);

@@ -69,7 +69,11 @@ enum bpfprof_cfa_rule {
    * pointer + rbx_offset, then g.m, then m.curg at go_m_curg_words * 8). CFA = that sp +
    * cfa_offset. */
   BPFPROF_CFA_GO_SYSTEMSTACK = 10,
-  BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_GO_SYSTEMSTACK,
+  /* CFA = bp + cfa_offset, where sp may be on another stack: Go's callers of the vDSO keep rbp
+   * at their frame's base on the goroutine's stack while they run the call on the system stack
+   * (symbols/go/vdso_calls.h), so the caller's frame need not lie above sp. */
+  BPFPROF_CFA_GO_FRAME_BASE = 11,
+  BPFPROF_CFA_LAST_RULE = BPFPROF_CFA_GO_FRAME_BASE,
 };
 
 /* Fields of Go's runtime structures the two rules read (symbols/go/cgo_switches.h finds them

@@ -213,11 +213,9 @@ bool Symbolizer::is_thread_root(const std::string& library_path, uint64_t file_o
   std::shared_ptr<const ElfFile> elf = elf_cache_.get(path);
   std::optional<uint64_t> vaddr = elf ? elf->file_offset_to_vaddr(file_offset) : std::nullopt;
   if (!vaddr) return false;
-  // A Go function where Go's own traceback ends: a goroutine's or thread's first function,
-  // or a switch of stacks (where the kernel walk ends too).
+  // Go code: a goroutine's or thread's first function, or the scheduler's root.
   if (const go::GoTable* go = go_table_for(path, *elf))
-    if (std::optional<go::TracebackEnd> end = go->traceback_end_at(*vaddr))
-      return *end != go::TracebackEnd::kNo;
+    if (std::optional<bool> root = go->is_root_at(*vaddr)) return *root;
   const DwarfModule* dwarf = dwarf_for(path);
   return dwarf && dwarf->is_thread_root(*vaddr);
 }

@@ -11,6 +11,7 @@
 #include "symbols/elf/elf_file.h"
 #include "symbols/go/cgo_switches.h"
 #include "symbols/go/pclntab.h"
+#include "symbols/go/vdso_calls.h"
 
 namespace bpfprof {
 namespace {
@@ -18,11 +19,16 @@ namespace {
 // A Go function's spans from Go's own pcsp table: CFA = sp + delta + 8. Go keeps the caller's
 // rbp at CFA - 16 once the frame is set up, but the instruction between the sp change and the
 // save is not told apart here: UNKNOWN beyond the entry, where no Go frame needs it. Where
-// Go's traceback ends (a goroutine's or thread's first function, a switch of stacks), ROOT.
-void add_go_function_spans(const go::FrameLayout& layout, std::vector<UnwindSpan>& spans) {
+// Go's traceback ends (a goroutine's or thread's first function, a switch of stacks) the walk
+// stops (ROOT); whether the stack is complete there is GoTable::is_root_at's to say. With
+// `through_switch` (a vDSO caller, whose switch go_vdso_spans covers), its pcsp rows are used.
+void add_go_function_spans(const go::FrameLayout& layout, bool through_switch,
+                           std::vector<UnwindSpan>& spans) {
+  const bool stops = layout.end == go::TracebackEnd::kTopFrame ||
+                     (layout.end == go::TracebackEnd::kStackSwitch && !through_switch);
   for (const go::SpDelta& sp : layout.sp) {
     UnwindSpan span{sp.start, sp.end, {}, UnwindGap::kNoCfi};
-    if (layout.end != go::TracebackEnd::kNo || sp.delta < 0) {
+    if (stops || sp.delta < 0) {
       span.row.cfa_rule = BPFPROF_CFA_ROOT;
       span.row.rbp_rule = BPFPROF_RBP_UNKNOWN;
     } else {
@@ -32,6 +38,37 @@ void add_go_function_spans(const go::FrameLayout& layout, std::vector<UnwindSpan
     }
     span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;  // Go's calls preserve no register but rbp
     spans.push_back(span);
+  }
+}
+
+// `span` in place of what `spans` (sorted, not overlapping) had over its addresses.
+void overlay_span(const UnwindSpan& span, std::vector<UnwindSpan>& spans) {
+  std::vector<UnwindSpan> cut;
+  for (const UnwindSpan& s : spans) {
+    if (s.end <= span.start || s.start >= span.end) {
+      cut.push_back(s);
+      continue;
+    }
+    if (s.start < span.start) cut.push_back({s.start, span.start, s.row, s.gap});
+    if (s.end > span.end) cut.push_back({span.end, s.end, s.row, s.gap});
+  }
+  cut.push_back(span);
+  std::sort(cut.begin(), cut.end(),
+            [](const UnwindSpan& a, const UnwindSpan& b) { return a.start < b.start; });
+  spans = std::move(cut);
+}
+
+// A vDSO caller's code where rbp is its frame's base (symbols/go/vdso_calls.h): CFA = rbp + 16,
+// the caller's rbp at CFA - 16, on whichever stack sp is.
+void add_vdso_caller_spans(const std::vector<CodeRange>& ranges, std::vector<UnwindSpan>& spans) {
+  for (const CodeRange& range : ranges) {
+    UnwindSpan span{range.start, range.end, {}, UnwindGap::kNoCfi};
+    span.row.cfa_rule = BPFPROF_CFA_GO_FRAME_BASE;
+    span.row.cfa_offset = 16;
+    span.row.rbp_rule = BPFPROF_RBP_AT_CFA;
+    span.row.rbp_offset = -16;
+    span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
+    overlay_span(span, spans);
   }
 }
 
@@ -52,33 +89,26 @@ void add_cgo_switch_span(const go::CgoSwitch& cgo, std::vector<UnwindSpan>& span
   span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
   span.row.rbx_offset = static_cast<int16_t>(cgo.slot);
   span.row.go_m_curg_words = static_cast<uint8_t>(cgo.curg_offset / 8);
-  std::vector<UnwindSpan> cut;
-  for (const UnwindSpan& s : spans) {
-    if (s.end <= span.start || s.start >= span.end) {
-      cut.push_back(s);
-      continue;
-    }
-    if (s.start < span.start) cut.push_back({s.start, span.start, s.row, s.gap});
-    if (s.end > span.end) cut.push_back({span.end, s.end, s.row, s.gap});
-  }
-  cut.push_back(span);
-  std::sort(cut.begin(), cut.end(),
-            [](const UnwindSpan& a, const UnwindSpan& b) { return a.start < b.start; });
-  spans = std::move(cut);
+  overlay_span(span, spans);
 }
 
 // The Go function's spans, with its switches of stacks where it is asmcgocall, cgocallback or
-// systemstack.
+// systemstack, and its frame-pointer ranges where it calls the vDSO.
 void add_go_function(Elf* elf, const go::GoTable& table, size_t index,
                      std::vector<UnwindSpan>& spans) {
   const std::optional<go::FrameLayout> layout = table.frame_layout(index);
   if (!layout) return;
-  std::vector<UnwindSpan> function;
-  add_go_function_spans(*layout, function);
   const std::optional<go::GoFunction> f = table.function(index);
-  if (f && f->end > f->entry &&
-      (f->name.find("cgo") != std::string_view::npos ||
-       f->name.starts_with("runtime.systemstack"))) {
+  const bool has_code = f && f->end > f->entry;
+  std::vector<CodeRange> vdso_ranges;
+  if (has_code && go::calls_vdso(f->name))
+    vdso_ranges =
+        go::frame_pointer_ranges(f->entry, read_code_bytes(elf, f->entry, f->end - f->entry));
+  std::vector<UnwindSpan> function;
+  add_go_function_spans(*layout, !vdso_ranges.empty(), function);
+  add_vdso_caller_spans(vdso_ranges, function);
+  if (has_code && (f->name.find("cgo") != std::string_view::npos ||
+                   f->name.starts_with("runtime.systemstack"))) {
     const std::vector<uint8_t> code = read_code_bytes(elf, f->entry, f->end - f->entry);
     for (const go::CgoSwitch& cgo : go::find_cgo_switches(f->name, f->entry, code, *layout))
       add_cgo_switch_span(cgo, function);

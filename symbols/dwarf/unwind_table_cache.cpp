@@ -20,7 +20,6 @@ namespace bpfprof {
 namespace {
 
 constexpr char kMagic[8] = {'B', 'P', 'F', 'P', 'U', 'N', 'W', 'T'};
-constexpr const char* kDefaultDirectory = "/var/cache/bpfprof/unwind-v12";
 
 uint32_t crc_of(const void* bytes, size_t size) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -195,7 +194,8 @@ std::optional<std::vector<UnwindRow>> parse_unwind_rows(std::string_view bytes) 
 
 std::string UnwindTableCache::default_directory() {
   const char* configured = std::getenv("BPFPROF_CACHE_DIR");
-  return configured != nullptr && *configured != '\0' ? configured : kDefaultDirectory;
+  if (configured != nullptr && *configured != '\0') return configured;
+  return "/var/cache/bpfprof/unwind-v" + std::to_string(kUnwindCacheVersion);
 }
 
 UnwindTableCache::UnwindTableCache(std::string directory, UnwindTableOptions options)

@@ -1,11 +1,11 @@
 // Unwind tables (unwind_table.h) cached across runs, one file per ELF file, so a file is
 // analysed once per machine rather than once per recording.
 //
-// Where: $BPFPROF_CACHE_DIR if set, else /var/cache/bpfprof/unwind-v12 (directories made 0755,
-// files 0644). Key: the file's GNU build-id ("<hex>.tbl"), else its device, inode, size and
-// modification time ("f-<dev>-<ino>-<size>-<mtime ns>.tbl"), so a rebuilt binary at the same
-// path gets a new entry. Files are written to a temporary name and renamed, and every load is
-// checked (magic, version, row size and count, CRC-32, sorted rows, known rules): a file that
+// Where: $BPFPROF_CACHE_DIR if set, else /var/cache/bpfprof/unwind-v<kUnwindCacheVersion>
+// (directories made 0755, files 0644). Key: the file's GNU build-id ("<hex>.tbl"), else its device,
+// inode, size and modification time ("f-<dev>-<ino>-<size>-<mtime ns>.tbl"), so a rebuilt binary at
+// the same path gets a new entry. Files are written to a temporary name and renamed, and every load
+// is checked (magic, version, row size and count, CRC-32, sorted rows, known rules): a file that
 // fails any check is rebuilt and replaced, never trusted.
 //
 // Format, little-endian: the header below, then `row_count` bpfprof_unwind_row, then the
@@ -32,8 +32,9 @@ namespace bpfprof {
 // 3: the entry stub's ROOT row; 4: rules read from code without CFI (stack_height.h);
 // 5: a return address held in rdi (vfork); 6: rbx's rules, a CFA from rbx (16-byte rows);
 // 7: Go's functions from Go's pcsp table; 8: V8's embedded builtins by rbp (v8_builtins.h);
-// 11: a .text mostly without CFI (Chromium's) by rbp; 12: the compact form after the rows.
-inline constexpr uint32_t kUnwindCacheVersion = 12;
+// 11: a .text mostly without CFI (Chromium's) by rbp; 12: the compact form after the rows;
+// 13: Go's vDSO callers by their frame base.
+inline constexpr uint32_t kUnwindCacheVersion = 13;
 
 struct UnwindCacheHeader {
   char magic[8];  // "BPFPUNWT"
@@ -98,7 +99,7 @@ using CachedUnwindTableResult = std::variant<CachedUnwindTable, UnwindTableError
 
 class UnwindTableCache {
  public:
-  // $BPFPROF_CACHE_DIR if set and not empty, else /var/cache/bpfprof/unwind-v12.
+  // $BPFPROF_CACHE_DIR if set and not empty, else /var/cache/bpfprof/unwind-v<kUnwindCacheVersion>.
   static std::string default_directory();
 
   explicit UnwindTableCache(std::string directory = default_directory(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 
 #include "symbols/go/bytes.h"
 
@@ -405,17 +406,20 @@ namespace {
 constexpr uint8_t kFlagTopFrame = 1 << 0;
 constexpr uint8_t kFlagSpWrite = 1 << 1;
 
+// Whether `name` is one of `functions`, as Go names them in assembly or with their ABI0 suffix.
+bool is_one_of(std::string_view name, std::initializer_list<std::string_view> functions) {
+  if (name.ends_with(".abi0")) name.remove_suffix(5);
+  return std::find(functions.begin(), functions.end(), name) != functions.end();
+}
+
 // Before the flags (and for tables whose flags are not set): the runtime functions that have
 // them since.
 TracebackEnd traceback_end_by_name(std::string_view name) {
-  for (std::string_view top : {"runtime.goexit", "runtime.mstart", "runtime.rt0_go",
-                               "runtime.goexit.abi0", "runtime.mstart.abi0", "runtime.rt0_go.abi0"})
-    if (name == top) return TracebackEnd::kTopFrame;
-  for (std::string_view switching :
-       {"runtime.systemstack", "runtime.mcall", "runtime.morestack", "runtime.gogo",
-        "runtime.systemstack.abi0", "runtime.mcall.abi0", "runtime.morestack.abi0",
-        "runtime.gogo.abi0", "gogo"})
-    if (name == switching) return TracebackEnd::kStackSwitch;
+  if (is_one_of(name, {"runtime.goexit", "runtime.mstart", "runtime.rt0_go"}))
+    return TracebackEnd::kTopFrame;
+  if (is_one_of(name, {"runtime.systemstack", "runtime.mcall", "runtime.morestack", "runtime.gogo",
+                       "gogo"}))
+    return TracebackEnd::kStackSwitch;
   return TracebackEnd::kNo;
 }
 
@@ -428,10 +432,21 @@ TracebackEnd GoTable::State::traceback_end(const Func& f) const {
   return function ? traceback_end_by_name(*function) : TracebackEnd::kNo;
 }
 
-std::optional<TracebackEnd> GoTable::traceback_end_at(uint64_t pc) const {
+std::optional<bool> GoTable::is_root_at(uint64_t pc) const {
   std::optional<State::Func> f = state_->func_at(pc);
-  if (!f || !state_->name(f->nameoff)) return {};
-  return state_->traceback_end(*f);
+  if (!f) return {};
+  const std::optional<std::string_view> function = state_->name(f->nameoff);
+  if (!function) return {};
+  switch (state_->traceback_end(*f)) {
+    case TracebackEnd::kTopFrame:
+      return !is_one_of(*function, {"runtime.sigtramp", "runtime.cgoSigtramp"});
+    case TracebackEnd::kStackSwitch:
+      return is_one_of(*function, {"runtime.mcall"});
+    case TracebackEnd::kNo:
+      break;
+  }
+  // The ELF entry point, which jumps to rt0_go before it has a frame.
+  return is_one_of(*function, {"_rt0_amd64_linux", "_rt0_amd64"});
 }
 
 std::optional<FrameLayout> GoTable::frame_layout(size_t index) const {

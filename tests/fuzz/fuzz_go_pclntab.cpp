@@ -2,7 +2,7 @@
 // pclntab (first byte 0) or as an ELF file around one (first byte 1), give a table or none,
 // and every lookup in a table that comes out ends, within bounds, without a crash. First byte
 // 2: the bytes are the code of asmcgocall and cgocallback (cgo_switches.h), the next byte
-// their sp delta.
+// their sp delta, and the code of a vDSO caller (vdso_calls.h), whose ranges must lie in it.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -11,6 +11,7 @@
 
 #include "symbols/go/cgo_switches.h"
 #include "symbols/go/pclntab.h"
+#include "symbols/go/vdso_calls.h"
 
 using namespace bpfprof::go;
 
@@ -23,6 +24,7 @@ void exercise(const GoTable& table) {
   for (size_t i = 0; i < table.function_count() && i < kLookups; ++i) {
     std::optional<GoFunction> f = table.function(i);
     if (f && f->end > f->entry) table.frames_at(f->entry + (f->end - f->entry) / 2);
+    if (f) table.is_root_at(f->entry);
   }
   // pcs spread over the whole text, and its edges.
   const uint64_t begin = table.text_begin(), end = table.text_end();
@@ -44,6 +46,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         {kTableAddress, kTableAddress + bytes.size(), static_cast<int8_t>(bytes[0])});
     for (const char* name : {"runtime.asmcgocall", "runtime.cgocallback.abi0"})
       find_cgo_switches(name, kTableAddress, bytes.subspan(1), layout);
+    for (const bpfprof::CodeRange& range : frame_pointer_ranges(kTableAddress, bytes))
+      if (range.start >= range.end || range.start < kTableAddress ||
+          range.end > kTableAddress + bytes.size())
+        __builtin_trap();
     return 0;
   }
   std::string error;

@@ -27,14 +27,13 @@ const FZF = '/usr/bin/fzf';
 // Where Go's own traceback ends (funcFlag TOPFRAME or SPWRITE: a goroutine's or thread's
 // first function, or a switch of stacks), as the profile names them: the kernel walk ends
 // there as at a thread root.
-const GO_ROOTS = new Set([
-  'runtime.goexit', 'runtime.mstart', 'runtime.rt0_go', 'runtime.systemstack', 'runtime.mcall',
-  'runtime.morestack', 'runtime.gogo', 'runtime.asmcgocall', 'runtime.cgocallback',
-  'runtime.clone', 'runtime.sigtramp', 'runtime.cgoSigtramp', 'runtime.sigreturn',
-  'runtime.sigreturn__sigaction', 'runtime.nanotime1', 'runtime.walltime', 'time.now',
-  'runtime.callCgoMmap', 'runtime.callCgoMunmap', 'runtime.callCgoSigaction',
-  'runtime.asmcgocall_no_g', 'runtime.rt0_go_amd64_linux', '_rt0_amd64_linux', '_rt0_amd64',
-]);
+// Where a Go stack is complete: a goroutine's first function, a thread's (mstart, rt0_go and
+// the entry point for the first), or the scheduler's on the system stack (mcall), as Go's own
+// profiles root them.
+// A stack that ends at a switch of stacks, a signal trampoline or a vDSO caller was cut.
+const GO_ROOTS = new Set(['runtime.goexit', 'runtime.mstart', 'runtime.rt0_go', 'runtime.mcall',
+                          '_rt0_amd64_linux', '_rt0_amd64']);
+const VDSO_CALLERS = new Set(['time.now', 'runtime.nanotime1']);
 const isGoOrCRoot = (name) => GO_ROOTS.has(name) || isRootName(name);
 
 // A name made from an address or the ELF entry point, not a function's own.
@@ -103,7 +102,13 @@ function checkGoProgram(t, rec, name, metrics, { minSamples = 300, startupMs = 0
   const truncated = weightOf(samples, (s) => s.frames[0].name === TRUNCATED);
   const named = weightOf(samples, (s) => s.user.length && !UNNAMED.test(s.user.at(-1).name));
   const outermost = new Map();
-  for (const s of samples) if (!reachesRoot(s)) tally(outermost, s.frames[0].name, s.weight);
+  // Where each cut stack ends: its outermost frame, or the one under [truncated].
+  for (const s of samples) {
+    if (reachesRoot(s)) continue;
+    const below = s.user.find((f) => f.name !== TRUNCATED)?.name ?? '(kernel)';
+    const cutAt = s.frames[0].name === TRUNCATED ? `[truncated] > ${below}` : s.frames[0].name;
+    tally(outermost, cutAt, s.weight);
+  }
   const f = recordingFigures(rec);
   Object.assign(metrics, {
     samples: total, rootShare: rooted / total, truncatedShare: truncated / total,
@@ -165,7 +170,8 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
     const metrics = {};
     before(async () => {
       if (recorderUnavailableReason() || !existsSync(fixturePath(fixture))) return;
-      rec = await recordGo(fixture, DURATION_MS, `go_stacks_${label}`);
+      rec = await recordFixture(fixture, DURATION_MS, { label: `go_stacks_${label}`, args: ['clock'] });
+      rec.view = new ProfileView(rec.profile);
     });
 
     it('reach a root, walked in the kernel, at a few hundred ring-buffer bytes a sample', (t) => {
@@ -185,6 +191,23 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
       assert.ok(hash.of >= 50 && hash.share >= 0.95, `hashWork ${hash.of} samples, ${pct(hash.share)}`);
       assert.ok(sort.of >= 50 && sort.share >= 0.9, `sortWork ${sort.of} samples, ${pct(sort.share)}`);
       saveMetrics(`go_stacks_${label}`, metrics);
+    });
+
+    // time.Now and time.Since call the vDSO on the system stack (g0): the stack goes on from the
+    // vDSO through time.now or runtime.nanotime1 (rbp-based rows where they switched) into the
+    // goroutine that asked for the time.
+    it('goes on from the vDSO into the goroutine that read the clock: runtime.goexit > main.clockWork > time.Now', (t) => {
+      if (!requireRecorder(t) || !requireFile(t, fixturePath(fixture), 'go not installed')) return;
+      const samples = samplesOf(rec.view, label).filter((s) => s.user.some((f) => f.name.startsWith('__vdso_')));
+      const chain = ['runtime.goexit', 'main.main.func4', 'main.clockWork'];
+      const joined = weightOf(samples, (s) => chain.every((name, i) => s.user[i]?.name === name) &&
+                                              s.user.some((f) => VDSO_CALLERS.has(f.name)));
+      metrics.vdsoSamples = weightOf(samples);
+      metrics.vdsoJoined = joined / (weightOf(samples) || 1);
+      t.diagnostic(`${weightOf(samples)} on-CPU samples in the vDSO, ${pct(metrics.vdsoJoined)} ` +
+                   `${chain.join(' > ')} > ... > time.now or runtime.nanotime1 > __vdso_...; top:\n    ${topStacks(samples, 3)}`);
+      assert.ok(weightOf(samples) >= 50, `${weightOf(samples)} samples in the vDSO`);
+      assert.ok(metrics.vdsoJoined >= 0.98, `joined to the goroutine: ${pct(metrics.vdsoJoined)}`);
     });
 
     // The runtime's work on the system stack (the garbage collector's, large allocations')
