@@ -84,7 +84,9 @@ void add_cgo_switch_span(const go::CgoSwitch& cgo, std::vector<UnwindSpan>& span
                       : cgo.kind == go::CgoSwitchKind::kCallbackIntoGo ? BPFPROF_CFA_GO_CGO_CALLBACK
                                                                        : BPFPROF_CFA_GO_SYSTEMSTACK;
   span.row.cfa_offset = cgo.cfa_offset;
-  span.row.rbp_rule = cgo.rbp_saved ? BPFPROF_RBP_AT_CFA : BPFPROF_RBP_SAME;
+  span.row.rbp_rule = cgo.rbp_lost    ? BPFPROF_RBP_UNKNOWN
+                      : cgo.rbp_saved ? BPFPROF_RBP_AT_CFA
+                                      : BPFPROF_RBP_SAME;
   span.row.rbp_offset = cgo.rbp_saved ? -16 : 0;
   span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
   span.row.rbx_offset = static_cast<int16_t>(cgo.slot);
@@ -92,9 +94,30 @@ void add_cgo_switch_span(const go::CgoSwitch& cgo, std::vector<UnwindSpan>& span
   overlay_span(span, spans);
 }
 
-// The Go function's spans, with its switches of stacks where it is asmcgocall, cgocallback or
-// systemstack, and its frame-pointer ranges where it calls the vDSO.
+// Whether a function's code holds a switch of stacks that find_cgo_switches looks for.
+bool may_switch_stacks(std::string_view name) {
+  return name.find("cgo") != std::string_view::npos || name.starts_with("runtime.systemstack") ||
+         name.starts_with("runtime.morestack");
+}
+
+// The binary's systemstack switch (which morestack's follows), if it has one of a known shape.
+std::optional<go::CgoSwitch> find_systemstack_switch(Elf* elf, const go::GoTable& table) {
+  for (size_t i = 0; i < table.function_count(); ++i) {
+    const std::optional<go::GoFunction> f = table.function(i);
+    if (!f || f->end <= f->entry || !f->name.starts_with("runtime.systemstack")) continue;
+    const std::optional<go::FrameLayout> layout = table.frame_layout(i);
+    if (!layout) continue;
+    const std::vector<uint8_t> code = read_code_bytes(elf, f->entry, f->end - f->entry);
+    for (const go::CgoSwitch& cgo : go::find_cgo_switches(f->name, f->entry, code, *layout))
+      if (cgo.kind == go::CgoSwitchKind::kSystemStack) return cgo;
+  }
+  return std::nullopt;
+}
+
+// The Go function's spans, with its switches of stacks where it is asmcgocall, cgocallback,
+// systemstack or morestack, and its frame-pointer ranges where it calls the vDSO.
 void add_go_function(Elf* elf, const go::GoTable& table, size_t index,
+                     const std::optional<go::CgoSwitch>& systemstack,
                      std::vector<UnwindSpan>& spans) {
   const std::optional<go::FrameLayout> layout = table.frame_layout(index);
   if (!layout) return;
@@ -107,10 +130,10 @@ void add_go_function(Elf* elf, const go::GoTable& table, size_t index,
   std::vector<UnwindSpan> function;
   add_go_function_spans(*layout, !vdso_ranges.empty(), function);
   add_vdso_caller_spans(vdso_ranges, function);
-  if (has_code && (f->name.find("cgo") != std::string_view::npos ||
-                   f->name.starts_with("runtime.systemstack"))) {
+  if (has_code && may_switch_stacks(f->name)) {
     const std::vector<uint8_t> code = read_code_bytes(elf, f->entry, f->end - f->entry);
-    for (const go::CgoSwitch& cgo : go::find_cgo_switches(f->name, f->entry, code, *layout))
+    for (const go::CgoSwitch& cgo : go::find_cgo_switches(f->name, f->entry, code, *layout,
+                                                          systemstack ? &*systemstack : nullptr))
       add_cgo_switch_span(cgo, function);
   }
   spans.insert(spans.end(), function.begin(), function.end());
@@ -127,9 +150,10 @@ void add_go_spans(Elf* elf, std::vector<UnwindSpan>& spans, UnwindBudget& budget
       go::GoTable::from_elf({reinterpret_cast<const uint8_t*>(file), size}, nullptr);
   if (!table) return;
   std::vector<UnwindSpan> go_spans;
+  const std::optional<go::CgoSwitch> systemstack = find_systemstack_switch(elf, *table);
   for (size_t i = 0; i < table->function_count(); ++i) {
     if (budget.spent(spans.size() + go_spans.size())) return;
-    add_go_function(elf, *table, i, go_spans);
+    add_go_function(elf, *table, i, systemstack, go_spans);
   }
   if (go_spans.empty()) return;
   // Spans over the Go functions' code (sorted by start, not overlapping) are dropped.

@@ -205,6 +205,25 @@ std::optional<CgoSwitch> systemstack_switch(const Code& code) {
   return found;
 }
 
+// morestack's call of newstack on the system stack: sp = g0.sched.sp (`mov 0x38(%rbx),%rsp`),
+// in current releases rbp = g0.sched.bp (`mov d8(%rbx),%rbp`), then `call newstack`. The
+// goroutine whose stack grows is m.curg: morestack saved in its sched.sp the sp of the function
+// that called it, whose return address lies just below. rbp is not known there (current
+// releases replace it), which Go's frames do not need.
+std::optional<CgoSwitch> morestack_switch(const Code& code, const CgoSwitch& systemstack) {
+  constexpr std::array<uint8_t, 4> kSchedSpToSp = {0x48, 0x8b, 0x63, kGSchedSp};
+  constexpr std::array<uint8_t, 2> kFieldToBp = {0x48, 0x8b};
+  const std::optional<size_t> switched = code.find(0, kSchedSpToSp);
+  if (!switched) return std::nullopt;
+  size_t at = *switched + kSchedSpToSp.size();
+  if (code.has(at, kFieldToBp) && code.byte(at + 2) == 0x6b) at += 4;
+  if (code.byte(at) != 0xe8 || !code.s32(at + 1)) return std::nullopt;
+  CgoSwitch found{CgoSwitchKind::kSystemStack, code.address(at + 5), 0, false, systemstack.slot,
+                  systemstack.curg_offset};
+  found.rbp_lost = true;
+  return found;
+}
+
 bool named(std::string_view name, std::string_view function) {
   return name == function || (name.size() == function.size() + 5 && name.starts_with(function) &&
                               name.ends_with(".abi0"));
@@ -213,12 +232,16 @@ bool named(std::string_view name, std::string_view function) {
 }  // namespace
 
 std::vector<CgoSwitch> find_cgo_switches(std::string_view name, uint64_t entry,
-                                         std::span<const uint8_t> code, const FrameLayout& layout) {
+                                         std::span<const uint8_t> code, const FrameLayout& layout,
+                                         const CgoSwitch* systemstack) {
   const Code function(entry, code);
   if (named(name, "runtime.asmcgocall")) return asmcgocall_switches(function, layout);
   std::optional<CgoSwitch> found;
   if (named(name, "runtime.cgocallback")) found = cgocallback_switch(function, layout);
   if (named(name, "runtime.systemstack")) found = systemstack_switch(function);
+  if (named(name, "runtime.morestack") && systemstack &&
+      systemstack->kind == CgoSwitchKind::kSystemStack)
+    found = morestack_switch(function, *systemstack);
   if (found) return {*found};
   return {};
 }

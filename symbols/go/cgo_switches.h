@@ -53,12 +53,16 @@ struct CgoSwitch {
   bool rbp_saved = false;       // the caller's rbp is at that CFA - 16
   int32_t slot = 0;
   uint32_t curg_offset = 0;  // kSystemStack only
+  bool rbp_lost = false;     // the caller's rbp is not known past the switch
 };
 
 // The switches in one function's code (`code` starting at `entry`; `layout` its pcsp table),
 // for the functions named runtime.asmcgocall, runtime.cgocallback and runtime.systemstack;
-// none for any other.
+// and runtime.morestack, whose call of newstack on the system stack goes back to the goroutine
+// that grows its stack as systemstack's does (`systemstack`: the binary's systemstack switch,
+// whose g slot and m.curg offset it takes); none for any other.
 std::vector<CgoSwitch> find_cgo_switches(std::string_view name, uint64_t entry,
-                                         std::span<const uint8_t> code, const FrameLayout& layout);
+                                         std::span<const uint8_t> code, const FrameLayout& layout,
+                                         const CgoSwitch* systemstack = nullptr);
 
 }  // namespace bpfprof::go

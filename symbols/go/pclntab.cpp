@@ -441,7 +441,10 @@ std::optional<bool> GoTable::is_root_at(uint64_t pc) const {
     case TracebackEnd::kTopFrame:
       return !is_one_of(*function, {"runtime.sigtramp", "runtime.cgoSigtramp"});
     case TracebackEnd::kStackSwitch:
-      return is_one_of(*function, {"runtime.mcall"});
+      // The scheduler's roots on the system stack: mcall's, and morestack's where the walk
+      // stops at it (past its switch it goes on into the goroutine; it stops where newstack
+      // has descheduled that goroutine, m.curg gone).
+      return is_one_of(*function, {"runtime.mcall", "runtime.morestack"});
     case TracebackEnd::kNo:
       break;
   }

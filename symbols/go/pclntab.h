@@ -129,11 +129,10 @@ class GoTable {
   // pcsp table cannot be read.
   std::optional<FrameLayout> frame_layout(size_t index) const;
   // Whether a stack whose outermost frame is at `pc` is complete: a goroutine's or thread's
-  // first function (goexit, mstart, rt0_go, the entry point) or the scheduler's root on the
-  // system stack
-  // (mcall), and not a signal handler's trampoline or another switch of stacks, where the
-  // frames below were not found. nullopt where function_at is (outside the table, or code
-  // without a name).
+  // first function (goexit, mstart, rt0_go, the entry point) or a root of the scheduler on the
+  // system stack (mcall, morestack), and not a signal handler's trampoline or another switch of
+  // stacks, where the frames below were not found. nullopt where function_at is (outside the
+  // table, or code without a name).
   std::optional<bool> is_root_at(uint64_t pc) const;
 
   struct State;

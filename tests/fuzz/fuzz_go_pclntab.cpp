@@ -1,8 +1,8 @@
 // libFuzzer target for Go's function tables (symbols/go/pclntab.h): any bytes, read as a
 // pclntab (first byte 0) or as an ELF file around one (first byte 1), give a table or none,
 // and every lookup in a table that comes out ends, within bounds, without a crash. First byte
-// 2: the bytes are the code of asmcgocall and cgocallback (cgo_switches.h), the next byte
-// their sp delta, and the code of a vDSO caller (vdso_calls.h), whose ranges must lie in it.
+// 2: the bytes are the code of asmcgocall, cgocallback and morestack (cgo_switches.h), the next
+// byte their sp delta, and the code of a vDSO caller (vdso_calls.h), whose ranges must lie in it.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -44,8 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FrameLayout layout;
     layout.sp.push_back(
         {kTableAddress, kTableAddress + bytes.size(), static_cast<int8_t>(bytes[0])});
-    for (const char* name : {"runtime.asmcgocall", "runtime.cgocallback.abi0"})
-      find_cgo_switches(name, kTableAddress, bytes.subspan(1), layout);
+    const CgoSwitch systemstack{CgoSwitchKind::kSystemStack, kTableAddress, 8, true, -8, 0xc0};
+    for (const char* name : {"runtime.asmcgocall", "runtime.cgocallback.abi0", "runtime.morestack"})
+      find_cgo_switches(name, kTableAddress, bytes.subspan(1), layout, &systemstack);
     for (const bpfprof::CodeRange& range : frame_pointer_ranges(kTableAddress, bytes))
       if (range.start >= range.end || range.start < kTableAddress ||
           range.end > kTableAddress + bytes.size())

@@ -28,11 +28,11 @@ const FZF = '/usr/bin/fzf';
 // first function, or a switch of stacks), as the profile names them: the kernel walk ends
 // there as at a thread root.
 // Where a Go stack is complete: a goroutine's first function, a thread's (mstart, rt0_go and
-// the entry point for the first), or the scheduler's on the system stack (mcall), as Go's own
-// profiles root them.
+// the entry point for the first), or the scheduler's on the system stack (mcall, and morestack
+// once it has dropped the goroutine it preempts), as Go's own profiles root them.
 // A stack that ends at a switch of stacks, a signal trampoline or a vDSO caller was cut.
 const GO_ROOTS = new Set(['runtime.goexit', 'runtime.mstart', 'runtime.rt0_go', 'runtime.mcall',
-                          '_rt0_amd64_linux', '_rt0_amd64']);
+                          'runtime.morestack', '_rt0_amd64_linux', '_rt0_amd64']);
 const VDSO_CALLERS = new Set(['time.now', 'runtime.nanotime1']);
 const isGoOrCRoot = (name) => GO_ROOTS.has(name) || isRootName(name);
 
@@ -222,7 +222,7 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
       assert.ok(joined >= 0.95, `joined to the goroutine: ${pct(joined)}`);
     });
 
-    // Go names no thread: each is named after what it ran most (go_thread_roles.h). The three
+    // Go names no thread: each is named after what it ran most (go_thread_roles.h). The four
     // goroutines keep the two Ps busy for the run, and sysmon has its own M. Which goroutine an
     // M ran most is the scheduler's choice (they move between Ms at each preemption): three
     // Ms were once all named main.sortWork. So the Ms that ran them are named after one of them.
@@ -231,7 +231,8 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
       const names = rec.view.threads.filter((th) => th.processName === label).map((th) => th.name);
       t.diagnostic(`threads: ${names.join(', ')}`);
       assert.ok(names.includes(`${label} (runtime.sysmon)`), names.join(', '));
-      const work = new Set(['main.hashWork', 'main.jsonWork', 'main.sortWork'].map((fn) => `${label} (${fn})`));
+      const work = new Set(['main.hashWork', 'main.jsonWork', 'main.sortWork', 'main.clockWork']
+        .map((fn) => `${label} (${fn})`));
       const workers = names.filter((name) => work.has(name));
       assert.ok(workers.length >= 2, `threads named after the goroutines' work: ${workers.join(', ')}`);
     });

@@ -135,21 +135,57 @@ TEST(GoCgoSwitches, Go119RowsInTheUnwindTable) {
   const UnwindTableResult cpu = build_unwind_table(go_fixture("go_cpu"));
   ASSERT_NE(cpu_rows = std::get_if<UnwindTable>(&cpu) ? &std::get<UnwindTable>(cpu).rows : nullptr,
             nullptr);
-  size_t systemstacks = 0;
+  // morestack's call of newstack goes back the same way, to curg.sched.sp itself (the sp of
+  // the function that grows its stack, its return address just below), rbp not known.
+  size_t systemstacks = 0, morestacks = 0;
   for (const UnwindRow& row : *cpu_rows) {
     if (row.cfa_rule != BPFPROF_CFA_GO_SYSTEMSTACK) continue;
+    EXPECT_EQ(row.rbx_offset, -8);
+    EXPECT_EQ(row.go_m_curg_words, 0xc0 / 8);
+    if (row.cfa_offset == 0) {
+      ++morestacks;
+      EXPECT_EQ(row.rbp_rule, BPFPROF_RBP_UNKNOWN);
+      continue;
+    }
     ++systemstacks;
     EXPECT_EQ(row.cfa_offset, 8);
     EXPECT_EQ(row.rbp_rule, BPFPROF_RBP_SAME);
-    EXPECT_EQ(row.rbx_offset, -8);
-    EXPECT_EQ(row.go_m_curg_words, 0xc0 / 8);
   }
   EXPECT_EQ(systemstacks, 1u);
+  EXPECT_EQ(morestacks, 1u);
   ASSERT_EQ(callbacks.size(), 1u);
   EXPECT_EQ(callbacks[0]->cfa_offset, 40);
   EXPECT_EQ(callbacks[0]->rbx_offset, -8);
   EXPECT_EQ(callbacks[0]->rbp_rule, BPFPROF_RBP_AT_CFA);
   EXPECT_EQ(callbacks[0]->rbp_offset, -16);
+}
+
+// Go 1.24's morestack (docker's) from its switch: m.g0 into rbx, g = g0 (`mov %rbx,%fs:(%rcx)`),
+// sp and rbp from g0.sched, `call newstack`, `call abort`, `ret`.
+constexpr std::array<uint8_t, 23> kMorestackTail124 = {
+    0x48, 0x8b, 0x1b, 0x64, 0x48, 0x89, 0x19, 0x48, 0x8b, 0x63, 0x38, 0x48,
+    0x8b, 0x6b, 0x68, 0xe8, 0x29, 0x49, 0x00, 0x00, 0xe8, 0x04, 0xc3};
+
+TEST(GoCgoSwitches, CurrentReleaseMorestackTakesSystemstacksSlotAndCurg) {
+  constexpr uint64_t kEntry = 0x4a33c3;
+  go::FrameLayout layout;
+  layout.sp = {{kEntry, kEntry + kMorestackTail124.size(), 0}};
+  CgoSwitch systemstack{CgoSwitchKind::kSystemStack, 0x4a3000, 8, true, -8, 0xb8};
+  const std::vector<CgoSwitch> found = go::find_cgo_switches(
+      "runtime.morestack.abi0", kEntry, kMorestackTail124, layout, &systemstack);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, CgoSwitchKind::kSystemStack);
+  EXPECT_EQ(found[0].return_address, kEntry + 20);  // past `call newstack`
+  EXPECT_EQ(found[0].cfa_offset, 0);
+  EXPECT_TRUE(found[0].rbp_lost);
+  EXPECT_EQ(found[0].slot, -8);
+  EXPECT_EQ(found[0].curg_offset, 0xb8u);
+  // Without the binary's systemstack switch, or cut before the call, nothing.
+  EXPECT_TRUE(
+      go::find_cgo_switches("runtime.morestack", kEntry, kMorestackTail124, layout).empty());
+  EXPECT_TRUE(go::find_cgo_switches("runtime.morestack", kEntry,
+                                    std::span(kMorestackTail124).first(16), layout, &systemstack)
+                  .empty());
 }
 
 }  // namespace

@@ -298,6 +298,10 @@ TEST(RunReport, MetaExtraAndTheSummaryShowTheSameFigures) {
   EXPECT_NE(json.find(entry("Truncated user stacks by process", "string",
                             R"("demo (4242): 25.0% of 8")")),
             std::string::npos);
+  EXPECT_NE(json.find(entry("Where truncated user stacks end", "string",
+                            R"("worker_loop (demo) 25.0%")")),
+            std::string::npos)
+      << json;
   EXPECT_NE(json.find(R"("sampledThreads":2,"lostEvents":6)"), std::string::npos);
 
   // The summary says them too, in the lines a recording has always printed.
@@ -308,7 +312,7 @@ TEST(RunReport, MetaExtraAndTheSummaryShowTheSameFigures) {
       << printed;
   EXPECT_NE(printed.find("bpfprof: user stacks complete: 75.0% of 8 on-CPU samples reach a "
                          "thread root (the rest begin with [truncated]); least complete: demo "
-                         "(4242) 75.0%\n"),
+                         "(4242) 75.0%; cut at: worker_loop (demo) 25.0%\n"),
             std::string::npos);
   EXPECT_NE(printed.find("bpfprof: 5 events lost (ring buffer full; try a larger --buffer-size "
                          "or a lower -F): CPU 1 5; in demo (4242) 5\n"),

@@ -87,10 +87,12 @@ void add_stack_completeness(const RunReport& r, Lines& lines) {
     snprintf(text, sizeof text, " %.1f%%", 100.0 * incomplete[i].second.share());
     worst += (i ? ", " : "; least complete: ") + incomplete[i].first + text;
   }
+  const auto& ends = r.profile.truncated_user_stacks_at;
+  const std::string cut_at = ends.empty() ? "" : "; cut at: " + shares_text(ends, 3);
   add(lines,
       "user stacks complete: %.1f%% of %.0f on-CPU samples reach a thread root (the "
-      "rest begin with [truncated])%s",
-      100.0 * stacks.share(), stacks.total, worst.c_str());
+      "rest begin with [truncated])%s%s",
+      100.0 * stacks.share(), stacks.total, worst.c_str(), cut_at.c_str());
   if (r.call_graph == CallGraph::kFramePointers && stacks.share() < kFramePointerAdviceBelow)
     add(lines,
         "most code here has no frame pointers, so frame-pointer stacks stop early; "

@@ -134,6 +134,7 @@ void ProfileBuilder::measure(const std::vector<const Thread*>& threads) {
   UserStackFigures user_stacks = measure_user_stacks(written(threads), root_of_);
   summary.user_stacks = user_stacks.all;
   summary.incomplete_user_stacks_by_process = std::move(user_stacks.incomplete_by_process);
+  summary.truncated_user_stacks_at = std::move(user_stacks.truncated_at);
   if (options_.measure_unnamed)
     summary.unnamed_library_paths =
         unnamed_library_paths(summary.unnamed_share_by_library, out_.libs);

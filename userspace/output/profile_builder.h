@@ -32,6 +32,8 @@ struct ProfileSummary {
   StackCompleteness user_stacks;
   // "name (pid)" of the processes with truncated user stacks, most truncated weight first.
   std::vector<std::pair<std::string, StackCompleteness>> incomplete_user_stacks_by_process;
+  // Where truncated user stacks end (UserStackFigures::truncated_at).
+  std::vector<std::pair<std::string, double>> truncated_user_stacks_at;
   // Of unnamed_share_by_library, the paths of the first three with at least 1%: where debug
   // information would help.
   std::vector<std::string> unnamed_library_paths;

@@ -25,22 +25,65 @@ FrameIndex leaf_frame(const WrittenStacks& written, StackId stack) {
   return written.shared.stacks.frame(written.output_stack_of[stack]);
 }
 
+// The frame under the root of an output stack (the root being [truncated]); none for a stack
+// of the root alone.
+std::optional<FrameIndex> frame_under_root(const StackTable& stacks, StackIndex stack) {
+  std::optional<StackIndex> under;
+  for (std::optional<StackIndex> up = stacks.prefix(stack); up; up = stacks.prefix(stack)) {
+    under = stack;
+    stack = *up;
+  }
+  if (!under) return std::nullopt;
+  return stacks.frame(*under);
+}
+
+// The name of a function, with its library's where it has one.
+std::string function_and_library(const SharedTables& t, FuncIndex func) {
+  const FuncTable::Func& f = t.funcs[func];
+  std::string name = t.strings.strings()[f.name.value];
+  if (f.resource) name += " (" + t.strings.strings()[t.resources.name(*f.resource).value] + ")";
+  return name;
+}
+
+// `weight_by_func`'s functions, heaviest first, at most `count`, each with its weight over
+// `total`.
+std::vector<std::pair<std::string, double>> ranked_functions(
+    const SharedTables& t, const std::unordered_map<uint32_t, double>& weight_by_func, double total,
+    size_t count) {
+  std::vector<std::pair<uint32_t, double>> ranked(weight_by_func.begin(), weight_by_func.end());
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.second > b.second || (a.second == b.second && a.first < b.first);
+  });
+  if (ranked.size() > count) ranked.resize(count);
+  std::vector<std::pair<std::string, double>> result;
+  for (const auto& [func, weight] : ranked)
+    result.emplace_back(function_and_library(t, FuncIndex{func}), total > 0 ? weight / total : 0);
+  return result;
+}
+
 }  // namespace
 
 UserStackFigures measure_user_stacks(const WrittenStacks& written,
                                      const std::vector<StackRoot>& root_of) {
   UserStackFigures figures;
   std::map<uint32_t, StackCompleteness> by_process;  // by ProcessIndex
+  std::unordered_map<uint32_t, double> truncated_by_func;
   for_each_on_cpu_sample(written, [&](const Thread& th, const ThreadSample& s) {
     const StackRoot root = root_of[s.stack];
     if (root == StackRoot::kNoUserFrames) return;
     StackCompleteness& process = by_process[th.process.value];
     process.total += s.weight;
     figures.all.total += s.weight;
-    if (root != StackRoot::kThreadRoot) return;
+    if (root != StackRoot::kThreadRoot) {
+      const auto under = frame_under_root(written.shared.stacks, written.output_stack_of[s.stack]);
+      if (under) truncated_by_func[written.shared.frames[*under].func.value] += s.weight;
+      return;
+    }
     process.complete += s.weight;
     figures.all.complete += s.weight;
   });
+  figures.truncated_at =
+      ranked_functions(written.shared, truncated_by_func, figures.all.total, kTruncatedAtKept);
   for (const auto& [process, stacks] : by_process) {
     if (stacks.complete >= stacks.total) continue;
     const Process& p = written.model.processes()[process];
@@ -93,25 +136,13 @@ std::vector<std::string> unnamed_library_paths(
 std::vector<std::pair<std::string, double>> top_self_functions(const WrittenStacks& written,
                                                                size_t count) {
   const SharedTables& t = written.shared;
-  std::unordered_map<int32_t, double> weight_by_func;
+  std::unordered_map<uint32_t, double> weight_by_func;
   double total = 0;
   for_each_on_cpu_sample(written, [&](const Thread&, const ThreadSample& s) {
-    weight_by_func[static_cast<int32_t>(t.frames[leaf_frame(written, s.stack)].func.value)] +=
-        s.weight;
+    weight_by_func[t.frames[leaf_frame(written, s.stack)].func.value] += s.weight;
     total += s.weight;
   });
-  std::vector<std::pair<int32_t, double>> ranked(weight_by_func.begin(), weight_by_func.end());
-  std::sort(ranked.begin(), ranked.end(),
-            [](const auto& a, const auto& b) { return a.second > b.second; });
-  if (ranked.size() > count) ranked.resize(count);
-  std::vector<std::pair<std::string, double>> result;
-  for (const auto& [func, weight] : ranked) {
-    const FuncTable::Func& f = t.funcs[FuncIndex{static_cast<uint32_t>(func)}];
-    std::string name = t.strings.strings()[f.name.value];
-    if (f.resource) name += " (" + t.strings.strings()[t.resources.name(*f.resource).value] + ")";
-    result.emplace_back(std::move(name), weight / total);
-  }
-  return result;
+  return ranked_functions(t, weight_by_func, total, count);
 }
 
 std::vector<double> source_weights(const WrittenStacks& written) {

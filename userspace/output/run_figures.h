@@ -40,7 +40,11 @@ struct UserStackFigures {
   StackCompleteness all;
   // "name (pid)" of the processes with truncated user stacks, most truncated weight first.
   std::vector<std::pair<std::string, StackCompleteness>> incomplete_by_process;
+  // Where truncated user stacks end: the function of the frame under [truncated], with its
+  // share of the user stacks' weight, most first (at most kTruncatedAtKept).
+  std::vector<std::pair<std::string, double>> truncated_at;
 };
+inline constexpr size_t kTruncatedAtKept = 10;
 // `root_of`: how each model stack begins.
 UserStackFigures measure_user_stacks(const WrittenStacks& written,
                                      const std::vector<StackRoot>& root_of);

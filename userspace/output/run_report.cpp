@@ -81,15 +81,6 @@ std::vector<ProcessCpuTime> processes_by_cpu_time(const SessionModel& model) {
 }
 
 // "a 12.3%, b 4.5%" of the first `count` (name, share) pairs.
-std::string shares_text(const std::vector<std::pair<std::string, double>>& shares, size_t count) {
-  std::string text;
-  for (size_t i = 0; i < shares.size() && i < count; ++i) {
-    char share[32];
-    snprintf(share, sizeof share, " %.1f%%", 100.0 * shares[i].second);
-    text += (i ? ", " : "") + shares[i].first + share;
-  }
-  return text;
-}
 
 void add_runtime_entries(RuntimeKind runtime, const RuntimeStats& stats,
                          std::vector<ReportEntry>& entries) {
@@ -109,6 +100,16 @@ void add_runtime_entries(RuntimeKind runtime, const RuntimeStats& stats,
 }
 
 }  // namespace
+
+std::string shares_text(const std::vector<std::pair<std::string, double>>& shares, size_t count) {
+  std::string text;
+  for (size_t i = 0; i < shares.size() && i < count; ++i) {
+    char share[32];
+    snprintf(share, sizeof share, " %.1f%%", 100.0 * shares[i].second);
+    text += (i ? ", " : "") + shares[i].first + share;
+  }
+  return text;
+}
 
 RunReport build_run_report(const Recording& recording, const SessionModel& model,
                            const ProfileSummary& summary) {
@@ -211,6 +212,9 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
     }
     entries.push_back({"Truncated user stacks by process", "string", text});
   }
+  if (!report.profile.truncated_user_stacks_at.empty())
+    entries.push_back({"Where truncated user stacks end", "string",
+                       shares_text(report.profile.truncated_user_stacks_at, kTruncatedAtKept)});
   return entries;
 }
 

@@ -110,4 +110,8 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report);
 // Shows a report to the user (the command line prints it to stderr).
 using RunReportPrinter = std::function<void(const RunReport&)>;
 
+// "name 12.5%, other 3.0%": the first `count` of `shares` (fractions), as the summary and
+// meta.extra say them.
+std::string shares_text(const std::vector<std::pair<std::string, double>>& shares, size_t count);
+
 }  // namespace bpfprof
