@@ -132,6 +132,27 @@ TEST(OffCpu, ShortWaitsLeftAtTheEndAreShownWhenTheyHappened) {
   EXPECT_DOUBLE_EQ(t.samples[1].weight, 0.5);
 }
 
+// The kernel's exit path goes on after the exit event and can be preempted there: the wait
+// for a CPU is the thread's, and the thread ends after it (its track ends where it does).
+TEST(OffCpu, AThreadPreemptedAfterItsExitEventEndsAfterTheWait) {
+  SessionModel model;
+  model.configure(1000000, /*off_cpu=*/true);
+  RawStackTree raw;
+  model.apply(ms(0), ForkEvent{Pid{1}, Tid{1}, Pid{1}, Tid{2}, "t"});
+  model.add_sample(on_cpu(1, 2, 1000000), raw);
+  model.apply(ms(5), ExitEvent{Pid{1}, Tid{2}, CpuTimeNs{5000000}, 0, false, "t"});
+  model.add_sample(switch_out(6, 2, 5100000, OffCpuState::kWaitingForCpu), raw);
+  model.add_sample(switch_in(20, 2), raw);  // 14 ms runnable, then the rest of its exit
+  model.finish(ms(100));
+  const Thread& t = thread_with_tid(model, 2);
+  ASSERT_FALSE(t.samples.empty());
+  const ThreadSample& wait = t.samples.back();
+  EXPECT_EQ(wait.time, ms(6));
+  EXPECT_DOUBLE_EQ(wait.weight, 14.0);
+  ASSERT_TRUE(t.end);
+  EXPECT_EQ(*t.end, ms(20));
+}
+
 TEST(CollapsedSamples, ConsecutiveIdenticalTicksBecomeOneWeightedSample) {
   SessionModel model;
   RawStackTree raw;

@@ -80,6 +80,15 @@ void SessionModel::finish(MonotonicNs end) {
   for (Thread& th : threads_) {
     const MonotonicNs thread_end = th.end && *th.end < end ? *th.end : end;
     th.accounting.finish(rules_, thread_end, th.samples);
+    // The kernel's exit path runs on after the exit event, and can wait for a CPU there: the
+    // thread ends when its last sample does.
+    if (th.end && !th.samples.empty()) {
+      const ThreadSample& last = th.samples.back();
+      const auto last_end =
+          last.time.value +
+          static_cast<uint64_t>(last.weight * static_cast<double>(rules_.interval_ns));
+      if (last_end > th.end->value) th.end = MonotonicNs{last_end};
+    }
   }
 }
 
