@@ -186,7 +186,8 @@ void HotSpotRuntime::read_thread_names(Pid pid, Jvm& jvm, Recording& recording) 
   if (!jvm.thread_names) jvm.thread_names = std::make_unique<hotspot::JavaThreadNames>(jvm.layout);
   RemoteReader reader(jvm.memory, 1 << 20, 256);
   for (hotspot::JavaThreadName& thread : jvm.thread_names->read(reader))
-    recording.runtime_thread_names[{pid.value, thread.tid}] = std::move(thread.name);
+    hotspot::keep_java_thread_name(recording.runtime_thread_names[{pid.value, thread.tid}],
+                                   std::move(thread.name));
 }
 
 void HotSpotRuntime::take_event(const void* data, size_t size, Recording& recording) {

@@ -196,4 +196,9 @@ std::vector<JavaThreadName> JavaThreadNames::read(RemoteReader& reader) {
   return out;
 }
 
+void keep_java_thread_name(std::string& kept, std::string read) {
+  if (read == "DestroyJavaVM" && !kept.empty()) return;
+  kept = std::move(read);
+}
+
 }  // namespace bpfprof::hotspot

@@ -21,6 +21,10 @@ struct JavaThreadName {
   std::string name;  // UTF-8
 };
 
+// `read`, as a thread's name for its track: the launcher's main thread is renamed DestroyJavaVM
+// when main() returns (to wait for the VM's end), and keeps the name it ran main() under.
+void keep_java_thread_name(std::string& kept, std::string read);
+
 class JavaThreadNames {
  public:
   // `layout.thread_names` must be set.

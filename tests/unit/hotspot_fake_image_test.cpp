@@ -174,5 +174,19 @@ TEST(HotSpotFakeImage, HostileMethodsGiveReasons) {
   }
 }
 
+// A thread's track keeps the name it ran under: main() returning renames the launcher's thread
+// DestroyJavaVM, which names nothing it ran; a rename otherwise is taken.
+TEST(JavaThreadNames, TheMainThreadKeepsItsNameAfterMainReturns) {
+  std::string name;
+  keep_java_thread_name(name, "main");
+  keep_java_thread_name(name, "DestroyJavaVM");
+  EXPECT_EQ(name, "main");
+  keep_java_thread_name(name, "renamed");
+  EXPECT_EQ(name, "renamed");
+  std::string first_seen_late;
+  keep_java_thread_name(first_seen_late, "DestroyJavaVM");  // read only then: nothing better
+  EXPECT_EQ(first_seen_late, "DestroyJavaVM");
+}
+
 }  // namespace
 }  // namespace bpfprof::hotspot
