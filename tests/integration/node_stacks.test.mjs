@@ -115,18 +115,30 @@ const sharesOf = (counts) => {
   return new Map([...counts].map(([k, v]) => [k, v / (total || 1)]).sort((a, b) => b[1] - a[1]));
 };
 
-// bpfprof's on-CPU samples of node the same way: by their innermost JS frame of work.js, those
-// in V8's collector (under Heap::CollectGarbage) left out.
-function bpfprofShares(view) {
-  const ofWorkJs = (f) => f.category === 'JavaScript' && (funcSourceFile(view, f.func) ?? '').endsWith('work.js');
+// The shares of work.js's own account of its main loop ("work.js spent: {fn: ms, ...}").
+function programClockShares(stdout) {
+  const line = stdout.match(/work\.js spent: (\{.*\})/);
+  assert.ok(line, `work.js printed no times:\n${stdout}`);
+  return sharesOf(new Map(Object.entries(JSON.parse(line[1]))));
+}
+
+// bpfprof's samples of node's main thread, on the CPU or waiting for it (the time a clock
+// counts), by the function of `callees` that mainLoop called.
+function bpfprofCalleeShares(view, callees) {
   const counts = new Map();
-  for (const s of nodeSamples(view)) {
-    if (s.user.some((f) => f.name === 'v8::internal::Heap::CollectGarbage')) continue;
-    const leaf = s.user.findLast(ofWorkJs);
-    if (leaf) counts.set(leaf.name, (counts.get(leaf.name) ?? 0) + s.weight);
+  for (const thread of view.threads) {
+    if (thread.processName !== 'node' || String(thread.tid) !== String(thread.pid)) continue;
+    for (const s of view.samples(thread)) {
+      if (!s.frames.length || (isOffCpu(s.frames) && s.frames.at(-1).name !== '[waiting for CPU]')) continue;
+      const names = userFrames(s.frames).map((f) => f.name);
+      const inLoop = names.indexOf('mainLoop');
+      const callee = inLoop < 0 ? undefined : names.slice(inLoop + 1).find((n) => callees.includes(n));
+      if (callee) counts.set(callee, (counts.get(callee) ?? 0) + s.weight);
+    }
   }
   return sharesOf(counts);
 }
+
 
 // Each function of work.js with its file, first line and isJS, as the front end's JS view
 // needs; interpreted frames at their current line: the script's top level at its call of
@@ -175,7 +187,8 @@ function checkWorkJsLines(t, view, samples, ofWorkJs) {
   const mainLoopLine = lineOf('function mainLoop(');
   const bodyEnd = mainLoopLine + source.slice(mainLoopLine).findIndex((l) => l === '}') + 1;
   const callsOut = ['makeCounter(', 'Array.from(', 'process.hrtime.bigint()', 'for (', 'recurseFib(',
-                    'counter(', 'classWork(', 'sortWork(', 'jsonWork(', 'hashWork('];
+                    'counter(', 'classWork(', 'sortWork(', 'jsonWork(', 'hashWork(', 'clock()',
+                    'spentNs.'];
   const callLines = new Set(source.map((l, i) => i + 1).filter((line) =>
     line > mainLoopLine && line < bodyEnd && callsOut.some((c) => source[line - 1].includes(c))));
   const moved = samples.flatMap((s) => s.user.map((f, i) => ({ f, leaf: i === s.user.length - 1 })))
@@ -185,7 +198,7 @@ function checkWorkJsLines(t, view, samples, ofWorkJs) {
   t.diagnostic(`mainLoop frames at another line than its first: ${moved.length}, at a line where it ` +
                `calls: ${atCall.length}, the leaf: ${leaves.length}; lines: ` +
                `${[...new Set(moved.map(({ f }) => view.frameTable.line[f.frame]))].sort((a, b) => a - b)}`);
-  assert.ok(callLines.size === 11, `mainLoop's lines that call out: ${[...callLines]}`);
+  assert.ok(callLines.size === 24, `mainLoop's lines that call out: ${[...callLines]}`);
   assert.ok(moved.length >= 10 && atCall.length === moved.length && !leaves.length,
             `mainLoop at another line in ${moved.length} frames, at a line where it calls ${atCall.length}, ` +
             `the leaf in ${leaves.length}`);
@@ -250,18 +263,24 @@ describe('node work.js: stacks through V8 walked in the kernel', () => {
     saveMetrics('node_stacks_plain', metrics);
   });
 
-  it('the top functions of work.js by self time agree with node --cpu-prof in the same run', (t) => {
+  // The program's own clock (work.js times each function its main loop calls) is the reference:
+  // in the same runs node 20's --cpu-prof put jsonWork at 40.0% where the clock had 24.6% and
+  // bpfprof 24.2%, and its shares moved by up to 10 points from run to run while bpfprof's stayed
+  // within 2 of the clock. --cpu-prof's shares are shown beside them.
+  it('the time of each function work.js\'s main loop calls agrees with the program\'s own clock', (t) => {
     if (!requireRecorder(t) || !requireNode(t)) return;
+    const clock = programClockShares(cpuProf.result.stdout);
+    const ours = bpfprofCalleeShares(cpuProf.view, [...clock.keys()]);
     const v8 = cpuProfileShares(cpuProf.cpuProfile);
-    const ours = bpfprofShares(cpuProf.view);
     const table = (shares) => [...shares].slice(0, 8).map(([k, v]) => `${pct(v).padStart(6)} ${k}`).join('\n');
-    t.diagnostic(`node --cpu-prof, samples by innermost work.js function:\n${table(v8)}`);
-    t.diagnostic(`bpfprof, the same run:\n${table(ours)}`);
-    const top = [...v8.keys()].slice(0, 5);
-    const gaps = top.map((fn) => [fn, Math.abs((v8.get(fn) ?? 0) - (ours.get(fn) ?? 0))]);
-    saveMetrics('node_stacks_cpu_prof', { v8: Object.fromEntries(v8), bpfprof: Object.fromEntries(ours) });
-    for (const [fn, gap] of gaps)
-      assert.ok(gap <= 0.05, `${fn}: ${pct(v8.get(fn))} in --cpu-prof, ${pct(ours.get(fn) ?? 0)} in bpfprof`);
+    t.diagnostic(`work.js's own clock, by function its main loop calls:\n${table(clock)}`);
+    t.diagnostic(`bpfprof, the same run (on the CPU or waiting for it):\n${table(ours)}`);
+    t.diagnostic(`node --cpu-prof, the same run, by innermost work.js function:\n${table(v8)}`);
+    saveMetrics('node_stacks_cpu_prof', { clock: Object.fromEntries(clock), bpfprof: Object.fromEntries(ours),
+                                          v8: Object.fromEntries(v8) });
+    for (const fn of [...clock.keys()].filter((k) => clock.get(k) >= 0.05))
+      assert.ok(Math.abs(clock.get(fn) - (ours.get(fn) ?? 0)) <= 0.05,
+                `${fn}: ${pct(clock.get(fn))} by work.js's clock, ${pct(ours.get(fn) ?? 0)} in bpfprof`);
   });
 
   it('with --perf-basic-prof, JS functions by name in their nesting, reaching a root', (t) => {
