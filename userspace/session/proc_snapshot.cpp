@@ -47,7 +47,13 @@ std::optional<ProcessSnapshot> snapshot_process(Pid pid, std::string* error) {
   s.pid = pid;
   std::optional<std::string> comm = read_entire_file(dir + "/comm");
   if (!comm) {
-    if (error) *error = "no process with pid " + std::to_string(pid.value);
+    // ENOENT: gone (or never there); anything else is said as it is (seen once, unexplained,
+    // for a process that had just printed to its parent).
+    const int read_error = errno;
+    if (error)
+      *error = read_error == ENOENT || read_error == ESRCH
+                   ? "no process with pid " + std::to_string(pid.value)
+                   : "cannot read " + dir + "/comm: " + std::strerror(read_error);
     return std::nullopt;
   }
   s.comm = trim_newline(*comm);
