@@ -106,6 +106,15 @@ struct {
   __type(value, __u32); /* bytes */
 } stack_copy_bytes_by_process SEC(".maps");
 
+/* The sizes learnt per executable file (userspace/capture/stack_copy_sizer.h), for an exec to
+ * take at once: a short-lived child's first samples come before userspace reads its exec. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, struct bpfprof_file_key);
+  __type(value, __u32); /* bytes */
+} stack_copy_bytes_by_file SEC(".maps");
+
 /* Off-CPU stacks. */
 
 /* The thread last sampled on each CPU during its current stretch there: without off-CPU

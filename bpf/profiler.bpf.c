@@ -300,6 +300,7 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   /* A new process starts with a copy of its parent's address space: the parent's mappings
    * walk its stacks until userspace writes its own entry (the same mappings) or its exec
    * removes it. Without this its first samples fall back to stack copies. */
+  if (child_tgid != parent_tgid) inherit_stack_copy_size(parent_tgid, child_tgid);
   if (kernel_unwind && child_tgid != parent_tgid) {
     struct bpfprof_process_mappings* pm = bpf_map_lookup_elem(&unwind_processes, &parent_tgid);
     if (pm) bpf_map_update_elem(&unwind_processes, &child_tgid, pm, BPF_NOEXIST);
@@ -331,6 +332,7 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binp
    * now, else none (its samples fall back to stack copies until userspace has them). */
   if (kernel_unwind && !image_mappings_write(task, tgid))
     bpf_map_delete_elem(&unwind_processes, &tgid);
+  stack_copy_size_at_exec(tgid, bprm->file);
   struct bpfprof_exec_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();

@@ -6,6 +6,7 @@
 
 #include "vmlinux.h"
 
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
 #include "bpf/events.h"
@@ -74,6 +75,23 @@ static long copy_stack_page(__u64 index, void* context) {
   else
     e->head.flags |= BPFPROF_STACK_COPY_UNREADABLE;
   return 0;
+}
+
+/* A forked child runs its parent's code until it execs: it copies as much of its stack. */
+static __always_inline void inherit_stack_copy_size(__u32 parent_tgid, __u32 child_tgid) {
+  __u32* raised = bpf_map_lookup_elem(&stack_copy_bytes_by_process, &parent_tgid);
+  if (raised) bpf_map_update_elem(&stack_copy_bytes_by_process, &child_tgid, raised, BPF_ANY);
+}
+
+/* An exec starts another program: the size learnt for its file, else the configured one. */
+static __always_inline void stack_copy_size_at_exec(__u32 tgid, struct file* file) {
+  struct bpfprof_file_key key = {.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev),
+                                 .inode = BPF_CORE_READ(file, f_inode, i_ino)};
+  __u32* learnt = bpf_map_lookup_elem(&stack_copy_bytes_by_file, &key);
+  if (learnt)
+    bpf_map_update_elem(&stack_copy_bytes_by_process, &tgid, learnt, BPF_ANY);
+  else
+    bpf_map_delete_elem(&stack_copy_bytes_by_process, &tgid);
 }
 
 /* Copies the user stack from sp, page by page, up to the end of its mapping, at most

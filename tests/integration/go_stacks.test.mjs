@@ -119,6 +119,10 @@ function checkGoProgram(t, rec, name, metrics, { minSamples = 300, startupMs = 0
                `summary: complete ${pct(f.printedComplete)}, walked in the kernel ${pct(f.kernelShare)}, ` +
                `${f.ringBytes} ring-buffer bytes per sample`);
   if (outermost.size) t.diagnostic(`not at a root:\n    ${top(outermost, total)}`);
+  // Why the kernel's walks stopped, and which tables it had: what a cut needs explained.
+  if (f.kernelShare < 0.99 || metrics.rootShare < 0.99)
+    t.diagnostic(`kernel walks that fell back: ${f.fellBack}\n    ` +
+                 (rec.result.stderr.match(/^bpfprof: (Unwind tables|user stacks complete).*$/gm) ?? []).join('\n    '));
   t.diagnostic(`top stacks:\n    ${topStacks(samples)}`);
   assert.ok(total >= minSamples, `${name}: only ${total} on-CPU samples`);
   assert.ok(metrics.rootShare >= 0.99, `${name}: ${pct(metrics.rootShare)} of stacks reach a root`);

@@ -42,5 +42,31 @@ TEST(StackCopySizer, LaterProcessesOfAnExecutableStartWithWhatItNeeded) {
   EXPECT_TRUE(sizer.take_changes().empty());
 }
 
+// The kernel gives an exec the size learnt for its file at once: every file of the program,
+// once learnt and again when it grows.
+TEST(StackCopySizer, FilesOfAProgramGetItsLearntSizeForTheKernel) {
+  StackCopySizer sizer(8192, 65528);
+  const bpfprof_file_key bin_git{0x800001, 11}, core_git{0x800001, 12};
+  using FileChanges = std::vector<std::pair<bpfprof_file_key, uint32_t>>;
+  auto same = [](const FileChanges& a, const FileChanges& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](auto& x, auto& y) {
+             return same_file(x.first, y.first) && x.second == y.second;
+           });
+  };
+  sizer.on_exec(Pid{1}, "build-id 01", bin_git);
+  EXPECT_TRUE(sizer.take_file_changes().empty());  // nothing learnt yet
+  sizer.observe(Pid{1}, 12000, 8192);
+  EXPECT_TRUE(same(sizer.take_file_changes(), {{bin_git, 32768}}));
+  sizer.on_exec(Pid{2}, "build-id 01", core_git);  // the same build at another path
+  EXPECT_TRUE(same(sizer.take_file_changes(), {{core_git, 32768}}));
+  sizer.on_exec(Pid{3}, "build-id 01", bin_git);  // known: no change
+  EXPECT_TRUE(sizer.take_file_changes().empty());
+  sizer.take_changes();
+  sizer.observe(Pid{3}, 40000, 32768);
+  EXPECT_TRUE(same(sizer.take_file_changes(), {{bin_git, 65528}, {core_git, 65528}}));
+  sizer.on_exec(Pid{4}, "/usr/bin/cat");  // a file that could not be read: nothing for the kernel
+  EXPECT_TRUE(sizer.take_file_changes().empty());
+}
+
 }  // namespace
 }  // namespace bpfprof

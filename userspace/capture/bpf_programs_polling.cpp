@@ -69,6 +69,10 @@ void BpfPrograms::apply_stack_copy_changes(IngestPipeline& pipeline) {
         bytes > user_stack_copy_bytes_)
       recording.stats.raised_stack_copies[pid] = bytes;
   }
+  // Where the kernel gives an exec of the file the size at once (bpf/profiler.bpf.c, on_exec).
+  for (auto [file, bytes] : pipeline.decoder().take_stack_copy_file_changes())
+    bpf_map__update_elem(skeleton_->maps.stack_copy_bytes_by_file, &file, sizeof(file), &bytes,
+                         sizeof(bytes), BPF_ANY);
 }
 
 int BpfPrograms::on_event(void* context, void* data, size_t size) {

@@ -1,6 +1,7 @@
 #include "userspace/capture/event_decoder.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,13 +22,15 @@ namespace {
 std::string bounded_string(const char* s, size_t max) { return std::string(s, strnlen(s, max)); }
 
 // The program behind a path, whatever the path: git runs as /usr/bin/git and, for its
-// subcommands, as /usr/lib/git-core/git, two copies of one build.
-std::string program_identity(const std::string& path) {
+// subcommands, as /usr/lib/git-core/git, two copies of one build. With the file's key as the
+// kernel names it (nullopt if it could not be opened).
+std::pair<std::string, std::optional<bpfprof_file_key>> program_identity(const std::string& path) {
   const UniqueFd fd =
       open_untrusted(path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
-  const std::vector<uint8_t> build_id =
-      fd.valid() ? read_elf_build_id(fd.get()) : std::vector<uint8_t>{};
-  return build_id.empty() ? path : "build-id " + hex_string(build_id);
+  struct stat status;
+  if (!fd.valid() || fstat(fd.get(), &status) != 0) return {path, std::nullopt};
+  const std::vector<uint8_t> build_id = read_elf_build_id(fd.get());
+  return {build_id.empty() ? path : "build-id " + hex_string(build_id), file_key_of(status)};
 }
 
 // A uniform sample of the unwind times (reservoir sampling): the median stays meaningful and
@@ -339,7 +342,10 @@ void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* 
   } else if (kind == BPFPROF_EVENT_EXEC && size >= sizeof(bpfprof_exec_event)) {
     const auto* e = static_cast<const bpfprof_exec_event*>(data);
     std::string filename = bounded_string(e->filename, sizeof(e->filename));
-    if (sizer_) sizer_->on_exec(h.pid, program_identity(filename));
+    if (sizer_) {
+      auto [program, file] = program_identity(filename);
+      sizer_->on_exec(h.pid, program, file);
+    }
     event(ExecEvent{h.pid, h.tid, Tid{static_cast<int32_t>(e->old_tid)},
                     bounded_string(e->comm, sizeof(e->comm)), std::move(filename), e->euid});
   } else if (kind == BPFPROF_EVENT_EXIT && size >= sizeof(bpfprof_exit_event)) {

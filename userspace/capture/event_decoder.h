@@ -75,6 +75,10 @@ class EventDecoder {
   std::vector<std::pair<Pid, uint32_t>> take_stack_copy_changes() {
     return sizer_ ? sizer_->take_changes() : std::vector<std::pair<Pid, uint32_t>>{};
   }
+  std::vector<std::pair<bpfprof_file_key, uint32_t>> take_stack_copy_file_changes() {
+    return sizer_ ? sizer_->take_file_changes()
+                  : std::vector<std::pair<bpfprof_file_key, uint32_t>>{};
+  }
 
  private:
   std::vector<uint64_t> aligned_copy_;  // an event that came unaligned, copied

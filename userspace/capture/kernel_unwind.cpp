@@ -1,7 +1,5 @@
 #include "userspace/capture/kernel_unwind.h"
 
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
 #include "symbols/util/untrusted_file.h"
+#include "userspace/capture/file_key.h"
 
 namespace bpfprof {
 
@@ -34,15 +33,6 @@ std::string unwind_file_key(const MappingInfo& mapping) {
 }
 
 namespace {
-
-// How a VMA names the file at `path`: its superblock's device in the kernel's encoding
-// (major << 20 | minor, not glibc's) and its inode.
-std::optional<bpfprof_file_key> vma_file_key(const std::string& path) {
-  struct stat status;
-  if (stat(path.c_str(), &status) != 0) return std::nullopt;
-  return bpfprof_file_key{uint64_t{major(status.st_dev)} << 20 | minor(status.st_dev),
-                          status.st_ino};
-}
 
 // p_vaddr - p_offset of the file's executable segments, if they all agree.
 std::optional<uint64_t> executable_vaddr_minus_offset(const ElfFile& elf) {
@@ -214,10 +204,10 @@ void KernelUnwindTables::build_tables() {
     const std::string& path = job.mapped.readable_path();
     // The file's layout alone (its symbol table was half of this worker's time for a whole
     // machine's files); whether it is V8's, from a scan of its symbols' names.
-    BuildResult result{job.file, job.mapped.path, provider_(path),
-                       ElfFile::open(path, nullptr, ElfContents::kLayout),
-                       classify_mapping(job.mapped.path) == MappingKind::kFile ? vma_file_key(path)
-                                                                               : std::nullopt};
+    BuildResult result{
+        job.file, job.mapped.path, provider_(path),
+        ElfFile::open(path, nullptr, ElfContents::kLayout),
+        classify_mapping(job.mapped.path) == MappingKind::kFile ? file_key_of(path) : std::nullopt};
     if (result.elf) {
       const UniqueFd fd = open_untrusted(path, UntrustedKind::kBinary).fd;
       result.v8 = fd && is_v8_binary(fd.get());
