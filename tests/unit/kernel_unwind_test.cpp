@@ -284,6 +284,27 @@ TEST(KernelUnwindTables, ExecClearsForkCopiesExitRemoves) {
   EXPECT_TRUE(f.sink.processes.contains(Pid{41}));
 }
 
+// The side band's rings (one per CPU) are read one after another: an exec on one CPU can be
+// read a drain later than the new image's first mmaps on another (the vDSO, the program). Those
+// stay; the old image's mappings, read late, do not come back.
+TEST(KernelUnwindTables, AnExecReadAfterTheNewImagesMappingsKeepsThem) {
+  Fixture f;
+  LoadSegment text;
+  f.apply({start_event(Pid{45}), text_mapping(Pid{45}, 0x100000000, &text)});  // at 1
+  LifecycleEvent vdso = mapping_event(Pid{45}, 0x7fff00000000, 8192, 0, "[vdso]", "");
+  vdso.time = MonotonicNs{20};
+  LifecycleEvent program = text_mapping(Pid{45}, 0x200000000, &text);
+  program.time = MonotonicNs{21};
+  f.apply({vdso, program});
+  LifecycleEvent old_image = text_mapping(Pid{45}, 0x300000000, &text);
+  old_image.time = MonotonicNs{5};
+  f.apply({LifecycleEvent{MonotonicNs{10}, AddressSpaceResetEvent{Pid{45}, Tid{45}}}, old_image});
+  const bpfprof_process_mappings& entry = f.sink.processes.at(Pid{45});
+  ASSERT_EQ(entry.count, 2u);
+  EXPECT_EQ(entry.mappings[0].start, 0x200000000 + (text.vaddr & ~uint64_t{4095}));
+  EXPECT_EQ(entry.mappings[1].start, 0x7fff00000000u);
+}
+
 // A zygote's renderer, a multiprocessing worker: forked without exec, it runs its parent's
 // mappings, also those the side band reports after the fork (another ring) but made before it.
 TEST(KernelUnwindTables, AParentsMappingReadAfterAForkIsTheChildsIfMadeBeforeIt) {
@@ -316,9 +337,10 @@ TEST(KernelUnwindTables, AnEntryTheKernelWroteAfterOurReadStays) {
   kernels.generation = BPFPROF_KERNEL_WRITTEN_GENERATION | 7;
   kernels.kernel_written_ns = 5000;
   f.sink.processes[Pid{60}] = kernels;
+  LifecycleEvent new_program = text_mapping(Pid{60}, 0x200000000, &text);
+  new_program.time = MonotonicNs{4001};
   const std::vector<LifecycleEvent> exec{
-      LifecycleEvent{MonotonicNs{4000}, AddressSpaceResetEvent{Pid{60}, Tid{60}}},
-      text_mapping(Pid{60}, 0x200000000, &text)};
+      LifecycleEvent{MonotonicNs{4000}, AddressSpaceResetEvent{Pid{60}, Tid{60}}}, new_program};
   f.tables.apply(exec, 0);
   f.tables.flush(MonotonicNs{4500});  // read before the kernel's write: ours is older
   EXPECT_EQ(f.sink.processes.at(Pid{60}).generation, kernels.generation);
@@ -331,7 +353,9 @@ TEST(KernelUnwindTables, AnEntryTheKernelWroteAfterOurReadStays) {
   ASSERT_EQ(ours.count, 1u);
   EXPECT_EQ(ours.mappings[0].start, 0x200000000u + (text.vaddr & ~uint64_t{4095}));
   // An entry userspace wrote is replaced at once.
-  f.tables.apply({mapping_event(Pid{60}, 0x7000000000, 4096, 0, "//anon", "")}, 0);
+  LifecycleEvent anon = mapping_event(Pid{60}, 0x7000000000, 4096, 0, "//anon", "");
+  anon.time = MonotonicNs{5150};
+  f.tables.apply({anon}, 0);
   f.tables.flush(MonotonicNs{5200});
   EXPECT_EQ(f.sink.processes.at(Pid{60}).count, 2u);
 }

@@ -79,7 +79,10 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
     } else if (const auto* reset = std::get_if<AddressSpaceResetEvent>(&payload)) {
       Process& process = processes_[reset->pid];
       note_unmapped(process, events[i].time);
-      process.mappings.clear();  // exec: the new image's mappings follow
+      // Exec: the old image's mappings go; the new image's follow (or came first).
+      process.image_reset = std::max(process.image_reset, events[i].time);
+      std::erase_if(process.mappings,
+                    [&](const auto& m) { return m.second.mapped_at < process.image_reset; });
       forks_.forget(reset->pid);
       process.last_change = events[i].time;
       process.image_start = events[i].time;
@@ -112,9 +115,13 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
 }
 
 void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info) {
-  Mapping mapping{info.start,       info.start + info.length,
-                  info.file_offset, unwind_file_key(info),
-                  info.file(),      classify_mapping(info.path) == MappingKind::kAnonymousCode};
+  Mapping mapping{info.start,
+                  info.start + info.length,
+                  info.file_offset,
+                  unwind_file_key(info),
+                  info.file(),
+                  classify_mapping(info.path) == MappingKind::kAnonymousCode,
+                  time};
   insert_mapping(time, pid, mapping);
   // Made before a fork that was read first: the children have it too.
   for (Pid child : forks_.forked_after(pid, time)) insert_mapping(time, child, mapping);
@@ -122,6 +129,7 @@ void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInf
 
 void KernelUnwindTables::insert_mapping(MonotonicNs time, Pid pid, const Mapping& mapping) {
   Process& process = processes_[pid];
+  if (time < process.image_reset) return;  // the old image's, read after its exec
   insert_replacing_overlaps(process.mappings, mapping);
   process.last_change = time;
   if (!process.tracked && track_all_) process.tracked = true;

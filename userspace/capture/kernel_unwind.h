@@ -131,9 +131,13 @@ class KernelUnwindTables {
     std::string file;   // key into files_; empty for anonymous or special memory
     MappedFile mapped;  // where to read the file, held open while a job or mapping needs it
     bool anonymous = false;
+    MonotonicNs mapped_at;  // the side band's time of it
   };
   struct Process {
     std::map<uint64_t, Mapping> mappings;
+    // Its last exec: mappings older than it are the old image's. The side band's rings (one per
+    // CPU) are read one after another, so an exec can come a read later than its first mmaps.
+    MonotonicNs image_reset;
     bool tracked = false;
     MonotonicNs last_change;  // an untracked one is forgotten a while after it
     MonotonicNs image_start;  // its start, exec or discovery (settling())
