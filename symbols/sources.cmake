@@ -33,6 +33,8 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/go/elf_pclntab.cpp
   ${BPFPROF_SYMBOLS_DIR}/go/cgo_switches.cpp
   ${BPFPROF_SYMBOLS_DIR}/go/vdso_calls.cpp
+  ${BPFPROF_SYMBOLS_DIR}/go/go_release.cpp
+  ${BPFPROF_SYMBOLS_DIR}/go/labels_layout.cpp
   ${BPFPROF_SYMBOLS_DIR}/demangle.cpp
   ${BPFPROF_SYMBOLS_DIR}/relative_address.cpp
   ${BPFPROF_SYMBOLS_DIR}/symbolizer.cpp)

@@ -275,6 +275,21 @@ std::optional<Moduledata> find_moduledata(const ElfView& v, const Found& pcln,
   return std::nullopt;
 }
 
+// The release from .go.buildinfo, else from .rodata (or, without section headers, the first
+// read-only segment that is not code).
+std::optional<GoRelease> release_of(const ElfView& v) {
+  auto section_bytes = [&](const Section& s) {
+    return v.file.from(s.offset).prefix(s.size).span();
+  };
+  if (const Section* s = v.section(".go.buildinfo"))
+    if (std::optional<GoRelease> release = release_from_buildinfo(section_bytes(*s)))
+      return release;
+  if (const Section* s = v.section(".rodata")) return release_from_rodata(section_bytes(*s));
+  for (const Segment& segment : v.segments)
+    if (segment.read_only()) return release_from_rodata(v.bytes_of(segment).span());
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::unique_ptr<GoTable> GoTable::from_elf(std::span<const uint8_t> file, std::string* error) {
@@ -290,6 +305,7 @@ std::unique_ptr<GoTable> GoTable::from_elf(std::span<const uint8_t> file, std::s
   input.pclntab_vaddr = pcln->vaddr;
   for (const Segment& segment : v.segments)
     if (segment.read_only()) input.memory.push_back({segment.vaddr, v.bytes_of(segment).span()});
+  input.release = release_of(v);
   uint32_t magic = 0;
   Bytes(pcln->bytes).u32(0, &magic);
   const std::optional<PclntabFormat> format = format_of_magic(magic);

@@ -140,6 +140,7 @@ struct GoTable::State {
   uint64_t nfunc = 0;
   uint64_t text_start = 0;  // 1.18+
   uint64_t pcln_vaddr = 0;
+  std::optional<GoRelease> release;
   Bytes pcln;             // the whole table
   Bytes funcnames;        // name offsets are relative to this
   Bytes cutab;            // 1.16+: per-CU file indexes
@@ -432,6 +433,8 @@ TracebackEnd GoTable::State::traceback_end(const Func& f) const {
   return function ? traceback_end_by_name(*function) : TracebackEnd::kNo;
 }
 
+std::optional<GoRelease> GoTable::release() const { return state_->release; }
+
 std::optional<bool> GoTable::is_root_at(uint64_t pc) const {
   std::optional<State::Func> f = state_->func_at(pc);
   if (!f) return {};
@@ -579,6 +582,7 @@ std::unique_ptr<GoTable> GoTable::from_pclntab(const PclntabInput& input, std::s
   s->pcln = Bytes(pcln);
   s->pcln_vaddr = input.pclntab_vaddr;
   s->gofunc = input.gofunc;
+  s->release = input.release;
   if (!read_table(s.get(), input, error)) return nullptr;
   return std::unique_ptr<GoTable>(new GoTable(std::move(s)));
 }

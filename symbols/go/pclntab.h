@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "symbols/go/go_release.h"
+
 namespace bpfprof::go {
 
 enum class PclntabFormat : uint8_t {
@@ -88,6 +90,7 @@ struct PclntabInput {
   // frames for those formats.
   std::optional<uint64_t> gofunc;
   std::vector<MemoryRange> memory;
+  std::optional<GoRelease> release;  // the Go release that built the binary, where known
 };
 
 // Whether `bytes` start with a pclntab header whose function table is in them and in pc
@@ -134,6 +137,8 @@ class GoTable {
   // stacks, where the frames below were not found. nullopt where function_at is (outside the
   // table, or code without a name).
   std::optional<bool> is_root_at(uint64_t pc) const;
+  // The Go release that built the binary (from_elf: its .go.buildinfo or read-only data).
+  std::optional<GoRelease> release() const;
 
   struct State;
 

@@ -26,6 +26,7 @@ namespace bpfprof {
 namespace {
 
 using testing_helpers::go_fixture;
+using testing_helpers::kEsbuild;
 
 namespace fs = std::filesystem;
 using go::GoFrame;
@@ -34,7 +35,6 @@ using testing_helpers::run_command;
 
 const fs::path kSourceDir = fs::path(TEST_SOURCE_DIR) / "tests";
 const fs::path kGoFixtureSource = kSourceDir / "fixtures/go";
-const fs::path kEsbuild = kSourceDir / "integration/node_modules/@esbuild/linux-x64/bin/esbuild";
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

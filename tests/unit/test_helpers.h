@@ -24,6 +24,9 @@ inline constexpr uint64_t kNsPerMs = 1'000'000;
 inline constexpr const char* kLibc = "/lib/x86_64-linux-gnu/libc.so.6";
 inline const std::string kPltLoop = std::string(TEST_FIXTURE_DIR) + "/plt_loop";
 inline const std::string kBigFrame = std::string(TEST_FIXTURE_DIR) + "/big_frame";
+// A current release of esbuild (Go 1.26, stripped), installed by scripts/setup-profiler-cli.sh.
+inline const std::string kEsbuild =
+    std::string(TEST_SOURCE_DIR) + "/tests/integration/node_modules/@esbuild/linux-x64/bin/esbuild";
 
 // Closes a libelf handle (std::unique_ptr<Elf, ElfCloser>).
 struct ElfCloser {
