@@ -18,6 +18,7 @@
 #include "bpf/runtime_stacks.h"
 #include "bpf/unwind_maps.h"
 #include "bpf/unwind_walk.h"
+#include "runtimes/golabels/frames.bpf.h"
 #include "runtimes/hotspot/frames.bpf.h"
 #include "runtimes/hotspot/walk.bpf.h"
 #include "runtimes/python/frames.bpf.h"

@@ -1,0 +1,169 @@
+/* Go's goroutine labels (pprof.Do, pprof.SetGoroutineLabels): for a process that userspace
+ * registered as a Go program that sets them, each sample is preceded by an event with the
+ * running goroutine's label set: g from the thread pointer, g.m, m.curg (the goroutine, also
+ * when the thread is on g0 or a signal stack), curg.labels. A set is immutable in Go (a new
+ * one for each change): one seen less than a second ago is sent by its address alone.
+ * Its maps are here, its event in runtimes/golabels/events.h. */
+#ifndef BPFPROF_GOLABELS_FRAMES_H
+#define BPFPROF_GOLABELS_FRAMES_H
+
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+
+#include "bpf/events.h"
+#include "bpf/helpers.h"
+#include "bpf/maps.h"
+#include "runtimes/golabels/events.h"
+
+/* tgid -> where its goroutines' labels are. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, struct bpfprof_go_labels_process);
+} go_labels_processes SEC(".maps");
+
+/* The label sets sent whole: (tgid, g.labels, the set's contents pointer) -> when. Go's
+ * collector may put another set at a freed one's address: after a second, sent whole again. */
+struct go_labels_seen_key {
+  __u64 set;
+  __u64 contents;
+  __u32 tgid;
+  __u32 reserved;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, struct go_labels_seen_key);
+  __type(value, __u64); /* ktime when sent */
+} go_labels_seen SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct bpfprof_golabels_stack_event);
+} go_labels_scratch SEC(".maps");
+
+#define GO_LABELS_RESEND_NS 1000000000ull
+#define GO_G_M 0x30     /* g.m: the same in every release */
+#define GO_MIN_TOPHASH 5 /* a map bucket's slot is in use from this tophash on */
+#define GO_MAP_KEYS 8    /* a bucket's keys: 8 strings, then 8 values, then the overflow pointer */
+#define GO_MAP_VALUES (GO_MAP_KEYS + 8 * 16)
+
+static __always_inline __u64 go_read_u64(__u64 address) {
+  __u64 value = 0;
+  if (!address || bpf_probe_read_user(&value, sizeof(value), (void*)address)) return 0;
+  return value;
+}
+
+/* The running goroutine's g.labels, 0 if none: curg is the goroutine only if it runs on this
+ * m (curg.m == m, as Go's own profiler checks). */
+static __always_inline __u64 go_current_labels(const struct bpfprof_go_labels_process* p) {
+#if defined(__TARGET_ARCH_x86)
+  const __u64 fsbase = bpf_get_current_task_btf()->thread.fsbase;
+#else
+  const __u64 fsbase = 0;
+#endif
+  if (!fsbase) return 0;
+  const __u64 g = go_read_u64(fsbase + (__s64)p->g_slot);
+  const __u64 m = go_read_u64(g + GO_G_M);
+  const __u64 curg = go_read_u64(m + p->m_curg);
+  if (!curg || go_read_u64(curg + GO_G_M) != m) return 0;
+  return go_read_u64(curg + p->g_labels);
+}
+
+/* One string {ptr, len} at `header` into `out` (at most `size` bytes); its length. */
+static __always_inline bool go_read_string(__u64 header, char* out, __u32 size, __u32* length) {
+  __u64 words[2] = {0, 0};
+  if (bpf_probe_read_user(words, sizeof(words), (void*)header)) return false;
+  *length = words[1] > 0xffffffffull ? 0xffffffffu : (__u32)words[1];
+  __u32 n = *length < size ? *length : size;
+  if (!n) return true;
+  return bpf_probe_read_user(out, n & (BPFPROF_GO_LABEL_VALUE_BYTES * 2 - 1), (void*)words[0]) == 0;
+}
+
+static __always_inline bool go_read_pair(struct bpfprof_golabels_stack_event* e, __u64 key, __u64 value) {
+  const __u32 i = e->count;
+  if (i >= BPFPROF_MAX_GO_LABELS) return false;
+  struct bpfprof_go_label* l = &e->frames[i];
+  if (!go_read_string(key, l->key, BPFPROF_GO_LABEL_KEY_BYTES, &l->key_length) ||
+      !go_read_string(value, l->value, BPFPROF_GO_LABEL_VALUE_BYTES, &l->value_length))
+    return false;
+  e->count = i + 1;
+  return true;
+}
+
+/* 1.24 on: {list []{key, value string}}. */
+static __always_inline void go_read_slice(struct bpfprof_golabels_stack_event* e, __u64 list, __u64 length) {
+  if (length > BPFPROF_MAX_GO_LABELS) e->status = BPFPROF_GO_LABELS_TOO_MANY;
+  for (__u32 i = 0; i < BPFPROF_MAX_GO_LABELS && i < length; ++i)
+    if (!go_read_pair(e, list + i * 32ull, list + i * 32ull + 16)) {
+      e->status = BPFPROF_GO_LABELS_UNREADABLE;
+      return;
+    }
+}
+
+/* To 1.23: a map[string]string whose 8 or fewer pairs are in its one bucket (B = 0). */
+static __always_inline void go_read_map(struct bpfprof_golabels_stack_event* e, __u64 hmap) {
+  __u8 header[16] = {};
+  __u8 tophash[8] = {};
+  if (bpf_probe_read_user(header, sizeof(header), (void*)hmap)) {
+    e->status = BPFPROF_GO_LABELS_UNREADABLE;
+    return;
+  }
+  const __u64 buckets = go_read_u64(hmap + 16);
+  if (header[9] != 0 || !buckets || bpf_probe_read_user(tophash, sizeof(tophash), (void*)buckets)) {
+    e->status = header[9] != 0 ? BPFPROF_GO_LABELS_TOO_MANY : BPFPROF_GO_LABELS_UNREADABLE;
+    return;
+  }
+  for (__u32 i = 0; i < 8; ++i) {
+    if (tophash[i] < GO_MIN_TOPHASH) continue;
+    if (!go_read_pair(e, buckets + GO_MAP_KEYS + i * 16ull, buckets + GO_MAP_VALUES + i * 16ull)) {
+      e->status = BPFPROF_GO_LABELS_UNREADABLE;
+      return;
+    }
+  }
+}
+
+/* Sends the running goroutine's labels with the header of the stack event that follows;
+ * nothing for a process that is not a registered Go program or a goroutine without labels. */
+static __always_inline void send_golabels_stack(const struct bpfprof_event_header* sample,
+                                                __u32 slot, bool walked) {
+  (void)slot;
+  (void)walked;
+  __u32 tgid = sample->pid;
+  if (!runtime_processes[BPFPROF_RUNTIME_GOLABELS]) return;
+  const struct bpfprof_go_labels_process* p = bpf_map_lookup_elem(&go_labels_processes, &tgid);
+  if (!p) return;
+  const __u64 set = go_current_labels(p);
+  if (!set) return;
+  __u32 zero = 0;
+  struct bpfprof_golabels_stack_event* e = bpf_map_lookup_elem(&go_labels_scratch, &zero);
+  if (!e) return;
+  e->header = *sample;
+  e->header.kind = BPFPROF_EVENT_GOLABELS_STACK;
+  e->set = set;
+  e->count = 0;
+  e->status = BPFPROF_GO_LABELS_READ;
+  const __u64 contents = go_read_u64(set);
+  struct go_labels_seen_key key = {.set = set, .contents = contents, .tgid = tgid};
+  const __u64 now = bpf_ktime_get_ns();
+  const __u64* sent = bpf_map_lookup_elem(&go_labels_seen, &key);
+  if (sent && now - *sent < GO_LABELS_RESEND_NS) {
+    e->status = BPFPROF_GO_LABELS_KNOWN;
+  } else if (p->form == BPFPROF_GO_LABELS_SLICE) {
+    go_read_slice(e, contents, go_read_u64(set + 8));
+  } else {
+    go_read_map(e, contents);
+  }
+  if (e->status == BPFPROF_GO_LABELS_READ || e->status == BPFPROF_GO_LABELS_TOO_MANY)
+    bpf_map_update_elem(&go_labels_seen, &key, &now, BPF_ANY);
+  send_event(e,
+             offsetof(struct bpfprof_golabels_stack_event, frames) +
+                 (__u64)e->count * sizeof(struct bpfprof_go_label),
+             sizeof(*e), tgid);
+}
+
+#endif
