@@ -19,7 +19,7 @@
   X(PYTHON, python, Python, "Python", "yellow", 8) \
   X(V8, v8, V8, "JavaScript", "yellow", 9)         \
   X(HOTSPOT, hotspot, HotSpot, "Java", "blue", 10) \
-  X(RUBY, ruby, Ruby, "Ruby", "red", 11)             \
+  X(RUBY, ruby, Ruby, "Ruby", "red", 11)           \
   X(GOLABELS, golabels, GoLabels, "Go labels", "purple", 12)
 
 #endif

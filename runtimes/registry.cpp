@@ -1,5 +1,6 @@
 #include "runtimes/registry.h"
 
+#include "runtimes/golabels/runtime.h"
 #include "runtimes/hotspot/runtime.h"
 #include "runtimes/python/runtime.h"
 #include "runtimes/ruby/runtime.h"
@@ -12,6 +13,8 @@ Runtimes::Runtimes(const std::set<RuntimeKind>& disabled) {
   if (!disabled.contains(RuntimeKind::kHotSpot)) runtimes_.push_back(make_hotspot_runtime());
   if (!disabled.contains(RuntimeKind::kRuby)) runtimes_.push_back(make_ruby_runtime());
   if (!disabled.contains(RuntimeKind::kV8)) runtimes_.push_back(make_v8_runtime());
+  // Last: its frame goes at the root of the stack the others merged into.
+  if (!disabled.contains(RuntimeKind::kGoLabels)) runtimes_.push_back(make_golabels_runtime());
 }
 
 Runtimes::~Runtimes() = default;

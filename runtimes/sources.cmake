@@ -5,6 +5,8 @@ set(BPFPROF_RUNTIMES_SOURCES
   ${BPFPROF_RUNTIMES_DIR}/kit/merge.cpp
   ${BPFPROF_RUNTIMES_DIR}/kit/process_tracker.cpp
   ${BPFPROF_RUNTIMES_DIR}/registry.cpp
+  ${BPFPROF_RUNTIMES_DIR}/golabels/processes.cpp
+  ${BPFPROF_RUNTIMES_DIR}/golabels/runtime.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/code_cache.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/debug_info.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/layout.cpp

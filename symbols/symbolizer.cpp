@@ -49,13 +49,11 @@ std::vector<SymbolizedFrame> go_frames_at(const go::GoTable& table, const ElfFil
   return frames;
 }
 
-// Go binaries run to a few hundred MB; a larger file claiming to be one is not read.
-constexpr uint64_t kMaxGoBinaryBytes = uint64_t{1} << 30;
+}  // namespace
 
-// The Go tables of the binary at `path`: the file is mapped while they are found through its
-// headers (a copy, when another user could change it), and the table keeps copies of the
-// read-only segments only.
 std::unique_ptr<go::GoTable> load_go_table(const std::string& path) {
+  // Go binaries run to a few hundred MB; a larger file claiming to be one is not read.
+  constexpr uint64_t kMaxGoBinaryBytes = uint64_t{1} << 30;
   UntrustedOpen opened = open_untrusted(path, UntrustedKind::kBinary);
   if (!opened.fd || opened.size == 0 || opened.size > kMaxGoBinaryBytes) return nullptr;
   void* mapped = mmap(nullptr, opened.size, PROT_READ, MAP_PRIVATE, opened.fd.get(), 0);
@@ -65,8 +63,6 @@ std::unique_ptr<go::GoTable> load_go_table(const std::string& path) {
   munmap(mapped, opened.size);
   return table;
 }
-
-}  // namespace
 
 std::string breakpad_id_from_build_id(const std::vector<uint8_t>& build_id) {
   if (build_id.empty()) return {};

@@ -61,6 +61,11 @@ struct LibraryDescription {
 // The Breakpad id of a GNU build-id: the first 16 bytes read as a little-endian GUID.
 std::string breakpad_id_from_build_id(const std::vector<uint8_t>& build_id);
 
+// The Go tables of the binary at `path`: the file is mapped while they are found through its
+// headers (a copy, when another user could change it), and the table keeps copies of the
+// read-only segments only. nullptr: not a Go binary, or not readable.
+std::unique_ptr<go::GoTable> load_go_table(const std::string& path);
+
 // The kernel's own build-id from /sys/kernel/notes (empty if unavailable).
 std::vector<uint8_t> kernel_build_id();
 

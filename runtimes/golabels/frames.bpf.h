@@ -47,7 +47,7 @@ struct {
 } go_labels_scratch SEC(".maps");
 
 #define GO_LABELS_RESEND_NS 1000000000ull
-#define GO_G_M 0x30     /* g.m: the same in every release */
+#define GO_G_M 0x30      /* g.m: the same in every release */
 #define GO_MIN_TOPHASH 5 /* a map bucket's slot is in use from this tophash on */
 #define GO_MAP_KEYS 8    /* a bucket's keys: 8 strings, then 8 values, then the overflow pointer */
 #define GO_MAP_VALUES (GO_MAP_KEYS + 8 * 16)
@@ -79,14 +79,22 @@ static __always_inline bool go_read_string(__u64 header, char* out, __u32 size, 
   __u64 words[2] = {0, 0};
   if (bpf_probe_read_user(words, sizeof(words), (void*)header)) return false;
   *length = words[1] > 0xffffffffull ? 0xffffffffu : (__u32)words[1];
-  __u32 n = *length < size ? *length : size;
+  const __u32 n = *length < size ? *length : size;
   if (!n) return true;
-  return bpf_probe_read_user(out, n & (BPFPROF_GO_LABEL_VALUE_BYTES * 2 - 1), (void*)words[0]) == 0;
+  /* 1..size bytes (size a power of two), in instructions the compiler keeps for the verifier. */
+  __u64 last = n - 1;
+  asm volatile("%[last] &= %[mask]" : [last] "+r"(last) : [mask] "r"((__u64)size - 1));
+  return bpf_probe_read_user(out, last + 1, (void*)words[0]) == 0;
 }
 
-static __always_inline bool go_read_pair(struct bpfprof_golabels_stack_event* e, __u64 key, __u64 value) {
-  const __u32 i = e->count;
+static __always_inline bool go_read_pair(struct bpfprof_golabels_stack_event* e, __u64 key,
+                                         __u64 value) {
+  __u32 i = e->count;
   if (i >= BPFPROF_MAX_GO_LABELS) return false;
+  /* The mask, in an instruction the compiler keeps, for the verifier: to it a count read back
+   * from the map is any number, and the compiler drops a mask it knows to be no-op. */
+  asm volatile("%[i] &= 7" : [i] "+r"(i));
+  _Static_assert(BPFPROF_MAX_GO_LABELS == 8, "the mask above");
   struct bpfprof_go_label* l = &e->frames[i];
   if (!go_read_string(key, l->key, BPFPROF_GO_LABEL_KEY_BYTES, &l->key_length) ||
       !go_read_string(value, l->value, BPFPROF_GO_LABEL_VALUE_BYTES, &l->value_length))
@@ -96,7 +104,8 @@ static __always_inline bool go_read_pair(struct bpfprof_golabels_stack_event* e,
 }
 
 /* 1.24 on: {list []{key, value string}}. */
-static __always_inline void go_read_slice(struct bpfprof_golabels_stack_event* e, __u64 list, __u64 length) {
+static __always_inline void go_read_slice(struct bpfprof_golabels_stack_event* e, __u64 list,
+                                          __u64 length) {
   if (length > BPFPROF_MAX_GO_LABELS) e->status = BPFPROF_GO_LABELS_TOO_MANY;
   for (__u32 i = 0; i < BPFPROF_MAX_GO_LABELS && i < length; ++i)
     if (!go_read_pair(e, list + i * 32ull, list + i * 32ull + 16)) {

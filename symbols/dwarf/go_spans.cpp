@@ -100,20 +100,6 @@ bool may_switch_stacks(std::string_view name) {
          name.starts_with("runtime.morestack");
 }
 
-// The binary's systemstack switch (which morestack's follows), if it has one of a known shape.
-std::optional<go::CgoSwitch> find_systemstack_switch(Elf* elf, const go::GoTable& table) {
-  for (size_t i = 0; i < table.function_count(); ++i) {
-    const std::optional<go::GoFunction> f = table.function(i);
-    if (!f || f->end <= f->entry || !f->name.starts_with("runtime.systemstack")) continue;
-    const std::optional<go::FrameLayout> layout = table.frame_layout(i);
-    if (!layout) continue;
-    const std::vector<uint8_t> code = read_code_bytes(elf, f->entry, f->end - f->entry);
-    for (const go::CgoSwitch& cgo : go::find_cgo_switches(f->name, f->entry, code, *layout))
-      if (cgo.kind == go::CgoSwitchKind::kSystemStack) return cgo;
-  }
-  return std::nullopt;
-}
-
 // The Go function's spans, with its switches of stacks where it is asmcgocall, cgocallback,
 // systemstack or morestack, and its frame-pointer ranges where it calls the vDSO.
 void add_go_function(Elf* elf, const go::GoTable& table, size_t index,
@@ -150,7 +136,8 @@ void add_go_spans(Elf* elf, std::vector<UnwindSpan>& spans, UnwindBudget& budget
       go::GoTable::from_elf({reinterpret_cast<const uint8_t*>(file), size}, nullptr);
   if (!table) return;
   std::vector<UnwindSpan> go_spans;
-  const std::optional<go::CgoSwitch> systemstack = find_systemstack_switch(elf, *table);
+  const std::optional<go::CgoSwitch> systemstack = go::systemstack_switch(
+      *table, [elf](uint64_t vaddr, uint64_t size) { return read_code_bytes(elf, vaddr, size); });
   for (size_t i = 0; i < table->function_count(); ++i) {
     if (budget.spent(spans.size() + go_spans.size())) return;
     add_go_function(elf, *table, i, systemstack, go_spans);

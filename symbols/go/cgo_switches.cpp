@@ -159,16 +159,46 @@ std::optional<CgoSwitch> cgocallback_switch(const Code& code, const FrameLayout&
                    *g_offset};
 }
 
+// The thread pointer's g slot `at`: its offset and the instructions' length. Two shapes: the
+// slot's offset in the load (`mov %fs:D,%rax`), or loaded into rcx first
+// (`mov $D,%rcx; mov %fs:(%rcx),%rax`: position-independent builds).
+struct TlsAccess {
+  int32_t offset = 0;
+  size_t length = 0;
+};
+std::optional<TlsAccess> g_from_tls(const Code& code, size_t at) {
+  constexpr std::array<uint8_t, 5> kTlsToAx = {0x64, 0x48, 0x8b, 0x04, 0x25};
+  constexpr std::array<uint8_t, 3> kImmToCx = {0x48, 0xc7, 0xc1};
+  constexpr std::array<uint8_t, 4> kTlsAtCxToAx = {0x64, 0x48, 0x8b, 0x01};
+  std::optional<TlsAccess> found;
+  if (code.has(at, kTlsToAx))
+    found = TlsAccess{code.s32(at + kTlsToAx.size()).value_or(1), kTlsToAx.size() + 4};
+  else if (code.has(at, kImmToCx) && code.has(at + kImmToCx.size() + 4, kTlsAtCxToAx))
+    found = TlsAccess{code.s32(at + kImmToCx.size()).value_or(1),
+                      kImmToCx.size() + 4 + kTlsAtCxToAx.size()};
+  if (!found || found->offset < INT16_MIN || found->offset > 0) return std::nullopt;
+  return found;
+}
+
+// The store of rax back into the g slot `offset` (as g_from_tls loaded it, rcx unchanged): its
+// length.
+std::optional<size_t> g_to_tls(const Code& code, size_t at, int32_t offset) {
+  constexpr std::array<uint8_t, 5> kAxToTls = {0x64, 0x48, 0x89, 0x04, 0x25};
+  constexpr std::array<uint8_t, 4> kAxToTlsAtCx = {0x64, 0x48, 0x89, 0x01};
+  if (code.has(at, kAxToTls) && code.s32(at + kAxToTls.size()) == offset)
+    return kAxToTls.size() + 4;
+  if (code.has(at, kAxToTlsAtCx)) return kAxToTlsAtCx.size();
+  return std::nullopt;
+}
+
 // systemstack's way back to the goroutine, just past its call (`call *%rdi`) of the function:
 // g from the thread pointer, g.m, m.curg, sp = curg.sched.sp (and in current releases rbp =
 // curg.sched.bp), the g slot cleared, then `ret` or `pop %rbp; ret`: the goroutine's frame is
 // the one systemstack returns to from sched.sp.
 std::optional<CgoSwitch> systemstack_switch(const Code& code) {
   constexpr std::array<uint8_t, 2> kCallRdi = {0xff, 0xd7};
-  constexpr std::array<uint8_t, 5> kTlsToAx = {0x64, 0x48, 0x8b, 0x04, 0x25};
   constexpr std::array<uint8_t, 4> kGMToBx = {0x48, 0x8b, 0x58, kGM};
   constexpr std::array<uint8_t, 3> kCurgToAx = {0x48, 0x8b, 0x83};
-  constexpr std::array<uint8_t, 5> kAxToTls = {0x64, 0x48, 0x89, 0x04, 0x25};
   constexpr std::array<uint8_t, 4> kSchedSpToSp = {0x48, 0x8b, 0x60, kGSchedSp};
   constexpr std::array<uint8_t, 3> kFieldToBp = {0x48, 0x8b, 0x68};
   constexpr std::array<uint8_t, 3> kZeroField = {0x48, 0xc7, 0x40};  // disp8, then imm32 0
@@ -176,16 +206,16 @@ std::optional<CgoSwitch> systemstack_switch(const Code& code) {
   if (!call) return std::nullopt;
   size_t at = *call + kCallRdi.size();
   const uint64_t return_address = code.address(at);
-  const std::optional<int32_t> g_offset = code.s32(at + kTlsToAx.size());
-  if (!code.has(at, kTlsToAx) || !g_offset || *g_offset < INT16_MIN || *g_offset > 0)
-    return std::nullopt;
-  at += kTlsToAx.size() + 4;
+  const std::optional<TlsAccess> g = g_from_tls(code, at);
+  if (!g) return std::nullopt;
+  at += g->length;
   if (!code.has(at, kGMToBx) || !code.has(at + 4, kCurgToAx)) return std::nullopt;
   const std::optional<int32_t> curg = code.s32(at + 4 + kCurgToAx.size());
   if (!curg || *curg <= 0 || *curg % 8 || *curg / 8 > UINT8_MAX) return std::nullopt;
   at += 4 + kCurgToAx.size() + 4;
-  if (!code.has(at, kAxToTls) || code.s32(at + kAxToTls.size()) != g_offset) return std::nullopt;
-  at += kAxToTls.size() + 4;
+  const std::optional<size_t> store = g_to_tls(code, at, g->offset);
+  if (!store) return std::nullopt;
+  at += *store;
   if (!code.has(at, kSchedSpToSp)) return std::nullopt;
   at += kSchedSpToSp.size();
   // What else the way back does to the old g (its sched.bp into rbp, fields cleared).
@@ -200,7 +230,7 @@ std::optional<CgoSwitch> systemstack_switch(const Code& code) {
   const bool pops_rbp = code.byte(at) == 0x5d && code.byte(at + 1) == 0xc3;
   if (!pops_rbp && code.byte(at) != 0xc3) return std::nullopt;
   CgoSwitch found{CgoSwitchKind::kSystemStack, return_address, pops_rbp ? 16 : 8, pops_rbp,
-                  *g_offset};
+                  g->offset};
   found.curg_offset = static_cast<uint32_t>(*curg);
   return found;
 }
@@ -244,6 +274,19 @@ std::vector<CgoSwitch> find_cgo_switches(std::string_view name, uint64_t entry,
     found = morestack_switch(function, *systemstack);
   if (found) return {*found};
   return {};
+}
+
+std::optional<CgoSwitch> systemstack_switch(const GoTable& table, const ReadCode& code) {
+  for (size_t i = 0; i < table.function_count(); ++i) {
+    const std::optional<GoFunction> f = table.function(i);
+    if (!f || f->end <= f->entry || !f->name.starts_with("runtime.systemstack")) continue;
+    const std::optional<FrameLayout> layout = table.frame_layout(i);
+    if (!layout) continue;
+    for (const CgoSwitch& found :
+         find_cgo_switches(f->name, f->entry, code(f->entry, f->end - f->entry), *layout))
+      if (found.kind == CgoSwitchKind::kSystemStack) return found;
+  }
+  return std::nullopt;
 }
 
 }  // namespace bpfprof::go

@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -64,5 +66,12 @@ struct CgoSwitch {
 std::vector<CgoSwitch> find_cgo_switches(std::string_view name, uint64_t entry,
                                          std::span<const uint8_t> code, const FrameLayout& layout,
                                          const CgoSwitch* systemstack = nullptr);
+
+// Bytes of the binary at a virtual address (fewer, or none, where its file has none).
+using ReadCode = std::function<std::vector<uint8_t>(uint64_t vaddr, uint64_t size)>;
+
+// The binary's systemstack switch, if it has one of a known shape: where morestack's goes
+// back to, and where a thread's g (its thread-pointer slot) and m.curg are.
+std::optional<CgoSwitch> systemstack_switch(const GoTable& table, const ReadCode& code);
 
 }  // namespace bpfprof::go

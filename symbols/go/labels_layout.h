@@ -10,7 +10,9 @@
 #include <span>
 #include <string_view>
 
+#include "symbols/go/cgo_switches.h"
 #include "symbols/go/go_release.h"
+#include "symbols/go/pclntab.h"
 
 namespace bpfprof::go {
 
@@ -36,5 +38,21 @@ std::optional<uint32_t> labels_offset_from_code(std::span<const uint8_t> code);
 // g (1.9+; the register ABI the code is read by, 1.17+).
 std::optional<LabelsLayout> labels_layout(std::optional<uint32_t> g_labels,
                                           std::optional<GoRelease> release);
+
+// Where a Go binary's running goroutine's labels are, for the kernel side: g at the thread
+// pointer + g_slot, the goroutine at m.curg (both from the binary's systemstack switch), and
+// its labels at g.labels in `layout`'s form.
+struct LabelsSite {
+  int32_t g_slot = 0;
+  uint32_t m_curg = 0;
+  LabelsLayout layout;
+};
+
+// The first function of that name (a linear search: for a few names once per binary).
+std::optional<GoFunction> function_named(const GoTable& table, std::string_view name);
+
+// nullopt: the binary sets no labels (it has no runtime_setProfLabel), or its code is of a
+// shape not known.
+std::optional<LabelsSite> labels_site(const GoTable& table, const ReadCode& code);
 
 }  // namespace bpfprof::go

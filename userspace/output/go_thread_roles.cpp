@@ -45,11 +45,15 @@ std::string stack_role(const std::vector<std::string_view>& names) {
   return "scheduler";
 }
 
+// The stack's function names from its outermost frame, but a label set's (which is not code).
 std::vector<std::string_view> names_root_first(const SharedTables& shared, StackIndex stack) {
   std::vector<std::string_view> names;
   for (std::optional<StackIndex> at = stack; at && names.size() < 4096;
-       at = shared.stacks.prefix(*at))
-    names.push_back(function_name(shared, shared.stacks.frame(*at)));
+       at = shared.stacks.prefix(*at)) {
+    const FrameIndex frame = shared.stacks.frame(*at);
+    if (shared.frames[frame].category != category_of(RuntimeKind::kGoLabels))
+      names.push_back(function_name(shared, frame));
+  }
   std::reverse(names.begin(), names.end());
   return names;
 }

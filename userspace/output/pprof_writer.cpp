@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "profile.pb.h"
+#include "userspace/model/label_set.h"
 #include "userspace/output/json_writer.h"
 
 namespace bpfprof {
@@ -132,7 +133,15 @@ void PprofBuilder::add_thread_samples(const ThreadTables& thread) {
 void PprofBuilder::add_sample(const ThreadTables& thread, std::optional<StackIndex> stack,
                               const SampleValues& values) {
   pb::Sample* sample = out_.add_sample();
+  std::optional<LabelSet> labels;
   for (std::optional<StackIndex> at = stack; at;) {
+    // A label set's frame, at the root: the sample's labels (go tool pprof -tags, -tagfocus).
+    const FrameTable::Frame& frame = t_.frames[t_.stacks.frame(*at)];
+    if (frame.category == category_of(RuntimeKind::kGoLabels)) {
+      labels = parse_label_frame_name(text(t_.funcs[frame.func].name));
+      at = t_.stacks.prefix(*at);
+      continue;
+    }
     std::optional<StackIndex> caller;
     sample->add_location_id(location_of_leaf(*at, caller));
     at = caller;
@@ -155,6 +164,8 @@ void PprofBuilder::add_sample(const ThreadTables& thread, std::optional<StackInd
   text_label("process_name", thread.process_name);
   text_label("thread_name", thread.name);
   if (std::optional<std::string> state = off_cpu_state(stack)) text_label("off_cpu_state", *state);
+  if (labels)
+    for (const auto& [key, value] : *labels) text_label(key.c_str(), value);
 }
 
 // A wait ends in its state's pseudo-frame ("[sleeping]"), the only frames of these categories.

@@ -62,6 +62,7 @@ class ProfileBuilder {
   StackIndex append_frames(std::optional<StackIndex> prefix, const FrameKey& key);
   StackRoot classify_outermost(const FrameKey& key);
   bool is_tracing_frame(const FrameKey& key);
+  bool is_label_frame(const FrameKey& key) const;
   const std::vector<FrameIndex>& frames_for(const FrameKey& key);
   FrameIndex pseudo_frame(Category category, const std::string& name);
   FrameIndex runtime_frame(RuntimeFrameId id);
@@ -157,11 +158,22 @@ void ProfileBuilder::build_stacks() {
   output_stack_of_->reserve(nodes.size());
   root_of_.reserve(nodes.size());
   for (const auto& node : nodes) {
-    if (node.parent == ResolvedStackTree::kRoot) {
+    // A label set's frame (userspace/model/label_set.h) is the root: the stack it labels is
+    // judged from its own outermost frame, the next one.
+    if (node.parent == ResolvedStackTree::kRoot && is_label_frame(node.key)) {
+      root_of_.push_back(StackRoot::kNoUserFrames);
+      output_stack_of_->push_back(append_frames(std::nullopt, node.key));
+      continue;
+    }
+    const bool under_labels = node.parent != ResolvedStackTree::kRoot &&
+                              nodes[node.parent].parent == ResolvedStackTree::kRoot &&
+                              is_label_frame(nodes[node.parent].key);
+    if (node.parent == ResolvedStackTree::kRoot || under_labels) {
       // The outermost frame: a user stack that does not begin at a thread root was cut
       // short (stack copy too small, no CFI, a frame-pointer walk gone astray) and says so.
       root_of_.push_back(classify_outermost(node.key));
       std::optional<StackIndex> out;
+      if (under_labels) out = (*output_stack_of_)[node.parent];
       if (root_of_.back() == StackRoot::kTruncated)
         out = out_.shared.stacks.add(out, frames_for(FrameKey::truncated()).front());
       output_stack_of_->push_back(append_frames(out, node.key));
@@ -207,6 +219,12 @@ StackRoot ProfileBuilder::classify_outermost(const FrameKey& key) {
   return is_libc_thread_start(function_name(out_.shared, frames_for(key).front()))
              ? StackRoot::kThreadRoot
              : StackRoot::kTruncated;
+}
+
+bool ProfileBuilder::is_label_frame(const FrameKey& key) const {
+  return key.kind == FrameKind::kRuntime &&
+         recording_.runtime_frames.function_of(key.runtime_frame()).runtime ==
+             RuntimeKind::kGoLabels;
 }
 
 bool ProfileBuilder::is_tracing_frame(const FrameKey& key) {

@@ -85,6 +85,12 @@ std::vector<ProcessCpuTime> processes_by_cpu_time(const SessionModel& model) {
 void add_runtime_entries(RuntimeKind runtime, const RuntimeStats& stats,
                          std::vector<ReportEntry>& entries) {
   const std::string name(runtime_name(runtime));
+  if (runtime == RuntimeKind::kGoLabels) {
+    if (stats.stacks)
+      entries.push_back({"Stacks of labelling Go programs with a label set", "percentage",
+                         static_cast<double>(stats.merged) / static_cast<double>(stats.stacks)});
+    return;
+  }
   if (stats.stacks)
     entries.push_back({name + " stacks with " + name + " frames", "percentage",
                        static_cast<double>(stats.merged) / static_cast<double>(stats.stacks)});

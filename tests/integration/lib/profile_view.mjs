@@ -13,6 +13,9 @@ export function readProfile(file) {
 
 // A view over one processed profile (shared tables, version 70 layout) that turns sample
 // stacks into lists of frames.
+// The category of a label set's frame (bpf/runtime_list.h's GOLABELS).
+export const LABELS_CATEGORY = 'Go labels';
+
 export class ProfileView {
   constructor(profile) {
     this.profile = profile;
@@ -67,7 +70,9 @@ export class ProfileView {
     return cached;
   }
 
-  // [{ frames, weight, cpuDelta, time }] of one thread.
+  // [{ frames, labels, weight, cpuDelta, time }] of one thread. A label set's frame at the root
+  // (Go's goroutine labels, "[labels] k=v, ...") is the sample's `labels` (its name), not one of
+  // its frames: where a stack begins is what comes after it.
   samples(thread) {
     const s = thread.samples;
     const n = s.length ?? s.stack.length;
@@ -75,8 +80,15 @@ export class ProfileView {
     let time = 0;
     for (let i = 0; i < n; i++) {
       time = s.time ? s.time[i] : time + (s.timeDeltas ? s.timeDeltas[i] : 0);
+      let frames = this.frames(s.stack[i]);
+      let labels = null;
+      if (frames[0]?.category === LABELS_CATEGORY) {
+        labels = frames[0].name;
+        frames = frames.slice(1);
+      }
       out.push({
-        frames: this.frames(s.stack[i]),
+        frames,
+        labels,
         weight: s.weight ? s.weight[i] : 1,
         cpuDelta: s.threadCPUDelta ? s.threadCPUDelta[i] : null,
         time,
