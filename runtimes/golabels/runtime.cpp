@@ -72,6 +72,7 @@ void GoLabelsStacks::take_event(const void* data, size_t size, RuntimeStats& sta
       return;
     case BPFPROF_GO_LABELS_TOO_MANY:
       ++stats.at_limit;
+      if (*count == 0) return;  // a map of several buckets: none read, no set to show
       [[fallthrough]];
     case BPFPROF_GO_LABELS_READ:
       sets_[key] = Set{label_set_of(e, *count), std::nullopt};

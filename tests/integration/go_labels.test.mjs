@@ -163,3 +163,33 @@ for (const [fixture, release] of [['go/go_cpu', 'Go 1.19'], ['go/go_cpu_current'
     });
   });
 }
+
+// A Go program whose labels lead to garbage (a map header of one bucket whose keys point
+// nowhere, set through the runtime's own setter): no sample gets a set, each read is counted
+// unreadable, and its stacks are as complete as any.
+describe('go_garbage: goroutine labels that lead to garbage', () => {
+  it('give no label set, are counted, and cost the stacks nothing', async (t) => {
+    if (!requireRecorder(t)) return;
+    if (!existsSync(fixturePath('go/go_garbage'))) {
+      if (IS_CI) assert.fail(`${fixturePath('go/go_garbage')} missing under CI=true`);
+      return t.skip('go not installed');
+    }
+    const rec = await recordFixture('go/go_garbage', 1500, { label: 'go_labels_garbage' });
+    const view = new ProfileView(rec.profile);
+    let total = 0;
+    let labelled = 0;
+    for (const thread of view.threads) {
+      if (thread.processName !== 'go_garbage') continue;
+      for (const s of view.samples(thread)) {
+        if (s.labels) labelled += s.weight;
+        if (!STATE_FRAMES.has(s.frames.at(-1)?.name)) total += s.weight;  // on-CPU
+      }
+    }
+    const unreadable = Number(/go labels: .* (\d+) unreadable/.exec(rec.result.stderr)?.[1]);
+    t.diagnostic(`${total} on-CPU samples; ${labelled} samples and waits with a label set; ${unreadable} reads unreadable`);
+    assert.ok(total >= 500, `${total} samples`);
+    assert.equal(labelled, 0);
+    assert.ok(unreadable >= total / 2, `the summary: ${rec.result.stderr}`);
+    assert.match(rec.result.stderr, /user stacks complete: (99\.\d|100\.0)%/);
+  });
+});
