@@ -22,9 +22,10 @@ namespace {
 // Go's traceback ends (a goroutine's or thread's first function, a switch of stacks) the walk
 // stops (ROOT); whether the stack is complete there is GoTable::is_root_at's to say. With
 // `through_switch` (a vDSO caller, whose switch go_vdso_spans covers), its pcsp rows are used.
+// A signal trampoline's rows lead to the restorer above it (add_signal_return_span), not a stop.
 void add_go_function_spans(const go::FrameLayout& layout, bool through_switch,
-                           std::vector<UnwindSpan>& spans) {
-  const bool stops = layout.end == go::TracebackEnd::kTopFrame ||
+                           bool signal_trampoline, std::vector<UnwindSpan>& spans) {
+  const bool stops = (layout.end == go::TracebackEnd::kTopFrame && !signal_trampoline) ||
                      (layout.end == go::TracebackEnd::kStackSwitch && !through_switch);
   for (const go::SpDelta& sp : layout.sp) {
     UnwindSpan span{sp.start, sp.end, {}, UnwindGap::kNoCfi};
@@ -114,7 +115,8 @@ void add_go_function(Elf* elf, const go::GoTable& table, size_t index,
     vdso_ranges =
         go::frame_pointer_ranges(f->entry, read_code_bytes(elf, f->entry, f->end - f->entry));
   std::vector<UnwindSpan> function;
-  add_go_function_spans(*layout, !vdso_ranges.empty(), function);
+  add_go_function_spans(*layout, !vdso_ranges.empty(), f && go::is_signal_trampoline(f->name),
+                        function);
   add_vdso_caller_spans(vdso_ranges, function);
   if (has_code && may_switch_stacks(f->name)) {
     const std::vector<uint8_t> code = read_code_bytes(elf, f->entry, f->end - f->entry);
@@ -123,6 +125,23 @@ void add_go_function(Elf* elf, const go::GoTable& table, size_t index,
       add_cgo_switch_span(cgo, function);
   }
   spans.insert(spans.end(), function.begin(), function.end());
+}
+
+// The restorer's code, and the padding byte before it: the signal trampoline returns to its
+// first instruction, whose row the walk finds at the byte before (a return address's), and a
+// thread in its rt_sigreturn is at the second. Both have the interrupted context at sp, as at
+// glibc's __restore_rt (BPFPROF_CFA_SIGNAL). Only where that byte is padding (int3).
+void add_signal_return_spans(Elf* elf, const go::GoTable& table, std::vector<UnwindSpan>& spans) {
+  for (size_t i = 0; i < table.function_count(); ++i) {
+    const std::optional<go::GoFunction> f = table.function(i);
+    if (!f || f->entry == 0 || f->end <= f->entry || !go::is_signal_return(f->name)) continue;
+    if (read_code_bytes(elf, f->entry - 1, 1) != std::vector<uint8_t>{0xcc}) continue;
+    UnwindSpan span{f->entry - 1, f->end, {}, UnwindGap::kNoCfi};
+    span.row.cfa_rule = BPFPROF_CFA_SIGNAL;
+    span.row.rbp_rule = BPFPROF_RBP_UNKNOWN;
+    span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
+    overlay_span(span, spans);
+  }
 }
 
 }  // namespace
@@ -143,6 +162,7 @@ void add_go_spans(Elf* elf, std::vector<UnwindSpan>& spans, UnwindBudget& budget
     add_go_function(elf, *table, i, systemstack, go_spans);
   }
   if (go_spans.empty()) return;
+  add_signal_return_spans(elf, *table, go_spans);
   // Spans over the Go functions' code (sorted by start, not overlapping) are dropped.
   std::erase_if(spans, [&](const UnwindSpan& s) {
     auto after =

@@ -33,8 +33,8 @@ namespace bpfprof {
 // 5: a return address held in rdi (vfork); 6: rbx's rules, a CFA from rbx (16-byte rows);
 // 7: Go's functions from Go's pcsp table; 8: V8's embedded builtins by rbp (v8_builtins.h);
 // 11: a .text mostly without CFI (Chromium's) by rbp; 12: the compact form after the rows;
-// 13: Go's vDSO callers by their frame base.
-inline constexpr uint32_t kUnwindCacheVersion = 13;
+// 13: Go's vDSO callers by their frame base; 14: Go's signal trampoline and restorer.
+inline constexpr uint32_t kUnwindCacheVersion = 14;
 
 struct UnwindCacheHeader {
   char magic[8];  // "BPFPUNWT"

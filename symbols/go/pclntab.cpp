@@ -426,6 +426,14 @@ TracebackEnd traceback_end_by_name(std::string_view name) {
 
 }  // namespace
 
+bool is_signal_trampoline(std::string_view name) {
+  return is_one_of(name, {"runtime.sigtramp", "runtime.cgoSigtramp"});
+}
+
+bool is_signal_return(std::string_view name) {
+  return is_one_of(name, {"runtime.sigreturn", "runtime.sigreturn__sigaction"});
+}
+
 TracebackEnd GoTable::State::traceback_end(const Func& f) const {
   if (f.flag & kFlagTopFrame) return TracebackEnd::kTopFrame;
   if (f.flag & kFlagSpWrite) return TracebackEnd::kStackSwitch;
@@ -442,7 +450,7 @@ std::optional<bool> GoTable::is_root_at(uint64_t pc) const {
   if (!function) return {};
   switch (state_->traceback_end(*f)) {
     case TracebackEnd::kTopFrame:
-      return !is_one_of(*function, {"runtime.sigtramp", "runtime.cgoSigtramp"});
+      return !is_signal_trampoline(*function);
     case TracebackEnd::kStackSwitch:
       // The scheduler's roots on the system stack: mcall's, and morestack's where the walk
       // stops at it (past its switch it goes on into the goroutine; it stops where newstack

@@ -97,6 +97,14 @@ struct PclntabInput {
 // order: what from_pclntab checks first, without copying anything.
 bool looks_like_pclntab(std::span<const uint8_t> bytes);
 
+// Go's signal handler entry (runtime.sigtramp, and cgoSigtramp, which jumps to it): a top frame
+// to Go's traceback, but the kernel's signal frame is above it, and the interrupted code above
+// that.
+bool is_signal_trampoline(std::string_view name);
+// The restorer Go gives the kernel (runtime.sigreturn, from 1.21 runtime.sigreturn__sigaction):
+// where the signal handler returns to, with the interrupted context at sp.
+bool is_signal_return(std::string_view name);
+
 class GoTable {
  public:
   // The table of an ELF file's bytes (little-endian, 32 or 64 bits): the `.gopclntab`

@@ -174,7 +174,7 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
     const metrics = {};
     before(async () => {
       if (recorderUnavailableReason() || !existsSync(fixturePath(fixture))) return;
-      rec = await recordFixture(fixture, DURATION_MS, { label: `go_stacks_${label}`, args: ['clock'] });
+      rec = await recordFixture(fixture, DURATION_MS, { label: `go_stacks_${label}`, args: ['clock', 'signals'] });
       rec.view = new ProfileView(rec.profile);
     });
 
@@ -212,6 +212,24 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
                    `${chain.join(' > ')} > ... > time.now or runtime.nanotime1 > __vdso_...; top:\n    ${topStacks(samples, 3)}`);
       assert.ok(weightOf(samples) >= 50, `${weightOf(samples)} samples in the vDSO`);
       assert.ok(metrics.vdsoJoined >= 0.98, `joined to the goroutine: ${pct(metrics.vdsoJoined)}`);
+    });
+
+    // A goroutine signals the process in a loop: a sample in Go's signal handler goes on
+    // through runtime.sigtramp and the kernel's signal frame (the restorer,
+    // runtime.sigreturn) into the code the signal interrupted, and on to its goroutine's root.
+    it('goes on from Go\'s signal handler into the code it interrupted', (t) => {
+      if (!requireRecorder(t) || !requireFile(t, fixturePath(fixture), 'go not installed')) return;
+      const inHandler = samplesOf(rec.view, label).filter((s) => s.user.some((f) => f.name === 'runtime.sigtramp'));
+      const total = weightOf(inHandler);
+      const rooted = weightOf(inHandler, reachesRoot);
+      const beyond = weightOf(inHandler, (s) => s.user.findIndex((f) => f.name === 'runtime.sigtramp') > 1);
+      metrics.signalHandlerSamples = total;
+      metrics.signalHandlerRooted = rooted / (total || 1);
+      t.diagnostic(`${total} on-CPU samples in the signal handler: ${pct(rooted / (total || 1))} reach a root, ` +
+                   `${pct(beyond / (total || 1))} with frames above the handler; top:\n    ${topStacks(inHandler, 3)}`);
+      assert.ok(total >= 30, `${total} samples in the signal handler`);
+      assert.ok(rooted / total >= 0.97, `${pct(rooted / total)} reach a root`);
+      assert.ok(beyond / total >= 0.97, `${pct(beyond / total)} go on above the handler`);
     });
 
     // The runtime's work on the system stack (the garbage collector's, large allocations')

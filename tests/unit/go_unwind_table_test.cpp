@@ -55,6 +55,7 @@ TEST_P(GoUnwindTable, CoversGoCodeAndEndsAtGoRoots) {
   std::unique_ptr<go::GoTable> table = go_table(path);
   ASSERT_TRUE(table);
   size_t functions = 0;
+  size_t restorers = 0;
   std::vector<std::string> roots;
   for (size_t i = 0; i < table->function_count(); ++i) {
     std::optional<go::GoFunction> f = table->function(i);
@@ -65,6 +66,13 @@ TEST_P(GoUnwindTable, CoversGoCodeAndEndsAtGoRoots) {
     ASSERT_NE(entry, nullptr) << f->name;
     if (entry->cfa_rule == BPFPROF_CFA_ROOT) {
       roots.emplace_back(f->name);
+      continue;
+    }
+    // The signal restorer: the interrupted context at sp, from the padding byte before it on.
+    if (go::is_signal_return(f->name)) {
+      ++restorers;
+      EXPECT_EQ(entry->cfa_rule, BPFPROF_CFA_SIGNAL) << f->name;
+      EXPECT_EQ(find_unwind_row(*rows, f->entry - 1)->cfa_rule, BPFPROF_CFA_SIGNAL) << f->name;
       continue;
     }
     EXPECT_EQ(entry->cfa_rule, BPFPROF_CFA_RSP) << f->name;
@@ -80,6 +88,9 @@ TEST_P(GoUnwindTable, CoversGoCodeAndEndsAtGoRoots) {
     }
   }
   EXPECT_GT(functions, 1000u);
+  EXPECT_EQ(restorers, 1u);
+  // Go's traceback stops at its signal trampoline; the walk goes on to the restorer above it.
+  EXPECT_EQ(std::find(roots.begin(), roots.end(), "runtime.sigtramp"), roots.end());
   for (const char* root : {"runtime.goexit", "runtime.mstart", "runtime.rt0_go",
                            "runtime.systemstack", "runtime.mcall", "runtime.morestack"})
     EXPECT_NE(std::find_if(roots.begin(), roots.end(),
@@ -106,7 +117,9 @@ TEST(GoUnwindTable, AgreesWithGoDebugFrame) {
   for (size_t i = 0; i < table->function_count(); ++i) {
     std::optional<go::GoFunction> f = table->function(i);
     std::optional<go::FrameLayout> layout = table->frame_layout(i);
-    if (!f || !layout || layout->end != go::TracebackEnd::kNo || layout->sp.empty()) continue;
+    if (!f || !layout || layout->end != go::TracebackEnd::kNo || layout->sp.empty() ||
+        go::is_signal_return(f->name))
+      continue;
     for (uint64_t pc = f->entry; pc < layout->sp.back().end; pc += 3) {
       Dwarf_Frame* frame = nullptr;
       if (dwarf_cfi_addrframe(cfi.cfi, pc + cfi.cfi_minus_vaddr, &frame) != 0) continue;
