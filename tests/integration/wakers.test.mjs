@@ -67,9 +67,11 @@ function summary(markers, limit = 3) {
     `[${k.causeFrames.slice(-6).map((f) => f.name).join(' > ')}]`).join('\n  ');
 }
 
-// Records `args` (-p or -a) while the fixture runs, started 300 ms before: { rec, fixture }.
+// Records `args` (-p or -a, 1.5 s) while the fixture runs, started 300 ms before: { rec,
+// fixture }. The fixture outlives the recording by seconds: a loaded machine (CI's) can take
+// two of them to load the recorder's BPF programs, and the attach must find it running.
 async function recordRunningFixture(label, args) {
-  const target = startBackground(fixturePath('wakers'), ['2500']);
+  const target = startBackground(fixturePath('wakers'), ['4500']);
   await sleep(300);
   const rec = await recordWith(label, typeof args === 'function' ? args(target.pid) : args);
   const done = await target.done;
