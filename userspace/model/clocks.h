@@ -30,6 +30,24 @@ inline double wall_clock_ms_now() {
   return milliseconds(ts);
 }
 
+// The wall clock at monotonic time `t`, from the closest of a few back-to-back readings of both
+// clocks: one read across a preemption (a loaded machine's, milliseconds) would put every time
+// of the profile off by as long against the programs' own wall clocks.
+inline double wall_clock_ms_at(MonotonicNs t) {
+  double best_gap = 0;
+  double wall_at_t = 0;
+  for (int i = 0; i < 5; ++i) {
+    const MonotonicNs before = monotonic_now();
+    const double wall = wall_clock_ms_now();
+    const double gap = ms_between(before, monotonic_now());
+    if (i == 0 || gap < best_gap) {
+      best_gap = gap;
+      wall_at_t = wall - ms_between(t, before) - gap / 2;
+    }
+  }
+  return wall_at_t;
+}
+
 // CPU time of the calling thread.
 inline double thread_cpu_ms() {
   timespec ts;

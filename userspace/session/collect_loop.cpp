@@ -164,7 +164,7 @@ void CollectLoop::start_kernel_unwinding() {
 void CollectLoop::start_clock() {
   recording_.start_time = monotonic_now();
   figures_.own_cpu_at_start_ms = process_cpu_ms();
-  recording_.start_wall_clock_ms = wall_clock_ms_now();
+  recording_.start_wall_clock_ms = wall_clock_ms_at(recording_.start_time);
   open_event_log();
 }
 
