@@ -245,7 +245,7 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
       assert.ok(joined >= 0.95, `joined to the goroutine: ${pct(joined)}`);
     });
 
-    // Go names no thread: each is named after what it ran most (go_thread_roles.h). The four
+    // Go names no thread: each is named after what it ran most (go_thread_roles.h). The five
     // goroutines keep the two Ps busy for the run, and sysmon has its own M. Which goroutine an
     // M ran most is the scheduler's choice (they move between Ms at each preemption): three
     // Ms were once all named main.sortWork. So the Ms that ran them are named after one of them.
@@ -254,7 +254,7 @@ for (const [fixture, label] of [['go/go_cpu', 'go_cpu'], ['go/go_cpu_stripped', 
       const names = rec.view.threads.filter((th) => th.processName === label).map((th) => th.name);
       t.diagnostic(`threads: ${names.join(', ')}`);
       assert.ok(names.includes(`${label} (runtime.sysmon)`), names.join(', '));
-      const work = new Set(['main.hashWork', 'main.jsonWork', 'main.sortWork', 'main.clockWork']
+      const work = new Set(['main.hashWork', 'main.jsonWork', 'main.sortWork', 'main.clockWork', 'main.signalWork']
         .map((fn) => `${label} (${fn})`));
       const workers = names.filter((name) => work.has(name));
       assert.ok(workers.length >= 2, `threads named after the goroutines' work: ${workers.join(', ')}`);
