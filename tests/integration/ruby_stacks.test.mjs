@@ -238,7 +238,7 @@ describe('ruby_stacks with -p', () => {
     rmSync(file, { force: true });
     const recorder = startBackground(BPFPROF, ['record', '-v', '-F', String(FREQUENCY_HZ), '-o', file,
       ...callGraphArgs([]), '-p', String(target.pid)]);
-    await untilSampling(recorder);
+    await untilSampling(recorder, { target });
     target.child.kill('SIGUSR1');
     const [exit, result] = await Promise.all([target.done, recorder.done]);
     assert.equal(exit.code, 0, `work.rb failed: ${exit.stderr}`);

@@ -105,11 +105,15 @@ export function saveMetrics(name, metrics) {
 
 // Waits until a `bpfprof record -p/-a` started with startBackground says it samples (its
 // set-up takes ~0.2-0.7 s, more on a loaded machine): what starts after this is recorded.
-export async function untilSampling(recorder, { timeoutMs = 20_000 } = {}) {
+// `target`: the process it attached to (startBackground's), said of when the recorder fails.
+export async function untilSampling(recorder, { timeoutMs = 20_000, target = null } = {}) {
   const started = Date.now();
+  const targetState = () => (!target ? '' : target.exited()
+    ? `\nthe target ${target.pid} had exited; its stderr:\n${target.stderrSoFar()}`
+    : `\nthe target ${target.pid} still runs`);
   for (;;) {
     if (/^bpfprof: sampling .* from now/m.test(recorder.stderrSoFar())) return;
-    assert.ok(!recorder.exited(), `bpfprof ended before sampling:\n${recorder.stderrSoFar()}`);
+    assert.ok(!recorder.exited(), `bpfprof ended before sampling:\n${recorder.stderrSoFar()}${targetState()}`);
     assert.ok(Date.now() - started < timeoutMs,
               `bpfprof not sampling after ${timeoutMs} ms:\n${recorder.stderrSoFar()}`);
     await sleep(10);
