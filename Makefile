@@ -36,16 +36,18 @@ demo: build
 # at idle priority (SCHED_IDLE) beside them: they take only the CPU time the recordings leave.
 # Tests run $(JOBS) at a time, except the recordings that measure CPU time, scheduling or
 # losses, which run alone (RUN_SERIAL in tests/integration/CMakeLists.txt). The integration
-# tests' Node packages and Chromium are installed while the first build runs (mostly download
-# and unpacking).
+# tests' Node packages, Chromium and the current Go toolchain are installed while the first build
+# runs (mostly download and unpacking).
 test: deps
 	@mkdir -p $(BUILD_DIR) && { \
 	  scripts/setup-profiler-cli.sh > $(BUILD_DIR)/setup-profiler-cli.log 2>&1 & setup=$$!; \
 	  scripts/install-deps.sh --browser > $(BUILD_DIR)/install-browser.log 2>&1 & browser=$$!; \
+	  scripts/go-current.sh $(BUILD_DIR)/tests/fixtures/go go version > $(BUILD_DIR)/go-current.log 2>&1 & gocurrent=$$!; \
 	  $(CONFIGURE) && \
 	  cmake --build $(BUILD_DIR) -j $(JOBS) --target integration_programs; status=$$?; \
 	  wait $$setup || { cat $(BUILD_DIR)/setup-profiler-cli.log; status=1; }; \
 	  wait $$browser || { cat $(BUILD_DIR)/install-browser.log; status=1; }; \
+	  wait $$gocurrent || { cat $(BUILD_DIR)/go-current.log; status=1; }; \
 	  exit $$status; }
 	@cd $(BUILD_DIR) && rm -f rest-build.status unit-test.status && { \
 	  { chrt --idle 0 cmake --build . -j $(JOBS) > rest-build.log 2>&1; echo $$? > rest-build.status; \

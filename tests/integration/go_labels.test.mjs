@@ -15,7 +15,7 @@ import {
   recorderUnavailableReason, requireRecorder, run, saveMetrics,
 } from './lib/harness.mjs';
 
-const DURATION_MS = 6000;
+const DURATION_MS = 4000;
 const WORKS = ['clock', 'hash', 'json', 'sort'];
 const SET_OF = (work) => `[labels] fixture=go_cpu, work=${work}`;
 const LOOP_OF = { clock: 'main.clockWork', hash: 'main.hashWork', json: 'main.jsonWork', sort: 'main.sortWork' };

@@ -69,9 +69,9 @@ function summary(markers, limit = 3) {
 
 // Records `args` (-p or -a, 1.5 s) while the fixture runs, started 300 ms before: { rec,
 // fixture }. The fixture outlives the recording by seconds: a loaded machine (CI's) can take
-// two of them to load the recorder's BPF programs, and the attach must find it running.
+// two seconds to load the recorder's BPF programs, and the attach must find it running.
 async function recordRunningFixture(label, args) {
-  const target = startBackground(fixturePath('wakers'), ['4500']);
+  const target = startBackground(fixturePath('wakers'), ['3500']);
   await sleep(300);
   const rec = await recordWith(label, typeof args === 'function' ? args(target.pid) : args);
   const done = await target.done;
