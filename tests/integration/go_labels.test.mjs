@@ -54,11 +54,17 @@ for (const [fixture, release] of [['go/go_cpu', 'Go 1.19'], ['go/go_cpu_current'
       if (recorderUnavailableReason() || !existsSync(fixturePath(fixture))) return;
       goProfile = join(RESULTS_DIR, `go_labels_${label}.pprof`);
       rmSync(goProfile, { force: true });
+      // One P: the goroutines take turns on one thread, so that Go's own sampler (a per-thread
+      // CPU timer that fires at most once a kernel tick) samples each of them alike however much
+      // CPU the machine gives that thread (beside other tests, two Ps shared the CPUs unevenly
+      // and runtime/pprof's json share fell 5 points below the goroutines' own).
       process.env.GO_CPU_PPROF = goProfile;
+      process.env.GOMAXPROCS = '1';
       try {
         rec = await recordFixture(fixture, DURATION_MS, { label: `go_labels_${label}`, args: ['clock'] });
       } finally {
         delete process.env.GO_CPU_PPROF;
+        delete process.env.GOMAXPROCS;
       }
       view = new ProfileView(rec.profile);
     });
