@@ -150,9 +150,13 @@ describe('fixtures (run without the recorder)', () => {
       assert.equal(r.code, 0, r.stderr);
       const lines = parseCputimeLines(r.stdout);
       assert.deepEqual(lines.map((l) => l.name).sort(), [...names].sort(), r.stdout);
+      // Each working thread spun: this runs beside other tests (ctest -j2), whose busy threads
+      // share the two CPUs (a fresh clone's worker-alpha had 72 ms of 300 beside go_names'
+      // three goroutines), so the bound says it ran, not how much CPU it was given. How much
+      // is checked against the kernel's accounting where tests run alone.
       for (const l of lines) {
         if (l.name !== 'threads') // the main thread of `threads` only waits
-          assert.ok(l.ns > 100e6, `${fixture}: ${l.name} used only ${l.ns} ns in 300 ms`);
+          assert.ok(l.ns > 30e6, `${fixture}: ${l.name} used only ${l.ns} ns in 300 ms`);
       }
       assert.equal(new Set(lines.map((l) => l.tid)).size, lines.length);
     });
