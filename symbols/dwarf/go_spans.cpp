@@ -101,8 +101,23 @@ bool may_switch_stacks(std::string_view name) {
          name.starts_with("runtime.morestack");
 }
 
+// The restorer's code, and the padding byte before it: the signal trampoline returns to its
+// first instruction, whose row the walk finds at the byte before (a return address's), and a
+// thread in its rt_sigreturn is at the second. Both have the interrupted context at sp, as at
+// glibc's __restore_rt (BPFPROF_CFA_SIGNAL). Only where that byte is padding (int3): over the
+// spans made so far, which end with the function before it.
+void add_signal_return_span(Elf* elf, const go::GoFunction& f, std::vector<UnwindSpan>& spans) {
+  if (f.entry == 0 || read_code_bytes(elf, f.entry - 1, 1) != std::vector<uint8_t>{0xcc}) return;
+  UnwindSpan span{f.entry - 1, f.end, {}, UnwindGap::kNoCfi};
+  span.row.cfa_rule = BPFPROF_CFA_SIGNAL;
+  span.row.rbp_rule = BPFPROF_RBP_UNKNOWN;
+  span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
+  overlay_span(span, spans);
+}
+
 // The Go function's spans, with its switches of stacks where it is asmcgocall, cgocallback,
-// systemstack or morestack, and its frame-pointer ranges where it calls the vDSO.
+// systemstack or morestack, its frame-pointer ranges where it calls the vDSO, and the signal
+// frame's row where it is the signal restorer.
 void add_go_function(Elf* elf, const go::GoTable& table, size_t index,
                      const std::optional<go::CgoSwitch>& systemstack,
                      std::vector<UnwindSpan>& spans) {
@@ -125,23 +140,7 @@ void add_go_function(Elf* elf, const go::GoTable& table, size_t index,
       add_cgo_switch_span(cgo, function);
   }
   spans.insert(spans.end(), function.begin(), function.end());
-}
-
-// The restorer's code, and the padding byte before it: the signal trampoline returns to its
-// first instruction, whose row the walk finds at the byte before (a return address's), and a
-// thread in its rt_sigreturn is at the second. Both have the interrupted context at sp, as at
-// glibc's __restore_rt (BPFPROF_CFA_SIGNAL). Only where that byte is padding (int3).
-void add_signal_return_spans(Elf* elf, const go::GoTable& table, std::vector<UnwindSpan>& spans) {
-  for (size_t i = 0; i < table.function_count(); ++i) {
-    const std::optional<go::GoFunction> f = table.function(i);
-    if (!f || f->entry == 0 || f->end <= f->entry || !go::is_signal_return(f->name)) continue;
-    if (read_code_bytes(elf, f->entry - 1, 1) != std::vector<uint8_t>{0xcc}) continue;
-    UnwindSpan span{f->entry - 1, f->end, {}, UnwindGap::kNoCfi};
-    span.row.cfa_rule = BPFPROF_CFA_SIGNAL;
-    span.row.rbp_rule = BPFPROF_RBP_UNKNOWN;
-    span.row.rbx_rule = BPFPROF_RBP_UNKNOWN;
-    overlay_span(span, spans);
-  }
+  if (has_code && go::is_signal_return(f->name)) add_signal_return_span(elf, *f, spans);
 }
 
 }  // namespace
@@ -162,7 +161,6 @@ void add_go_spans(Elf* elf, std::vector<UnwindSpan>& spans, UnwindBudget& budget
     add_go_function(elf, *table, i, systemstack, go_spans);
   }
   if (go_spans.empty()) return;
-  add_signal_return_spans(elf, *table, go_spans);
   // Spans over the Go functions' code (sorted by start, not overlapping) are dropped.
   std::erase_if(spans, [&](const UnwindSpan& s) {
     auto after =

@@ -166,18 +166,18 @@ void add_runtime_problems(const RunReport& r, Lines& lines) {
   }
 }
 
-// How many stacks of interpreters got their runtime's frames, and why the others did not.
 // Go's goroutine labels: a set at the root of a stack, not frames of an interpreter.
 void add_label_figures(const RuntimeStats& p, Lines& lines) {
   add(lines,
       "go labels: %llu process(es) labelling goroutines; a label set on %.1f%% of the %llu "
       "stacks they were read for (%.0f bytes per stack); %llu unreadable, %llu with more than "
-      "%u labels (the first %u kept)",
+      "%u labels (a slice's first %u kept, a map's not read)",
       count(p.interpreters), 100.0 * static_cast<double>(p.merged) / static_cast<double>(p.stacks),
       count(p.stacks), static_cast<double>(p.event_bytes) / static_cast<double>(p.stacks),
       count(p.unreadable), count(p.at_limit), p.max_frames, p.max_frames);
 }
 
+// How many stacks of interpreters got their runtime's frames, and why the others did not.
 void add_runtime_figures(RuntimeKind runtime, const RuntimeStats& p, Lines& lines) {
   if (!p.stacks) return;
   if (runtime == RuntimeKind::kGoLabels) return add_label_figures(p, lines);

@@ -51,8 +51,7 @@ std::vector<std::string_view> names_root_first(const SharedTables& shared, Stack
   for (std::optional<StackIndex> at = stack; at && names.size() < 4096;
        at = shared.stacks.prefix(*at)) {
     const FrameIndex frame = shared.stacks.frame(*at);
-    if (shared.frames[frame].category != category_of(RuntimeKind::kGoLabels))
-      names.push_back(function_name(shared, frame));
+    if (!shared.frames[frame].is_label_set()) names.push_back(function_name(shared, frame));
   }
   std::reverse(names.begin(), names.end());
   return names;

@@ -137,7 +137,7 @@ void PprofBuilder::add_sample(const ThreadTables& thread, std::optional<StackInd
   for (std::optional<StackIndex> at = stack; at;) {
     // A label set's frame, at the root: the sample's labels (go tool pprof -tags, -tagfocus).
     const FrameTable::Frame& frame = t_.frames[t_.stacks.frame(*at)];
-    if (frame.category == category_of(RuntimeKind::kGoLabels)) {
+    if (frame.is_label_set()) {
       labels = parse_label_frame_name(text(t_.funcs[frame.func].name));
       at = t_.stacks.prefix(*at);
       continue;

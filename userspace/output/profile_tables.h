@@ -167,6 +167,8 @@ class FrameTable {
     std::optional<NativeSymbolIndex> native_symbol;
     uint32_t inline_depth = 0;
     std::optional<uint32_t> line;
+    // A label set's frame (userspace/model/label_set.h), at the root of the stack it labels.
+    bool is_label_set() const { return category == category_of(RuntimeKind::kGoLabels); }
   };
   FrameIndex add(const Frame& frame);
   const Frame& operator[](FrameIndex i) const { return frames_[i.value]; }
