@@ -91,6 +91,7 @@ bench: build
 	  echo; echo "## Overhead, deep stacks (SHAPE=deep bench/overhead.sh)"; SHAPE=deep bench/overhead.sh 2>/dev/null; \
 	  echo; echo "## One sample's cost in the interrupt (bench/sample_cost.sh)"; bench/sample_cost.sh 2>/dev/null; \
 	  echo; echo "## What recording adds to each system call (bench/syscall_cost.sh)"; bench/syscall_cost.sh 2>/dev/null; \
+	  echo; echo "## What record --cgroup costs the rest of the machine (bench/cgroup_cost.sh)"; bench/cgroup_cost.sh 2>/dev/null; \
 	  echo; echo "## Unwind tables ($(BUILD_DIR)/bench/unwind_table_bench)"; $(BUILD_DIR)/bench/unwind_table_bench; \
 	  echo; echo "## The verifier's cost per program ($(BUILD_DIR)/bench/verify_cost)"; $(BUILD_DIR)/bench/verify_cost $(BUILD_DIR)/bpf/profiler.bpf.o; \
 	  echo; echo "## Capacity (bench/capacity.sh)"; bench/capacity.sh; \

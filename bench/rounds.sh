@@ -37,6 +37,22 @@ run_rounds() {
   done
 }
 
+# The ns per system call of each mode against alone's, and the header of the paired rows that
+# follow (syscall_cost.sh, cgroup_cost.sh).
+syscall_tables() {
+  local alone m mode
+  echo "| mode | ns per system call (median of $ROUNDS) | added to each call |"
+  echo "| --- | ---: | ---: |"
+  alone=$(mode_median alone)
+  for mode in "${modes[@]}"; do
+    m=$(mode_median "$mode")
+    printf '| %s | %.1f | %+.1f |\n' "$mode" "$m" "$(echo "$m - $alone" | bc -l)"
+  done
+  echo
+  echo "| paired, per round | rounds cheaper | median difference (ns per call) | range |"
+  echo "| --- | ---: | ---: | ---: |"
+}
+
 # The median of the numbers on stdin.
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 

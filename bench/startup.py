@@ -35,7 +35,7 @@ def probe_times(stdout):
 def run_bpfprof(tmp, call_graph):
     out = os.path.join(tmp, "p.json.gz")
     t0 = time.monotonic_ns()
-    r = subprocess.run([BPFPROF, "record", "-F", "1000", "--call-graph", call_graph, "-o", out, "--", PROBE, "300"],
+    r = subprocess.run([BPFPROF, "record", "-v", "-F", "1000", "--call-graph", call_graph, "-o", out, "--", PROBE, "300"],
                        capture_output=True, text=True)
     t_end = time.monotonic_ns()
     if r.returncode != 0:

@@ -25,16 +25,7 @@ read -r -a modes <<< "${MODES:-perf-fp bpfprof-dwarf}"
 run_one() { run_mode "$1" | sed -n 's/^\([0-9.]*\) ns per system call$/\1/p'; }
 
 run_rounds
-echo "| mode | ns per system call (median of $ROUNDS) | added to each call |"
-echo "| --- | ---: | ---: |"
-alone=$(mode_median alone)
-for mode in "${modes[@]}"; do
-  m=$(mode_median "$mode")
-  printf '| %s | %.1f | %+.1f |\n' "$mode" "$m" "$(echo "$m - $alone" | bc -l)"
-done
-echo
-echo "| paired, per round | rounds cheaper | median difference (ns per call) | range |"
-echo "| --- | ---: | ---: | ---: |"
+syscall_tables
 for other in alone perf-fp perf-nostack base-dwarf; do
   [[ " ${modes[*]} " == *" bpfprof-dwarf "* && " ${modes[*]} " == *" $other "* ]] &&
     paired_row bpfprof-dwarf "$other" raw

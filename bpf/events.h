@@ -18,6 +18,18 @@
  * model turns into the [exec] pseudo-frame. Userspace keeps Python frames at 1 << 60. */
 #define BPFPROF_RAW_EXEC_FRAME (2ull << 60)
 
+/* record --cgroup: a subtree of a cgroup hierarchy. A task is in it when its cgroup of that
+ * hierarchy (v2's, or the one of v1 controller `subsys`, an enum cgroup_subsys_id value) has
+ * the subtree's root as its ancestor at `level` (the root's depth), by its kernfs id (the
+ * directory's inode number). */
+#define BPFPROF_MAX_CGROUP_FILTERS 8
+#define BPFPROF_CGROUP_V2 (-1)
+struct bpfprof_cgroup_filter {
+  __u64 id;
+  __u32 level;
+  __s32 subsys; /* BPFPROF_CGROUP_V2 or a v1 controller's id */
+};
+
 /* tracked_processes values. A command bpfprof launches is tracked from its fork, so that
  * nothing of it is missed, but until its exec it runs bpfprof's launcher: its samples and
  * switch-outs then get the exec pseudo-frame (above the kernel stack), not bpfprof's frames. */

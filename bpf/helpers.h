@@ -1,10 +1,12 @@
 /* Helpers every program uses: whether a process is tracked, an event's header, the ring
- * buffers' wakeup flags and the count of events lost when a ring buffer is full. */
+ * buffers' wakeup flags, the count of events lost when a ring buffer is full, and a word of
+ * user memory. */
 #ifndef BPFPROF_HELPERS_H
 #define BPFPROF_HELPERS_H
 
 #include "vmlinux.h"
 
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
 #include "bpf/events.h"
@@ -27,6 +29,30 @@ static __always_inline void count_lost_for(__u32 tgid) {
     of_process = bpf_map_lookup_elem(&lost_events_by_process, &tgid);
   }
   if (of_process) __sync_fetch_and_add(of_process, 1);
+}
+
+/* The current task's thread id in its own pid namespace (what gettid() returns inside a
+ * container, and what a runtime keeps as a thread's id), the host's outside one. */
+static __always_inline __u32 current_namespace_tid(void) {
+  struct task_struct* task = bpf_get_current_task_btf();
+  struct pid* pid = BPF_CORE_READ(task, thread_pid);
+  if (!pid) return 0;
+  const __u32 level = BPF_CORE_READ(pid, level);
+  int nr = 0;
+  const char* numbers = (const char*)pid + bpf_core_field_offset(pid->numbers);
+  if (bpf_probe_read_kernel(&nr, sizeof(nr),
+                            numbers + (level & 31) * bpf_core_type_size(struct upid) +
+                                bpf_core_field_offset(struct upid, nr)))
+    return 0;
+  return (__u32)nr;
+}
+
+/* A word of the current process's memory, 0 where it cannot be read (or at address 0): the
+ * runtimes' readers follow pointers of memory the process may have written anything into. */
+static __always_inline __u64 read_user_word(__u64 address) {
+  __u64 value = 0;
+  if (!address || bpf_probe_read_user(&value, sizeof(value), (void*)address)) return 0;
+  return value;
 }
 
 /* For the task running now. */

@@ -8,6 +8,9 @@
 
 /* 1 samples every process (system-wide mode). */
 const volatile __u32 track_all = 0;
+/* record --cgroup: how many cgroup_filters are in use; a process that execs inside one of
+ * them is tracked from its exec on (those inside already are tracked by userspace). */
+const volatile __u32 cgroup_filter_count = 0;
 /* bpfprof's own process, never sampled (system-wide, its own samples would be events it has
  * to read, unwind and write: a feedback loop at high rates). */
 const volatile __u32 self_tgid = 0;

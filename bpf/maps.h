@@ -37,6 +37,14 @@ struct {
   __type(value, __u8);
 } tracked_processes SEC(".maps");
 
+/* record --cgroup's subtrees (cgroup_filter_count of them). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, BPFPROF_MAX_CGROUP_FILTERS);
+  __type(key, __u32);
+  __type(value, struct bpfprof_cgroup_filter);
+} cgroup_filters SEC(".maps");
+
 /* Children that could not be followed: tracked_processes was full (record --max-processes). */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -21,6 +21,7 @@
 #include "bpf/knobs.h"
 #include "bpf/maps.h"
 
+#include "bpf/cgroup_filter.h"
 #include "bpf/helpers.h"
 #include "bpf/image_mappings.h"
 #include "bpf/stack_events.h"
@@ -282,20 +283,24 @@ int BPF_PROG(on_waking, struct task_struct* p) {
   return 0;
 }
 
+/* Tracks a process (a child of a tracked one, or one that exec'd in a recorded cgroup). When
+ * the map is full, it (and what it starts) goes unsampled; counted, so the summary says so. */
+static __always_inline void follow_process(__u32 tgid) {
+  const __u8 one = BPFPROF_TRACKED;
+  if (bpf_map_update_elem(&tracked_processes, &tgid, &one, BPF_ANY)) {
+    __u32 zero = 0;
+    __u64* not_followed = bpf_map_lookup_elem(&processes_not_followed, &zero);
+    if (not_followed) __sync_fetch_and_add(not_followed, 1);
+  }
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
   __u32 parent_tgid = parent->tgid;
   if (!is_tracked(parent_tgid)) return 0;
   __u32 child_tgid = child->tgid;
   if (!track_all && child_tgid != parent_tgid) {
-    __u8 one = BPFPROF_TRACKED;
-    /* The map is full: the child (and what it starts) goes unsampled; counted, so the
-     * summary says so. */
-    if (bpf_map_update_elem(&tracked_processes, &child_tgid, &one, BPF_ANY)) {
-      __u32 zero = 0;
-      __u64* not_followed = bpf_map_lookup_elem(&processes_not_followed, &zero);
-      if (not_followed) __sync_fetch_and_add(not_followed, 1);
-    }
+    follow_process(child_tgid);
   }
   /* A new process starts with a copy of its parent's address space: the parent's mappings
    * walk its stacks until userspace writes its own entry (the same mappings) or its exec
@@ -322,7 +327,12 @@ int BPF_PROG(on_fork, struct task_struct* parent, struct task_struct* child) {
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binprm* bprm) {
   __u32 tgid = task->tgid;
-  const __u8 tracked = tracked_state(tgid);
+  __u8 tracked = tracked_state(tgid);
+  /* record --cgroup: a process that starts in a recorded cgroup (a container's init, a
+   * service, `docker exec`) is recorded from its exec on: tracked once its exec event has its
+   * time, so that no sample (one taken while this program runs) comes before it. */
+  const bool joins = !tracked && in_filtered_cgroup(task);
+  if (joins) tracked = BPFPROF_TRACKED;
   if (!tracked) return 0;
   if (tracked == BPFPROF_TRACKED_AWAITING_EXEC) {
     const __u8 now_tracked = BPFPROF_TRACKED;
@@ -336,9 +346,11 @@ int BPF_PROG(on_exec, struct task_struct* task, pid_t old_tid, struct linux_binp
   struct bpfprof_exec_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
   if (!e) {
     count_lost();
+    if (joins) follow_process(tgid);
     return 0;
   }
   fill_header(&e->header, BPFPROF_EVENT_EXEC, tgid, task->pid);
+  if (joins) follow_process(tgid);
   e->old_tid = old_tid;
   e->euid = BPF_CORE_READ(task, cred, euid.val);
   bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->comm);

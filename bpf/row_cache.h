@@ -22,12 +22,17 @@ static __always_inline __u64 row_cache_key(const struct unwind_walk* w) {
 
 _Static_assert(BPFPROF_ROW_CACHE_CPU_ENTRIES == 2 << ROW_CACHE_BITS, "a slot per program");
 
+static __always_inline struct row_cache_entry* row_cache_entry_at(__u32 cpu, __u32 slot,
+                                                                  __u64 key) {
+  __u32 index = (__u32)((key * 0x9E3779B97F4A7C15ull) >> (64 - ROW_CACHE_BITS));
+  index |= (slot & 1) << ROW_CACHE_BITS;
+  index += cpu * BPFPROF_ROW_CACHE_CPU_ENTRIES;
+  return bpf_map_lookup_elem(&row_cache, &index);
+}
+
 static __always_inline struct row_cache_entry* row_cache_entry_for(const struct unwind_context* c,
                                                                    __u64 key) {
-  __u32 index = (__u32)((key * 0x9E3779B97F4A7C15ull) >> (64 - ROW_CACHE_BITS));
-  index |= (c->slot & 1) << ROW_CACHE_BITS;
-  index += c->cpu * BPFPROF_ROW_CACHE_CPU_ENTRIES;
-  return bpf_map_lookup_elem(&row_cache, &index);
+  return row_cache_entry_at(c->cpu, c->slot, key);
 }
 
 /* Whether the cache holds the row of w->pc for this process's mappings: then it is in w. The
@@ -71,11 +76,14 @@ struct fast_frame {
  * window only; false (f unchanged) for anything else, which unwind_step's general path then
  * takes: a cache miss, a signal, root or unknown rule, a word outside the window, a frame
  * that goes nowhere. table_step's arithmetic (rule_cfa, caller_bp_known), on registers
- * rather than the walk's map value, and never refilling the window. */
-static __always_inline bool fast_step(const struct unwind_context* c, const struct unwind_walk* w,
-                                      __u32 generation, struct fast_frame* f) {
-  const struct row_cache_entry* cached = row_cache_entry_for(c, f->pc);
-  if (!cached || cached->generation != generation || cached->key != f->pc) return false;
+ * rather than the walk's map value, and never refilling the window. A global function: the
+ * verifier checks it once, not at each of fast_steps' unrolled calls (the row cache's slot
+ * comes as cpu and slot, since a pointer to the walk's context would lose its pointers). */
+__noinline int fast_step(__u32 cpu, __u32 slot, const struct unwind_walk* w, __u32 generation,
+                         struct fast_frame* f) {
+  if (!w || !f) return 0;
+  const struct row_cache_entry* cached = row_cache_entry_at(cpu, slot, f->pc);
+  if (!cached || cached->generation != generation || cached->key != f->pc) return 0;
   const struct bpfprof_unwind_rule* row = &cached->row;
   __u64 cfa, return_address, bp = f->bp;
   if (!rule_cfa(row, cached->elf_pc_phase, f->sp, f->bp, f->bp_known, &cfa) || cfa <= f->sp ||
@@ -110,7 +118,7 @@ static __always_inline void fast_steps(const struct unwind_context* c, struct un
     if (f.depth >= BPFPROF_MAX_UNWOUND_FRAMES) break;
     const __u64 pc = f.pc;
     const __u64 bp = f.bp_known ? f.bp : 0;
-    if (!fast_step(c, w, generation, &f)) break;
+    if (!fast_step(c->cpu, c->slot, w, generation, &f)) break;
     /* The barrier keeps the compiler from stepping a pointer into frame_bp by 8 a frame,
      * whose bound the verifier then loses. */
     __u32 index = f.depth & BPFPROF_UNWOUND_INDEX_MASK;

@@ -3,8 +3,9 @@
  * runtime's own structures describe. The walker reaches such a frame by its mapping's kind,
  * as it reaches frame-pointer code, and never names the runtime: at a walk's start the
  * runtimes say where their code lies in the walked process (runtime_code_start), and a frame
- * whose pc lies there is stepped by runtime_code_step. The program defines both once, from
- * the runtimes that have such code (runtimes/kernel_side.bpf.h). */
+ * whose pc lies there is stepped by runtime_code_step, or by one CFI row the runtime gives
+ * (by_rule). The program defines both once, from the runtimes that have such code
+ * (runtimes/kernel_side.bpf.h). */
 #ifndef BPFPROF_RUNTIME_CODE_H
 #define BPFPROF_RUNTIME_CODE_H
 
@@ -13,11 +14,22 @@
 #include <bpf/bpf_helpers.h>
 
 #include "bpf/maps.h"
+#include "bpf/unwind_table.h"
 
 struct runtime_code {
   __u64 low; /* [low, high): the code's addresses; empty for none */
   __u64 high;
   __u32 runtime; /* enum bpfprof_runtime: whose step */
+  /* Code that runs on its VM loop's native frame, entered by jumps (a JIT whose code keeps
+   * the loop's stack pointer): every frame there is stepped by `rule`, the loop's own CFI row
+   * for its body, and the runtime has no step of its own. */
+  __u32 by_rule;
+  struct bpfprof_unwind_rule rule;
+  /* by_rule: a stretch of that code where sp is `moved_by` below the loop's (a stub that saves
+   * registers around a call); its CFA is that much higher. Empty for none. */
+  __u64 moved_low;
+  __u64 moved_high;
+  __u32 moved_by;
   __u32 pad;
 };
 

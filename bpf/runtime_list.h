@@ -15,11 +15,12 @@
 #ifndef BPFPROF_RUNTIME_LIST_H
 #define BPFPROF_RUNTIME_LIST_H
 
-#define BPFPROF_RUNTIME_LIST(X)                    \
-  X(PYTHON, python, Python, "Python", "yellow", 8) \
-  X(V8, v8, V8, "JavaScript", "yellow", 9)         \
-  X(HOTSPOT, hotspot, HotSpot, "Java", "blue", 10) \
-  X(RUBY, ruby, Ruby, "Ruby", "red", 11)           \
-  X(GOLABELS, golabels, GoLabels, "Go labels", "purple", 12)
+#define BPFPROF_RUNTIME_LIST(X)                              \
+  X(PYTHON, python, Python, "Python", "yellow", 8)           \
+  X(V8, v8, V8, "JavaScript", "yellow", 9)                   \
+  X(HOTSPOT, hotspot, HotSpot, "Java", "blue", 10)           \
+  X(RUBY, ruby, Ruby, "Ruby", "red", 11)                     \
+  X(GOLABELS, golabels, GoLabels, "Go labels", "purple", 12) \
+  X(PHP, php, Php, "PHP", "green", 13)
 
 #endif

@@ -12,13 +12,10 @@
 
 #include "bpf/events.h"
 
-/* `walked`: the user frames were walked in the kernel, in unwind_walks' `slot`. Inlined where
- * it is called, as any helper of this program; a header compiled alone (style.bpf_headers)
- * sees its declaration only. */
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wundefined-internal"
-static __always_inline void send_runtime_stacks(const struct bpfprof_event_header* header,
-                                                __u32 slot, bool walked);
-#pragma clang diagnostic pop
+/* `walked` (0 or 1): the user frames were walked in the kernel, in unwind_walks' `slot`
+ * (SAMPLE_SLOT or TRACEPOINT_SLOT). A global function, which the verifier checks once for any
+ * arguments, where each caller's state would have it checked again. */
+__noinline int send_runtime_stacks(const struct bpfprof_event_header* header, __u32 slot,
+                                   __u32 walked);
 
 #endif

@@ -22,8 +22,10 @@ static __always_inline __u64 window_load(const struct unwind_walk* w, __u64 offs
 }
 
 /* The window of stack bytes read again around addr (never across a page, so that it fails
- * only where a read of the word would), then the word: for a word outside the window. */
-static __noinline long refill_stack_window(struct unwind_walk* w, __u64 addr, __u64* out) {
+ * only where a read of the word would), then the word: for a word outside the window. A
+ * global function: the verifier checks it once, not at each of the walk's reads. */
+__noinline long refill_stack_window(struct unwind_walk* w, __u64 addr, __u64* out) {
+  if (!w || !out) return -1;
   __u64 page = addr & ~4095ull;
   __u64 start = addr - STACK_WINDOW_BELOW < page ? page : addr - STACK_WINDOW_BELOW;
   __u64 len = page + 4096 - start;

@@ -52,30 +52,39 @@ static __always_inline const struct bpfprof_unwind_entry* unwind_row_at(__u32 in
   return &rows->rows[index % BPFPROF_UNWIND_BLOCK_ROWS];
 }
 
-/* The rule of the row covering elf_pc in the mapping's table: the last row starting at or
- * below it in its page (bpf/unwind_table.h). */
-static __always_inline const struct bpfprof_unwind_rule* find_row(
-    const struct bpfprof_exec_mapping* m, __u64 elf_pc) {
+/* The index of the rule of the row covering elf_pc in the mapping's table (the last row
+ * starting at or below it in its page, bpf/unwind_table.h), or -1. A global function: the
+ * verifier checks its search once, not at each of its callers' states. */
+__noinline long find_rule_index(const struct bpfprof_exec_mapping* m, __u64 elf_pc) {
+  if (!m) return -1;
   const __u64 page_number = elf_pc >> BPFPROF_UNWIND_PAGE_BITS;
   if (elf_pc > 0xffffffffull || page_number < m->page_base ||
       page_number - m->page_base >= m->page_count)
-    return NULL;
+    return -1;
   __u32 page_index = m->first_page + (__u32)(page_number - m->page_base);
   const struct bpfprof_unwind_page* page = bpf_map_lookup_elem(&unwind_pages, &page_index);
-  if (!page) return NULL;
+  if (!page) return -1;
   const __u64 low = elf_pc & BPFPROF_UNWIND_PAGE_MASK;
   const __u64 first = page->first_row;
   __u64 lo = first, hi = first + page->row_count;
   for (int i = 0; i < BPFPROF_ROW_SEARCH_STEPS && lo < hi; i++) {
     __u32 mid = lo + (hi - lo) / 2;
     const struct bpfprof_unwind_entry* row = unwind_row_at(mid);
-    if (!row) return NULL;
+    if (!row) return -1;
     search_step(&lo, &hi, mid, row->pc_low, low);
   }
-  if (lo < hi || lo == first) return NULL;
+  if (lo < hi || lo == first) return -1;
   const struct bpfprof_unwind_entry* row = unwind_row_at(lo - 1);
-  if (!row) return NULL;
-  __u32 rule = row->rule;
+  if (!row) return -1;
+  return row->rule;
+}
+
+/* The rule of the row covering elf_pc in the mapping's table, or NULL. */
+static __always_inline const struct bpfprof_unwind_rule* find_row(
+    const struct bpfprof_exec_mapping* m, __u64 elf_pc) {
+  const long index = find_rule_index(m, elf_pc);
+  if (index < 0) return NULL;
+  __u32 rule = (__u32)index;
   return bpf_map_lookup_elem(&unwind_rules, &rule);
 }
 

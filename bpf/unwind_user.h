@@ -75,6 +75,19 @@ static __always_inline long cfi_row_step(struct unwind_context* c, struct unwind
   return table_step(w, e, depth);
 }
 
+/* A frame in runtime code that runs on its VM loop's frame (runtime_code.by_rule): its row is
+ * the loop's, as if the pc were the loop's, its CFA higher where the code has moved sp. False
+ * for any other frame. Not cached: the cache is of file rows. */
+static __always_inline bool runtime_code_row(struct unwind_context* c, struct unwind_walk* w) {
+  const struct runtime_code* code = &c->runtime_code;
+  if (!code->by_rule || !in_runtime_code(code, w->pc)) return false;
+  const __u64 pc = w->exact ? w->pc : w->pc - 1;
+  w->row = code->rule;
+  if (code->moved_low <= pc && pc < code->moved_high) w->row.cfa_offset += code->moved_by;
+  w->elf_pc = 0;
+  return true;
+}
+
 /* bpf_loop's callback: records the current frame's pc, then steps to its caller. */
 static long unwind_step(__u64 index, void* context) {
   struct unwind_context* c = context;
@@ -86,11 +99,13 @@ static long unwind_step(__u64 index, void* context) {
   e->ips[depth & BPFPROF_UNWOUND_INDEX_MASK] = w->pc + w->bump;
   w->frame_bp[depth & BPFPROF_UNWOUND_INDEX_MASK] = w->bp_known ? w->bp : 0;
   w->depth = depth + 1;
-  if (row_cache_hit(c, w)) return table_step(w, e, depth);
+  /* One call of table_step for the rows that need no lookup: each inlined copy is verified. */
+  if (row_cache_hit(c, w) || runtime_code_row(c, w)) return table_step(w, e, depth);
   switch (frame_mapping_kind(c, w)) {
     case 0:
-      return 1;                        /* stopped */
-    case BPFPROF_MAPPING_RUNTIME_CODE: /* a global's result is any int */
+      return 1; /* stopped */
+    case BPFPROF_MAPPING_RUNTIME_CODE:
+      /* a global's result is any int */
       return runtime_code_step(w, c->runtime_code.runtime, c->slot, depth) ? 1 : 0;
     case BPFPROF_MAPPING_FRAME_POINTERS:
       w->frame_bp[depth & BPFPROF_UNWOUND_INDEX_MASK] |= FRAME_BP_ANONYMOUS_CODE;

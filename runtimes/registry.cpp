@@ -2,6 +2,7 @@
 
 #include "runtimes/golabels/runtime.h"
 #include "runtimes/hotspot/runtime.h"
+#include "runtimes/php/runtime.h"
 #include "runtimes/python/runtime.h"
 #include "runtimes/ruby/runtime.h"
 #include "runtimes/v8/runtime.h"
@@ -13,6 +14,7 @@ Runtimes::Runtimes(const std::set<RuntimeKind>& disabled) {
   if (!disabled.contains(RuntimeKind::kHotSpot)) runtimes_.push_back(make_hotspot_runtime());
   if (!disabled.contains(RuntimeKind::kRuby)) runtimes_.push_back(make_ruby_runtime());
   if (!disabled.contains(RuntimeKind::kV8)) runtimes_.push_back(make_v8_runtime());
+  if (!disabled.contains(RuntimeKind::kPhp)) runtimes_.push_back(make_php_runtime());
   // Last: its frame goes at the root of the stack the others merged into.
   if (!disabled.contains(RuntimeKind::kGoLabels)) runtimes_.push_back(make_golabels_runtime());
 }

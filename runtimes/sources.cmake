@@ -4,7 +4,12 @@
 set(BPFPROF_RUNTIMES_SOURCES
   ${BPFPROF_RUNTIMES_DIR}/kit/merge.cpp
   ${BPFPROF_RUNTIMES_DIR}/kit/process_tracker.cpp
+  ${BPFPROF_RUNTIMES_DIR}/kit/release.cpp
+  ${BPFPROF_RUNTIMES_DIR}/kit/x86_code.cpp
   ${BPFPROF_RUNTIMES_DIR}/registry.cpp
+  ${BPFPROF_RUNTIMES_DIR}/beam/binary.cpp
+  ${BPFPROF_RUNTIMES_DIR}/beam/code_index.cpp
+  ${BPFPROF_RUNTIMES_DIR}/beam/names.cpp
   ${BPFPROF_RUNTIMES_DIR}/golabels/processes.cpp
   ${BPFPROF_RUNTIMES_DIR}/golabels/runtime.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/code_cache.cpp
@@ -15,6 +20,10 @@ set(BPFPROF_RUNTIMES_SOURCES
   ${BPFPROF_RUNTIMES_DIR}/hotspot/runtime.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/thread_names.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/vm_structs.cpp
+  ${BPFPROF_RUNTIMES_DIR}/php/jit_stubs.cpp
+  ${BPFPROF_RUNTIMES_DIR}/php/names.cpp
+  ${BPFPROF_RUNTIMES_DIR}/php/processes.cpp
+  ${BPFPROF_RUNTIMES_DIR}/php/runtime.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/code.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/processes.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/runtime.cpp

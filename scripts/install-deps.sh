@@ -25,6 +25,11 @@ packages=(
   fzf
   # the Ruby interpreter tests/integration/ruby_stacks.test.mjs records (CRuby 3.1)
   ruby3.1
+  # the PHP interpreters tests/integration/php_stacks.test.mjs records (the CLI with opcache's
+  # JIT, php-fpm and a FastCGI client for it), and PHP's own sampler
+  php8.2-cli php8.2-opcache php8.2-fpm libfcgi-bin php-excimer
+  # the Erlang emulator (OTP 25) whose code index tests/unit/beam_test.cpp reads
+  erlang-base
 )
 if [[ "${1:-}" == --browser ]]; then
   packages=(chromium)

@@ -51,15 +51,17 @@ std::vector<SymbolizedFrame> go_frames_at(const go::GoTable& table, const ElfFil
 
 }  // namespace
 
-std::unique_ptr<go::GoTable> load_go_table(const std::string& path) {
+std::unique_ptr<go::GoTable> load_go_table(const std::string& path, std::string_view required) {
   // Go binaries run to a few hundred MB; a larger file claiming to be one is not read.
   constexpr uint64_t kMaxGoBinaryBytes = uint64_t{1} << 30;
   UntrustedOpen opened = open_untrusted(path, UntrustedKind::kBinary);
   if (!opened.fd || opened.size == 0 || opened.size > kMaxGoBinaryBytes) return nullptr;
   void* mapped = mmap(nullptr, opened.size, PROT_READ, MAP_PRIVATE, opened.fd.get(), 0);
   if (mapped == MAP_FAILED) return nullptr;
-  std::unique_ptr<go::GoTable> table =
-      go::GoTable::from_elf({static_cast<const uint8_t*>(mapped), opened.size}, nullptr);
+  const std::string_view bytes(static_cast<const char*>(mapped), opened.size);
+  std::unique_ptr<go::GoTable> table;
+  if (required.empty() || bytes.find(required) != std::string_view::npos)
+    table = go::GoTable::from_elf({static_cast<const uint8_t*>(mapped), opened.size}, nullptr);
   munmap(mapped, opened.size);
   return table;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -63,8 +64,10 @@ std::string breakpad_id_from_build_id(const std::vector<uint8_t>& build_id);
 
 // The Go tables of the binary at `path`: the file is mapped while they are found through its
 // headers (a copy, when another user could change it), and the table keeps copies of the
-// read-only segments only. nullptr: not a Go binary, or not readable.
-std::unique_ptr<go::GoTable> load_go_table(const std::string& path);
+// read-only segments only. nullptr: not a Go binary, or not readable, or (with `required`) a
+// file whose bytes do not hold that text, searched in the same mapping before the tables are
+// read (Go labels: most programs never link the label setter).
+std::unique_ptr<go::GoTable> load_go_table(const std::string& path, std::string_view required = {});
 
 // The kernel's own build-id from /sys/kernel/notes (empty if unavailable).
 std::vector<uint8_t> kernel_build_id();

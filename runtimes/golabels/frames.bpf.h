@@ -52,12 +52,6 @@ struct {
 #define GO_MAP_KEYS 8    /* a bucket's keys: 8 strings, then 8 values, then the overflow pointer */
 #define GO_MAP_VALUES (GO_MAP_KEYS + 8 * 16)
 
-static __always_inline __u64 go_read_u64(__u64 address) {
-  __u64 value = 0;
-  if (!address || bpf_probe_read_user(&value, sizeof(value), (void*)address)) return 0;
-  return value;
-}
-
 /* The running goroutine's g.labels, 0 if none: curg is the goroutine only if it runs on this
  * m (curg.m == m, as Go's own profiler checks). */
 static __always_inline __u64 go_current_labels(const struct bpfprof_go_labels_process* p) {
@@ -67,11 +61,11 @@ static __always_inline __u64 go_current_labels(const struct bpfprof_go_labels_pr
   const __u64 fsbase = 0;
 #endif
   if (!fsbase) return 0;
-  const __u64 g = go_read_u64(fsbase + (__s64)p->g_slot);
-  const __u64 m = go_read_u64(g + GO_G_M);
-  const __u64 curg = go_read_u64(m + p->m_curg);
-  if (!curg || go_read_u64(curg + GO_G_M) != m) return 0;
-  return go_read_u64(curg + p->g_labels);
+  const __u64 g = read_user_word(fsbase + (__s64)p->g_slot);
+  const __u64 m = read_user_word(g + GO_G_M);
+  const __u64 curg = read_user_word(m + p->m_curg);
+  if (!curg || read_user_word(curg + GO_G_M) != m) return 0;
+  return read_user_word(curg + p->g_labels);
 }
 
 /* One string {ptr, len} at `header` into `out` (at most `size` bytes); its length. */
@@ -103,37 +97,63 @@ static __always_inline bool go_read_pair(struct bpfprof_golabels_stack_event* e,
   return true;
 }
 
+/* The pairs of a label set, keys and values each at a stride from their first; a map's
+ * bucket skips the slots its tophash says are empty. Read in a bpf_loop callback, verified once,
+ * not in an unrolled loop: each pair's two bounded reads, copied 16 times over, tripled the
+ * verifier's work on every program that sends labels. */
+struct go_label_pairs {
+  struct bpfprof_golabels_stack_event* event;
+  __u64 keys;
+  __u64 values;
+  __u64 stride;
+  __u32 count; /* slots to look at */
+  bool in_map; /* slots may be empty (tophash) */
+  __u8 tophash[8];
+};
+
+static long read_go_label_pair(__u64 index, void* context) {
+  struct go_label_pairs* pairs = context;
+  if (index >= pairs->count) return 1;
+  if (pairs->in_map && pairs->tophash[index & 7] < GO_MIN_TOPHASH) return 0;
+  if (!go_read_pair(pairs->event, pairs->keys + index * pairs->stride,
+                    pairs->values + index * pairs->stride)) {
+    pairs->event->status = BPFPROF_GO_LABELS_UNREADABLE;
+    return 1;
+  }
+  return 0;
+}
+
 /* 1.24 on: {list []{key, value string}}. */
 static __always_inline void go_read_slice(struct bpfprof_golabels_stack_event* e, __u64 list,
                                           __u64 length) {
   if (length > BPFPROF_MAX_GO_LABELS) e->status = BPFPROF_GO_LABELS_TOO_MANY;
-  for (__u32 i = 0; i < BPFPROF_MAX_GO_LABELS && i < length; ++i)
-    if (!go_read_pair(e, list + i * 32ull, list + i * 32ull + 16)) {
-      e->status = BPFPROF_GO_LABELS_UNREADABLE;
-      return;
-    }
+  struct go_label_pairs pairs = {
+      .event = e,
+      .keys = list,
+      .values = list + 16,
+      .stride = 32,
+      .count = length < BPFPROF_MAX_GO_LABELS ? (__u32)length : BPFPROF_MAX_GO_LABELS,
+      .in_map = false};
+  bpf_loop(BPFPROF_MAX_GO_LABELS, read_go_label_pair, &pairs, 0);
 }
 
 /* To 1.23: a map[string]string whose 8 or fewer pairs are in its one bucket (B = 0). */
 static __always_inline void go_read_map(struct bpfprof_golabels_stack_event* e, __u64 hmap) {
   __u8 header[16] = {};
-  __u8 tophash[8] = {};
+  struct go_label_pairs pairs = {.event = e, .stride = 16, .count = 8, .in_map = true};
   if (bpf_probe_read_user(header, sizeof(header), (void*)hmap)) {
     e->status = BPFPROF_GO_LABELS_UNREADABLE;
     return;
   }
-  const __u64 buckets = go_read_u64(hmap + 16);
-  if (header[9] != 0 || !buckets || bpf_probe_read_user(tophash, sizeof(tophash), (void*)buckets)) {
+  const __u64 buckets = read_user_word(hmap + 16);
+  if (header[9] != 0 || !buckets ||
+      bpf_probe_read_user(pairs.tophash, sizeof(pairs.tophash), (void*)buckets)) {
     e->status = header[9] != 0 ? BPFPROF_GO_LABELS_TOO_MANY : BPFPROF_GO_LABELS_UNREADABLE;
     return;
   }
-  for (__u32 i = 0; i < 8; ++i) {
-    if (tophash[i] < GO_MIN_TOPHASH) continue;
-    if (!go_read_pair(e, buckets + GO_MAP_KEYS + i * 16ull, buckets + GO_MAP_VALUES + i * 16ull)) {
-      e->status = BPFPROF_GO_LABELS_UNREADABLE;
-      return;
-    }
-  }
+  pairs.keys = buckets + GO_MAP_KEYS;
+  pairs.values = buckets + GO_MAP_VALUES;
+  bpf_loop(8, read_go_label_pair, &pairs, 0);
 }
 
 /* Sends the running goroutine's labels with the header of the stack event that follows;
@@ -156,14 +176,14 @@ static __always_inline void send_golabels_stack(const struct bpfprof_event_heade
   e->set = set;
   e->count = 0;
   e->status = BPFPROF_GO_LABELS_READ;
-  const __u64 contents = go_read_u64(set);
+  const __u64 contents = read_user_word(set);
   struct go_labels_seen_key key = {.set = set, .contents = contents, .tgid = tgid};
   const __u64 now = bpf_ktime_get_ns();
   const __u64* sent = bpf_map_lookup_elem(&go_labels_seen, &key);
   if (sent && now - *sent < GO_LABELS_RESEND_NS) {
     e->status = BPFPROF_GO_LABELS_KNOWN;
   } else if (p->form == BPFPROF_GO_LABELS_SLICE) {
-    go_read_slice(e, contents, go_read_u64(set + 8));
+    go_read_slice(e, contents, read_user_word(set + 8));
   } else {
     go_read_map(e, contents);
   }

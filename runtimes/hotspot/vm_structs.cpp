@@ -181,6 +181,13 @@ std::optional<TableLayout> VmStructsParser::table_layout(
                                             " is null (the JVM has not started?)");
     return std::nullopt;
   }
+  // libjvm's C++ initializers set the layout variables, a table's stride after its offsets:
+  // a zero stride is a JVM that has mapped libjvm but not run them yet (read again later).
+  if (table.stride == 0) {
+    fail(VmStructsFailure::kUnreadable,
+         std::string(what) + " table: entry stride 0 (libjvm not initialized yet?)");
+    return std::nullopt;
+  }
   if (table.stride < 8 || table.stride > limits_.max_entry_stride) {
     fail(VmStructsFailure::kBadEntryLayout,
          std::string(what) + " table: entry stride " + std::to_string(table.stride));

@@ -67,6 +67,15 @@ class RuntimeProcesses {
     changes_.push_back(Change{pid, entry});
     return true;
   }
+  // What was found of known process `pid` changed (a JIT's code found later): its new state,
+  // and its new entry for the kernel side. False when it is not known.
+  bool replace(Pid pid, Process process, const Entry& entry) {
+    auto it = processes_.find(pid);
+    if (it == processes_.end()) return false;
+    it->second = std::move(process);
+    changes_.push_back(Change{pid, entry});
+    return true;
+  }
 
  private:
   void forget(Pid pid) {

@@ -38,8 +38,9 @@ struct {
 } python_thread_states SEC(".maps");
 
 /* The frame header is read in one piece into `window` (one read per frame instead of four);
- * the fields are taken from it at the offsets of the process's version. */
-#define PYTHON_FRAME_WINDOW 112
+ * the fields are taken from it at the offsets of the process's version (the last, 3.6's
+ * f_lasti, ends at 124). */
+#define PYTHON_FRAME_WINDOW 128
 
 struct python_scratch {
   struct bpfprof_python_stack_event event;
@@ -56,12 +57,6 @@ struct {
 /* A bound for the thread-list walk: threads beyond it get no Python frames. */
 #define PYTHON_MAX_THREADS 512
 
-static __always_inline __u64 read_user_u64(__u64 address) {
-  __u64 value = 0;
-  if (bpf_probe_read_user(&value, sizeof(value), (void*)address)) return 0;
-  return value;
-}
-
 struct python_thread_search {
   const struct bpfprof_python_process* process;
   __u64 thread_state; /* the one being looked at; the answer when found */
@@ -69,11 +64,12 @@ struct python_thread_search {
   bool found;
 };
 
-/* What the current thread's state holds in its thread_native_id field: its tid, or (3.10 and
- * before, which keep no native id) pthread_self(), glibc's and musl's thread pointer, which
- * is the FS base on x86-64 (set at clone and by arch_prctl, both kept in thread.fsbase). */
-static __always_inline __u64 python_thread_key(const struct bpfprof_python_process* p, __u32 tid) {
-  if (p->thread_key == BPFPROF_PYTHON_THREAD_NATIVE_ID) return tid;
+/* What the current thread's state holds in its thread_native_id field: its tid as gettid()
+ * gave it, in its own pid namespace (a container's), or (3.10 and before, which keep no native
+ * id) pthread_self(), glibc's and musl's thread pointer, which is the FS base on x86-64 (set at
+ * clone and by arch_prctl, both kept in thread.fsbase). */
+static __always_inline __u64 python_thread_key(const struct bpfprof_python_process* p) {
+  if (p->thread_key == BPFPROF_PYTHON_THREAD_NATIVE_ID) return current_namespace_tid();
 #if defined(__TARGET_ARCH_x86)
   return bpf_get_current_task_btf()->thread.fsbase;
 #else
@@ -84,11 +80,11 @@ static __always_inline __u64 python_thread_key(const struct bpfprof_python_proce
 static long check_python_thread(__u64 index, void* context) {
   struct python_thread_search* s = context;
   if (!s->thread_state) return 1;
-  if (read_user_u64(s->thread_state + s->process->thread_native_id) == s->key) {
+  if (read_user_word(s->thread_state + s->process->thread_native_id) == s->key) {
     s->found = true;
     return 1;
   }
-  s->thread_state = read_user_u64(s->thread_state + s->process->thread_next);
+  s->thread_state = read_user_word(s->thread_state + s->process->thread_next);
   return 0;
 }
 
@@ -98,15 +94,15 @@ static long check_python_thread(__u64 index, void* context) {
  * interpreter's list by its native_thread_id, and remembered. */
 static __always_inline __u64 python_thread_state(const struct bpfprof_python_process* p,
                                                  __u32 tid) {
-  const __u64 key = python_thread_key(p, tid);
+  const __u64 key = python_thread_key(p);
   if (!key) return 0;
   __u64* cached = bpf_map_lookup_elem(&python_thread_states, &tid);
-  if (cached && *cached && read_user_u64(*cached + p->thread_native_id) == key) return *cached;
-  __u64 interpreter = read_user_u64(p->runtime + p->runtime_interpreters_head);
+  if (cached && *cached && read_user_word(*cached + p->thread_native_id) == key) return *cached;
+  __u64 interpreter = read_user_word(p->runtime + p->runtime_interpreters_head);
   if (!interpreter) return 0;
   struct python_thread_search s = {
       .process = p,
-      .thread_state = read_user_u64(interpreter + p->interpreter_threads_head),
+      .thread_state = read_user_word(interpreter + p->interpreter_threads_head),
       .key = key,
       .found = false,
   };
@@ -205,9 +201,9 @@ static __always_inline void send_python_stack(const struct bpfprof_event_header*
   e->depth = 0;
   e->status = BPFPROF_PYTHON_STACK_COMPLETE;
   __u64 thread_state = python_thread_state(p, sample->tid);
-  __u64 frame = thread_state ? read_user_u64(thread_state + p->thread_frame) : 0;
+  __u64 frame = thread_state ? read_user_word(thread_state + p->thread_frame) : 0;
   if (frame && p->frame_anchor == BPFPROF_PYTHON_FRAME_IN_CFRAME)
-    frame = read_user_u64(frame + p->cframe_current_frame);
+    frame = read_user_word(frame + p->cframe_current_frame);
   struct python_frame_walk w = {.process = p, .scratch = s, .frame = frame};
   if (!thread_state)
     e->status = BPFPROF_PYTHON_STACK_NO_THREAD;

@@ -29,8 +29,15 @@ struct PythonVersion {
   bool operator==(const PythonVersion&) const = default;
 };
 
+// What holds the interpreters' list.
+enum class PythonRuntimeState : uint8_t {
+  kPyRuntime,              // _PyRuntime (3.7+), exported
+  kInterpreterHeadStatic,  // 3.6: interp_head, a static that PyInterpreterState_Head returns
+};
+
 struct PythonLayout {
   PythonVersion version;
+  PythonRuntimeState runtime = PythonRuntimeState::kPyRuntime;
   // The thread walk (bpf/events.h: bpfprof_python_process).
   uint32_t runtime_interpreters_head;
   uint32_t interpreter_threads_head;
@@ -244,8 +251,42 @@ inline constexpr PythonLayout kPython310 = [] {
   return layout;
 }();
 
-inline constexpr PythonLayout kPythonLayouts[] = {kPython38,  kPython39,  kPython310,
-                                                  kPython311, kPython312, kPython313};
+// 3.7: _PyRuntimeState began with two ints and `finalizing` (the interpreters' list 8 bytes
+// earlier, and the state 8 bytes shorter); code objects had no co_posonlyargcount (the fields
+// from co_firstlineno on 4 bytes earlier, 8 from co_filename) and no opcache (144 bytes).
+// Read off v3.7's Include/internal/pystate.h, pystate.h, frameobject.h and code.h, confirmed
+// on pyenv's 3.7.16 (offsets.py).
+inline constexpr PythonLayout kPython37 = [] {
+  PythonLayout layout = kPython38;
+  layout.version = {3, 7};
+  layout.runtime_interpreters_head = 24;
+  layout.code_first_line = 36;
+  layout.code_filename = 96;
+  layout.code_qualname = 104;
+  layout.code_linetable = 112;
+  layout.code_size = 144;
+  layout.runtime_min_size = 32;
+  return layout;
+}();
+
+// 3.6: no _PyRuntime: the "runtime" is interp_head itself (the list at 0); the thread state
+// had three exception fields where 3.7 has an exception stack item and its pointer, and no
+// stackcheck_counter (thread_id 24 bytes earlier); the frame kept f_exc_type, f_exc_value
+// and f_exc_traceback (f_lasti 16 bytes later). Read off v3.6's Include/pystate.h and
+// frameobject.h, confirmed on pyenv's 3.6.15 (offsets.py).
+inline constexpr PythonLayout kPython36 = [] {
+  PythonLayout layout = kPython37;
+  layout.version = {3, 6};
+  layout.runtime = PythonRuntimeState::kInterpreterHeadStatic;
+  layout.runtime_interpreters_head = 0;
+  layout.thread_native_id = 152;
+  layout.frame_prev_instr = 120;
+  layout.runtime_min_size = 8;
+  return layout;
+}();
+
+inline constexpr PythonLayout kPythonLayouts[] = {kPython36,  kPython37,  kPython38,  kPython39,
+                                                  kPython310, kPython311, kPython312, kPython313};
 
 // From 3.13 on the interpreter describes its own layout: _PyRuntime begins with
 // _Py_DebugOffsets ("xdebugpy", the version, then the offsets as 64-bit numbers), initialized

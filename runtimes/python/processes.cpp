@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cstring>
+#include "runtimes/kit/x86_code.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
@@ -40,6 +41,19 @@ std::optional<uint64_t> read_file_word(int fd, const ElfFile& elf, uint64_t vadd
   return value;
 }
 
+// 3.6 keeps its interpreters' list in a static, interp_head, that PyInterpreterState_Head
+// returns (`mov interp_head(%rip),%rax; ret`): its address.
+std::optional<uint64_t> interpreter_head_static(int fd, const ElfFile& elf,
+                                                const DynamicSymbol* head_function) {
+  constexpr size_t kCodeBytes = 16;
+  const std::optional<uint64_t> offset =
+      head_function ? elf.vaddr_to_file_offset(head_function->address) : std::nullopt;
+  uint8_t code[kCodeBytes];
+  if (!offset || pread(fd, code, sizeof(code), static_cast<off_t>(*offset)) != sizeof(code))
+    return std::nullopt;
+  return first_rip_target(code, head_function->address);
+}
+
 // The version the binary states (Py_Version, 3.11 and later) must be the one of its name.
 std::optional<PythonRejection> check_stated_version(int fd, const ElfFile& elf,
                                                     const DynamicSymbol* py_version,
@@ -61,8 +75,11 @@ std::optional<PythonVersion> python_version_from_file_name(std::string_view name
     if (!name.starts_with(prefix)) continue;
     auto parsed = parse_version(name.substr(prefix.size()));
     if (!parsed) return std::nullopt;
-    const std::string_view rest = parsed->second;
-    // Debug ("d") and free-threaded ("t") builds have other layouts: not these entries.
+    std::string_view rest = parsed->second;
+    // Up to 3.7 a pymalloc build's ABI flag "m" (python3.7m, libpython3.7m.so) names the
+    // usual layout; debug ("d") and free-threaded ("t") builds have others: not these entries.
+    if (rest.starts_with('m') && parsed->first.major == 3 && parsed->first.minor <= 7)
+      rest.remove_prefix(1);
     if (prefix == "python" ? rest.empty() : rest.starts_with(".so")) return parsed->first;
     return std::nullopt;
   }
@@ -79,16 +96,28 @@ PythonInspection inspect_python_binary(const std::string& readable_path,
   const UniqueFd fd =
       open_untrusted(readable_path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
   if (!elf || !fd) return PythonRejection{version + "cannot read the binary " + error};
-  const auto symbols = read_dynamic_symbols(
-      fd.get(), {"_PyRuntime", "PyCode_Type", "_PyEval_EvalFrameDefault", "Py_Version",
-                 "Py_BytesMain", "PyUnicode_Type", "PyBytes_Type"});
+  const auto symbols =
+      read_dynamic_symbols(fd.get(), {"_PyRuntime", "PyInterpreterState_Head", "PyCode_Type",
+                                      "_PyEval_EvalFrameDefault", "Py_Version", "Py_BytesMain",
+                                      "_Py_UnixMain", "Py_Main", "PyUnicode_Type", "PyBytes_Type"});
   auto symbol = [&](const char* name) -> const DynamicSymbol* {
     auto it = symbols.find(name);
     return it == symbols.end() || !it->second.defined ? nullptr : &it->second;
   };
-  if (auto main = symbols.find("Py_BytesMain"); main != symbols.end() && !main->second.defined)
-    return PythonLauncher{};
+  // The launcher of a shared build calls the library's main (Py_BytesMain; 3.7: _Py_UnixMain;
+  // 3.6: Py_Main).
+  for (const char* main_function : {"Py_BytesMain", "_Py_UnixMain", "Py_Main"})
+    if (auto main = symbols.find(main_function); main != symbols.end() && !main->second.defined)
+      return PythonLauncher{};
+  // What holds the interpreters' list: _PyRuntime, or 3.6's interp_head (a symbol of our own).
+  DynamicSymbol head;
   const DynamicSymbol* runtime = symbol("_PyRuntime");
+  if (layout->runtime == PythonRuntimeState::kInterpreterHeadStatic) {
+    const std::optional<uint64_t> address =
+        interpreter_head_static(fd.get(), *elf, symbol("PyInterpreterState_Head"));
+    head = DynamicSymbol{.address = address.value_or(0), .size = 8, .defined = true};
+    runtime = address ? &head : nullptr;
+  }
   const DynamicSymbol* code_type = symbol("PyCode_Type");
   const DynamicSymbol* eval = symbol("_PyEval_EvalFrameDefault");
   if (!runtime || !code_type || !eval)

@@ -56,6 +56,7 @@ class PythonStacks {
     std::vector<PendingFrame> frames;
     uint32_t status;  // bpfprof_python_stack_status: whether frames beyond these were left
     bool innermost_loop_empty = false;  // a shim frame came first
+    bool outermost_shim = false;        // the last frame read was a shim (3.12+: a whole chain)
   };
   struct FrameCacheKey {
     uint64_t code;

@@ -45,12 +45,6 @@ struct {
 /* A bound for the thread-list walk: threads beyond it get no Ruby frames. */
 #define RUBY_MAX_THREADS 512
 
-static __always_inline __u64 ruby_read_u64(__u64 address) {
-  __u64 value = 0;
-  if (bpf_probe_read_user(&value, sizeof(value), (void*)address)) return 0;
-  return value;
-}
-
 struct ruby_thread_search {
   const struct bpfprof_ruby_process* process;
   __u64 head; /* the list's own node: the end of the list */
@@ -62,11 +56,11 @@ struct ruby_thread_search {
 static long check_ruby_thread(__u64 index, void* context) {
   struct ruby_thread_search* s = context;
   if (!s->node || s->node == s->head) return 1;
-  if (ruby_read_u64(s->node + s->process->thread_native_id) == s->key) {
+  if (read_user_word(s->node + s->process->thread_native_id) == s->key) {
     s->found = true;
     return 1;
   }
-  s->node = ruby_read_u64(s->node); /* list_node.next */
+  s->node = read_user_word(s->node); /* list_node.next */
   return 0;
 }
 
@@ -80,13 +74,13 @@ static __always_inline __u64 ruby_thread(const struct bpfprof_ruby_process* p, _
 #endif
   if (!key) return 0;
   __u64* cached = bpf_map_lookup_elem(&ruby_threads, &tid);
-  if (cached && *cached && ruby_read_u64(*cached + p->thread_native_id) == key) return *cached;
-  __u64 vm = ruby_read_u64(p->vm_pointer);
-  __u64 ractor = vm ? ruby_read_u64(vm + p->vm_main_ractor) : 0;
+  if (cached && *cached && read_user_word(*cached + p->thread_native_id) == key) return *cached;
+  __u64 vm = read_user_word(p->vm_pointer);
+  __u64 ractor = vm ? read_user_word(vm + p->vm_main_ractor) : 0;
   if (!ractor) return 0;
   const __u64 head = ractor + p->ractor_threads_head;
   struct ruby_thread_search s = {
-      .process = p, .head = head, .node = ruby_read_u64(head), .key = key, .found = false};
+      .process = p, .head = head, .node = read_user_word(head), .key = key, .found = false};
   bpf_loop(RUBY_MAX_THREADS, check_ruby_thread, &s, 0);
   if (!s.found) return 0;
   bpf_map_update_elem(&ruby_threads, &tid, &s.node, BPF_ANY);
@@ -149,11 +143,12 @@ static __always_inline void send_ruby_stack(const struct bpfprof_event_header* s
   e->status = BPFPROF_RUBY_STACK_COMPLETE;
   const __u64 thread = ruby_thread(p, sample->tid);
   e->thread = thread;
-  const __u64 ec = thread ? ruby_read_u64(thread + p->thread_ec) : 0;
+  const __u64 ec = thread ? read_user_word(thread + p->thread_ec) : 0;
   struct ruby_frame_walk w = {.process = p, .event = e};
   if (ec) {
-    w.cfp = ruby_read_u64(ec + p->ec_cfp);
-    w.stack_end = ruby_read_u64(ec + p->ec_vm_stack) + ruby_read_u64(ec + p->ec_vm_stack_size) * 8;
+    w.cfp = read_user_word(ec + p->ec_cfp);
+    w.stack_end =
+        read_user_word(ec + p->ec_vm_stack) + read_user_word(ec + p->ec_vm_stack_size) * 8;
   }
   if (!ec || !w.cfp)
     e->status = BPFPROF_RUBY_STACK_NO_THREAD;

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "runtimes/kit/release.h"
 #include "runtimes/kit/remote_memory.h"
 
 namespace bpfprof::v8 {
@@ -75,8 +77,14 @@ const std::vector<std::string>& v8_layout_symbol_names();
 // `reader` reads the binary's image (its file's bytes at their virtual addresses, zeros for
 // .bss); `address_of` the symbols' addresses there (0: absent). A layout whose values make
 // no sense (an offset beyond 4 KiB, a frame slot not below the frame pointer) is an error.
+// `version`: the binary's V8 release, where it says (its version string), for the facts its
+// metadata lacks (the interpreter's frame slots before V8 10).
 using SymbolAddresses = std::vector<uint64_t>;  // in v8_layout_symbol_names() order
 std::variant<V8Layout, std::string> read_v8_layout(RemoteReader& reader,
-                                                   const SymbolAddresses& addresses);
+                                                   const SymbolAddresses& addresses,
+                                                   std::optional<RuntimeRelease> version = {});
+
+// The V8 release in a node binary's bytes: "9.4.146.26-node.26".
+std::optional<RuntimeRelease> node_v8_version(std::string_view binary);
 
 }  // namespace bpfprof::v8

@@ -54,6 +54,27 @@ class FileImage final : public RemoteMemory {
 };
 
 constexpr uint64_t kLayoutReadBudget = 64 * 1024;
+// node binaries are ~100 MB: read in pieces (pread, not mmap: a file another user truncates
+// meanwhile must not raise SIGBUS here), each overlapping the last by a version string's length.
+constexpr size_t kVersionSearchPiece = size_t{1} << 20;
+constexpr size_t kVersionOverlap = 64;
+constexpr uint64_t kMaxVersionSearchBytes = uint64_t{512} << 20;
+
+std::optional<RuntimeRelease> file_v8_version(int fd) {
+  std::string piece(kVersionSearchPiece + kVersionOverlap, '\0');
+  size_t kept = 0;
+  for (uint64_t offset = 0; offset < kMaxVersionSearchBytes;) {
+    const ssize_t got =
+        pread(fd, piece.data() + kept, kVersionSearchPiece, static_cast<off_t>(offset));
+    if (got <= 0) return std::nullopt;
+    const std::string_view bytes(piece.data(), kept + static_cast<size_t>(got));
+    if (auto version = node_v8_version(bytes)) return version;
+    offset += static_cast<uint64_t>(got);
+    kept = std::min(kVersionOverlap, bytes.size());
+    memmove(piece.data(), bytes.data() + bytes.size() - kept, kept);
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -74,7 +95,7 @@ std::variant<V8Layout, std::string> read_binary_layout(const std::string& readab
   }
   FileImage image(fd.get());
   RemoteReader reader(image, kLayoutReadBudget, 0);
-  return read_v8_layout(reader, addresses);
+  return read_v8_layout(reader, addresses, file_v8_version(fd.get()));
 }
 
 void V8Processes::forgetting(Pid pid) {

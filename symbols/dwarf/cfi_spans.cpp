@@ -2,13 +2,16 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <libelf.h>
 
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <optional>
 
 #include "symbols/dwarf/cfi_rows.h"
+#include "symbols/dwarf/compact_unwind_table.h"
 
 namespace bpfprof {
 namespace {
@@ -204,6 +207,30 @@ std::vector<UnwindSpan> cfi_spans(const DwarfModule& module, UnwindBudget& budge
   }
   add_debug_frame_spans(debug, covered, spans, budget);
   return spans;
+}
+
+std::optional<bpfprof_unwind_rule> function_body_rule(int fd, uint64_t vaddr) {
+  if (elf_version(EV_CURRENT) == EV_NONE) return std::nullopt;
+  const std::unique_ptr<Elf, decltype(&elf_end)> elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr),
+                                                     &elf_end);
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return std::nullopt;
+  const std::vector<CfiFde> fdes = read_fdes(elf.get(), CfiSection::kEhFrame);
+  auto holds = [&](const CfiFde& fde) {
+    return fde.range.start <= vaddr && vaddr < fde.range.end && fde.program_known;
+  };
+  const auto fde = std::find_if(fdes.begin(), fdes.end(), holds);
+  if (fde == fdes.end()) return std::nullopt;
+  std::optional<UnwindSpan> widest;
+  read_cfi_rows(*fde, [&](const CfiRow& row) {
+    UnwindSpan span = classify(row, fde->signal_frame);
+    span.start = row.start;
+    span.end = row.end;
+    if (!widest || span.end - span.start > widest->end - widest->start) widest = span;
+    return true;
+  });
+  // Code entered by jumps keeps the loop's sp, not an rbp of its own.
+  if (!widest || widest->row.cfa_rule != BPFPROF_CFA_RSP) return std::nullopt;
+  return rule_of(widest->row);
 }
 
 }  // namespace bpfprof

@@ -33,8 +33,9 @@ namespace bpfprof {
 // 5: a return address held in rdi (vfork); 6: rbx's rules, a CFA from rbx (16-byte rows);
 // 7: Go's functions from Go's pcsp table; 8: V8's embedded builtins by rbp (v8_builtins.h);
 // 11: a .text mostly without CFI (Chromium's) by rbp; 12: the compact form after the rows;
-// 13: Go's vDSO callers by their frame base; 14: Go's signal trampoline and restorer.
-inline constexpr uint32_t kUnwindCacheVersion = 14;
+// 13: Go's vDSO callers by their frame base; 14: Go's signal trampoline and restorer;
+// 15: the embedded builtins of V8 before 10.x (node 18: v8_Default_embedded_blob_code_data_).
+inline constexpr uint32_t kUnwindCacheVersion = 15;
 
 struct UnwindCacheHeader {
   char magic[8];  // "BPFPUNWT"

@@ -13,8 +13,11 @@ namespace {
 
 constexpr const char* kCodeSymbol = "v8_Default_embedded_blob_code_";
 constexpr const char* kSizeSymbol = "v8_Default_embedded_blob_code_size_";
+// Before V8 10.something (node 18) kCodeSymbol was a pointer in .data to the code, this one.
+constexpr const char* kOlderCodeSymbol = "v8_Default_embedded_blob_code_data_";
 
-// The two symbols' values from one symbol table section; false if either is missing.
+// The two symbols' values from one symbol table section (the code's, the older name's when
+// it is there); false if either is missing.
 bool find_blob_symbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& header, uint64_t& code,
                        uint64_t& size_at) {
   Elf_Data* data = elf_getdata(scn, nullptr);
@@ -22,16 +25,20 @@ bool find_blob_symbols(Elf* elf, Elf_Scn* scn, const GElf_Shdr& header, uint64_t
   const size_t count = header.sh_size / header.sh_entsize;
   bool have_code = false;
   bool have_size = false;
-  for (size_t i = 0; i < count && !(have_code && have_size); ++i) {
+  bool have_older_code = false;
+  for (size_t i = 0; i < count && !(have_older_code && have_size); ++i) {
     GElf_Sym symbol;
     if (gelf_getsym(data, static_cast<int>(i), &symbol) == nullptr || symbol.st_shndx == SHN_UNDEF)
       continue;
     const char* name = elf_strptr(elf, header.sh_link, symbol.st_name);
     // Most names differ at their first byte: strcmp only for those that start alike.
     if (name == nullptr || name[0] != 'v' || name[1] != '8') continue;
-    if (strcmp(name, kCodeSymbol) == 0) {
+    if (strcmp(name, kCodeSymbol) == 0 && !have_older_code) {
       code = symbol.st_value;
       have_code = true;
+    } else if (strcmp(name, kOlderCodeSymbol) == 0) {
+      code = symbol.st_value;
+      have_code = have_older_code = true;
     } else if (strcmp(name, kSizeSymbol) == 0) {
       size_at = symbol.st_value;
       have_size = true;

@@ -27,7 +27,7 @@ void replay(const std::string& path) {
   EventLogReader reader(path);
   Recording recording = recording_for(reader.settings());
   // No unwinder: a hostile stream names files that must not be opened (a FIFO would hang).
-  IngestPipeline pipeline(recording, {.dwarf = false, .pin_mapped_files = false});
+  IngestPipeline pipeline(recording, {.dwarf = false, .live_processes = false});
   replay_events(reader, pipeline, /*events_per_batch=*/64);
   pipeline.finish(recording.end_time);
 }
@@ -35,7 +35,7 @@ void replay(const std::string& path) {
 // Events without a log around them.
 void decode_raw_events(const uint8_t* data, size_t size) {
   Recording recording;
-  IngestPipeline pipeline(recording, {.dwarf = false, .pin_mapped_files = false});
+  IngestPipeline pipeline(recording, {.dwarf = false, .live_processes = false});
   while (size >= 2) {
     const size_t length = std::min<size_t>(size - 2, data[0] | data[1] << 8);
     pipeline.take_bpf_event(data + 2, length);

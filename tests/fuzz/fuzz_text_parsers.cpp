@@ -1,8 +1,9 @@
 // libFuzzer targets for the text parsers, one binary per target (FUZZ_TARGET selects):
-// /proc/PID/maps, /proc/kallsyms, /tmp/perf-PID.map and the cgroup files read for the
-// memory limit (/proc/self/cgroup, /proc/self/mounts, memory.stat). Each parse must return (never
-// crash, hang or read out of bounds, which the sanitizers check), and lookups in what it
-// returns must be consistent.
+// /proc/PID/maps, /proc/kallsyms, /tmp/perf-PID.map, the cgroup files read for the
+// memory limit (/proc/self/cgroup, /proc/self/mounts, memory.stat), and a process's context
+// (/proc/PID/cgroup, its NSpid line) with record --cgroup's mountinfo and membership tests. Each
+// parse must return (never crash, hang or read out of bounds, which the sanitizers check), and
+// lookups in what it returns must be consistent.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +14,9 @@
 #include "symbols/util/proc_maps.h"
 #if FUZZ_TARGET == 10
 #include "userspace/capture/memory_limit.h"
+#elif FUZZ_TARGET == 11
+#include "userspace/model/process_context.h"
+#include "userspace/session/cgroup_targets.h"
 #endif
 
 using namespace bpfprof;
@@ -42,8 +46,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (mount->size() > text.size()) abort();
   memory_stat_value(text, "active_file");
   memory_stat_value(text, "total_inactive_file");
+#elif FUZZ_TARGET == 11
+  // A process's context: bounded, and its label made of what was kept.
+  const ProcessContext context = context_from_cgroups(text);
+  if (context.cgroup.size() > kMaxCgroupPathBytes || context.container_id.size() > 64) abort();
+  if (context_label(context).size() > 64 + 64 + 300) abort();
+  namespace_pid_from_status(text);
+  for (const CgroupMount& mount : cgroup_mounts(text))
+    if (mount.mount_point.size() > text.size()) abort();
+  CgroupTarget target;
+  target.path = "/docker";
+  target.controller = "cpu";
+  cgroup_contains(target, text);
+  target.v2 = true;
+  cgroup_contains(target, text);
 #else
-#error "FUZZ_TARGET must be 1 (proc maps), 2 (kallsyms), 3 (perf map) or 10 (cgroup files)"
+#error \
+    "FUZZ_TARGET must be 1 (proc maps), 2 (kallsyms), 3 (perf map), 10 (cgroup files) or 11 (process context)"
 #endif
   return 0;
 }

@@ -12,8 +12,8 @@ import {
   readProfile, untilSampling, ProfileView, itOnce,
 } from './lib/harness.mjs';
 
-// late-worker starts at a third: 1,200 ms, 900 ms after the attach begins, for bpfprof's set-up
-// (the verifier's 0.3-0.6 s on a 2-CPU VM; at 2,400 ms a slow set-up missed main_spin).
+// late-worker starts 300 ms after bpfprof says it samples (a fresh clone's set-up beside its idle
+// build took over the 900 ms a fixed start left, and main_spin was missed), and spins 2.4 s.
 const DURATION_MS = 3600;
 
 describe('attach (-p)', () => {
@@ -23,9 +23,17 @@ describe('attach (-p)', () => {
 
   before(async () => {
     if (recorderUnavailableReason()) return;
-    target = startBackground(fixturePath('late_thread'), [String(DURATION_MS)]);
-    await sleep(300);  // attach while main_spin runs and before late-worker exists
-    rec = await recordWith('attach', ['-p', String(target.pid)]);
+    target = startBackground(fixturePath('late_thread'), [String(DURATION_MS), 'on-signal']);
+    const file = join(RESULTS_DIR, 'attach.json.gz');
+    rmSync(file, { force: true });
+    const recorder = startBackground(BPFPROF, ['record', '-v', '-F', String(FREQUENCY_HZ), '-o', file,
+      ...callGraphArgs([]), '-p', String(target.pid)]);
+    await untilSampling(recorder, { target });
+    await sleep(300);  // main_spin under the recording, before late-worker exists
+    target.child.kill('SIGUSR1');
+    const result = await recorder.done;
+    assert.equal(result.code, 0, `bpfprof failed: ${result.stderr}`);
+    rec = { file, view: new ProfileView(readProfile(file)), result };
     const exit = await target.done;
     assert.equal(exit.code, 0, `late_thread failed: ${exit.stderr}`);
     cputimes = parseCputimeLines(exit.stdout);

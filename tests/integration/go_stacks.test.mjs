@@ -117,7 +117,7 @@ function checkGoProgram(t, rec, name, metrics, { minSamples = 300, startupMs = 0
   t.diagnostic(`${name}: ${total} on-CPU samples; reach a Go or C root ${pct(metrics.rootShare)}, ` +
                `[truncated] ${pct(metrics.truncatedShare)}, named leaf ${pct(metrics.namedLeafShare)}; ` +
                `summary: complete ${pct(f.printedComplete)}, walked in the kernel ${pct(f.kernelShare)}, ` +
-               `${f.ringBytes} ring-buffer bytes per sample`);
+               `${f.ringBytes} ring-buffer bytes per sample (${f.ringBytesBesideCopies} beside the stack copies)`);
   if (outermost.size) t.diagnostic(`not at a root:\n    ${top(outermost, total)}`);
   // Why the kernel's walks stopped, and which tables it had: what a cut needs explained.
   if (f.kernelShare < 0.99 || metrics.rootShare < 0.99)
@@ -139,7 +139,10 @@ function checkGoProgram(t, rec, name, metrics, { minSamples = 300, startupMs = 0
   // The recorder's figures, in the summary and in meta.extra alike.
   assert.ok(f.kernelShare >= 0.95, `walked in the kernel: ${pct(f.kernelShare)}`);
   assert.equal(f.kernelShareMeta, f.kernelShare);
-  assert.ok(f.ringBytes > 0 && f.ringBytes <= maxRingBytes, `${f.ringBytes} ring-buffer bytes per sample`);
+  // A stack copy (about 25 KB) is the fallback of a sample taken before its table was loaded:
+  // their share is bounded above; what the walks cost is bounded here.
+  assert.ok(f.ringBytesBesideCopies > 0 && f.ringBytesBesideCopies <= maxRingBytes,
+            `${f.ringBytes} ring-buffer bytes per sample, ${f.ringBytesBesideCopies} beside the stack copies`);
   assert.equal(f.ringBytesMeta, f.ringBytes);
   return samples;
 }

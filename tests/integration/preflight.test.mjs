@@ -41,7 +41,8 @@ describe('refused before anything starts', () => {
   });
 
   it('conflicting modes, unknown options, bad values', () => {
-    assertOneLineError(bpfprof(['record', '-a', '-p', '1']), /give exactly one of -- CMD, -p PID or -a/);
+    assertOneLineError(bpfprof(['record', '-a', '-p', '1']), /give exactly one of -- CMD, -p PID, -a or --cgroup PATH/);
+    assertOneLineError(bpfprof(['record', '--cgroup', '/tmp', '-d', '1']), /--cgroup \/tmp: \/tmp is not a cgroup directory/);
     assertOneLineError(bpfprof(['record', '--bogus']), /--bogus/);
     assertOneLineError(bpfprof(['record', '-F', '0', '--', 'true']), /frequency/i);
     assertOneLineError(bpfprof(['record', '--call-graph', 'lbr', '--', 'true']), /--call-graph must be fp or dwarf/);
@@ -57,7 +58,7 @@ describe('refused before anything starts', () => {
 });
 
 describe('help and version', () => {
-  it('--help and record --help show examples for the three modes', () => {
+  it('--help and record --help show examples for the four modes', () => {
     const top = bpfprof(['--help']);
     assert.equal(top.status, 0);
     const record = bpfprof(['record', '--help']);
@@ -66,6 +67,7 @@ describe('help and version', () => {
       assert.match(text, /bpfprof record (-o \S+ )?(-F \d+ )?-- /);
       assert.match(text, /bpfprof record -p \d+/);
       assert.match(text, /bpfprof record -a -d \d+/);
+      assert.match(text, /bpfprof record --cgroup \S+ -d \d+/);
     }
     assert.match(record.stdout, /--buffer-size/);
   });

@@ -16,19 +16,23 @@ import {
 
 const PYTHON = '/usr/bin/python3.11';
 // The other versions with a layout entry, where the machine has them (pyenv's shared builds:
-// the interpreter is in libpython3.X.so; 3.12 marks activations with shim frames, 3.13 has
-// no _PyCFrame, 3.8 to 3.10 chain frame objects), and one without (3.7: its frames are not
-// read, and the summary says so).
+// the interpreter is in libpython3.X.so, libpython3.Xm.so for 3.6 and 3.7; 3.12 marks
+// activations with shim frames, 3.13 has no _PyCFrame, 3.6 to 3.10 chain frame objects, 3.6
+// has no _PyRuntime), and one without (2.7: its frames are not read, and the summary says so).
 const PYENV = process.env.PYENV_ROOT ?? '/root/.pyenv';
-const OTHER_PYTHONS = { '3.8': `${PYENV}/versions/3.8.18/bin/python3.8`,
+const OTHER_PYTHONS = { '3.6': `${PYENV}/versions/3.6.15/bin/python3.6`,
+  '3.7': `${PYENV}/versions/3.7.16/bin/python3.7`,
+  '3.8': `${PYENV}/versions/3.8.18/bin/python3.8`,
   '3.9': `${PYENV}/versions/3.9.18/bin/python3.9`, '3.10': `${PYENV}/versions/3.10.13/bin/python3.10`,
   '3.12': `${PYENV}/versions/3.12.1/bin/python3.12`, '3.13': `${PYENV}/versions/3.13.0/bin/python3.13` };
-const PYTHON37 = `${PYENV}/versions/3.7.16/bin/python3.7`;
+const PYTHON27 = `${PYENV}/versions/2.7.18/bin/python2.7`;
 const SCRIPT = join(INTEGRATION_DIR, 'python', 'call_tree.py');
 const SECONDS = 1.0;
 // Each part of the other versions' runs: 150-500 samples a leaf, three times the 50 asked.
 const OTHER_SECONDS = 0.5;
 const MIN_ORDERED_SHARE = 0.95;
+const MID_SWITCH = '[unknown Python frames: read mid-switch]';
+const MAX_MID_SWITCH_SHARE = 0.1;
 
 const BOOTSTRAP = ['Thread._bootstrap', 'Thread._bootstrap_inner', 'Thread.run'];
 // The innermost Python function of a sample -> the Python frames (root first) it must have.
@@ -48,7 +52,7 @@ function codeName(qualname) {
   return qualname.split('.').at(-1);
 }
 function expectedFor(version) {
-  if (!['3.8', '3.9', '3.10'].includes(version)) return EXPECTED;
+  if (!['3.6', '3.7', '3.8', '3.9', '3.10'].includes(version)) return EXPECTED;
   return Object.fromEntries(Object.entries(EXPECTED).map(([role, leaves]) => [role,
     Object.fromEntries(Object.entries(leaves).map(([leaf, chain]) => [leaf, chain.map(codeName)]))]));
 }
@@ -84,11 +88,17 @@ function orderedShares(view, expected = EXPECTED, processName = null) {
     if (!role) continue;
     for (const [leaf, chain] of Object.entries(expected[role])) {
       const key = `${role}:${leaf}`;
-      const r = out[key] ?? (out[key] = { total: 0, ordered: 0, examples: new Map() });
+      const r = out[key] ?? (out[key] = { total: 0, ordered: 0, midSwitch: 0, examples: new Map() });
       for (const s of view.samples(th)) {
         if (!onCpu(s.frames)) continue;
         const py = pythonFrames(s.frames).map((f) => f.name);
         if (py.at(-1) !== leaf) continue;
+        // Honestly unknown callers (3.12+ read between two of the interpreter's stores):
+        // bounded apart, not taken for a wrong order.
+        if (py.includes(MID_SWITCH)) {
+          r.midSwitch += 1;
+          continue;
+        }
         r.total += 1;
         if (py.join(' > ') === chain.join(' > ')) r.ordered += 1;
         else r.examples.set(py.join(' > '), (r.examples.get(py.join(' > ')) ?? 0) + 1);
@@ -163,12 +173,15 @@ describe('python', () => {
     metrics[label] = {};
     for (const [key, r] of Object.entries(shares)) {
       const share = r.total ? r.ordered / r.total : 0;
-      metrics[label][key] = { samples: r.total, share };
+      metrics[label][key] = { samples: r.total, share, midSwitch: r.midSwitch };
       t.diagnostic(`${key}: ${r.total} on-CPU samples, ${pct(share)} with the expected Python frames`);
       for (const [stack, n] of [...r.examples].sort((a, b) => b[1] - a[1]).slice(0, 3))
         t.diagnostic(`${key}: other x${n}: ${stack}`);
+      const midSwitch = r.midSwitch / Math.max(1, r.total + r.midSwitch);
+      if (r.midSwitch) t.diagnostic(`${key}: ${r.midSwitch} samples (${pct(midSwitch)}) with callers read mid-switch`);
       if (r.total < 50) failures.push(`${key}: only ${r.total} samples`);
       else if (share < MIN_ORDERED_SHARE) failures.push(`${key}: ${pct(share)} in order`);
+      if (midSwitch > MAX_MID_SWITCH_SHARE) failures.push(`${key}: ${pct(midSwitch)} read mid-switch`);
     }
     const left = leftoverInterpreterShare(view, processName);
     metrics[label].leftoverInterpreterFrames = left;
@@ -207,14 +220,17 @@ describe('python', () => {
     });
   }
 
-  it('python 3.7 (no layout entry): native frames as before, and one line in the summary', async (t) => {
-    if (!existsSync(PYTHON37)) return t.skip(`no ${PYTHON37}`);
+  it('python 2.7 (no layout entry): native frames as before, and one line in the summary', async (t) => {
+    if (!existsSync(PYTHON27)) return t.skip(`no ${PYTHON27}`);
     if (!requireRecorder(t)) return;
-    const r = await recordWith('python-launch-3.7', ['--', PYTHON37, SCRIPT, '0.3']);
-    assert.match(r.result.stderr, /python 3\.7: no layout for this version, frames not read/);
-    for (const th of pythonThreads(r.view))
+    const spin = 'import time\nend = time.time() + 0.3\nwhile time.time() < end: pass';
+    const r = await recordWith('python-launch-2.7', ['--', PYTHON27, '-c', spin]);
+    assert.match(r.result.stderr, /python 2\.7: no layout for this version, frames not read/);
+    const threads = pythonThreads(r.view, 'python2.7');
+    assert.ok(threads.length > 0, 'no python2.7 thread');
+    for (const th of threads)
       for (const s of r.view.samples(th)) assert.equal(pythonFrames(s.frames).length, 0);
-    const s = r.view.share(pythonThreads(r.view)[0], (f) => f.some((x) => x.name === '_PyEval_EvalFrameDefault'));
+    const s = r.view.share(threads[0], (f) => f.some((x) => x.name === 'PyEval_EvalFrameEx'));
     assert.ok(s.share > 0.5, `native interpreter frames in ${pct(s.share)}`);
   });
 

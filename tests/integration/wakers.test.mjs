@@ -70,8 +70,8 @@ function summary(markers, limit = 3) {
 // Records `args` (-p or -a, 1.5 s) while the fixture runs, started 300 ms before: { rec,
 // fixture }. The fixture outlives the recording by seconds: a loaded machine (CI's) can take
 // two seconds to load the recorder's BPF programs, and the attach must find it running.
-async function recordRunningFixture(label, args) {
-  const target = startBackground(fixturePath('wakers'), ['3500']);
+async function recordRunningFixture(label, args, env = process.env) {
+  const target = startBackground(fixturePath('wakers'), ['3500'], { env });
   await sleep(300);
   const rec = await recordWith(label, typeof args === 'function' ? args(target.pid) : args);
   const done = await target.done;
@@ -237,8 +237,9 @@ describe('wakers: who woke each wait', () => {
   });
 });
 
-// -p: the children the fixture forked before the attach (pong, pipe-writer) are not profiled:
-// they are still named as wakers, by thread name, tid and pid, with their kernel stacks only.
+// -p takes the fixture's children forked before the attach (pipe-writer), but not pong, started
+// here so that it is not the fixture's child (as a process another program started): pong is
+// still named as a waker, by thread name, tid and pid, with its kernel stack only.
 describe('wakers with -p', () => {
   let rec;
   let fixture;
@@ -246,7 +247,8 @@ describe('wakers with -p', () => {
 
   before(async () => {
     if (recorderUnavailableReason()) return;
-    ({ rec, fixture } = await recordRunningFixture('wakers_attach', (pid) => ['-p', String(pid), '-d', '1.5']));
+    ({ rec, fixture } = await recordRunningFixture('wakers_attach', (pid) => ['-p', String(pid), '-d', '1.5'],
+                                                   { ...process.env, WAKERS_DETACHED_PONG: '1' }));
   });
 
   it("names the producer with hand_over, and the unprofiled pong by its pid with a kernel stack", (t) => {
@@ -268,6 +270,10 @@ describe('wakers with -p', () => {
     assert.ok(byPong.length >= 0.9 * ping.length && ping.length > 100,
               `${byPong.length} of ${ping.length} of ping's markers name pong by pid with a kernel stack`);
     assert.match(rec.result.stderr, /[1-9]\d* kernel-only \(waker not profiled\)/);
+    // pipe-writer, the fixture's child forked before the attach, is recorded.
+    const writerPid = String(fixture.processes.get('pipe-writer'));
+    assert.ok(rec.view.threads.some((th) => String(th.pid).split('.')[0] === writerPid),
+              `pipe-writer (${writerPid}) is not in the profile`);
     // The summary's top wakers, as when the command is launched: pong by its pid.
     assert.match(rec.result.stderr, /top wakers of wakers \(\d+\): .*acc-producer \(\d+\) [\d.]+ ms/);
     assert.match(rec.result.stderr, new RegExp(`top wakers of wakers \\(\\d+\\): .*pong \\(${pongPid}\\)`));

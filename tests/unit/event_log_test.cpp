@@ -64,6 +64,13 @@ TEST(EventLog, EveryLifecycleEventSurvivesEncoding) {
   ASSERT_EQ(existing_out.threads.size(), 2u);
   EXPECT_EQ(existing_out.threads[1].comm, "w");
   EXPECT_EQ(existing_out.threads[1].cpu_time, CpuTimeNs{6});
+  ProcessContext pod = context_from_cgroups(
+      "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod2c48913c_b29f_11e7_"
+      "9350_020968147796.slice/cri-containerd-" +
+      std::string(64, 'b') + ".scope\n");
+  pod.namespace_pid = 1;
+  EXPECT_EQ(round_trip(ProcessContextEvent{Pid{18}, pod}).context, pod);
+  EXPECT_EQ(round_trip(ProcessContextEvent{Pid{19}, {}}).context, ProcessContext{});
 }
 
 TEST(EventLog, ATruncatedLifecycleRecordIsAnErrorNotACrash) {

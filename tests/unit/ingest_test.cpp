@@ -24,7 +24,7 @@ std::unique_ptr<Event> event(uint8_t context, uint8_t payload, uint64_t time) {
 
 struct SideBandFixture {
   Recording recording;
-  IngestPipeline pipeline{recording, {.dwarf = true, .pin_mapped_files = false}};
+  IngestPipeline pipeline{recording, {.dwarf = true, .live_processes = false}};
   int reads = 0;
   // Samples decoded when the pipeline took the mappings each read returned.
   std::vector<size_t> samples_when_mapped;

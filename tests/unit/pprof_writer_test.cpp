@@ -192,6 +192,45 @@ TEST(ProcessedProfileReader, ConvertGivesThePprofOfTheRecording) {
   EXPECT_EQ(from_json.duration_nanos(), direct.duration_nanos());
 }
 
+// A process's container: on its track's name and in processContext, as pprof labels, and
+// read back by convert whole (the track's name without it).
+TEST(ProcessedProfileReader, AContainerGoesToTheTrackThePprofLabelsAndBack) {
+  PprofDemo demo;
+  const std::string id(64, 'a');
+  ProcessContext context = context_from_cgroups("0::/system.slice/docker-" + id + ".scope\n");
+  context.namespace_pid = 7;
+  demo.model.apply(MonotonicNs{1}, ProcessContextEvent{demo.model.processes()[0].pid, context});
+  const std::string json = demo.write(OutputFormat::kFirefox);
+  EXPECT_NE(json.find("\"processName\":\"demo [docker aaaaaaaaaaaa]\""), std::string::npos);
+  EXPECT_NE(json.find("\"containerId\":\"" + id + "\""), std::string::npos);
+  const std::unique_ptr<ReadProfile> read = parse_processed_profile(json);
+  ASSERT_FALSE(read->profile.threads.empty());
+  EXPECT_EQ(read->profile.threads[0].process_name, "demo");
+  EXPECT_NE(json.find("\"name\":\"demo [docker aaaaaaaaaaaa]\""), std::string::npos);
+  EXPECT_EQ(read->profile.threads[0].context, context);
+  StringSink converted;
+  write_pprof(read->profile, read->settings, converted);
+  const auto direct = samples_by_stack(parse(demo.write(OutputFormat::kPprof)));
+  EXPECT_EQ(samples_by_stack(parse(converted.str())), direct);
+  ASSERT_FALSE(direct.empty());
+  const std::string& labelled = direct.begin()->first;
+  EXPECT_NE(labelled.find(" container_runtime=docker container_id=" + id), std::string::npos)
+      << labelled;
+  EXPECT_NE(labelled.find(" namespace_pid=7"), std::string::npos) << labelled;
+}
+
+// bpfprof run inside the same container: the tracks do not all say so; the labels still do.
+TEST(ProcessedProfileReader, TheRecordersOwnContainerIsNotOnTheTracks) {
+  PprofDemo demo;
+  const ProcessContext context =
+      context_from_cgroups("0::/system.slice/docker-" + std::string(64, 'a') + ".scope\n");
+  demo.model.apply(MonotonicNs{1}, ProcessContextEvent{demo.model.processes()[0].pid, context});
+  demo.recording.recorder_context = context;
+  const std::string json = demo.write(OutputFormat::kFirefox);
+  EXPECT_EQ(json.find("[docker"), std::string::npos);
+  EXPECT_NE(json.find("\"containerRuntime\":\"docker\""), std::string::npos);
+}
+
 TEST(ProcessedProfileReader, BadInputIsOneLineNotACrash) {
   for (const char* text :
        {"", "{", "[]", "{\"meta\":{}}", "{\"meta\":{\"interval\":1},\"libs\":[],\"threads\":[]}",

@@ -59,6 +59,10 @@ TEST(MappingKind, OnePlaceTellsFilesFromAnonymousCodeAndSpecialMappings) {
   EXPECT_EQ(classify_mapping("//anon"), MappingKind::kAnonymousCode);
   EXPECT_EQ(classify_mapping("[anon:v8 code]"), MappingKind::kAnonymousCode);
   EXPECT_EQ(classify_mapping("/memfd:jit (deleted)"), MappingKind::kAnonymousCode);
+  // Shared anonymous memory (opcache's JIT buffer, SysV segments): not a file to pin or read.
+  EXPECT_EQ(classify_mapping("/dev/zero (deleted)"), MappingKind::kAnonymousCode);
+  EXPECT_EQ(classify_mapping("/SYSV00000000 (deleted)"), MappingKind::kAnonymousCode);
+  EXPECT_EQ(classify_mapping("/dev/zero"), MappingKind::kFile);
   EXPECT_EQ(classify_mapping("[heap]"), MappingKind::kAnonymousCode);
   EXPECT_EQ(classify_mapping("[vdso]"), MappingKind::kVdso);
   EXPECT_EQ(classify_mapping("[vvar]"), MappingKind::kOtherSpecial);

@@ -342,10 +342,14 @@ TEST(PythonText, KindsThatNoStrHasGiveNothing) {
 class PythonStacksBudget : public testing::Test {
  protected:
   void SetUp() override {
-    if (access("/usr/bin/python3.11", R_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3.11";
     MappingInfo text{.start = 0x41f000, .length = 0x2b3000, .file_offset = 0x1f000};
     text.path = "/usr/bin/python3.11";
-    recording_.events.push_back({MonotonicNs{1}, ProcessStartEvent{kSelf, "python3.11"}});
+    start_interpreter(text);
+  }
+  // The interpreter whose code `text` maps (skipped when that file is not here).
+  void start_interpreter(const MappingInfo& text) {
+    if (access(text.path.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << text.path;
+    recording_.events.push_back({MonotonicNs{1}, ProcessStartEvent{kSelf, "python3"}});
     recording_.events.push_back({MonotonicNs{1}, MmapEvent{kSelf, Tid{kSelf.value}, text}});
     processes_.observe(recording_.events, 0, recording_.stats.runtimes[RuntimeKind::kPython]);
     interpreter_ = processes_.find(kSelf);
@@ -432,6 +436,31 @@ TEST_F(PythonStacksBudget, AStackTheBpfSideCutEndsInAnUnknownFrame) {
   EXPECT_EQ(names, (std::vector<std::string>{"cycle", "cycle",
                                              "[unknown Python frames: unreadable frame]"}));
   EXPECT_EQ(sample(stacks, 4000, {code}), std::vector<std::string>{"cycle"});
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].mismatched, 0u);
+}
+
+// pyenv's 3.12, whose chains begin with a shim frame (its libpython at a made-up address).
+class PythonStacksWithShims : public PythonStacksBudget {
+ protected:
+  void SetUp() override {
+    MappingInfo text{.start = 0x7f0000106000, .length = 0x273000, .file_offset = 0x106000};
+    text.path = "/root/.pyenv/versions/3.12.1/lib/libpython3.12.so.1.0";
+    start_interpreter(text);
+  }
+};
+
+TEST_F(PythonStacksWithShims, AChainWithoutItsOutermostShimHasUnknownCallers) {
+  FakeObjects fake = objects();
+  PythonStacks stacks(processes_);
+  const uint64_t code = fake.code("ripen");
+  EXPECT_EQ(sample(stacks, 1000, {code, code}, 0, 0, BPFPROF_PYTHON_STACK_COMPLETE,
+                   BPFPROF_PYTHON_FRAME_SHIM),
+            (std::vector<std::string>{"ripen"}));
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].unreadable, 0u);
+  // A generator's frame unlinked from its caller while still the thread's current frame.
+  EXPECT_EQ(sample(stacks, 2000, {code}),
+            (std::vector<std::string>{"ripen", "[unknown Python frames: read mid-switch]"}));
+  EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].unreadable, 1u);
   EXPECT_EQ(recording_.stats.runtimes[RuntimeKind::kPython].mismatched, 0u);
 }
 

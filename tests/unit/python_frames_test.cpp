@@ -112,6 +112,11 @@ TEST(PythonFileNames, OnlyInterpreterNamesGiveAVersion) {
   EXPECT_EQ(python_version_from_file_name("python3.11d"), std::nullopt);
   EXPECT_EQ(python_version_from_file_name("libpython3.11d.so.1.0"), std::nullopt);
   EXPECT_EQ(python_version_from_file_name("bash"), std::nullopt);
+  // Up to 3.7 a pymalloc build says so in its name ("m"), with the usual layout.
+  EXPECT_EQ(python_version_from_file_name("libpython3.7m.so.1.0"), (PythonVersion{3, 7}));
+  EXPECT_EQ(python_version_from_file_name("python3.7m"), (PythonVersion{3, 7}));
+  EXPECT_EQ(python_version_from_file_name("libpython3.8m.so.1.0"), std::nullopt);
+  EXPECT_EQ(python_version_from_file_name("libpython3.7dm.so.1.0"), std::nullopt);
 }
 
 TEST(PythonBinary, AProgramNamedLikePythonIsRejectedWithAReason) {
@@ -135,6 +140,19 @@ TEST(PythonBinary, DebiansPython311IsAccepted) {
   EXPECT_GT(b.eval_size, 1000u);
   EXPECT_NE(b.str_type, 0u) << "PyUnicode_Type";
   EXPECT_NE(b.bytes_type, 0u) << "PyBytes_Type";
+}
+
+// pyenv's 3.6 has no _PyRuntime: the interpreters' list is interp_head, found in the code of
+// PyInterpreterState_Head (nm shows the static at 0x2feee0); its launcher is told apart.
+TEST(PythonBinary, Python36sInterpreterListIsFoundFromItsCode) {
+  const char* library = "/root/.pyenv/versions/3.6.15/lib/libpython3.6m.so.1.0";
+  if (access(library, R_OK) != 0) GTEST_SKIP() << "no " << library;
+  auto result = inspect_python_binary(library, PythonVersion{3, 6});
+  ASSERT_TRUE(std::holds_alternative<PythonBinary>(result))
+      << std::get<PythonRejection>(result).reason;
+  EXPECT_EQ(std::get<PythonBinary>(result).runtime, 0x2feee0u);
+  EXPECT_TRUE(std::holds_alternative<PythonLauncher>(
+      inspect_python_binary("/root/.pyenv/versions/3.6.15/bin/python3.6", PythonVersion{3, 6})));
 }
 
 constexpr uint64_t kEval = 0x5000;  // a native _PyEval_EvalFrameDefault frame

@@ -106,6 +106,30 @@ TEST(SessionModel, ForkExecExitMakeProcessEntriesOverTime) {
   EXPECT_EQ(frame.address, 0x10u);
 }
 
+// A process's context comes after its exec (read from /proc then); its forks inherit it, an
+// exec keeps it until its own is read, and one for a pid not running is dropped.
+TEST(SessionModel, AContextFollowsItsProcessAndItsChildren) {
+  SessionModel model;
+  ProcessContext docker = context_from_cgroups("0::/docker/" + std::string(64, 'c') + "\n");
+  ProcessContext service = context_from_cgroups("0::/system.slice/cron.service\n");
+  model.apply(ms(0),
+              ExistingProcessEvent{Pid{100}, "sh", "/bin/sh", {{Tid{100}, "sh", CpuTimeNs{0}}}});
+  model.apply(ms(0), ProcessContextEvent{Pid{100}, docker});
+  model.apply(ms(1), ForkEvent{Pid{100}, Tid{100}, Pid{200}, Tid{200}, "sh"});
+  model.apply(ms(2), ExecEvent{Pid{200}, Tid{200}, Tid{200}, "go", "/bin/go"});
+  model.apply(ms(3), ProcessContextEvent{Pid{300}, service});  // not running: no process made
+  model.apply(ms(4), ExecEvent{Pid{100}, Tid{100}, Tid{100}, "cron", "/usr/sbin/cron"});
+  model.apply(ms(4), ProcessContextEvent{Pid{100}, service});
+  model.finish(ms(10));
+  const auto& p = model.processes();
+  ASSERT_EQ(p.size(), 4u);  // sh, its child before and after the exec, sh after its exec
+  EXPECT_EQ(p[0].context, docker);
+  EXPECT_EQ(p[1].context, docker);  // the fork
+  EXPECT_EQ(p[2].context, docker);  // its exec, no context read for it
+  EXPECT_EQ(p[3].name, "cron");
+  EXPECT_EQ(p[3].context, service);
+}
+
 // After a period is written, what ended before it and holds nothing leaves the model; what
 // is live, or still has samples, stays, renumbered, and later events still find it.
 TEST(SessionModel, ForgettingEndedProcessesKeepsTheLiveOnesFindable) {

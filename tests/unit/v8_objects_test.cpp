@@ -33,6 +33,36 @@ TEST(V8Layout, Node24ExportsTheLayoutOfV8_13) {
                        fake::node24_layout());
 }
 
+// The V8 release in a node binary's bytes, for what its metadata lacks.
+TEST(V8Layout, TheV8ReleaseIsReadFromItsVersionString) {
+  using namespace std::string_view_literals;
+  const auto v = node_v8_version("x\0127.0.0.1\0009.4.146.26-node.26\0"sv);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->major, 9u);
+  EXPECT_EQ(v->minor, 4u);
+  EXPECT_FALSE(node_v8_version("abc-node.26"sv)) << "no version before it";
+  EXPECT_FALSE(node_v8_version("x1.2-node.3"sv)) << "inside other text";
+}
+
+// Node 16 (V8 9.4) exports neither its interpreter's frame slots nor a Script's source: they
+// come from the table by V8 release, as V8 10 on export them; 26 (V8 14) reads no current
+// lines; 22 (V8 12.4) spells its fields its own way, with the older ScopeInfo.
+TEST(V8Layout, NpmNodesOfEachMajorHaveALayout) {
+  const std::string modules = TEST_SOURCE_DIR "/tests/integration/node_modules/";
+  for (const char* major : {"node16", "node18", "node22", "node26"}) {
+    const std::string node = modules + major + "/bin/node";
+    if (!std::filesystem::exists(node)) GTEST_SKIP() << "no " << node;
+    const auto layout = read_binary_layout(node);
+    ASSERT_TRUE(std::holds_alternative<V8Layout>(layout))
+        << major << ": " << std::get<std::string>(layout);
+    const V8Layout& l = std::get<V8Layout>(layout);
+    EXPECT_EQ(l.off_fp_bytecode_offset, -40) << major;
+    EXPECT_EQ(l.script_source, 8u) << major;
+    EXPECT_EQ(l.later_scope_info, std::string(major) == "node26") << major;
+    EXPECT_EQ(l.off_fp_bytecode_array, std::string(major) == "node26" ? 0 : -32) << major;
+  }
+}
+
 TEST(V8Layout, AFileWithoutTheMetadataIsRefused) {
   const auto layout = read_binary_layout("/bin/true");
   ASSERT_TRUE(std::holds_alternative<std::string>(layout));

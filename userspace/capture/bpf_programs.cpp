@@ -96,6 +96,7 @@ std::vector<bpf_program*> BpfPrograms::walker_programs(profiler_bpf* skel, const
 
 void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
   skel->rodata->track_all = config.track_all_processes ? 1 : 0;
+  skel->rodata->cgroup_filter_count = config.cgroup_filters;
   skel->rodata->record_off_cpu = config.record_off_cpu ? 1 : 0;
   skel->rodata->off_cpu_stack_interval_ns = config.sampling_interval_ns;
   skel->rodata->record_wakers = config.record_wakers ? 1 : 0;
@@ -181,6 +182,13 @@ void BpfPrograms::attach_sampling(const std::vector<UniqueFd>& perf_event_fds) {
 }
 
 void BpfPrograms::detach_sampling() { sample_links_.clear(); }
+
+void BpfPrograms::set_cgroup_filters(const std::vector<bpfprof_cgroup_filter>& filters) {
+  for (uint32_t i = 0; i < filters.size() && i < BPFPROF_MAX_CGROUP_FILTERS; ++i)
+    if (bpf_map__update_elem(skeleton_->maps.cgroup_filters, &i, sizeof(i), &filters[i],
+                             sizeof(filters[i]), BPF_ANY))
+      throw std::runtime_error("cannot set the cgroup filters: " + errno_text(errno));
+}
 
 void BpfPrograms::track_process(Pid pid, Tracked how) {
   uint32_t key = static_cast<uint32_t>(pid.value);

@@ -55,6 +55,9 @@ class BpfPrograms {
     bool record_wakers = false;
     // The most processes followed at once (not system-wide): the BPF table's size.
     uint32_t max_tracked_processes = 65536;
+    // record --cgroup: how many subtrees set_cgroup_filters gives (at most
+    // BPFPROF_MAX_CGROUP_FILTERS); a process that execs in one is tracked from then on.
+    uint32_t cgroup_filters = 0;
   };
   // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
   explicit BpfPrograms(const Config& config);
@@ -72,6 +75,8 @@ class BpfPrograms {
   // exec pseudo-frame instead of bpfprof's own frames (and need no unwinding).
   enum class Tracked : uint8_t { kProcess, kLaunchedBeforeExec };
   void track_process(Pid pid, Tracked how = Tracked::kProcess);
+  // The subtrees of record --cgroup, as many as Config::cgroup_filters said.
+  void set_cgroup_filters(const std::vector<bpfprof_cgroup_filter>& filters);
 
   // Waits until events are pending (the buffer is filling up), a signal, or the timeout.
   // Until the ring buffer needs reading, timeout_ms pass, a signal comes or one of `also` (fds,

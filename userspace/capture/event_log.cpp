@@ -127,6 +127,34 @@ void put_payload(ByteWriter& w, const ExistingProcessEvent& e) {
   for (const ThreadState& t : e.threads) w.put(t.tid), w.put(t.comm), w.put(t.cpu_time);
 }
 
+void put_payload(ByteWriter& w, const ProcessContextEvent& e) {
+  const ProcessContext& c = e.context;
+  w.put(e.pid), w.put<uint8_t>(c.runtime ? static_cast<uint8_t>(*c.runtime) + 1 : 0),
+      w.put(c.container_id), w.put(c.pod_uid);
+  w.put<uint8_t>(c.qos ? static_cast<uint8_t>(*c.qos) + 1 : 0), w.put(c.service), w.put(c.cgroup);
+  w.put<int32_t>(c.namespace_pid.value_or(0));
+}
+
+ProcessContextEvent get_context_event(ByteReader& r) {
+  ProcessContextEvent e;
+  ProcessContext& c = e.context;
+  e.pid = r.get<Pid>();
+  if (const auto runtime = r.get<uint8_t>(); runtime != 0) {
+    if (runtime > static_cast<uint8_t>(ContainerRuntime::kCri) + 1)
+      throw std::runtime_error("corrupt event log: unknown container runtime");
+    c.runtime = static_cast<ContainerRuntime>(runtime - 1);
+  }
+  c.container_id = r.get_string(), c.pod_uid = r.get_string();
+  if (const auto qos = r.get<uint8_t>(); qos != 0) {
+    if (qos > static_cast<uint8_t>(PodQos::kBestEffort) + 1)
+      throw std::runtime_error("corrupt event log: unknown pod QoS class");
+    c.qos = static_cast<PodQos>(qos - 1);
+  }
+  c.service = r.get_string(), c.cgroup = r.get_string();
+  if (const auto pid = r.get<int32_t>(); pid > 0) c.namespace_pid = pid;
+  return e;
+}
+
 LifecyclePayload get_payload(ByteReader& r, size_t index) {
   switch (index) {
     case 0: {
@@ -180,13 +208,15 @@ LifecyclePayload get_payload(ByteReader& r, size_t index) {
       }
       return e;
     }
+    case 8:
+      return get_context_event(r);
     default:
       throw std::runtime_error("corrupt event log: unknown lifecycle event type " +
                                std::to_string(index));
   }
 }
 
-static_assert(std::variant_size_v<LifecyclePayload> == 8,
+static_assert(std::variant_size_v<LifecyclePayload> == 9,
               "add the new event type to the event log");
 
 // The version a log of another format says it is (its magic line's digits, bounded), or
@@ -256,10 +286,12 @@ void EventLogWriter::write_bpf_event(const void* data, size_t size) {
 
 void EventLogWriter::write_lifecycle_events(const std::vector<LifecycleEvent>& events,
                                             size_t from) {
-  for (size_t i = from; i < events.size(); ++i) {
-    std::vector<uint8_t> record = encode_lifecycle_event(events[i]);
-    write_record(kLifecycle, record.data(), record.size());
-  }
+  for (size_t i = from; i < events.size(); ++i) write_lifecycle_event(events[i]);
+}
+
+void EventLogWriter::write_lifecycle_event(const LifecycleEvent& event) {
+  std::vector<uint8_t> record = encode_lifecycle_event(event);
+  write_record(kLifecycle, record.data(), record.size());
 }
 
 void EventLogWriter::finish(const RecordingTrailer& trailer) {

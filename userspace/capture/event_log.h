@@ -47,11 +47,18 @@ class EventLogWriter {
 
   void write_bpf_event(const void* data, size_t size);
   void write_lifecycle_events(const std::vector<LifecycleEvent>& events, size_t from);
+  // Those of one kind only.
+  template <typename Payload>
+  void write_lifecycle_events(const std::vector<LifecycleEvent>& events, size_t from) {
+    for (size_t i = from; i < events.size(); ++i)
+      if (std::holds_alternative<Payload>(events[i].payload)) write_lifecycle_event(events[i]);
+  }
   // Writes the trailer and flushes; throws if the data did not reach the file.
   void finish(const RecordingTrailer& trailer);
   uint64_t bytes_written() const { return bytes_; }
 
  private:
+  void write_lifecycle_event(const LifecycleEvent& event);
   void write_record(uint8_t type, const void* data, size_t size);
   void note_failure();
 

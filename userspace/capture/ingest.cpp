@@ -6,6 +6,7 @@
 #include "bpf/events.h"
 #include "symbols/dwarf/unwinder.h"
 #include "userspace/capture/event_log.h"
+#include "userspace/capture/process_contexts.h"
 #include "userspace/model/clocks.h"
 
 namespace bpfprof {
@@ -22,7 +23,7 @@ IngestPipeline::IngestPipeline(Recording& recording, const Options& options)
       unwinder_(options.dwarf ? std::make_unique<DwarfUnwinder>() : nullptr),
       runtimes_(disabled_runtimes(options)),
       decoder_(unwinder_.get()),
-      pin_mapped_files_(options.pin_mapped_files),
+      live_processes_(options.live_processes),
       time_model_(options.time_model) {
   model_.configure_for(recording_);
   model_.set_collapse_repeated_samples(options.collapse_repeated_samples);
@@ -42,7 +43,10 @@ void IngestPipeline::timed(Work&& work) {
 void IngestPipeline::take_lifecycle_events() {
   std::vector<LifecycleEvent>& events = recording_.events;
   if (resolved_events_ >= events.size()) return;
-  if (pin_mapped_files_) mapped_files_.resolve(events, resolved_events_);
+  if (live_processes_) {
+    mapped_files_.resolve(events, resolved_events_);
+    append_process_contexts(events, resolved_events_);
+  }
   decoder_.queue_address_space_changes(events, resolved_events_);
   runtimes_.observe(events, resolved_events_, recording_);
   if (observer_) observer_(events, resolved_events_);

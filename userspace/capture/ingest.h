@@ -31,10 +31,11 @@ class IngestPipeline {
   struct Options {
     bool dwarf = false;                     // DWARF recordings need an unwinder
     bool collapse_repeated_samples = true;  // see SessionModel
-    // A live recording opens the files that processes map while they still map them
-    // (MappedFiles). A replay must not: the pids of a saved stream are no longer (or are
-    // other) processes, so it reads the files at their paths.
-    bool pin_mapped_files = true;
+    // A live recording's pids are running processes: it opens the files they map while they
+    // still map them (MappedFiles), and reads each exec'd process's context from /proc. A
+    // replay must not: the pids of a saved stream are no longer (or are other) processes, so
+    // it reads the files at their paths (and the contexts the log saved).
+    bool live_processes = true;
     // The runtimes whose frames are read (runtimes/registry.h): their code is read from the
     // live processes (a live recording only: the processes of a replayed stream are gone,
     // and a fuzzed one names processes at random); the others' native frames stay.
@@ -99,7 +100,7 @@ class IngestPipeline {
   Runtimes runtimes_;
   EventDecoder decoder_;
   MappedFiles mapped_files_;  // holds files that will not be at their path at the end
-  const bool pin_mapped_files_;
+  const bool live_processes_;
   const bool time_model_;
   SessionModel model_;
   LifecycleObserver observer_;

@@ -6,6 +6,7 @@
 
 #include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
+#include "userspace/model/process_context.h"
 
 namespace bpfprof {
 
@@ -54,20 +55,14 @@ std::optional<uint64_t> room_in(const std::string& dir, const MemoryFiles& files
 
 std::optional<CgroupMembership> memory_cgroup_of(std::string_view proc_cgroup) {
   std::optional<CgroupMembership> unified;
-  for (std::string_view line : split(proc_cgroup, '\n')) {
-    // hierarchy-id:controller-list:path; the path may itself hold ':'.
-    const size_t first = line.find(':');
-    const size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
-    if (second == std::string_view::npos) continue;
-    const std::string_view controllers = line.substr(first + 1, second - first - 1);
-    const std::string path(line.substr(second + 1));
+  for (const CgroupLine& line : cgroup_lines(proc_cgroup)) {
+    const std::string path(line.path);
     if (path.empty() || path[0] != '/') continue;
-    if (line.substr(0, first) == "0" && controllers.empty()) {
+    if (line.v2()) {
       unified = CgroupMembership{CgroupVersion::kV2, path};
       continue;
     }
-    for (std::string_view controller : split(controllers, ','))
-      if (controller == "memory") return CgroupMembership{CgroupVersion::kV1, path};
+    if (line.has_controller("memory")) return CgroupMembership{CgroupVersion::kV1, path};
   }
   return unified;
 }

@@ -27,6 +27,8 @@ const char* const kAppFooter =
     "  bpfprof record -- make -j2                 profile a command and all its children\n"
     "  bpfprof record -p 1234,5678                attach to running processes (Ctrl-C to stop)\n"
     "  bpfprof record -a -d 10                    the whole system for 10 seconds\n"
+    "  bpfprof record --cgroup unified/system.slice/nginx.service -d 10\n"
+    "                                             one service's or container's processes\n"
     "  bpfprof record -o out.json.gz -F 4000 -- ./myprog\n"
     "Then open the .json.gz at https://profiler.firefox.com (Load a profile from file).";
 
@@ -67,9 +69,15 @@ CLI::App* add_record_command(CLI::App& app, RecordOptions& options, RecordOption
       ->check(CLI::PositiveNumber);
   record
       ->add_option("-p,--pid", options.attach_pids,
-                   "Attach to running processes (comma-separated pids)")
+                   "Attach to running processes and their children (comma-separated pids)")
       ->delimiter(',');
   record->add_flag("-a,--all", options.system_wide, "Record every process of the system");
+  record
+      ->add_option("--cgroup", options.cgroup_paths,
+                   "Record the processes in this cgroup's subtree, those that start in it later "
+                   "too (a path under /sys/fs/cgroup as perf -G takes it, v2 or a v1 "
+                   "controller's; repeatable)")
+      ->type_name("PATH");
   record->add_flag("--keep-idle-threads", options.keep_idle_threads,
                    "Also write threads that got no sample");
   record->add_flag("--embed-sources", options.embed_sources,
@@ -186,6 +194,7 @@ void add_record_output_options(CLI::App* record, RecordOptions& options, RecordO
       "  bpfprof record -d 30 -- ./server           stop after 30 s and leave the command running\n"
       "  bpfprof record -p 1234                     a running process, until Ctrl-C or its exit\n"
       "  bpfprof record -a -d 10 -o system.json.gz  every process of the machine for 10 s\n"
+      "  bpfprof record --cgroup cpu/docker/ID -d 10  a container's processes, new ones too\n"
       "  bpfprof record --call-graph fp -F 4000 -- ./prog   frame-pointer stacks, 4 kHz");
 }
 

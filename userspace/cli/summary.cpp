@@ -193,7 +193,8 @@ void add_runtime_figures(RuntimeKind runtime, const RuntimeStats& p, Lines& line
   if (p.no_thread_state || p.unreadable || p.at_limit || p.mismatched || p.unnamed_frames)
     add(lines,
         "%s stacks without or with fewer frames: %llu without a thread state, "
-        "%llu cut by an unreadable frame, %llu deeper than %u frames, %llu not matching the "
+        "%llu cut (an unreadable frame, a chain read mid-switch), %llu deeper than %u frames, %llu "
+        "not matching the "
         "native interpreter frames; %llu frames unnamed",
         lower.c_str(), count(p.no_thread_state), count(p.unreadable), count(p.at_limit),
         p.max_frames, count(p.mismatched), count(p.unnamed_frames));
@@ -213,6 +214,9 @@ void add_top_processes(const RunReport& r, Lines& lines) {
   if (processes.size() > kTopProcesses)
     line += ", ... (" + std::to_string(processes.size()) + " in all)";
   add(lines, "%s", line.c_str());
+  if (!r.contexts_by_cpu_time.empty())
+    add(lines, "CPU time by container or service: %s",
+        contexts_text(r.contexts_by_cpu_time).c_str());
 }
 
 // --embed-sources: what the profile carries, and what it does not.

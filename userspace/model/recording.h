@@ -18,6 +18,7 @@
 #include "symbols/util/held_file.h"
 #include "userspace/model/ids.h"
 #include "userspace/model/prefix_tree.h"
+#include "userspace/model/process_context.h"
 
 namespace bpfprof {
 
@@ -183,9 +184,16 @@ struct ExistingProcessEvent {
   std::optional<uint32_t> euid{};  // as for ExecEvent
 };
 
+// Where a process runs (its container, pod or service), as /proc said after its exec or when
+// the recording attached; its children forked later inherit it.
+struct ProcessContextEvent {
+  Pid pid;
+  ProcessContext context{};
+};
+
 using LifecyclePayload =
     std::variant<ForkEvent, ExecEvent, ExitEvent, CommEvent, MmapEvent, AddressSpaceResetEvent,
-                 ProcessStartEvent, ExistingProcessEvent>;
+                 ProcessStartEvent, ExistingProcessEvent, ProcessContextEvent>;
 
 // The process that a fork (of a new process), exec, start or attach event makes known: the
 // BPF side reports forks and execs of the processes it records only, so these are the ones
@@ -270,9 +278,9 @@ struct RuntimeStats {
   uint64_t stacks = 0;           // samples and off-CPU stacks of interpreters that came with frames
   uint64_t merged = 0;           // of those, stacks whose native interpreter frames were replaced
   uint64_t no_thread_state = 0;  // the thread had no runtime state (starting, ending, C thread)
-  uint64_t unreadable = 0;       // a frame could not be read (freed, paged out): cut there
-  uint64_t at_limit = 0;         // deeper than the BPF side reads (max_frames)
-  uint32_t max_frames = 0;       // how many frames of a stack the BPF side reads
+  uint64_t unreadable = 0;  // a frame unreadable (freed, paged out), a chain mid-switch: cut there
+  uint64_t at_limit = 0;    // deeper than the BPF side reads (max_frames)
+  uint32_t max_frames = 0;  // how many frames of a stack the BPF side reads
   // Activations left over (or missing) against the native interpreter-loop frames: the native
   // stack was cut short, or the sample caught a call being set up.
   uint64_t mismatched = 0;
@@ -407,6 +415,9 @@ struct Recording {
   uint64_t wake_threshold_ns = 0;  // waits this long get a marker; 0: one interval
   CallGraph call_graph = CallGraph::kFramePointers;
   bool fixed_stack_copy_size = false;  // dwarf,SIZE given: no process got a larger copy
+  // Where bpfprof itself runs: a process in the same container or pod is not labelled with it
+  // (tests run inside a container would have every track say so).
+  ProcessContext recorder_context;
   std::vector<LifecycleEvent> events{};
   // A deque: a live recording takes samples from the front as they go into the model.
   std::deque<SampleRecord> samples;

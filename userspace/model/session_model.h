@@ -57,6 +57,7 @@ struct Process {
   std::optional<int> exit_code;
   std::vector<ThreadIndex> threads;
   std::optional<uint32_t> euid;  // its effective user when it started, where known
+  ProcessContext context;        // its container, pod or service, where known
   // The profiler's own child between fork and the exec of the launched command: its
   // samples are the profiler's, not the user's, and it is left out of the profile.
   bool is_launcher = false;
@@ -158,6 +159,7 @@ class SessionModel {
   void on(MonotonicNs t, const AddressSpaceResetEvent& e);
   void on(MonotonicNs t, const ProcessStartEvent& e);
   void on(MonotonicNs t, const ExistingProcessEvent& e);
+  void on(MonotonicNs t, const ProcessContextEvent& e);
 
   ProcessIndex start_process(MonotonicNs t, Pid pid, std::string name, std::string executable);
   // `runtime`: the thread's runtime now, if known (see ThreadAccounting).

@@ -129,8 +129,10 @@ void SessionModel::on(MonotonicNs t, const ForkEvent& e) {
   std::string name = process(parent).name;
   std::string executable = process(parent).executable;
   const std::optional<uint32_t> euid = process(parent).euid;
+  ProcessContext context = process(parent).context;
   ProcessIndex child = start_process(t, e.child_pid, std::move(name), std::move(executable));
   process(child).euid = euid;
+  process(child).context = std::move(context);
   start_thread(t, child, e.child_tid, e.child_comm, CpuTimeNs{0});
   // A forked child starts with a copy of its parent's address space.
   spaces_.fork(e.parent_pid, e.child_pid);
@@ -146,14 +148,27 @@ void SessionModel::on(MonotonicNs t, const ExecEvent& e) {
     runtime = processes_[before.process.value].is_launcher ? std::optional(CpuTimeNs{0})
                                                            : before.accounting.runtime();
   }
-  if (auto it = live_processes_.find(e.pid); it != live_processes_.end())
+  // The context read after the exec follows (ProcessContextEvent); until then, and if the
+  // process is gone before it is read, the one before the exec.
+  ProcessContext context;
+  if (auto it = live_processes_.find(e.pid); it != live_processes_.end()) {
+    context = process(it->second).context;
     end_process(t, it->second);
+  }
 
   std::string name = e.filename.empty() ? e.comm : base_name(e.filename);
   ProcessIndex p = start_process(t, e.pid, std::move(name), e.filename);
   process(p).euid = e.euid;
+  process(p).context = std::move(context);
   start_thread(t, p, e.tid, e.comm, runtime);  // the same task goes on running
   spaces_.follow(e.pid);                       // emptied by the reset that preceded the exec
+}
+
+void SessionModel::on(MonotonicNs, const ProcessContextEvent& e) {
+  // Read after the event that made the process known: one that ended meanwhile keeps the
+  // context it inherited.
+  if (auto it = live_processes_.find(e.pid); it != live_processes_.end())
+    process(it->second).context = e.context;
 }
 
 // A runtime may give a thread its whole name (Ruby's Thread#name) where the kernel's comm

@@ -37,7 +37,8 @@ void write_collapsed_stacks(const BuiltProfile& profile, OutputSink& sink) {
   std::map<std::string, double> weight_by_line;
   for (const ThreadTables& th : profile.threads) {
     const std::string prefix =
-        clean(th.process_name) + " (" + std::to_string(th.pid.value) + ");" + clean(th.name);
+        clean(th.show_container ? with_container(th.process_name, th.context) : th.process_name) +
+        " (" + std::to_string(th.pid.value) + ");" + clean(th.name);
     // The same stack recurs often; uint32 max stands for the empty stack.
     std::unordered_map<uint32_t, std::string> line_of;
     for (size_t i = 0; i < th.samples.size(); ++i) {

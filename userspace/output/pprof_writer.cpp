@@ -163,6 +163,15 @@ void PprofBuilder::add_sample(const ThreadTables& thread, std::optional<StackInd
   number("tid", thread.tid.value);
   text_label("process_name", thread.process_name);
   text_label("thread_name", thread.name);
+  const ProcessContext& context = thread.context;
+  if (context.runtime) {
+    text_label("container_runtime", container_runtime_name(*context.runtime));
+    text_label("container_id", context.container_id);
+  }
+  if (!context.pod_uid.empty()) text_label("pod_uid", context.pod_uid);
+  if (context.qos) text_label("pod_qos", pod_qos_name(*context.qos));
+  if (!context.service.empty()) text_label("service", context.service);
+  if (context.namespace_pid) number("namespace_pid", *context.namespace_pid);
   if (std::optional<std::string> state = off_cpu_state(stack)) text_label("off_cpu_state", *state);
   if (labels)
     for (const auto& [key, value] : *labels) text_label(key.c_str(), value);

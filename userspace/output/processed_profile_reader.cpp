@@ -225,6 +225,32 @@ void TableReader::read_stacks() {
   }
 }
 
+// bpfprof's processContext of a thread (profile_writer.cpp), and its process's name without
+// the context's label the writer added to it. What does not parse is left out.
+void read_context_member(const json& object, ThreadTables& out) {
+  if (!object.is_object()) return;
+  auto text = [&](const char* key) {
+    const auto it = object.find(key);
+    return it != object.end() && it->is_string()
+               ? it->get<std::string>().substr(0, kMaxCgroupPathBytes)
+               : std::string();
+  };
+  ProcessContext& c = out.context;
+  c.runtime = container_runtime_named(text("containerRuntime"));
+  if (c.runtime) c.container_id = text("containerId");
+  c.pod_uid = text("podUid");
+  if (!c.pod_uid.empty()) c.qos = pod_qos_named(text("podQos"));
+  c.service = text("service");
+  c.cgroup = text("cgroup");
+  if (const auto pid = object.find("namespacePid");
+      pid != object.end() && pid->is_number_integer() && pid->get<int64_t>() > 0 &&
+      pid->get<int64_t>() <= INT32_MAX)
+    c.namespace_pid = static_cast<int32_t>(pid->get<int64_t>());
+  const std::string plain = without_container(out.process_name, c);
+  out.show_container = plain != out.process_name;
+  out.process_name = plain;
+}
+
 void TableReader::read_thread(const json& thread) {
   ThreadTables out;
   out.name = string_member(thread, "name");
@@ -233,6 +259,7 @@ void TableReader::read_thread(const json& thread) {
   out.pid = Pid{atoi(out.pid_string.c_str())};
   out.tid = Tid{static_cast<int32_t>(clamped(number_or(thread, "tid", 0), INT32_MAX))};
   out.is_main_thread = thread.contains("isMainThread") && thread.at("isMainThread") == true;
+  if (thread.contains("processContext")) read_context_member(thread.at("processContext"), out);
   const json& samples = member(thread, "samples");
   const json& stacks = column(samples, "stack");
   const size_t rows = stacks.size();

@@ -466,6 +466,8 @@ ThreadTables ProfileBuilder::build_thread(const Thread& thread, WakerLabels& wak
   out.process_name = process.name;
   out.pid = process.pid;
   out.pid_string = pid_string_.at(thread.process.value);
+  out.context = process.context;
+  out.show_container = !same_container(process.context, recording_.recorder_context);
   out.tid = thread.tid;
   out.is_main_thread = thread.tid.value == process.pid.value;
   out.process_start_ms = ms_between(zero, process.start);
@@ -473,6 +475,9 @@ ThreadTables ProfileBuilder::build_thread(const Thread& thread, WakerLabels& wak
   out.register_ms = ms_between(zero, thread.start);
   out.unregister_ms = ms_or_none(thread.end);
   out.samples = SamplesTable(thread.samples, output_stack_of_, zero);
+  // The front end labels a process's track with its main thread's name: it says the
+  // container too, before a Go thread's role.
+  if (out.is_main_thread && out.show_container) out.name = with_container(out.name, out.context);
   if (std::optional<std::string> role = go_thread_role(out_.shared, out.samples))
     out.name += " (" + *role + ")";
   add_loss_markers(thread, out.markers);

@@ -48,7 +48,9 @@ struct ThreadTables {
   std::string name;
   std::string process_name;
   Pid pid;
-  std::string pid_string;  // "PID", or "PID.N" for an earlier entry of a reused/exec'd pid
+  std::string pid_string;       // "PID", or "PID.N" for an earlier entry of a reused/exec'd pid
+  ProcessContext context;       // its process's container, pod or service
+  bool show_container = false;  // in its names: not the container bpfprof itself runs in
   Tid tid;
   bool is_main_thread = false;
   double process_start_ms = 0;  // all times: ms since meta.startTime

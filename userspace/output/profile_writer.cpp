@@ -121,6 +121,23 @@ void write_meta(JsonWriter& w, const Recording& recording, const RunReport& repo
   w.end_object();
 }
 
+// bpfprof's own field of a thread (the front end ignores it; convert reads it back).
+void write_process_context(JsonWriter& w, const ProcessContext& c) {
+  if (c.empty() && !c.namespace_pid && c.cgroup.empty()) return;
+  w.key("processContext");
+  w.begin_object();
+  if (c.runtime) {
+    w.field("containerRuntime", container_runtime_name(*c.runtime));
+    w.field("containerId", c.container_id);
+  }
+  if (!c.pod_uid.empty()) w.field("podUid", c.pod_uid);
+  if (c.qos) w.field("podQos", pod_qos_name(*c.qos));
+  if (!c.service.empty()) w.field("service", c.service);
+  if (!c.cgroup.empty()) w.field("cgroup", c.cgroup);
+  if (c.namespace_pid) w.field("namespacePid", int64_t{*c.namespace_pid});
+  w.end_object();
+}
+
 void write_thread(JsonWriter& w, const ThreadTables& thread) {
   auto ms_or_null = [&](std::string_view key, const std::optional<double>& ms) {
     w.key(key);
@@ -142,7 +159,10 @@ void write_thread(JsonWriter& w, const ThreadTables& thread) {
   w.field("isMainThread", thread.is_main_thread);
   w.field("pid", thread.pid_string);
   w.field("tid", int64_t{thread.tid.value});
-  w.field("processName", thread.process_name);
+  // The process track's label says where it runs at a glance; the object says it whole.
+  w.field("processName", thread.show_container ? with_container(thread.process_name, thread.context)
+                                               : thread.process_name);
+  write_process_context(w, thread.context);
   thread.samples.write_json(w);
   thread.markers.write_json(w);
   w.end_object();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <unordered_map>
 
@@ -80,6 +81,31 @@ std::vector<ProcessCpuTime> processes_by_cpu_time(const SessionModel& model) {
   return processes;
 }
 
+std::vector<ContextCpuTime> contexts_by_cpu_time(const SessionModel& model) {
+  std::map<std::string, ContextCpuTime> by_label;
+  bool containers = false;
+  for (const Process& p : model.processes()) {
+    if (p.is_launcher) continue;
+    uint64_t cpu = 0;
+    for (ThreadIndex t : p.threads)
+      for (const ThreadSample& s : model.threads()[t.value].samples) cpu += s.cpu_delta_ns;
+    if (!cpu) continue;
+    containers = containers || p.context.runtime || !p.context.pod_uid.empty();
+    std::string label = context_label(p.context);
+    if (label.empty()) label = "(none)";
+    ContextCpuTime& c = by_label[label];
+    c.label = label;
+    c.processes += 1;
+    c.cpu_ns += cpu;
+  }
+  if (!containers && by_label.size() < 2) return {};
+  std::vector<ContextCpuTime> contexts;
+  for (auto& [label, c] : by_label) contexts.push_back(std::move(c));
+  std::sort(contexts.begin(), contexts.end(),
+            [](const auto& a, const auto& b) { return a.cpu_ns > b.cpu_ns; });
+  return contexts;
+}
+
 // "a 12.3%, b 4.5%" of the first `count` (name, share) pairs.
 
 void add_runtime_entries(RuntimeKind runtime, const RuntimeStats& stats,
@@ -138,6 +164,7 @@ RunReport build_run_report(const Recording& recording, const SessionModel& model
   report.refused_opens = untrusted_file_refusal_count();
   report.copied_file_bytes = untrusted_copy_bytes();
   report.processes_by_cpu_time = processes_by_cpu_time(model);
+  report.contexts_by_cpu_time = contexts_by_cpu_time(model);
   report.wakers = recording.record_wakers || recording.stats.wakings.wakings > 0;
   report.wakings = recording.stats.wakings;
   return report;
@@ -149,6 +176,21 @@ std::string wakings_text(const WakingStats& w) {
          " taken, " + n(w.stacks_reused) +
          " reused (same waker and thread within a sampling interval), " + n(w.user_stacks_skipped) +
          " kernel-only (waker not profiled), " + n(w.stacks_missing) + " lost";
+}
+
+std::string contexts_text(const std::vector<ContextCpuTime>& contexts) {
+  constexpr size_t kShown = 8;
+  std::string text;
+  for (size_t i = 0; i < contexts.size() && i < kShown; ++i) {
+    char figures[64];
+    snprintf(figures, sizeof figures, " %.2f s (%llu process%s)",
+             static_cast<double>(contexts[i].cpu_ns) / 1e9,
+             static_cast<unsigned long long>(contexts[i].processes),
+             contexts[i].processes == 1 ? "" : "es");
+    text += (i ? ", " : "") + contexts[i].label + figures;
+  }
+  if (contexts.size() > kShown) text += ", ... (" + std::to_string(contexts.size()) + " in all)";
+  return text;
 }
 
 std::string top_wakers_text(const ProcessWakers& wakers) {
@@ -200,6 +242,9 @@ std::vector<ReportEntry> profile_extra_entries(const RunReport& report) {
   if (report.copied_file_bytes)
     entries.push_back(
         {"Bytes of other users' files read from copies", "integer", report.copied_file_bytes});
+  if (!report.contexts_by_cpu_time.empty())
+    entries.push_back(
+        {"CPU time by container or service", "string", contexts_text(report.contexts_by_cpu_time)});
   if (report.wakers) entries.push_back({"Wakeups", "string", wakings_text(report.wakings)});
   for (const ProcessWakers& wakers : report.profile.top_wakers)
     entries.push_back({"Top wakers of " + wakers.process, "string", top_wakers_text(wakers)});

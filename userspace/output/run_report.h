@@ -34,6 +34,13 @@ struct ProcessCpuTime {
   uint64_t cpu_ns;  // the kernel's accounting, summed over the entry's threads
 };
 
+// The CPU time of the processes of one container, pod or service (context_label).
+struct ContextCpuTime {
+  std::string label;  // "(none)" for the processes without a context
+  uint64_t processes = 0;
+  uint64_t cpu_ns = 0;
+};
+
 // What unwinding copied stacks cost (DWARF mode only), per copy.
 struct UnwindCost {
   uint64_t copied_stacks = 0;       // copies unwound in userspace
@@ -86,6 +93,9 @@ struct RunReport {
   uint64_t copied_file_bytes = 0;  // other users' binaries and debug files read from copies
   // Processes that used CPU time, most first.
   std::vector<ProcessCpuTime> processes_by_cpu_time;
+  // The same by container, pod or service, most first; empty when no process ran in a
+  // container or pod and all in one service (or none).
+  std::vector<ContextCpuTime> contexts_by_cpu_time;
   // Who woke the threads (with off-CPU recording), and what the wakers' stacks cost.
   bool wakers = false;
   WakingStats wakings;
@@ -93,6 +103,8 @@ struct RunReport {
 
 // "N wakeups of profiled threads; waker stacks: ..." for the summary and meta.extra.
 std::string wakings_text(const WakingStats& wakings);
+// "docker 4f1c0ed7c1c6 1.20 s (3 processes), nginx.service 0.40 s (2 processes), ...".
+std::string contexts_text(const std::vector<ContextCpuTime>& contexts);
 // "producer (1234) 950.0 ms in 2000 wakeups, interrupt: hrtimer_wakeup 3.1 ms in 3 wakeups".
 std::string top_wakers_text(const ProcessWakers& wakers);
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "symbols/dwarf/unwind_table_cache.h"
+#include "userspace/capture/process_contexts.h"
 #include "userspace/model/clocks.h"
 #include "userspace/model/session_model.h"
 #include "userspace/session/signals.h"
@@ -58,6 +59,7 @@ Recording recording_for(const RecordOptions& options) {
   recording.frequency_hz = options.frequency_hz;
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
   recording.record_wakers = recording.off_cpu && options.wakers;
+  recording.recorder_context = read_process_context(Pid{getpid()}).value_or(ProcessContext{});
   if (options.wake_threshold_ms)
     recording.wake_threshold_ns = static_cast<uint64_t>(*options.wake_threshold_ms * 1e6);
   recording.call_graph = options.call_graph;
@@ -86,7 +88,8 @@ BpfPrograms::Config bpf_config(const RecordOptions& options, const Recording& re
       .unwind_initial_rows =
           options.system_wide ? kSystemWideUnwindInitialRows : kUnwindInitialRows,
       .record_wakers = recording.record_wakers,
-      .max_tracked_processes = options.max_processes};
+      .max_tracked_processes = options.max_processes,
+      .cgroup_filters = static_cast<uint32_t>(options.cgroup_paths.size())};
 }
 
 void print_status_line(const Recording& recording, const SessionModel& model, uint64_t lost) {
@@ -125,6 +128,12 @@ void CollectLoop::start_sampling() {
     drain_side_band();
     bpf_->read_lifecycle_ring();
   });
+  pipeline_.observe_lifecycle_events(
+      [this](const std::vector<LifecycleEvent>& events, size_t from) {
+        if (kernel_unwind_) kernel_unwind_->apply(events, from);
+        // Read from /proc by the pipeline: not in the BPF events the log keeps raw.
+        if (event_log_) event_log_->write_lifecycle_events<ProcessContextEvent>(events, from);
+      });
   if (!options_.fixed_stack_copy_size) bpf_->adapt_stack_copies(pipeline_);
   bpf_->attach_lifecycle();
   sampling_ = open_sampling_events(options_.frequency_hz, cpus);
@@ -155,8 +164,6 @@ void CollectLoop::start_kernel_unwinding() {
         return UnwindTableCache(directory, options).get(path);
       },
       options_.system_wide, workers);
-  pipeline_.observe_lifecycle_events([this](const std::vector<LifecycleEvent>& events,
-                                            size_t from) { kernel_unwind_->apply(events, from); });
   pipeline_.decoder().observe_copied_stacks(
       [this](Pid pid, const std::vector<uint64_t>& pcs) { kernel_unwind_->prefer(pid, pcs); });
 }
@@ -218,10 +225,13 @@ void CollectLoop::start_targets() {
 
 // -p and -a: what runs from now on is in the profile (the set-up before it is not).
 void CollectLoop::say_sampling_started() const {
-  const std::string what = options_.system_wide
-                               ? std::string("every process")
-                               : std::to_string(options_.attach_pids.size()) +
-                                     (options_.attach_pids.size() == 1 ? " process" : " processes");
+  const size_t cgroups = options_.cgroup_paths.size();
+  const std::string what =
+      options_.system_wide ? std::string("every process")
+      : cgroups
+          ? "the processes of " + std::to_string(cgroups) + (cgroups == 1 ? " cgroup" : " cgroups")
+          : std::to_string(options_.attach_pids.size()) +
+                (options_.attach_pids.size() == 1 ? " process" : " processes");
   char until[64] = "";
   if (options_.duration_seconds)
     snprintf(until, sizeof until, " for %g s", *options_.duration_seconds);

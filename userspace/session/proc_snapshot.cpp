@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
@@ -39,6 +42,44 @@ std::vector<Pid> list_processes() {
   std::vector<Pid> pids;
   for (int id : numeric_entries("/proc")) pids.push_back(Pid{id});
   return pids;
+}
+
+std::optional<Pid> parent_in_stat(std::string_view stat) {
+  const size_t comm_end = stat.rfind(')');
+  if (comm_end == std::string_view::npos || stat.size() < comm_end + 4) return std::nullopt;
+  std::string_view rest = stat.substr(comm_end + 2);  // ") S 123 ..."
+  const size_t state_end = rest.find(' ');
+  if (state_end == std::string_view::npos) return std::nullopt;
+  rest.remove_prefix(state_end + 1);
+  int parent = 0;
+  const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), parent);
+  if (error != std::errc() || end == rest.data() || parent < 0) return std::nullopt;
+  return Pid{parent};
+}
+
+std::vector<Pid> descendants_of(const std::vector<Pid>& roots) {
+  std::unordered_map<int, std::vector<Pid>> children;
+  for (int id : numeric_entries("/proc")) {
+    const std::optional<std::string> stat =
+        read_entire_file("/proc/" + std::to_string(id) + "/stat");
+    if (!stat) continue;
+    if (const std::optional<Pid> parent = parent_in_stat(*stat))
+      children[parent->value].push_back(Pid{id});
+  }
+  std::vector<Pid> found;
+  std::unordered_set<int> seen;
+  for (Pid root : roots) seen.insert(root.value);
+  std::vector<Pid> todo(roots);
+  while (!todo.empty()) {
+    const Pid parent = todo.back();
+    todo.pop_back();
+    for (Pid child : children[parent.value]) {
+      if (!seen.insert(child.value).second) continue;
+      found.push_back(child);
+      todo.push_back(child);
+    }
+  }
+  return found;
 }
 
 std::optional<ProcessSnapshot> snapshot_process(Pid pid, std::string* error) {

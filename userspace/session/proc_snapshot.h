@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "symbols/util/proc_maps.h"
@@ -27,6 +28,15 @@ std::optional<ProcessSnapshot> snapshot_process(Pid pid, std::string* error = nu
 
 // Every process in /proc now.
 std::vector<Pid> list_processes();
+
+// The processes now running whose parent, or parent's parent and so on, is one of `roots`
+// (a server's workers, a shell's jobs), from each process's parent in /proc/N/stat; the roots
+// themselves not included.
+std::vector<Pid> descendants_of(const std::vector<Pid>& roots);
+
+// The parent in a /proc/N/stat line ("pid (comm) state ppid ..."; comm may hold anything, the
+// last ')' ends it); nullopt for a line that is not one.
+std::optional<Pid> parent_in_stat(std::string_view stat);
 
 // Appends the events that make the model know `snapshot` at `time`.
 void append_snapshot_events(MonotonicNs time, ProcessSnapshot snapshot,

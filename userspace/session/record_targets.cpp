@@ -15,6 +15,7 @@
 #include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "userspace/model/clocks.h"
+#include "userspace/session/cgroup_targets.h"
 #include "userspace/session/proc_snapshot.h"
 #include "userspace/session/program_files.h"
 
@@ -114,28 +115,47 @@ void RecordTargets::preload_command_tables(KernelUnwindTables& kernel_unwind) co
 // tracked, as a command's are: the kernel walk finds them from the VMA before the process's own
 // entry reaches the kernel (a stripped Go binary, which has no CFI, could not be unwound from a
 // stack copy). Cached tables load within the wait; the others are built as usual.
-void RecordTargets::preload_attach_tables(KernelUnwindTables& kernel_unwind) const {
-  std::vector<Pid> pids = options_.system_wide ? list_processes() : std::vector<Pid>{};
-  for (int pid : options_.attach_pids) pids.push_back(Pid{pid});
+void RecordTargets::preload_attach_tables(KernelUnwindTables& kernel_unwind,
+                                          const std::vector<Pid>& targets) const {
   std::set<std::string> paths;
-  for (Pid pid : pids)
+  for (Pid pid : targets)
     if (std::optional<ProcessSnapshot> snapshot = snapshot_process(pid))
       for (const MapEntry& mapping : snapshot->executable_mappings)
         if (mapping.path.starts_with('/')) paths.insert(mapping.path);
   load_tables_first(kernel_unwind, {paths.begin(), paths.end()});
 }
 
-// -p and -a. Track first, then read /proc: a thread or child created in between is seen by
-// both, never by neither.
-void RecordTargets::attach(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind,
-                           Recording& recording) {
-  if (kernel_unwind) preload_attach_tables(*kernel_unwind);
+// The processes running now that -p, -a or --cgroup records. --cgroup's subtrees go to the
+// kernel first: a process that execs in one from now on is tracked there.
+std::vector<Pid> RecordTargets::attach_targets(BpfPrograms& bpf) const {
+  if (options_.system_wide) return list_processes();
+  if (!options_.cgroup_paths.empty()) {
+    std::vector<CgroupTarget> cgroups;
+    std::vector<bpfprof_cgroup_filter> filters;
+    for (const std::string& path : options_.cgroup_paths) {
+      cgroups.push_back(resolve_cgroup(path));
+      filters.push_back(cgroups.back().filter);
+    }
+    bpf.set_cgroup_filters(filters);
+    return processes_in(cgroups);
+  }
   std::vector<Pid> targets;
   for (int pid : options_.attach_pids) targets.push_back(Pid{pid});
-  if (options_.system_wide) targets = list_processes();
+  return targets;
+}
+
+// -p, -a and --cgroup. Track first, then read /proc: a thread or child created in between is
+// seen by both, never by neither. -a and --cgroup run until their duration or Ctrl-C; -p
+// until its processes are gone.
+void RecordTargets::attach(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind,
+                           Recording& recording) {
+  const std::vector<Pid> targets = attach_targets(bpf);
+  if (kernel_unwind) preload_attach_tables(*kernel_unwind, targets);
+  const bool by_pid = !options_.attach_pids.empty();
   for (Pid pid : targets) {
     if (options_.system_wide) continue;
     bpf.track_process(pid);
+    if (!by_pid) continue;
     // Without it the recording could not tell when its targets are gone, and would never
     // end by itself.
     UniqueFd pidfd = open_pidfd(pid);
@@ -150,9 +170,22 @@ void RecordTargets::attach(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind,
     std::optional<ProcessSnapshot> snapshot = snapshot_process(pid, &error);
     if (snapshot)
       append_snapshot_events(recording.start_time, std::move(*snapshot), recording.events);
-    else if (!options_.system_wide)
+    else if (by_pid)
       throw RecordFailure(2, error);
   }
+  if (by_pid) attach_descendants(bpf, targets, recording);
+}
+
+// -p of a server's master records its workers, as `-- CMD` records a command's tree: those
+// running now are read from /proc (tracked first), those forked later are followed as any
+// child of a tracked process. One that exits meanwhile is left out.
+void RecordTargets::attach_descendants(BpfPrograms& bpf, const std::vector<Pid>& targets,
+                                       Recording& recording) {
+  const std::vector<Pid> descendants = descendants_of(targets);
+  for (Pid pid : descendants) bpf.track_process(pid);
+  for (Pid pid : descendants)
+    if (std::optional<ProcessSnapshot> snapshot = snapshot_process(pid))
+      append_snapshot_events(recording.start_time, std::move(*snapshot), recording.events);
 }
 
 std::vector<int> RecordTargets::running_fds() const {

@@ -1,6 +1,6 @@
-// What `record` follows, in one of three ways: the command it launches (-- CMD), running
-// processes (-p), or every process (-a); whether they are gone yet, and which signals reach
-// the command.
+// What `record` follows, in one of four ways: the command it launches (-- CMD), running
+// processes (-p), every process (-a), or those of cgroups (--cgroup); whether they are gone yet,
+// and which signals reach the command.
 #pragma once
 
 #include <optional>
@@ -47,8 +47,11 @@ class RecordTargets {
  private:
   void launch_command(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind, Recording& recording);
   void preload_command_tables(KernelUnwindTables& kernel_unwind) const;
-  void preload_attach_tables(KernelUnwindTables& kernel_unwind) const;
+  void preload_attach_tables(KernelUnwindTables& kernel_unwind,
+                             const std::vector<Pid>& targets) const;
+  std::vector<Pid> attach_targets(BpfPrograms& bpf) const;
   void attach(BpfPrograms& bpf, KernelUnwindTables* kernel_unwind, Recording& recording);
+  void attach_descendants(BpfPrograms& bpf, const std::vector<Pid>& targets, Recording& recording);
 
   const RecordOptions& options_;
   std::optional<LaunchedCommand> command_;

@@ -11,6 +11,7 @@
 
 #include "userspace/model/clocks.h"
 #include "userspace/output/profile_writer.h"
+#include "userspace/session/cgroup_targets.h"
 #include "userspace/session/collect_loop.h"
 #include "userspace/session/launcher.h"
 #include "userspace/session/output_writer.h"
@@ -75,15 +76,23 @@ void print_written_file(const std::string& path, OutputFormat format) {
 // Checks the options and the machine before anything starts.
 void check_record_options(const RecordOptions& options) {
   const bool launch = !options.command.empty();
-  const int modes =
-      (launch ? 1 : 0) + (options.attach_pids.empty() ? 0 : 1) + (options.system_wide ? 1 : 0);
-  if (modes != 1) throw RecordFailure(2, "give exactly one of -- CMD, -p PID or -a");
+  const int modes = (launch ? 1 : 0) + (options.attach_pids.empty() ? 0 : 1) +
+                    (options.system_wide ? 1 : 0) + (options.cgroup_paths.empty() ? 0 : 1);
+  if (modes != 1) throw RecordFailure(2, "give exactly one of -- CMD, -p PID, -a or --cgroup PATH");
+  if (options.cgroup_paths.size() > BPFPROF_MAX_CGROUP_FILTERS)
+    throw RecordFailure(
+        2, "at most " + std::to_string(BPFPROF_MAX_CGROUP_FILTERS) + " --cgroup paths");
   if (std::optional<std::string> problem = check_environment(current_environment()))
     throw RecordFailure(2, *problem);
   if (launch && !find_executable(options.command[0]))
     throw RecordFailure(127, options.command[0] + ": command not found");
   if (std::optional<std::string> error = check_attach_targets(options.attach_pids))
     throw RecordFailure(2, *error);
+  try {
+    for (const std::string& path : options.cgroup_paths) resolve_cgroup(path);
+  } catch (const std::runtime_error& e) {
+    throw RecordFailure(2, e.what());
+  }
 }
 
 // Everything before time zero: the options checked, the command forked, the output opened

@@ -18,12 +18,14 @@ struct RecordOptions {
   uint32_t frequency_hz = 1000;
   std::string output_path = "profile.json.gz";
   std::optional<double> duration_seconds;
-  // Exactly one of these three says what to record.
+  // Exactly one of these four says what to record.
   std::vector<std::string> command;  // launch it and follow its process tree
   std::vector<int> attach_pids;      // -p: running processes, their threads and children
   bool system_wide = false;          // -a: every process and kernel thread
-  bool keep_idle_threads = false;    // also write threads that got no sample
-  bool embed_sources = false;        // the sampled source files' text in the profile
+  // --cgroup: the processes in these cgroups' subtrees, those starting in them later too.
+  std::vector<std::string> cgroup_paths;
+  bool keep_idle_threads = false;  // also write threads that got no sample
+  bool embed_sources = false;      // the sampled source files' text in the profile
   // Python frames read in the kernel and merged in place of the interpreter loop's frames;
   // --no-python-frames leaves them native.
   bool python_frames = true;

@@ -57,7 +57,7 @@ int run_replay(const ReplayOptions& options) {
     Recording recording = recording_for(reader.settings());
     IngestPipeline pipeline(recording, {.dwarf = uses_dwarf(recording.call_graph),
                                         .collapse_repeated_samples = !options.no_collapse,
-                                        .pin_mapped_files = false,
+                                        .live_processes = false,
                                         .time_model = true});
     std::unique_ptr<CommittableSink> output = open_output(options.output_path);
     const double cpu_start = thread_cpu_ms();

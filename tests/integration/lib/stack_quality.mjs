@@ -246,7 +246,23 @@ export function recordingFigures(rec) {
     kernelShareMeta: percent(metaEntry(profile, 'User stacks unwound in the kernel')),
     offCpuKernelShare: percent(summaryLine(stderr, 'Off-CPU user stacks unwound in the kernel')),
     fellBack: summaryLine(stderr, 'Kernel walks that fell back'),
+    ringBytesBesideCopies: ringBytesBesideCopies(stderr),
   };
+}
+
+// Ring-buffer bytes a sample without the stack copies' (the fallback of a walk, some 25 KB
+// each): what the kernel's walks cost, apart from how many fell back while tables loaded.
+function ringBytesBesideCopies(stderr) {
+  const perSample = Number(/^(\d+) bytes per sample/.exec(summaryLine(stderr, 'Ring-buffer traffic') ?? '')?.[1]);
+  const samples = Number(/^bpfprof: (\d+) samples \(/m.exec(stderr)?.[1]);
+  // On-CPU samples that fell back, and the mean event of a copy (of samples, switch-outs
+  // and wakers alike: their stacks are copied alike).
+  const fellBack = Number(/\(\d+; (\d+) by fallback/.exec(summaryLine(stderr, 'User stacks unwound in the kernel') ?? '')?.[1] ?? 0);
+  const perCopy = Number(/ (\d+) of event \(mean\)/.exec(
+    summaryLine(stderr, 'user stacks copied and unwound in userspace') ?? '')?.[1] ?? 0);
+  if (!samples || Number.isNaN(perSample)) return undefined;
+  const copyBytes = fellBack * perCopy;
+  return Math.max(0, Math.round((perSample * samples - copyBytes) / samples));
 }
 
 // ---------------------------------------------------------------------------------------

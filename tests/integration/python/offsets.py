@@ -32,7 +32,6 @@ IN_THREAD = "BPFPROF_PYTHON_FRAME_IN_THREAD" in text
 FRAME_OBJECTS = sys.version_info < (3, 11)
 api = ctypes.pythonapi
 api.PyThreadState_Get.restype = ctypes.c_void_p
-api.PyInterpreterState_Main.restype = ctypes.c_void_p
 P = ctypes.c_void_p
 I = ctypes.c_int
 results = {}
@@ -42,9 +41,18 @@ def check(name, ok):
     results[name] = bool(ok)
 
 
-runtime = ctypes.addressof(ctypes.c_char.in_dll(api, "_PyRuntime"))
+if "PythonRuntimeState::kInterpreterHeadStatic" in text:
+    # 3.6: interp_head, which PyInterpreterState_Head returns: mov interp_head(%rip),%rax
+    head_function = ctypes.cast(api.PyInterpreterState_Head, P).value
+    code = ctypes.string_at(head_function, 7)
+    assert code[:3] == b"\x48\x8b\x05", code
+    runtime = head_function + 7 + int.from_bytes(code[3:7], "little", signed=True)
+else:
+    runtime = ctypes.addressof(ctypes.c_char.in_dll(api, "_PyRuntime"))
 ts = api.PyThreadState_Get()
-interp = api.PyInterpreterState_Main()
+main_interpreter = getattr(api, "PyInterpreterState_Main", None) or api.PyInterpreterState_Head
+main_interpreter.restype = ctypes.c_void_p
+interp = main_interpreter()
 check("runtime_interpreters_head", P.from_address(runtime + L["runtime_interpreters_head"]).value == interp)
 
 def fs_base():
@@ -58,8 +66,10 @@ def thread_key(tid, ident):
     return ident if FRAME_OBJECTS else tid
 
 
+# 3.7 has no native thread ids (nor needs them: FRAME_OBJECTS).
+get_native_id = getattr(threading, "get_native_id", lambda: None)
 check("thread_native_id", ctypes.c_ulong.from_address(ts + L["thread_native_id"]).value ==
-      thread_key(threading.get_native_id(), threading.get_ident()))
+      thread_key(get_native_id(), threading.get_ident()))
 if FRAME_OBJECTS:
     check("thread_id is the FS base", threading.get_ident() == fs_base())
 
@@ -70,7 +80,7 @@ other.start()
 started.wait()
 head = P.from_address(interp + L["interpreter_threads_head"]).value
 check("interpreter_threads_head", head not in (None, ts) and
-      ctypes.c_ulong.from_address(head + L["thread_native_id"]).value == thread_key(other.native_id, other.ident))
+      ctypes.c_ulong.from_address(head + L["thread_native_id"]).value == thread_key(getattr(other, "native_id", None), other.ident))
 check("thread_next", P.from_address(head + L["thread_next"]).value == ts)
 done.set()
 other.join()

@@ -1,0 +1,55 @@
+// Recognises a BEAM emulator (beam.smp) and finds, in its own addresses, what names its JIT
+// code: the active code index and the range tables (`r`, a static of beam_ranges.c that a
+// stripped binary does not name: found from the code of the exported erts_lookup_function_info,
+// whose first call is to find_range, which loads both), and the atom table (exported). The
+// release comes from the emulator's banner ("[erts-13.1.5]"); each layout fact the code uses
+// is checked in it (the range tables' stride, the header's functions) before it is trusted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "runtimes/beam/layout.h"
+
+namespace bpfprof {
+
+// Whether a mapped file's base name is the emulator's.
+bool is_beam_file_name(std::string_view base);
+
+const BeamLayout* beam_layout(const ErtsVersion& version);
+
+// What find_range's first instructions load: the active code index (a 32-bit load) and the
+// range tables (an address), indexed by a shift of the code index (log2 of the stride).
+struct BeamRangeCode {
+  uint64_t active_code_index = 0;
+  uint64_t ranges = 0;
+  uint32_t stride_shift = 0;
+};
+// Within `code` at `address`: the target of the first direct call (erts_lookup_function_info
+// calls find_range first); nullopt without one in the bytes given.
+std::optional<uint64_t> first_call_target(std::span<const uint8_t> code, uint64_t address);
+// find_range's loads: a RIP-relative 32-bit mov, a RIP-relative lea and a left shift of a
+// register by a constant, in its first bytes; nullopt unless all three are there.
+std::optional<BeamRangeCode> decode_find_range(std::span<const uint8_t> code, uint64_t address);
+// The displacements of `lea disp(%reg)` with a base register other than rip in `code`: the
+// header's functions offset is one of erts_lookup_function_info's.
+bool has_lea_displacement(std::span<const uint8_t> code, uint64_t address, int64_t displacement);
+
+// What one beam.smp says, in its own virtual addresses.
+struct BeamBinary {
+  const BeamLayout* layout = nullptr;
+  ErtsVersion version;
+  uint64_t active_code_index = 0;  // the_active_code_index (u32)
+  uint64_t ranges = 0;             // r[ERTS_NUM_CODE_IX]
+  uint64_t atom_table = 0;         // erts_atom_table
+};
+struct BeamRejection {
+  std::string reason;
+};
+std::variant<BeamBinary, BeamRejection> inspect_beam_binary(const std::string& readable_path);
+
+}  // namespace bpfprof
