@@ -61,7 +61,11 @@ constexpr uint64_t kThreadNameEveryNs = 1'000'000'000;
 constexpr size_t kMaxThreadName = 256;
 
 struct ProcessIseqs {
-  std::unordered_map<uint64_t, std::optional<RubyIseq>> by_address;  // nullopt: unreadable
+  // By address (nullopt: unreadable), iseqs and C methods' entries apart: a required file's
+  // top-level iseq is freed after its load and its heap slot may hold a method entry next
+  // (work.rb's SHA256 update was named "<top (required)>" for a whole run).
+  std::unordered_map<uint64_t, std::optional<RubyIseq>> iseqs;
+  std::unordered_map<uint64_t, std::optional<RubyIseq>> c_methods;
   uint64_t bytes_read = 0;
   bool over_budget = false;  // counted once in the summary
 };
@@ -201,13 +205,13 @@ const RubyIseq* RubyRuntime::iseq(Pid pid, const RubyInterpreter& interpreter,
                                   const PendingFrame& frame, RuntimeStats& s) {
   const uint64_t address = frame.iseq;
   ProcessIseqs& process = iseqs_[pid];
-  if (auto it = process.by_address.find(address); it != process.by_address.end())
-    return it->second ? &*it->second : nullptr;
+  auto& cache = frame.cfunc ? process.c_methods : process.iseqs;
+  if (auto it = cache.find(address); it != cache.end()) return it->second ? &*it->second : nullptr;
   if (process.bytes_read >= kProcessBudgetBytes) {
     if (!std::exchange(process.over_budget, true)) ++s.read_budget_used_up;
     return nullptr;
   }
-  if (process.by_address.size() >= kMaxIseqsPerProcess) process.by_address.clear();
+  if (cache.size() >= kMaxIseqsPerProcess) cache.clear();
   const auto start = std::chrono::steady_clock::now();
   ProcessMemory memory(pid);
   RemoteReader reader(memory, kIseqBudgetBytes, 0);
@@ -223,13 +227,13 @@ const RubyIseq* RubyRuntime::iseq(Pid pid, const RubyInterpreter& interpreter,
   s.code_read_ns += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count());
-  auto& kept = process.by_address[address] = std::move(read);
+  auto& kept = cache[address] = std::move(read);
   return kept ? &*kept : nullptr;
 }
 
 // An iseq (or a C method's entry) is read once; a frame's line comes from its pc at each
-// sample. An address whose iseq was freed and reused is read again only when the process's
-// cache is cleared.
+// sample. An address whose iseq was freed and reused for another iseq is read again only when
+// the process's cache is cleared.
 RuntimeFrameId RubyRuntime::name_frame(Pid pid, const RubyInterpreter& interpreter,
                                        const PendingFrame& f, Recording& recording) {
   RuntimeStats& s = stats(recording);

@@ -64,9 +64,8 @@ const V8Namer::Script& V8Namer::script(V8Heap& heap, uint64_t address) {
   return scripts_.insert_or_assign(address, std::move(script)).first->second;
 }
 
-std::optional<RuntimeFrameId> V8Namer::read_function(V8Heap& heap, uint64_t shared,
-                                                     RuntimeFrameTable& frames, uint64_t& script_at,
-                                                     bool& complete) {
+std::optional<V8Namer::FunctionRead> V8Namer::read_function(V8Heap& heap, uint64_t shared,
+                                                            uint64_t& script_at, bool& complete) {
   const std::optional<SharedInfo> info = heap.read_shared(shared);
   complete = info && !info->script;  // a builtin's, an API function's: stays native
   if (!info || !info->script) return std::nullopt;
@@ -75,9 +74,23 @@ std::optional<RuntimeFrameId> V8Namer::read_function(V8Heap& heap, uint64_t shar
   if (s.name.empty()) return std::nullopt;  // eval'd code, internal scripts without a name
   const uint32_t line = line_of_position(s.line_starts, info->start_position);
   complete = line > 0;
-  RuntimeFunction function{info->name.empty() ? "(anonymous)" : info->name, s.name, line,
-                           RuntimeKind::kV8};
-  return frames.intern(function, line);
+  return FunctionRead{
+      {info->name.empty() ? "(anonymous)" : info->name, s.name, line, RuntimeKind::kV8}, line};
+}
+
+// A function read without its first line (the collector moving its script's source: node 22's
+// first 10 ms) is a provisional frame until a reread finds the line; the samples taken
+// meanwhile then show it too.
+std::optional<RuntimeFrameId> V8Namer::frame_of(const std::optional<FunctionRead>& read,
+                                                const Named* before, RuntimeFrameTable& frames,
+                                                bool& provisional) {
+  if (!read) return std::nullopt;
+  const bool was_provisional = before && before->provisional && before->frame;
+  provisional = read->line == 0;
+  if (provisional)
+    return was_provisional ? *before->frame : frames.intern_provisional(read->function);
+  if (was_provisional) return frames.complete(*before->frame, read->function, read->line);
+  return frames.intern(read->function, read->line);
 }
 
 std::optional<std::optional<RuntimeFrameId>> V8Namer::cached_frame(uint64_t shared,
@@ -128,10 +141,11 @@ std::optional<RuntimeFrameId> V8Namer::name(V8Heap& heap, RemoteReader& reader, 
   const bool same = it != shared_.end() && it->second.header == header;
   if (same && !it->second.rereads.due(clock_ns_)) return it->second.frame;
   const uint64_t start = clock_ns_();
-  Named named{header, std::nullopt, 0, {}};
+  Named named{header, std::nullopt, 0, {}, false};
   if (same) named.rereads.reads = it->second.rereads.reads + 1;
   bool complete = false;
-  named.frame = read_function(heap, shared, frames, named.script, complete);
+  const std::optional<FunctionRead> read = read_function(heap, shared, named.script, complete);
+  named.frame = frame_of(read, same ? &it->second : nullptr, frames, named.provisional);
   named.rereads.incomplete(!complete, start);
   stats.code_objects_read += 1;
   stats.code_read_ns += clock_ns_() - start;

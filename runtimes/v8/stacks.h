@@ -74,6 +74,7 @@ class V8Namer {
     std::optional<RuntimeFrameId> frame;
     uint64_t script = 0;
     Rereads rereads;
+    bool provisional = false;  // named without its first line (RuntimeFrameTable)
   };
   struct Positions {
     BytecodeHeader header;
@@ -84,10 +85,17 @@ class V8Namer {
     std::vector<uint32_t> line_starts;
     Rereads rereads;
   };
-  // The function's frame; `complete` false when its name or line could not be read.
-  std::optional<RuntimeFrameId> read_function(V8Heap& heap, uint64_t shared,
-                                              RuntimeFrameTable& frames, uint64_t& script_at,
-                                              bool& complete);
+  struct FunctionRead {
+    RuntimeFunction function;
+    uint32_t line = 0;  // its first line; 0: its script's lines not read
+  };
+  // The function; `complete` false when its name or line could not be read.
+  std::optional<FunctionRead> read_function(V8Heap& heap, uint64_t shared, uint64_t& script_at,
+                                            bool& complete);
+  // The frame of what `read` found; `before`: the same function's entry of an earlier read.
+  static std::optional<RuntimeFrameId> frame_of(const std::optional<FunctionRead>& read,
+                                                const Named* before, RuntimeFrameTable& frames,
+                                                bool& provisional);
   const Script& script(V8Heap& heap, uint64_t address);
   const std::optional<SourcePositions>& positions(V8Heap& heap, RemoteReader& reader,
                                                   uint64_t bytecode);

@@ -61,6 +61,8 @@ function excimerSelf(text) {
   return { self, total };
 }
 
+const scriptThreads = (view) => phpThreads(view).filter((th) => th.isMainThread);
+
 // work.php under php-cli, `phpArgs` before the script; `min` the shares the issue asks for.
 function describeCli(label, phpArgs, min) {
   describe(`${label}`, () => {
@@ -81,7 +83,9 @@ function describeCli(label, phpArgs, min) {
 
     it('names the PHP functions and methods, in order, in place of execute_ex', (t) => {
       if (!phpReady(t, [PHP])) return;
-      const counts = chainCounts(rec.view, phpThreads(rec.view), CHAINS);
+      // The script's thread: excimer's CPU timer (SIGEV_THREAD) starts a thread each tick,
+      // which runs no PHP (2.5% of the samples here, more on a loaded machine).
+      const counts = chainCounts(rec.view, scriptThreads(rec.view), CHAINS);
       metrics.withPhp = counts.withPhp / counts.onCpuTotal;
       checkChains(t, counts, CHAINS, { minPhp: min.php, minSamples: min.samples });
     });
@@ -105,7 +109,7 @@ function describeCli(label, phpArgs, min) {
       if (!phpReady(t, [PHP])) return;
       const ours = new Map();
       let total = 0, hashC = 0, hashCUnder = 0;
-      for (const th of phpThreads(rec.view)) {
+      for (const th of scriptThreads(rec.view)) {
         for (const s of rec.view.samples(th).filter(onCpu)) {
           // The C of hash('sha256') (PHP_SHA256Update, ...) runs for hash_work alone.
           if (s.frames.some((f) => /^PHP_SHA256/.test(f.name))) {
@@ -163,13 +167,13 @@ function describeCli(label, phpArgs, min) {
 }
 
 describe('php_stacks', () => {
-  describeCli('php_cli', [], { seconds: 2, php: 0.95, complete: 0.99, kernel: 0.95, measured: true, excimer: true, samples: 20 });
+  describeCli('php_cli', [], { seconds: 2, php: 0.95, complete: 0.99, kernel: 0.95, measured: true, excimer: true, samples: 10 });
   // With the JIT, excimer's shares came 0.3 to 9 points from bpfprof's in runs here, and a fresh
   // clone's php aborted at its exit with excimer's timer threads running (pthread_mutex_lock():
   // Invalid argument): excimer is not run with the JIT. The JIT makes Grove's methods small:
   // 20-50 samples. Its first milliseconds, before the JIT buffer's mapping is read, are cut
-  // (11-22 ms of samples in a loaded fresh clone): 3 s a run. The shares work.php measures
+  // (11-30 ms of samples in a loaded fresh clone, 1-9 alone): 4 s a run. The shares work.php measures
   // are printed, not asserted: within 0.5 points in most runs here, but 5-12 points apart in 2
   // of 6 (hash_work's or sort_work's share too high), unexplained yet.
-  describeCli('php_cli_jit', JIT, { seconds: 3, php: 0.95, complete: 0.99, kernel: 0.95, measured: false, excimer: false, samples: 10 });
+  describeCli('php_cli_jit', JIT, { seconds: 4, php: 0.95, complete: 0.99, kernel: 0.95, measured: false, excimer: false, samples: 10 });
 });

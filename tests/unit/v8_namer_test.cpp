@@ -59,6 +59,38 @@ TEST(V8Namer, ALineNotReadIsReadAgainLater) {
   EXPECT_EQ(frames.function_of(*again).first_line, 3u);
   EXPECT_EQ(namer.cached_frame(shared, header), again);
   EXPECT_EQ(stats.code_objects_read, 2u);
+  // The samples named by the first read show the line too.
+  EXPECT_EQ(frames.function_of(*first).first_line, 3u);
+  EXPECT_EQ(frames.frame(*first).line, 3u);
+  EXPECT_EQ(frames.frame(*first).function, frames.frame(*again).function);
+}
+
+// Two functions of one name in one file (anonymous ones), both read before their lines could
+// be: each keeps a frame of its own, and each gets its own line later.
+TEST(V8Namer, FunctionsReadWithoutTheirLinesAreNotMerged) {
+  fake::Heap heap;
+  // Each its own Script here (the fake heap's), of one file.
+  const std::string source_one = "x(function () {\n});\n";
+  const std::string source_two = "\n\n\ny(function () {\n});\n";
+  const uint64_t one = heap.function("", "/srv/a.js", source_one, 2);
+  const uint64_t two = heap.function("", "/srv/a.js", source_two, 5);
+  fake::Reading moving(
+      with_string_broken(with_string_broken(heap.bytes(), source_one), source_two));
+  fake::Reading settled(heap.bytes());
+  RuntimeFrameTable frames;
+  RuntimeStats stats;
+  ManualClock clock;
+  V8Namer namer(clock.clock());
+  const auto first_one = namer.name(moving.heap, moving.reader, one, frames, stats);
+  const auto first_two = namer.name(moving.heap, moving.reader, two, frames, stats);
+  ASSERT_TRUE(first_one && first_two);
+  EXPECT_NE(*first_one, *first_two);
+  clock.advance_ms(25);
+  ASSERT_TRUE(namer.name(settled.heap, settled.reader, one, frames, stats));
+  ASSERT_TRUE(namer.name(settled.heap, settled.reader, two, frames, stats));
+  EXPECT_EQ(frames.function_of(*first_one).first_line, 1u);
+  EXPECT_EQ(frames.function_of(*first_two).first_line, 4u);
+  EXPECT_EQ(frames.function_of(*first_one).qualified_name, "(anonymous)");
 }
 
 TEST(V8Namer, AReadThatKeepsFailingStopsBeingRetried) {

@@ -26,6 +26,19 @@ RuntimeFrameId RuntimeFrameTable::intern(const RuntimeFunction& function, uint32
   return frame->second;
 }
 
+RuntimeFrameId RuntimeFrameTable::intern_provisional(const RuntimeFunction& function) {
+  functions_.push_back(function);
+  frames_.push_back(RuntimeFrame{static_cast<uint32_t>(functions_.size() - 1), 0});
+  return RuntimeFrameId{static_cast<uint32_t>(frames_.size() - 1)};
+}
+
+RuntimeFrameId RuntimeFrameTable::complete(RuntimeFrameId provisional,
+                                           const RuntimeFunction& function, uint32_t line) {
+  const RuntimeFrameId known = intern(function, line);
+  frames_[provisional.value] = frames_[known.value];  // its function left unreferenced
+  return known;
+}
+
 WakerId WakerTable::intern(const Waker& waker) {
   const std::string key = std::to_string(static_cast<int>(waker.context)) + ":" +
                           std::to_string(waker.pid.value) + ":" + std::to_string(waker.tid.value) +

@@ -79,6 +79,12 @@ struct RuntimeFrame {
 class RuntimeFrameTable {
  public:
   RuntimeFrameId intern(const RuntimeFunction& function, uint32_t line);
+  // A function read before its first line could be (its source being moved by the collector):
+  // a frame of its own, shared with no other function of that name, until complete() gives
+  // it what a later read found. The stacks already holding it then show that.
+  RuntimeFrameId intern_provisional(const RuntimeFunction& function);
+  RuntimeFrameId complete(RuntimeFrameId provisional, const RuntimeFunction& function,
+                          uint32_t line);
   const RuntimeFrame& frame(RuntimeFrameId id) const { return frames_[id.value]; }
   const RuntimeFunction& function_of(RuntimeFrameId id) const {
     return functions_[frames_[id.value].function];

@@ -16,11 +16,16 @@ export const userFrames = (view, s) => phpFrames(s).filter((f) => funcSourceFile
 export function chainCounts(view, threads, chains) {
   const counts = Object.fromEntries(Object.keys(chains).map((k) => [k, { all: 0, ordered: 0, other: new Map() }]));
   let withPhp = 0, onCpuTotal = 0, execLeft = 0;
+  const noPhp = new Map();
   for (const th of threads) {
     for (const s of view.samples(th).filter(onCpu)) {
       onCpuTotal += s.weight;
       const names = phpFrames(s).map((f) => f.name);
       if (names.length) withPhp += s.weight;
+      else {
+        const stack = s.frames.slice(-4).map((f) => f.name).join(' > ');
+        noPhp.set(stack, (noPhp.get(stack) ?? 0) + s.weight);
+      }
       // An execute_ex with PHP frames after it is one the merge left (a sample taken as a call
       // is entered or left keeps that call's execute_ex at its leaf: no PHP frame is its yet).
       const exec = s.frames.findIndex((f) => f.name === 'execute_ex');
@@ -33,10 +38,10 @@ export function chainCounts(view, threads, chains) {
       else c.other.set(names.join(' > '), (c.other.get(names.join(' > ')) ?? 0) + s.weight);
     }
   }
-  return { counts, withPhp, onCpuTotal, execLeft };
+  return { counts, withPhp, onCpuTotal, execLeft, noPhp };
 }
 
-export function checkChains(t, { counts, withPhp, onCpuTotal, execLeft }, chains, { minPhp, minSamples }) {
+export function checkChains(t, { counts, withPhp, onCpuTotal, execLeft, noPhp }, chains, { minPhp, minSamples }) {
   t.diagnostic(`${onCpuTotal} on-CPU samples: ${pct(withPhp / onCpuTotal)} with PHP frames, ` +
                `${execLeft} with an execute_ex left between PHP frames`);
   for (const [leaf, c] of Object.entries(counts)) {
@@ -47,7 +52,9 @@ export function checkChains(t, { counts, withPhp, onCpuTotal, execLeft }, chains
     assert.ok(c.all >= minSamples, `${leaf}: ${c.all} samples`);
     assert.ok(c.ordered / c.all >= 0.95, `${leaf}: ${pct(c.ordered / c.all)} in order`);
   }
-  assert.ok(withPhp / onCpuTotal >= minPhp, `${pct(withPhp / onCpuTotal)} with PHP frames`);
+  const withoutPhp = [...noPhp].sort((a, b) => b[1] - a[1]).slice(0, 5).map(([k, n]) => `x${n}: ... > ${k}`);
+  assert.ok(withPhp / onCpuTotal >= minPhp,
+            `${pct(withPhp / onCpuTotal)} with PHP frames; without, innermost four frames:\n${withoutPhp.join('\n')}`);
   assert.equal(execLeft, 0, 'execute_ex frames left between PHP frames');
 }
 
