@@ -200,23 +200,49 @@ describe('python', () => {
   // merge with the native frames, which the mode changes, is checked with the default python.
   // Each runs as a shell's child, as under `make` or a script: its mappings come before its
   // fork is read (it got no Python frame at all while only its first mapping was kept).
+  // Two versions are recorded at a time: an interpreter runs one thread at a time (its GIL),
+  // so two use the two CPUs as one did alone (make test's time).
+  const versions = Object.entries(OTHER_PYTHONS).filter(([, python]) => existsSync(python));
+  const versionRuns = new Map();
+  const recordVersion = (version, python) => {
+    if (!versionRuns.has(version)) {
+      const runIt = async () => ({
+        offsets: await run(python, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
+          join(REPO_DIR, 'runtimes', 'python', 'layout.h')]),
+        r: await recordWith(`python-launch-${version}`,
+                            ['--', '/bin/sh', '-c', `'${python}' '${SCRIPT}' ${OTHER_SECONDS} & wait`]),
+      });
+      const started = runIt();
+      started.catch(() => {});  // its own test reports a failure
+      versionRuns.set(version, started);
+    }
+    return versionRuns.get(version);
+  };
   for (const [version, python] of Object.entries(OTHER_PYTHONS)) {
     itOnce(`python ${version} (its own layout entry), a shell's child: the same call tree, and its layout checked`, async (t) => {
       if (!existsSync(python)) return t.skip(`no ${python}`);
       if (!requireRecorder(t)) return;
-      const offsets = await run(python, [join(INTEGRATION_DIR, 'python', 'offsets.py'),
-        join(REPO_DIR, 'runtimes', 'python', 'layout.h')]);
+      const at = versions.findIndex(([v]) => v === version);
+      const partner = at % 2 === 0 ? versions[at + 1] : undefined;
+      const mine = recordVersion(version, python);
+      if (partner) recordVersion(...partner);
+      const { offsets, r } = await mine;
       t.diagnostic(offsets.stdout.trim());
       assert.equal(offsets.code, 0, `${offsets.stdout}${offsets.stderr}`);
-      const r = await recordWith(`python-launch-${version}`,
-                                 ['--', '/bin/sh', '-c', `'${python}' '${SCRIPT}' ${OTHER_SECONDS} & wait`]);
       assert.doesNotMatch(r.result.stderr, /not a CPython interpreter/, 'its launcher executable is not reported');
       checkOrdered(t, r.view, `ordered${version}`, expectedFor(version), basename(python));
       checkLines(t, r.view, expectedFor(version) !== EXPECTED, `lines${version}`);
       const summary = pythonSummary(r.result.stderr);
       metrics[`summary${version}`] = summary;
-      t.diagnostic(`python ${version}: Python frames in ${pct(summary.share)} of ${summary.stacks} stacks, ${summary.bytesPerStack} bytes per stack`);
-      assert.ok(summary.share >= MIN_ORDERED_SHARE, `Python frames in only ${pct(summary.share)} of the stacks`);
+      // The summary counts every stack taken, wakers' too: 95.3-95.9% for 3.6-3.12 with two
+      // threads taking turns at the GIL, where 99.3% of the profile's samples have Python
+      // frames. The samples' share is asserted, the summary's printed.
+      const samples = pythonThreads(r.view, basename(python)).flatMap((th) => r.view.samples(th));
+      const withPython = samples.filter((s) => pythonFrames(s.frames).length > 0).length;
+      metrics[`sampleShare${version}`] = withPython / (samples.length || 1);
+      t.diagnostic(`python ${version}: Python frames in ${pct(withPython / (samples.length || 1))} of ${samples.length} samples; ` +
+                   `the summary: in ${pct(summary.share)} of ${summary.stacks} stacks, ${summary.bytesPerStack} bytes per stack`);
+      assert.ok(withPython / samples.length >= 0.98, `Python frames in only ${pct(withPython / samples.length)} of the samples`);
     });
   }
 
@@ -298,23 +324,35 @@ describe('python', () => {
     assert.deepEqual(wrong, []);
   }
 
+  // Of the main thread's samples in hashlib's C (libcrypto, _hashlib), those under digest, its
+  // innermost Python frame: the nesting. The share of digest's samples in C is the workload's
+  // (79.5-90.4% in fresh clones: a 2 KB hash against the loop's own bytecode), printed.
   it('native frames of a C extension sit under the Python function that called it', (t) => {
     if (!requirePython(t)) return;
     const main = pythonThreads(rec.view).find((th) => th.isMainThread);
-    let total = 0;
+    const inHashing = (f) => /libcrypto|_hashlib/.test(frameLib(rec.view, f.frame)?.name ?? '');
+    let native = 0;
     let under = 0;
+    let digest = 0;
+    const elsewhere = new Map();
     for (const s of rec.view.samples(main)) {
       if (!onCpu(s.frames)) continue;
-      const at = s.frames.findLastIndex((f) => f.category === 'Python');
-      if (at < 0 || s.frames[at].name !== 'digest') continue;
-      total += 1;
-      const below = s.frames.slice(at + 1);
-      if (below.some((f) => /libcrypto|_hashlib/.test(frameLib(rec.view, f.frame)?.name ?? ''))) under += 1;
+      const python = s.frames.filter((f) => f.category === 'Python');
+      const first = s.frames.findIndex(inHashing);
+      if (python.at(-1)?.name === 'digest') digest += 1;
+      if (first < 0) continue;
+      native += 1;
+      const caller = s.frames.slice(0, first).filter((f) => f.category === 'Python').at(-1)?.name;
+      if (caller === 'digest') under += 1;
+      else elsewhere.set(String(caller), (elsewhere.get(String(caller)) ?? 0) + 1);
     }
-    metrics.nativeUnderDigest = { samples: total, share: total ? under / total : 0 };
-    t.diagnostic(`digest: ${total} samples, ${pct(under / (total || 1))} with libcrypto/_hashlib frames under it`);
-    assert.ok(total >= 50, `only ${total} digest samples`);
-    assert.ok(under / total >= 0.8, `${pct(under / total)} with native hashing frames under digest`);
+    metrics.nativeUnderDigest = { samples: native, share: native ? under / native : 0,
+                                  digestShareInC: digest ? under / digest : 0 };
+    t.diagnostic(`${native} samples in libcrypto/_hashlib, ${pct(under / (native || 1))} under digest ` +
+                 `(elsewhere: ${[...elsewhere].map(([k, n]) => `${k} x${n}`).join(', ') || 'none'}); ` +
+                 `${pct(under / (digest || 1))} of digest's ${digest} samples in that C`);
+    assert.ok(native >= 50, `only ${native} samples in hashlib's C code`);
+    assert.ok(under / native >= 0.98, `${pct(under / native)} of hashlib's C samples under digest`);
   });
 
   it('keeps stacks complete and says how Python frames went', (t) => {
