@@ -12,6 +12,8 @@ import {
   requireRecorder, run, sleep, startBackground, untilSampling,
 } from './lib/harness.mjs';
 
+const MAX_RECORDER_RSS_MB = 90;
+
 // Runs argv under python's getrusage: { code, signal, stdout, stderr, maxRssMb }.
 async function runMeasured(argv, timeoutMs = 120_000) {
   const script = 'import resource,subprocess,sys\n' +
@@ -148,6 +150,19 @@ describeOnce('a target in another pid namespace', () => {
     assert.notEqual(String(busy.pid), '1');
     assert.equal(String(busy.tid), String(busy.pid));
     assert.ok(share.share >= 0.8, pct(share.share));
+  });
+});
+
+// The recorder's own resident memory for a short command: its ring buffer (mapped twice), BPF
+// maps, libraries and heap. bench/memory.py gives it by part; issue 54's goal is 40 MB.
+describeOnce('the recorder\'s own memory', () => {
+  it(`record -- true peaks at <= ${MAX_RECORDER_RSS_MB} MB resident`, async (t) => {
+    if (!requireRecorder(t)) return;
+    const file = join(RESULTS_DIR, 'pressure-rss.json.gz');
+    const r = await runMeasured([BPFPROF, 'record', '-o', file, '--', 'true']);
+    assert.equal(r.code, 0, r.stderr);
+    t.diagnostic(`recorder max RSS ${r.maxRssMb.toFixed(1)} MB`);
+    assert.ok(r.maxRssMb <= MAX_RECORDER_RSS_MB, `recorder max RSS ${r.maxRssMb.toFixed(1)} MB`);
   });
 });
 

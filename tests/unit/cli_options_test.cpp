@@ -1,4 +1,5 @@
 #include "userspace/cli/options.h"
+#include "userspace/session/collect_loop.h"
 
 #include <gtest/gtest.h>
 
@@ -100,6 +101,19 @@ TEST(CliOptions, RingBufferSize) {
   for (const char* bad :
        {"", "32K", "3M", "2G", "-64K", "64KB", "K", "99999999999999999999M", "17179869184K"})
     EXPECT_FALSE(parse_ring_buffer_size(bad)) << bad;
+}
+
+// Without --buffer-size: 2 MB a CPU, 4 to 16 MB, a power of two; 16 MB when every stack is
+// copied (~25 KB a sample).
+TEST(CliOptions, DefaultRingBufferFollowsTheCpus) {
+  EXPECT_EQ(default_ring_buffer_bytes(CallGraph::kDwarf, 1), 4u << 20);
+  EXPECT_EQ(default_ring_buffer_bytes(CallGraph::kDwarf, 2), 4u << 20);
+  EXPECT_EQ(default_ring_buffer_bytes(CallGraph::kFramePointers, 3), 8u << 20);
+  EXPECT_EQ(default_ring_buffer_bytes(CallGraph::kDwarf, 8), 16u << 20);
+  EXPECT_EQ(default_ring_buffer_bytes(CallGraph::kDwarf, 4096), 16u << 20);
+  EXPECT_EQ(default_ring_buffer_bytes(CallGraph::kDwarfCopy, 2), 16u << 20);
+  auto parsed = parse({"record", "--", "true"});
+  EXPECT_FALSE(std::get<RecordOptions>(parsed).ring_buffer_bytes);
 }
 
 TEST(CliOptions, BadOptionsAreOneLineWithTheRightHelp) {

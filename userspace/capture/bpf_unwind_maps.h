@@ -31,8 +31,9 @@ class RowChunks {
  public:
   RowChunks(bpf_map* outer, uint32_t initial_rows) : outer_(outer) {
     for (uint32_t i = 0; i < std::max<uint32_t>(row_chunks(initial_rows), 1); ++i)
-      if (!grow())
-        throw std::runtime_error("cannot make the unwind tables' first rows: " + errno_text(errno));
+      if (!grow())  // under ulimit -v, past the BPF maps: said as a lack of memory
+        throw std::system_error(errno, std::generic_category(),
+                                "cannot make the unwind tables' first rows");
   }
 
   // One more chunk; false at the bound, or where the memory cgroup has no room for it and
@@ -40,8 +41,10 @@ class RowChunks {
   bool grow() {
     if (chunks_.size() >= bpf_map__max_entries(outer_)) return false;
     if (const auto room = memory_cgroup_room();
-        room && *room < kRowChunkBytes + kRecorderWorkingBytes)
+        room && *room < kRowChunkBytes + kRecorderWorkingBytes) {
+      errno = ENOMEM;
       return false;
+    }
     LIBBPF_OPTS(bpf_map_create_opts, options, .map_flags = BPF_F_MMAPABLE);
     UniqueFd fd(bpf_map_create(BPF_MAP_TYPE_ARRAY, "unwind_row_chunk", sizeof(uint32_t),
                                sizeof(bpfprof_unwind_row_block), BPFPROF_UNWIND_CHUNK_BLOCKS,

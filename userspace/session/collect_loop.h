@@ -29,6 +29,9 @@ struct CollectFigures {
   double own_cpu_while_recording_ms = 0;
 };
 
+// The ring buffer's size when --buffer-size is not given.
+uint32_t default_ring_buffer_bytes(CallGraph call_graph, uint32_t cpus);
+
 class CollectLoop {
  public:
   CollectLoop(const RecordOptions& options, MonotonicNs invoked);

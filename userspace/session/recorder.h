@@ -48,7 +48,8 @@ struct RecordOptions {
   // --save-events: also write the raw event stream there, for `bpfprof replay`.
   std::string save_events_path;
   // --buffer-size: the BPF ring buffer (a power of two); events that do not fit are lost.
-  uint32_t ring_buffer_bytes = 16 << 20;
+  // Unset: default_ring_buffer_bytes.
+  std::optional<uint32_t> ring_buffer_bytes;
   // --max-processes: the most processes of the command's tree (or -p's) followed at once;
   // the children started while that many are followed go unsampled, counted.
   uint32_t max_processes = 65536;
