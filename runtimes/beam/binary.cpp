@@ -1,11 +1,11 @@
 #include "runtimes/beam/binary.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <memory>
 #include <vector>
 
+#include "runtimes/kit/release.h"
 #include "runtimes/kit/x86_code.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/untrusted_file.h"
@@ -30,14 +30,17 @@ std::vector<uint8_t> file_bytes(int fd, const ElfFile& elf, uint64_t vaddr, size
 
 std::optional<ErtsVersion> banner_version(int fd, uint64_t size) {
   if (size == 0 || size > kMaxBeamBinaryBytes) return std::nullopt;
-  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (mapped == MAP_FAILED) return std::nullopt;
-  const std::string_view bytes(static_cast<const char*>(mapped), size);
   constexpr std::string_view kBanner = "[erts-";
+  constexpr size_t kReleaseChars = 24;
   std::optional<ErtsVersion> version;
-  if (const size_t at = bytes.find(kBanner); at != std::string_view::npos)
-    version = parse_release(bytes.substr(at + kBanner.size(), 24));
-  munmap(mapped, size);
+  scan_file_text(fd, size, [&](std::string_view bytes) {
+    const size_t at = bytes.find(kBanner);
+    // One cut at the piece's end is whole at the next one's start.
+    if (at == std::string_view::npos || at + kBanner.size() + kReleaseChars > bytes.size())
+      return false;
+    version = parse_release(bytes.substr(at + kBanner.size(), kReleaseChars));
+    return true;
+  });
   return version;
 }
 

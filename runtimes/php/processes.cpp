@@ -1,7 +1,5 @@
 #include "runtimes/php/processes.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cctype>
 #include <vector>
@@ -28,16 +26,24 @@ struct PhpBuild {
 PhpBuild php_build_of(int fd, uint64_t size) {
   PhpBuild build;
   if (size == 0 || size > kMaxPhpBinaryBytes) return build;
-  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (mapped == MAP_FAILED) return build;
-  const std::string_view bytes(static_cast<const char*>(mapped), size);
   constexpr std::string_view kPoweredBy = "X-Powered-By: PHP/";
-  if (const size_t at = bytes.find(kPoweredBy); at != std::string_view::npos)
-    build.version = parse_php_version(bytes.substr(at + kPoweredBy.size() - 4, 24));
   constexpr std::string_view kThreadSafe(",TS\0", 4);  // "API420220829,TS", NUL-terminated
-  if (const size_t api = bytes.find(kThreadSafe); api != std::string_view::npos)
-    build.thread_safe = api >= 12 && bytes.substr(api - 12, 3) == "API";
-  munmap(mapped, size);
+  constexpr size_t kReleaseChars = 24;                 // "PHP/" and the release
+  bool release_seen = false, api_seen = false;         // the first of each decides
+  scan_file_text(fd, size, [&](std::string_view bytes) {
+    // One cut at the piece's end is whole at the next one's start.
+    if (const size_t at = bytes.find(kPoweredBy);
+        !release_seen && at != std::string_view::npos &&
+        at + kPoweredBy.size() - 4 + kReleaseChars <= bytes.size()) {
+      release_seen = true;
+      build.version = parse_php_version(bytes.substr(at + kPoweredBy.size() - 4, kReleaseChars));
+    }
+    if (const size_t api = bytes.find(kThreadSafe); !api_seen && api != std::string_view::npos) {
+      api_seen = true;
+      build.thread_safe = api >= 12 && bytes.substr(api - 12, 3) == "API";
+    }
+    return release_seen && api_seen;
+  });
   return build;
 }
 
@@ -69,8 +75,8 @@ const PhpLayout* php_layout(const PhpVersion& version) {
 }
 
 std::variant<PhpBinary, PhpRejection> inspect_php_binary(const std::string& readable_path) {
-  // Mapped below (the release string, execute_ex's CFI): a copy when another user could
-  // truncate the file meanwhile, which would raise SIGBUS in a mapping of it.
+  // Mapped below (execute_ex's CFI): a copy when another user could truncate the file
+  // meanwhile, which would raise SIGBUS in a mapping of it.
   const UntrustedOpen opened = open_untrusted(readable_path, UntrustedKind::kBinary);
   if (!opened.fd) return PhpRejection{"PHP: cannot read the binary"};
   const auto symbols = read_dynamic_symbols(

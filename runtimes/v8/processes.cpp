@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "runtimes/kit/release.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/untrusted_file.h"
@@ -54,26 +55,15 @@ class FileImage final : public RemoteMemory {
 };
 
 constexpr uint64_t kLayoutReadBudget = 64 * 1024;
-// node binaries are ~100 MB: read in pieces (pread, not mmap: a file another user truncates
-// meanwhile must not raise SIGBUS here), each overlapping the last by a version string's length.
-constexpr size_t kVersionSearchPiece = size_t{1} << 20;
-constexpr size_t kVersionOverlap = 64;
+// node binaries are ~100 MB; the version string lies in their read-only data.
 constexpr uint64_t kMaxVersionSearchBytes = uint64_t{512} << 20;
 
 std::optional<RuntimeRelease> file_v8_version(int fd) {
-  std::string piece(kVersionSearchPiece + kVersionOverlap, '\0');
-  size_t kept = 0;
-  for (uint64_t offset = 0; offset < kMaxVersionSearchBytes;) {
-    const ssize_t got =
-        pread(fd, piece.data() + kept, kVersionSearchPiece, static_cast<off_t>(offset));
-    if (got <= 0) return std::nullopt;
-    const std::string_view bytes(piece.data(), kept + static_cast<size_t>(got));
-    if (auto version = node_v8_version(bytes)) return version;
-    offset += static_cast<uint64_t>(got);
-    kept = std::min(kVersionOverlap, bytes.size());
-    memmove(piece.data(), bytes.data() + bytes.size() - kept, kept);
-  }
-  return std::nullopt;
+  std::optional<RuntimeRelease> version;
+  scan_file_text(fd, kMaxVersionSearchBytes, [&](std::string_view bytes) {
+    return (version = node_v8_version(bytes)).has_value();
+  });
+  return version;
 }
 
 }  // namespace

@@ -32,6 +32,30 @@ TEST(BeamBinary, ReleasesAreReadFromTheBanner) {
   EXPECT_EQ(beam_layout(ErtsVersion{14, 0, 0}), nullptr);
 }
 
+// The kit's search of a binary's text (runtimes/kit/release.h): a banner cut by the 1 MiB
+// pieces' boundary is seen whole in the next piece, and the search stops once answered.
+TEST(BeamBinary, TheFileTextScanSeesATextAcrossItsPieces) {
+  char path[] = "/tmp/bpfprof-scan-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  unlink(path);
+  const std::string banner = "[erts-13.1.5] [source]";
+  std::string bytes((size_t{1} << 20) + 4096, 'x');
+  bytes.replace((size_t{1} << 20) - 10, banner.size(), banner);
+  ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  std::vector<size_t> found;
+  int pieces = 0;
+  scan_file_text(fd, bytes.size(), [&](std::string_view piece) {
+    ++pieces;
+    const size_t at = piece.find(banner);
+    if (at != std::string_view::npos) found.push_back(at);
+    return at != std::string_view::npos;
+  });
+  close(fd);
+  EXPECT_EQ(pieces, 2);
+  EXPECT_EQ(found, std::vector<size_t>{kFileTextOverlap - 10});
+}
+
 TEST(BeamBinary, DebiansEmulatorGivesItsCodeIndexAndRangeTables) {
   if (access(kDebianBeam, R_OK) != 0) GTEST_SKIP() << "no " << kDebianBeam;
   const auto inspected = inspect_beam_binary(kDebianBeam);
