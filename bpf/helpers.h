@@ -47,6 +47,16 @@ static __always_inline __u32 current_namespace_tid(void) {
   return (__u32)nr;
 }
 
+/* The current thread's thread pointer: the FS base on x86-64 (thread.fsbase, set at clone and
+ * by arch_prctl), which is pthread_self() for glibc and musl; 0 elsewhere. */
+static __always_inline __u64 current_thread_pointer(void) {
+#if defined(__TARGET_ARCH_x86)
+  return bpf_get_current_task_btf()->thread.fsbase;
+#else
+  return 0;
+#endif
+}
+
 /* A word of the current process's memory, 0 where it cannot be read (or at address 0): the
  * runtimes' readers follow pointers of memory the process may have written anything into. */
 static __always_inline __u64 read_user_word(__u64 address) {

@@ -16,9 +16,13 @@
 #include "bpf/maps.h"
 #include "bpf/unwind_table.h"
 
+/* A JIT may put its code in several blocks, with other mappings between them. */
+#define RUNTIME_CODE_RANGES 8
+
 struct runtime_code {
-  __u64 low; /* [low, high): the code's addresses; empty for none */
-  __u64 high;
+  __u64 low[RUNTIME_CODE_RANGES]; /* [low, high): the code's addresses, `ranges` of them */
+  __u64 high[RUNTIME_CODE_RANGES];
+  __u32 ranges;
   __u32 runtime; /* enum bpfprof_runtime: whose step */
   /* Code that runs on its VM loop's native frame, entered by jumps (a JIT whose code keeps
    * the loop's stack pointer): every frame there is stepped by `rule`, the loop's own CFI row
@@ -34,7 +38,18 @@ struct runtime_code {
 };
 
 static __always_inline bool in_runtime_code(const struct runtime_code* code, __u64 pc) {
-  return code->low <= pc && pc < code->high;
+  for (int i = 0; i < RUNTIME_CODE_RANGES; i++)
+    if (i < code->ranges && code->low[i] <= pc && pc < code->high[i]) return true;
+  return false;
+}
+
+/* One more range of the runtime's code; past RUNTIME_CODE_RANGES, none. */
+static __always_inline void runtime_code_add(struct runtime_code* code, __u64 low, __u64 high) {
+  const __u32 i = code->ranges;
+  if (i >= RUNTIME_CODE_RANGES || low >= high) return;
+  code->low[i] = low;
+  code->high[i] = high;
+  code->ranges = i + 1;
 }
 
 /* At the start of a walk of thread `tid` of process `tgid` (the current thread) in

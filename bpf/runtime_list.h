@@ -21,6 +21,7 @@
   X(HOTSPOT, hotspot, HotSpot, "Java", "blue", 10)           \
   X(RUBY, ruby, Ruby, "Ruby", "red", 11)                     \
   X(GOLABELS, golabels, GoLabels, "Go labels", "purple", 12) \
-  X(PHP, php, Php, "PHP", "green", 13)
+  X(PHP, php, Php, "PHP", "green", 13)                       \
+  X(BEAM, beam, Beam, "Erlang", "red", 14)
 
 #endif

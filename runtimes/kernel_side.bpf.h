@@ -18,6 +18,8 @@
 #include "bpf/runtime_stacks.h"
 #include "bpf/unwind_maps.h"
 #include "bpf/unwind_walk.h"
+#include "runtimes/beam/frames.bpf.h"
+#include "runtimes/beam/walk.bpf.h"
 #include "runtimes/golabels/frames.bpf.h"
 #include "runtimes/hotspot/frames.bpf.h"
 #include "runtimes/hotspot/walk.bpf.h"
@@ -62,6 +64,7 @@ __noinline int runtime_code_start(struct runtime_code* code, __u32 tgid, __u32 t
   if (!code) return 0;
   hotspot_code_start(code, tgid, tid, slot);
   php_code_start(code, tgid);
+  beam_code_start(code, tgid, tid, slot);
   return 0;
 }
 
@@ -70,6 +73,8 @@ __noinline int runtime_code_step(struct unwind_walk* w, __u32 runtime, __u32 slo
   switch (runtime) {
     case BPFPROF_RUNTIME_HOTSPOT:
       return hotspot_step(w, slot, depth);
+    case BPFPROF_RUNTIME_BEAM:
+      return beam_step(w, slot, depth);
     default:
       return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNMAPPED);
   }

@@ -1,5 +1,6 @@
 #include "runtimes/registry.h"
 
+#include "runtimes/beam/runtime.h"
 #include "runtimes/golabels/runtime.h"
 #include "runtimes/hotspot/runtime.h"
 #include "runtimes/php/runtime.h"
@@ -15,6 +16,7 @@ Runtimes::Runtimes(const std::set<RuntimeKind>& disabled) {
   if (!disabled.contains(RuntimeKind::kRuby)) runtimes_.push_back(make_ruby_runtime());
   if (!disabled.contains(RuntimeKind::kV8)) runtimes_.push_back(make_v8_runtime());
   if (!disabled.contains(RuntimeKind::kPhp)) runtimes_.push_back(make_php_runtime());
+  if (!disabled.contains(RuntimeKind::kBeam)) runtimes_.push_back(make_beam_runtime());
   // Last: its frame goes at the root of the stack the others merged into.
   if (!disabled.contains(RuntimeKind::kGoLabels)) runtimes_.push_back(make_golabels_runtime());
 }

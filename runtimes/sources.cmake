@@ -9,7 +9,10 @@ set(BPFPROF_RUNTIMES_SOURCES
   ${BPFPROF_RUNTIMES_DIR}/registry.cpp
   ${BPFPROF_RUNTIMES_DIR}/beam/binary.cpp
   ${BPFPROF_RUNTIMES_DIR}/beam/code_index.cpp
+  ${BPFPROF_RUNTIMES_DIR}/beam/jit_list.cpp
   ${BPFPROF_RUNTIMES_DIR}/beam/names.cpp
+  ${BPFPROF_RUNTIMES_DIR}/beam/processes.cpp
+  ${BPFPROF_RUNTIMES_DIR}/beam/runtime.cpp
   ${BPFPROF_RUNTIMES_DIR}/golabels/processes.cpp
   ${BPFPROF_RUNTIMES_DIR}/golabels/runtime.cpp
   ${BPFPROF_RUNTIMES_DIR}/hotspot/code_cache.cpp

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "runtimes/kit/release.h"
@@ -97,11 +99,115 @@ bool has_lea_displacement(std::span<const uint8_t> code, uint64_t address, int64
   });
 }
 
+std::optional<uint64_t> only_call_return(std::span<const uint8_t> code, uint64_t address,
+                                         uint64_t target) {
+  std::optional<uint64_t> found;
+  for (size_t i = 0; i + 5 <= code.size(); ++i) {
+    if (code[i] != 0xe8) continue;
+    int32_t displacement;
+    memcpy(&displacement, code.data() + i + 1, 4);
+    const uint64_t next = address + i + 5;
+    if (next + static_cast<int64_t>(displacement) != target) continue;
+    if (found) return std::nullopt;
+    found = next;
+  }
+  return found;
+}
+
+bool has_imul_by(std::span<const uint8_t> code, uint64_t address, int64_t factor) {
+  X86Decoder disassembler;
+  return disassembler.each(code, address, [&](const cs_insn& insn) {
+    const cs_x86& x86 = insn.detail->x86;
+    return insn.id == X86_INS_IMUL && x86.op_count == 3 && x86.operands[2].type == X86_OP_IMM &&
+           x86.operands[2].imm == factor;
+  });
+}
+
+namespace {
+
+constexpr const char* kCallNif =
+    "_Z17beam_jit_call_nifP7processPKvPmPFmP18enif_environment_tiS3_EP14erl_module_nif";
+const std::vector<std::string> kWalkSymbols{"the_active_code_index",
+                                            "erts_atom_table",
+                                            "erts_lookup_function_info",
+                                            "erts_aligned_scheduler_data",
+                                            "erts_aligned_dirty_cpu_scheduler_data",
+                                            "erts_aligned_dirty_io_scheduler_data",
+                                            "erts_no_schedulers",
+                                            "erts_no_dirty_cpu_schedulers",
+                                            "erts_no_dirty_io_schedulers",
+                                            "beam_normal_exit",
+                                            "erts_frame_layout",
+                                            "__jit_debug_descriptor",
+                                            "process_main",
+                                            "erts_get_aux_work_data",
+                                            "erts_call_dirty_nif",
+                                            "erts_call_dirty_bif",
+                                            kCallNif};
+
+// The executable segment's bytes (the emulator's code, a few MB).
+std::vector<uint8_t> text_bytes(int fd, const ElfFile& elf, uint64_t* vaddr) {
+  for (const LoadSegment& segment : elf.load_segments()) {
+    if (!segment.executable() || segment.file_size > kMaxBeamBinaryBytes) continue;
+    std::vector<uint8_t> bytes(segment.file_size);
+    if (pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(segment.file_offset)) !=
+        static_cast<ssize_t>(bytes.size()))
+      return {};
+    *vaddr = segment.vaddr;
+    return bytes;
+  }
+  return {};
+}
+
+// What the walk and the merge need beyond the code index; a rejection when it is not there.
+std::optional<std::string> find_walk_facts(
+    int fd, const ElfFile& elf, const std::unordered_map<std::string, DynamicSymbol>& symbols,
+    BeamBinary& binary) {
+  auto symbol = [&](const std::string& name) -> const DynamicSymbol* {
+    auto it = symbols.find(name);
+    return it == symbols.end() || !it->second.defined ? nullptr : &it->second;
+  };
+  const char* arrays[3] = {"erts_aligned_scheduler_data", "erts_aligned_dirty_cpu_scheduler_data",
+                           "erts_aligned_dirty_io_scheduler_data"};
+  const char* counts[3] = {"erts_no_schedulers", "erts_no_dirty_cpu_schedulers",
+                           "erts_no_dirty_io_schedulers"};
+  for (int i = 0; i < 3; ++i) {
+    if (!symbol(arrays[i]) || !symbol(counts[i])) return "no scheduler data exported";
+    binary.scheduler_arrays[i] = symbol(arrays[i])->address;
+    binary.scheduler_counts[i] = symbol(counts[i])->address;
+  }
+  const DynamicSymbol* process_main = symbol("process_main");
+  const DynamicSymbol* aux = symbol("erts_get_aux_work_data");
+  if (!symbol("beam_normal_exit") || !symbol("erts_frame_layout") ||
+      !symbol("__jit_debug_descriptor") || !process_main || !aux)
+    return "no JIT entry points exported";
+  binary.normal_exit = symbol("beam_normal_exit")->address;
+  binary.frame_layout = symbol("erts_frame_layout")->address;
+  binary.jit_descriptor = symbol("__jit_debug_descriptor")->address;
+  if (!has_imul_by(file_bytes(fd, elf, aux->address, kDecodedBytes), aux->address,
+                   binary.layout->scheduler_stride))
+    return "the scheduler data are not laid out as its layout has them";
+  uint64_t text_vaddr = 0;
+  const std::vector<uint8_t> text = text_bytes(fd, elf, &text_vaddr);
+  const std::optional<uint64_t> root = only_call_return(text, text_vaddr, process_main->address);
+  if (!root) return "no one call of process_main found";
+  binary.root_return = *root;
+  auto range = [&](const std::string& name) {
+    const DynamicSymbol* s = symbol(name);
+    return s ? BeamCodeRange{s->address, s->address + s->size} : BeamCodeRange{};
+  };
+  binary.call_nif = range(kCallNif);
+  binary.call_dirty_nif = range("erts_call_dirty_nif");
+  binary.call_dirty_bif = range("erts_call_dirty_bif");
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::variant<BeamBinary, BeamRejection> inspect_beam_binary(const std::string& readable_path) {
   const UntrustedOpen opened = open_untrusted(readable_path, UntrustedKind::kBinary);
   if (!opened.fd) return BeamRejection{"BEAM: cannot read the emulator"};
-  const auto symbols = read_dynamic_symbols(
-      opened.fd.get(), {"the_active_code_index", "erts_atom_table", "erts_lookup_function_info"});
+  const auto symbols = read_dynamic_symbols(opened.fd.get(), kWalkSymbols);
   auto address = [&](const char* name) -> uint64_t {
     auto it = symbols.find(name);
     return it == symbols.end() || !it->second.defined ? 0 : it->second.address;
@@ -135,7 +241,14 @@ std::variant<BeamBinary, BeamRejection> inspect_beam_binary(const std::string& r
     return BeamRejection{
         "BEAM: ERTS " + release +
         ": module headers are not laid out as its layout has them, frames not read"};
-  return BeamBinary{layout, *version, active, ranges->ranges, atoms};
+  BeamBinary binary{.layout = layout,
+                    .version = *version,
+                    .active_code_index = active,
+                    .ranges = ranges->ranges,
+                    .atom_table = atoms};
+  if (std::optional<std::string> missing = find_walk_facts(opened.fd.get(), *elf, symbols, binary))
+    return BeamRejection{"BEAM: ERTS " + release + ": " + *missing + ", frames not read"};
+  return binary;
 }
 
 }  // namespace bpfprof

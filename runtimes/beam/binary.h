@@ -39,6 +39,21 @@ std::optional<BeamRangeCode> decode_find_range(std::span<const uint8_t> code, ui
 // header's functions offset is one of erts_lookup_function_info's.
 bool has_lea_displacement(std::span<const uint8_t> code, uint64_t address, int64_t displacement);
 
+// The return address of the one direct call to `target` in `code` (at `address`), found by
+// its bytes (e8 rel32); nullopt unless there is exactly one.
+std::optional<uint64_t> only_call_return(std::span<const uint8_t> code, uint64_t address,
+                                         uint64_t target);
+// Whether `code` multiplies by `factor` (imul with an immediate): erts_get_aux_work_data's
+// index into the scheduler arrays, by their element's size.
+bool has_imul_by(std::span<const uint8_t> code, uint64_t address, int64_t factor);
+
+// [start, end) of a function.
+struct BeamCodeRange {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  bool contains(uint64_t pc) const { return pc >= start && pc < end; }
+};
+
 // What one beam.smp says, in its own virtual addresses.
 struct BeamBinary {
   const BeamLayout* layout = nullptr;
@@ -46,6 +61,20 @@ struct BeamBinary {
   uint64_t active_code_index = 0;  // the_active_code_index (u32)
   uint64_t ranges = 0;             // r[ERTS_NUM_CODE_IX]
   uint64_t atom_table = 0;         // erts_atom_table
+  // For the walk: the pointers to the normal, dirty CPU and dirty IO scheduler arrays and
+  // their counts, beam_normal_exit and erts_frame_layout (variables set as the JIT starts),
+  // GDB's JIT descriptor (where the JIT's process_main is told), and the return address of
+  // sched_thread_func's call of process_main.
+  uint64_t scheduler_arrays[3] = {};
+  uint64_t scheduler_counts[3] = {};
+  uint64_t normal_exit = 0;
+  uint64_t frame_layout = 0;
+  uint64_t jit_descriptor = 0;
+  uint64_t root_return = 0;
+  // For the merge: the C frames under which a NIF's or a dirty call's Erlang function runs.
+  BeamCodeRange call_nif;
+  BeamCodeRange call_dirty_nif;
+  BeamCodeRange call_dirty_bif;
 };
 struct BeamRejection {
   std::string reason;

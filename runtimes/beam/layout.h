@@ -37,6 +37,23 @@ struct BeamLayout {
   uint32_t atom_table_segments;
   uint32_t atom_length;
   uint32_t atom_name;
+  // ErtsAlignedSchedulerData's size; ErtsSchedulerData's registers, tid, current_process
+  uint32_t scheduler_stride;
+  uint32_t esdp_registers;
+  uint32_t esdp_tid;
+  uint32_t esdp_current_process;
+  // The JIT's process_main keeps the return address it was entered with in
+  // [registers + root_slot_low, + 8 words) (its `sub $0x4110,%rsp; and $-64,%rsp`).
+  uint32_t root_slot_low;
+  // Process: common.id, common.u.alive.reg (RegProc*, its name at regproc_name), stop, heap,
+  // hend, current (erl_process.h, erl_ptab.h)
+  uint32_t process_id;
+  uint32_t process_reg;
+  uint32_t process_stop;
+  uint32_t process_heap;
+  uint32_t process_hend;
+  uint32_t process_current;
+  uint32_t regproc_name;
 };
 
 inline constexpr BeamLayout kErts13_1{
@@ -56,6 +73,18 @@ inline constexpr BeamLayout kErts13_1{
     .atom_table_segments = 120,
     .atom_length = 24,
     .atom_name = 32,
+    .scheduler_stride = 0xa300,
+    .esdp_registers = 0,
+    .esdp_tid = 0x20,
+    .esdp_current_process = 0xa8,
+    .root_slot_low = 0x4110,
+    .process_id = 0,
+    .process_reg = 0x30,
+    .process_stop = 0x58,
+    .process_heap = 0x80,
+    .process_hend = 0x88,
+    .process_current = 0x1d8,
+    .regproc_name = 0x20,
 };
 
 // An atom term: (index << 6) | 0x0b (erl_term.h's _TAG_IMMED2_ATOM).

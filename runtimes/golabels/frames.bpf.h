@@ -55,11 +55,7 @@ struct {
 /* The running goroutine's g.labels, 0 if none: curg is the goroutine only if it runs on this
  * m (curg.m == m, as Go's own profiler checks). */
 static __always_inline __u64 go_current_labels(const struct bpfprof_go_labels_process* p) {
-#if defined(__TARGET_ARCH_x86)
-  const __u64 fsbase = bpf_get_current_task_btf()->thread.fsbase;
-#else
-  const __u64 fsbase = 0;
-#endif
+  const __u64 fsbase = current_thread_pointer();
   if (!fsbase) return 0;
   const __u64 g = read_user_word(fsbase + (__s64)p->g_slot);
   const __u64 m = read_user_word(g + GO_G_M);

@@ -173,8 +173,7 @@ static __always_inline void hotspot_code_start(struct runtime_code* code, __u32 
   h->tid = tid;
   h->event.count = 0;
   h->event.dropped = 0;
-  code->low = p->code_low;
-  code->high = p->code_high;
+  runtime_code_add(code, p->code_low, p->code_high);
   code->runtime = BPFPROF_RUNTIME_HOTSPOT;
 }
 

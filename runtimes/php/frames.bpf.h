@@ -185,8 +185,7 @@ static __always_inline void php_code_start(struct runtime_code* code, __u32 tgid
   if (!runtime_processes[BPFPROF_RUNTIME_PHP]) return;
   const struct bpfprof_php_process* p = bpf_map_lookup_elem(&php_processes, &tgid);
   if (!p || p->jit_low >= p->jit_high) return;
-  code->low = p->jit_low;
-  code->high = p->jit_high;
+  runtime_code_add(code, p->jit_low, p->jit_high);
   code->runtime = BPFPROF_RUNTIME_PHP;
   code->by_rule = 1;
   code->rule = p->vm_rule;

@@ -70,11 +70,7 @@ struct python_thread_search {
  * clone and by arch_prctl, both kept in thread.fsbase). */
 static __always_inline __u64 python_thread_key(const struct bpfprof_python_process* p) {
   if (p->thread_key == BPFPROF_PYTHON_THREAD_NATIVE_ID) return current_namespace_tid();
-#if defined(__TARGET_ARCH_x86)
-  return bpf_get_current_task_btf()->thread.fsbase;
-#else
-  return 0;
-#endif
+  return current_thread_pointer();
 }
 
 static long check_python_thread(__u64 index, void* context) {

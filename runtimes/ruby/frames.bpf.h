@@ -67,11 +67,7 @@ static long check_ruby_thread(__u64 index, void* context) {
 /* The rb_thread_t of the current thread, or 0: its thread_id is pthread_self(), glibc's
  * thread pointer, the FS base on x86-64 (thread.fsbase of the task). */
 static __always_inline __u64 ruby_thread(const struct bpfprof_ruby_process* p, __u32 tid) {
-#if defined(__TARGET_ARCH_x86)
-  const __u64 key = bpf_get_current_task_btf()->thread.fsbase;
-#else
-  const __u64 key = 0;
-#endif
+  const __u64 key = current_thread_pointer();
   if (!key) return 0;
   __u64* cached = bpf_map_lookup_elem(&ruby_threads, &tid);
   if (cached && *cached && read_user_word(*cached + p->thread_native_id) == key) return *cached;

@@ -12,9 +12,12 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "runtimes/beam/binary.h"
 #include "runtimes/beam/code_index.h"
+#include "runtimes/beam/jit_list.h"
 #include "runtimes/beam/names.h"
 
 namespace bpfprof {
@@ -67,6 +70,89 @@ TEST(BeamBinary, DebiansEmulatorGivesItsCodeIndexAndRangeTables) {
   EXPECT_EQ(beam.atom_table, 0x4330c0u);
   EXPECT_EQ(beam.ranges, 0x3fc9e0u);
   EXPECT_EQ(beam.version.patch, 5u);
+}
+
+TEST(BeamBinary, DebiansEmulatorGivesWhatTheWalkNeeds) {
+  if (access(kDebianBeam, R_OK) != 0) GTEST_SKIP() << "no " << kDebianBeam;
+  const auto inspected = inspect_beam_binary(kDebianBeam);
+  ASSERT_TRUE(std::holds_alternative<BeamBinary>(inspected))
+      << std::get<BeamRejection>(inspected).reason;
+  const BeamBinary& beam = std::get<BeamBinary>(inspected);
+  // objdump: sched_thread_func's `call process_main` at 0x78dbd; nm -D for the rest.
+  EXPECT_EQ(beam.root_return, 0x78dc2u);
+  EXPECT_EQ(beam.scheduler_arrays[0], 0x3fb8d0u);
+  EXPECT_EQ(beam.scheduler_arrays[1], 0x3fb8c8u);
+  EXPECT_EQ(beam.scheduler_counts[2], 0x3fb8f0u);
+  EXPECT_EQ(beam.normal_exit, 0x3fc4b0u);
+  EXPECT_EQ(beam.jit_descriptor, 0x3e68c0u);
+  EXPECT_EQ(beam.call_nif.start, 0x93a40u);
+  EXPECT_EQ(beam.call_nif.end, 0x93a40u + 0xf2);
+  EXPECT_EQ(beam.call_dirty_bif.start, 0x1720a0u);
+}
+
+TEST(BeamBinary, TheOneCallOfAFunctionGivesItsReturnAddress) {
+  // call +0x10 at 0x1000 (to 0x1015), a nop, then another call elsewhere.
+  std::vector<uint8_t> code{0xe8, 0x10, 0x00, 0x00, 0x00, 0x90, 0xe8, 0x00, 0x01, 0x00, 0x00};
+  EXPECT_EQ(only_call_return(code, 0x1000, 0x1015), 0x1005u);
+  EXPECT_FALSE(only_call_return(code, 0x1000, 0x2000));
+  code.insert(code.end(), {0xe8, 0x05, 0x00, 0x00, 0x00});  // a second call to 0x1015
+  EXPECT_FALSE(only_call_return(code, 0x1000, 0x1015));
+  EXPECT_FALSE(only_call_return(std::span<const uint8_t>(code.data(), 4), 0x1000, 0x1015));
+}
+
+// A code registration as the JIT writes it for GDB: header, base, ranges with their lines.
+std::vector<uint8_t> jit_record(
+    std::string_view code, const std::vector<std::tuple<uint32_t, uint32_t, std::string>>& ranges,
+    uint32_t lines_each) {
+  std::vector<uint8_t> r(32 + code.size() + 1);
+  auto put = [&](size_t at, const void* v, size_t n) {
+    if (r.size() < at + n) r.resize(at + n);
+    memcpy(r.data() + at, v, n);
+  };
+  const uint32_t header = 1, count = static_cast<uint32_t>(ranges.size());
+  const uint64_t base = 0x7f0000001000;
+  const uint16_t length = static_cast<uint16_t>(code.size() + 1);
+  put(0, &header, 4);
+  put(8, &base, 8);
+  put(16, &count, 4);
+  put(24, &length, 2);
+  put(26, code.data(), code.size());
+  size_t at = 32 + length;
+  for (const auto& [start, end, name] : ranges) {
+    const uint16_t name_length = static_cast<uint16_t>(name.size() + 1);
+    put(at, &start, 4);
+    put(at + 4, &end, 4);
+    put(at + 8, &lines_each, 4);
+    put(at + 12, &name_length, 2);
+    put(at + 14, name.c_str(), name_length);
+    at += 16 + name_length;
+    for (uint32_t i = 0; i < lines_each; ++i) {
+      const uint16_t file_length = 6;
+      put(at + 8, &file_length, 2);
+      put(at + 10, "a.erl", 6);
+      at += 12 + file_length;
+    }
+  }
+  return r;
+}
+
+TEST(BeamJitList, TheSchedulerLoopIsFoundInTheFragmentsRecord) {
+  const auto record = jit_record(
+      "global", {{0, 0x60, "global::apply_fun_shared"}, {0x14e0, 0x16d0, "global::process_main"}},
+      2);
+  const auto found = jit_record_range(record, "global", "global::process_main");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->start, 0x7f00000024e0u);
+  EXPECT_EQ(found->end, 0x7f00000026d0u);
+  // The kernel's module `global` has ranges named global:fun/arity, never the fragment's.
+  EXPECT_FALSE(jit_record_range(jit_record("global", {{0, 0x10, "global:f/0"}}, 0), "global",
+                                "global::process_main"));
+  EXPECT_FALSE(jit_record_range(record, "lists", "global::process_main"));
+  // Cut before the range's name ends (its two lines, 18 bytes each, follow it), the record
+  // gives nothing rather than a range read past its end.
+  for (size_t cut = 0; cut < record.size() - 2 * 18; ++cut)
+    EXPECT_FALSE(jit_record_range(std::span(record.data(), cut), "global", "global::process_main"))
+        << cut;
 }
 
 TEST(BeamBinary, AnotherProgramIsRejectedWithAReason) {
@@ -278,11 +364,13 @@ TEST(BeamLive, EveryFunctionOfThePerfMapIsNamedTheSame) {
   std::ifstream map(map_path);
   size_t functions = 0, named = 0;
   std::vector<std::string> differ;
+  BeamCodeRange process_main;
   for (std::string line; std::getline(map, line);) {
     uint64_t start = 0, size = 0;
     char symbol[1024];
     if (sscanf(line.c_str(), "%lx %lx %1023[^\n]", &start, &size, symbol) != 3) continue;
     std::string name(symbol);
+    if (name == "$global::process_main") process_main = BeamCodeRange{start, start + size};
     if (!name.starts_with("$") || name.find("::") != std::string::npos ||
         name.ends_with("-CodeInfoPrologue") || name.starts_with("$erts_beamasm:"))
       continue;
@@ -297,6 +385,13 @@ TEST(BeamLive, EveryFunctionOfThePerfMapIsNamedTheSame) {
   EXPECT_GT(functions, 1000u) << "the booted emulator's functions in its perf map";
   EXPECT_EQ(named, functions);
   EXPECT_TRUE(differ.empty()) << differ.front();
+  // The scheduler loop, as the JIT told GDB, is where the perf map has it.
+  const std::optional<BeamCodeRange> told =
+      find_jit_range(reader, beam.jit_descriptor + bias, "global", "global::process_main");
+  ASSERT_TRUE(told);
+  EXPECT_NE(process_main.start, 0u);
+  EXPECT_EQ(told->start, process_main.start);
+  EXPECT_EQ(told->end, process_main.end);
 }
 
 }  // namespace
