@@ -28,8 +28,9 @@ packages=(
   # the PHP interpreters tests/integration/php_stacks.test.mjs records (the CLI with opcache's
   # JIT, php-fpm and a FastCGI client for it), and PHP's own sampler
   php8.2-cli php8.2-opcache php8.2-fpm libfcgi-bin php-excimer
-  # the Erlang emulator (OTP 25) whose code index tests/unit/beam_test.cpp reads
-  erlang-base
+  # the Erlang emulator (OTP 25) whose code index tests/unit/beam_test.cpp reads, and Elixir
+  # (1.14, on it): the programs tests/integration/beam_stacks.test.mjs records
+  erlang-base elixir
 )
 if [[ "${1:-}" == --browser ]]; then
   packages=(chromium)

@@ -74,8 +74,9 @@ static __always_inline void send_beam_stack(const struct bpfprof_event_header* s
   if (!runtime_processes[BPFPROF_RUNTIME_BEAM]) return;
   const struct bpfprof_beam_process* p = bpf_map_lookup_elem(&beam_processes, &tgid);
   if (!p) return;
-  __u32 kind;
-  const __u64 esdp = beam_scheduler_of(p, sample->tid, &kind);
+  const __u64 found = beam_scheduler_of(p, sample->tid);
+  const __u64 esdp = found & ~BEAM_SCHEDULER_KIND_MASK;
+  const __u32 kind = found & BEAM_SCHEDULER_KIND_MASK;
   if (kind == BPFPROF_BEAM_NOT_SCHEDULER) return;
   const __u64 c_p = read_user_word(esdp + p->esdp_current_process);
   if (!c_p) return;

@@ -79,26 +79,28 @@ static long check_beam_scheduler(__u64 index, void* context) {
   return 1;
 }
 
-/* The current thread's scheduler data in `p`'s emulator, and its kind; 0 for a thread that
- * is no scheduler. A cached answer is checked by its tid. */
-static __always_inline __u64 beam_scheduler_of(const struct bpfprof_beam_process* p, __u32 tid,
-                                               __u32* kind) {
+/* The kind (enum bpfprof_beam_scheduler) is in a scheduler data's address's low bits, which
+ * are 0: the arrays' elements are cache-line aligned. */
+#define BEAM_SCHEDULER_KIND_MASK 3ull
+
+/* The current thread's scheduler data in `p`'s emulator, its kind in the low bits; 0 for a
+ * thread that is no scheduler. A cached answer is checked by its tid. A global function: the
+ * verifier checks it once, not at each caller. */
+__noinline __u64 beam_scheduler_of(const struct bpfprof_beam_process* p, __u32 tid) {
+  if (!p) return 0;
   const __u64 fsbase = current_thread_pointer();
-  *kind = BPFPROF_BEAM_NOT_SCHEDULER;
   if (!fsbase) return 0;
   const __u64 now = bpf_ktime_get_ns();
   struct beam_thread* known = bpf_map_lookup_elem(&beam_threads, &tid);
-  if (known && known->esdp && read_user_word(known->esdp + p->esdp_tid) == fsbase) {
-    *kind = known->kind;
-    return known->esdp;
-  }
+  if (known && known->esdp && read_user_word(known->esdp + p->esdp_tid) == fsbase)
+    return known->esdp | (known->kind & BEAM_SCHEDULER_KIND_MASK);
   if (known && !known->esdp && now - known->checked_ns < BEAM_THREAD_RECHECK_NS) return 0;
   struct beam_thread_search s = {.process = p, .fsbase = fsbase};
   bpf_loop(BPFPROF_BEAM_SCHEDULER_ARRAYS * BEAM_MAX_SCHEDULERS, check_beam_scheduler, &s, 0);
-  struct beam_thread found = {.esdp = s.found, .checked_ns = now, .kind = s.kind};
+  if (s.found & BEAM_SCHEDULER_KIND_MASK) s.found = 0; /* not an element of the arrays */
+  struct beam_thread found = {.esdp = s.found, .checked_ns = now, .kind = s.found ? s.kind : 0};
   bpf_map_update_elem(&beam_threads, &tid, &found, BPF_ANY);
-  *kind = s.kind;
-  return s.found;
+  return found.esdp | found.kind;
 }
 
 #endif

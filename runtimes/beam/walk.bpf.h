@@ -35,7 +35,7 @@
 #define BEAM_MAX_WALK_WORDS 8192
 /* The bytes after a return address from C in which its leave lies (after a result's store, a
  * reduction count's, or a BIF's test of its result). */
-#define BEAM_LEAVE_WINDOW 32
+#define BEAM_LEAVE_WINDOW 64
 #define BEAM_ROOT_SLOT_WORDS 8
 
 static __always_inline bool in_beam_jit(const struct bpfprof_beam_process* p, __u64 pc) {
@@ -63,15 +63,19 @@ static __always_inline long beam_root_step(struct unwind_walk* w, const struct b
 /* E for JIT code that called C (sp = R), from the leave after its return address: `mov
  * rsp,rbp` (48 89 ec) or `mov rsp,[r13+0x58]` (49 8b 65 58, the process's stop); 0 when
  * neither is found, or rbp is not known. With frame pointers (FP_RA), stop always. */
-static __always_inline __u64 beam_saved_e(const struct unwind_walk* w, const struct beam_walk* b) {
+static __always_inline bool in_beam_stack(const struct beam_walk* b, __u64 e) {
+  return b->heap <= e && e < b->hend && !(e & 7);
+}
+
+static __always_inline __u64 beam_leave_e(const struct unwind_walk* w, const struct beam_walk* b) {
   if (b->process.frame_layout) return b->stop;
-  __u8 code[BEAM_LEAVE_WINDOW + 4] = {};
+  __u8 code[BEAM_LEAVE_WINDOW] = {};
   if (bpf_probe_read_user(code, BEAM_LEAVE_WINDOW, (void*)w->pc)) return 0;
-  for (int i = 0; i < BEAM_LEAVE_WINDOW - 2; i++) {
-    if (code[i] == 0x48 && code[i + 1] == 0x89 && code[i + 2] == 0xec)
-      return w->bp_known ? w->bp : 0;
-    if (code[i] == 0x49 && code[i + 1] == 0x8b && code[i + 2] == 0x65 && code[i + 3] == 0x58)
-      return b->stop;
+  for (int i = 0; i + 4 <= BEAM_LEAVE_WINDOW; i++) {
+    __u32 bytes;
+    __builtin_memcpy(&bytes, code + i, 4);
+    if ((bytes & 0xffffff) == 0xec8948) return w->bp_known ? w->bp : 0; /* 48 89 ec */
+    if (bytes == 0x58658b49) return b->stop;                            /* 49 8b 65 58 */
   }
   return 0;
 }
@@ -102,10 +106,20 @@ static long beam_scan_word(__u64 index, void* context) {
   return 0;
 }
 
+/* E as the leave says; where that is outside the process's stack, the other place the JIT
+ * keeps E, if it is inside: a garbage collection after a BIF moves the stack to a new heap
+ * block and leaves by rbp, which the collector updated, while the stop read says the old. */
+static __always_inline __u64 beam_saved_e(const struct unwind_walk* w, const struct beam_walk* b) {
+  const __u64 e = beam_leave_e(w, b);
+  if (in_beam_stack(b, e)) return e;
+  if (in_beam_stack(b, b->stop)) return b->stop;
+  if (w->bp_known && in_beam_stack(b, w->bp)) return w->bp;
+  return e;
+}
+
 /* From E up, the next CP: the caller's frame. */
 static __always_inline long beam_scan_step(struct unwind_walk* w, struct beam_walk* b, __u64 e) {
-  if (e < b->heap || e >= b->hend || (e & 7))
-    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+  if (!in_beam_stack(b, e)) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
   if (b->words_scanned >= BEAM_MAX_WALK_WORDS) return walk_stops(w, WALK_CUT, 0);
   struct beam_scan s = {.w = w, .b = b, .at = e};
   bpf_loop(BEAM_MAX_FRAME_WORDS, beam_scan_word, &s, 0);
@@ -127,9 +141,14 @@ static __always_inline long beam_step(struct unwind_walk* w, __u32 slot, __u32 d
   if (w->pc == p->normal_exit || (in_loop && w->sp == b->registers)) return beam_root_step(w, b);
   if (in_loop || !b->process_address)
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
-  if (b->heap <= w->sp && w->sp < b->hend) return beam_scan_step(w, b, w->sp);
-  if (w->sp == b->registers) return beam_scan_step(w, b, beam_saved_e(w, b));
-  return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+  __u64 e;
+  if (b->heap <= w->sp && w->sp < b->hend)
+    e = w->sp;
+  else if (w->sp == b->registers)
+    e = beam_saved_e(w, b);
+  else
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_BAD_FRAME);
+  return beam_scan_step(w, b, e); /* one copy: each is verified */
 }
 
 /* A walk of thread `tid` of process `tgid` in beam_walks' `slot` starts: if the process is an
@@ -151,9 +170,9 @@ static __always_inline void beam_code_start(struct runtime_code* code, __u32 tgi
   for (int i = 0; i < BPFPROF_BEAM_JIT_BLOCKS && i < RUNTIME_CODE_RANGES; i++)
     if (i < p->jit_blocks) runtime_code_add(code, p->jit_low[i], p->jit_high[i]);
   code->runtime = BPFPROF_RUNTIME_BEAM;
-  __u32 kind;
-  const __u64 esdp = beam_scheduler_of(p, tid, &kind);
-  if (kind != BPFPROF_BEAM_NORMAL) return;
+  const __u64 found = beam_scheduler_of(p, tid);
+  const __u64 esdp = found & ~BEAM_SCHEDULER_KIND_MASK;
+  if ((found & BEAM_SCHEDULER_KIND_MASK) != BPFPROF_BEAM_NORMAL) return;
   b->registers = read_user_word(esdp + p->esdp_registers);
   const __u64 c_p = read_user_word(esdp + p->esdp_current_process);
   if (!c_p) return;

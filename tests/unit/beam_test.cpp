@@ -182,6 +182,11 @@ TEST(BeamNames, AsErlangAndElixirPrintThem) {
   EXPECT_EQ(beam_function_name({"prim_eval", "receive", 2}), "prim_eval:receive/2")
       << "as the emulator's perf map has it";
   EXPECT_EQ(beam_function_name({"Mod", "it's", 1}), "'Mod':'it\\'s'/1");
+  EXPECT_EQ(beam_function_name({"Elixir.Enum", "-map/2-lists^map/1-0-", 2}),
+            "Enum.\"-map/2-lists^map/1-0-\"/2");
+  EXPECT_EQ(beam_function_name({"Elixir.Kernel", "+", 2}), "Kernel.+/2");
+  EXPECT_EQ(beam_function_name({"Elixir.File", "exists?", 1}), "File.exists?/1");
+  EXPECT_EQ(beam_function_name({"Elixir.Foo", "Bar", 0}), "Foo.\"Bar\"/0");
   EXPECT_EQ(beam_function_name({"Elixir.Fixture.Work", "inner", 1}), "Fixture.Work.inner/1");
   EXPECT_EQ(beam_function_name({"Elixir.Fixture.Work", "-middle/1-fun-0-", 1}),
             "anonymous fn/1 in Fixture.Work.middle/1");
