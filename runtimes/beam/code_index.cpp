@@ -93,6 +93,12 @@ std::optional<std::string> BeamCodeIndex::atom_text(RemoteReader& reader, uint64
   return text;
 }
 
+void BeamCodeIndex::follow(RemoteReader& reader, uint32_t index, uint64_t modules) {
+  if (followed_ == std::pair{index, modules}) return;
+  followed_ = {index, modules};
+  if (const std::optional<Generation> now = read_generation(reader)) read_modules(reader, *now);
+}
+
 void BeamCodeIndex::check_generation(RemoteReader& reader) {
   const std::optional<Generation> now = read_generation(reader);
   if (now && *now != generation_) read_modules(reader, *now);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtimes/beam/layout.h"
@@ -53,6 +54,12 @@ class BeamCodeIndex {
   // caller does so now and then, so that a purged module's memory, reused by a newer one, is
   // not named from the older table.
   void check_generation(RemoteReader& reader);
+  // The code map a sample was taken under (the active code index and its range table's array
+  // then): the map is read again when it differs from the last sample's. Every load commits
+  // the next code index, so consecutive maps always differ, while one three loads later may
+  // have the same index and array address (freed and allocated again): the comparison is
+  // with the last sample's map, not with the one read.
+  void follow(RemoteReader& reader, uint32_t index, uint64_t modules);
   // The text of atom term `atom`.
   std::optional<std::string> atom_text(RemoteReader& reader, uint64_t atom);
 
@@ -79,9 +86,11 @@ class BeamCodeIndex {
   const BeamLayout& layout_;
   BeamAddresses addresses_;
   Generation generation_;
+  std::pair<uint32_t, uint64_t> followed_{~0u, 0};                 // the last sample's map
   std::vector<Module> modules_;                                    // sorted by start
   std::unordered_map<uint64_t, std::vector<uint64_t>> functions_;  // header -> functions[]
-  std::unordered_map<uint32_t, std::string> atoms_;                // atom index -> text
+
+  std::unordered_map<uint32_t, std::string> atoms_;  // atom index -> text
   uint64_t tables_read_ = 0;
 };
 

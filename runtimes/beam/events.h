@@ -54,6 +54,12 @@ struct bpfprof_beam_process {
   __u32 process_hend;
   __u32 process_current;
   __u32 regproc_name;
+  /* The code map: the_active_code_index (u32), and the range tables (one of ranges_size bytes
+   * per code index, its array of modules at ranges_modules): a new array is a new map. */
+  __u64 active_code_index;
+  __u64 ranges;
+  __u32 ranges_size;
+  __u32 ranges_modules;
 };
 
 enum bpfprof_beam_stack_status {
@@ -69,10 +75,14 @@ struct bpfprof_beam_stack_event {
   __u64 process_id; /* the pid term, 0 for none */
   __u64 registered; /* the registered name's atom term, 0 for none */
   __u64 current[3]; /* Process.current's MFA (module, function atoms, arity), 0s unread */
-  __u32 status;     /* enum bpfprof_beam_stack_status */
-  __u32 count;      /* frames */
-  __u64 frames[BPFPROF_MAX_BEAM_SAVED_FRAMES]; /* a dirty scheduler's process's CPs, innermost first
-                                                */
+  /* The code map the sample was taken under: the active code index, its range table's array. */
+  __u64 code_modules;
+  __u32 code_index;
+  __u32 reserved;
+  __u32 status; /* enum bpfprof_beam_stack_status */
+  __u32 count;  /* frames */
+  /* A dirty scheduler's process's CPs, innermost first. */
+  __u64 frames[BPFPROF_MAX_BEAM_SAVED_FRAMES];
 };
 
 #endif

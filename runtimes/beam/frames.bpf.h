@@ -92,6 +92,11 @@ static __always_inline void send_beam_stack(const struct bpfprof_event_header* s
   e->current[0] = e->current[1] = e->current[2] = 0;
   const __u64 current = read_user_word(c_p + p->process_current);
   if (current) bpf_probe_read_user(e->current, sizeof(e->current), (void*)current);
+  e->code_index = 0;
+  bpf_probe_read_user(&e->code_index, sizeof(e->code_index), (void*)p->active_code_index);
+  e->code_modules =
+      read_user_word(p->ranges + (__u64)(e->code_index % 3) * p->ranges_size + p->ranges_modules);
+  e->reserved = 0;
   e->status = BPFPROF_BEAM_STACK_RUNNING;
   e->count = 0;
   if (kind == BPFPROF_BEAM_DIRTY) beam_saved_frames(p, scratch, c_p);

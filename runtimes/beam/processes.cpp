@@ -55,6 +55,10 @@ bpfprof_beam_process kernel_entry(const BeamEmulator& e, const BeamBinary& b, ui
   entry.process_hend = l.process_hend;
   entry.process_current = l.process_current;
   entry.regproc_name = l.regproc_name;
+  entry.active_code_index = e.addresses.active_code_index;
+  entry.ranges = e.addresses.ranges;
+  entry.ranges_size = l.ranges_size;
+  entry.ranges_modules = l.ranges_modules;
   return entry;
 }
 

@@ -35,6 +35,8 @@ struct PendingBeam {
   uint64_t process_id = 0;
   uint64_t registered = 0;
   uint64_t current[3] = {};
+  uint64_t code_modules = 0;
+  uint32_t code_index = 0;
   uint32_t status = BPFPROF_BEAM_STACK_NONE;
   std::vector<uint64_t> saved;
 };
@@ -70,7 +72,10 @@ class BeamStacks {
     std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::optional<RuntimeFrameId>> mfas;
     std::map<std::pair<uint64_t, uint64_t>, RuntimeFrameId> processes;
   };
-  Emulator& emulator_of(Pid pid, const BeamEmulator& emulator);
+  static uint64_t budget_left(const Emulator& e) {
+    return kBeamProcessBudgetBytes - std::min(e.bytes_read, kBeamProcessBudgetBytes);
+  }
+  Emulator& emulator_of(Pid pid, const BeamEmulator& emulator, const PendingBeam* event);
   std::optional<RuntimeFrameId> function_frame(Emulator& e, Pid pid, uint64_t pc,
                                                Recording& recording);
   std::optional<RuntimeFrameId> mfa_frame(Emulator& e, Pid pid, const uint64_t mfa[3],
@@ -96,23 +101,30 @@ void BeamStacks::take_event(const void* data, size_t size, RuntimeStats& stats) 
   pending.process_id = e.process_id;
   pending.registered = e.registered;
   std::copy(std::begin(e.current), std::end(e.current), pending.current);
+  pending.code_modules = e.code_modules;
+  pending.code_index = e.code_index;
   pending.status = e.status;
   pending.saved.assign(e.frames, e.frames + *count);
 }
 
-BeamStacks::Emulator& BeamStacks::emulator_of(Pid pid, const BeamEmulator& emulator) {
+// The emulator's naming state, its code map the one of the sample (its event's), or, for a
+// sample without one, read again every kGenerationCheck.
+BeamStacks::Emulator& BeamStacks::emulator_of(Pid pid, const BeamEmulator& emulator,
+                                              const PendingBeam* event) {
   auto it = emulators_.find(pid);
   if (it == emulators_.end())
     it = emulators_.emplace(pid, Emulator{BeamCodeIndex(*emulator.layout, emulator.addresses)})
              .first;
   Emulator& e = it->second;
   const auto now = std::chrono::steady_clock::now();
-  if (now - e.checked >= kGenerationCheck) {
+  if (event || now - e.checked >= kGenerationCheck) {
     e.checked = now;
     ProcessMemory memory(pid);
-    RemoteReader reader(
-        memory, kBeamProcessBudgetBytes - std::min(e.bytes_read, kBeamProcessBudgetBytes), 0);
-    e.index.check_generation(reader);
+    RemoteReader reader(memory, budget_left(e), 0);
+    if (event)
+      e.index.follow(reader, event->code_index, event->code_modules);
+    else
+      e.index.check_generation(reader);
     e.bytes_read += reader.bytes_read();
   }
   // Another code map: a pc may now hold another module's function.
@@ -128,8 +140,7 @@ std::optional<RuntimeFrameId> BeamStacks::function_frame(Emulator& e, Pid pid, u
   auto [it, inserted] = e.functions.try_emplace(pc);
   if (!inserted) return it->second;
   ProcessMemory memory(pid);
-  RemoteReader reader(memory,
-                      kBeamProcessBudgetBytes - std::min(e.bytes_read, kBeamProcessBudgetBytes), 0);
+  RemoteReader reader(memory, budget_left(e), 0);
   const std::optional<BeamMfa> mfa = e.index.function_at(reader, pc);
   e.bytes_read += reader.bytes_read();
   ++recording.stats.runtimes[RuntimeKind::kBeam].code_objects_read;
@@ -149,8 +160,7 @@ std::optional<RuntimeFrameId> BeamStacks::mfa_frame(Emulator& e, Pid pid, const 
   auto [it, inserted] = e.mfas.try_emplace(std::tuple{mfa[0], mfa[1], mfa[2]});
   if (!inserted) return it->second;
   ProcessMemory memory(pid);
-  RemoteReader reader(memory,
-                      kBeamProcessBudgetBytes - std::min(e.bytes_read, kBeamProcessBudgetBytes), 0);
+  RemoteReader reader(memory, budget_left(e), 0);
   const std::optional<std::string> module = e.index.atom_text(reader, mfa[0]);
   const std::optional<std::string> function = e.index.atom_text(reader, mfa[1]);
   e.bytes_read += reader.bytes_read();
@@ -169,8 +179,7 @@ RuntimeFrameId BeamStacks::process_frame(Emulator& e, Pid pid, const PendingBeam
   std::string name = "[process " + pid_text(event.process_id);
   if (event.registered) {
     ProcessMemory memory(pid);
-    RemoteReader reader(
-        memory, kBeamProcessBudgetBytes - std::min(e.bytes_read, kBeamProcessBudgetBytes), 0);
+    RemoteReader reader(memory, budget_left(e), 0);
     if (std::optional<std::string> atom = e.index.atom_text(reader, event.registered))
       name += " " + erlang_atom(*atom);
     e.bytes_read += reader.bytes_read();
@@ -202,7 +211,7 @@ void BeamStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint
   const BeamEmulator* emulator = processes_.find(pid);
   if (!emulator) return;
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kBeam];
-  Emulator& e = emulator_of(pid, *emulator);
+  Emulator& e = emulator_of(pid, *emulator, event ? &*event : nullptr);
   const bool dirty = event && (event->status == BPFPROF_BEAM_STACK_DIRTY ||
                                event->status == BPFPROF_BEAM_STACK_DIRTY_CUT);
   scratch_.clear();

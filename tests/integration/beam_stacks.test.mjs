@@ -30,6 +30,7 @@ import { TRUNCATED, isRootName, recordingFigures } from './lib/stack_quality.mjs
 const WORK_ERL = join(REPO_DIR, 'tests', 'fixtures', 'erlang', 'work.erl');
 const GEN_MODULES = join(REPO_DIR, 'tests', 'fixtures', 'erlang', 'gen_modules.escript');
 const WORK_EXS = join(REPO_DIR, 'tests', 'fixtures', 'elixir', 'work.exs');
+const RELOAD_ERL = join(REPO_DIR, 'tests', 'fixtures', 'erlang', 'reload.erl');
 const MS = 3000;
 // The issue's figures, for the scheduler threads' on-CPU samples.
 const MIN_COMPLETE = 0.97;
@@ -403,7 +404,7 @@ describe('beam_stacks', () => {
     tmp = mkdtempSync(join(tmpdir(), 'bpfprof-beam-'));
     mkdirSync(ebin());
     mkdirSync(genOut());
-    const c = await run(ERLC, ['-o', ebin(), WORK_ERL]);
+    const c = await run(ERLC, ['-o', ebin(), WORK_ERL, RELOAD_ERL]);
     assert.equal(c.code, 0, `erlc work.erl: ${c.stdout}${c.stderr}`);
     const g = await run(ESCRIPT, [GEN_MODULES, genSrc(), '15', '40']);
     assert.equal(g.code, 0, `gen_modules.escript: ${g.stdout}${g.stderr}`);
@@ -418,6 +419,43 @@ describe('beam_stacks', () => {
   // Two schedulers (the default here), frame pointers in Erlang code and the perf map
   // (+JPperf true: the FP_RA stack layout, each Erlang frame two words).
   describeWork('beam_erl_jpperf', ['+JPperf', 'true'], { dirty: false, measured: false });
+
+  // A module reloaded every 150 ms, the version before the last purged each time (its memory
+  // free for the next): each sample of a version's function must fall in that version's
+  // lifetime, as reload.erl printed it on the wall clock (the profile's time base is
+  // meta.startTime's).
+  describe('beam_reload', () => {
+    let rec;
+    before(async () => {
+      if (!tmp) return;
+      rec = await recordWith('beam_reload', ['--', ERL, '+S', '1', '-noshell', '-pa', ebin(), '-run', 'reload',
+                                             'main', String(MS), '150']);
+    });
+
+    it('names each sample of a reloaded module by the version it ran, never another', (t) => {
+      if (!beamReady(t)) return;
+      const lifetimes = new Map([...rec.result.stdout.matchAll(/^version (\d+) (\d+) (\d+)$/gm)]
+        .map((m) => [Number(m[1]), [Number(m[2]) / 1e6, Number(m[3]) / 1e6]]));
+      assert.ok(lifetimes.size >= 10, `${lifetimes.size} versions`);
+      const start = rec.profile.meta.startTime;
+      let inside = 0, total = 0;
+      const outside = [];
+      for (const s of beamSamples(rec.view, isScheduler)) {
+        const spin = s.frames.map((f) => /^hot:spin(\d+)\/1$/.exec(f.name)).find(Boolean);
+        if (!spin) continue;
+        total += s.weight;
+        const [from, to] = lifetimes.get(Number(spin[1])) ?? [0, 0];
+        const at = start + s.time;
+        // 2 ms: the clocks' agreement and a sample's interval.
+        if (at >= from - 2 && at <= to + 2) inside += s.weight;
+        else if (outside.length < 5) outside.push(`spin${spin[1]} at ${(at - from).toFixed(1)} ms from its start`);
+      }
+      t.diagnostic(`${lifetimes.size} versions; ${total} samples in a version's function, ${pct(share(inside, total))} ` +
+                   `within its lifetime${outside.length ? `; outside: ${outside.join(', ')}` : ''}`);
+      assert.ok(total >= 500, `${total} samples`);
+      assert.ok(share(inside, total) >= 0.99, `${pct(share(inside, total))} within their version's lifetime`);
+    });
+  });
 
   describe('beam_elixir', () => {
     let rec;
