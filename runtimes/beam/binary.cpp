@@ -241,11 +241,12 @@ std::variant<BeamBinary, BeamRejection> inspect_beam_binary(const std::string& r
     return BeamRejection{
         "BEAM: ERTS " + release +
         ": module headers are not laid out as its layout has them, frames not read"};
-  BeamBinary binary{.layout = layout,
-                    .version = *version,
-                    .active_code_index = active,
-                    .ranges = ranges->ranges,
-                    .atom_table = atoms};
+  BeamBinary binary;
+  binary.layout = layout;
+  binary.version = *version;
+  binary.active_code_index = active;
+  binary.ranges = ranges->ranges;
+  binary.atom_table = atoms;
   if (std::optional<std::string> missing = find_walk_facts(opened.fd.get(), *elf, symbols, binary))
     return BeamRejection{"BEAM: ERTS " + release + ": " + *missing + ", frames not read"};
   return binary;

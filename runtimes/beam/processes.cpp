@@ -94,7 +94,9 @@ void BeamProcesses::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats
   if (!it->second.elf) return;
   const std::optional<uint64_t> vaddr = it->second.elf->file_offset_to_vaddr(mapping.file_offset);
   if (!vaddr) return;
-  found_[pid] = Found{&std::get<BeamBinary>(it->second.binary), mapping.start - *vaddr};
+  Found& found = found_[pid];
+  found.binary = &std::get<BeamBinary>(it->second.binary);
+  found.bias = mapping.start - *vaddr;
 }
 
 // Whether the JIT has started, and its blocks: the entry, put or renewed.

@@ -64,6 +64,7 @@ class BeamStacks {
 
  private:
   struct Emulator {
+    explicit Emulator(const BeamEmulator& emulator) : index(*emulator.layout, emulator.addresses) {}
     BeamCodeIndex index;
     uint64_t bytes_read = 0;
     uint64_t tables_seen = 0;
@@ -112,9 +113,7 @@ void BeamStacks::take_event(const void* data, size_t size, RuntimeStats& stats) 
 BeamStacks::Emulator& BeamStacks::emulator_of(Pid pid, const BeamEmulator& emulator,
                                               const PendingBeam* event) {
   auto it = emulators_.find(pid);
-  if (it == emulators_.end())
-    it = emulators_.emplace(pid, Emulator{BeamCodeIndex(*emulator.layout, emulator.addresses)})
-             .first;
+  if (it == emulators_.end()) it = emulators_.try_emplace(pid, emulator).first;
   Emulator& e = it->second;
   const auto now = std::chrono::steady_clock::now();
   if (event || now - e.checked >= kGenerationCheck) {
