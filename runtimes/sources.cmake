@@ -27,6 +27,9 @@ set(BPFPROF_RUNTIMES_SOURCES
   ${BPFPROF_RUNTIMES_DIR}/php/names.cpp
   ${BPFPROF_RUNTIMES_DIR}/php/processes.cpp
   ${BPFPROF_RUNTIMES_DIR}/php/runtime.cpp
+  ${BPFPROF_RUNTIMES_DIR}/perl/binary.cpp
+  ${BPFPROF_RUNTIMES_DIR}/perl/contexts.cpp
+  ${BPFPROF_RUNTIMES_DIR}/perl/names.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/code.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/processes.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/runtime.cpp

@@ -100,7 +100,7 @@ bool read_segments(ElfView& v, uint64_t phoff, uint16_t phentsize, uint16_t phnu
       ok = ok && ph.u32(4, &s.flags) && ph.u64(8, &s.offset) && ph.u64(16, &s.vaddr) &&
            ph.u64(32, &s.file_size);
     } else {
-      uint32_t offset, vaddr, file_size;
+      uint32_t offset = 0, vaddr = 0, file_size = 0;
       ok = ok && ph.u32(4, &offset) && ph.u32(8, &vaddr) && ph.u32(16, &file_size) &&
            ph.u32(24, &s.flags);
       s.offset = offset, s.vaddr = vaddr, s.file_size = file_size;
