@@ -94,7 +94,7 @@ std::optional<std::string> BeamCodeIndex::atom_text(RemoteReader& reader, uint64
 }
 
 void BeamCodeIndex::follow(RemoteReader& reader, uint32_t index, uint64_t modules) {
-  if (followed_ == std::pair{index, modules}) return;
+  if (following(index, modules)) return;
   followed_ = {index, modules};
   if (const std::optional<Generation> now = read_generation(reader)) read_modules(reader, *now);
 }

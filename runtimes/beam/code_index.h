@@ -60,6 +60,10 @@ class BeamCodeIndex {
   // have the same index and array address (freed and allocated again): the comparison is
   // with the last sample's map, not with the one read.
   void follow(RemoteReader& reader, uint32_t index, uint64_t modules);
+  // Whether the last sample's map was this one: following it again reads nothing.
+  bool following(uint32_t index, uint64_t modules) const {
+    return followed_ == std::pair{index, modules};
+  }
   // The text of atom term `atom`.
   std::optional<std::string> atom_text(RemoteReader& reader, uint64_t atom);
 

@@ -73,8 +73,22 @@ class BeamStacks {
     std::map<std::tuple<uint64_t, uint64_t, uint64_t>, std::optional<RuntimeFrameId>> mfas;
     std::map<std::pair<uint64_t, uint64_t>, RuntimeFrameId> processes;
   };
-  static uint64_t budget_left(const Emulator& e) {
-    return kBeamProcessBudgetBytes - std::min(e.bytes_read, kBeamProcessBudgetBytes);
+  // Runs `read` with a reader of the emulator's memory, within what its budget has left, and
+  // counts what it read.
+  template <typename Read>
+  static void reading(Emulator& e, Pid pid, Read read) {
+    ProcessMemory memory(pid);
+    RemoteReader reader(
+        memory, kBeamProcessBudgetBytes - std::min(e.bytes_read, kBeamProcessBudgetBytes), 0);
+    read(reader);
+    e.bytes_read += reader.bytes_read();
+  }
+  // Forgets the names by pc once another code map is read: a pc may hold another function.
+  static bool forget_names_if_remapped(Emulator& e) {
+    if (e.index.tables_read() == e.tables_seen) return false;
+    e.tables_seen = e.index.tables_read();
+    e.functions.clear();
+    return true;
   }
   Emulator& emulator_of(Pid pid, const BeamEmulator& emulator, const PendingBeam* event);
   std::optional<RuntimeFrameId> function_frame(Emulator& e, Pid pid, uint64_t pc,
@@ -116,21 +130,15 @@ BeamStacks::Emulator& BeamStacks::emulator_of(Pid pid, const BeamEmulator& emula
   if (it == emulators_.end()) it = emulators_.try_emplace(pid, emulator).first;
   Emulator& e = it->second;
   const auto now = std::chrono::steady_clock::now();
-  if (event || now - e.checked >= kGenerationCheck) {
-    e.checked = now;
-    ProcessMemory memory(pid);
-    RemoteReader reader(memory, budget_left(e), 0);
-    if (event)
+  if (event && !e.index.following(event->code_index, event->code_modules)) {
+    reading(e, pid, [&](RemoteReader& reader) {
       e.index.follow(reader, event->code_index, event->code_modules);
-    else
-      e.index.check_generation(reader);
-    e.bytes_read += reader.bytes_read();
+    });
+  } else if (!event && now - e.checked >= kGenerationCheck) {
+    e.checked = now;
+    reading(e, pid, [&](RemoteReader& reader) { e.index.check_generation(reader); });
   }
-  // Another code map: a pc may now hold another module's function.
-  if (e.index.tables_read() != e.tables_seen) {
-    e.tables_seen = e.index.tables_read();
-    e.functions.clear();
-  }
+  forget_names_if_remapped(e);
   return e;
 }
 
@@ -138,16 +146,11 @@ std::optional<RuntimeFrameId> BeamStacks::function_frame(Emulator& e, Pid pid, u
                                                          Recording& recording) {
   auto [it, inserted] = e.functions.try_emplace(pc);
   if (!inserted) return it->second;
-  ProcessMemory memory(pid);
-  RemoteReader reader(memory, budget_left(e), 0);
-  const std::optional<BeamMfa> mfa = e.index.function_at(reader, pc);
-  e.bytes_read += reader.bytes_read();
+  std::optional<BeamMfa> mfa;
+  reading(e, pid, [&](RemoteReader& reader) { mfa = e.index.function_at(reader, pc); });
   ++recording.stats.runtimes[RuntimeKind::kBeam].code_objects_read;
-  if (e.index.tables_read() != e.tables_seen) {  // read a newer code map on the way
-    e.tables_seen = e.index.tables_read();
-    e.functions.clear();
+  if (forget_names_if_remapped(e))  // read a newer code map on the way
     it = e.functions.try_emplace(pc).first;
-  }
   if (mfa)
     it->second = recording.runtime_frames.intern(
         RuntimeFunction{beam_function_name(*mfa), mfa->module, 0, RuntimeKind::kBeam}, 0);
@@ -158,11 +161,11 @@ std::optional<RuntimeFrameId> BeamStacks::mfa_frame(Emulator& e, Pid pid, const 
                                                     Recording& recording) {
   auto [it, inserted] = e.mfas.try_emplace(std::tuple{mfa[0], mfa[1], mfa[2]});
   if (!inserted) return it->second;
-  ProcessMemory memory(pid);
-  RemoteReader reader(memory, budget_left(e), 0);
-  const std::optional<std::string> module = e.index.atom_text(reader, mfa[0]);
-  const std::optional<std::string> function = e.index.atom_text(reader, mfa[1]);
-  e.bytes_read += reader.bytes_read();
+  std::optional<std::string> module, function;
+  reading(e, pid, [&](RemoteReader& reader) {
+    module = e.index.atom_text(reader, mfa[0]);
+    function = e.index.atom_text(reader, mfa[1]);
+  });
   if (module && function && mfa[2] <= kMaxBeamArity) {
     const BeamMfa named{*module, *function, static_cast<uint32_t>(mfa[2])};
     it->second = recording.runtime_frames.intern(
@@ -176,13 +179,11 @@ RuntimeFrameId BeamStacks::process_frame(Emulator& e, Pid pid, const PendingBeam
   auto [it, inserted] = e.processes.try_emplace(std::pair{event.process_id, event.registered});
   if (!inserted) return it->second;
   std::string name = "[process " + pid_text(event.process_id);
-  if (event.registered) {
-    ProcessMemory memory(pid);
-    RemoteReader reader(memory, budget_left(e), 0);
-    if (std::optional<std::string> atom = e.index.atom_text(reader, event.registered))
-      name += " " + erlang_atom(*atom);
-    e.bytes_read += reader.bytes_read();
-  }
+  if (event.registered)
+    reading(e, pid, [&](RemoteReader& reader) {
+      if (std::optional<std::string> atom = e.index.atom_text(reader, event.registered))
+        name += " " + erlang_atom(*atom);
+    });
   it->second =
       recording.runtime_frames.intern(RuntimeFunction{name + "]", "", 0, RuntimeKind::kBeam}, 0);
   return it->second;
