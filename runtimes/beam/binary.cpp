@@ -22,11 +22,8 @@ constexpr size_t kDecodedBytes = 96;
 
 // `size` bytes of the file at virtual address `vaddr`; empty when they are not all there.
 std::vector<uint8_t> file_bytes(int fd, const ElfFile& elf, uint64_t vaddr, size_t size) {
-  const std::optional<uint64_t> offset = elf.vaddr_to_file_offset(vaddr);
   std::vector<uint8_t> bytes(size);
-  if (!offset ||
-      pread(fd, bytes.data(), size, static_cast<off_t>(*offset)) != static_cast<ssize_t>(size))
-    return {};
+  if (!read_file_at_vaddr(fd, elf, vaddr, bytes.data(), size)) return {};
   return bytes;
 }
 

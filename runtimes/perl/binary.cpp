@@ -2,7 +2,6 @@
 
 #include <gelf.h>
 #include <libelf.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -30,12 +29,6 @@ std::optional<GElf_Phdr> executable_tls_header(int fd) {
     executable |= header.p_type == PT_INTERP;
   }
   return executable ? tls : std::nullopt;
-}
-
-// `size` bytes of the file at virtual address `vaddr`.
-bool file_bytes(int fd, const ElfFile& elf, uint64_t vaddr, void* out, size_t size) {
-  const std::optional<uint64_t> offset = elf.vaddr_to_file_offset(vaddr);
-  return offset && pread(fd, out, size, static_cast<off_t>(*offset)) == static_cast<ssize_t>(size);
 }
 
 }  // namespace
@@ -85,10 +78,10 @@ std::variant<PerlBinary, PerlRejection> inspect_perl_binary(const std::string& r
   if (!elf) return PerlRejection{"perl: " + error};
   uint8_t revision = 0, version = 0, subversion = 0;
   uint16_t interp_size = 0;
-  if (!file_bytes(fd, *elf, defined("PL_revision")->address, &revision, 1) ||
-      !file_bytes(fd, *elf, defined("PL_version")->address, &version, 1) ||
-      !file_bytes(fd, *elf, defined("PL_subversion")->address, &subversion, 1) ||
-      !file_bytes(fd, *elf, defined("PL_interp_size")->address, &interp_size, 2))
+  if (!read_file_at_vaddr(fd, *elf, defined("PL_revision")->address, &revision, 1) ||
+      !read_file_at_vaddr(fd, *elf, defined("PL_version")->address, &version, 1) ||
+      !read_file_at_vaddr(fd, *elf, defined("PL_subversion")->address, &subversion, 1) ||
+      !read_file_at_vaddr(fd, *elf, defined("PL_interp_size")->address, &interp_size, 2))
     return PerlRejection{"perl: its release cannot be read, subs not read"};
   const PerlVersion release{revision, version, subversion};
   const PerlLayout* layout = perl_layout(release, interp_size);

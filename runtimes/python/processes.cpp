@@ -33,10 +33,8 @@ std::string version_text(PythonVersion v) {
 // `size` bytes of the file at virtual address `vaddr` (initialized data: PyCode_Type,
 // Py_Version), or nothing.
 std::optional<uint64_t> read_file_word(int fd, const ElfFile& elf, uint64_t vaddr, size_t size) {
-  const std::optional<uint64_t> offset = elf.vaddr_to_file_offset(vaddr);
   uint64_t value = 0;
-  if (!offset || size > sizeof(value) ||
-      pread(fd, &value, size, static_cast<off_t>(*offset)) != static_cast<ssize_t>(size))
+  if (size > sizeof(value) || !read_file_at_vaddr(fd, elf, vaddr, &value, size))
     return std::nullopt;
   return value;
 }

@@ -446,6 +446,11 @@ bool any_symbol_starts_with(int fd, std::span<const std::string_view> prefixes) 
   return false;
 }
 
+bool read_file_at_vaddr(int fd, const ElfFile& elf, uint64_t vaddr, void* out, size_t size) {
+  const std::optional<uint64_t> offset = elf.vaddr_to_file_offset(vaddr);
+  return offset && pread(fd, out, size, static_cast<off_t>(*offset)) == static_cast<ssize_t>(size);
+}
+
 std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
     int fd, const std::vector<std::string>& names) {
   std::unordered_map<std::string, DynamicSymbol> found;

@@ -120,6 +120,11 @@ struct DynamicSymbol {
 // with one of `prefixes`: a scan that stops at the first, without building a symbol table.
 bool any_symbol_starts_with(int fd, std::span<const std::string_view> prefixes);
 
+// `size` bytes of the ELF file open as `fd` (laid out as `elf` says) at virtual address
+// `vaddr`: a runtime's initialized data or code read before the process runs it. False unless
+// all of them are in the file.
+bool read_file_at_vaddr(int fd, const ElfFile& elf, uint64_t vaddr, void* out, size_t size);
+
 std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(
     int fd, const std::vector<std::string>& names);
 
