@@ -8,6 +8,8 @@
 // A process forked from one that runs the runtime (a multiprocessing worker, a zygote's
 // renderer) maps nothing of its own: it gets its parent's runtime mappings at its fork, and
 // those of the parent that the side band reports after the fork but dated before it.
+// An exec read after mappings dated later than it (its ring was read after theirs) keeps them:
+// they are the new image's.
 #pragma once
 
 #include <cstddef>
@@ -45,16 +47,20 @@ class RuntimeProcessTracker {
   static constexpr size_t kMaxPendingMappings = 16;
 
  private:
+  struct DatedMapping {
+    MonotonicNs time;
+    MappingInfo mapping;
+  };
   // `mapping` to `pid`, kept for its children, unless it has it already.
-  void give(Pid pid, const MappingInfo& mapping, const OnMapping& mapped);
+  void give(Pid pid, const DatedMapping& mapping, const OnMapping& mapped);
+  void exec_read(Pid pid, MonotonicNs time, const OnMapping& mapped, const OnExec& exec);
   void forked(const ForkEvent& fork, MonotonicNs time, const OnMapping& mapped);
-  void mapped_by_tracked(Pid pid, MonotonicNs time, const MappingInfo& mapping,
-                         const OnMapping& mapped);
+  void mapped_by_tracked(Pid pid, const DatedMapping& mapping, const OnMapping& mapped);
 
   std::function<bool(const std::string&)> is_runtime_file_;
   std::unordered_set<Pid> tracked_;
-  std::unordered_map<Pid, std::vector<MappingInfo>> pending_;
-  std::unordered_map<Pid, std::vector<MappingInfo>> runtime_mappings_;  // of tracked processes
+  std::unordered_map<Pid, std::vector<DatedMapping>> pending_;
+  std::unordered_map<Pid, std::vector<DatedMapping>> runtime_mappings_;  // of tracked processes
   ForkedChildren forks_;  // the children that inherited their parent's runtime mappings
   std::vector<Pid> exited_;
 };

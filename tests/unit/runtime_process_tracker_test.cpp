@@ -65,6 +65,29 @@ TEST_F(TrackerTest, AnExecDropsWhatWaitedAndIsSaid) {
   EXPECT_EQ(seen_.execs, std::vector<int>{7});
 }
 
+// The side band's rings are read one after another: a JVM's exec can be read after the
+// library it mapped on another CPU. The mapping dated after the exec is the new image's.
+TEST_F(TrackerTest, AnExecReadAfterANewerMappingKeepsIt) {
+  observe({fork_of(1, 7, 10), mmap_of(7, "/usr/bin/python3.11", 100),
+           mmap_of(7, "/usr/lib/libpython3.11.so", 300), exec_of(7, 200)});
+  const std::vector<std::pair<int, std::string>> want{{7, "/usr/bin/python3.11"},
+                                                      {7, "/usr/lib/libpython3.11.so"},
+                                                      {7, "/usr/lib/libpython3.11.so"}};
+  EXPECT_EQ(seen_.mapped, want);  // the newer one again, after the exec the runtime was told of
+  EXPECT_EQ(seen_.execs, std::vector<int>{7});
+  seen_.mapped.clear();
+  observe({fork_of(7, 8, 400)});  // a child inherits only the new image's
+  EXPECT_EQ(seen_.mapped,
+            (std::vector<std::pair<int, std::string>>{{8, "/usr/lib/libpython3.11.so"}}));
+}
+
+TEST_F(TrackerTest, AnExecReadAfterANewerMappingOfAProcessNotKnownYetKeepsIt) {
+  observe({mmap_of(7, "/usr/bin/python3.11", 100), mmap_of(7, "/usr/lib/libpython3.11.so", 300),
+           exec_of(7, 200), fork_of(1, 7, 10)});
+  const std::vector<std::pair<int, std::string>> want{{7, "/usr/lib/libpython3.11.so"}};
+  EXPECT_EQ(seen_.mapped, want);
+}
+
 TEST_F(TrackerTest, AnExitedProcessIsForgottenWhenTaken) {
   observe({fork_of(1, 7), exit_of(7)});
   EXPECT_EQ(tracker_.take_exited(), std::vector<Pid>{Pid{7}});
