@@ -22,6 +22,7 @@
   X(RUBY, ruby, Ruby, "Ruby", "red", 11)                     \
   X(GOLABELS, golabels, GoLabels, "Go labels", "purple", 12) \
   X(PHP, php, Php, "PHP", "green", 13)                       \
-  X(BEAM, beam, Beam, "Erlang", "red", 14)
+  X(BEAM, beam, Beam, "Erlang", "red", 14)                   \
+  X(PERL, perl, Perl, "Perl", "brown", 15)
 
 #endif

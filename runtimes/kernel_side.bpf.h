@@ -23,6 +23,7 @@
 #include "runtimes/golabels/frames.bpf.h"
 #include "runtimes/hotspot/frames.bpf.h"
 #include "runtimes/hotspot/walk.bpf.h"
+#include "runtimes/perl/frames.bpf.h"
 #include "runtimes/php/frames.bpf.h"
 #include "runtimes/python/frames.bpf.h"
 #include "runtimes/ruby/frames.bpf.h"

@@ -3,6 +3,7 @@
 #include "runtimes/beam/runtime.h"
 #include "runtimes/golabels/runtime.h"
 #include "runtimes/hotspot/runtime.h"
+#include "runtimes/perl/runtime.h"
 #include "runtimes/php/runtime.h"
 #include "runtimes/python/runtime.h"
 #include "runtimes/ruby/runtime.h"
@@ -17,6 +18,7 @@ Runtimes::Runtimes(const std::set<RuntimeKind>& disabled) {
   if (!disabled.contains(RuntimeKind::kV8)) runtimes_.push_back(make_v8_runtime());
   if (!disabled.contains(RuntimeKind::kPhp)) runtimes_.push_back(make_php_runtime());
   if (!disabled.contains(RuntimeKind::kBeam)) runtimes_.push_back(make_beam_runtime());
+  if (!disabled.contains(RuntimeKind::kPerl)) runtimes_.push_back(make_perl_runtime());
   // Last: its frame goes at the root of the stack the others merged into.
   if (!disabled.contains(RuntimeKind::kGoLabels)) runtimes_.push_back(make_golabels_runtime());
 }

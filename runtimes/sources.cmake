@@ -30,6 +30,8 @@ set(BPFPROF_RUNTIMES_SOURCES
   ${BPFPROF_RUNTIMES_DIR}/perl/binary.cpp
   ${BPFPROF_RUNTIMES_DIR}/perl/contexts.cpp
   ${BPFPROF_RUNTIMES_DIR}/perl/names.cpp
+  ${BPFPROF_RUNTIMES_DIR}/perl/processes.cpp
+  ${BPFPROF_RUNTIMES_DIR}/perl/runtime.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/code.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/processes.cpp
   ${BPFPROF_RUNTIMES_DIR}/python/runtime.cpp

@@ -73,7 +73,7 @@ std::variant<PerlBinary, PerlRejection> inspect_perl_binary(const std::string& r
       !defined("PL_version") || !defined("PL_subversion") || !defined("PL_interp_size"))
     return PerlRejection{"perl: not a threaded perl with its interpreter exported, subs not read"};
   std::string error;
-  const std::unique_ptr<ElfFile> elf =
+  std::shared_ptr<const ElfFile> elf =
       ElfFile::open("/proc/self/fd/" + std::to_string(fd), &error, ElfContents::kLayout);
   if (!elf) return PerlRejection{"perl: " + error};
   uint8_t revision = 0, version = 0, subversion = 0;
@@ -88,7 +88,8 @@ std::variant<PerlBinary, PerlRejection> inspect_perl_binary(const std::string& r
   if (!layout)
     return PerlRejection{"perl " + std::to_string(revision) + "." + std::to_string(version) +
                          ": no layout for this build, subs not read"};
-  PerlBinary binary{.layout = layout,
+  PerlBinary binary{.elf = elf,
+                    .layout = layout,
                     .version = release,
                     .tls_offset = std::nullopt,
                     .curinterp = defined("PL_curinterp")->address,

@@ -8,12 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 
 #include "runtimes/perl/layout.h"
+#include "symbols/elf/elf_file.h"
 
 namespace bpfprof {
 
@@ -28,6 +30,7 @@ const PerlLayout* perl_layout(const PerlVersion& version, uint16_t interp_size);
 std::optional<int64_t> executable_tls_offset(uint64_t value, uint64_t size, uint64_t align);
 
 struct PerlBinary {
+  std::shared_ptr<const ElfFile> elf;  // places a mapping of it
   const PerlLayout* layout = nullptr;
   PerlVersion version;
   // my_perl of the current thread = *(thread pointer + tls_offset); only for an executable

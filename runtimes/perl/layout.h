@@ -45,9 +45,10 @@ struct PerlLayout {
   uint32_t xcv_stash;
   uint32_t xcv_gv_u;
   uint32_t xcv_flags;
-  // XPVGV: xivu_namehek, xgv_stash; GP: gp_egv
+  // XPVGV: xivu_namehek, xgv_stash; GP: gp_cv, gp_egv
   uint32_t xgv_namehek;
   uint32_t xgv_stash;
+  uint32_t gp_cv;
   uint32_t gp_egv;
   // xpvhv_with_aux: xhv_aux, the aux struct itself in the body (when SVf_OOK); xpvhv_aux:
   // xhv_name_u, xhv_name_count (I32)
@@ -87,6 +88,7 @@ inline constexpr PerlLayout kPerl5_36{
     .xcv_flags = 0x5c,
     .xgv_namehek = 0x20,
     .xgv_stash = 0x28,
+    .gp_cv = 0x10,
     .gp_egv = 0x38,
     .xhv_aux = 0x20,
     .aux_name_u = 0x00,
@@ -108,11 +110,17 @@ inline constexpr uint32_t kPerlSvPvgv = 9;
 inline constexpr uint32_t kPerlSvPvhv = 12;
 inline constexpr uint32_t kPerlSvPvcv = 13;
 inline constexpr uint32_t kPerlSvpGvGp = 0x8000;
+inline constexpr uint32_t kPerlSvfRok = 0x800;  // a reference: sv_u is what it refers to
 inline constexpr uint32_t kPerlSvfOok = 0x02000000;
 inline constexpr uint32_t kPerlCvIsXsub = 0x8;
 inline constexpr uint32_t kPerlCvNamed = 0x8000;
 inline constexpr uint32_t kPerlCvLexical = 0x10000;
-// An eval's old op type (blku_u16 >> 7): require (opnames.h's OP_REQUIRE in 5.36).
+// Op types (opnames.h in 5.36): an eval's old op type (blku_u16 >> 7) for require; the op
+// running while an XSUB is called. op_type is the low 9 bits of the u16 at kPerlOpTypeOffset.
 inline constexpr uint32_t kPerlOpRequire = 342;
+inline constexpr uint32_t kPerlOpEntersub = 184;
+inline constexpr uint32_t kPerlOpTypeOffset = 0x20;
+// struct interpreter's first member, PL_stack_sp
+inline constexpr uint32_t kPerlInterpStackSp = 0;
 
 }  // namespace bpfprof

@@ -89,6 +89,35 @@ std::optional<PerlSub> read_perl_sub(RemoteReader& reader, const PerlLayout& l, 
   return PerlSub{std::move(*name), (*flags & kPerlCvIsXsub) != 0};
 }
 
+std::optional<std::string> read_perl_frame_sub(RemoteReader& reader, const PerlLayout& l,
+                                               uint64_t cv, uint64_t gv_u) {
+  const auto head = sv_of_type(reader, l, cv, kPerlSvPvcv);
+  if (head && reader.word(head->first + l.xcv_gv_u) == gv_u)
+    if (std::optional<PerlSub> sub = read_perl_sub(reader, l, cv)) return std::move(sub->name);
+  return gv_name(reader, l, gv_u);
+}
+
+std::optional<PerlSub> read_perl_xsub(RemoteReader& reader, const PerlLayout& l, uint64_t sv) {
+  const std::optional<uint32_t> flags =
+      perl_pointer(sv) ? reader.value<uint32_t>(sv + l.sv_flags) : std::nullopt;
+  if (!flags) return std::nullopt;
+  uint64_t cv = sv;
+  if ((*flags & kPerlSvTypeMask) == kPerlSvPvgv && (*flags & kPerlSvpGvGp)) {
+    const std::optional<uint64_t> gp = reader.word(sv + l.sv_u);
+    const std::optional<uint64_t> gp_cv =
+        gp && perl_pointer(*gp) ? reader.word(*gp + l.gp_cv) : std::nullopt;
+    if (!gp_cv) return std::nullopt;
+    cv = *gp_cv;
+  } else if (*flags & kPerlSvfRok) {
+    const std::optional<uint64_t> referent = reader.word(sv + l.sv_u);
+    if (!referent) return std::nullopt;
+    cv = *referent;
+  }
+  std::optional<PerlSub> sub = read_perl_sub(reader, l, cv);
+  if (!sub || !sub->xsub) return std::nullopt;
+  return sub;
+}
+
 std::optional<PerlStatement> read_perl_statement(RemoteReader& reader, const PerlLayout& l,
                                                  uint64_t cop) {
   if (!perl_pointer(cop)) return std::nullopt;

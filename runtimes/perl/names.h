@@ -26,6 +26,16 @@ struct PerlSub {
 // The sub whose CV is at `cv`; nullopt when the memory does not read as a CV with a name.
 std::optional<PerlSub> read_perl_sub(RemoteReader& reader, const PerlLayout& layout, uint64_t cv);
 
+// The sub a frame ran, read after it: the CV at `cv` if it still has the name `gv_u` it had
+// then (xcv_gv_u), else, the CV freed or reused since, the GV's name alone (a BEGIN's GV stays
+// in its package).
+std::optional<std::string> read_perl_frame_sub(RemoteReader& reader, const PerlLayout& layout,
+                                               uint64_t cv, uint64_t gv_u);
+
+// The XSUB an entersub called, from the SV it took (a CV, a GV whose CV it is, or a reference
+// to a CV); nullopt when it is not one (a Perl sub, or the slot was written over).
+std::optional<PerlSub> read_perl_xsub(RemoteReader& reader, const PerlLayout& layout, uint64_t sv);
+
 // A statement's source position.
 struct PerlStatement {
   std::string file;  // "t.pl", "/usr/share/perl/5.36/Exporter.pm", "(eval 3)"
