@@ -15,7 +15,8 @@ enum bpfprof_perl_frame_kind {
   BPFPROF_PERL_FRAME_REQUIRE = 2, /* require of a file: name is its %INC key (a PV SV) */
   BPFPROF_PERL_FRAME_FILE = 3,    /* the file-level code, outermost */
   BPFPROF_PERL_FRAME_SORT = 4,    /* a sort block's run of the op loop (no context of its own) */
-  BPFPROF_PERL_FRAME_XSUB = 5,    /* innermost: the SV pp_entersub took (a CV, GV or ref) */
+  BPFPROF_PERL_FRAME_XSUB = 5,    /* the SV pp_entersub took (a CV, GV or ref): innermost, or
+                                     the one whose MULTICALL block runs inside */
 };
 
 /* Frame flags. */
@@ -61,6 +62,9 @@ struct bpfprof_perl_process {
   __u32 si_prev;
   __u32 si_cxix;
   __u32 si_type;
+  __u32 si_stack; /* its argument stack (an AV) */
+  __u32 av_fill;  /* in an AV's body: AvFILLp */
+  __u32 sv_u;     /* an AV's array */
   __u32 cx_size;
   __u32 cx_type;
   __u32 cx_u16;

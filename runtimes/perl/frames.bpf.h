@@ -38,6 +38,7 @@ struct {
 #define PERL_CX_EVAL_REAL 0x20
 #define PERL_CX_EVAL_BLOCK 0x40
 #define PERL_SI_SORT 3
+#define PERL_SI_MULTICALL 10
 #define PERL_SVT_MASK 0x1f
 #define PERL_SVT_PVCV 13
 /* The bytes of a context read at once: every field the walk takes lies in them (0x60 in
@@ -139,6 +140,21 @@ __noinline int perl_runlevel(struct perl_reading* r, __u64 si) {
   return !(r->cx >= -1 && r->cx < PERL_MAX_CONTEXTS && (r->cx < 0 || perl_pointer(r->cxstack)));
 }
 
+/* The XSUB that ran a MULTICALL block: it switched from the stack of runlevel `prev` with its
+ * stack pointer saved as that stack's fill, and the SV pp_entersub called it by lies just above
+ * (until the XSUB returns values over it). 1 past the limit. */
+__noinline int perl_multicall_caller(struct perl_reading* r, __u64 prev) {
+  if (!r) return 1;
+  const struct bpfprof_perl_process* p = &r->process;
+  const __u64 stack = read_user_word(prev + p->si_stack);
+  if (!perl_pointer(stack)) return 0;
+  const __u64 fill = read_user_word(read_user_word(stack) + p->av_fill);
+  const __u64 array = read_user_word(stack + p->sv_u);
+  if (!perl_pointer(array) || fill >= (1ull << 28)) return 0;
+  const __u64 sv = read_user_word(array + (fill + 1) * 8);
+  return perl_pointer(sv) ? perl_push(r, BPFPROF_PERL_FRAME_XSUB, sv, 0) : 0;
+}
+
 /* A runlevel done: a sort block's gets a frame (its op loop runs no context of its own),
  * then the one it was pushed over, or the file-level code after the outermost. 1: done. */
 static __always_inline int perl_runlevel_done(struct perl_reading* r) {
@@ -151,6 +167,7 @@ static __always_inline int perl_runlevel_done(struct perl_reading* r) {
     r->finished = !perl_push(r, BPFPROF_PERL_FRAME_FILE | BPFPROF_PERL_FROM_C << 8, 0, 0);
     return 1;
   }
+  if (r->si_type == PERL_SI_MULTICALL && perl_multicall_caller(r, prev)) return 1;
   r->levels += 1;
   if (r->levels >= PERL_MAX_RUNLEVELS) {
     e->status = BPFPROF_PERL_STACK_AT_LIMIT;

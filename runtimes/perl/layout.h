@@ -24,6 +24,9 @@ struct PerlLayout {
   uint32_t si_prev;
   uint32_t si_cxix;
   uint32_t si_type;
+  uint32_t si_stack;
+  // XPVAV: xav_fill
+  uint32_t xav_fill;
   // PERL_CONTEXT: its size, cx_type (u8), blk_oldcop, blk_sub.cv, blk_sub.retop,
   // blk_eval.old_namesv, blk_eval.cv, blku_u16 (an eval's old op type above bit 7)
   uint32_t cx_size;
@@ -70,6 +73,8 @@ inline constexpr PerlLayout kPerl5_36{
     .si_prev = 0x10,
     .si_cxix = 0x20,
     .si_type = 0x2c,
+    .si_stack = 0x00,
+    .xav_fill = 0x10,
     .cx_size = 0x68,
     .cx_type = 0x00,
     .cx_u16 = 0x02,

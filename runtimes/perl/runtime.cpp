@@ -79,8 +79,8 @@ class PerlStacks {
   static std::optional<std::string> read_file(RemoteReader& reader, uint64_t file) {
     return file ? reader.c_string(file) : std::nullopt;
   }
-  void drop_file_level_not_running(const std::vector<uint64_t>& user,
-                                   const std::function<bool(uint64_t)>& runs_op_loop);
+  void fit_activations_to_loops(const std::vector<uint64_t>& user,
+                                const std::function<bool(uint64_t)>& runs_op_loop);
   ActivationFrame frame_of(Pid pid, const std::string& name, const bpfprof_perl_frame& f,
                            bool entry, Recording& recording);
 
@@ -91,6 +91,7 @@ class PerlStacks {
   std::map<std::pair<Pid, uint64_t>, std::string> files_;
   std::map<Pid, uint64_t> bytes_read_;
   std::vector<ActivationFrame> scratch_;
+  std::vector<uint8_t> scratch_kinds_;  // each scratch_ frame's kind
 };
 
 void PerlStacks::take_event(const void* data, size_t size, RuntimeStats& stats) {
@@ -170,15 +171,30 @@ ActivationFrame PerlStacks::frame_of(Pid pid, const std::string& name, const bpf
   return {raw_runtime_frame(recording.runtime_frames.intern(function, f.line)), entry};
 }
 
-// While perl compiles the program (BEGIN blocks, use) or runs END blocks, its file-level code
-// is not running: its activation has no op loop of its own.
-void PerlStacks::drop_file_level_not_running(const std::vector<uint64_t>& user,
-                                             const std::function<bool(uint64_t)>& runs_op_loop) {
-  if (scratch_.size() < 2 || !scratch_.back().entry || !scratch_[scratch_.size() - 2].entry) return;
+// A run of the op loop whose frames are there without its native frame: an XSUB (List::Util's
+// first) or pp_sort between two runs of their block (innermost), or perl compiling the program
+// (BEGIN, use) or running END blocks, while its file-level code does not run (outermost).
+void PerlStacks::fit_activations_to_loops(const std::vector<uint64_t>& user,
+                                          const std::function<bool(uint64_t)>& runs_op_loop) {
   const size_t loops = static_cast<size_t>(std::count_if(user.begin(), user.end(), runs_op_loop));
   const size_t activations = static_cast<size_t>(std::count_if(
       scratch_.begin(), scratch_.end(), [](const ActivationFrame& f) { return f.entry; }));
-  if (activations == loops + 1) scratch_.pop_back();
+  if (activations != loops + 1 || scratch_.size() < 2) return;
+  const auto first_entry = std::find_if(scratch_.begin(), scratch_.end(),
+                                        [](const ActivationFrame& f) { return f.entry; });
+  const size_t entry = static_cast<size_t>(first_entry - scratch_.begin());
+  const bool block_of_c =
+      scratch_kinds_[entry] == BPFPROF_PERL_FRAME_SORT ||
+      (entry + 1 < scratch_.size() && scratch_kinds_[entry + 1] == BPFPROF_PERL_FRAME_XSUB);
+  if (block_of_c) {
+    scratch_.erase(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(entry) + 1);
+    scratch_kinds_.erase(scratch_kinds_.begin(),
+                         scratch_kinds_.begin() + static_cast<std::ptrdiff_t>(entry) + 1);
+  } else if (scratch_kinds_.back() == BPFPROF_PERL_FRAME_FILE &&
+             scratch_[scratch_.size() - 2].entry) {
+    scratch_.pop_back();
+    scratch_kinds_.pop_back();
+  }
 }
 
 // Each run of the op loop (a native Perl_runops_standard frame) runs the frames from one
@@ -192,6 +208,7 @@ void PerlStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint
   if (!taken || !interpreter || taken->frames.empty()) return;
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kPerl];
   scratch_.clear();
+  scratch_kinds_.clear();
   for (const bpfprof_perl_frame& f : taken->frames) {
     if (f.kind == BPFPROF_PERL_FRAME_EVAL && (f.flags & BPFPROF_PERL_EVAL_OF_C)) continue;
     const std::optional<std::string> name = name_of(pid, *interpreter, f, stats);
@@ -202,6 +219,7 @@ void PerlStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint
       ++stats.frames;
     scratch_.push_back(frame_of(pid, name ? *name : kPerlUnreadSub.qualified_name, f,
                                 (f.flags & BPFPROF_PERL_FROM_C) != 0, recording));
+    scratch_kinds_.push_back(f.kind);
   }
   const bool cut = taken->status == BPFPROF_PERL_STACK_AT_LIMIT ||
                    taken->status == BPFPROF_PERL_STACK_UNREADABLE;
@@ -209,9 +227,10 @@ void PerlStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint
     const RuntimeFunction& rest =
         taken->status == BPFPROF_PERL_STACK_AT_LIMIT ? kPerlDeeperFrames : kPerlUnreadableFrames;
     scratch_.push_back({raw_runtime_frame(recording.runtime_frames.intern(rest, 0)), true});
+    scratch_kinds_.push_back(BPFPROF_PERL_FRAME_FILE);
   }
   auto runs_op_loop = [&](uint64_t pc) { return interpreter->runs_op_loop(pc); };
-  if (!cut) drop_file_level_not_running(user, runs_op_loop);
+  if (!cut) fit_activations_to_loops(user, runs_op_loop);
   if (scratch_.empty()) return;
   MergedStack merged =
       merge_runtime_frames(user, scratch_, runs_op_loop, ActivationMatch::kFromInnermost);
