@@ -23,6 +23,7 @@ enum bpfprof_perl_frame_kind {
 #define BPFPROF_PERL_FROM_C 1    /* its retop is 0: entered from C by its own op loop */
 #define BPFPROF_PERL_EVAL_TEXT 2 /* an eval of a string (CXp_REAL) */
 #define BPFPROF_PERL_EVAL_OF_C 4 /* an eval that C pushed around a call (old op type 0) */
+#define BPFPROF_PERL_IN_BLOCK 8  /* in a runlevel of sort's or an XSUB's block (MULTICALL) */
 
 /* A frame, with the statement it was running (its line read at once: the COPs of a string
  * eval go with its code). */

@@ -106,8 +106,10 @@ __noinline int perl_push(struct perl_reading* r, __u32 kind_flags, __u64 cv, __u
   }
   struct bpfprof_perl_frame* f = &e->frames[e->depth & (BPFPROF_MAX_PERL_FRAMES - 1)];
   const __u8 kind = (__u8)kind_flags;
+  const bool in_block = r->si_type == PERL_SI_SORT || r->si_type == PERL_SI_MULTICALL;
   f->kind = kind;
-  f->flags = (__u8)(kind_flags >> 8);
+  f->flags = (__u8)(kind_flags >> 8) |
+             (in_block && kind != BPFPROF_PERL_FRAME_XSUB ? BPFPROF_PERL_IN_BLOCK : 0);
   f->reserved = 0;
   f->cv = cv;
   f->name = kind == BPFPROF_PERL_FRAME_SUB ? perl_cv_name(&r->process, cv) : name;

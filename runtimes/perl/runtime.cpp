@@ -90,8 +90,13 @@ class PerlStacks {
   std::map<NameKey, std::optional<std::string>> names_;  // nullopt: names nothing
   std::map<std::pair<Pid, uint64_t>, std::string> files_;
   std::map<Pid, uint64_t> bytes_read_;
-  std::vector<ActivationFrame> scratch_;
-  std::vector<uint8_t> scratch_kinds_;  // each scratch_ frame's kind
+  struct PerlMergeFrame {
+    ActivationFrame frame;
+    uint8_t kind = BPFPROF_PERL_FRAME_SUB;
+    uint8_t flags = 0;
+  };
+  std::vector<PerlMergeFrame> scratch_;
+  std::vector<ActivationFrame> activation_frames_;
 };
 
 void PerlStacks::take_event(const void* data, size_t size, RuntimeStats& stats) {
@@ -177,24 +182,15 @@ ActivationFrame PerlStacks::frame_of(Pid pid, const std::string& name, const bpf
 void PerlStacks::fit_activations_to_loops(const std::vector<uint64_t>& user,
                                           const std::function<bool(uint64_t)>& runs_op_loop) {
   const size_t loops = static_cast<size_t>(std::count_if(user.begin(), user.end(), runs_op_loop));
-  const size_t activations = static_cast<size_t>(std::count_if(
-      scratch_.begin(), scratch_.end(), [](const ActivationFrame& f) { return f.entry; }));
+  auto is_entry = [](const PerlMergeFrame& f) { return f.frame.entry; };
+  const size_t activations =
+      static_cast<size_t>(std::count_if(scratch_.begin(), scratch_.end(), is_entry));
   if (activations != loops + 1 || scratch_.size() < 2) return;
-  const auto first_entry = std::find_if(scratch_.begin(), scratch_.end(),
-                                        [](const ActivationFrame& f) { return f.entry; });
-  const size_t entry = static_cast<size_t>(first_entry - scratch_.begin());
-  const bool block_of_c =
-      scratch_kinds_[entry] == BPFPROF_PERL_FRAME_SORT ||
-      (entry + 1 < scratch_.size() && scratch_kinds_[entry + 1] == BPFPROF_PERL_FRAME_XSUB);
-  if (block_of_c) {
-    scratch_.erase(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(entry) + 1);
-    scratch_kinds_.erase(scratch_kinds_.begin(),
-                         scratch_kinds_.begin() + static_cast<std::ptrdiff_t>(entry) + 1);
-  } else if (scratch_kinds_.back() == BPFPROF_PERL_FRAME_FILE &&
-             scratch_[scratch_.size() - 2].entry) {
+  const auto innermost_entry = std::find_if(scratch_.begin(), scratch_.end(), is_entry);
+  if (innermost_entry->flags & BPFPROF_PERL_IN_BLOCK)
+    scratch_.erase(scratch_.begin(), innermost_entry + 1);
+  else if (scratch_.back().kind == BPFPROF_PERL_FRAME_FILE && scratch_.end()[-2].frame.entry)
     scratch_.pop_back();
-    scratch_kinds_.pop_back();
-  }
 }
 
 // Each run of the op loop (a native Perl_runops_standard frame) runs the frames from one
@@ -208,7 +204,6 @@ void PerlStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint
   if (!taken || !interpreter || taken->frames.empty()) return;
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kPerl];
   scratch_.clear();
-  scratch_kinds_.clear();
   for (const bpfprof_perl_frame& f : taken->frames) {
     if (f.kind == BPFPROF_PERL_FRAME_EVAL && (f.flags & BPFPROF_PERL_EVAL_OF_C)) continue;
     const std::optional<std::string> name = name_of(pid, *interpreter, f, stats);
@@ -217,23 +212,25 @@ void PerlStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint
       ++stats.unnamed_frames;
     else
       ++stats.frames;
-    scratch_.push_back(frame_of(pid, name ? *name : kPerlUnreadSub.qualified_name, f,
-                                (f.flags & BPFPROF_PERL_FROM_C) != 0, recording));
-    scratch_kinds_.push_back(f.kind);
+    scratch_.push_back({frame_of(pid, name ? *name : kPerlUnreadSub.qualified_name, f,
+                                 (f.flags & BPFPROF_PERL_FROM_C) != 0, recording),
+                        f.kind, f.flags});
   }
   const bool cut = taken->status == BPFPROF_PERL_STACK_AT_LIMIT ||
                    taken->status == BPFPROF_PERL_STACK_UNREADABLE;
   if (cut) {
     const RuntimeFunction& rest =
         taken->status == BPFPROF_PERL_STACK_AT_LIMIT ? kPerlDeeperFrames : kPerlUnreadableFrames;
-    scratch_.push_back({raw_runtime_frame(recording.runtime_frames.intern(rest, 0)), true});
-    scratch_kinds_.push_back(BPFPROF_PERL_FRAME_FILE);
+    scratch_.push_back({{raw_runtime_frame(recording.runtime_frames.intern(rest, 0)), true},
+                        BPFPROF_PERL_FRAME_FILE});
   }
   auto runs_op_loop = [&](uint64_t pc) { return interpreter->runs_op_loop(pc); };
   if (!cut) fit_activations_to_loops(user, runs_op_loop);
   if (scratch_.empty()) return;
+  activation_frames_.clear();
+  for (const PerlMergeFrame& f : scratch_) activation_frames_.push_back(f.frame);
   MergedStack merged =
-      merge_runtime_frames(user, scratch_, runs_op_loop, ActivationMatch::kFromInnermost);
+      merge_runtime_frames(user, activation_frames_, runs_op_loop, ActivationMatch::kFromInnermost);
   if (merged.mismatched) ++stats.mismatched;
   if (merged.runtime_frames > 0) ++stats.merged;
   user = std::move(merged.frames);
