@@ -31,6 +31,9 @@ packages=(
   # the Erlang emulator (OTP 25) whose code index tests/unit/beam_test.cpp reads, and Elixir
   # (1.14, on it): the programs tests/integration/beam_stacks.test.mjs records
   erlang-base elixir
+  # Perl's own profiler, which tests/integration/perl_stacks.test.mjs compares with (perl and
+  # pod2man are Debian's base)
+  libdevel-nytprof-perl
 )
 if [[ "${1:-}" == --browser ]]; then
   packages=(chromium)

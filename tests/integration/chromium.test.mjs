@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 
 import {
   IS_CI, STATE_FRAMES, pct, perfMapsNow, recordWith, recorderUnavailableReason, removePerfMapsSince,
-  requireRecorder, saveMetrics,
+  requireRecorder, saveMetrics, weightOf,
 } from './lib/harness.mjs';
 import { isRootName, recordingFigures } from './lib/stack_quality.mjs';
 
@@ -69,9 +69,6 @@ function chromiumProcesses(view) {
   }
   return byPid;
 }
-
-const weightOf = (samples, pred = () => true) =>
-  samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
 
 // The renderer: the process that ran the page's JavaScript (its JIT code, hex without a perf
 // map, or named from it), the one with most such samples.

@@ -11,7 +11,7 @@ import { before, describe, it } from 'node:test';
 
 import {
   INTEGRATION_DIR, ProfileView, checkWithProfilerCli, fixturePath, frameLib, funcSourceFile, pct,
-  recordFixture, recordWith, recorderUnavailableReason, requireRecorder, saveMetrics,
+  recordFixture, recordWith, recorderUnavailableReason, requireRecorder, saveMetrics, weightOf,
 } from './lib/harness.mjs';
 
 const DURATION_MS = 3000;
@@ -34,10 +34,6 @@ function samplesIn(view, lib) {
     }
   }
   return out;
-}
-
-function weightOf(samples, pred = () => true) {
-  return samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
 }
 
 // The leaf frame of the library: the last of its frames (kernel frames come after it).

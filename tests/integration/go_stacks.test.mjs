@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 
 import {
   INTEGRATION_DIR, IS_CI, ProfileView, RESULTS_DIR, STATE_FRAMES, fixturePath, pct, recordFixture, recordWith,
-  recorderUnavailableReason, requireRecorder, run, saveMetrics, sleep, startBackground,
+  recorderUnavailableReason, requireRecorder, run, saveMetrics, sleep, startBackground, weightOf,
 } from './lib/harness.mjs';
 import {
   isRootName, recordingFigures, TRUNCATED,
@@ -57,9 +57,6 @@ function samplesOf(view, name, { offCpu = false } = {}) {
   }
   return out;
 }
-
-const weightOf = (samples, pred = () => true) =>
-  samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
 
 // A user stack that reaches a root: its outermost frame, above any kernel frame, is one.
 const reachesRoot = (s) => s.frames[0].category !== 'Kernel' && isGoOrCRoot(s.frames[0].name);

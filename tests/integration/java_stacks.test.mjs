@@ -13,7 +13,7 @@ import { before, describe, it } from 'node:test';
 
 import {
   FIXTURES, IS_CI, REPO_DIR, RESULTS_DIR, STATE_FRAMES, pct, recordWith, recorderUnavailableReason,
-  requireRecorder, run, saveMetrics, sleep, startBackground,
+  requireRecorder, run, saveMetrics, sleep, startBackground, weightOf,
 } from './lib/harness.mjs';
 import { isRootName } from './lib/stack_quality.mjs';
 
@@ -28,8 +28,6 @@ const JFR_FILE = join(RESULTS_DIR, 'java_stacks_jfr.jfr');
 
 const isOffCpu = (frames) => frames.length > 0 && STATE_FRAMES.has(frames.at(-1).name);
 const userFrames = (frames) => frames.filter((f) => f.category !== 'Kernel' && !STATE_FRAMES.has(f.name));
-const weightOf = (samples, pred = () => true) =>
-  samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
 const unnamedAddress = (f) => /^0x[0-9a-f]+$/.test(f.name);
 const isJava = (f) => f.category === 'Java';
 // A Java method's frame (package.Class.method), not a stub's ("StubRoutines (2)",

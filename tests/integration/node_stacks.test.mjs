@@ -16,7 +16,7 @@ import {
   IS_CI, ProfileView, REPO_DIR, RESULTS_DIR, STATE_FRAMES, funcSourceFile, pct, perfMapsNow, recordWith,
   removePerfMapsSince,
   recorderUnavailableReason,
-  requireRecorder, saveMetrics,
+  requireRecorder, saveMetrics, weightOf,
 } from './lib/harness.mjs';
 import { isRootName, recordingFigures } from './lib/stack_quality.mjs';
 
@@ -46,8 +46,6 @@ function nodeSamples(view) {
 const V8_ENTRIES = new Set(['Builtins_JSEntry', 'Builtins_JSConstructEntry', 'Builtins_JSRunMicrotasksEntry']);
 const underV8Entry = (s) => s.user.some((f) => V8_ENTRIES.has(f.name));
 
-const weightOf = (samples, pred = () => true) =>
-  samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
 const reachesRoot = (s) => s.frames[0].category !== 'Kernel' && isRootName(s.frames[0].name);
 
 // A missing node fails under CI=true and skips elsewhere.

@@ -2,7 +2,9 @@
 // beam.smp are schedulers, which frames are Erlang's (and which of those name a function),
 // the names Erlang and Elixir write, and how samples nest.
 // Without the harness's side effects (a results directory): bench/ imports it too.
-import { STATE_FRAMES } from './profile_view.mjs';
+import { STATE_FRAMES, hasConsecutive, inOrder, weightOf } from './profile_view.mjs';
+
+export { hasConsecutive, inOrder, weightOf };
 
 export const ERL = '/usr/bin/erl';
 export const ERLC = '/usr/bin/erlc';
@@ -20,8 +22,6 @@ export const isDirtyIo = (th) => /^\d+_dirty_io_sch/.test(th.name);
 
 export const beamThreads = (view) => view.threads.filter((th) => th.processName === 'beam.smp');
 export const onCpu = (s) => s.frames.length > 0 && !STATE_FRAMES.has(s.frames.at(-1).name);
-export const weightOf = (samples, pred = () => true) =>
-  samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
 
 // The on-CPU samples of a profile's beam.smp threads that `which` picks, each with the thread's
 // name.
@@ -69,22 +69,6 @@ export function innermostIndex(frames, pred) {
   return -1;
 }
 
-// Whether `chain` (names, root first) appears as consecutive frames of `names`.
-export function hasConsecutive(names, chain) {
-  for (let i = 0; i + chain.length <= names.length; i++)
-    if (chain.every((n, k) => names[i + k] === n)) return true;
-  return false;
-}
-
-// Whether each of `chain` appears after the one before it (other frames may sit between).
-export function inOrder(names, chain) {
-  let at = -1;
-  for (const name of chain) {
-    at = names.indexOf(name, at + 1);
-    if (at < 0) return false;
-  }
-  return true;
-}
 
 // The process label of a sample: the frame just outside its outermost Erlang function frame
 // when that is a `[process ...]` frame; undefined without Erlang function frames, null when

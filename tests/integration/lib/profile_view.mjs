@@ -247,6 +247,27 @@ export function funcSourceFile(view, func) {
   return name === null || name === undefined ? null : view.strings[name];
 }
 
+// The summed weight of the samples `pred` accepts.
+export const weightOf = (samples, pred = () => true) =>
+  samples.filter(pred).reduce((sum, s) => sum + s.weight, 0);
+
+// Whether `chain` (names, root first) appears as consecutive frames of `names`.
+export function hasConsecutive(names, chain) {
+  for (let i = 0; i + chain.length <= names.length; i++)
+    if (chain.every((n, k) => names[i + k] === n)) return true;
+  return false;
+}
+
+// Whether each of `chain` appears after the one before it (other frames may sit between).
+export function inOrder(names, chain) {
+  let at = -1;
+  for (const name of chain) {
+    at = names.indexOf(name, at + 1);
+    if (at < 0) return false;
+  }
+  return true;
+}
+
 // The profile.libs entry of a frame, or null (no lib).
 export function frameLib(view, frame) {
   const lib = view.frameTable.lib?.[frame];
