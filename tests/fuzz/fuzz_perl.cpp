@@ -20,7 +20,7 @@ constexpr uint64_t kImageAt = 0x10000;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 8) return 0;
-  uint32_t choices[2];
+  uint32_t choices[2];  // the interpreter's and a stash's (or SV's, GV's) offsets
   memcpy(choices, data, sizeof(choices));
   BufferMemory memory;
   memory.place(kImageAt, std::string(reinterpret_cast<const char*>(data + 8), size - 8));
@@ -35,7 +35,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (const auto statement = read_perl_statement(reader, kPerl5_36, frame.cop))
       if (statement->file.size() > kMaxPerlFileBytes) abort();
   }
-  if (const auto name = read_perl_stash_name(reader, kPerl5_36, kImageAt + choices[1] % span))
+  const uint64_t other = kImageAt + choices[1] % span;
+  if (const auto name = read_perl_stash_name(reader, kPerl5_36, other))
     if (name->empty() || name->size() > kMaxPerlNameBytes) abort();
+  // What the kernel side sends: an entersub's SV, a frame's CV and name key.
+  if (const auto xsub = read_perl_xsub(reader, kPerl5_36, other))
+    if (!xsub->xsub || xsub->name.empty() || xsub->name.size() > 3 * kMaxPerlNameBytes + 16) abort();
+  if (const auto sub = read_perl_frame_sub(reader, kPerl5_36, kImageAt + (choices[0] % span & ~7u),
+                                           other & ~7u))
+    if (sub->empty() || sub->size() > 3 * kMaxPerlNameBytes + 16) abort();
   return 0;
 }
