@@ -40,9 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (name->empty() || name->size() > kMaxPerlNameBytes) abort();
   // What the kernel side sends: an entersub's SV, a frame's CV and name key.
   if (const auto xsub = read_perl_xsub(reader, kPerl5_36, other))
-    if (!xsub->xsub || xsub->name.empty() || xsub->name.size() > 3 * kMaxPerlNameBytes + 16) abort();
-  if (const auto sub = read_perl_frame_sub(reader, kPerl5_36, kImageAt + (choices[0] % span & ~7u),
-                                           other & ~7u))
+    if (!xsub->xsub || xsub->name.empty() || xsub->name.size() > 3 * kMaxPerlNameBytes + 16)
+      abort();
+  if (const auto sub =
+          read_perl_frame_sub(reader, kPerl5_36, kImageAt + (choices[0] % span & ~7u), other & ~7u))
     if (sub->empty() || sub->size() > 3 * kMaxPerlNameBytes + 16) abort();
   return 0;
 }
