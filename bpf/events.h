@@ -49,6 +49,8 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_SWITCH_IN = 6, /* a thread that left the CPU runs again (just the header) */
   /* A tracked thread is woken (sched_waking): who woke it (bpfprof_waking_event). */
   BPFPROF_EVENT_WAKING = 7,
+  /* record --memory: a process's resident memory changed (bpfprof_memory_event). */
+  BPFPROF_EVENT_MEMORY = 32,
 /* A runtime's frames (bpf/runtime_list.h): BPFPROF_EVENT_<ID>_STACK. */
 #define BPFPROF_RUNTIME_EVENT_KIND(ID, id, Kind, language, colour, event) \
   BPFPROF_EVENT_##ID##_STACK = event,
@@ -222,6 +224,17 @@ struct bpfprof_exit_event {
   __s32 exit_code;   /* as in wait(2) status */
   __u32 group_dead;  /* 1 if this was the last thread of the process */
   char comm[BPFPROF_COMM_LEN];
+};
+
+/* A process's resident memory as the kernel counts it (its mm's rss_stat counters, in bytes),
+ * sent when it moved by BPFPROF_MEMORY_STEP_BYTES or more since the last one sent. */
+#define BPFPROF_MEMORY_STEP_BYTES (256 * 1024)
+struct bpfprof_memory_event {
+  struct bpfprof_event_header header;
+  __u64 file_bytes;  /* MM_FILEPAGES: mapped file pages */
+  __u64 anon_bytes;  /* MM_ANONPAGES */
+  __u64 swap_bytes;  /* MM_SWAPENTS: swapped out (not resident) */
+  __u64 shmem_bytes; /* MM_SHMEMPAGES */
 };
 
 struct bpfprof_comm_event {

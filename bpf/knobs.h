@@ -19,6 +19,8 @@ const volatile __u32 self_tgid = 0;
 const volatile __u32 record_off_cpu = 0;
 /* 1 records who wakes tracked threads, and from where (sched_waking). */
 const volatile __u32 record_wakers = 0;
+/* record --memory: 1 sends each tracked process's resident memory as it changes (rss_stat). */
+const volatile __u32 record_memory = 0;
 /* The sampling interval; a thread's off-CPU stack is taken at most once per interval (and a
  * waker's stack once per (waker, wakee) pair). */
 const volatile __u64 off_cpu_stack_interval_ns = 1000000;

@@ -72,6 +72,14 @@ struct {
  * without a system call; losses are rare, so the shared atomic costs nothing. */
 __u64 lost_events_total = 0;
 
+/* record --memory: each process's resident bytes (file + anon + shmem) as last sent. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u32); /* tgid */
+  __type(value, __u64);
+} memory_sent SEC(".maps");
+
 /* The same, per process (tgid), so the loss can be shown where it happened. */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -402,6 +402,43 @@ int BPF_PROG(on_exit, struct task_struct* task, bool group_dead) {
   return 0;
 }
 
+/* record --memory: a resident-memory counter of an address space changed (each page mapped
+ * or unmapped, in batches). Sent for a tracked process when its resident bytes moved by a
+ * step since the last sent: its memory over time, within a step of each peak. */
+SEC("tp_btf/rss_stat")
+int BPF_PROG(on_rss_stat, struct mm_struct* mm, int member) {
+  (void)member;
+  if (!record_memory || !mm) return 0;
+  struct task_struct* task = bpf_get_current_task_btf();
+  /* Another task's (reclaim, a process exiting): its owner's, where the kernel keeps one. */
+  const __u32 tgid = task->mm == mm ? task->tgid : BPF_CORE_READ(mm, owner, tgid);
+  if (!tgid || !is_tracked(tgid)) return 0;
+  __s64 pages[4];
+  for (int i = 0; i < 4; ++i) pages[i] = BPF_CORE_READ(mm, rss_stat[i].count);
+  const __u64 page = 4096;
+  const __u64 resident =
+      (pages[0] > 0 ? pages[0] : 0) + (pages[1] > 0 ? pages[1] : 0) + (pages[3] > 0 ? pages[3] : 0);
+  const __u64 bytes = resident * page;
+  __u64* sent = bpf_map_lookup_elem(&memory_sent, &tgid);
+  if (sent && (bytes > *sent ? bytes - *sent : *sent - bytes) < BPFPROF_MEMORY_STEP_BYTES) return 0;
+  struct bpfprof_memory_event* e = bpf_ringbuf_reserve(&lifecycle_events, sizeof(*e), 0);
+  if (!e) {
+    count_lost();
+    return 0;
+  }
+  fill_header(&e->header, BPFPROF_EVENT_MEMORY, tgid, task->mm == mm ? task->pid : tgid);
+  e->file_bytes = (pages[0] > 0 ? pages[0] : 0) * page;
+  e->anon_bytes = (pages[1] > 0 ? pages[1] : 0) * page;
+  e->swap_bytes = (pages[2] > 0 ? pages[2] : 0) * page;
+  e->shmem_bytes = (pages[3] > 0 ? pages[3] : 0) * page;
+  bpf_ringbuf_submit(e, lifecycle_submit_flags());
+  if (sent)
+    *sent = bytes;
+  else
+    bpf_map_update_elem(&memory_sent, &tgid, &bytes, BPF_ANY);
+  return 0;
+}
+
 SEC("tp_btf/task_rename")
 int BPF_PROG(on_rename, struct task_struct* task, const char* comm) {
   __u32 tgid = task->tgid;

@@ -39,6 +39,7 @@ BpfPrograms::BpfPrograms(const Config& config)
        {skeleton_->progs.on_sample, skeleton_->progs.on_switch, skeleton_->progs.on_waking})
     bpf_program__set_autoload(walker, false);
   bpf_program__set_autoload(skeleton_->progs.on_mmap_lock, config.unwind_row_capacity != 0);
+  bpf_program__set_autoload(skeleton_->progs.on_rss_stat, config.record_memory);
   if (int err = bpf_map__set_max_entries(skeleton_->maps.tracked_processes,
                                          std::max<uint32_t>(config.max_tracked_processes, 1)))
     throw std::runtime_error("cannot size the table of tracked processes: " + errno_text(err));
@@ -100,6 +101,7 @@ void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
   skel->rodata->record_off_cpu = config.record_off_cpu ? 1 : 0;
   skel->rodata->off_cpu_stack_interval_ns = config.sampling_interval_ns;
   skel->rodata->record_wakers = config.record_wakers ? 1 : 0;
+  skel->rodata->record_memory = config.record_memory ? 1 : 0;
   skel->rodata->user_stack_copy_bytes = config.user_stack_copy_bytes;
   skel->rodata->fallback_copies_whole_stack = config.fallback_copies_whole_stack ? 1 : 0;
   skel->rodata->kernel_unwind = config.unwind_row_capacity ? 1 : 0;

@@ -53,6 +53,9 @@ class BpfPrograms {
     // Who wakes tracked threads, with the waker's stack (sched_waking); the program is not
     // even loaded without.
     bool record_wakers = false;
+    // record --memory: each process's resident memory as it changes (rss_stat); the program is
+    // not loaded without.
+    bool record_memory = false;
     // The most processes followed at once (not system-wide): the BPF table's size.
     uint32_t max_tracked_processes = 65536;
     // record --cgroup: how many subtrees set_cgroup_filters gives (at most

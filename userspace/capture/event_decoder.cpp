@@ -143,6 +143,8 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       return;
     case BPFPROF_EVENT_WAKING:
       return decode_waking(h, data, size, rec);
+    case BPFPROF_EVENT_MEMORY:
+      return decode_memory(h, data, size, rec);
     case BPFPROF_EVENT_FORK:
     case BPFPROF_EVENT_EXEC:
     case BPFPROF_EVENT_EXIT:
@@ -359,6 +361,18 @@ void EventDecoder::decode_lifecycle(const Header& h, uint32_t kind, const void* 
     const auto* e = static_cast<const bpfprof_comm_event*>(data);
     event(CommEvent{h.pid, h.tid, bounded_string(e->comm, sizeof(e->comm))});
   }
+}
+
+void EventDecoder::decode_memory(const Header& h, const void* data, size_t size, Recording& rec) {
+  if (size < sizeof(bpfprof_memory_event)) return;
+  const auto* e = static_cast<const bpfprof_memory_event*>(data);
+  std::vector<MemorySample>& series = rec.memory[h.pid];
+  if (series.size() >= kMaxMemorySamplesPerProcess) {
+    ++rec.stats.memory_samples_dropped;
+    return;
+  }
+  series.push_back(MemorySample{h.time, e->file_bytes + e->anon_bytes + e->shmem_bytes,
+                                e->anon_bytes, e->swap_bytes});
 }
 
 void EventDecoder::forget_exited_processes(MonotonicNs decoded_until) {

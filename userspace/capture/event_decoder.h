@@ -105,6 +105,7 @@ class EventDecoder {
   RawStackId copy_stack(const Header& h, const bpfprof_copy_event& e, size_t size,
                         bool& has_user_stack, Recording& rec);
   void decode_waking(const Header& h, const void* data, size_t size, Recording& rec);
+  void decode_memory(const Header& h, const void* data, size_t size, Recording& rec);
   // The stack of the waking decoded just before on that CPU (same time).
   void decode_waker_stack(const Header& h, RawStackId stack, Recording& rec);
   void decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size,

@@ -110,6 +110,11 @@ CLI::App* add_record_command(CLI::App& app, RecordOptions& options, RecordOption
   record->add_flag_callback(
       "--no-wakers", [&] { options.wakers = false; },
       "With off-CPU time, do not record who woke each waiting thread");
+  record->add_flag_callback(
+      "--memory", [&] { options.memory = true; },
+      "Record each process's resident memory over time (a memory track per process, from the "
+      "kernel's own counters as pages come and go; its peak in the summary). Costs a "
+      "tracepoint program run per batch of pages mapped or freed");
   record
       ->add_option("--wake-threshold", options.wake_threshold_ms,
                    "Waits at least MS long get a marker naming who woke the thread, with the "

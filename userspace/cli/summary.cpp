@@ -265,6 +265,21 @@ void add_wakers(const RunReport& r, Lines& lines) {
     add(lines, "top wakers of %s: %s", wakers.process.c_str(), top_wakers_text(wakers).c_str());
 }
 
+// record --memory: the processes' peak resident memory, largest first.
+void add_memory_peaks(const RunReport& r, size_t shown, Lines& lines) {
+  const auto& peaks = r.profile.memory_peaks;
+  if (peaks.empty()) return;
+  std::string text;
+  for (size_t i = 0; i < peaks.size() && i < shown; ++i) {
+    char one[160];
+    snprintf(one, sizeof one, "%s%s %.1f MB at %.2f s", i ? ", " : "", peaks[i].process.c_str(),
+             static_cast<double>(peaks[i].bytes) / 1e6, peaks[i].at_ms / 1e3);
+    text += one;
+  }
+  if (peaks.size() > shown) text += ", " + std::to_string(peaks.size() - shown) + " more";
+  add(lines, "peak resident memory: %s", text.c_str());
+}
+
 // Files of other users that were not read, and why: said even when nothing else is.
 void add_refused_files(const RunReport& r, size_t shown, Lines& lines) {
   for (size_t i = 0; i < r.refused_files.size() && i < shown; ++i)
@@ -309,6 +324,7 @@ Lines full_summary(const RunReport& r) {
   add_top_functions(r, SummaryDetail::kFull, lines);
   add_embedded_sources(r, lines);
   add_wakers(r, lines);
+  add_memory_peaks(r, 10, lines);
   return lines;
 }
 
@@ -322,6 +338,7 @@ void print_run_summary(const RunReport& report, SummaryDetail detail, FILE* out)
     add_totals(report, lines);
     for (std::string& line : problems(report)) lines.push_back(std::move(line));
     add_top_functions(report, SummaryDetail::kBrief, lines);
+    add_memory_peaks(report, 3, lines);
   }
   for (const std::string& line : lines) fprintf(out, "%s\n", line.c_str());
 }

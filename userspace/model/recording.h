@@ -363,7 +363,8 @@ struct RecordingStats {
   std::vector<uint32_t> unwind_ns{};  // time unwinds took (a uniform sample of at most 64k)
   uint64_t lost_bpf_events = 0;       // ring buffer full in the kernel
   std::vector<uint64_t> lost_bpf_events_per_cpu{};
-  uint64_t lost_sideband_records = 0;  // perf MMAP/COMM records lost
+  uint64_t lost_sideband_records = 0;   // perf MMAP/COMM records lost
+  uint64_t memory_samples_dropped = 0;  // past kMaxMemorySamplesPerProcess
   // Children left unsampled: the table of tracked processes was full (--max-processes).
   uint64_t processes_not_followed = 0;
   uint32_t max_tracked_processes = 0;
@@ -410,6 +411,17 @@ inline std::optional<CallGraph> call_graph_named(std::string_view name) {
 // Whether stacks come with CFI unwinding (tables in the kernel or copies in userspace).
 inline bool uses_dwarf(CallGraph mode) { return mode != CallGraph::kFramePointers; }
 
+// record --memory: a process's resident memory as the kernel counts it, each time it moved by
+// a step (bpf/events.h: BPFPROF_MEMORY_STEP_BYTES) since the last one.
+struct MemorySample {
+  MonotonicNs time;
+  uint64_t resident_bytes = 0;  // file, anonymous and shared-memory pages: what VmRSS counts
+  uint64_t anon_bytes = 0;
+  uint64_t swap_bytes = 0;
+};
+// A process's memory samples kept (a step each: 256 GB of churn); past it, they are counted.
+inline constexpr size_t kMaxMemorySamplesPerProcess = size_t{1} << 20;
+
 struct Recording {
   MonotonicNs start_time;  // time zero of the profile
   MonotonicNs end_time;
@@ -418,6 +430,7 @@ struct Recording {
   std::string sampling_event{};    // "cycles" or "cpu-clock"
   bool off_cpu = false;            // switch-out stacks and switch-in events were recorded
   bool record_wakers = false;      // who woke each thread (with off_cpu)
+  bool record_memory = false;      // each process's resident memory over time (--memory)
   uint64_t wake_threshold_ns = 0;  // waits this long get a marker; 0: one interval
   CallGraph call_graph = CallGraph::kFramePointers;
   bool fixed_stack_copy_size = false;  // dwarf,SIZE given: no process got a larger copy
@@ -435,6 +448,8 @@ struct Recording {
   // Thread names a runtime read from its own objects (a Java thread's name beyond the
   // kernel's 15 characters), by process and thread id: the profile names those threads so.
   std::map<std::pair<int32_t, int32_t>, std::string> runtime_thread_names{};
+  // record --memory: each process's resident memory over time, in time order.
+  std::unordered_map<Pid, std::vector<MemorySample>> memory{};
 };
 
 // A copy without the pending events, samples and raw stacks, which the model has not taken

@@ -125,6 +125,9 @@ BuiltProfile ProfileBuilder::build() {
   if (options_.embed_sources)
     out_.summary.embedded_sources = embed_sources(out_.shared, source_weights(written(threads)));
   out_.summary.top_wakers = wakers.top_wakers(threads);
+  out_.memory = build_memory_counters(recording_, out_.threads);
+  for (const MemoryCounter& c : out_.memory)
+    out_.summary.memory_peaks.push_back({c.process_name, c.peak_bytes, c.peak_ms});
   return std::move(out_);
 }
 

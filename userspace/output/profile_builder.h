@@ -13,6 +13,7 @@
 #include "userspace/model/recording.h"
 #include "userspace/model/session_model.h"
 #include "userspace/output/embedded_sources.h"
+#include "userspace/output/memory_counters.h"
 #include "userspace/output/profile_symbolizer.h"
 #include "userspace/output/profile_tables.h"
 #include "userspace/output/run_figures.h"
@@ -41,6 +42,13 @@ struct ProfileSummary {
   std::optional<EmbeddedSources> embedded_sources;
   // The processes whose waits were ended by wakers (most waiting time first, at most five).
   std::vector<ProcessWakers> top_wakers;
+  // record --memory: the processes' peak resident memory, largest first.
+  struct MemoryPeak {
+    std::string process;  // "name (pid)"
+    uint64_t bytes = 0;
+    double at_ms = 0;
+  };
+  std::vector<MemoryPeak> memory_peaks;
 };
 
 // One entry of `threads`: what the thread object says besides its tables.
@@ -65,6 +73,7 @@ struct BuiltProfile {
   LibTable libs;
   SharedTables shared;
   std::vector<ThreadTables> threads;
+  std::vector<MemoryCounter> memory;  // record --memory: a counter per process
   ProfileSummary summary;
 };
 

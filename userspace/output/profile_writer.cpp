@@ -177,6 +177,7 @@ void write_firefox(JsonWriter& w, const Recording& recording, const BuiltProfile
   w.begin_array();
   for (const ThreadTables& thread : profile.threads) write_thread(w, thread);
   w.end_array();
+  if (!profile.memory.empty()) write_memory_counters(w, profile.memory);
   w.key("pages");
   w.begin_array();
   w.end_array();

@@ -15,6 +15,7 @@
 #include "userspace/capture/process_contexts.h"
 #include "userspace/model/clocks.h"
 #include "userspace/model/session_model.h"
+#include "userspace/session/proc_snapshot.h"
 #include "userspace/session/signals.h"
 
 namespace bpfprof {
@@ -60,6 +61,7 @@ Recording recording_for(const RecordOptions& options) {
   recording.frequency_hz = options.frequency_hz;
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
   recording.record_wakers = recording.off_cpu && options.wakers;
+  recording.record_memory = options.memory;
   recording.recorder_context = read_process_context(Pid{getpid()}).value_or(ProcessContext{});
   if (options.wake_threshold_ms)
     recording.wake_threshold_ns = static_cast<uint64_t>(*options.wake_threshold_ms * 1e6);
@@ -103,6 +105,7 @@ BpfPrograms::Config bpf_config(const RecordOptions& options, const Recording& re
       .unwind_initial_rows =
           options.system_wide ? kSystemWideUnwindInitialRows : kUnwindInitialRows,
       .record_wakers = recording.record_wakers,
+      .record_memory = recording.record_memory,
       .max_tracked_processes = options.max_processes,
       .cgroup_filters = static_cast<uint32_t>(options.cgroup_paths.size())};
 }
@@ -225,6 +228,7 @@ void CollectLoop::start_targets() {
   // programs' events are saved raw as they are read).
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, 0);
   pipeline_.take_lifecycle_events();
+  if (recording_.record_memory) record_existing_memory();
   bpf_->apply_runtime_changes(pipeline_);  // interpreters already running: their frames now
   if (!targets_.launched()) {
     // Their mappings, walked from the first sample; an entry the kernel wrote since the
@@ -236,6 +240,20 @@ void CollectLoop::start_targets() {
   if (options_.duration_seconds)
     deadline_ = MonotonicNs{figures_.sampling_started.value +
                             static_cast<uint64_t>(*options_.duration_seconds * 1e9)};
+}
+
+// --memory with -p and -a: the processes found have their resident memory from the start;
+// the kernel side sends it only as it changes.
+void CollectLoop::record_existing_memory() {
+  const MonotonicNs now = monotonic_now();
+  for (const LifecycleEvent& event : recording_.events) {
+    const auto* existing = std::get_if<ExistingProcessEvent>(&event.payload);
+    if (!existing) continue;
+    std::vector<MemorySample>& series = recording_.memory[existing->pid];
+    if (!series.empty()) continue;
+    if (const std::optional<uint64_t> bytes = resident_bytes_now(existing->pid))
+      series.push_back(MemorySample{now, *bytes, 0, 0});
+  }
 }
 
 // -p and -a: what runs from now on is in the profile (the set-up before it is not).

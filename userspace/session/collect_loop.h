@@ -51,6 +51,7 @@ class CollectLoop {
   void start_clock();
   // The command runs, or -p's processes (every one with -a) are followed.
   void start_targets();
+  void record_existing_memory();
   // Reads events until the recording ends; `periodic` learns how far they are read.
   void collect(PeriodicOutputDriver& periodic);
 

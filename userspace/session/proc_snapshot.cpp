@@ -120,6 +120,15 @@ std::optional<ProcessSnapshot> snapshot_process(Pid pid, std::string* error) {
   return s;
 }
 
+std::optional<uint64_t> resident_bytes_now(Pid pid) {
+  const std::optional<std::string> statm =
+      read_entire_file("/proc/" + std::to_string(pid.value) + "/statm");
+  if (!statm) return std::nullopt;
+  unsigned long long size = 0, resident = 0;
+  if (sscanf(statm->c_str(), "%llu %llu", &size, &resident) != 2) return std::nullopt;
+  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
 void append_snapshot_events(MonotonicNs time, ProcessSnapshot snapshot,
                             std::vector<LifecycleEvent>& out) {
   std::string name = snapshot.executable.empty() ? snapshot.comm : base_name(snapshot.executable);

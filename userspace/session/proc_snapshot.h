@@ -26,6 +26,10 @@ struct ProcessSnapshot {
 // `error` then says why in one line.
 std::optional<ProcessSnapshot> snapshot_process(Pid pid, std::string* error = nullptr);
 
+// A process's resident memory now (/proc/PID/statm: file, anonymous and shared pages), in
+// bytes; nullopt when it cannot be read.
+std::optional<uint64_t> resident_bytes_now(Pid pid);
+
 // Every process in /proc now.
 std::vector<Pid> list_processes();
 

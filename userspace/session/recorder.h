@@ -36,6 +36,8 @@ struct RecordOptions {
   // on a wait gets a marker (--wake-threshold; unset: one sampling interval).
   bool wakers = true;
   std::optional<double> wake_threshold_ms;
+  // --memory: each process's resident memory over time, from the kernel's own counters.
+  bool memory = false;
   std::vector<std::string> symbol_dirs;  // --symbol-dir: more places to look for debug files
   // --call-graph: how user stacks are taken.
   CallGraph call_graph = CallGraph::kDwarf;
