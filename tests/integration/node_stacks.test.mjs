@@ -148,11 +148,16 @@ function checkWorkJsLines(t, view, samples, ofWorkJs, currentLines = true) {
   for (const [fn, decl] of [['recurseFib', 'function recurseFib('], ['sortWork', 'function sortWork('],
                             ['compareByKey', 'function compareByKey('], ['mainLoop', 'function mainLoop('],
                             ['asyncStep', 'async function asyncStep(']]) {
-    const frame = samples.flatMap((s) => s.user).find((f) => f.name === fn && ofWorkJs(f));
-    assert.ok(frame, `${fn} not named from work.js`);
+    const frames = samples.flatMap((s) => s.user).filter((f) => f.name === fn && ofWorkJs(f));
+    assert.ok(frames.length, `${fn} not named from work.js`);
+    // A function read while the collector moves its script's source has no line until a reread
+    // finds it (runtimes/v8/stacks.cpp: provisional frames); one never read again keeps none.
+    const lined = frames.filter((f) => view.funcTable.lineNumber[f.func] !== null);
+    assert.ok(lined.length >= 0.99 * frames.length, `${fn}: ${frames.length - lined.length} of ${frames.length} frames without a line`);
+    const frame = lined[0];
     assert.equal(view.funcTable.isJS[frame.func], true, `${fn} is not isJS`);
     assert.ok(lineOf(decl) > 0, `${decl} not in work.js`);
-    assert.equal(view.funcTable.lineNumber[frame.func], lineOf(decl), `${fn}'s line`);
+    assert.ok(lined.every((f) => view.funcTable.lineNumber[f.func] === lineOf(decl)), `${fn}'s line`);
   }
   if (!currentLines) {
     // Where the V8's bytecode positions are not read, every frame at its function's first line.
