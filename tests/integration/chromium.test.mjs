@@ -54,6 +54,17 @@ const isState = (f) => STATE_FRAMES.has(f.name);
 const isHex = (name) => /^0x[0-9a-f]+$/.test(name);
 
 // The on-CPU samples of each chromium process (by pid), each with its user frames.
+// The processes of a `Stack copies by process` line ("pid 812 9,684, pid 790 12 (of 5
+// processes)"), each with some of its threads' names: which of chromium's processes (a
+// renderer's CrRendererMain, the GPU process's VizCompositorThread) the walks fell back for.
+function copiesByProcess(view, line) {
+  if (!line) return 'none';
+  const pids = [...line.matchAll(/pid (\d+)/g)].map((m) => Number(m[1]));
+  const threads = (pid) => view.threads.filter((th) => th.pid === pid || Number(String(th.pid).split('.')[0]) === pid)
+    .map((th) => th.name).slice(0, 4).join(' ');
+  return `${line}; ${pids.map((pid) => `${pid}: ${threads(pid) || '(no thread)'}`).join('; ')}`;
+}
+
 function chromiumProcesses(view) {
   const byPid = new Map();
   for (const thread of view.threads) {
@@ -127,6 +138,7 @@ describe('chromium rendering a page', () => {
     t.diagnostic(`chromium, sandboxed: ${byPid.size} processes, ${Math.round(metrics.samples)} on-CPU samples, ` +
                  `reach a root ${pct(metrics.rootShare)}; summary: complete ${pct(f.printedComplete)}, walked in ` +
                  `the kernel ${pct(f.kernelShare)}, ${f.ringBytes} bytes a sample; fell back: ${f.fellBack}; ` +
+                 `stack copies: ${copiesByProcess(sandboxed.view, f.copiesByProcess)}; ` +
                  `renderer ${page?.pid}: ${Math.round(metrics.rendererSamples)} samples, ` +
                  `${Math.round(metrics.rendererLibcNamed)} with a named libc frame`);
     assert.ok(metrics.samples >= 1000, `only ${metrics.samples} on-CPU samples of chromium`);
@@ -169,7 +181,8 @@ describe('chromium rendering a page', () => {
     t.diagnostic(`chromium with a perf map: renderer ${page.pid}, ${Math.round(metrics.rendererSamples)} samples, ` +
                  `${pct(metrics.pageShare)} in page.html's functions; byKey ${Math.round(metrics.byKeySamples)}, ` +
                  `${pct(metrics.byKeyUnderSortRound)} under sortRound (or the top level it was inlined into); shade ${Math.round(metrics.shadeSamples)}; ` +
-                 `JS frames unnamed ${pct(metrics.hexJsFrames)}; walked in the kernel ${pct(f.kernelShare)}`);
+                 `JS frames unnamed ${pct(metrics.hexJsFrames)}; walked in the kernel ${pct(f.kernelShare)}; ` +
+                 `fell back: ${f.fellBack}; stack copies: ${copiesByProcess(perfMap.view, f.copiesByProcess)}`);
     assert.ok(metrics.pageShare >= 0.3, `page.html's functions in ${pct(metrics.pageShare)} of the renderer's samples`);
     assert.ok(metrics.byKeySamples >= 10 && metrics.byKeyUnderSortRound >= 0.9,
               `byKey ${metrics.byKeySamples} samples, ${pct(metrics.byKeyUnderSortRound)} under sortRound`);

@@ -201,6 +201,7 @@ void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, 
   constexpr uint64_t kSettledNs = 1'000'000'000;
   const uint64_t first = rec.stats.first_sample_time.value;
   const bool settled = first && h.time.value >= first + kSettledNs;
+  if (source == UserStackSource::kCopy) ++rec.stats.stack_copies_by_process[h.pid];
   switch (head.context) {
     case BPFPROF_CONTEXT_SAMPLE:
       count_user_stack(rec.stats.on_cpu_stacks, source, settled);

@@ -354,6 +354,9 @@ struct RecordingStats {
   // unwinding: the walk fell back) and unwound here.
   StackSources on_cpu_stacks;
   StackSources off_cpu_stacks;
+  // Of the copies, how many each process's stacks took (on and off CPU): which process the
+  // kernel's walks fell back for.
+  std::unordered_map<Pid, uint64_t> stack_copies_by_process;
   uint64_t sample_event_bytes = 0;  // ring-buffer bytes of every timer sample
   // Stacks the unwinder could not finish because the copy ended (at its size) below the
   // end of the stack.

@@ -1,5 +1,6 @@
 #include "userspace/model/unwind_report.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -19,9 +20,13 @@ std::string format(const char* pattern, auto... values) {
 
 // 8000000 -> "8,000,000".
 std::string grouped(uint64_t value) {
-  std::string digits = std::to_string(value);
-  for (size_t at = digits.size(); at > 3; at -= 3) digits.insert(at - 3, ",");
-  return digits;
+  const std::string digits = std::to_string(value);
+  std::string text;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) text += ',';
+    text += digits[i];
+  }
+  return text;
 }
 
 // "1 (past 8,000,000 rows): /tmp/a.so", or with both bounds "2 (1 past 8,000,000 rows, 1 past
@@ -55,6 +60,22 @@ std::string fallback_reasons(const std::vector<uint64_t>& by_reason) {
       text +=
           (text.empty() ? "" : ", ") + std::string(kNames[i]) + " " + std::to_string(by_reason[i]);
   return text.empty() ? "none" : text;
+}
+
+// "pid 812 9,684, pid 790 12, pid 14 3 (of 5 processes)": the processes whose walks fell
+// back most.
+std::string copies_by_process(const std::unordered_map<Pid, uint64_t>& copies) {
+  std::vector<std::pair<Pid, uint64_t>> most(copies.begin(), copies.end());
+  constexpr size_t kNamed = 3;
+  const size_t named = std::min(kNamed, most.size());
+  std::partial_sort(most.begin(), most.begin() + static_cast<ptrdiff_t>(named), most.end(),
+                    [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string text;
+  for (size_t i = 0; i < named; ++i) {
+    text.append(i ? ", pid " : "pid ").append(std::to_string(most[i].first.value));
+    text.append(" ").append(grouped(most[i].second));
+  }
+  return text.append(format(" (of %zu processes)", most.size()));
 }
 
 void describe_tables(const KernelUnwindStats& k,
@@ -123,6 +144,8 @@ std::vector<std::pair<std::string, std::string>> stack_source_report(const Recor
   };
   split("User stacks unwound in the kernel", s.on_cpu_stacks);
   split("Off-CPU user stacks unwound in the kernel", s.off_cpu_stacks);
+  if (!s.stack_copies_by_process.empty())
+    out.emplace_back("Stack copies by process", copies_by_process(s.stack_copies_by_process));
   if (s.kernel_unwind) describe_tables(*s.kernel_unwind, out);
   return out;
 }

@@ -246,6 +246,7 @@ export function recordingFigures(rec) {
     kernelShareMeta: percent(metaEntry(profile, 'User stacks unwound in the kernel')),
     offCpuKernelShare: percent(summaryLine(stderr, 'Off-CPU user stacks unwound in the kernel')),
     fellBack: summaryLine(stderr, 'Kernel walks that fell back'),
+    copiesByProcess: summaryLine(stderr, 'Stack copies by process'),
     ringBytesBesideCopies: ringBytesBesideCopies(stderr),
   };
 }
