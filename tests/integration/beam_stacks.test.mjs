@@ -352,7 +352,7 @@ function describeWork(label, erlArgs, { dirty, measured }) {
           else tally(other, headOf(s.frames.slice(Math.max(0, (label > 0 ? label : i) - 2), i + 1), 10), s.weight);
         }
         // The dirty threads' samples against the kernel's accounting of their time on a CPU, as
-        // work.erl read it: their spins yield to any runnable thread, so what they get varies.
+        // work.erl read it.
         const kernel = [...rec.result.stdout.matchAll(/^thread name=\S+ on_cpu_ns=(\d+) runqueue_ns=(\d+)$/gm)];
         assert.ok(kernel.length > 0, `work.erl printed no dirty thread:\n${rec.result.stdout}`);
         const onCpuMs = kernel.reduce((sum, m) => sum + Number(m[1]), 0) / 1e6;
@@ -367,7 +367,7 @@ function describeWork(label, erlArgs, { dirty, measured }) {
         for (const [k, n] of topOf(other, 3)) t.diagnostic(`  other x${n}: ${k}`);
         assert.ok(Math.abs(sampled - expected) <= 0.1 * expected + 20,
                   `${sampled} samples of the dirty threads, ${expected.toFixed(0)} by the kernel's accounting`);
-        assert.ok(all >= 30, `only ${all} dirty samples (the dirty threads ran ${onCpuMs.toFixed(0)} ms)`);
+        assert.ok(all >= 200, `only ${all} dirty samples (the dirty threads ran ${onCpuMs.toFixed(0)} ms)`);
         assert.ok(share(right, all) >= MIN_ORDERED, `${pct(share(right, all))} of dirty samples as expected`);
       });
     }
@@ -424,9 +424,7 @@ describe('beam_stacks', () => {
     if (tmp) rmSync(tmp, { recursive: true, force: true });
   });
 
-  // One normal scheduler, and a dirty CPU scheduler beside it. The dirty one's 50-ms spins call
-  // sched_yield in a loop, which gives its CPU to any runnable thread, make test's background
-  // build and fuzzing at SCHED_IDLE included: it ran 55 ms to 3 s of the 3 s in fresh clones.
+  // One normal scheduler, and a dirty CPU scheduler beside it, copying terms in C.
   describeWork('beam_erl', ['+S', '1'], { dirty: true, measured: true });
   // Two schedulers (the default here), frame pointers in Erlang code and the perf map
   // (+JPperf true: the FP_RA stack layout, each Erlang frame two words).
