@@ -76,7 +76,15 @@ enum bpfprof_stack_context {
   /* The waker of the waking event just before it on the same CPU with the same timestamp
    * (header pid/tid: the waker's). */
   BPFPROF_CONTEXT_WAKER = 3,
+  /* record --memory: a page fault of user code (a page first touched, mapped from a file,
+   * copied on write, swapped in), one in every BPFPROF_PAGE_FAULT_PERIOD of the CPU's. */
+  BPFPROF_CONTEXT_PAGE_FAULT = 4,
 };
+
+/* The page faults a page-fault sample stands for: the kernel's page-fault software event
+ * calls the program at every this many faults of user code on a CPU (a walk costs some 3 us,
+ * a fault 1-2 us). */
+#define BPFPROF_PAGE_FAULT_PERIOD 64
 
 /* The form in which a stack event's stacks follow its head: the call-graph mode's, in any
  * context. */

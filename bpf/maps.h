@@ -80,6 +80,21 @@ struct {
   __type(value, __u64);
 } memory_sent SEC(".maps");
 
+/* record --memory: per CPU, the address space and resident pages the rss_stat program last
+ * saw. The tracepoint fires at each page mapped, but the counters it reads (percpu_counter's
+ * total) move only when a CPU's batch of 32 pages is folded in: the calls between see the
+ * same values and end here, before any hash lookup. */
+struct rss_seen {
+  __u64 mm;
+  __s64 pages;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct rss_seen);
+} rss_last_seen SEC(".maps");
+
 /* The same, per process (tgid), so the loss can be shown where it happened. */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -155,7 +155,7 @@ TEST(PprofWriter, InlinedFunctionsAreLinesOfOneLocationInnermostFirst) {
   std::shared_ptr<std::vector<StackIndex>> stack_of;
   const BuiltProfile profile = inline_and_wait_profile(samples, stack_of);
   StringSink sink;
-  write_pprof(profile, PprofSettings{0, 10, 1.0, true, ""}, sink);
+  write_pprof(profile, PprofSettings{0, 10, 1.0, true, false, ""}, sink);
   const pb::Profile p = parse(sink.str());
   const auto by_stack = samples_by_stack(p);
   const std::string labels = " pid=7 tid=7 process_name=app thread_name=app";
@@ -172,6 +172,29 @@ TEST(PprofWriter, InlinedFunctionsAreLinesOfOneLocationInnermostFirst) {
     EXPECT_EQ(l.line(0).line(), 12);  // add, at depth 2
     EXPECT_EQ(l.line(2).line(), 10);  // run, its outermost caller
   }
+}
+
+// record --memory: a thread's page-fault samples are the alloc_space/bytes value of their
+// stacks, beside the CPU samples' values (0 there), summed by stack.
+TEST(PprofWriter, MemoryBroughtInIsAllocSpaceInBytes) {
+  std::vector<ThreadSample> samples;
+  std::shared_ptr<std::vector<StackIndex>> stack_of;
+  BuiltProfile profile = inline_and_wait_profile(samples, stack_of);
+  const std::vector<ThreadAllocation> allocations = {{MonotonicNs{2000000}, 0, 262144},
+                                                     {MonotonicNs{3000000}, 0, 262144}};
+  profile.threads[0].allocations = AllocationsTable(allocations, stack_of, MonotonicNs{0});
+  StringSink sink;
+  write_pprof(profile, PprofSettings{0, 10, 1.0, true, true, ""}, sink);
+  const pb::Profile p = parse(sink.str());
+  ASSERT_EQ(p.sample_type_size(), 4);
+  EXPECT_EQ(p.string_table(static_cast<int>(p.sample_type(3).type())), "alloc_space");
+  EXPECT_EQ(p.string_table(static_cast<int>(p.sample_type(3).unit())), "bytes");
+  const auto by_stack = samples_by_stack(p);
+  const std::string labels = " pid=7 tid=7 process_name=app thread_name=app";
+  EXPECT_EQ(by_stack.at("main;add+step+run" + labels),
+            (std::vector<int64_t>{3, 3000000, 0, 524288}));
+  EXPECT_EQ(by_stack.at("main;[sleeping]" + labels + " off_cpu_state=sleeping"),
+            (std::vector<int64_t>{0, 0, 2500000, 0}));
 }
 
 // convert reads the Firefox profile back into the same tables: the same pprof profile.

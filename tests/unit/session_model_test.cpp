@@ -197,6 +197,34 @@ TEST(SessionModel, ReturnAddressesAreNudgedAndTheInnermostUserAndKernelFramesAre
   EXPECT_EQ(frames[1].address, 0x1100u - 1 - 0x1000 + 0x2000);
 }
 
+// record --memory: a page-fault sample is memory brought in at its stack (the thread's
+// allocations, kPageFaultSampleBytes each), not CPU time: no sample row; dropped with the
+// samples before a time.
+TEST(SessionModel, APageFaultSampleIsAnAllocationNotASample) {
+  SessionModel model;
+  RawStackTree raw;
+  model.apply(ms(0), ProcessStartEvent{Pid{7}, "p", false});
+  model.apply(ms(0), mmap_event(7, 0x1000, 0x1000, 0x2000, "/lib/x.so"));
+  RawStackId where = raw.intern_path(std::vector<uint64_t>{0x1100, 0x1200});
+  model.add_sample(
+      SampleRecord{ms(1), Pid{7}, Tid{7}, Cpu{0}, CpuTimeNs{1}, where, SampleKind::kPageFault},
+      raw);
+  model.add_sample(
+      SampleRecord{ms(3), Pid{7}, Tid{7}, Cpu{0}, CpuTimeNs{1}, where, SampleKind::kPageFault},
+      raw);
+  const Thread& t = model.threads()[0];
+  EXPECT_TRUE(t.samples.empty());
+  ASSERT_EQ(t.allocations.size(), 2u);
+  EXPECT_EQ(t.allocations[0].bytes, kPageFaultSampleBytes);
+  EXPECT_EQ(t.allocations[1].time, ms(3));
+  const std::vector<FrameKey> frames = model.stacks().leaf_to_root(t.allocations[0].stack);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].address, 0x1200u - 0x1000 + 0x2000);  // the faulting instruction, exact
+  model.drop_samples_before(ms(2));
+  ASSERT_EQ(model.threads()[0].allocations.size(), 1u);
+  EXPECT_EQ(model.threads()[0].allocations[0].time, ms(3));
+}
+
 // Callers are resolved once per raw stack and kept: a new mapping over their addresses (a
 // library replaced by dlopen) resolves them again; a stack of kernel frames only nudges all
 // but its leaf.

@@ -34,9 +34,9 @@ BpfPrograms::BpfPrograms(const Config& config)
   if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
   set_read_only_data(skeleton_.get(), config);
   // The walker programs are each loaded from an object of their own (load_walker_programs);
-  // sched_waking's only with wakers.
-  for (bpf_program* walker :
-       {skeleton_->progs.on_sample, skeleton_->progs.on_switch, skeleton_->progs.on_waking})
+  // sched_waking's only with wakers, the page faults' only with --memory.
+  for (bpf_program* walker : {skeleton_->progs.on_sample, skeleton_->progs.on_switch,
+                              skeleton_->progs.on_waking, skeleton_->progs.on_page_fault})
     bpf_program__set_autoload(walker, false);
   bpf_program__set_autoload(skeleton_->progs.on_mmap_lock, config.unwind_row_capacity != 0);
   bpf_program__set_autoload(skeleton_->progs.on_rss_stat, config.record_memory);
@@ -87,11 +87,12 @@ BpfPrograms::BpfPrograms(const Config& config)
 
 BpfPrograms::~BpfPrograms() = default;
 
-// The programs that hold the stack walker (sample, sched_switch, and sched_waking with
-// wakers), as they are in `skel`.
+// The programs that hold the stack walker (sample, sched_switch, sched_waking with wakers,
+// the page faults with --memory), as they are in `skel`.
 std::vector<bpf_program*> BpfPrograms::walker_programs(profiler_bpf* skel, const Config& config) {
   std::vector<bpf_program*> programs = {skel->progs.on_sample, skel->progs.on_switch};
   if (config.record_wakers) programs.push_back(skel->progs.on_waking);
+  if (config.record_memory) programs.push_back(skel->progs.on_page_fault);
   return programs;
 }
 
@@ -162,6 +163,7 @@ void BpfPrograms::load_walker_programs(const Config& config) {
   }
   walker_skeletons_ = std::move(skeletons);
   sample_program_ = walker_skeletons_[0]->progs.on_sample;
+  if (config.record_memory) page_fault_program_ = walker_skeletons_.back()->progs.on_page_fault;
 }
 
 void BpfPrograms::attach_lifecycle() {
@@ -173,14 +175,18 @@ void BpfPrograms::attach_lifecycle() {
       throw std::runtime_error("cannot attach the scheduler tracepoints: " + errno_text(err));
 }
 
-void BpfPrograms::attach_sampling(const std::vector<UniqueFd>& perf_event_fds) {
-  for (const UniqueFd& fd : perf_event_fds) {
-    bpf_link* link = bpf_program__attach_perf_event(sample_program_, fd.get());
-    if (!link)
-      throw std::runtime_error("cannot attach the sample program to a perf event: " +
-                               errno_text(errno));
-    sample_links_.emplace_back(link);
-  }
+void BpfPrograms::attach_sampling(const SamplingEvents& events) {
+  auto attach = [&](bpf_program* program, const std::vector<UniqueFd>& fds, const char* what) {
+    for (const UniqueFd& fd : fds) {
+      bpf_link* link = program ? bpf_program__attach_perf_event(program, fd.get()) : nullptr;
+      if (!link)
+        throw std::runtime_error(std::string("cannot attach the ") + what +
+                                 " program to a perf event: " + errno_text(errno));
+      sample_links_.emplace_back(link);
+    }
+  };
+  attach(sample_program_, events.fds, "sample");
+  attach(page_fault_program_, events.page_fault_fds, "page-fault");
 }
 
 void BpfPrograms::detach_sampling() { sample_links_.clear(); }

@@ -13,6 +13,7 @@
 #include "symbols/util/unique_handle.h"
 #include "userspace/capture/ingest.h"
 #include "userspace/capture/kernel_unwind.h"
+#include "userspace/capture/perf_events.h"
 #include "userspace/model/recording.h"
 
 struct bpf_map;
@@ -70,8 +71,9 @@ class BpfPrograms {
 
   // Attaches the lifecycle tracepoints (fork, exec, exit, rename).
   void attach_lifecycle();
-  // Attaches the sample program to each sampling perf event.
-  void attach_sampling(const std::vector<UniqueFd>& perf_event_fds);
+  // Attaches the sample program to each sampling perf event, and with --memory the page-fault
+  // program to each page-fault event.
+  void attach_sampling(const SamplingEvents& events);
   void detach_sampling();
   // A process to sample, with its children. A command bpfprof launched is tracked from its
   // fork, before its exec: until then it runs bpfprof's launcher, and its samples get the
@@ -155,6 +157,7 @@ class BpfPrograms {
   Skeleton skeleton_;
   std::vector<Skeleton> walker_skeletons_;
   bpf_program* sample_program_ = nullptr;
+  bpf_program* page_fault_program_ = nullptr;  // --memory only
   std::unique_ptr<BpfUnwindMaps> unwind_maps_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;

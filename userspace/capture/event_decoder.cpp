@@ -192,7 +192,7 @@ void EventDecoder::count_user_stack(StackSources& sources, UserStackSource sourc
 void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, Recording& rec) {
   if (size < sizeof(bpfprof_stack_event_head)) return;
   const auto& head = *static_cast<const bpfprof_stack_event_head*>(data);
-  if (head.context < BPFPROF_CONTEXT_SAMPLE || head.context > BPFPROF_CONTEXT_WAKER) return;
+  if (head.context < BPFPROF_CONTEXT_SAMPLE || head.context > BPFPROF_CONTEXT_PAGE_FAULT) return;
   UserStackSource source = UserStackSource::kNone;
   const std::optional<RawStackId> stack = payload_stack(h, head, data, size, source, rec);
   if (!stack) return;
@@ -210,6 +210,11 @@ void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, 
     case BPFPROF_CONTEXT_SWITCH_OUT:
       count_user_stack(rec.stats.off_cpu_stacks, source, settled);
       return add_switch_out(h, cpu_time, *stack, head.state, head.flags, rec);
+    case BPFPROF_CONTEXT_PAGE_FAULT:
+      ++rec.stats.page_fault_samples;
+      rec.samples.push_back(
+          SampleRecord{h.time, h.pid, h.tid, h.cpu, cpu_time, *stack, SampleKind::kPageFault});
+      return;
     default:
       return decode_waker_stack(h, *stack, rec);
   }

@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "bpf/events.h"
+
 namespace bpfprof {
 
 namespace {
@@ -93,6 +95,26 @@ SamplingEvents open_sampling_events(uint32_t frequency_hz, const std::vector<int
     if (ok) return events;
   }
   throw std::runtime_error("cannot open a sampling event (" + last_error + ")");
+}
+
+void open_page_fault_events(const std::vector<int>& cpus, SamplingEvents& events) {
+  for (int cpu : cpus) {
+    perf_event_attr attr{};
+    attr.size = sizeof(attr);
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_PAGE_FAULTS;
+    attr.sample_period = BPFPROF_PAGE_FAULT_PERIOD;
+    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR;
+    // User code's faults: the kernel's own (copying to a user buffer, a BPF program's reads)
+    // would run the program within others of ours.
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    int fd = perf_event_open(&attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0)
+      throw std::runtime_error("cannot open the page-fault event on CPU " + std::to_string(cpu) +
+                               ": " + strerror(errno));
+    events.page_fault_fds.emplace_back(fd);
+  }
 }
 
 SideBandReader::SideBandReader(const std::vector<int>& cpus) {

@@ -23,9 +23,13 @@ std::optional<std::vector<int>> parse_cpu_list(std::string_view text);
 struct SamplingEvents {
   std::string event_name;  // "cycles" or "cpu-clock"
   std::vector<UniqueFd> fds;
+  // record --memory: per CPU, the page faults of user code, every BPFPROF_PAGE_FAULT_PERIOD.
+  std::vector<UniqueFd> page_fault_fds;
 };
 // Throws std::runtime_error with a one-line message when no event can be opened.
 SamplingEvents open_sampling_events(uint32_t frequency_hz, const std::vector<int>& cpus);
+// The page-fault events of `cpus` into `events` (throws as above).
+void open_page_fault_events(const std::vector<int>& cpus, SamplingEvents& events);
 
 // Reads the records between `tail` and `head` of a perf ring's data area (`data_size`
 // bytes, a power of two; positions grow without wrapping), each copied whole into `scratch`

@@ -280,6 +280,22 @@ void add_memory_peaks(const RunReport& r, size_t shown, Lines& lines) {
   add(lines, "peak resident memory: %s", text.c_str());
 }
 
+// record --memory: the memory brought in (sampled page faults), and where most of it was.
+void add_memory_growth(const RunReport& r, Lines& lines) {
+  const MemoryGrowth& growth = r.profile.memory_growth;
+  if (!growth.bytes) return;
+  std::string text;
+  for (size_t i = 0; i < growth.top_stacks.size(); ++i) {
+    const auto& [stack, bytes] = growth.top_stacks[i];
+    char one[64];
+    snprintf(one, sizeof one, " %.1f MB (%.0f%%)", static_cast<double>(bytes) / 1e6,
+             100.0 * static_cast<double>(bytes) / static_cast<double>(growth.bytes));
+    text.append(i ? ", " : "; most at ").append(stack).append(one);
+  }
+  add(lines, "memory brought in (page faults, one in 64 sampled): %.1f MB%s",
+      static_cast<double>(growth.bytes) / 1e6, text.c_str());
+}
+
 // Files of other users that were not read, and why: said even when nothing else is.
 void add_refused_files(const RunReport& r, size_t shown, Lines& lines) {
   for (size_t i = 0; i < r.refused_files.size() && i < shown; ++i)
@@ -325,6 +341,7 @@ Lines full_summary(const RunReport& r) {
   add_embedded_sources(r, lines);
   add_wakers(r, lines);
   add_memory_peaks(r, 10, lines);
+  add_memory_growth(r, lines);
   return lines;
 }
 
@@ -339,6 +356,7 @@ void print_run_summary(const RunReport& report, SummaryDetail detail, FILE* out)
     for (std::string& line : problems(report)) lines.push_back(std::move(line));
     add_top_functions(report, SummaryDetail::kBrief, lines);
     add_memory_peaks(report, 3, lines);
+    add_memory_growth(report, lines);
   }
   for (const std::string& line : lines) fprintf(out, "%s\n", line.c_str());
 }

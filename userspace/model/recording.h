@@ -226,6 +226,9 @@ enum class SampleKind : uint8_t {
   kSwitchOut,  // the thread left the CPU (stack: where it waits, if recorded)
   kSwitchIn,   // the thread runs again
   kWaking,     // something woke the thread (`waker`; stack: the waker's, if taken)
+  // record --memory: a page fault of the thread's user code (stack: where), standing for
+  // kPageFaultSampleBytes of memory brought in there.
+  kPageFault,
 };
 
 // What woke a thread: another thread, or an interrupt (values as in bpf/events.h).
@@ -354,6 +357,7 @@ struct RecordingStats {
   // unwinding: the walk fell back) and unwound here.
   StackSources on_cpu_stacks;
   StackSources off_cpu_stacks;
+  uint64_t page_fault_samples = 0;  // record --memory: page faults sampled
   // Of the copies, how many each process's stacks took (on and off CPU): which process the
   // kernel's walks fell back for.
   std::unordered_map<Pid, uint64_t> stack_copies_by_process;

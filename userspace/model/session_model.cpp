@@ -95,6 +95,11 @@ void SessionModel::finish(MonotonicNs end) {
 void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks) {
   Thread& th = thread(live_thread(sample.time, sample.pid, sample.tid));
   if (sample.kind == SampleKind::kWaking) return note_waking(th, sample, raw_stacks);
+  if (sample.kind == SampleKind::kPageFault) {
+    th.allocations.push_back(
+        {sample.time, resolve(sample.pid, sample.stack, raw_stacks), kPageFaultSampleBytes});
+    return;
+  }
   // Whatever comes next from a waiting thread, it runs again.
   const std::optional<ThreadWaits::EndedWait> ended = end_wait(th, sample.time);
   switch (sample.kind) {
@@ -112,6 +117,7 @@ void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& ra
                                 runnable_after(th, ended, sample.time));
       break;
     case SampleKind::kWaking:
+    case SampleKind::kPageFault:
       break;
   }
 }

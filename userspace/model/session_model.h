@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bpf/events.h"
 #include "userspace/model/address_spaces.h"
 #include "userspace/model/frame_key.h"
 #include "userspace/model/ids.h"
@@ -33,6 +34,17 @@ struct WokenWait {
   std::optional<StackId> cause;               // the waker's stack, if taken
 };
 
+// The memory a page-fault sample stands for: BPFPROF_PAGE_FAULT_PERIOD faults of 4 KiB pages
+// (x86-64's; the transparent huge pages of a VMA advised so are under-counted).
+inline constexpr uint64_t kPageFaultSampleBytes = uint64_t{BPFPROF_PAGE_FAULT_PERIOD} * 4096;
+
+// Memory a thread brought in (record --memory: a page-fault sample), and where.
+struct ThreadAllocation {
+  MonotonicNs time;
+  StackId stack;
+  uint64_t bytes = 0;
+};
+
 // A thread's identity and its samples; how the samples are made from its events is its
 // accounting's business.
 struct Thread {
@@ -46,6 +58,7 @@ struct Thread {
   ThreadAccounting accounting{MonotonicNs{0}, std::nullopt};
   ThreadWaits waits;
   std::vector<WokenWait> woken_waits;  // the waits a waking ended, at least the threshold long
+  std::vector<ThreadAllocation> allocations;  // in time order
 };
 
 struct Process {

@@ -9,6 +9,8 @@ namespace bpfprof {
 
 void SessionModel::drop_samples_before(MonotonicNs t) {
   for (Thread& th : threads_) {
+    std::erase_if(th.allocations, [&](const ThreadAllocation& a) { return a.time < t; });
+    std::erase_if(th.woken_waits, [&](const WokenWait& w) { return w.woken < t; });
     if (th.samples.empty()) continue;
     const MonotonicNs last = th.samples.back().time;
     std::vector<ThreadSample> kept;
@@ -19,7 +21,6 @@ void SessionModel::drop_samples_before(MonotonicNs t) {
     th.samples = std::move(kept);
     if (th.samples.empty()) th.accounting.samples_dropped(last);
     if (th.samples.capacity() > 2 * th.samples.size() + 1024) th.samples.shrink_to_fit();
-    std::erase_if(th.woken_waits, [&](const WokenWait& w) { return w.woken < t; });
   }
   for (Process& p : processes_)
     forget_waker_seconds_before(p.waker_seconds, p.wakers, p.interrupt_wakers, t);
@@ -54,7 +55,8 @@ void renumber_map(std::unordered_map<Key, Index>& map,
 void SessionModel::forget_ended_before(MonotonicNs t) {
   auto thread_gone = [&](size_t i) {
     const Thread& th = threads_[i];
-    return th.end && *th.end < t && th.samples.empty() && th.woken_waits.empty();
+    return th.end && *th.end < t && th.samples.empty() && th.woken_waits.empty() &&
+           th.allocations.empty();
   };
   std::vector<bool> threads_gone(threads_.size());
   for (size_t i = 0; i < threads_.size(); ++i) threads_gone[i] = thread_gone(i);
@@ -96,6 +98,7 @@ void SessionModel::compact_stacks(
   };
   for (Thread& th : threads_) {
     for (ThreadSample& s : th.samples) s.stack = move(s.stack);
+    for (ThreadAllocation& a : th.allocations) a.stack = move(a.stack);
     th.accounting.move_stacks(move);
     th.waits.move_stacks(move);
     for (WokenWait& w : th.woken_waits)

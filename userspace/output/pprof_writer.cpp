@@ -36,9 +36,10 @@ class PprofStrings {
 };
 
 struct SampleValues {
-  int64_t count = 0;       // timer samples
-  int64_t cpu_ns = 0;      // the kernel's CPU time
-  int64_t off_cpu_ns = 0;  // waiting
+  int64_t count = 0;        // timer samples
+  int64_t cpu_ns = 0;       // the kernel's CPU time
+  int64_t off_cpu_ns = 0;   // waiting
+  int64_t alloc_bytes = 0;  // memory first touched
 };
 
 // What a mapping says about the code found in it.
@@ -102,6 +103,7 @@ void PprofBuilder::add_header() {
   value_type(out_.add_sample_type(), "samples", "count");
   value_type(out_.add_sample_type(), "cpu", "nanoseconds");
   if (settings_.off_cpu) value_type(out_.add_sample_type(), "off-cpu", "nanoseconds");
+  if (settings_.memory) value_type(out_.add_sample_type(), "alloc_space", "bytes");
   out_.set_default_sample_type(strings_.intern("cpu"));
   value_type(out_.mutable_period_type(), "cpu", "nanoseconds");
   out_.set_period(std::llround(settings_.interval_ms * 1e6));
@@ -123,8 +125,14 @@ void PprofBuilder::add_thread_samples(const ThreadTables& thread) {
     else
       v.count += std::llround(s.weight);
   }
+  for (size_t i = 0; i < thread.allocations.size(); ++i) {
+    const AllocationsTable::Allocation a = thread.allocations.row(i);
+    by_stack[a.stack ? a.stack->value : kEmptyStack].alloc_bytes += static_cast<int64_t>(a.bytes);
+  }
   for (const auto& [stack, values] : by_stack) {
-    if (values.count == 0 && values.cpu_ns == 0 && values.off_cpu_ns == 0) continue;
+    if (values.count == 0 && values.cpu_ns == 0 && values.off_cpu_ns == 0 &&
+        values.alloc_bytes == 0)
+      continue;
     add_sample(thread, stack == kEmptyStack ? std::nullopt : std::optional(StackIndex{stack}),
                values);
   }
@@ -149,6 +157,7 @@ void PprofBuilder::add_sample(const ThreadTables& thread, std::optional<StackInd
   sample->add_value(values.count);
   sample->add_value(values.cpu_ns);
   if (settings_.off_cpu) sample->add_value(values.off_cpu_ns);
+  if (settings_.memory) sample->add_value(values.alloc_bytes);
   auto number = [&](const char* key, int64_t value) {
     pb::Label* label = sample->add_label();
     label->set_key(strings_.intern(key));

@@ -122,6 +122,7 @@ BuiltProfile ProfileBuilder::build() {
   WakerLabels wakers(model_, out_.shared, *output_stack_of_);
   for (const Thread* th : threads) out_.threads.push_back(build_thread(*th, wakers));
   out_.summary.top_self_functions = top_self_functions(written(threads), 10);
+  if (recording_.record_memory) out_.summary.memory_growth = memory_growth(written(threads), 3);
   if (options_.embed_sources)
     out_.summary.embedded_sources = embed_sources(out_.shared, source_weights(written(threads)));
   out_.summary.top_wakers = wakers.top_wakers(threads);
@@ -396,7 +397,7 @@ std::vector<const Thread*> ProfileBuilder::threads_to_write() {
   std::set<uint32_t> processes;
   for (ThreadIndex ti : model_.display_order()) {
     const Thread& th = model_.threads()[ti.value];
-    if (th.samples.empty() && !options_.keep_idle_threads) continue;
+    if (th.samples.empty() && th.allocations.empty() && !options_.keep_idle_threads) continue;
     if (model_.processes()[th.process.value].is_launcher) continue;
     threads.push_back(&th);
     processes.insert(th.process.value);
@@ -478,6 +479,7 @@ ThreadTables ProfileBuilder::build_thread(const Thread& thread, WakerLabels& wak
   out.register_ms = ms_between(zero, thread.start);
   out.unregister_ms = ms_or_none(thread.end);
   out.samples = SamplesTable(thread.samples, output_stack_of_, zero);
+  out.allocations = AllocationsTable(thread.allocations, output_stack_of_, zero);
   // The front end labels a process's track with its main thread's name: it says the
   // container too, before a Go thread's role.
   if (out.is_main_thread && out.show_container) out.name = with_container(out.name, out.context);

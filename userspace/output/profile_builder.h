@@ -12,6 +12,7 @@
 
 #include "userspace/model/recording.h"
 #include "userspace/model/session_model.h"
+#include "userspace/output/allocations_table.h"
 #include "userspace/output/embedded_sources.h"
 #include "userspace/output/memory_counters.h"
 #include "userspace/output/profile_symbolizer.h"
@@ -49,6 +50,7 @@ struct ProfileSummary {
     double at_ms = 0;
   };
   std::vector<MemoryPeak> memory_peaks;
+  MemoryGrowth memory_growth;  // record --memory: what page-fault samples found
 };
 
 // One entry of `threads`: what the thread object says besides its tables.
@@ -66,6 +68,7 @@ struct ThreadTables {
   double register_ms = 0;
   std::optional<double> unregister_ms;
   SamplesTable samples;
+  AllocationsTable allocations;  // record --memory
   MarkersTable markers;
 };
 

@@ -145,6 +145,41 @@ std::vector<std::pair<std::string, double>> top_self_functions(const WrittenStac
   return ranked_functions(t, weight_by_func, total, count);
 }
 
+namespace {
+
+// The innermost `depth` functions of a stack, innermost first.
+std::string innermost_functions(const SharedTables& t, StackIndex stack, size_t depth) {
+  std::string text;
+  std::optional<StackIndex> at = stack;
+  for (size_t i = 0; at && i < depth; ++i, at = t.stacks.prefix(*at))
+    text.append(i ? " < " : "")
+        .append(t.strings.strings()[t.funcs[t.frames[t.stacks.frame(*at)].func].name.value]);
+  return text;
+}
+
+}  // namespace
+
+MemoryGrowth memory_growth(const WrittenStacks& written, size_t count) {
+  MemoryGrowth growth;
+  std::unordered_map<uint32_t, uint64_t> by_stack;  // by output stack
+  for (const Thread* th : written.threads)
+    for (const ThreadAllocation& a : th->allocations) {
+      growth.bytes += a.bytes;
+      if (a.stack != ResolvedStackTree::kRoot)
+        by_stack[written.output_stack_of[a.stack].value] += a.bytes;
+    }
+  // Stacks that differ only further out (two call sites of one function) are one entry.
+  constexpr size_t kNamedFrames = 3;
+  std::map<std::string, uint64_t> by_name;
+  for (const auto& [stack, bytes] : by_stack)
+    by_name[innermost_functions(written.shared, StackIndex{stack}, kNamedFrames)] += bytes;
+  growth.top_stacks.assign(by_name.begin(), by_name.end());
+  std::stable_sort(growth.top_stacks.begin(), growth.top_stacks.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (growth.top_stacks.size() > count) growth.top_stacks.resize(count);
+  return growth;
+}
+
 std::vector<double> source_weights(const WrittenStacks& written) {
   const SharedTables& t = written.shared;
   std::unordered_map<uint32_t, double> weight_by_stack;  // by output stack

@@ -156,6 +156,7 @@ void CollectLoop::start_sampling() {
   bpf_->attach_lifecycle();
   sampling_ = open_sampling_events(options_.frequency_hz, cpus);
   recording_.sampling_event = sampling_.event_name;
+  if (recording_.record_memory) open_page_fault_events(cpus, sampling_);
   // -p and -a: once their processes are known (start_targets). Sampled while /proc is read and
   // tables are loaded, a busy machine's samples would all fall back to stack copies that fill
   // the ring while it is not read, and events would be lost.
@@ -164,7 +165,7 @@ void CollectLoop::start_sampling() {
 }
 
 void CollectLoop::attach_sampling() {
-  bpf_->attach_sampling(sampling_.fds);
+  bpf_->attach_sampling(sampling_);
   figures_.sampling_started = monotonic_now();
 }
 
@@ -385,6 +386,7 @@ bool CollectLoop::handle_stop_signals() {
 void CollectLoop::stop_collecting() {
   bpf_->detach_sampling();
   sampling_.fds.clear();
+  sampling_.page_fault_fds.clear();
   bpf_->drain(pipeline_);
   drain_side_band();
   pipeline_.take_lifecycle_events();

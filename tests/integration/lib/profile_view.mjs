@@ -97,6 +97,17 @@ export class ProfileView {
     return out;
   }
 
+  // [{ frames, bytes, time }] of a thread's nativeAllocations (record --memory); [] without.
+  allocations(thread) {
+    const a = thread.nativeAllocations;
+    if (!a) return [];
+    assert.equal(a.weightType, 'bytes');
+    const out = [];
+    for (let i = 0; i < a.length; i++)
+      out.push({ frames: this.frames(a.stack[i]), bytes: a.weight[i], time: a.time[i] });
+    return out;
+  }
+
   // Weighted share of a thread's samples for which pred(frames) holds.
   share(thread, pred) {
     return this.weightedShare(this.samples(thread), pred);
