@@ -17,7 +17,13 @@ enum bpfprof_perl_frame_kind {
   BPFPROF_PERL_FRAME_SORT = 4,    /* a sort block's run of the op loop (no context of its own) */
   BPFPROF_PERL_FRAME_XSUB = 5,    /* the SV pp_entersub took (a CV, GV or ref): innermost, or
                                      the one whose MULTICALL block runs inside */
+  /* Not a frame: the text of the require just inside it (its %INC key, NUL-terminated, cut
+   * at BPFPROF_PERL_TEXT_BYTES - 1), in the bytes before `kind`. Read at the sample: the key's
+   * SV is freed once the require is done, often before userspace reads the event. */
+  BPFPROF_PERL_FRAME_TEXT = 6,
 };
+
+#define BPFPROF_PERL_TEXT_BYTES 28 /* cv, name, file and line's bytes */
 
 /* Frame flags. */
 #define BPFPROF_PERL_FROM_C 1    /* its retop is 0: entered from C by its own op loop */

@@ -95,6 +95,22 @@ static __always_inline __u64 perl_cv_name(const struct bpfprof_perl_process* p, 
   return read_user_word(body + p->xcv_gv_u);
 }
 
+/* After a require's frame, the text of its %INC key (the PV of its namesv), if there is room. */
+static __always_inline void perl_push_text(struct perl_reading* r, __u64 namesv) {
+  struct bpfprof_perl_stack_event* e = &r->event;
+  __u32 depth = e->depth;
+  if (depth >= BPFPROF_MAX_PERL_FRAMES || !perl_pointer(namesv)) return;
+  barrier_var(depth); /* else the compiler drops the mask the verifier needs, after the test */
+  struct bpfprof_perl_frame* f = &e->frames[depth & (BPFPROF_MAX_PERL_FRAMES - 1)];
+  const __u64 text = read_user_word(namesv + r->process.sv_u);
+  if (!perl_pointer(text) || bpf_probe_read_user_str(f, BPFPROF_PERL_TEXT_BYTES, (void*)text) <= 0)
+    return;
+  f->kind = BPFPROF_PERL_FRAME_TEXT;
+  f->flags = 0;
+  f->reserved = 0;
+  e->depth += 1;
+}
+
 /* The next frame, at the statement the walk is at: `kind` | flags << 8. A sub's name key is
  * read from its CV. 1 past the limit. */
 __noinline int perl_push(struct perl_reading* r, __u32 kind_flags, __u64 cv, __u64 name) {
@@ -123,6 +139,7 @@ __noinline int perl_push(struct perl_reading* r, __u32 kind_flags, __u64 cv, __u
   }
   e->depth += 1;
   r->level_frames += 1;
+  if (kind == BPFPROF_PERL_FRAME_REQUIRE) perl_push_text(r, name);
   return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "runtimes/perl/runtime.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -70,6 +71,10 @@ class PerlStacks {
                                      const bpfprof_perl_frame& frame, RuntimeStats& stats);
   std::optional<std::string> read_name(RemoteReader& reader, const PerlLayout& layout,
                                        const bpfprof_perl_frame& frame);
+  std::optional<std::string> require_name(Pid pid, const PerlInterpreter& interpreter,
+                                          const bpfprof_perl_frame& f,
+                                          const bpfprof_perl_frame& text_frame,
+                                          RuntimeStats& stats);
   const std::string& file_of(Pid pid, uint64_t file);
   // What a require's file names are (Foo/Bar.pm, ./lib.pl, /etc/x.conf): a string read since
   // it was freed and reused seldom is.
@@ -158,6 +163,19 @@ std::optional<std::string> PerlStacks::name_of(Pid pid, const PerlInterpreter& i
   return it->second;
 }
 
+// A require's name from the text the BPF side read with the sample ("..." where it filled the
+// frame's bytes), else as name_of reads it now.
+std::optional<std::string> PerlStacks::require_name(Pid pid, const PerlInterpreter& interpreter,
+                                                    const bpfprof_perl_frame& f,
+                                                    const bpfprof_perl_frame& text_frame,
+                                                    RuntimeStats& stats) {
+  const char* bytes = reinterpret_cast<const char*>(&text_frame);
+  const std::string text(bytes, strnlen(bytes, BPFPROF_PERL_TEXT_BYTES));
+  if (!looks_like_file(text)) return name_of(pid, interpreter, f, stats);
+  ++stats.code_objects_read;
+  return "require " + text + (text.size() + 1 < BPFPROF_PERL_TEXT_BYTES ? "" : "...");
+}
+
 const std::string& PerlStacks::file_of(Pid pid, uint64_t file) {
   if (files_.size() >= kMaxKeptPerlNames) files_.clear();
   auto [it, inserted] = files_.try_emplace({pid, file});
@@ -204,9 +222,15 @@ void PerlStacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint
   if (!taken || !interpreter || taken->frames.empty()) return;
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kPerl];
   scratch_.clear();
-  for (const bpfprof_perl_frame& f : taken->frames) {
+  const std::vector<bpfprof_perl_frame>& frames = taken->frames;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const bpfprof_perl_frame& f = frames[i];
+    if (f.kind == BPFPROF_PERL_FRAME_TEXT) continue;
     if (f.kind == BPFPROF_PERL_FRAME_EVAL && (f.flags & BPFPROF_PERL_EVAL_OF_C)) continue;
-    const std::optional<std::string> name = name_of(pid, *interpreter, f, stats);
+    const bool with_text = i + 1 < frames.size() && frames[i + 1].kind == BPFPROF_PERL_FRAME_TEXT;
+    const std::optional<std::string> name =
+        with_text ? require_name(pid, *interpreter, f, frames[i + 1], stats)
+                  : name_of(pid, *interpreter, f, stats);
     if (f.kind == BPFPROF_PERL_FRAME_XSUB && !name) continue;  // not an XSUB's call
     if (!name)
       ++stats.unnamed_frames;
