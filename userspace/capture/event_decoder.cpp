@@ -211,7 +211,6 @@ void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, 
       count_user_stack(rec.stats.off_cpu_stacks, source, settled);
       return add_switch_out(h, cpu_time, *stack, head.state, head.flags, rec);
     case BPFPROF_CONTEXT_PAGE_FAULT:
-      ++rec.stats.page_fault_samples;
       rec.samples.push_back(
           SampleRecord{h.time, h.pid, h.tid, h.cpu, cpu_time, *stack, SampleKind::kPageFault});
       return;

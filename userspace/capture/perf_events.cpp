@@ -104,7 +104,7 @@ void open_page_fault_events(const std::vector<int>& cpus, SamplingEvents& events
     attr.type = PERF_TYPE_SOFTWARE;
     attr.config = PERF_COUNT_SW_PAGE_FAULTS;
     attr.sample_period = BPFPROF_PAGE_FAULT_PERIOD;
-    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR;
+    attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
     // User code's faults: the kernel's own (copying to a user buffer, a BPF program's reads)
     // would run the program within others of ours.
     attr.exclude_kernel = 1;

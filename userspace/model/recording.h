@@ -357,7 +357,6 @@ struct RecordingStats {
   // unwinding: the walk fell back) and unwound here.
   StackSources on_cpu_stacks;
   StackSources off_cpu_stacks;
-  uint64_t page_fault_samples = 0;  // record --memory: page faults sampled
   // Of the copies, how many each process's stacks took (on and off CPU): which process the
   // kernel's walks fell back for.
   std::unordered_map<Pid, uint64_t> stack_copies_by_process;

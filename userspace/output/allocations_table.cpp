@@ -1,15 +1,12 @@
 #include "userspace/output/allocations_table.h"
 
-#include <cmath>
 #include <string_view>
 
 namespace bpfprof {
 
 AllocationsTable::Allocation AllocationsTable::row(size_t i) const {
   const ThreadAllocation& a = (*allocations_)[i];
-  std::optional<StackIndex> stack;
-  if (a.stack != ResolvedStackTree::kRoot) stack = (*output_stack_of_)[a.stack];
-  return {stack, std::round(ms_between(zero_, a.time) * 1000.0) / 1000.0, a.bytes};
+  return {output_stack(*output_stack_of_, a.stack), profile_time_ms(zero_, a.time), a.bytes};
 }
 
 void AllocationsTable::write_json(JsonWriter& w) const {

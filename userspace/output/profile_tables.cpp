@@ -280,16 +280,24 @@ void SharedTables::write_json(JsonWriter& w) const {
   w.end_object();
 }
 
-std::optional<StackIndex> SamplesTable::stack_at(size_t i) const {
-  const StackId stack = (*samples_)[i].stack;
+std::optional<StackIndex> output_stack(const std::vector<StackIndex>& output_stack_of,
+                                       StackId stack) {
   if (stack == ResolvedStackTree::kRoot) return std::nullopt;
-  return (*output_stack_of_)[stack];
+  return output_stack_of[stack];
 }
 
 // Microsecond precision is what the front end shows, and shorter numbers write and compress
 // faster than nanoseconds.
+double profile_time_ms(MonotonicNs zero, MonotonicNs time) {
+  return std::round(ms_between(zero, time) * 1000.0) / 1000.0;
+}
+
+std::optional<StackIndex> SamplesTable::stack_at(size_t i) const {
+  return output_stack(*output_stack_of_, (*samples_)[i].stack);
+}
+
 double SamplesTable::time_ms_at(size_t i) const {
-  return std::round(ms_between(zero_, (*samples_)[i].time) * 1000.0) / 1000.0;
+  return profile_time_ms(zero_, (*samples_)[i].time);
 }
 
 SamplesTable::Sample SamplesTable::row(size_t i) const {

@@ -205,7 +205,12 @@ struct SharedTables {
   void write_json(JsonWriter& w) const;
 };
 
-// A thread's `samples`.
+// A model stack's output stack (none for the empty stack), and a time as the profile writes
+// it: ms since meta.startTime, in whole microseconds. Shared by the thread's tables.
+std::optional<StackIndex> output_stack(const std::vector<StackIndex>& output_stack_of,
+                                       StackId stack);
+double profile_time_ms(MonotonicNs zero, MonotonicNs time);
+
 // A thread's `samples`: the model's samples of the thread, turned into rows as they are
 // read (a long recording has tens of millions; a copy doubled the writer's peak memory).
 class SamplesTable {
