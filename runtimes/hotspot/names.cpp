@@ -26,13 +26,15 @@ std::vector<JavaFrameName> JavaFrameNamer::name(const bpfprof_hotspot_frame& fra
 }
 
 // A blob with a frame size: an nmethod's scopes at the pc (its method and those inlined
-// into it), else its name (a runtime stub's).
+// into it), else its name (a runtime stub's). Both are read from the process; when they do
+// not read (the process has exited: its last samples are often read after that; the blob
+// freed or reused), the method the walk read, named earlier, without a line.
 std::vector<JavaFrameName> JavaFrameNamer::compiled(const bpfprof_hotspot_frame& frame,
                                                     uint64_t pc) {
   RemoteReader reader(memory_, kDebugInfoReadBudget, kMaxBlobName);
   const std::optional<uint64_t> name_pointer = reader.word(frame.aux + layout_.blob_name);
   const std::optional<std::string> blob = name_pointer ? blob_name(*name_pointer) : std::nullopt;
-  if (!blob) return {};
+  if (!blob) return walked_method(frame.method);
   if (*blob != kNmethodBlobName && *blob != kNativeNmethodBlobName) return {{*blob, false}};
   std::vector<JavaFrameName> out;
   const PcKind kind = frame.depth == 0 ? PcKind::kLeaf : PcKind::kReturnAddress;
@@ -45,9 +47,11 @@ std::vector<JavaFrameName> JavaFrameNamer::compiled(const bpfprof_hotspot_frame&
     }
     if (out.size() == read->size()) return out;
   }
-  // Freed or reused since the sample, or a call without debug info (into a stub): the
-  // method the walk read, without a line.
-  std::optional<JavaFrameName> named = method_name(frame.method);
+  return walked_method(frame.method);  // or a call without debug info (into a stub)
+}
+
+std::vector<JavaFrameName> JavaFrameNamer::walked_method(uint64_t method) {
+  std::optional<JavaFrameName> named = method_name(method);
   if (!named) return {};
   return {std::move(*named)};
 }

@@ -50,6 +50,8 @@ class JavaFrameNamer {
   // The method's name at bytecode index `bci` (-1: no line).
   std::optional<JavaFrameName> method_at(uint64_t method, int32_t bci);
   std::vector<JavaFrameName> compiled(const bpfprof_hotspot_frame& frame, uint64_t pc);
+  // The method a compiled frame's blob names (the walk read it), as its only frame.
+  std::vector<JavaFrameName> walked_method(uint64_t method);
   const std::optional<MethodCode>& method_code(uint64_t method);
 
   RemoteMemory& memory_;

@@ -146,6 +146,7 @@ void HotSpotRuntime::set_up(Pid pid, Jvm& jvm, RuntimeKernelMaps& maps, RuntimeS
   const std::string who = "pid " + std::to_string(pid.value);
   auto give_up = [&](const std::string& reason) {
     jvm.given_up = true;
+    if (jvm.memory.gone()) return;  // it exited: its tables were not at fault
     stats.not_read.emplace(who, "java: " + reason + ", frames not read");
   };
   if (!jvm.in_kernel && ++jvm.attempts > kMaxAttempts)

@@ -23,7 +23,9 @@ bool ProcessMemory::read(uint64_t address, void* out, size_t size) {
   if (!size) return true;
   iovec local{out, size};
   iovec remote{reinterpret_cast<void*>(address), size};
-  return process_vm_readv(pid_.value, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
+  const ssize_t got = process_vm_readv(pid_.value, &local, 1, &remote, 1, 0);
+  gone_ = gone_ || (got < 0 && errno == ESRCH);
+  return got == static_cast<ssize_t>(size);
 }
 
 BatchRead RemoteMemory::read_batch(const std::vector<MemoryPiece>& pieces) {
@@ -47,6 +49,7 @@ BatchRead ProcessMemory::read_batch(const std::vector<MemoryPiece>& pieces) {
   ssize_t got =
       process_vm_readv(pid_.value, local.data(), local.size(), remote.data(), remote.size(), 0);
   batch.process_gone = got < 0 && errno == ESRCH;
+  gone_ = gone_ || batch.process_gone;
   for (size_t i = 0; i < pieces.size() && got >= static_cast<ssize_t>(pieces[i].size); ++i) {
     batch.read[i] = true;
     got -= static_cast<ssize_t>(pieces[i].size);

@@ -49,9 +49,13 @@ class ProcessMemory final : public RemoteMemory {
   bool read(uint64_t address, void* out, size_t size) override;
   // One process_vm_readv for the whole batch.
   BatchRead read_batch(const std::vector<MemoryPiece>& pieces) override;
+  // A read found the process gone (exited, or its memory released as it exits): what did
+  // not read says nothing about its tables then.
+  bool gone() const { return gone_; }
 
  private:
   Pid pid_;
+  bool gone_ = false;
 };
 
 // Bytes placed at addresses of a pretend process: a fake JVM image for tests and the fuzzer.

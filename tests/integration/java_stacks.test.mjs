@@ -48,6 +48,23 @@ function javaSamples(view, pid) {
   return out;
 }
 
+// What the Java code left unnamed was: the most frequent leaves with their callers and
+// threads, and when in the run (ms from its first sample) they came.
+function describeUnnamed(unnamed, t0) {
+  if (!unnamed.length) return 'none';
+  const kinds = new Map();
+  for (const s of unnamed) {
+    const leaf = s.user.at(-1);
+    const key = `${s.thread}: ${unnamedAddress(leaf) ? `address (${leaf.category})` : leaf.name} < ` +
+                `${s.user.at(-2)?.name ?? 'nothing'}`;
+    kinds.set(key, (kinds.get(key) ?? 0) + weightOf([s]));
+  }
+  const times = unnamed.map((s) => s.time - t0).sort((a, b) => a - b);
+  const at = (q) => Math.round(times[Math.floor(q * (times.length - 1))]);
+  const top = [...kinds].sort((a, b) => b[1] - a[1]).slice(0, 6).map(([k, n]) => `${n} ${k}`);
+  return `${weightOf(unnamed)} samples at ${at(0)}/${at(0.5)}/${at(1)} ms (first/median/last); ${top.join('; ')}`;
+}
+
 function summaryNumber(stderr, label, re) {
   const line = new RegExp(`^bpfprof: ${label}: (.*)$`, 'm').exec(stderr)?.[1];
   return line === undefined ? undefined : Number(re.exec(line)?.[1]);
@@ -131,6 +148,7 @@ function checkJava(t, rec, pid, label, { startupMs = 0, maxRingBytes = 2048 } = 
                `fixAfterInsertion ${weightOf(inFix)} samples, ${pct(m.fixNested)} under treeWork > put`);
   for (const [what, { samples: n, nested }] of Object.entries(m.other))
     t.diagnostic(`${label}: ${what}: ${n} samples, ${pct(nested)} in their nesting`);
+  t.diagnostic(`${label}: unnamed Java code: ${describeUnnamed(samples.filter((s) => inJavaCode(s) && !named(s)), t0)}`);
   // Threads named as Java names them, beyond the kernel's 15 characters (fixture-pool-wo).
   const threadNames = new Set(rec.view.threads.filter((th) => !pid || String(th.pid) === String(pid))
     .filter((th) => th.processName === 'java' || String(th.pid) === String(pid)).map((th) => th.name));
@@ -330,6 +348,9 @@ describe('java fixture.Work: HotSpot frames walked in the kernel and named', () 
     t.diagnostic(`java_stacks_short: ${total} on-CPU samples; reach a root ${pct(root)}; in Java code ` +
                  `${weightOf(inJava)}, a method named at the leaf ${pct(named)}; main > treeWork ${tree}, ` +
                  `hasher in digestWork ${digest}; ${bytes} ring bytes per sample`);
+    const t0 = Math.min(...samples.map((s) => s.time));
+    t.diagnostic(`java_stacks_short: not a method at the leaf: ` +
+                 describeUnnamed(inJava.filter((s) => !isJavaMethod(s.user.at(-1))), t0));
     saveMetrics('java_stacks_short', { total, root, named, tree, digest, bytes });
     assert.ok(total >= 100, `only ${total} on-CPU samples`);
     // Below the 95% of longer runs: with builds and fuzzers at idle priority beside (make

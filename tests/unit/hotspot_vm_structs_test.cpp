@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <set>
@@ -446,6 +447,41 @@ TEST_F(HotSpotJvm, LimitsEndTheReadWithAnError) {
   result = read_vm_structs(jvm_->pid(), few);
   ASSERT_TRUE(std::holds_alternative<VmStructsError>(result));
   EXPECT_EQ(std::get<VmStructsError>(result).failure, VmStructsFailure::kTooMany);
+}
+
+// A JVM's last samples are often read after it exited: a compiled frame is then named by the
+// method its blob held, named while the JVM ran, though its blob and scopes no longer read.
+TEST(HotSpotNames, ACompiledFrameReadAfterTheJvmExitedKeepsItsMethod) {
+  auto jvm = std::make_unique<RunningJvm>();
+  REQUIRE_JVM(*jvm);
+  const std::vector<CodeListEntry> entries = parse_code_list(jvm->code_list_with_spin());
+  const VmStructsResult structs = read_vm_structs(jvm->pid());
+  auto layout = hotspot_layout(value_of(structs));
+  ASSERT_TRUE(std::holds_alternative<HotSpotLayout>(layout));
+  const HotSpotLayout& l = std::get<HotSpotLayout>(layout);
+  ProcessMemory memory(jvm->pid());
+  JavaFrameNamer namer(memory, l);
+  RemoteReader reader(memory, 1 << 20, 256);
+  std::optional<bpfprof_hotspot_frame> spin;
+  for (const CodeListEntry& e : entries) {
+    if (e.name != "fixture.HotLoop.spin(JI)J" ||
+        reader.value<int32_t>(e.blob + l.nmethod_compile_id) != e.compile_id)
+      continue;
+    bpfprof_hotspot_frame frame{};
+    frame.method = reader.word(e.blob + l.compiled_method).value_or(0);
+    frame.aux = e.blob;
+    frame.kind = BPFPROF_HOTSPOT_FRAME_COMPILED;
+    const auto names = namer.name(frame, (e.code_begin + e.code_end) / 2);
+    ASSERT_FALSE(names.empty());
+    EXPECT_EQ(names.back().name, "fixture.HotLoop.spin");
+    spin = frame;
+  }
+  ASSERT_TRUE(spin) << "jcmd listed no compiled fixture.HotLoop.spin";
+  jvm.reset();
+  const auto names = namer.name(*spin, spin->aux + 1);
+  ASSERT_EQ(names.size(), 1u);
+  EXPECT_EQ(names[0].name, "fixture.HotLoop.spin");
+  EXPECT_TRUE(memory.gone());
 }
 
 TEST(HotSpotVmStructs, AProcessWithoutJvmIsSaidSo) {

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 #include <utility>
 
@@ -18,12 +19,13 @@ std::string errno_text(int err) { return strerror(err < 0 ? -err : err); }
 
 std::string load_failure(int err, uint64_t ring_buffer_bytes, uint32_t unwind_rows,
                          const std::string& room) {
+  const std::string limit = room.empty() ? "" : " (" + room + ")";
   if (err == -ENOMEM || err == ENOMEM) {
     const uint64_t table_mb = uint64_t{unwind_rows} * sizeof(bpfprof_unwind_entry) >> 20;
     return "cannot load the BPF programs: out of memory for their maps (ring buffer " +
            std::to_string(ring_buffer_bytes >> 20) + " MB, unwind tables " +
-           std::to_string(table_mb) + " MB) under this process's memory limit (cgroup" + room +
-           "); try a smaller --buffer-size, or --call-graph dwarf-copy (no unwind tables)";
+           std::to_string(table_mb) + " MB) under this process's memory limit" + limit +
+           "; try a smaller --buffer-size, or --call-graph dwarf-copy (no unwind tables)";
   }
   return "cannot load the BPF programs (" + errno_text(err) +
          "); bpfprof needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF";
@@ -63,9 +65,43 @@ uint64_t map_bytes(const bpf_object* object, int cpus) {
   return total;
 }
 
+// What loading maps into this process's address space: a ring buffer's data pages twice
+// (so that a record never wraps), arrays the program shares with the recorder, global data.
+uint64_t mapped_bytes(const bpf_object* object) {
+  uint64_t total = 0;
+  const bpf_map* map = nullptr;
+  bpf_object__for_each_map(map, object) {
+    if (bpf_map__type(map) == BPF_MAP_TYPE_RINGBUF)
+      total += 2 * uint64_t{bpf_map__max_entries(map)};
+    else if (bpf_map__map_flags(map) & BPF_F_MMAPABLE)
+      total += uint64_t{bpf_map__value_size(map)} * bpf_map__max_entries(map);
+  }
+  return total;
+}
+
+// Address space beside the maps: libbpf's copy of the kernel's BTF and its parse, and the
+// recorder's threads' stacks.
+uint64_t unmapped_needs() {
+  std::error_code error;
+  const uint64_t btf = std::filesystem::file_size("/sys/kernel/btf/vmlinux", error);
+  return (error ? 0 : 2 * btf) + kRecorderThreads * kThreadStackBytes;
+}
+
+void check_address_space(const bpf_object* object, const BpfPrograms::Config& config) {
+  const auto room = address_space_room();
+  if (!room) return;
+  const uint64_t needed = mapped_bytes(object) + kRecorderWorkingBytes + unmapped_needs();
+  if (needed <= *room) return;
+  throw std::runtime_error(
+      load_failure(-ENOMEM, config.ring_buffer_bytes, config.unwind_initial_rows,
+                   "ulimit -v: " + std::to_string(*room >> 20) + " MB left, " +
+                       std::to_string(needed >> 20) + " MB needed with the recorder's own"));
+}
+
 }  // namespace
 
 void check_memory_room(const bpf_object* object, int cpus, const BpfPrograms::Config& config) {
+  check_address_space(object, config);
   const auto room = memory_cgroup_room();
   if (!room) return;
   const uint64_t needed = map_bytes(object, cpus) + kRecorderWorkingBytes +
@@ -73,7 +109,7 @@ void check_memory_room(const bpf_object* object, int cpus, const BpfPrograms::Co
   if (needed <= *room) return;
   throw std::runtime_error(
       load_failure(-ENOMEM, config.ring_buffer_bytes, config.unwind_initial_rows,
-                   ": " + std::to_string(*room >> 20) + " MB left, " +
+                   "cgroup: " + std::to_string(*room >> 20) + " MB left, " +
                        std::to_string(needed >> 20) + " MB needed with the recorder's own"));
 }
 

@@ -26,15 +26,20 @@ constexpr uint64_t kRowChunkBytes =
 // The recorder's own memory beside the maps while it records: the model, the unwinder's
 // caches and the libraries' text it reads: what a small recording needs, as a floor.
 constexpr uint64_t kRecorderWorkingBytes = 32ull << 20;
+// The threads that read events and symbolize beside the main one, each with glibc's default
+// stack.
+constexpr uint64_t kRecorderThreads = 2;
+constexpr uint64_t kThreadStackBytes = 8ull << 20;
 
 // Why loading failed, with what to do about it. Out of memory is the maps' size against a
 // memory limit (a cgroup's limit is charged for BPF maps), not a missing privilege.
 std::string load_failure(int err, uint64_t ring_buffer_bytes, uint32_t unwind_rows,
                          const std::string& room = {});
 
-// Fails before loading when the maps cannot fit under a cgroup's limit with room left for the
-// recorder. Loading anyway would let the maps take the last of it, and the next page the
-// recorder touches would have it killed by the cgroup's OOM killer, with nothing said.
+// Fails before loading when the maps cannot fit under a cgroup's limit or in the address space
+// `ulimit -v` leaves, with room left for the recorder. Loading anyway would let the maps take the
+// last of it, and the next page the recorder touches would have it killed by the cgroup's OOM
+// killer, with nothing said.
 void check_memory_room(const bpf_object* object, int cpus, const BpfPrograms::Config& config);
 
 // The unwinder's arrays sized for at most `rows` rows (none: a call graph without unwind

@@ -1,5 +1,8 @@
 #include "userspace/capture/memory_limit.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <vector>
@@ -111,6 +114,16 @@ std::optional<uint64_t> memory_cgroup_room() {
     path = slash == 0 ? "/" : path.substr(0, slash);
   }
   return room;
+}
+
+std::optional<uint64_t> address_space_room() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  const auto statm = read_entire_file("/proc/self/statm");
+  const auto pages = statm ? parse_number(split(*statm, ' ')[0]) : std::nullopt;
+  if (!pages) return std::nullopt;
+  const uint64_t size = *pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return limit.rlim_cur > size ? limit.rlim_cur - size : 0;
 }
 
 }  // namespace bpfprof

@@ -33,4 +33,10 @@ std::optional<uint64_t> memory_stat_value(std::string_view memory_stat, std::str
 // cgroup files cannot be read.
 std::optional<uint64_t> memory_cgroup_room();
 
+// The address space this process may still map under its RLIMIT_AS (`ulimit -v`), from its
+// size in /proc/self/statm. Nothing when no limit is set. A map too big for it fails to load
+// at some allocation or other (libbpf's parse of the kernel's BTF says "No such process"),
+// and one that fits too tightly fails later, when the profile is written.
+std::optional<uint64_t> address_space_room();
+
 }  // namespace bpfprof
