@@ -92,7 +92,9 @@ inline void add_demo_sample(SessionModel& model, RawStackTree& raw, uint64_t ms,
 }
 
 // `raw`: the raw stacks of the samples (more samples added later must use the same tree).
-inline void build_demo_model(SessionModel& model, const Recording& recording, RawStackTree& raw) {
+// With `page_faults` (record --memory), main's compute brings memory in twice.
+inline void build_demo_model(SessionModel& model, const Recording& recording, RawStackTree& raw,
+                             bool page_faults = false) {
   model.configure_for(recording);
   model.apply(at_ms(0), ProcessStartEvent{Pid{kDemoPid}, "demo", false});
   MmapEvent mmap{Pid{kDemoPid}, Tid{kDemoPid}, {}};
@@ -110,6 +112,11 @@ inline void build_demo_model(SessionModel& model, const Recording& recording, Ra
   const uint64_t worker = kDemoBase + kWorkerOffset + 0x4;
   for (uint64_t ms = 10; ms < 14; ++ms)
     add_demo_sample(model, raw, ms, kDemoPid, ms * 1000000, {start, main_ret, compute});
+  for (uint64_t ms = 15; ms < 17 && page_faults; ++ms)
+    model.add_sample(SampleRecord{at_ms(ms), Pid{kDemoPid}, Tid{kDemoPid}, Cpu{0}, CpuTimeNs{0},
+                                  raw.intern_path(std::vector<uint64_t>{start, main_ret, compute}),
+                                  SampleKind::kPageFault},
+                     raw);
   add_demo_sample(model, raw, 20, kDemoPid, 21000000, {start, main_ip});
   add_demo_sample(model, raw, 30, kDemoPid, 22000000, {start, main_ip});
   add_demo_sample(model, raw, 40, kWorkerTid, 1000000, {worker});
@@ -123,7 +130,10 @@ struct DemoSession {
   SessionModel model;
   RawStackTree raw;
   FakeSymbolizer symbolizer;
-  DemoSession() { build_demo_model(model, recording, raw); }
+  explicit DemoSession(bool memory = false) {
+    recording.record_memory = memory;
+    build_demo_model(model, recording, raw, memory);
+  }
 };
 
 }  // namespace bpfprof::synthetic

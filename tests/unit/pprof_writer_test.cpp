@@ -215,6 +215,35 @@ TEST(ProcessedProfileReader, ConvertGivesThePprofOfTheRecording) {
   EXPECT_EQ(from_json.duration_nanos(), direct.duration_nanos());
 }
 
+// record --memory's allocations go into the Firefox profile and come back: convert's pprof
+// has the recording's alloc_space.
+TEST(ProcessedProfileReader, ConvertKeepsTheMemoryBroughtIn) {
+  synthetic::DemoSession with_memory(true);
+  StringSink firefox, pprof;
+  ProfileOptions options;
+  options.format = OutputFormat::kFirefox;
+  write_profile_with_report(with_memory.model, with_memory.recording, firefox, options,
+                            with_memory.symbolizer);
+  options.format = OutputFormat::kPprof;
+  write_profile_with_report(with_memory.model, with_memory.recording, pprof, options,
+                            with_memory.symbolizer);
+  const std::unique_ptr<ReadProfile> read = parse_processed_profile(firefox.take());
+  EXPECT_TRUE(read->settings.memory);
+  StringSink converted;
+  write_pprof(read->profile, read->settings, converted);
+  const pb::Profile direct = parse(pprof.take());
+  const pb::Profile from_json = parse(converted.str());
+  ASSERT_EQ(from_json.sample_type_size(), direct.sample_type_size());
+  EXPECT_EQ(from_json.string_table(static_cast<int>(from_json.sample_type(2).type())),
+            "alloc_space");
+  const auto by_stack = samples_by_stack(from_json);
+  EXPECT_EQ(by_stack, samples_by_stack(direct));
+  int64_t bytes = 0;
+  for (const auto& [stack, values] : by_stack)
+    if (stack.starts_with("_start;main;compute")) bytes += values.back();
+  EXPECT_EQ(bytes, 2 * static_cast<int64_t>(kPageFaultSampleBytes));
+}
+
 // A process's container: on its track's name and in processContext, as pprof labels, and
 // read back by convert whole (the track's name without it).
 TEST(ProcessedProfileReader, AContainerGoesToTheTrackThePprofLabelsAndBack) {

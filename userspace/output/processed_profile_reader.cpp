@@ -70,6 +70,8 @@ class TableReader {
   void read_thread(const json& thread);
 
  private:
+  void read_samples(const json& samples, ThreadTables& out);
+  void read_allocations(const json& allocations, ThreadTables& out);
   const std::string& old_string(const json& values, size_t row) {
     return strings_[index_at(values, row, strings_.size(), "string index").value_or(0)];
   }
@@ -260,7 +262,13 @@ void TableReader::read_thread(const json& thread) {
   out.tid = Tid{static_cast<int32_t>(clamped(number_or(thread, "tid", 0), INT32_MAX))};
   out.is_main_thread = thread.contains("isMainThread") && thread.at("isMainThread") == true;
   if (thread.contains("processContext")) read_context_member(thread.at("processContext"), out);
-  const json& samples = member(thread, "samples");
+  read_samples(member(thread, "samples"), out);
+  if (const auto it = thread.find("nativeAllocations"); it != thread.end())
+    read_allocations(*it, out);
+  out_.profile.threads.push_back(std::move(out));
+}
+
+void TableReader::read_samples(const json& samples, ThreadTables& out) {
   const json& stacks = column(samples, "stack");
   const size_t rows = stacks.size();
   const json& times = column(samples, "time", rows);
@@ -278,7 +286,23 @@ void TableReader::read_thread(const json& thread) {
     rows_out.push_back(s);
   }
   out.samples = SamplesTable(rows_out, stack_of_, MonotonicNs{0});
-  out_.profile.threads.push_back(std::move(out));
+}
+
+// record --memory's rows (the unbalanced form: time, stack, bytes).
+void TableReader::read_allocations(const json& allocations, ThreadTables& out) {
+  const json& stacks = column(allocations, "stack");
+  const size_t rows = stacks.size();
+  const json& times = column(allocations, "time", rows);
+  const json& bytes = column(allocations, "weight", rows);
+  std::vector<ThreadAllocation>& rows_out = out_.allocations.emplace_back();
+  for (size_t i = 0; i < rows; ++i) {
+    const std::optional<uint32_t> stack =
+        index_at(stacks, i, stack_of_->size(), "allocation stack");
+    rows_out.push_back({MonotonicNs{clamped(number_at(times, i, 0) * 1e6, 0x1p63)},
+                        stack.value_or(UINT32_MAX), clamped(number_at(bytes, i, 0), 0x1p62)});
+  }
+  out.allocations = AllocationsTable(rows_out, stack_of_, MonotonicNs{0});
+  out_.settings.memory = out_.settings.memory || rows > 0;
 }
 
 void read_settings(const json& meta, ReadProfile& out) {
@@ -300,7 +324,9 @@ std::unique_ptr<ReadProfile> profile_from_json(const json& root) {
   try {
     const json& threads = member(root, "threads");
     if (!threads.is_array()) malformed("threads is not an array");
-    out->samples.reserve(threads.size());  // the samples tables point into these vectors
+    // The threads' tables point into these vectors.
+    out->samples.reserve(threads.size());
+    out->allocations.reserve(threads.size());
     TableReader reader(root, *out);
     reader.read_libs(member(root, "libs"));
     reader.read_shared();

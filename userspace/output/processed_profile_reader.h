@@ -1,7 +1,7 @@
 // Reads a Firefox Profiler processed profile that bpfprof wrote (format 70, .json.gz or
-// .json) back into the built tables, for `bpfprof convert`: frames, stacks, names and
-// samples as the writer had them (nothing is symbolized again), so the pprof writer reads
-// the same tables as after a recording.
+// .json) back into the built tables, for `bpfprof convert`: frames, stacks, names, samples
+// and native allocations as the writer had them (nothing is symbolized again), so the pprof writer
+// reads the same tables as after a recording.
 #pragma once
 
 #include <memory>
@@ -20,7 +20,8 @@ struct ReadProfile {
 
   BuiltProfile profile;
   PprofSettings settings;  // from meta; off_cpu when a frame is an off-CPU state
-  std::vector<std::vector<ThreadSample>> samples;  // by thread: what profile.threads read
+  std::vector<std::vector<ThreadSample>> samples;          // by thread: what profile.threads read
+  std::vector<std::vector<ThreadAllocation>> allocations;  // by thread that has them
 };
 
 // Parses `json`; a text that is not such a profile (bad JSON, a missing table, an index out
