@@ -135,6 +135,33 @@ describe('record --memory', () => {
     assert.ok(peak >= 70 * MB, `the 80 MB it held at the end peaks at ${peak / MB} MB`);
   });
 
+  // memory_grow 8000 grows 240 MB over its first 3.2 s, frees it, sleeps to 4.0 s, then grows
+  // its 80 MB (10 blocks) by 4.8 s: attached at 3.3 s, the recording sees those 10 blocks
+  // touched, with 700 ms for the attach to start sampling and 1 s to spare at the end.
+  for (const [how, args] of [['-p', (pid) => ['-p', String(pid)]], ['-a', () => ['-a']]]) {
+    it(`attributes an attached process's growth to its stack with ${how}`, async (t) => {
+      if (!requireRecorder(t)) return;
+      const target = startBackground(fixturePath('memory_grow'), ['8000']);
+      await sleep(3300);
+      const file = join(RESULTS_DIR, `memory_growth${how}.json.gz`);
+      const result = await run(BPFPROF, ['record', '--memory', ...args(target.pid), '-d', '2.5', '-o', file]);
+      target.child.kill('SIGKILL');
+      await target.done;
+      assert.equal(result.code, 0, result.stderr);
+      const view = new ProfileView(readProfile(file));
+      const rows = view.threads.filter((th) => th.pid.split('.')[0] === String(target.pid))
+        .flatMap((th) => view.allocations(th));
+      const names = (r) => r.frames.map((f) => f.name);
+      const sum = (list) => list.reduce((total, r) => total + r.bytes, 0);
+      const touch = rows.filter((r) => inOrder(names(r), ['main', 'grow_heap', 'touch_block']));
+      const kept = 10 * 8 * 1024 * 1024;
+      t.diagnostic(`${how}: ${rows.length} rows, ${(sum(rows) / MB).toFixed(1)} MB; main > grow_heap > ` +
+                   `touch_block ${(sum(touch) / MB).toFixed(1)} MB (it touched ${(kept / MB).toFixed(1)} MB)`);
+      assert.ok(Math.abs(sum(touch) - kept) <= 0.1 * kept, `touch_block ${sum(touch) / MB} MB`);
+      assert.ok(sum(touch) >= 0.95 * sum(rows), `touch_block has ${sum(touch)} of ${sum(rows)} bytes`);
+    });
+  }
+
   it('writes no memory track without --memory', async (t) => {
     if (!requireRecorder(t)) return;
     const rec = await recordFixture('memory_grow', 300, { label: 'memory_off' });
