@@ -49,6 +49,8 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_SWITCH_IN = 6, /* a thread that left the CPU runs again (just the header) */
   /* A tracked thread is woken (sched_waking): who woke it (bpfprof_waking_event). */
   BPFPROF_EVENT_WAKING = 7,
+  /* record --allocations: a sampled allocator call (bpfprof_allocation_event). */
+  BPFPROF_EVENT_ALLOCATION = 8,
   /* record --memory: a process's resident memory changed (bpfprof_memory_event). */
   BPFPROF_EVENT_MEMORY = 32,
 /* A runtime's frames (bpf/runtime_list.h): BPFPROF_EVENT_<ID>_STACK. */
@@ -79,7 +81,23 @@ enum bpfprof_stack_context {
   /* record --memory: a page fault of user code (a page first touched, mapped from a file,
    * copied on write, swapped in), one in every BPFPROF_PAGE_FAULT_PERIOD of the CPU's. */
   BPFPROF_CONTEXT_PAGE_FAULT = 4,
+  /* record --allocations: a sampled malloc, calloc or realloc returned, or a sampled block
+   * was freed; the bpfprof_allocation_event after it (same cpu and time) says which. */
+  BPFPROF_CONTEXT_ALLOCATION = 5,
 };
+
+/* The allocator calls the uprobes of record --allocations see (their bpf cookie). */
+enum bpfprof_allocator_call {
+  BPFPROF_ALLOCATOR_MALLOC = 1,
+  BPFPROF_ALLOCATOR_CALLOC = 2,
+  BPFPROF_ALLOCATOR_REALLOC = 3,
+  BPFPROF_ALLOCATOR_FREE = 4,
+};
+
+/* The allocation sampling's countdowns are the mean interval (allocation_period bytes) times
+ * one of these, in 1/1024ths: an exponential distribution's quantiles, so that a byte is
+ * sampled with the same chance wherever it lies (as tcmalloc and Go sample). */
+#define BPFPROF_ALLOCATION_QUANTILES 256
 
 /* The page faults a page-fault sample stands for: the kernel's page-fault software event
  * calls the program at every this many faults of user code on a CPU (a walk costs some 3 us,
@@ -248,6 +266,19 @@ struct bpfprof_memory_event {
 struct bpfprof_comm_event {
   struct bpfprof_event_header header;
   char comm[BPFPROF_COMM_LEN];
+};
+
+/* record --allocations (BPFPROF_EVENT_ALLOCATION): sent just after the stack event
+ * (BPFPROF_CONTEXT_ALLOCATION) of the call, with the same cpu, time and thread (or alone, when
+ * the walk was interrupted). A block it
+ * allocated (`address`, the `bytes` asked for; 0 if none was sampled) and a sampled block it
+ * freed (free's, or realloc's old one; 0 if none). */
+struct bpfprof_allocation_event {
+  struct bpfprof_event_header header;
+  __u64 address;
+  __u64 bytes;
+  __u64 freed_address;
+  __u64 freed_bytes;
 };
 
 #endif

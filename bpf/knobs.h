@@ -6,6 +6,8 @@
 
 #include "vmlinux.h"
 
+#include "bpf/events.h"
+
 /* 1 samples every process (system-wide mode). */
 const volatile __u32 track_all = 0;
 /* record --cgroup: how many cgroup_filters are in use; a process that execs inside one of
@@ -21,6 +23,10 @@ const volatile __u32 record_off_cpu = 0;
 const volatile __u32 record_wakers = 0;
 /* record --memory: 1 sends each tracked process's resident memory as it changes (rss_stat). */
 const volatile __u32 record_memory = 0;
+/* record --allocations: the mean bytes allocated between two sampled allocator calls, and
+ * the countdowns' quantiles (BPFPROF_ALLOCATION_QUANTILES, in 1/1024ths of it). */
+const volatile __u64 allocation_period = 512 * 1024;
+const volatile __u32 allocation_quantiles[BPFPROF_ALLOCATION_QUANTILES] = {1024};
 /* The sampling interval; a thread's off-CPU stack is taken at most once per interval (and a
  * waker's stack once per (waker, wakee) pair). */
 const volatile __u64 off_cpu_stack_interval_ns = 1000000;

@@ -105,9 +105,21 @@ struct {
 
 /* Scratch space: events exceed the 512-byte BPF stack, and are built in map values. Each
  * has a slot for the sampling program and one for sched_switch and sched_waking, which run
- * with interrupts off (never within each other) but can be interrupted by a sample. */
+ * with interrupts off (never within each other) but can be interrupted by a sample. The
+ * allocator's uprobe programs use the second too (see slot_uses). */
 #define SAMPLE_SLOT 0
 #define TRACEPOINT_SLOT 1
+
+/* Each slot's uses on the CPU, counted at their start. The allocator's uprobe programs share
+ * the tracepoints' slot but run preemptible, with interrupts on: a switch, a waking in an
+ * interrupt or another thread's uprobe can take the slot in the middle of their walk, and the
+ * count tells them. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, __u64);
+} slot_uses SEC(".maps");
 
 /* Stack events whose user stack is a list of frames, per CPU and slot. */
 struct {
@@ -391,5 +403,36 @@ struct {
  * bpfprof_runtime) its map holds (userspace keeps these, through the mmapped .bss): with none, a
  * sample skips the runtime's lookup (a cache miss at every sample). */
 __u32 runtime_processes[BPFPROF_RUNTIMES] = {};
+
+/* record --allocations: each thread's countdown of bytes to its next sampled allocator call,
+ * and the call sampled at its entry, until it returns. */
+struct allocating_thread {
+  __s64 countdown;
+  __u64 bytes;         /* the call's request, once sampled (0: none pending) */
+  __u64 freed_address; /* realloc: its old block, when that one was sampled */
+  __u64 freed_bytes;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u32); /* tid */
+  __type(value, struct allocating_thread);
+} allocating_threads SEC(".maps");
+
+/* The sampled blocks not yet freed, by process and address: the bytes asked for. Allocated up
+ * front (sized by userspace: 1 entry without --allocations): an element allocated as needed
+ * fails when the CPU's cache of them runs dry, and a block missing here has its free unseen. A
+ * block sampled while the table is full is not sent. */
+struct sampled_block {
+  __u32 tgid;
+  __u32 reserved;
+  __u64 address;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 1);
+  __type(key, struct sampled_block);
+  __type(value, __u64);
+} sampled_blocks SEC(".maps");
 
 #endif

@@ -103,21 +103,27 @@ static __always_inline void send_copy(void* ctx, const struct bpfprof_stack_even
 }
 
 /* Sends the current task's stacks in the event `head` describes (its header, context, CPU
- * time, state and flags), in the form the call-graph mode gives. Only the stacks asked for
- * are taken (none: an event without stacks, as for a stack reused); `slot` is the caller's
- * scratch space (SAMPLE_SLOT, TRACEPOINT_SLOT). */
-static __always_inline void send_stack(void* ctx, const struct bpfprof_stack_event_head* head,
+ * time, state and flags), in the form the call-graph mode gives; false when the slot was taken
+ * by another program during the walk (only a preemptible caller's can be: nothing sent). Only the
+ * stacks asked for are taken (none: an event without stacks, as for a stack reused); `slot` is the
+ * caller's scratch space (SAMPLE_SLOT, TRACEPOINT_SLOT). */
+static __always_inline bool send_stack(void* ctx, const struct bpfprof_stack_event_head* head,
                                        __u32 slot, bool with_user, bool with_kernel,
                                        bool with_runtime_frames) {
   struct bpfprof_frames_event* e = bpf_map_lookup_elem(&frames_scratch, &slot);
-  if (!e) return;
+  __u64* uses = bpf_map_lookup_elem(&slot_uses, &slot);
+  if (!e || !uses) return false;
+  const __u64 mine = ++*uses;
   e->head.user_depth = 0;
   if (with_user && !take_user_frames(ctx, e, head->header.pid, slot)) {
+    if (*uses != mine) return false; /* the slot was taken meanwhile: the walk is not ours */
     send_copy(ctx, head, slot, with_user, with_kernel, with_runtime_frames);
-    return;
+    return true;
   }
+  if (*uses != mine) return false;
   set_stack_head(&e->head, head, frames_payload());
   send_frames(ctx, e, slot, with_kernel, with_runtime_frames);
+  return true;
 }
 
 /* Whether the task is inside execve after its old image is gone: in_execve is set for the

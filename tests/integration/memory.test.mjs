@@ -6,7 +6,9 @@
 // the real front end's loader (profiler-cli) takes the profile; without --memory there is none.
 // Where memory grows: the threads' nativeAllocations (page faults, one in 64 sampled with its
 // stack) put the 320 MB memory_grow touches under touch_block, called from
-// grow_heap, as the summary and go tool pprof's alloc_space say too.
+// grow_heap, as the summary and go tool pprof's alloc_space say too; -p and -a find it too.
+// --allocations: alloc_leak's leak is the memory still held at the end, under leak_one, in the
+// front end's retained memory, the summary and pprof's inuse_space.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -161,6 +163,56 @@ describe('record --memory', () => {
       assert.ok(sum(touch) >= 0.95 * sum(rows), `touch_block has ${sum(touch)} of ${sum(rows)} bytes`);
     });
   }
+
+  // alloc_leak leaks 48 blocks of 1 MiB from leak_one, holds 32 MiB in keep_then_free for half
+  // its run, and churns blocks of 1-64 KiB; one call sampled per 64 KiB samples every 1 MiB
+  // block (chance 1 - e^-16).
+  it('--allocations: the blocks still held at the end are the leak, where it was allocated', async (t) => {
+    if (!requireRecorder(t)) return;
+    const rec = await recordFixture('alloc_leak', 1500,
+                                    { recordArgs: ['--allocations', '--allocation-interval', '65536'] });
+    const leaked = Number(/leaked bytes=(\d+)/.exec(rec.result.stdout)?.[1]);
+    const view = new ProfileView(rec.profile);
+    const pid = rec.profile.threads.find((th) => th.processName === 'alloc_leak')?.pid;
+    const rows = view.threads.filter((th) => th.pid === pid).flatMap((th) => view.allocations(th));
+    assert.ok(rows.length > 100 && rows.every((r) => r.address > 0 && r.threadId > 0), 'rows without blocks');
+    // Retained memory as the front end finds it: in the table's order, a free ends the last block
+    // allocated at its address (one thread allocates and frees here).
+    const live = new Map();
+    for (const r of rows) (r.bytes > 0 ? live.set(r.address, r) : live.delete(r.address));
+    const held = [...live.values()];
+    const sum = (list) => list.reduce((total, r) => total + r.bytes, 0);
+    const inLeak = held.filter((r) => inOrder(r.frames.map((f) => f.name), ['main', 'leak_one']));
+    const kept = rows.filter((r) => r.bytes > 0 && r.frames.some((f) => f.name === 'keep_then_free'));
+    const freedRows = rows.filter((r) => r.bytes < 0).length;
+    const stackless = /(\d+) without a stack/.exec(rec.result.stderr)?.[1] ?? '0';
+    t.diagnostic(`${rows.length} rows (${freedRows} frees, ${stackless} calls without a stack); held at the end ` +
+                 `${(sum(held) / MB).toFixed(1)} MB, under main > leak_one ${(sum(inLeak) / MB).toFixed(1)} MB ` +
+                 `(it leaked ${(leaked / MB).toFixed(1)} MB); keep_then_free allocated ${(sum(kept) / MB).toFixed(1)} MB, all freed`);
+    assert.ok(Math.abs(sum(inLeak) - leaked) <= 0.02 * leaked, `leak_one holds ${sum(inLeak)} of ${leaked}`);
+    assert.ok(sum(held) - sum(inLeak) <= 0.02 * leaked, `${sum(held) - sum(inLeak)} bytes held elsewhere`);
+    assert.ok(Math.abs(sum(kept) - 32 * 1024 * 1024) <= 0.02 * 32 * 1024 * 1024, `keep_then_free ${sum(kept)}`);
+    const line = rec.result.stderr.split('\n').find((l) => l.includes('still held at the end'));
+    assert.ok(line && /most at leak_one < main/.test(line), `summary: ${line}`);
+    await checkWithProfilerCli(t, rec.file, view);
+  });
+
+  it('--allocations: pprof\'s inuse_space is the leak, alloc_space the churn', async (t) => {
+    if (!requireRecorder(t) || !goAvailable(t)) return;
+    const file = join(RESULTS_DIR, 'allocations.pb.gz');
+    const result = await run(BPFPROF, ['record', '--allocations', '--allocation-interval', '65536', '--format',
+                                       'pprof', '-o', file, '--', fixturePath('alloc_leak'), '800']);
+    assert.equal(result.code, 0, result.stderr);
+    const leaked = Number(/leaked bytes=(\d+)/.exec(result.stdout)?.[1]);
+    const inuse = parseTop(pprof(['-top', '-sample_index=inuse_space', '-unit=B'], file));
+    const alloc = parseTop(pprof(['-top', '-sample_index=alloc_space', '-unit=B'], file));
+    const leak = parseFloat(inuse.get('leak_one')?.flat ?? '0');
+    const churn = parseFloat(alloc.get('churn')?.flat ?? '0');
+    t.diagnostic(`go tool pprof: inuse_space leak_one ${leak} B (leaked ${leaked}), alloc_space churn ${churn} B`);
+    assert.ok(Math.abs(leak - leaked) <= 0.02 * leaked, `leak_one ${leak} B in inuse_space:\n${[...inuse]}`);
+    assert.ok(!inuse.get('churn') || parseFloat(inuse.get('churn').flat) < 0.02 * leaked, 'churn in inuse_space');
+    assert.ok(churn > leaked, `churn ${churn} B in alloc_space`);
+  });
 
   it('writes no memory track without --memory', async (t) => {
     if (!requireRecorder(t)) return;

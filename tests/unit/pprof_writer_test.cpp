@@ -155,7 +155,7 @@ TEST(PprofWriter, InlinedFunctionsAreLinesOfOneLocationInnermostFirst) {
   std::shared_ptr<std::vector<StackIndex>> stack_of;
   const BuiltProfile profile = inline_and_wait_profile(samples, stack_of);
   StringSink sink;
-  write_pprof(profile, PprofSettings{0, 10, 1.0, true, false, ""}, sink);
+  write_pprof(profile, PprofSettings{0, 10, 1.0, true, false, false, ""}, sink);
   const pb::Profile p = parse(sink.str());
   const auto by_stack = samples_by_stack(p);
   const std::string labels = " pid=7 tid=7 process_name=app thread_name=app";
@@ -184,7 +184,7 @@ TEST(PprofWriter, MemoryBroughtInIsAllocSpaceInBytes) {
                                                      {MonotonicNs{3000000}, 0, 262144}};
   profile.threads[0].allocations = AllocationsTable(allocations, stack_of, MonotonicNs{0});
   StringSink sink;
-  write_pprof(profile, PprofSettings{0, 10, 1.0, true, true, ""}, sink);
+  write_pprof(profile, PprofSettings{0, 10, 1.0, true, true, false, ""}, sink);
   const pb::Profile p = parse(sink.str());
   ASSERT_EQ(p.sample_type_size(), 4);
   EXPECT_EQ(p.string_table(static_cast<int>(p.sample_type(3).type())), "alloc_space");

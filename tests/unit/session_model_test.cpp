@@ -225,6 +225,34 @@ TEST(SessionModel, APageFaultSampleIsAnAllocationNotASample) {
   EXPECT_EQ(model.threads()[0].allocations[0].time, ms(3));
 }
 
+// record --allocations: a sampled realloc frees its old block and allocates a new one: two
+// rows at its caller's stack, the free weighing what the block weighed when allocated.
+TEST(SessionModel, ASampledReallocFreesOneBlockAndAllocatesAnother) {
+  Recording recording;
+  recording.allocation_period = 1024;
+  SessionModel model;
+  model.configure_for(recording);
+  RawStackTree raw;
+  model.apply(ms(0), ProcessStartEvent{Pid{7}, "p", false});
+  SampleRecord call{ms(1),
+                    Pid{7},
+                    Tid{7},
+                    Cpu{0},
+                    CpuTimeNs{0},
+                    raw.intern_path(std::vector<uint64_t>{0x1100}),
+                    SampleKind::kAllocatorCall};
+  call.allocator_call = {0xb000, 4096, 0xa000, 2048};
+  model.add_sample(call, raw);
+  const Thread& t = model.threads()[0];
+  EXPECT_TRUE(t.samples.empty());
+  ASSERT_EQ(t.allocations.size(), 2u);
+  EXPECT_EQ(t.allocations[0].address, 0xa000u);
+  EXPECT_EQ(t.allocations[0].bytes, -sampled_block_weight(2048, 1024));
+  EXPECT_EQ(t.allocations[1].address, 0xb000u);
+  EXPECT_EQ(t.allocations[1].bytes, sampled_block_weight(4096, 1024));
+  EXPECT_EQ(t.allocations[1].stack, t.allocations[0].stack);
+}
+
 // Callers are resolved once per raw stack and kept: a new mapping over their addresses (a
 // library replaced by dlopen) resolves them again; a stack of kernel frames only nudges all
 // but its leaf.

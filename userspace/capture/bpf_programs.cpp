@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <future>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 
 #include "bpf/events.h"
 #include "profiler.skel.h"
+#include "userspace/capture/allocator_probe_sites.h"
 #include "userspace/capture/bpf_map_sizes.h"
 #include "userspace/capture/bpf_unwind_maps.h"
 
@@ -34,10 +36,13 @@ BpfPrograms::BpfPrograms(const Config& config)
   if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
   set_read_only_data(skeleton_.get(), config);
   // The walker programs are each loaded from an object of their own (load_walker_programs);
-  // sched_waking's only with wakers, the page faults' only with --memory.
-  for (bpf_program* walker : {skeleton_->progs.on_sample, skeleton_->progs.on_switch,
-                              skeleton_->progs.on_waking, skeleton_->progs.on_page_fault})
+  // sched_waking's only with wakers, the page faults' only with --memory, the allocator's
+  // only with --allocations.
+  for (bpf_program* walker :
+       {skeleton_->progs.on_sample, skeleton_->progs.on_switch, skeleton_->progs.on_waking,
+        skeleton_->progs.on_page_fault, skeleton_->progs.on_allocator_call})
     bpf_program__set_autoload(walker, false);
+  bpf_program__set_autoload(skeleton_->progs.on_allocator_entry, config.allocation_period != 0);
   bpf_program__set_autoload(skeleton_->progs.on_mmap_lock, config.unwind_row_capacity != 0);
   bpf_program__set_autoload(skeleton_->progs.on_rss_stat, config.record_memory);
   if (int err = bpf_map__set_max_entries(skeleton_->maps.tracked_processes,
@@ -57,6 +62,9 @@ BpfPrograms::BpfPrograms(const Config& config)
           skeleton_->maps.row_cache, static_cast<uint32_t>(cpus) * BPFPROF_ROW_CACHE_CPU_ENTRIES))
     throw std::runtime_error("cannot size the unwinder's row cache: " + errno_text(err));
   size_unwind_maps(skeleton_.get(), config.unwind_row_capacity);
+  if (int err = bpf_map__set_max_entries(skeleton_->maps.sampled_blocks,
+                                         config.allocation_period ? Config::kSampledBlocks : 1))
+    throw std::runtime_error("cannot size the table of sampled blocks: " + errno_text(err));
   check_memory_room(skeleton_->obj, cpus, config);
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error(
@@ -88,11 +96,14 @@ BpfPrograms::BpfPrograms(const Config& config)
 BpfPrograms::~BpfPrograms() = default;
 
 // The programs that hold the stack walker (sample, sched_switch, sched_waking with wakers,
-// the page faults with --memory), as they are in `skel`.
+// the page faults with --memory, the allocator's calls with --allocations), as they are in
+// `skel`.
 std::vector<bpf_program*> BpfPrograms::walker_programs(profiler_bpf* skel, const Config& config) {
   std::vector<bpf_program*> programs = {skel->progs.on_sample, skel->progs.on_switch};
   if (config.record_wakers) programs.push_back(skel->progs.on_waking);
-  if (config.record_memory) programs.push_back(skel->progs.on_page_fault);
+  if (config.record_memory && !config.allocation_period)
+    programs.push_back(skel->progs.on_page_fault);
+  if (config.allocation_period) programs.push_back(skel->progs.on_allocator_call);
   return programs;
 }
 
@@ -103,6 +114,13 @@ void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
   skel->rodata->off_cpu_stack_interval_ns = config.sampling_interval_ns;
   skel->rodata->record_wakers = config.record_wakers ? 1 : 0;
   skel->rodata->record_memory = config.record_memory ? 1 : 0;
+  if (config.allocation_period) {
+    skel->rodata->allocation_period = config.allocation_period;
+    // Quantiles of an exponential distribution of mean 1, in 1/1024ths: -ln(1 - (i + 0.5) / n).
+    for (uint32_t i = 0; i < BPFPROF_ALLOCATION_QUANTILES; ++i)
+      skel->rodata->allocation_quantiles[i] =
+          static_cast<uint32_t>(-std::log(1.0 - (i + 0.5) / BPFPROF_ALLOCATION_QUANTILES) * 1024.0);
+  }
   skel->rodata->user_stack_copy_bytes = config.user_stack_copy_bytes;
   skel->rodata->fallback_copies_whole_stack = config.fallback_copies_whole_stack ? 1 : 0;
   skel->rodata->kernel_unwind = config.unwind_row_capacity ? 1 : 0;
@@ -163,7 +181,12 @@ void BpfPrograms::load_walker_programs(const Config& config) {
   }
   walker_skeletons_ = std::move(skeletons);
   sample_program_ = walker_skeletons_[0]->progs.on_sample;
-  if (config.record_memory) page_fault_program_ = walker_skeletons_.back()->progs.on_page_fault;
+  for (const Skeleton& walker : walker_skeletons_) {
+    if (bpf_program__autoload(walker->progs.on_page_fault))
+      page_fault_program_ = walker->progs.on_page_fault;
+    if (bpf_program__autoload(walker->progs.on_allocator_call))
+      allocator_call_program_ = walker->progs.on_allocator_call;
+  }
 }
 
 void BpfPrograms::attach_lifecycle() {
@@ -187,6 +210,38 @@ void BpfPrograms::attach_sampling(const SamplingEvents& events) {
   };
   attach(sample_program_, events.fds, "sample");
   attach(page_fault_program_, events.page_fault_fds, "page-fault");
+}
+
+void BpfPrograms::attach_allocator_probes(const std::string& libc) {
+  struct Probe {
+    const char* function;
+    bpf_program* program;
+    bool at_return;
+    uint64_t call;
+  };
+  const Probe probes[] = {
+      {"malloc", skeleton_->progs.on_allocator_entry, false, BPFPROF_ALLOCATOR_MALLOC},
+      {"calloc", skeleton_->progs.on_allocator_entry, false, BPFPROF_ALLOCATOR_CALLOC},
+      {"realloc", skeleton_->progs.on_allocator_entry, false, BPFPROF_ALLOCATOR_REALLOC},
+      {"malloc", allocator_call_program_, true, BPFPROF_ALLOCATOR_MALLOC},
+      {"calloc", allocator_call_program_, true, BPFPROF_ALLOCATOR_CALLOC},
+      {"realloc", allocator_call_program_, true, BPFPROF_ALLOCATOR_REALLOC},
+      {"free", allocator_call_program_, false, BPFPROF_ALLOCATOR_FREE},
+  };
+  for (const Probe& probe : probes) {
+    LIBBPF_OPTS(bpf_uprobe_opts, options, .bpf_cookie = probe.call, .retprobe = probe.at_return,
+                .func_name = probe.function);
+    const uint64_t offset = probe.call == BPFPROF_ALLOCATOR_FREE
+                                ? probe_offset_past_null_check(libc, probe.function)
+                                : 0;
+    bpf_link* link = probe.program ? bpf_program__attach_uprobe_opts(probe.program, -1,
+                                                                     libc.c_str(), offset, &options)
+                                   : nullptr;
+    if (!link)
+      throw std::runtime_error(std::string("cannot probe ") + probe.function + " in " + libc +
+                               ": " + errno_text(errno));
+    allocator_links_.emplace_back(link);
+  }
 }
 
 void BpfPrograms::detach_sampling() { sample_links_.clear(); }

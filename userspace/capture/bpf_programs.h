@@ -57,6 +57,12 @@ class BpfPrograms {
     // record --memory: each process's resident memory as it changes (rss_stat); the program is
     // not loaded without.
     bool record_memory = false;
+    // record --allocations: the C allocator's calls sampled, one per this many bytes on
+    // average (0: not recorded; the programs are not loaded).
+    uint64_t allocation_period = 0;
+    // The most sampled blocks held at once that --allocations follows to their free (some 5 MB
+    // of kernel memory; at the default interval, 32 GiB of blocks held).
+    static constexpr uint32_t kSampledBlocks = 65536;
     // The most processes followed at once (not system-wide): the BPF table's size.
     uint32_t max_tracked_processes = 65536;
     // record --cgroup: how many subtrees set_cgroup_filters gives (at most
@@ -74,6 +80,9 @@ class BpfPrograms {
   // Attaches the sample program to each sampling perf event, and with --memory the page-fault
   // program to each page-fault event.
   void attach_sampling(const SamplingEvents& events);
+  // record --allocations: the allocator probes on malloc, calloc, realloc and free of the C
+  // library at `libc` (every process that maps it; the programs keep the tracked ones).
+  void attach_allocator_probes(const std::string& libc);
   void detach_sampling();
   // A process to sample, with its children. A command bpfprof launched is tracked from its
   // fork, before its exec: until then it runs bpfprof's launcher, and its samples get the
@@ -157,9 +166,11 @@ class BpfPrograms {
   Skeleton skeleton_;
   std::vector<Skeleton> walker_skeletons_;
   bpf_program* sample_program_ = nullptr;
-  bpf_program* page_fault_program_ = nullptr;  // --memory only
+  bpf_program* page_fault_program_ = nullptr;      // --memory only
+  bpf_program* allocator_call_program_ = nullptr;  // --allocations only
   std::unique_ptr<BpfUnwindMaps> unwind_maps_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> allocator_links_;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
   // The lifecycle ring alone, for read_lifecycle_ring() (libbpf 1.1 cannot read one ring of
   // a ring_buffer; both readers go by the consumer position in the ring's shared page).

@@ -143,6 +143,8 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       return;
     case BPFPROF_EVENT_WAKING:
       return decode_waking(h, data, size, rec);
+    case BPFPROF_EVENT_ALLOCATION:
+      return decode_allocation(h, data, size, rec);
     case BPFPROF_EVENT_MEMORY:
       return decode_memory(h, data, size, rec);
     case BPFPROF_EVENT_FORK:
@@ -192,7 +194,7 @@ void EventDecoder::count_user_stack(StackSources& sources, UserStackSource sourc
 void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, Recording& rec) {
   if (size < sizeof(bpfprof_stack_event_head)) return;
   const auto& head = *static_cast<const bpfprof_stack_event_head*>(data);
-  if (head.context < BPFPROF_CONTEXT_SAMPLE || head.context > BPFPROF_CONTEXT_PAGE_FAULT) return;
+  if (head.context < BPFPROF_CONTEXT_SAMPLE || head.context > BPFPROF_CONTEXT_ALLOCATION) return;
   UserStackSource source = UserStackSource::kNone;
   const std::optional<RawStackId> stack = payload_stack(h, head, data, size, source, rec);
   if (!stack) return;
@@ -213,6 +215,9 @@ void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, 
     case BPFPROF_CONTEXT_PAGE_FAULT:
       rec.samples.push_back(
           SampleRecord{h.time, h.pid, h.tid, h.cpu, cpu_time, *stack, SampleKind::kPageFault});
+      return;
+    case BPFPROF_CONTEXT_ALLOCATION:
+      allocator_stacks_[h.cpu.value] = {h.time, h.tid, *stack};
       return;
     default:
       return decode_waker_stack(h, *stack, rec);
@@ -309,6 +314,26 @@ void EventDecoder::decode_waker_stack(const Header& h, RawStackId stack, Recordi
   last_waker_stack_[WakerPair{waker.tid.value, static_cast<uint8_t>(waker.context),
                               record.tid.value}] = stack;
   ++rec.stats.wakings.stacks_taken;
+  rec.samples.push_back(record);
+}
+
+// A sampled allocator call: its stack came just before from the same CPU, unless a sample
+// interrupted the walk (the block is kept, without a stack).
+void EventDecoder::decode_allocation(const Header& h, const void* data, size_t size,
+                                     Recording& rec) {
+  if (size < sizeof(bpfprof_allocation_event)) return;
+  const auto* e = static_cast<const bpfprof_allocation_event*>(data);
+  SampleRecord record{
+      h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0}, RawStackTree::kRoot, SampleKind::kAllocatorCall};
+  record.allocator_call = {e->address, e->bytes, e->freed_address, e->freed_bytes};
+  auto stack = allocator_stacks_.find(h.cpu.value);
+  if (stack != allocator_stacks_.end() && stack->second.time == h.time &&
+      stack->second.tid == h.tid)
+    record.stack = stack->second.stack;
+  else
+    ++rec.stats.allocator_calls_without_stack;
+  if (stack != allocator_stacks_.end()) allocator_stacks_.erase(stack);
+  ++rec.stats.allocator_calls;
   rec.samples.push_back(record);
 }
 

@@ -108,6 +108,8 @@ class EventDecoder {
   void decode_memory(const Header& h, const void* data, size_t size, Recording& rec);
   // The stack of the waking decoded just before on that CPU (same time).
   void decode_waker_stack(const Header& h, RawStackId stack, Recording& rec);
+  // record --allocations: a sampled allocator call, whose stack came just before it.
+  void decode_allocation(const Header& h, const void* data, size_t size, Recording& rec);
   void decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size,
                         Recording& rec);
   void add_switch_out(const Header& h, CpuTimeNs cpu_time, RawStackId stack, uint32_t state,
@@ -133,6 +135,12 @@ class EventDecoder {
   std::optional<StackCopySizer> sizer_;
   // Wakings whose waker stack follows in an event of its own, by CPU.
   std::unordered_map<uint32_t, SampleRecord> wakings_awaiting_stack_;
+  struct AllocatorStack {
+    MonotonicNs time;
+    Tid tid;
+    RawStackId stack;
+  };
+  std::unordered_map<uint32_t, AllocatorStack> allocator_stacks_;  // by CPU, the last one
   // The last waker stack taken for each (waker tid, context, wakee tid): it stands for the
   // pair's wakings until the next one is taken (BPFPROF_WAKER_STACK_REUSED).
   using WakerPair = std::tuple<int32_t, uint8_t, int32_t>;

@@ -280,10 +280,8 @@ void add_memory_peaks(const RunReport& r, size_t shown, Lines& lines) {
   add(lines, "peak resident memory: %s", text.c_str());
 }
 
-// record --memory: the memory brought in (sampled page faults), and where most of it was.
-void add_memory_growth(const RunReport& r, Lines& lines) {
-  const MemoryGrowth& growth = r.profile.memory_growth;
-  if (!growth.bytes) return;
+// " 12.3 MB (45%)" for each of the stacks, after "; most at ".
+std::string top_memory_stacks(const MemoryGrowth& growth) {
   std::string text;
   for (size_t i = 0; i < growth.top_stacks.size(); ++i) {
     const auto& [stack, bytes] = growth.top_stacks[i];
@@ -292,8 +290,29 @@ void add_memory_growth(const RunReport& r, Lines& lines) {
              100.0 * static_cast<double>(bytes) / static_cast<double>(growth.bytes));
     text.append(i ? ", " : "; most at ").append(stack).append(one);
   }
+  return text;
+}
+
+// record --memory: the memory brought in (sampled page faults), and where most of it was;
+// with --allocations, the blocks allocated and those still held at the end.
+void add_memory_growth(const RunReport& r, Lines& lines) {
+  const MemoryGrowth& growth = r.profile.memory_growth;
+  if (r.profile.allocation_period) {
+    const MemoryGrowth& held = r.profile.memory_held;
+    std::string calls = std::to_string(r.profile.allocator_calls) + " calls sampled";
+    if (r.profile.allocator_calls_without_stack)
+      calls += ", " + std::to_string(r.profile.allocator_calls_without_stack) +
+               " without a stack (a sample interrupted the walk)";
+    add(lines, "allocated (malloc, calloc, realloc; one call sampled per %llu KiB): %.1f MB (%s)%s",
+        static_cast<unsigned long long>(r.profile.allocation_period >> 10),
+        static_cast<double>(growth.bytes) / 1e6, calls.c_str(), top_memory_stacks(growth).c_str());
+    add(lines, "still held at the end (allocated, not freed): %.1f MB%s",
+        static_cast<double>(held.bytes) / 1e6, top_memory_stacks(held).c_str());
+    return;
+  }
+  if (!growth.bytes) return;
   add(lines, "memory brought in (page faults, one in 64 sampled): %.1f MB%s",
-      static_cast<double>(growth.bytes) / 1e6, text.c_str());
+      static_cast<double>(growth.bytes) / 1e6, top_memory_stacks(growth).c_str());
 }
 
 // Files of other users that were not read, and why: said even when nothing else is.

@@ -229,6 +229,18 @@ enum class SampleKind : uint8_t {
   // record --memory: a page fault of the thread's user code (stack: where), standing for
   // kPageFaultSampleBytes of memory brought in there.
   kPageFault,
+  // record --allocations: a sampled call of the C allocator (`allocator_call`: what it did;
+  // stack: its caller's).
+  kAllocatorCall,
+};
+
+// What a sampled malloc, calloc, realloc or free did (bpf/allocator_probes.h): the block it
+// allocated (bytes asked for; 0: none sampled) and the sampled block it freed (0: none).
+struct AllocatorCall {
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  uint64_t freed_address = 0;
+  uint64_t freed_bytes = 0;
 };
 
 // What woke a thread: another thread, or an interrupt (values as in bpf/events.h).
@@ -268,7 +280,8 @@ struct SampleRecord {
   // kSwitchOut: no stack was taken (one was, less than an interval ago); the thread's last
   // off-CPU stack stands for this wait.
   bool reuses_last_stack = false;
-  WakerId waker{};  // kWaking: who (in Recording::wakers); `stack` is theirs
+  WakerId waker{};                 // kWaking: who (in Recording::wakers); `stack` is theirs
+  AllocatorCall allocator_call{};  // kAllocatorCall
 };
 
 // Who woke the tracked threads (see userspace/capture/event_decoder.h).
@@ -361,6 +374,10 @@ struct RecordingStats {
   // kernel's walks fell back for.
   std::unordered_map<Pid, uint64_t> stack_copies_by_process;
   uint64_t sample_event_bytes = 0;  // ring-buffer bytes of every timer sample
+  // record --allocations: the sampled allocator calls, and those whose caller's stack was not
+  // taken (a sample interrupted the walk).
+  uint64_t allocator_calls = 0;
+  uint64_t allocator_calls_without_stack = 0;
   // Stacks the unwinder could not finish because the copy ended (at its size) below the
   // end of the stack.
   uint64_t stacks_cut_at_copy_end = 0;
@@ -433,10 +450,13 @@ struct Recording {
   MonotonicNs end_time;
   double start_wall_clock_ms = 0;  // the wall clock at start_time, ms since the epoch
   uint32_t frequency_hz = 0;
-  std::string sampling_event{};    // "cycles" or "cpu-clock"
-  bool off_cpu = false;            // switch-out stacks and switch-in events were recorded
-  bool record_wakers = false;      // who woke each thread (with off_cpu)
-  bool record_memory = false;      // each process's resident memory over time (--memory)
+  std::string sampling_event{};  // "cycles" or "cpu-clock"
+  bool off_cpu = false;          // switch-out stacks and switch-in events were recorded
+  bool record_wakers = false;    // who woke each thread (with off_cpu)
+  bool record_memory = false;    // each process's resident memory over time (--memory)
+  // record --allocations: the C allocator's calls, one sampled per this many bytes on average
+  // (0: not recorded).
+  uint64_t allocation_period = 0;
   uint64_t wake_threshold_ns = 0;  // waits this long get a marker; 0: one interval
   CallGraph call_graph = CallGraph::kFramePointers;
   bool fixed_stack_copy_size = false;  // dwarf,SIZE given: no process got a larger copy

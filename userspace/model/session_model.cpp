@@ -2,6 +2,8 @@
 // or as the recording goes, each sample given to its thread's accounting.
 #include "userspace/model/session_model.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <utility>
 
@@ -11,6 +13,13 @@ void SessionModel::configure_for(const Recording& recording) {
   configure(recording.frequency_hz ? 1000000000ull / recording.frequency_hz : 1000000,
             recording.off_cpu);
   wake_threshold_ns_ = recording.wake_threshold_ns;
+  allocation_period_ = recording.allocation_period;
+}
+
+int64_t sampled_block_weight(uint64_t bytes, uint64_t period) {
+  if (!period || !bytes) return static_cast<int64_t>(bytes);
+  const double b = static_cast<double>(bytes);
+  return static_cast<int64_t>(std::llround(b / -std::expm1(-b / static_cast<double>(period))));
 }
 
 void SessionModel::consume(Recording& recording, MonotonicNs until) {
@@ -96,10 +105,11 @@ void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& ra
   Thread& th = thread(live_thread(sample.time, sample.pid, sample.tid));
   if (sample.kind == SampleKind::kWaking) return note_waking(th, sample, raw_stacks);
   if (sample.kind == SampleKind::kPageFault) {
-    th.allocations.push_back(
-        {sample.time, resolve(sample.pid, sample.stack, raw_stacks), kPageFaultSampleBytes});
+    th.allocations.push_back({sample.time, resolve(sample.pid, sample.stack, raw_stacks),
+                              static_cast<int64_t>(kPageFaultSampleBytes)});
     return;
   }
+  if (sample.kind == SampleKind::kAllocatorCall) return add_allocator_call(th, sample, raw_stacks);
   // Whatever comes next from a waiting thread, it runs again.
   const std::optional<ThreadWaits::EndedWait> ended = end_wait(th, sample.time);
   switch (sample.kind) {
@@ -118,8 +128,26 @@ void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& ra
       break;
     case SampleKind::kWaking:
     case SampleKind::kPageFault:
+    case SampleKind::kAllocatorCall:
       break;
   }
+}
+
+// A block freed, then one allocated (realloc does both), in that order: the front end matches
+// a free with the last block allocated at its address before it in the table, and a realloc
+// may give the same address back. The freed block weighs what it weighed when allocated, so
+// that the two rows cancel.
+void SessionModel::add_allocator_call(Thread& th, const SampleRecord& sample,
+                                      const RawStackTree& raw_stacks) {
+  const AllocatorCall& call = sample.allocator_call;
+  const StackId stack = resolve(sample.pid, sample.stack, raw_stacks);
+  if (call.freed_address)
+    th.allocations.push_back({sample.time, stack,
+                              -sampled_block_weight(call.freed_bytes, allocation_period_),
+                              call.freed_address});
+  if (call.address)
+    th.allocations.push_back(
+        {sample.time, stack, sampled_block_weight(call.bytes, allocation_period_), call.address});
 }
 
 std::vector<ThreadIndex> SessionModel::display_order() const {

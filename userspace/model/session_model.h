@@ -38,11 +38,19 @@ struct WokenWait {
 // (x86-64's; the transparent huge pages of a VMA advised so are under-counted).
 inline constexpr uint64_t kPageFaultSampleBytes = uint64_t{BPFPROF_PAGE_FAULT_PERIOD} * 4096;
 
-// Memory a thread brought in (record --memory: a page-fault sample), and where.
+// The bytes a sampled block of `bytes` stands for when one call is sampled per `period` bytes
+// on average (exponential countdowns): it was sampled with chance 1 - e^(-bytes/period).
+int64_t sampled_block_weight(uint64_t bytes, uint64_t period);
+
+// Memory a thread brought in (record --memory: a page-fault sample) or allocated and freed
+// (record --allocations: a sampled allocator call), and where.
 struct ThreadAllocation {
   MonotonicNs time;
   StackId stack;
-  uint64_t bytes = 0;
+  // Bytes brought in or allocated; a block freed (record --allocations) is negative, with the
+  // address it had.
+  int64_t bytes = 0;
+  uint64_t address = 0;  // record --allocations' blocks only
 };
 
 // A thread's identity and its samples; how the samples are made from its events is its
@@ -190,6 +198,7 @@ class SessionModel {
   // Waits, the wakings that end them and the wakers' shares (session_model_waits.cpp).
   StackId off_cpu_stack(Thread& th, const SampleRecord& switch_out, const RawStackTree& raw_stacks);
   void note_waking(Thread& th, const SampleRecord& waking, const RawStackTree& raw_stacks);
+  void add_allocator_call(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
   // The thread's wait (if one is open) ends at t: matched with the waking that ended it.
   std::optional<ThreadWaits::EndedWait> end_wait(Thread& th, MonotonicNs t);
   std::optional<ThreadAccounting::Runnable> runnable_after(
@@ -211,6 +220,7 @@ class SessionModel {
   StackResolver resolver_;
   AccountingRules rules_;
   uint64_t wake_threshold_ns_ = 0;
+  uint64_t allocation_period_ = 0;  // record --allocations
   bool wakers_by_second_ = false;
   WakerTable wakers_;
   // consume(): how much of the recording's pending events and samples is already in order.

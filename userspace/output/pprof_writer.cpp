@@ -39,7 +39,8 @@ struct SampleValues {
   int64_t count = 0;        // timer samples
   int64_t cpu_ns = 0;       // the kernel's CPU time
   int64_t off_cpu_ns = 0;   // waiting
-  int64_t alloc_bytes = 0;  // memory first touched
+  int64_t alloc_bytes = 0;  // memory first touched, or allocated
+  int64_t held_bytes = 0;   // allocated, not freed by the end
 };
 
 // What a mapping says about the code found in it.
@@ -61,7 +62,7 @@ class PprofBuilder {
 
  private:
   void add_header();
-  void add_thread_samples(const ThreadTables& thread);
+  void add_thread_samples(const ThreadTables& thread, const std::vector<bool>& held);
   void add_sample(const ThreadTables& thread, std::optional<StackIndex> stack,
                   const SampleValues& values);
   std::optional<std::string> off_cpu_state(std::optional<StackIndex> stack) const;
@@ -90,7 +91,13 @@ class PprofBuilder {
 
 pb::Profile PprofBuilder::build() {
   add_header();
-  for (const ThreadTables& thread : profile_.threads) add_thread_samples(thread);
+  std::vector<ProcessRows> lists;
+  for (const ThreadTables& thread : profile_.threads)
+    if (thread.allocations.rows()) lists.emplace_back(thread.pid, thread.allocations.rows());
+  const std::vector<std::vector<bool>> held = blocks_held(lists);
+  size_t with_rows = 0;
+  for (const ThreadTables& thread : profile_.threads)
+    add_thread_samples(thread, thread.allocations.rows() ? held[with_rows++] : std::vector<bool>{});
   add_mappings();
   return std::move(out_);
 }
@@ -104,6 +111,7 @@ void PprofBuilder::add_header() {
   value_type(out_.add_sample_type(), "cpu", "nanoseconds");
   if (settings_.off_cpu) value_type(out_.add_sample_type(), "off-cpu", "nanoseconds");
   if (settings_.memory) value_type(out_.add_sample_type(), "alloc_space", "bytes");
+  if (settings_.held) value_type(out_.add_sample_type(), "inuse_space", "bytes");
   out_.set_default_sample_type(strings_.intern("cpu"));
   value_type(out_.mutable_period_type(), "cpu", "nanoseconds");
   out_.set_period(std::llround(settings_.interval_ms * 1e6));
@@ -113,7 +121,7 @@ void PprofBuilder::add_header() {
 }
 
 // A thread's samples summed by stack: pprof has no time axis.
-void PprofBuilder::add_thread_samples(const ThreadTables& thread) {
+void PprofBuilder::add_thread_samples(const ThreadTables& thread, const std::vector<bool>& held) {
   std::map<uint32_t, SampleValues> by_stack;
   const double interval_ns = settings_.interval_ms * 1e6;
   for (size_t i = 0; i < thread.samples.size(); ++i) {
@@ -127,7 +135,10 @@ void PprofBuilder::add_thread_samples(const ThreadTables& thread) {
   }
   for (size_t i = 0; i < thread.allocations.size(); ++i) {
     const AllocationsTable::Allocation a = thread.allocations.row(i);
-    by_stack[a.stack ? a.stack->value : kEmptyStack].alloc_bytes += static_cast<int64_t>(a.bytes);
+    if (a.bytes <= 0) continue;  // a free: a block's end, not memory
+    SampleValues& v = by_stack[a.stack ? a.stack->value : kEmptyStack];
+    v.alloc_bytes += a.bytes;
+    if (i < held.size() && held[i]) v.held_bytes += a.bytes;
   }
   for (const auto& [stack, values] : by_stack) {
     if (values.count == 0 && values.cpu_ns == 0 && values.off_cpu_ns == 0 &&
@@ -158,6 +169,7 @@ void PprofBuilder::add_sample(const ThreadTables& thread, std::optional<StackInd
   sample->add_value(values.cpu_ns);
   if (settings_.off_cpu) sample->add_value(values.off_cpu_ns);
   if (settings_.memory) sample->add_value(values.alloc_bytes);
+  if (settings_.held) sample->add_value(values.held_bytes);
   auto number = [&](const char* key, int64_t value) {
     pb::Label* label = sample->add_label();
     label->set_key(strings_.intern(key));

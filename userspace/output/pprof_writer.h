@@ -18,12 +18,14 @@ struct PprofSettings {
   double interval_ms = 1;  // the sampling interval: off-CPU weights are in its units
   bool off_cpu = false;    // off-CPU waits were recorded: an off-cpu/nanoseconds value
   bool memory = false;     // record --memory: an alloc_space/bytes value
+  bool held = false;       // record --allocations: an inuse_space/bytes value too
   std::string comment;     // shown by pprof as is (sampling event, frequency)
 };
 
 // Sample types: samples/count (timer samples), cpu/nanoseconds (the kernel's CPU time of the
 // thread), with off_cpu off-cpu/nanoseconds (how long the thread waited), with memory
-// alloc_space/bytes (memory first touched, as go tool pprof names it). One sample per
+// alloc_space/bytes (memory first touched or allocated, as go tool pprof names it), with held
+// inuse_space/bytes (the sampled blocks not freed by the end). One sample per
 // thread and stack with the labels pid, tid, process_name, thread_name and, for a wait,
 // off_cpu_state. Each library is a mapping (file, build-id) whose addresses are the
 // library-relative ones laid out from memory_start: address - memory_start + file_offset is

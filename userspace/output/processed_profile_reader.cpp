@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <istream>
@@ -288,21 +289,28 @@ void TableReader::read_samples(const json& samples, ThreadTables& out) {
   out.samples = SamplesTable(rows_out, stack_of_, MonotonicNs{0});
 }
 
-// record --memory's rows (the unbalanced form: time, stack, bytes).
+// record --memory's rows (the unbalanced form: time, stack, bytes) and --allocations' (the
+// balanced form: with each block's address; frees negative).
 void TableReader::read_allocations(const json& allocations, ThreadTables& out) {
   const json& stacks = column(allocations, "stack");
   const size_t rows = stacks.size();
   const json& times = column(allocations, "time", rows);
   const json& bytes = column(allocations, "weight", rows);
+  const bool balanced = allocations.contains("memoryAddress");
+  const json* addresses = balanced ? &column(allocations, "memoryAddress", rows) : nullptr;
   std::vector<ThreadAllocation>& rows_out = out_.allocations.emplace_back();
   for (size_t i = 0; i < rows; ++i) {
     const std::optional<uint32_t> stack =
         index_at(stacks, i, stack_of_->size(), "allocation stack");
+    const double weight = number_at(bytes, i, 0);
+    const auto magnitude = static_cast<int64_t>(clamped(std::fabs(weight), 0x1p62));
     rows_out.push_back({MonotonicNs{clamped(number_at(times, i, 0) * 1e6, 0x1p63)},
-                        stack.value_or(UINT32_MAX), clamped(number_at(bytes, i, 0), 0x1p62)});
+                        stack.value_or(UINT32_MAX), weight < 0 ? -magnitude : magnitude,
+                        addresses ? clamped(number_at(*addresses, i, 0), 0x1p63) : 0});
   }
   out.allocations = AllocationsTable(rows_out, stack_of_, MonotonicNs{0});
   out_.settings.memory = out_.settings.memory || rows > 0;
+  out_.settings.held = out_.settings.held || (balanced && rows > 0);
 }
 
 void read_settings(const json& meta, ReadProfile& out) {

@@ -123,6 +123,12 @@ BuiltProfile ProfileBuilder::build() {
   for (const Thread* th : threads) out_.threads.push_back(build_thread(*th, wakers));
   out_.summary.top_self_functions = top_self_functions(written(threads), 10);
   if (recording_.record_memory) out_.summary.memory_growth = memory_growth(written(threads), 3);
+  if (recording_.allocation_period) {
+    out_.summary.memory_held = memory_held(written(threads), 3);
+    out_.summary.allocation_period = recording_.allocation_period;
+    out_.summary.allocator_calls = recording_.stats.allocator_calls;
+    out_.summary.allocator_calls_without_stack = recording_.stats.allocator_calls_without_stack;
+  }
   if (options_.embed_sources)
     out_.summary.embedded_sources = embed_sources(out_.shared, source_weights(written(threads)));
   out_.summary.top_wakers = wakers.top_wakers(threads);

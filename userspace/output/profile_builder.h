@@ -51,6 +51,12 @@ struct ProfileSummary {
   };
   std::vector<MemoryPeak> memory_peaks;
   MemoryGrowth memory_growth;  // record --memory: what page-fault samples found
+  // record --allocations: memory_growth is the blocks allocated; these, those still held at
+  // the end. The mean bytes between sampled calls.
+  MemoryGrowth memory_held;
+  uint64_t allocation_period = 0;
+  uint64_t allocator_calls = 0;  // sampled, and of those without their caller's stack
+  uint64_t allocator_calls_without_stack = 0;
 };
 
 // One entry of `threads`: what the thread object says besides its tables.

@@ -164,7 +164,7 @@ void write_thread(JsonWriter& w, const ThreadTables& thread) {
                                                : thread.process_name);
   write_process_context(w, thread.context);
   thread.samples.write_json(w);
-  thread.allocations.write_json(w);
+  thread.allocations.write_json(w, thread.tid);
   thread.markers.write_json(w);
   w.end_object();
 }
@@ -193,6 +193,7 @@ PprofSettings pprof_settings(const Recording& recording) {
   settings.interval_ms = 1000.0 / recording.frequency_hz;
   settings.off_cpu = recording.off_cpu;
   settings.memory = recording.record_memory;
+  settings.held = recording.allocation_period != 0;
   settings.comment = "bpfprof: " + recording.sampling_event + " at " +
                      std::to_string(recording.frequency_hz) + " Hz";
   return settings;

@@ -1,5 +1,7 @@
 #include "userspace/output/run_figures.h"
 
+#include "userspace/output/allocations_table.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -159,15 +161,23 @@ std::string innermost_functions(const SharedTables& t, StackIndex stack, size_t 
 
 }  // namespace
 
-MemoryGrowth memory_growth(const WrittenStacks& written, size_t count) {
+namespace {
+
+// The rows `keep` keeps, summed, by the innermost functions of their stacks.
+template <typename Keep>
+MemoryGrowth rows_by_stack(const WrittenStacks& written, size_t count, Keep keep) {
   MemoryGrowth growth;
   std::unordered_map<uint32_t, uint64_t> by_stack;  // by output stack
-  for (const Thread* th : written.threads)
-    for (const ThreadAllocation& a : th->allocations) {
-      growth.bytes += a.bytes;
+  for (size_t t = 0; t < written.threads.size(); ++t) {
+    const std::vector<ThreadAllocation>& rows = written.threads[t]->allocations;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const ThreadAllocation& a = rows[i];
+      if (a.bytes <= 0 || !keep(t, i)) continue;
+      growth.bytes += static_cast<uint64_t>(a.bytes);
       if (a.stack != ResolvedStackTree::kRoot)
-        by_stack[written.output_stack_of[a.stack].value] += a.bytes;
+        by_stack[written.output_stack_of[a.stack].value] += static_cast<uint64_t>(a.bytes);
     }
+  }
   // Stacks that differ only further out (two call sites of one function) are one entry.
   constexpr size_t kNamedFrames = 3;
   std::map<std::string, uint64_t> by_name;
@@ -178,6 +188,20 @@ MemoryGrowth memory_growth(const WrittenStacks& written, size_t count) {
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   if (growth.top_stacks.size() > count) growth.top_stacks.resize(count);
   return growth;
+}
+
+}  // namespace
+
+MemoryGrowth memory_growth(const WrittenStacks& written, size_t count) {
+  return rows_by_stack(written, count, [](size_t, size_t) { return true; });
+}
+
+MemoryGrowth memory_held(const WrittenStacks& written, size_t count) {
+  std::vector<ProcessRows> lists;
+  for (const Thread* th : written.threads)
+    lists.emplace_back(written.model.processes()[th->process.value].pid, &th->allocations);
+  const std::vector<std::vector<bool>> held = blocks_held(lists);
+  return rows_by_stack(written, count, [&](size_t t, size_t i) { return held[t][i]; });
 }
 
 std::vector<double> source_weights(const WrittenStacks& written) {

@@ -68,13 +68,17 @@ std::vector<std::pair<std::string, double>> top_self_functions(const WrittenStac
 // that the files of the hot functions and of their callers come first.
 std::vector<double> source_weights(const WrittenStacks& written);
 
-// record --memory: the memory the threads first touched (their page-fault samples), and the
-// stacks that touched most, heaviest first (at most `count`), each named by its innermost
-// functions, innermost first ("memset < grow < main").
+// record --memory: the memory the threads first touched (their page-fault samples), or with
+// --allocations the blocks they allocated; and the stacks that did most, heaviest first (at
+// most `count`), each named by its innermost functions, innermost first ("memset < grow <
+// main").
 struct MemoryGrowth {
   uint64_t bytes = 0;
   std::vector<std::pair<std::string, uint64_t>> top_stacks;
 };
 MemoryGrowth memory_growth(const WrittenStacks& written, size_t count);
+// record --allocations: the sampled blocks still held at the end, and where they were
+// allocated.
+MemoryGrowth memory_held(const WrittenStacks& written, size_t count);
 
 }  // namespace bpfprof

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "symbols/dwarf/unwind_table_cache.h"
+#include "symbols/util/read_file.h"
+#include "symbols/util/text.h"
 #include "userspace/capture/process_contexts.h"
 #include "userspace/model/clocks.h"
 #include "userspace/model/session_model.h"
@@ -21,6 +23,18 @@
 namespace bpfprof {
 
 namespace {
+
+// The C library bpfprof runs on, by its path in /proc/self/maps: the file the programs it
+// records map too (a container's own libc is another file, not probed).
+std::string own_libc_path() {
+  const auto maps = read_entire_file("/proc/self/maps");
+  for (std::string_view line : split(maps.value_or(""), '\n')) {
+    const size_t path = line.find('/');
+    if (path != std::string_view::npos && line.ends_with("/libc.so.6"))
+      return std::string(line.substr(path));
+  }
+  throw std::runtime_error("--allocations: cannot find the C library in /proc/self/maps");
+}
 
 constexpr int kReaderNiceBoost = 5;
 
@@ -61,7 +75,8 @@ Recording recording_for(const RecordOptions& options) {
   recording.frequency_hz = options.frequency_hz;
   recording.off_cpu = options.off_cpu.value_or(!options.system_wide);
   recording.record_wakers = recording.off_cpu && options.wakers;
-  recording.record_memory = options.memory;
+  recording.record_memory = options.memory || options.allocation_period;
+  recording.allocation_period = options.allocation_period;
   recording.recorder_context = read_process_context(Pid{getpid()}).value_or(ProcessContext{});
   if (options.wake_threshold_ms)
     recording.wake_threshold_ns = static_cast<uint64_t>(*options.wake_threshold_ms * 1e6);
@@ -106,6 +121,7 @@ BpfPrograms::Config bpf_config(const RecordOptions& options, const Recording& re
           options.system_wide ? kSystemWideUnwindInitialRows : kUnwindInitialRows,
       .record_wakers = recording.record_wakers,
       .record_memory = recording.record_memory,
+      .allocation_period = recording.allocation_period,
       .max_tracked_processes = options.max_processes,
       .cgroup_filters = static_cast<uint32_t>(options.cgroup_paths.size())};
 }
@@ -156,7 +172,10 @@ void CollectLoop::start_sampling() {
   bpf_->attach_lifecycle();
   sampling_ = open_sampling_events(options_.frequency_hz, cpus);
   recording_.sampling_event = sampling_.event_name;
-  if (recording_.record_memory) open_page_fault_events(cpus, sampling_);
+  // Page faults say where memory grows; with --allocations, the allocator's calls say it.
+  if (recording_.record_memory && !recording_.allocation_period)
+    open_page_fault_events(cpus, sampling_);
+  if (recording_.allocation_period) bpf_->attach_allocator_probes(own_libc_path());
   // -p and -a: once their processes are known (start_targets). Sampled while /proc is read and
   // tables are loaded, a busy machine's samples would all fall back to stack copies that fill
   // the ring while it is not read, and events would be lost.

@@ -14,6 +14,9 @@
 
 namespace bpfprof {
 
+// --allocations' mean bytes between two sampled allocator calls, as Go's heap profile.
+inline constexpr uint64_t kDefaultAllocationPeriod = 512 * 1024;
+
 struct RecordOptions {
   uint32_t frequency_hz = 1000;
   std::string output_path = "profile.json.gz";
@@ -38,6 +41,9 @@ struct RecordOptions {
   std::optional<double> wake_threshold_ms;
   // --memory: each process's resident memory over time, from the kernel's own counters.
   bool memory = false;
+  // --allocations: the C allocator's calls, one sampled per this many bytes on average (0:
+  // not recorded); with the memory track, in place of --memory's page faults.
+  uint64_t allocation_period = 0;
   std::vector<std::string> symbol_dirs;  // --symbol-dir: more places to look for debug files
   // --call-graph: how user stacks are taken.
   CallGraph call_graph = CallGraph::kDwarf;

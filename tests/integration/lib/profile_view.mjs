@@ -104,7 +104,8 @@ export class ProfileView {
     assert.equal(a.weightType, 'bytes');
     const out = [];
     for (let i = 0; i < a.length; i++)
-      out.push({ frames: this.frames(a.stack[i]), bytes: a.weight[i], time: a.time[i] });
+      out.push({ frames: this.frames(a.stack[i]), bytes: a.weight[i], time: a.time[i],
+                 address: a.memoryAddress?.[i], threadId: a.threadId?.[i] });
     return out;
   }
 

@@ -1,0 +1,40 @@
+#include "userspace/capture/allocator_probe_sites.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "symbols/elf/elf_file.h"
+
+namespace bpfprof {
+
+uint64_t offset_past_null_check(std::span<const uint8_t> code) {
+  constexpr uint8_t kTestRdiRdi[] = {0x48, 0x85, 0xff};
+  if (code.size() < 3 || !std::equal(kTestRdiRdi, kTestRdiRdi + 3, code.begin())) return 0;
+  size_t at = 3;
+  if (code.size() > at + 1 && code[at] == 0x74)  // je rel8
+    at += 2;
+  else if (code.size() > at + 5 && code[at] == 0x0f && code[at + 1] == 0x84)  // je rel32
+    at += 6;
+  else
+    return 0;
+  const bool push = code.size() > at && code[at] >= 0x50 && code[at] <= 0x57;
+  const bool push_r8_r15 =
+      code.size() > at + 1 && code[at] == 0x41 && code[at + 1] >= 0x50 && code[at + 1] <= 0x57;
+  return push || push_r8_r15 ? at : 0;
+}
+
+uint64_t probe_offset_past_null_check(const std::string& path, const std::string& function) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  uint64_t offset = 0;
+  const auto symbols = read_dynamic_symbols(fd, {function});
+  if (const auto it = symbols.find(function); it != symbols.end() && it->second.defined)
+    offset = offset_past_null_check(read_code_bytes(fd, it->second.address, 16));
+  close(fd);
+  return offset;
+}
+
+}  // namespace bpfprof
