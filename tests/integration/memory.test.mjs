@@ -10,6 +10,7 @@
 // --allocations: alloc_leak's leak is the memory still held at the end, under leak_one, in the
 // front end's retained memory, the summary and pprof's inuse_space.
 import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
@@ -212,6 +213,36 @@ describe('record --memory', () => {
     assert.ok(Math.abs(leak - leaked) <= 0.02 * leaked, `leak_one ${leak} B in inuse_space:\n${[...inuse]}`);
     assert.ok(!inuse.get('churn') || parseFloat(inuse.get('churn').flat) < 0.02 * leaked, 'churn in inuse_space');
     assert.ok(churn > leaked, `churn ${churn} B in alloc_space`);
+  });
+
+  // Bad input: the command is killed by its cgroup's OOM killer halfway through its growth. The
+  // profile keeps what it grew, up to the kill; bpfprof exits as the command did (SIGKILL: 137).
+  it('keeps an OOM-killed command\'s growth up to its kill', async (t) => {
+    if (!requireRecorder(t)) return;
+    const v1 = '/sys/fs/cgroup/memory';
+    const root = existsSync(`${v1}/memory.limit_in_bytes`) ? v1 : '/sys/fs/cgroup';
+    const group = join(root, `bpfprof-oom-${process.pid}`);
+    mkdirSync(group, { recursive: true });
+    try {
+      writeFileSync(join(group, root === v1 ? 'memory.limit_in_bytes' : 'memory.max'), String(100 << 20));
+      const file = join(RESULTS_DIR, 'memory_oom.json.gz');
+      const result = await run(BPFPROF, ['record', '--memory', '-o', file, '--', 'sh', '-c',
+                                         `echo $$ > ${group}/cgroup.procs; exec "$0" 1500`, fixturePath('memory_grow')]);
+      t.diagnostic(result.stderr.split('\n').filter((l) => /peak|brought|killed|signal|exit/.test(l)).join('\n'));
+      assert.equal(result.signal, null);
+      const profile = readProfile(file);
+      const pid = fixturePid(profile);
+      const peak = Math.max(...memorySeries(profile, pid).points.map((p) => p.bytes));
+      const view = new ProfileView(profile);
+      const grown = view.threads.filter((th) => th.pid.split('.')[0] === pid).flatMap((th) => view.allocations(th))
+        .filter((r) => r.frames.some((f) => f.name === 'touch_block')).reduce((sum, r) => sum + r.bytes, 0);
+      t.diagnostic(`killed at its limit: peak ${(peak / MB).toFixed(1)} MB, ${(grown / MB).toFixed(1)} MB under touch_block`);
+      assert.ok(peak >= 90 * MB && peak <= 110 * MB, `peak ${peak / MB} MB under a 104.9 MB limit`);
+      assert.ok(grown >= 0.8 * peak, `only ${grown / MB} MB of growth kept`);
+      assert.equal(result.code, 128 + 9, 'the command\'s SIGKILL');
+    } finally {
+      rmdirSync(group);
+    }
   });
 
   it('writes no memory track without --memory', async (t) => {
