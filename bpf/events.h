@@ -49,10 +49,10 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_SWITCH_IN = 6, /* a thread that left the CPU runs again (just the header) */
   /* A tracked thread is woken (sched_waking): who woke it (bpfprof_waking_event). */
   BPFPROF_EVENT_WAKING = 7,
-  /* record --allocations: a sampled allocator call (bpfprof_allocation_event). */
-  BPFPROF_EVENT_ALLOCATION = 8,
   /* record --memory: a process's resident memory changed (bpfprof_memory_event). */
   BPFPROF_EVENT_MEMORY = 32,
+  /* record --allocations: a sampled allocator call (bpfprof_allocation_event). */
+  BPFPROF_EVENT_ALLOCATION = 33,
 /* A runtime's frames (bpf/runtime_list.h): BPFPROF_EVENT_<ID>_STACK. */
 #define BPFPROF_RUNTIME_EVENT_KIND(ID, id, Kind, language, colour, event) \
   BPFPROF_EVENT_##ID##_STACK = event,

@@ -319,6 +319,13 @@ void EventDecoder::decode_waker_stack(const Header& h, RawStackId stack, Recordi
 
 // A sampled allocator call: its stack came just before from the same CPU, unless a sample
 // interrupted the walk (the block is kept, without a stack).
+// The runtimes' event kinds (bpf/runtime_list.h: 8 to 31) are none of the fixed ones.
+#define BPFPROF_KIND_APART(ID, id, Kind, language, colour, event)               \
+  static_assert(event > BPFPROF_EVENT_WAKING && event < BPFPROF_EVENT_MEMORY && \
+                event != BPFPROF_EVENT_ALLOCATION);
+BPFPROF_RUNTIME_LIST(BPFPROF_KIND_APART)
+#undef BPFPROF_KIND_APART
+
 void EventDecoder::decode_allocation(const Header& h, const void* data, size_t size,
                                      Recording& rec) {
   if (size < sizeof(bpfprof_allocation_event)) return;
