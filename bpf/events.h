@@ -270,9 +270,8 @@ struct bpfprof_comm_event {
 
 /* record --allocations (BPFPROF_EVENT_ALLOCATION): sent just after the stack event
  * (BPFPROF_CONTEXT_ALLOCATION) of the call, with the same cpu, time and thread (or alone, when
- * the walk was interrupted). A block it
- * allocated (`address`, the `bytes` asked for; 0 if none was sampled) and a sampled block it
- * freed (free's, or realloc's old one; 0 if none). */
+ * the walk was interrupted). A block it allocated (`address`, the `bytes` asked for; 0 if none
+ * was sampled) and a sampled block it freed (free's, or realloc's old one; 0 if none). */
 struct bpfprof_allocation_event {
   struct bpfprof_event_header header;
   __u64 address;

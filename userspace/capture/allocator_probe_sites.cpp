@@ -1,12 +1,12 @@
 #include "userspace/capture/allocator_probe_sites.h"
 
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/unique_handle.h"
 
 namespace bpfprof {
 
@@ -27,14 +27,12 @@ uint64_t offset_past_null_check(std::span<const uint8_t> code) {
 }
 
 uint64_t probe_offset_past_null_check(const std::string& path, const std::string& function) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  uint64_t offset = 0;
-  const auto symbols = read_dynamic_symbols(fd, {function});
-  if (const auto it = symbols.find(function); it != symbols.end() && it->second.defined)
-    offset = offset_past_null_check(read_code_bytes(fd, it->second.address, 16));
-  close(fd);
-  return offset;
+  const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return 0;
+  const auto symbols = read_dynamic_symbols(fd.get(), {function});
+  const auto it = symbols.find(function);
+  if (it == symbols.end() || !it->second.defined) return 0;
+  return offset_past_null_check(read_code_bytes(fd.get(), it->second.address, 16));
 }
 
 }  // namespace bpfprof
