@@ -18,12 +18,6 @@
 #include "bpf/maps.h"
 #include "bpf/stack_events.h"
 
-static __always_inline __s64 next_allocation_countdown(void) {
-  const __u32 quantile =
-      allocation_quantiles[bpf_get_prandom_u32() & (BPFPROF_ALLOCATION_QUANTILES - 1)];
-  return (__s64)((allocation_period * quantile) >> 10) + 1;
-}
-
 static __always_inline __u64 bytes_requested(struct pt_regs* ctx, __u64 call) {
   if (call == BPFPROF_ALLOCATOR_CALLOC) return PT_REGS_PARM1(ctx) * PT_REGS_PARM2(ctx);
   if (call == BPFPROF_ALLOCATOR_REALLOC) return PT_REGS_PARM2(ctx);
@@ -33,7 +27,7 @@ static __always_inline __u64 bytes_requested(struct pt_regs* ctx, __u64 call) {
 static __always_inline struct allocating_thread* allocating_thread_of(__u32 tid) {
   struct allocating_thread* t = bpf_map_lookup_elem(&allocating_threads, &tid);
   if (t) return t;
-  struct allocating_thread fresh = {.countdown = next_allocation_countdown()};
+  struct allocating_thread fresh = {.countdown = next_byte_countdown(allocation_period)};
   bpf_map_update_elem(&allocating_threads, &tid, &fresh, BPF_NOEXIST);
   return bpf_map_lookup_elem(&allocating_threads, &tid);
 }
@@ -60,7 +54,7 @@ int on_allocator_entry(struct pt_regs* ctx) {
   const __u64 bytes = bytes_requested(ctx, call);
   t->countdown -= (__s64)bytes;
   if (t->countdown > 0) return 0;
-  t->countdown = next_allocation_countdown();
+  t->countdown = next_byte_countdown(allocation_period);
   t->bytes = bytes ? bytes : 1;
   return 0;
 }
@@ -108,14 +102,7 @@ int on_allocator_call(struct pt_regs* ctx) {
   if (tracked_state(tgid) != BPFPROF_TRACKED) return 0;
   struct bpfprof_allocation_event e = {0};
   if (!allocation_done(ctx, bpf_get_attach_cookie(ctx), tgid, (__u32)id, &e)) return 0;
-  /* The stack first: a walk that a sample interrupted sends none, and the event after it still
-   * says what happened to the block. */
-  struct bpfprof_stack_event_head head;
-  stack_head(&head, bpf_get_current_task_btf(), BPFPROF_CONTEXT_ALLOCATION, 0, 0);
-  send_stack(ctx, &head, TRACEPOINT_SLOT, true, false, true);
-  e.header = head.header;
-  e.header.kind = BPFPROF_EVENT_ALLOCATION;
-  send_event(&e, sizeof(e), sizeof(e), tgid);
+  send_sampled_call(ctx, &e, sizeof(e), BPFPROF_CONTEXT_ALLOCATION, BPFPROF_EVENT_ALLOCATION, tgid);
   return 0;
 }
 

@@ -53,6 +53,8 @@ enum bpfprof_event_kind {
   BPFPROF_EVENT_MEMORY = 32,
   /* record --allocations: a sampled allocator call (bpfprof_allocation_event). */
   BPFPROF_EVENT_ALLOCATION = 33,
+  /* record --memory: a sampled change of the address space (bpfprof_address_space_event). */
+  BPFPROF_EVENT_ADDRESS_SPACE = 34,
 /* A runtime's frames (bpf/runtime_list.h): BPFPROF_EVENT_<ID>_STACK. */
 #define BPFPROF_RUNTIME_EVENT_KIND(ID, id, Kind, language, colour, event) \
   BPFPROF_EVENT_##ID##_STACK = event,
@@ -84,6 +86,17 @@ enum bpfprof_stack_context {
   /* record --allocations: a sampled malloc, calloc or realloc returned, or a sampled block
    * was freed; the bpfprof_allocation_event after it (same cpu and time) says which. */
   BPFPROF_CONTEXT_ALLOCATION = 5,
+  /* record --memory: a sampled mmap, munmap, brk or mremap returned; the
+   * bpfprof_address_space_event after it (same cpu and time) says what it did. */
+  BPFPROF_CONTEXT_ADDRESS_SPACE = 6,
+};
+
+/* The system calls that grow or shrink an address space, as record --memory samples them. */
+enum bpfprof_address_space_call {
+  BPFPROF_ADDRESS_SPACE_MMAP = 1,
+  BPFPROF_ADDRESS_SPACE_MUNMAP = 2,
+  BPFPROF_ADDRESS_SPACE_BRK = 3,
+  BPFPROF_ADDRESS_SPACE_MREMAP = 4,
 };
 
 /* The allocator calls the uprobes of record --allocations see (their bpf cookie). */
@@ -94,10 +107,13 @@ enum bpfprof_allocator_call {
   BPFPROF_ALLOCATOR_FREE = 4,
 };
 
-/* The allocation sampling's countdowns are the mean interval (allocation_period bytes) times
- * one of these, in 1/1024ths: an exponential distribution's quantiles, so that a byte is
- * sampled with the same chance wherever it lies (as tcmalloc and Go sample). */
+/* The byte sampling's countdowns (--allocations', --memory's address-space calls) are the
+ * mean interval times one of these, in 1/1024ths: an exponential distribution's quantiles. */
 #define BPFPROF_ALLOCATION_QUANTILES 256
+
+/* record --memory: the mean bytes by which an address space grows or shrinks between two
+ * sampled system calls that change it (the countdowns drawn as the allocations' are). */
+#define BPFPROF_ADDRESS_SPACE_PERIOD (1024 * 1024)
 
 /* The page faults a page-fault sample stands for: the kernel's page-fault software event
  * calls the program at every this many faults of user code on a CPU (a walk costs some 3 us,
@@ -278,6 +294,19 @@ struct bpfprof_allocation_event {
   __u64 bytes;
   __u64 freed_address;
   __u64 freed_bytes;
+};
+
+/* record --memory (BPFPROF_EVENT_ADDRESS_SPACE): sent just after the stack event
+ * (BPFPROF_CONTEXT_ADDRESS_SPACE) of a sampled system call that changed the address space,
+ * with the same cpu, time and thread (or alone, when the walk was interrupted): where
+ * (`address`: the mapping's start, the unmapped range's, the heap's end before a brk) and
+ * by how much it grew (`change` > 0) or shrank. */
+struct bpfprof_address_space_event {
+  struct bpfprof_event_header header;
+  __u64 address;
+  __s64 change;
+  __u32 call; /* enum bpfprof_address_space_call */
+  __u32 reserved;
 };
 
 #endif

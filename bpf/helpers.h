@@ -81,6 +81,15 @@ static __always_inline void send_event(void* e, __u64 size, __u64 max_size, __u3
   if (bpf_ringbuf_output(&events, e, size, submit_flags())) count_lost_for(tgid);
 }
 
+/* A countdown of bytes to the next sampled call, for a mean of `period` bytes between two:
+ * drawn from an exponential distribution, so that a byte is sampled with the same chance
+ * wherever it lies (as tcmalloc and Go sample). */
+static __always_inline __s64 next_byte_countdown(__u64 period) {
+  const __u32 quantile =
+      allocation_quantiles[bpf_get_prandom_u32() & (BPFPROF_ALLOCATION_QUANTILES - 1)];
+  return (__s64)((period * quantile) >> 10) + 1;
+}
+
 static __always_inline __u64 lifecycle_submit_flags(void) {
   return bpf_ringbuf_query(&lifecycle_events, BPF_RB_AVAIL_DATA) > 256 * 1024 ? BPF_RB_FORCE_WAKEUP
                                                                               : BPF_RB_NO_WAKEUP;

@@ -435,4 +435,21 @@ struct {
   __type(value, __u64);
 } sampled_blocks SEC(".maps");
 
+/* record --memory: each thread's countdown of address-space bytes to its next sampled system
+ * call, and the call in progress (from its entry to its exit). */
+struct address_space_call {
+  __s64 countdown;
+  __u64 length;     /* mmap's, munmap's; mremap's new length */
+  __u64 address;    /* munmap's and mremap's range; brk: the heap's end at the entry */
+  __u64 old_length; /* mremap */
+  __u32 call;       /* enum bpfprof_address_space_call; 0: none in progress */
+  __u32 reserved;
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, struct address_space_call);
+} address_space_calls SEC(".maps");
+
 #endif

@@ -21,6 +21,7 @@
 #include "bpf/knobs.h"
 #include "bpf/maps.h"
 
+#include "bpf/address_space_probes.h"
 #include "bpf/allocator_probes.h"
 #include "bpf/cgroup_filter.h"
 #include "bpf/helpers.h"

@@ -152,4 +152,20 @@ static __noinline void send_exec_stack(void* ctx, struct task_struct* task, __u8
   send_frames(ctx, e, slot, true, false);
 }
 
+/* A call a preemptible program sampled (an allocator's, an address-space system call's): the
+ * caller's stacks in the tracepoints' slot, then the event `e` of `size` bytes (its header
+ * first) saying what the call did, with the stack event's cpu, time and thread. The stack goes
+ * first: a walk that was interrupted sends none, and the event after it still says what
+ * happened. */
+static __always_inline void send_sampled_call(void* ctx, void* e, __u64 size, __u8 context,
+                                              __u32 kind, __u32 tgid) {
+  struct bpfprof_stack_event_head head;
+  stack_head(&head, bpf_get_current_task_btf(), context, 0, 0);
+  send_stack(ctx, &head, TRACEPOINT_SLOT, true, false, true);
+  struct bpfprof_event_header* header = e;
+  *header = head.header;
+  header->kind = kind;
+  send_event(e, size, size, tgid);
+}
+
 #endif

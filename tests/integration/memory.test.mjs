@@ -9,6 +9,9 @@
 // grow_heap, as the summary and go tool pprof's alloc_space say too; -p and -a find it too.
 // --allocations: alloc_leak's leak is the memory still held at the end, under leak_one, in the
 // front end's retained memory, the summary and pprof's inuse_space.
+// Where the address space grows: memory_grow's mmaps, munmaps and brks as markers with their
+// stacks, in the summary and in pprof's mapped_space; memory_edges' sparse 1 TiB reservation and
+// its children that exit while they are read leave the recorder bounded and the growth whole.
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -74,6 +77,45 @@ function checkGrowth(t, rec) {
   assert.ok(line && /most at touch_block < grow_heap < main \d+\.\d MB/.test(line), `summary: ${line}`);
 }
 
+// memory_grow's address space: its 30 blocks of 8 MiB are malloc's own mappings (mmap, then
+// munmap in free_heap); the 10 it keeps come from the heap (brk), malloc's threshold having
+// risen past 8 MiB when the first were freed. Each call is sampled by bytes (one per MiB on
+// average): a call of 8 MiB all but always, standing for its size.
+const BLOCK_MAPPING = 8 * 1024 * 1024 + 4096;
+
+function checkAddressSpace(t, rec) {
+  const view = new ProfileView(rec.profile);
+  const pid = fixturePid(rec.profile);
+  const changes = view.threads.filter((th) => th.pid.split('.')[0] === pid).flatMap((th) => view.addressSpaceChanges(th));
+  // glibc's malloc and free as its symbols name them (__GI___libc_malloc).
+  const names = (c) => c.frames.map((f) => f.name.replace(/^__GI___libc_/, ''));
+  const sum = (list) => list.reduce((s, c) => s + c.sampledBytes, 0);
+  const blocks = changes.filter((c) => c.call === 'mmap' && c.change === BLOCK_MAPPING);
+  const blocksUnderGrow = blocks.filter((c) => inOrder(names(c), ['main', 'grow_heap', 'malloc']));
+  const unmapped = changes.filter((c) => c.call === 'munmap' && inOrder(names(c), ['main', 'free_heap', 'free']));
+  const heap = changes.filter((c) => c.call === 'brk' && c.change > 0 && inOrder(names(c), ['main', 'grow_heap', 'malloc']));
+  const metrics = {
+    markers: changes.length, blockMmaps: blocks.length, underGrowHeap: blocksUnderGrow.length,
+    unmappedMB: -sum(unmapped) / MB, heapGrownMB: sum(heap) / MB,
+  };
+  saveMetrics('memory_address_space', metrics);
+  t.diagnostic(`address-space markers: ${changes.length}; ${blocks.length} mmaps of a block (` +
+               `${blocksUnderGrow.length} under main > grow_heap > malloc), munmap under free_heap ` +
+               `${metrics.unmappedMB.toFixed(1)} MB, brk under grow_heap ${metrics.heapGrownMB.toFixed(1)} MB`);
+  assert.ok(changes.every((c) => c.frames.length > 0 && c.sampledBytes !== 0 && Math.sign(c.change) === Math.sign(c.sampledBytes)),
+            'an address-space marker without a stack, or with a sign that disagrees');
+  // P(an 8 MiB call unsampled) = e^-8: all 30, or 29 at worst.
+  assert.ok(blocks.length >= 29 && blocks.length <= 30, `${blocks.length} block mmaps sampled`);
+  assert.equal(blocksUnderGrow.length, blocks.length, 'a block\'s mmap not under main > grow_heap > malloc');
+  const freed = 30 * BLOCK_MAPPING;
+  assert.ok(Math.abs(-sum(unmapped) - freed) <= 0.05 * freed, `munmap under free_heap: ${metrics.unmappedMB} MB`);
+  const kept = 10 * 8 * 1024 * 1024;
+  assert.ok(Math.abs(sum(heap) - kept) <= 0.1 * kept, `brk under grow_heap: ${metrics.heapGrownMB} MB`);
+  const line = rec.result.stderr.split('\n').find((l) => l.includes('address space ('));
+  assert.ok(line && /grew \d+\.\d MB, shrank \d+\.\d MB \(\d+ calls sampled\); most at grow_heap < main/.test(line),
+            `summary: ${line}`);
+}
+
 describe('record --memory', () => {
   it('draws each process\'s resident memory, peaking where the kernel says', async (t) => {
     if (!requireRecorder(t)) return;
@@ -106,6 +148,7 @@ describe('record --memory', () => {
     assert.ok(line && /memory_grow \(\d+\) \d+\.\d MB at/.test(line), `summary: ${line}`);
     await checkWithProfilerCli(t, rec.file, new ProfileView(rec.profile));
     checkGrowth(t, rec);
+    checkAddressSpace(t, rec);
   });
 
   it('writes the memory touched as pprof\'s alloc_space, for go tool pprof', async (t) => {
@@ -118,6 +161,12 @@ describe('record --memory', () => {
     const touch = parseFloat(top.get('touch_block')?.flat ?? '0');
     t.diagnostic(`go tool pprof -sample_index=alloc_space: touch_block ${touch} bytes flat`);
     assert.ok(Math.abs(touch - TOUCHED) <= 0.1 * TOUCHED, `touch_block ${touch} B in alloc_space:\n${[...top]}`);
+    // The address space grown under grow_heap: its 30 mappings and 10 blocks from the heap.
+    const mapped = parseTop(pprof(['-top', '-sample_index=mapped_space', '-unit=B'], file));
+    const grown = parseFloat(mapped.get('grow_heap')?.cum ?? '0');
+    const expected = 30 * BLOCK_MAPPING + 10 * 8 * 1024 * 1024;
+    t.diagnostic(`go tool pprof -sample_index=mapped_space: grow_heap ${grown} bytes cumulative`);
+    assert.ok(Math.abs(grown - expected) <= 0.1 * expected, `grow_heap ${grown} B in mapped_space:\n${[...mapped]}`);
   });
 
   it('gives a process attached with -p its level from the start', async (t) => {
@@ -162,6 +211,13 @@ describe('record --memory', () => {
                    `touch_block ${(sum(touch) / MB).toFixed(1)} MB (it touched ${(kept / MB).toFixed(1)} MB)`);
       assert.ok(Math.abs(sum(touch) - kept) <= 0.1 * kept, `touch_block ${sum(touch) / MB} MB`);
       assert.ok(sum(touch) >= 0.95 * sum(rows), `touch_block has ${sum(touch)} of ${sum(rows)} bytes`);
+      // The heap it grew for those blocks (brk, malloc's threshold having risen at 3.2 s).
+      const heap = view.threads.filter((th) => th.pid.split('.')[0] === String(target.pid))
+        .flatMap((th) => view.addressSpaceChanges(th))
+        .filter((c) => c.call === 'brk' && c.frames.some((f) => f.name === 'grow_heap'));
+      const heapBytes = heap.reduce((total, c) => total + c.sampledBytes, 0);
+      t.diagnostic(`${how}: brk under grow_heap ${(heapBytes / MB).toFixed(1)} MB in ${heap.length} calls`);
+      assert.ok(Math.abs(heapBytes - kept) <= 0.1 * kept, `brk under grow_heap: ${heapBytes / MB} MB`);
     });
   }
 
@@ -243,6 +299,50 @@ describe('record --memory', () => {
     } finally {
       rmdirSync(group);
     }
+  });
+
+  // A 1 TiB reservation touched once a GiB, and children that exit as soon as they have grown:
+  // the recorder's memory stays bounded, the reservation is one mapping of 1 TiB in the address
+  // space but 4 MiB of growth, and the children's growth is all there though they are gone
+  // before their events are read.
+  it('is not sunk by a sparse 1 TiB mapping nor by processes exiting mid-read', async (t) => {
+    if (!requireRecorder(t)) return;
+    const file = join(RESULTS_DIR, 'memory_edges.json.gz');
+    const result = await run('/usr/bin/time', ['-f', 'maxrss_kb=%M', BPFPROF, 'record', '--memory', '-o', file, '--',
+                                               fixturePath('memory_edges'), '1500']);
+    assert.equal(result.code, 0, result.stderr);
+    const m = /sparse reserved=(\d+) touched=(\d+) children=(\d+) hwm_kb=(\d+)/.exec(result.stdout);
+    assert.ok(m, `memory_edges printed no summary:\n${result.stdout}`);
+    const [reserved, touched, children] = [Number(m[1]), Number(m[2]), Number(m[3])];
+    const recorderMB = Number(/maxrss_kb=(\d+)/.exec(result.stderr)?.[1]) / 1024;
+    const profile = readProfile(file);
+    const view = new ProfileView(profile);
+    const edges = view.threads.filter((th) => th.processName === 'memory_edges');
+    const main = edges.filter((th) => th.isMainThread && view.addressSpaceChanges(th).some((c) => c.change >= reserved));
+    assert.equal(main.length, 1, 'no process with the 1 TiB mapping');
+    const changes = view.addressSpaceChanges(main[0]);
+    const names = (r) => r.frames.map((f) => f.name);
+    const reservation = changes.filter((c) => c.call === 'mmap' && c.change === reserved && names(c).includes('map_sparse'));
+    const release = changes.filter((c) => c.call === 'munmap' && c.change === -reserved && names(c).includes('main'));
+    const sum = (rows) => rows.reduce((total, r) => total + r.bytes, 0);
+    const sparseBytes = sum(view.allocations(main[0]).filter((r) => names(r).includes('map_sparse')));
+    const childBytes = sum(edges.flatMap((th) => view.allocations(th)).filter((r) => names(r).includes('child_grow')));
+    const expectedChildBytes = children * 4 * 1024 * 1024;
+    const peak = memorySeries(profile, main[0].pid.split('.')[0]).points.reduce((a, p) => Math.max(a, p.bytes), 0);
+    t.diagnostic(`recorder max RSS ${recorderMB.toFixed(1)} MB; ${edges.length} memory_edges processes ` +
+                 `(${children} children); map_sparse touched ${(sparseBytes / MB).toFixed(1)} MB of ` +
+                 `${(touched / MB).toFixed(1)}; child_grow ${(childBytes / MB).toFixed(1)} MB of ` +
+                 `${(expectedChildBytes / MB).toFixed(1)}; main's peak ${(peak / MB).toFixed(1)} MB (VmHWM ` +
+                 `${(Number(m[4]) / 1024).toFixed(1)} MB)`);
+    assert.equal(reservation.length, 1, 'the 1 TiB mmap not under map_sparse');
+    assert.equal(release.length, 1, 'the 1 TiB munmap not under main');
+    assert.ok(sparseBytes > 0 && sparseBytes <= 4 * touched, `map_sparse grew ${sparseBytes} B, it touched ${touched}`);
+    assert.ok(Math.abs(childBytes - expectedChildBytes) <= 0.2 * expectedChildBytes, `child_grow ${childBytes} B`);
+    assert.ok(edges.length >= 0.9 * children, `${edges.length} processes for ${children} children`);
+    assert.ok(peak < 64 * MB, `main's memory track peaks at ${peak / MB} MB`);
+    assert.ok(recorderMB > 0 && recorderMB < 160, `the recorder grew to ${recorderMB} MB`);
+    assert.match(result.stderr, /address space \(.*grew 1099\.\d GB.*most at map_sparse < main/);
+    await checkWithProfilerCli(t, file, view);
   });
 
   it('writes no memory track without --memory', async (t) => {

@@ -92,7 +92,8 @@ inline void add_demo_sample(SessionModel& model, RawStackTree& raw, uint64_t ms,
 }
 
 // `raw`: the raw stacks of the samples (more samples added later must use the same tree).
-// With `page_faults` (record --memory), main's compute brings memory in twice.
+// With `page_faults` (record --memory), main's compute brings memory in twice and maps 2 MiB
+// (a sampled mmap).
 inline void build_demo_model(SessionModel& model, const Recording& recording, RawStackTree& raw,
                              bool page_faults = false) {
   model.configure_for(recording);
@@ -117,6 +118,17 @@ inline void build_demo_model(SessionModel& model, const Recording& recording, Ra
                                   raw.intern_path(std::vector<uint64_t>{start, main_ret, compute}),
                                   SampleKind::kPageFault},
                      raw);
+  if (page_faults) {
+    SampleRecord mapped{at_ms(17),
+                        Pid{kDemoPid},
+                        Tid{kDemoPid},
+                        Cpu{0},
+                        CpuTimeNs{0},
+                        raw.intern_path(std::vector<uint64_t>{start, main_ret, compute}),
+                        SampleKind::kAddressSpaceCall};
+    mapped.address_space_call = {AddressSpaceCallKind::kMmap, 0x7f0000000000, 2 << 20};
+    model.add_sample(mapped, raw);
+  }
   add_demo_sample(model, raw, 20, kDemoPid, 21000000, {start, main_ip});
   add_demo_sample(model, raw, 30, kDemoPid, 22000000, {start, main_ip});
   add_demo_sample(model, raw, 40, kWorkerTid, 1000000, {worker});

@@ -238,10 +238,16 @@ TEST(ProcessedProfileReader, ConvertKeepsTheMemoryBroughtIn) {
             "alloc_space");
   const auto by_stack = samples_by_stack(from_json);
   EXPECT_EQ(by_stack, samples_by_stack(direct));
-  int64_t bytes = 0;
+  EXPECT_EQ(from_json.string_table(static_cast<int>(from_json.sample_type(3).type())),
+            "mapped_space");
+  int64_t bytes = 0, mapped = 0;
   for (const auto& [stack, values] : by_stack)
-    if (stack.starts_with("_start;main;compute")) bytes += values.back();
+    if (stack.starts_with("_start;main;compute")) {
+      bytes += values[2];
+      mapped += values[3];
+    }
   EXPECT_EQ(bytes, 2 * static_cast<int64_t>(kPageFaultSampleBytes));
+  EXPECT_EQ(mapped, sampled_block_weight(2 << 20, BPFPROF_ADDRESS_SPACE_PERIOD));
 }
 
 // A process's container: on its track's name and in processContext, as pprof labels, and

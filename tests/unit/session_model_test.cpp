@@ -253,6 +253,39 @@ TEST(SessionModel, ASampledReallocFreesOneBlockAndAllocatesAnother) {
   EXPECT_EQ(t.allocations[1].stack, t.allocations[0].stack);
 }
 
+// A sampled munmap shrinks the address space by what it stands for: the same weight as a
+// mapping of its size, negative; neither is a sample of time nor a native allocation.
+TEST(SessionModel, ASampledUnmapStandsForItsSizeNegative) {
+  Recording recording;
+  recording.record_memory = true;
+  SessionModel model;
+  model.configure_for(recording);
+  RawStackTree raw;
+  model.apply(ms(0), ProcessStartEvent{Pid{7}, "p", false});
+  for (const int64_t change : {int64_t{3} << 20, -(int64_t{3} << 20)}) {
+    SampleRecord call{ms(1),
+                      Pid{7},
+                      Tid{7},
+                      Cpu{0},
+                      CpuTimeNs{0},
+                      raw.intern_path(std::vector<uint64_t>{0x1100}),
+                      SampleKind::kAddressSpaceCall};
+    call.address_space_call = {
+        change > 0 ? AddressSpaceCallKind::kMmap : AddressSpaceCallKind::kMunmap, 0x7000, change};
+    model.add_sample(call, raw);
+  }
+  const Thread& t = model.threads()[0];
+  EXPECT_TRUE(t.samples.empty());
+  EXPECT_TRUE(t.allocations.empty());
+  ASSERT_EQ(t.address_space_calls.size(), 2u);
+  const int64_t weight = sampled_block_weight(3u << 20, BPFPROF_ADDRESS_SPACE_PERIOD);
+  EXPECT_GT(weight, int64_t{3} << 20);
+  EXPECT_EQ(t.address_space_calls[0].sampled_bytes, weight);
+  EXPECT_EQ(t.address_space_calls[1].sampled_bytes, -weight);
+  EXPECT_EQ(t.address_space_calls[1].what.call, AddressSpaceCallKind::kMunmap);
+  EXPECT_NE(t.address_space_calls[0].stack, ResolvedStackTree::kRoot);
+}
+
 // Callers are resolved once per raw stack and kept: a new mapping over their addresses (a
 // library replaced by dlopen) resolves them again; a stack of kernel frames only nudges all
 // but its leaf.

@@ -36,12 +36,14 @@ BpfPrograms::BpfPrograms(const Config& config)
   if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
   set_read_only_data(skeleton_.get(), config);
   // The walker programs are each loaded from an object of their own (load_walker_programs);
-  // sched_waking's only with wakers, the page faults' only with --memory, the allocator's
-  // only with --allocations.
+  // sched_waking's only with wakers, the page faults' and address-space calls' only with
+  // --memory, the allocator's only with --allocations.
   for (bpf_program* walker :
        {skeleton_->progs.on_sample, skeleton_->progs.on_switch, skeleton_->progs.on_waking,
-        skeleton_->progs.on_page_fault, skeleton_->progs.on_allocator_call})
+        skeleton_->progs.on_page_fault, skeleton_->progs.on_allocator_call,
+        skeleton_->progs.on_address_space_exit})
     bpf_program__set_autoload(walker, false);
+  bpf_program__set_autoload(skeleton_->progs.on_address_space_entry, config.record_memory);
   bpf_program__set_autoload(skeleton_->progs.on_allocator_entry, config.allocation_period != 0);
   bpf_program__set_autoload(skeleton_->progs.on_mmap_lock, config.unwind_row_capacity != 0);
   bpf_program__set_autoload(skeleton_->progs.on_rss_stat, config.record_memory);
@@ -96,14 +98,15 @@ BpfPrograms::BpfPrograms(const Config& config)
 BpfPrograms::~BpfPrograms() = default;
 
 // The programs that hold the stack walker (sample, sched_switch, sched_waking with wakers,
-// the page faults with --memory, the allocator's calls with --allocations), as they are in
-// `skel`.
+// the page faults and the address-space calls with --memory, the allocator's calls with
+// --allocations), as they are in `skel`.
 std::vector<bpf_program*> BpfPrograms::walker_programs(profiler_bpf* skel, const Config& config) {
   std::vector<bpf_program*> programs = {skel->progs.on_sample, skel->progs.on_switch};
   if (config.record_wakers) programs.push_back(skel->progs.on_waking);
   if (config.record_memory && !config.allocation_period)
     programs.push_back(skel->progs.on_page_fault);
   if (config.allocation_period) programs.push_back(skel->progs.on_allocator_call);
+  if (config.record_memory) programs.push_back(skel->progs.on_address_space_exit);
   return programs;
 }
 
@@ -114,13 +117,11 @@ void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
   skel->rodata->off_cpu_stack_interval_ns = config.sampling_interval_ns;
   skel->rodata->record_wakers = config.record_wakers ? 1 : 0;
   skel->rodata->record_memory = config.record_memory ? 1 : 0;
-  if (config.allocation_period) {
-    skel->rodata->allocation_period = config.allocation_period;
-    // Quantiles of an exponential distribution of mean 1, in 1/1024ths: -ln(1 - (i + 0.5) / n).
-    for (uint32_t i = 0; i < BPFPROF_ALLOCATION_QUANTILES; ++i)
-      skel->rodata->allocation_quantiles[i] =
-          static_cast<uint32_t>(-std::log(1.0 - (i + 0.5) / BPFPROF_ALLOCATION_QUANTILES) * 1024.0);
-  }
+  if (config.allocation_period) skel->rodata->allocation_period = config.allocation_period;
+  // Quantiles of an exponential distribution of mean 1, in 1/1024ths: -ln(1 - (i + 0.5) / n).
+  for (uint32_t i = 0; i < BPFPROF_ALLOCATION_QUANTILES; ++i)
+    skel->rodata->allocation_quantiles[i] =
+        static_cast<uint32_t>(-std::log(1.0 - (i + 0.5) / BPFPROF_ALLOCATION_QUANTILES) * 1024.0);
   skel->rodata->user_stack_copy_bytes = config.user_stack_copy_bytes;
   skel->rodata->fallback_copies_whole_stack = config.fallback_copies_whole_stack ? 1 : 0;
   skel->rodata->kernel_unwind = config.unwind_row_capacity ? 1 : 0;
@@ -186,6 +187,8 @@ void BpfPrograms::load_walker_programs(const Config& config) {
       page_fault_program_ = walker->progs.on_page_fault;
     if (bpf_program__autoload(walker->progs.on_allocator_call))
       allocator_call_program_ = walker->progs.on_allocator_call;
+    if (bpf_program__autoload(walker->progs.on_address_space_exit))
+      address_space_exit_program_ = walker->progs.on_address_space_exit;
   }
 }
 
@@ -196,6 +199,30 @@ void BpfPrograms::attach_lifecycle() {
   for (const auto& skel : walker_skeletons_)
     if (int err = profiler_bpf__attach(skel.get()))
       throw std::runtime_error("cannot attach the scheduler tracepoints: " + errno_text(err));
+  if (address_space_exit_program_) attach_address_space_probes();
+}
+
+// record --memory: the entry and exit of each system call that changes an address space.
+void BpfPrograms::attach_address_space_probes() {
+  struct Call {
+    const char* name;
+    uint64_t call;
+  };
+  for (const Call& c :
+       {Call{"mmap", BPFPROF_ADDRESS_SPACE_MMAP}, Call{"munmap", BPFPROF_ADDRESS_SPACE_MUNMAP},
+        Call{"brk", BPFPROF_ADDRESS_SPACE_BRK}, Call{"mremap", BPFPROF_ADDRESS_SPACE_MREMAP}}) {
+    for (const bool entry : {true, false}) {
+      const std::string tracepoint = std::string(entry ? "sys_enter_" : "sys_exit_") + c.name;
+      LIBBPF_OPTS(bpf_tracepoint_opts, options, .bpf_cookie = c.call);
+      bpf_link* link = bpf_program__attach_tracepoint_opts(
+          entry ? skeleton_->progs.on_address_space_entry : address_space_exit_program_, "syscalls",
+          tracepoint.c_str(), &options);
+      if (!link)
+        throw std::runtime_error("cannot attach to the tracepoint syscalls:" + tracepoint + ": " +
+                                 errno_text(errno));
+      probe_links_.emplace_back(link);
+    }
+  }
 }
 
 void BpfPrograms::attach_sampling(const SamplingEvents& events) {
@@ -240,7 +267,7 @@ void BpfPrograms::attach_allocator_probes(const std::string& libc) {
     if (!link)
       throw std::runtime_error(std::string("cannot probe ") + probe.function + " in " + libc +
                                ": " + errno_text(errno));
-    allocator_links_.emplace_back(link);
+    probe_links_.emplace_back(link);
   }
 }
 

@@ -75,7 +75,8 @@ class BpfPrograms {
   BpfPrograms(const BpfPrograms&) = delete;
   BpfPrograms& operator=(const BpfPrograms&) = delete;
 
-  // Attaches the lifecycle tracepoints (fork, exec, exit, rename).
+  // Attaches the lifecycle tracepoints (fork, exec, exit, rename), and with --memory the
+  // address-space system calls'.
   void attach_lifecycle();
   // Attaches the sample program to each sampling perf event, and with --memory the page-fault
   // program to each page-fault event.
@@ -162,15 +163,18 @@ class BpfPrograms {
   // object's; and the loading of them all.
   Skeleton open_walker(size_t index, const Config& config) const;
   void load_walker_programs(const Config& config);
+  void attach_address_space_probes();
 
   Skeleton skeleton_;
   std::vector<Skeleton> walker_skeletons_;
   bpf_program* sample_program_ = nullptr;
-  bpf_program* page_fault_program_ = nullptr;      // --memory only
-  bpf_program* allocator_call_program_ = nullptr;  // --allocations only
+  bpf_program* page_fault_program_ = nullptr;          // --memory only
+  bpf_program* allocator_call_program_ = nullptr;      // --allocations only
+  bpf_program* address_space_exit_program_ = nullptr;  // --memory only
   std::unique_ptr<BpfUnwindMaps> unwind_maps_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
-  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> allocator_links_;
+  // The allocator's uprobes, the address-space system calls' tracepoints.
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> probe_links_;
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
   // The lifecycle ring alone, for read_lifecycle_ring() (libbpf 1.1 cannot read one ring of
   // a ring_buffer; both readers go by the consumer position in the ring's shared page).

@@ -145,6 +145,8 @@ void EventDecoder::decode(const void* data, size_t size, Recording& rec) {
       return decode_waking(h, data, size, rec);
     case BPFPROF_EVENT_ALLOCATION:
       return decode_allocation(h, data, size, rec);
+    case BPFPROF_EVENT_ADDRESS_SPACE:
+      return decode_address_space_call(h, data, size, rec);
     case BPFPROF_EVENT_MEMORY:
       return decode_memory(h, data, size, rec);
     case BPFPROF_EVENT_FORK:
@@ -194,7 +196,7 @@ void EventDecoder::count_user_stack(StackSources& sources, UserStackSource sourc
 void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, Recording& rec) {
   if (size < sizeof(bpfprof_stack_event_head)) return;
   const auto& head = *static_cast<const bpfprof_stack_event_head*>(data);
-  if (head.context < BPFPROF_CONTEXT_SAMPLE || head.context > BPFPROF_CONTEXT_ALLOCATION) return;
+  if (head.context < BPFPROF_CONTEXT_SAMPLE || head.context > BPFPROF_CONTEXT_ADDRESS_SPACE) return;
   UserStackSource source = UserStackSource::kNone;
   const std::optional<RawStackId> stack = payload_stack(h, head, data, size, source, rec);
   if (!stack) return;
@@ -217,7 +219,8 @@ void EventDecoder::decode_stack(const Header& h, const void* data, size_t size, 
           SampleRecord{h.time, h.pid, h.tid, h.cpu, cpu_time, *stack, SampleKind::kPageFault});
       return;
     case BPFPROF_CONTEXT_ALLOCATION:
-      allocator_stacks_[h.cpu.value] = {h.time, h.tid, *stack};
+    case BPFPROF_CONTEXT_ADDRESS_SPACE:
+      paired_stacks_[h.cpu.value] = {h.time, h.tid, *stack};
       return;
     default:
       return decode_waker_stack(h, *stack, rec);
@@ -317,15 +320,27 @@ void EventDecoder::decode_waker_stack(const Header& h, RawStackId stack, Recordi
   rec.samples.push_back(record);
 }
 
-// A sampled allocator call: its stack came just before from the same CPU, unless a sample
-// interrupted the walk (the block is kept, without a stack).
 // The runtimes' event kinds (bpf/runtime_list.h: 8 to 31) are none of the fixed ones.
 #define BPFPROF_KIND_APART(ID, id, Kind, language, colour, event)               \
   static_assert(event > BPFPROF_EVENT_WAKING && event < BPFPROF_EVENT_MEMORY && \
-                event != BPFPROF_EVENT_ALLOCATION);
+                event != BPFPROF_EVENT_ALLOCATION && event != BPFPROF_EVENT_ADDRESS_SPACE);
 BPFPROF_RUNTIME_LIST(BPFPROF_KIND_APART)
 #undef BPFPROF_KIND_APART
 
+static_assert(static_cast<uint32_t>(AddressSpaceCallKind::kMmap) == BPFPROF_ADDRESS_SPACE_MMAP &&
+              static_cast<uint32_t>(AddressSpaceCallKind::kMremap) == BPFPROF_ADDRESS_SPACE_MREMAP);
+
+std::optional<RawStackId> EventDecoder::take_paired_stack(const Header& h) {
+  auto stack = paired_stacks_.find(h.cpu.value);
+  if (stack == paired_stacks_.end()) return std::nullopt;
+  const PairedStack paired = stack->second;
+  paired_stacks_.erase(stack);
+  if (paired.time != h.time || paired.tid != h.tid) return std::nullopt;
+  return paired.stack;
+}
+
+// A sampled allocator call: its stack came just before from the same CPU, unless a sample
+// interrupted the walk (the block is kept, without a stack).
 void EventDecoder::decode_allocation(const Header& h, const void* data, size_t size,
                                      Recording& rec) {
   if (size < sizeof(bpfprof_allocation_event)) return;
@@ -333,14 +348,32 @@ void EventDecoder::decode_allocation(const Header& h, const void* data, size_t s
   SampleRecord record{
       h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0}, RawStackTree::kRoot, SampleKind::kAllocatorCall};
   record.allocator_call = {e->address, e->bytes, e->freed_address, e->freed_bytes};
-  auto stack = allocator_stacks_.find(h.cpu.value);
-  if (stack != allocator_stacks_.end() && stack->second.time == h.time &&
-      stack->second.tid == h.tid)
-    record.stack = stack->second.stack;
+  if (std::optional<RawStackId> stack = take_paired_stack(h))
+    record.stack = *stack;
   else
     ++rec.stats.allocator_calls_without_stack;
-  if (stack != allocator_stacks_.end()) allocator_stacks_.erase(stack);
   ++rec.stats.allocator_calls;
+  rec.samples.push_back(record);
+}
+
+void EventDecoder::decode_address_space_call(const Header& h, const void* data, size_t size,
+                                             Recording& rec) {
+  if (size < sizeof(bpfprof_address_space_event)) return;
+  const auto* e = static_cast<const bpfprof_address_space_event*>(data);
+  if (e->call < BPFPROF_ADDRESS_SPACE_MMAP || e->call > BPFPROF_ADDRESS_SPACE_MREMAP) return;
+  SampleRecord record{h.time,
+                      h.pid,
+                      h.tid,
+                      h.cpu,
+                      CpuTimeNs{0},
+                      RawStackTree::kRoot,
+                      SampleKind::kAddressSpaceCall};
+  record.address_space_call = {static_cast<AddressSpaceCallKind>(e->call), e->address, e->change};
+  if (std::optional<RawStackId> stack = take_paired_stack(h))
+    record.stack = *stack;
+  else
+    ++rec.stats.address_space_calls_without_stack;
+  ++rec.stats.address_space_calls;
   rec.samples.push_back(record);
 }
 

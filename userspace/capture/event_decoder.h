@@ -110,6 +110,10 @@ class EventDecoder {
   void decode_waker_stack(const Header& h, RawStackId stack, Recording& rec);
   // record --allocations: a sampled allocator call, whose stack came just before it.
   void decode_allocation(const Header& h, const void* data, size_t size, Recording& rec);
+  // record --memory: a sampled address-space call, whose stack came just before it.
+  void decode_address_space_call(const Header& h, const void* data, size_t size, Recording& rec);
+  // The stack sent just before the event `h` on its CPU (same time and thread), if it came.
+  std::optional<RawStackId> take_paired_stack(const Header& h);
   void decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size,
                         Recording& rec);
   void add_switch_out(const Header& h, CpuTimeNs cpu_time, RawStackId stack, uint32_t state,
@@ -135,12 +139,13 @@ class EventDecoder {
   std::optional<StackCopySizer> sizer_;
   // Wakings whose waker stack follows in an event of its own, by CPU.
   std::unordered_map<uint32_t, SampleRecord> wakings_awaiting_stack_;
-  struct AllocatorStack {
+  // The stacks of the allocator's and the address-space calls, whose event follows them.
+  struct PairedStack {
     MonotonicNs time;
     Tid tid;
     RawStackId stack;
   };
-  std::unordered_map<uint32_t, AllocatorStack> allocator_stacks_;  // by CPU, the last one
+  std::unordered_map<uint32_t, PairedStack> paired_stacks_;  // by CPU, the last one
   // The last waker stack taken for each (waker tid, context, wakee tid): it stands for the
   // pair's wakings until the next one is taken (BPFPROF_WAKER_STACK_REUSED).
   using WakerPair = std::tuple<int32_t, uint8_t, int32_t>;

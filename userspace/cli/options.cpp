@@ -56,8 +56,10 @@ void add_record_memory_options(CLI::App* record, RecordOptions& options) {
       "Record each process's resident memory over time (a memory track per process, from the "
       "kernel's own counters as pages come and go; its peak in the summary), and where it grows "
       "(one in 64 page faults with its stack: the profile's Native Allocations, pprof's "
-      "alloc_space). Costs a tracepoint program run per page mapped or freed (0.1 us) and a "
-      "stack walk per 64 page faults");
+      "alloc_space), and where the address space grows and shrinks (mmap, munmap, brk, mremap, "
+      "one call sampled per MiB changed, with its stack: markers on the thread's track, pprof's "
+      "mapped_space). Costs a tracepoint program run per page mapped or freed (0.1 us), a stack "
+      "walk per 64 page faults and per sampled call");
   auto* allocations = record->add_flag_callback(
       "--allocations",
       [&] {

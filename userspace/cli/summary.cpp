@@ -280,17 +280,46 @@ void add_memory_peaks(const RunReport& r, size_t shown, Lines& lines) {
   add(lines, "peak resident memory: %s", text.c_str());
 }
 
+// "12.3 MB"; from 10 GB on in GB, from 10 TB on in TB (an address space reserved sparsely).
+std::string size_text(uint64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  char text[32];
+  if (b >= 1e13)
+    snprintf(text, sizeof text, "%.1f TB", b / 1e12);
+  else if (b >= 1e10)
+    snprintf(text, sizeof text, "%.1f GB", b / 1e9);
+  else
+    snprintf(text, sizeof text, "%.1f MB", b / 1e6);
+  return text;
+}
+
 // " 12.3 MB (45%)" for each of the stacks, after "; most at ".
 std::string top_memory_stacks(const MemoryGrowth& growth) {
   std::string text;
   for (size_t i = 0; i < growth.top_stacks.size(); ++i) {
     const auto& [stack, bytes] = growth.top_stacks[i];
     char one[64];
-    snprintf(one, sizeof one, " %.1f MB (%.0f%%)", static_cast<double>(bytes) / 1e6,
+    snprintf(one, sizeof one, " %s (%.0f%%)", size_text(bytes).c_str(),
              100.0 * static_cast<double>(bytes) / static_cast<double>(growth.bytes));
     text.append(i ? ", " : "; most at ").append(stack).append(one);
   }
   return text;
+}
+
+// record --memory: how much the address spaces grew and shrank (sampled system calls), and
+// where they grew most.
+void add_address_space(const RunReport& r, Lines& lines) {
+  const AddressSpaceGrowth& a = r.profile.address_space;
+  if (!a.calls) return;
+  std::string calls = std::to_string(a.calls) + " calls sampled";
+  if (r.profile.address_space_calls_without_stack)
+    calls +=
+        ", " + std::to_string(r.profile.address_space_calls_without_stack) + " without a stack";
+  add(lines,
+      "address space (mmap, munmap, brk, mremap; one call sampled per %d KiB changed): grew %s, "
+      "shrank %s (%s)%s",
+      BPFPROF_ADDRESS_SPACE_PERIOD >> 10, size_text(a.grown.bytes).c_str(),
+      size_text(a.shrunk_bytes).c_str(), calls.c_str(), top_memory_stacks(a.grown).c_str());
 }
 
 // record --memory: the memory brought in (sampled page faults), and where most of it was;
@@ -361,6 +390,7 @@ Lines full_summary(const RunReport& r) {
   add_wakers(r, lines);
   add_memory_peaks(r, 10, lines);
   add_memory_growth(r, lines);
+  add_address_space(r, lines);
   return lines;
 }
 
@@ -376,6 +406,7 @@ void print_run_summary(const RunReport& report, SummaryDetail detail, FILE* out)
     add_top_functions(report, SummaryDetail::kBrief, lines);
     add_memory_peaks(report, 3, lines);
     add_memory_growth(report, lines);
+    add_address_space(report, lines);
   }
   for (const std::string& line : lines) fprintf(out, "%s\n", line.c_str());
 }

@@ -232,6 +232,9 @@ enum class SampleKind : uint8_t {
   // record --allocations: a sampled call of the C allocator (`allocator_call`: what it did;
   // stack: its caller's).
   kAllocatorCall,
+  // record --memory: a sampled system call that grew or shrank the address space
+  // (`address_space_call`: what it did; stack: its caller's).
+  kAddressSpaceCall,
 };
 
 // What a sampled malloc, calloc, realloc or free did (bpf/allocator_probes.h): the block it
@@ -241,6 +244,16 @@ struct AllocatorCall {
   uint64_t bytes = 0;
   uint64_t freed_address = 0;
   uint64_t freed_bytes = 0;
+};
+
+// The system calls that change an address space (values as in bpf/events.h).
+enum class AddressSpaceCallKind : uint8_t { kMmap = 1, kMunmap = 2, kBrk = 3, kMremap = 4 };
+// What a sampled address-space call did: by how much the address space grew (< 0: shrank),
+// and where (the mapping's start; brk: the heap's end before it moved).
+struct AddressSpaceCall {
+  AddressSpaceCallKind call = AddressSpaceCallKind::kMmap;
+  uint64_t address = 0;
+  int64_t change = 0;
 };
 
 // What woke a thread: another thread, or an interrupt (values as in bpf/events.h).
@@ -280,8 +293,9 @@ struct SampleRecord {
   // kSwitchOut: no stack was taken (one was, less than an interval ago); the thread's last
   // off-CPU stack stands for this wait.
   bool reuses_last_stack = false;
-  WakerId waker{};                 // kWaking: who (in Recording::wakers); `stack` is theirs
-  AllocatorCall allocator_call{};  // kAllocatorCall
+  WakerId waker{};                        // kWaking: who (in Recording::wakers); `stack` is theirs
+  AllocatorCall allocator_call{};         // kAllocatorCall
+  AddressSpaceCall address_space_call{};  // kAddressSpaceCall
 };
 
 // Who woke the tracked threads (see userspace/capture/event_decoder.h).
@@ -378,6 +392,9 @@ struct RecordingStats {
   // taken (a sample interrupted the walk).
   uint64_t allocator_calls = 0;
   uint64_t allocator_calls_without_stack = 0;
+  // record --memory: the sampled address-space calls, and those without the caller's stack.
+  uint64_t address_space_calls = 0;
+  uint64_t address_space_calls_without_stack = 0;
   // Stacks the unwinder could not finish because the copy ended (at its size) below the
   // end of the stack.
   uint64_t stacks_cut_at_copy_end = 0;

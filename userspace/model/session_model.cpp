@@ -3,6 +3,7 @@
 #include "userspace/model/session_model.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include <algorithm>
 #include <utility>
@@ -110,6 +111,14 @@ void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& ra
     return;
   }
   if (sample.kind == SampleKind::kAllocatorCall) return add_allocator_call(th, sample, raw_stacks);
+  if (sample.kind == SampleKind::kAddressSpaceCall) {
+    const AddressSpaceCall& call = sample.address_space_call;
+    const int64_t bytes = sampled_block_weight(static_cast<uint64_t>(std::abs(call.change)),
+                                               BPFPROF_ADDRESS_SPACE_PERIOD);
+    th.address_space_calls.push_back({sample.time, resolve(sample.pid, sample.stack, raw_stacks),
+                                      call, call.change < 0 ? -bytes : bytes});
+    return;
+  }
   // Whatever comes next from a waiting thread, it runs again.
   const std::optional<ThreadWaits::EndedWait> ended = end_wait(th, sample.time);
   switch (sample.kind) {
@@ -129,6 +138,7 @@ void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& ra
     case SampleKind::kWaking:
     case SampleKind::kPageFault:
     case SampleKind::kAllocatorCall:
+    case SampleKind::kAddressSpaceCall:
       break;
   }
 }

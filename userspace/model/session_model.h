@@ -53,6 +53,14 @@ struct ThreadAllocation {
   uint64_t address = 0;  // record --allocations' blocks only
 };
 
+// A sampled system call of a thread that grew or shrank its address space (record --memory).
+struct ThreadAddressSpaceCall {
+  MonotonicNs time;
+  StackId stack;
+  AddressSpaceCall what;
+  int64_t sampled_bytes = 0;  // what the change stands for in the sampling (< 0: shrank)
+};
+
 // A thread's identity and its samples; how the samples are made from its events is its
 // accounting's business.
 struct Thread {
@@ -66,7 +74,8 @@ struct Thread {
   ThreadAccounting accounting{MonotonicNs{0}, std::nullopt};
   ThreadWaits waits;
   std::vector<WokenWait> woken_waits;  // the waits a waking ended, at least the threshold long
-  std::vector<ThreadAllocation> allocations;  // in time order
+  std::vector<ThreadAllocation> allocations;                // in time order
+  std::vector<ThreadAddressSpaceCall> address_space_calls;  // in time order
 };
 
 struct Process {

@@ -10,6 +10,8 @@ namespace bpfprof {
 void SessionModel::drop_samples_before(MonotonicNs t) {
   for (Thread& th : threads_) {
     std::erase_if(th.allocations, [&](const ThreadAllocation& a) { return a.time < t; });
+    std::erase_if(th.address_space_calls,
+                  [&](const ThreadAddressSpaceCall& c) { return c.time < t; });
     std::erase_if(th.woken_waits, [&](const WokenWait& w) { return w.woken < t; });
     if (th.samples.empty()) continue;
     const MonotonicNs last = th.samples.back().time;
@@ -56,7 +58,7 @@ void SessionModel::forget_ended_before(MonotonicNs t) {
   auto thread_gone = [&](size_t i) {
     const Thread& th = threads_[i];
     return th.end && *th.end < t && th.samples.empty() && th.woken_waits.empty() &&
-           th.allocations.empty();
+           th.allocations.empty() && th.address_space_calls.empty();
   };
   std::vector<bool> threads_gone(threads_.size());
   for (size_t i = 0; i < threads_.size(); ++i) threads_gone[i] = thread_gone(i);
@@ -99,6 +101,7 @@ void SessionModel::compact_stacks(
   for (Thread& th : threads_) {
     for (ThreadSample& s : th.samples) s.stack = move(s.stack);
     for (ThreadAllocation& a : th.allocations) a.stack = move(a.stack);
+    for (ThreadAddressSpaceCall& c : th.address_space_calls) c.stack = move(c.stack);
     th.accounting.move_stacks(move);
     th.waits.move_stacks(move);
     for (WokenWait& w : th.woken_waits)

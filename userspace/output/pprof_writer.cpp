@@ -36,11 +36,12 @@ class PprofStrings {
 };
 
 struct SampleValues {
-  int64_t count = 0;        // timer samples
-  int64_t cpu_ns = 0;       // the kernel's CPU time
-  int64_t off_cpu_ns = 0;   // waiting
-  int64_t alloc_bytes = 0;  // memory first touched, or allocated
-  int64_t held_bytes = 0;   // allocated, not freed by the end
+  int64_t count = 0;         // timer samples
+  int64_t cpu_ns = 0;        // the kernel's CPU time
+  int64_t off_cpu_ns = 0;    // waiting
+  int64_t alloc_bytes = 0;   // memory first touched, or allocated
+  int64_t held_bytes = 0;    // allocated, not freed by the end
+  int64_t mapped_bytes = 0;  // the address space grown (sampled mmap, brk, mremap)
 };
 
 // What a mapping says about the code found in it.
@@ -112,6 +113,7 @@ void PprofBuilder::add_header() {
   if (settings_.off_cpu) value_type(out_.add_sample_type(), "off-cpu", "nanoseconds");
   if (settings_.memory) value_type(out_.add_sample_type(), "alloc_space", "bytes");
   if (settings_.held) value_type(out_.add_sample_type(), "inuse_space", "bytes");
+  if (settings_.address_space) value_type(out_.add_sample_type(), "mapped_space", "bytes");
   out_.set_default_sample_type(strings_.intern("cpu"));
   value_type(out_.mutable_period_type(), "cpu", "nanoseconds");
   out_.set_period(std::llround(settings_.interval_ms * 1e6));
@@ -140,9 +142,15 @@ void PprofBuilder::add_thread_samples(const ThreadTables& thread, const std::vec
     v.alloc_bytes += a.bytes;
     if (i < held.size() && held[i]) v.held_bytes += a.bytes;
   }
+  for (const MarkersTable::Marker& m : thread.markers.markers()) {
+    const auto* change = std::get_if<MarkersTable::AddressSpaceChange>(&m.data);
+    if (!change || change->sampled_bytes <= 0) continue;
+    by_stack[change->cause ? change->cause->value : kEmptyStack].mapped_bytes +=
+        change->sampled_bytes;
+  }
   for (const auto& [stack, values] : by_stack) {
     if (values.count == 0 && values.cpu_ns == 0 && values.off_cpu_ns == 0 &&
-        values.alloc_bytes == 0)
+        values.alloc_bytes == 0 && values.mapped_bytes == 0)
       continue;
     add_sample(thread, stack == kEmptyStack ? std::nullopt : std::optional(StackIndex{stack}),
                values);
@@ -170,6 +178,7 @@ void PprofBuilder::add_sample(const ThreadTables& thread, std::optional<StackInd
   if (settings_.off_cpu) sample->add_value(values.off_cpu_ns);
   if (settings_.memory) sample->add_value(values.alloc_bytes);
   if (settings_.held) sample->add_value(values.held_bytes);
+  if (settings_.address_space) sample->add_value(values.mapped_bytes);
   auto number = [&](const char* key, int64_t value) {
     pb::Label* label = sample->add_label();
     label->set_key(strings_.intern(key));

@@ -20,12 +20,15 @@ struct PprofSettings {
   bool memory = false;     // record --memory: an alloc_space/bytes value
   bool held = false;       // record --allocations: an inuse_space/bytes value too
   std::string comment;     // shown by pprof as is (sampling event, frequency)
+  // record --memory: a mapped_space/bytes value, the address space's sampled growth.
+  bool address_space = false;
 };
 
 // Sample types: samples/count (timer samples), cpu/nanoseconds (the kernel's CPU time of the
 // thread), with off_cpu off-cpu/nanoseconds (how long the thread waited), with memory
 // alloc_space/bytes (memory first touched or allocated, as go tool pprof names it), with held
-// inuse_space/bytes (the sampled blocks not freed by the end). One sample per
+// inuse_space/bytes (the sampled blocks not freed by the end), with address_space
+// mapped_space/bytes (what the sampled mmap, brk and mremap calls grew). One sample per
 // thread and stack with the labels pid, tid, process_name, thread_name and, for a wait,
 // off_cpu_state. Each library is a mapping (file, build-id) whose addresses are the
 // library-relative ones laid out from memory_start: address - memory_start + file_offset is

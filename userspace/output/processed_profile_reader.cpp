@@ -60,6 +60,13 @@ double number_or(const json& object, const char* key, double absent) {
   return object.contains(key) && object.at(key).is_number() ? object.at(key).get<double>() : absent;
 }
 
+// A signed number of bytes from the file, within +-2^62.
+int64_t signed_bytes(const json& object, const char* key) {
+  const double value = number_or(object, key, 0);
+  const auto magnitude = static_cast<int64_t>(clamped(std::fabs(value), 0x1p62));
+  return value < 0 ? -magnitude : magnitude;
+}
+
 // Rebuilds the shared tables in their order; the maps give the new index of each old one
 // (the tables intern, so two old rows can become one).
 class TableReader {
@@ -73,6 +80,7 @@ class TableReader {
  private:
   void read_samples(const json& samples, ThreadTables& out);
   void read_allocations(const json& allocations, ThreadTables& out);
+  void read_address_space_markers(const json& markers, ThreadTables& out);
   const std::string& old_string(const json& values, size_t row) {
     return strings_[index_at(values, row, strings_.size(), "string index").value_or(0)];
   }
@@ -266,6 +274,8 @@ void TableReader::read_thread(const json& thread) {
   read_samples(member(thread, "samples"), out);
   if (const auto it = thread.find("nativeAllocations"); it != thread.end())
     read_allocations(*it, out);
+  if (const auto it = thread.find("markers"); it != thread.end())
+    read_address_space_markers(*it, out);
   out_.profile.threads.push_back(std::move(out));
 }
 
@@ -311,6 +321,26 @@ void TableReader::read_allocations(const json& allocations, ThreadTables& out) {
   out.allocations = AllocationsTable(rows_out, stack_of_, MonotonicNs{0});
   out_.settings.memory = out_.settings.memory || rows > 0;
   out_.settings.held = out_.settings.held || (balanced && rows > 0);
+}
+
+// record --memory's address-space markers (the others are not converted).
+void TableReader::read_address_space_markers(const json& markers, ThreadTables& out) {
+  const json& data = column(markers, "data");
+  const json& times = column(markers, "startTime", data.size());
+  for (size_t i = 0; i < data.size(); ++i) {
+    const json& d = data[i];
+    if (!d.is_object() || string_member(d, "type") != MarkersTable::kAddressSpaceType) continue;
+    MarkersTable::AddressSpaceChange change{string_member(d, "call"), signed_bytes(d, "change"),
+                                            signed_bytes(d, "sampledBytes"), 0, std::nullopt};
+    if (const auto cause = d.find("cause"); cause != d.end() && cause->is_object()) {
+      const json stack = json::array({member(*cause, "stack")});
+      if (const std::optional<uint32_t> at = index_at(stack, 0, stack_of_->size(), "marker stack"))
+        change.cause = (*stack_of_)[*at];
+    }
+    const StringIndex name = out_.profile.shared.strings.intern(change.call);
+    out.markers.add({name, number_at(times, i, 0), std::move(change)});
+    out_.settings.address_space = true;
+  }
 }
 
 void read_settings(const json& meta, ReadProfile& out) {

@@ -80,6 +80,7 @@ class ProfileBuilder {
   void assign_losses(const std::vector<const Thread*>& threads);
   ThreadTables build_thread(const Thread& thread, WakerLabels& wakers);
   void add_loss_markers(const Thread& thread, MarkersTable& markers);
+  void add_address_space_markers(const Thread& thread, MonotonicNs zero, MarkersTable& markers);
 
   // Summary figures.
   void measure(const std::vector<const Thread*>& threads);
@@ -122,7 +123,12 @@ BuiltProfile ProfileBuilder::build() {
   WakerLabels wakers(model_, out_.shared, *output_stack_of_);
   for (const Thread* th : threads) out_.threads.push_back(build_thread(*th, wakers));
   out_.summary.top_self_functions = top_self_functions(written(threads), 10);
-  if (recording_.record_memory) out_.summary.memory_growth = memory_growth(written(threads), 3);
+  if (recording_.record_memory) {
+    out_.summary.memory_growth = memory_growth(written(threads), 3);
+    out_.summary.address_space = address_space_growth(written(threads), 3);
+    out_.summary.address_space_calls_without_stack =
+        recording_.stats.address_space_calls_without_stack;
+  }
   if (recording_.allocation_period) {
     out_.summary.memory_held = memory_held(written(threads), 3);
     out_.summary.allocation_period = recording_.allocation_period;
@@ -403,7 +409,9 @@ std::vector<const Thread*> ProfileBuilder::threads_to_write() {
   std::set<uint32_t> processes;
   for (ThreadIndex ti : model_.display_order()) {
     const Thread& th = model_.threads()[ti.value];
-    if (th.samples.empty() && th.allocations.empty() && !options_.keep_idle_threads) continue;
+    if (th.samples.empty() && th.allocations.empty() && th.address_space_calls.empty() &&
+        !options_.keep_idle_threads)
+      continue;
     if (model_.processes()[th.process.value].is_launcher) continue;
     threads.push_back(&th);
     processes.insert(th.process.value);
@@ -492,6 +500,7 @@ ThreadTables ProfileBuilder::build_thread(const Thread& thread, WakerLabels& wak
   if (std::optional<std::string> role = go_thread_role(out_.shared, out.samples))
     out.name += " (" + *role + ")";
   add_loss_markers(thread, out.markers);
+  add_address_space_markers(thread, zero, out.markers);
   wakers.add_woken_markers(thread, zero, out.markers);
   return out;
 }
@@ -505,6 +514,32 @@ void ProfileBuilder::add_loss_markers(const Thread& thread, MarkersTable& marker
     markers.add({name, ms_between(recording_.start_time, loss->time),
                  MarkersTable::EventsLost{
                      loss->count, process_name + " (" + std::to_string(loss->pid.value) + ")"}});
+}
+
+const char* address_space_call_name(AddressSpaceCallKind call) {
+  switch (call) {
+    case AddressSpaceCallKind::kMmap:
+      return "mmap";
+    case AddressSpaceCallKind::kMunmap:
+      return "munmap";
+    case AddressSpaceCallKind::kBrk:
+      return "brk";
+    case AddressSpaceCallKind::kMremap:
+      return "mremap";
+  }
+  return "?";
+}
+
+void ProfileBuilder::add_address_space_markers(const Thread& thread, MonotonicNs zero,
+                                               MarkersTable& markers) {
+  for (const ThreadAddressSpaceCall& c : thread.address_space_calls) {
+    const char* call = address_space_call_name(c.what.call);
+    std::optional<StackIndex> cause;
+    if (c.stack != ResolvedStackTree::kRoot) cause = (*output_stack_of_)[c.stack];
+    markers.add({out_.shared.strings.intern(call), ms_between(zero, c.time),
+                 MarkersTable::AddressSpaceChange{call, c.what.change, c.sampled_bytes,
+                                                  c.what.address, cause}});
+  }
 }
 
 }  // namespace

@@ -50,7 +50,9 @@ struct ProfileSummary {
     double at_ms = 0;
   };
   std::vector<MemoryPeak> memory_peaks;
-  MemoryGrowth memory_growth;  // record --memory: what page-fault samples found
+  MemoryGrowth memory_growth;        // record --memory: what page-fault samples found
+  AddressSpaceGrowth address_space;  // record --memory: the sampled address-space calls
+  uint64_t address_space_calls_without_stack = 0;
   // record --allocations: memory_growth is the blocks allocated; these, those still held at
   // the end. The mean bytes between sampled calls.
   MemoryGrowth memory_held;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace bpfprof {
 
@@ -336,6 +337,18 @@ void SamplesTable::write_json(JsonWriter& w) const {
 
 namespace {
 
+// The front end shows a cause's stack in the tooltip and the sidebar.
+void write_cause(JsonWriter& w, std::optional<StackIndex> stack, double time_ms) {
+  if (!stack) return;
+  w.key("cause");
+  w.begin_object();
+  w.key("stack");
+  w.number(uint64_t{stack->value});
+  w.key("time");
+  w.number(time_ms);
+  w.end_object();
+}
+
 void write_marker_data(JsonWriter& w, const MarkersTable::EventsLost& lost, double) {
   w.field("type", MarkersTable::kEventsLostType);
   w.field("count", lost.count);
@@ -354,15 +367,21 @@ void write_marker_data(JsonWriter& w, const MarkersTable::Woken& woken, double e
     w.number(int64_t{*woken.waker_tid});
   }
   if (!woken.waker_process.empty()) w.field("wakerProcess", woken.waker_process);
-  if (!woken.cause) return;
-  // The front end shows a cause's stack in the tooltip and the sidebar.
-  w.key("cause");
-  w.begin_object();
-  w.key("stack");
-  w.number(uint64_t{woken.cause->value});
-  w.key("time");
-  w.number(end_ms);
-  w.end_object();
+  write_cause(w, woken.cause, end_ms);
+}
+
+void write_marker_data(JsonWriter& w, const MarkersTable::AddressSpaceChange& change,
+                       double time_ms) {
+  w.field("type", MarkersTable::kAddressSpaceType);
+  w.field("call", change.call);
+  w.key("change");
+  w.number(change.change);
+  w.key("sampledBytes");
+  w.number(change.sampled_bytes);
+  char address[32];
+  snprintf(address, sizeof address, "0x%llx", static_cast<unsigned long long>(change.address));
+  w.field("address", address);
+  write_cause(w, change.cause, time_ms);
 }
 
 }  // namespace
@@ -460,6 +479,21 @@ void MarkersTable::write_woken_schema(JsonWriter& w) {
                 {"wakerThread", "Waker thread", "string"},
                 {"wakerTid", "Waker tid", "integer"},
                 {"wakerProcess", "Waker process", "string"}});
+}
+
+void MarkersTable::write_address_space_schema(JsonWriter& w) {
+  write_schema(w,
+               {kAddressSpaceType, "{marker.data.call} {marker.data.change}",
+                "{marker.data.call}: {marker.data.change} at {marker.data.address}",
+                "{marker.data.call} {marker.data.change} at {marker.data.address}",
+                "record --memory: a system call of this thread that grew the address space "
+                "(mmap, brk, mremap) or shrank it (munmap, brk, mremap; a negative change), with "
+                "its caller's stack. Calls are sampled by bytes, one per MiB changed on "
+                "average: each stands for the bytes in 'Stands for'."},
+               {{"call", "Call", "string"},
+                {"change", "Change", "bytes"},
+                {"address", "Address", "string"},
+                {"sampledBytes", "Stands for", "bytes"}});
 }
 
 }  // namespace bpfprof

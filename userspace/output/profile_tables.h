@@ -244,12 +244,15 @@ class SamplesTable {
   MonotonicNs zero_{0};
 };
 
-// A thread's `markers`: events lost in the ring buffer (instant), and waits that a waking
-// ended (interval, from the switch-out to the waking, with the waker's stack as the cause).
+// A thread's `markers`: events lost in the ring buffer (instant), waits that a waking ended
+// (interval, from the switch-out to the waking, with the waker's stack as the cause), and
+// with --memory the sampled system calls that grew or shrank the address space (instant,
+// with the caller's stack as the cause).
 class MarkersTable {
  public:
   static constexpr const char* kEventsLostType = "bpfprof-lost";
   static constexpr const char* kWokenType = "bpfprof-woken";
+  static constexpr const char* kAddressSpaceType = "bpfprof-address-space";
   struct EventsLost {
     uint64_t count;
     std::string process;  // "name (pid)"
@@ -263,18 +266,27 @@ class MarkersTable {
     std::string waker_process;        // "name (pid)", empty for an interrupt
     std::optional<StackIndex> cause;  // the waker's stack, at the marker's end
   };
+  struct AddressSpaceChange {
+    std::string call;       // "mmap", "munmap", "brk", "mremap"
+    int64_t change;         // bytes; < 0: shrank
+    int64_t sampled_bytes;  // what the call stands for in the sampling
+    uint64_t address;
+    std::optional<StackIndex> cause;  // the caller's stack
+  };
   struct Marker {
     StringIndex name;
     double start_ms;
-    std::variant<EventsLost, Woken> data;
+    std::variant<EventsLost, Woken, AddressSpaceChange> data;
     std::optional<double> end_ms{};  // set: an interval marker (phase 1); else instant
   };
   void add(Marker marker) { markers_.push_back(std::move(marker)); }
   size_t size() const { return markers_.size(); }
+  const std::vector<Marker>& markers() const { return markers_; }
   void write_json(JsonWriter& w) const;
   // The meta.markerSchema entries of kEventsLostType and kWokenType.
   static void write_events_lost_schema(JsonWriter& w);
   static void write_woken_schema(JsonWriter& w);
+  static void write_address_space_schema(JsonWriter& w);
 
  private:
   std::vector<Marker> markers_;

@@ -74,6 +74,7 @@ void write_meta_schemas(JsonWriter& w) {
   w.begin_array();
   MarkersTable::write_events_lost_schema(w);
   MarkersTable::write_woken_schema(w);
+  MarkersTable::write_address_space_schema(w);
   w.end_array();
   write_empty_table(w, "extensions", {"id", "name", "baseURL"});
 }
@@ -194,6 +195,7 @@ PprofSettings pprof_settings(const Recording& recording) {
   settings.off_cpu = recording.off_cpu;
   settings.memory = recording.record_memory;
   settings.held = recording.allocation_period != 0;
+  settings.address_space = recording.record_memory;
   settings.comment = "bpfprof: " + recording.sampling_event + " at " +
                      std::to_string(recording.frequency_hz) + " Hz";
   return settings;

@@ -159,35 +159,62 @@ std::string innermost_functions(const SharedTables& t, StackIndex stack, size_t 
   return text;
 }
 
+// The stack from its innermost frame outside the C library on (its system-call wrappers and
+// malloc's internals say nothing of who asked); the stack itself when it is all in it.
+StackIndex outside_the_c_library(const SharedTables& t, StackIndex stack) {
+  auto in_libc = [&](StackIndex at) {
+    const std::optional<ResourceIndex> resource =
+        t.funcs[t.frames[t.stacks.frame(at)].func].resource;
+    return resource &&
+           t.strings.strings()[t.resources.name(*resource).value].starts_with("libc.so");
+  };
+  for (std::optional<StackIndex> at = stack; at; at = t.stacks.prefix(*at))
+    if (!in_libc(*at)) return *at;
+  return stack;
+}
+
 }  // namespace
 
 namespace {
 
-// The rows `keep` keeps, summed, by the innermost functions of their stacks.
-template <typename Keep>
-MemoryGrowth rows_by_stack(const WrittenStacks& written, size_t count, Keep keep) {
+// The bytes `for_each_row` gives (it calls add(stack, bytes) for each row), summed, by the
+// innermost functions of their stacks.
+// `named_from` gives the part of a stack to name it by.
+template <typename ForEachRow>
+MemoryGrowth bytes_by_stack(const WrittenStacks& written, size_t count, ForEachRow for_each_row,
+                            StackIndex (*named_from)(const SharedTables&, StackIndex) = nullptr) {
   MemoryGrowth growth;
   std::unordered_map<uint32_t, uint64_t> by_stack;  // by output stack
-  for (size_t t = 0; t < written.threads.size(); ++t) {
-    const std::vector<ThreadAllocation>& rows = written.threads[t]->allocations;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const ThreadAllocation& a = rows[i];
-      if (a.bytes <= 0 || !keep(t, i)) continue;
-      growth.bytes += static_cast<uint64_t>(a.bytes);
-      if (a.stack != ResolvedStackTree::kRoot)
-        by_stack[written.output_stack_of[a.stack].value] += static_cast<uint64_t>(a.bytes);
-    }
-  }
+  for_each_row([&](StackId stack, uint64_t bytes) {
+    growth.bytes += bytes;
+    if (stack != ResolvedStackTree::kRoot) by_stack[written.output_stack_of[stack].value] += bytes;
+  });
   // Stacks that differ only further out (two call sites of one function) are one entry.
   constexpr size_t kNamedFrames = 3;
   std::map<std::string, uint64_t> by_name;
-  for (const auto& [stack, bytes] : by_stack)
-    by_name[innermost_functions(written.shared, StackIndex{stack}, kNamedFrames)] += bytes;
+  for (const auto& [stack, bytes] : by_stack) {
+    StackIndex named{stack};
+    if (named_from) named = named_from(written.shared, named);
+    by_name[innermost_functions(written.shared, named, kNamedFrames)] += bytes;
+  }
   growth.top_stacks.assign(by_name.begin(), by_name.end());
   std::stable_sort(growth.top_stacks.begin(), growth.top_stacks.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   if (growth.top_stacks.size() > count) growth.top_stacks.resize(count);
   return growth;
+}
+
+// The rows of allocations that `keep` keeps, summed by stack.
+template <typename Keep>
+MemoryGrowth rows_by_stack(const WrittenStacks& written, size_t count, Keep keep) {
+  return bytes_by_stack(written, count, [&](auto add) {
+    for (size_t t = 0; t < written.threads.size(); ++t) {
+      const std::vector<ThreadAllocation>& rows = written.threads[t]->allocations;
+      for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i].bytes > 0 && keep(t, i))
+          add(rows[i].stack, static_cast<uint64_t>(rows[i].bytes));
+    }
+  });
 }
 
 }  // namespace
@@ -202,6 +229,24 @@ MemoryGrowth memory_held(const WrittenStacks& written, size_t count) {
     lists.emplace_back(written.model.processes()[th->process.value].pid, &th->allocations);
   const std::vector<std::vector<bool>> held = blocks_held(lists);
   return rows_by_stack(written, count, [&](size_t t, size_t i) { return held[t][i]; });
+}
+
+AddressSpaceGrowth address_space_growth(const WrittenStacks& written, size_t count) {
+  AddressSpaceGrowth result;
+  result.grown = bytes_by_stack(
+      written, count,
+      [&](auto add) {
+        for (const Thread* th : written.threads)
+          for (const ThreadAddressSpaceCall& c : th->address_space_calls) {
+            ++result.calls;
+            if (c.sampled_bytes > 0)
+              add(c.stack, static_cast<uint64_t>(c.sampled_bytes));
+            else
+              result.shrunk_bytes += static_cast<uint64_t>(-c.sampled_bytes);
+          }
+      },
+      outside_the_c_library);
+  return result;
 }
 
 std::vector<double> source_weights(const WrittenStacks& written) {

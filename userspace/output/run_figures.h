@@ -80,5 +80,13 @@ MemoryGrowth memory_growth(const WrittenStacks& written, size_t count);
 // record --allocations: the sampled blocks still held at the end, and where they were
 // allocated.
 MemoryGrowth memory_held(const WrittenStacks& written, size_t count);
+// record --memory: the sampled system calls that grew the address space (what they stand
+// for, by stack) and shrank it.
+struct AddressSpaceGrowth {
+  MemoryGrowth grown;
+  uint64_t shrunk_bytes = 0;
+  uint64_t calls = 0;  // sampled
+};
+AddressSpaceGrowth address_space_growth(const WrittenStacks& written, size_t count);
 
 }  // namespace bpfprof

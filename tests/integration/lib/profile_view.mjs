@@ -109,6 +109,20 @@ export class ProfileView {
     return out;
   }
 
+  // [{ call, change, sampledBytes, address, frames, time }] of a thread's address-space markers
+  // (record --memory's sampled mmap, munmap, brk and mremap calls).
+  addressSpaceChanges(thread) {
+    const m = thread.markers;
+    const out = [];
+    for (let i = 0; i < m.length; i++) {
+      const d = m.data[i];
+      if (d?.type !== 'bpfprof-address-space') continue;
+      out.push({ call: d.call, change: d.change, sampledBytes: d.sampledBytes, address: d.address,
+                 frames: this.frames(d.cause?.stack), time: m.startTime[i] });
+    }
+    return out;
+  }
+
   // Weighted share of a thread's samples for which pred(frames) holds.
   share(thread, pred) {
     return this.weightedShare(this.samples(thread), pred);
