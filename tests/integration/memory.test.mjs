@@ -231,13 +231,24 @@ describe('record --memory', () => {
     const leaked = Number(/leaked bytes=(\d+)/.exec(rec.result.stdout)?.[1]);
     const view = new ProfileView(rec.profile);
     const pid = rec.profile.threads.find((th) => th.processName === 'alloc_leak')?.pid;
-    const rows = view.threads.filter((th) => th.pid === pid).flatMap((th) => view.allocations(th));
+    const tables = view.threads.filter((th) => th.pid === pid).map((th) => ({ th, rows: view.allocations(th) }));
+    const rows = tables.flatMap((table) => table.rows);
     assert.ok(rows.length > 100 && rows.every((r) => r.address > 0 && r.threadId > 0), 'rows without blocks');
-    // Retained memory as the front end finds it: in the table's order, a free ends the last block
-    // allocated at its address (one thread allocates and frees here).
-    const live = new Map();
-    for (const r of rows) (r.bytes > 0 ? live.set(r.address, r) : live.delete(r.address));
-    const held = [...live.values()];
+    // Retained memory as the front end finds it: within each thread's table, in its order, a free
+    // ends the last block allocated at its address. keep_then_free's blocks are allocated on the
+    // keeper thread and freed by main: their frees must be in the keeper's table, by main.
+    const held = [];
+    for (const { rows: tableRows } of tables) {
+      const live = new Map();
+      for (const r of tableRows) (r.bytes > 0 ? live.set(r.address, r) : live.delete(r.address));
+      held.push(...live.values());
+    }
+    const keeper = tables.find((table) => table.th.name === 'keeper');
+    const mainTid = tables.find((table) => table.th.isMainThread)?.th.tid;
+    const keeperFrees = keeper?.rows.filter((r) => r.bytes < 0) ?? [];
+    assert.ok(keeperFrees.length >= 30 && keeperFrees.every((r) => r.threadId === mainTid &&
+                                                              r.frames.some((f) => f.name === 'keep_then_free')),
+              `the keeper's blocks: ${keeperFrees.length} frees in its table, by ${[...new Set(keeperFrees.map((r) => r.threadId))]} (main ${mainTid})`);
     const sum = (list) => list.reduce((total, r) => total + r.bytes, 0);
     const inLeak = held.filter((r) => inOrder(r.frames.map((f) => f.name), ['main', 'leak_one']));
     const kept = rows.filter((r) => r.bytes > 0 && r.frames.some((f) => f.name === 'keep_then_free'));

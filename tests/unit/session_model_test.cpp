@@ -225,25 +225,35 @@ TEST(SessionModel, APageFaultSampleIsAnAllocationNotASample) {
   EXPECT_EQ(model.threads()[0].allocations[0].time, ms(3));
 }
 
+// A model of process 7 for the memory tests, and a sampled call of one of its threads.
+struct MemoryModel {
+  explicit MemoryModel(Recording recording) {
+    model.configure_for(recording);
+    model.apply(ms(0), ProcessStartEvent{Pid{7}, "p", false});
+  }
+  SampleRecord call(uint64_t t, int32_t tid, SampleKind kind) {
+    return SampleRecord{ms(t),  Pid{7},       Tid{tid},
+                        Cpu{0}, CpuTimeNs{0}, raw.intern_path(std::vector<uint64_t>{0x1100}),
+                        kind};
+  }
+  SessionModel model;
+  RawStackTree raw;
+};
+
+Recording allocations_recording() {
+  Recording recording;
+  recording.allocation_period = 1024;
+  return recording;
+}
+
 // record --allocations: a sampled realloc frees its old block and allocates a new one: two
 // rows at its caller's stack, the free weighing what the block weighed when allocated.
 TEST(SessionModel, ASampledReallocFreesOneBlockAndAllocatesAnother) {
-  Recording recording;
-  recording.allocation_period = 1024;
-  SessionModel model;
-  model.configure_for(recording);
-  RawStackTree raw;
-  model.apply(ms(0), ProcessStartEvent{Pid{7}, "p", false});
-  SampleRecord call{ms(1),
-                    Pid{7},
-                    Tid{7},
-                    Cpu{0},
-                    CpuTimeNs{0},
-                    raw.intern_path(std::vector<uint64_t>{0x1100}),
-                    SampleKind::kAllocatorCall};
+  MemoryModel m(allocations_recording());
+  SampleRecord call = m.call(1, 7, SampleKind::kAllocatorCall);
   call.allocator_call = {0xb000, 4096, 0xa000, 2048};
-  model.add_sample(call, raw);
-  const Thread& t = model.threads()[0];
+  m.model.add_sample(call, m.raw);
+  const Thread& t = m.model.threads()[0];
   EXPECT_TRUE(t.samples.empty());
   ASSERT_EQ(t.allocations.size(), 2u);
   EXPECT_EQ(t.allocations[0].address, 0xa000u);
@@ -253,28 +263,44 @@ TEST(SessionModel, ASampledReallocFreesOneBlockAndAllocatesAnother) {
   EXPECT_EQ(t.allocations[1].stack, t.allocations[0].stack);
 }
 
+// A block freed by another thread than the one that allocated it: the free is in the
+// allocating thread's table (the front end matches frees within a table), saying who freed it.
+TEST(SessionModel, AFreeOnAnotherThreadGoesInTheAllocatingThreadsTable) {
+  MemoryModel m(allocations_recording());
+  m.model.apply(ms(0), ForkEvent{Pid{7}, Tid{7}, Pid{7}, Tid{8}, "keeper"});
+  auto call = [&](uint64_t t, int32_t tid, AllocatorCall what) {
+    SampleRecord sample = m.call(t, tid, SampleKind::kAllocatorCall);
+    sample.allocator_call = what;
+    m.model.add_sample(sample, m.raw);
+  };
+  call(1, 8, {0xa000, 4096, 0, 0});
+  call(2, 7, {0, 0, 0xa000, 4096});
+  call(3, 7, {0, 0, 0xb000, 4096});  // a block not seen allocated: the freeing thread's
+  const Thread& main_thread = m.model.threads()[0];
+  const Thread& keeper = m.model.threads()[1];
+  ASSERT_EQ(keeper.tid, Tid{8});
+  ASSERT_EQ(keeper.allocations.size(), 2u);
+  EXPECT_EQ(keeper.allocations[1].bytes, -keeper.allocations[0].bytes);
+  EXPECT_EQ(keeper.allocations[1].by_thread, Tid{7});
+  EXPECT_FALSE(keeper.allocations[0].by_thread);
+  ASSERT_EQ(main_thread.allocations.size(), 1u);
+  EXPECT_EQ(main_thread.allocations[0].address, 0xb000u);
+  EXPECT_FALSE(main_thread.allocations[0].by_thread);
+}
+
 // A sampled munmap shrinks the address space by what it stands for: the same weight as a
 // mapping of its size, negative; neither is a sample of time nor a native allocation.
 TEST(SessionModel, ASampledUnmapStandsForItsSizeNegative) {
   Recording recording;
   recording.record_memory = true;
-  SessionModel model;
-  model.configure_for(recording);
-  RawStackTree raw;
-  model.apply(ms(0), ProcessStartEvent{Pid{7}, "p", false});
+  MemoryModel m(recording);
   for (const int64_t change : {int64_t{3} << 20, -(int64_t{3} << 20)}) {
-    SampleRecord call{ms(1),
-                      Pid{7},
-                      Tid{7},
-                      Cpu{0},
-                      CpuTimeNs{0},
-                      raw.intern_path(std::vector<uint64_t>{0x1100}),
-                      SampleKind::kAddressSpaceCall};
+    SampleRecord call = m.call(1, 7, SampleKind::kAddressSpaceCall);
     call.address_space_call = {
         change > 0 ? AddressSpaceCallKind::kMmap : AddressSpaceCallKind::kMunmap, 0x7000, change};
-    model.add_sample(call, raw);
+    m.model.add_sample(call, m.raw);
   }
-  const Thread& t = model.threads()[0];
+  const Thread& t = m.model.threads()[0];
   EXPECT_TRUE(t.samples.empty());
   EXPECT_TRUE(t.allocations.empty());
   ASSERT_EQ(t.address_space_calls.size(), 2u);

@@ -103,14 +103,15 @@ void SessionModel::finish(MonotonicNs end) {
 }
 
 void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& raw_stacks) {
-  Thread& th = thread(live_thread(sample.time, sample.pid, sample.tid));
+  const ThreadIndex ti = live_thread(sample.time, sample.pid, sample.tid);
+  Thread& th = thread(ti);
   if (sample.kind == SampleKind::kWaking) return note_waking(th, sample, raw_stacks);
   if (sample.kind == SampleKind::kPageFault) {
     th.allocations.push_back({sample.time, resolve(sample.pid, sample.stack, raw_stacks),
                               static_cast<int64_t>(kPageFaultSampleBytes)});
     return;
   }
-  if (sample.kind == SampleKind::kAllocatorCall) return add_allocator_call(th, sample, raw_stacks);
+  if (sample.kind == SampleKind::kAllocatorCall) return add_allocator_call(ti, sample, raw_stacks);
   if (sample.kind == SampleKind::kAddressSpaceCall) {
     const AddressSpaceCall& call = sample.address_space_call;
     const int64_t bytes = sampled_block_weight(static_cast<uint64_t>(std::abs(call.change)),
@@ -146,18 +147,29 @@ void SessionModel::add_sample(const SampleRecord& sample, const RawStackTree& ra
 // A block freed, then one allocated (realloc does both), in that order: the front end matches
 // a free with the last block allocated at its address before it in the table, and a realloc
 // may give the same address back. The freed block weighs what it weighed when allocated, so
-// that the two rows cancel.
-void SessionModel::add_allocator_call(Thread& th, const SampleRecord& sample,
+// that the two rows cancel; its free goes in the table of the thread that allocated it.
+void SessionModel::add_allocator_call(ThreadIndex ti, const SampleRecord& sample,
                                       const RawStackTree& raw_stacks) {
   const AllocatorCall& call = sample.allocator_call;
   const StackId stack = resolve(sample.pid, sample.stack, raw_stacks);
-  if (call.freed_address)
-    th.allocations.push_back({sample.time, stack,
-                              -sampled_block_weight(call.freed_bytes, allocation_period_),
-                              call.freed_address});
-  if (call.address)
-    th.allocations.push_back(
+  if (call.freed_address) {
+    ThreadIndex owner = ti;
+    std::optional<Tid> by_thread;
+    if (auto found = block_owners_.find({sample.pid, call.freed_address});
+        found != block_owners_.end()) {
+      owner = found->second;
+      if (owner != ti) by_thread = sample.tid;
+      block_owners_.erase(found);
+    }
+    thread(owner).allocations.push_back(
+        {sample.time, stack, -sampled_block_weight(call.freed_bytes, allocation_period_),
+         call.freed_address, by_thread});
+  }
+  if (call.address) {
+    thread(ti).allocations.push_back(
         {sample.time, stack, sampled_block_weight(call.bytes, allocation_period_), call.address});
+    block_owners_[{sample.pid, call.address}] = ti;
+  }
 }
 
 std::vector<ThreadIndex> SessionModel::display_order() const {

@@ -51,6 +51,9 @@ struct ThreadAllocation {
   // address it had.
   int64_t bytes = 0;
   uint64_t address = 0;  // record --allocations' blocks only
+  // A block freed by another thread than the one that allocated it is in the allocating
+  // thread's table (the front end matches a free with its block within one table): who freed.
+  std::optional<Tid> by_thread{};
 };
 
 // A sampled system call of a thread that grew or shrank its address space (record --memory).
@@ -207,7 +210,8 @@ class SessionModel {
   // Waits, the wakings that end them and the wakers' shares (session_model_waits.cpp).
   StackId off_cpu_stack(Thread& th, const SampleRecord& switch_out, const RawStackTree& raw_stacks);
   void note_waking(Thread& th, const SampleRecord& waking, const RawStackTree& raw_stacks);
-  void add_allocator_call(Thread& th, const SampleRecord& sample, const RawStackTree& raw_stacks);
+  void add_allocator_call(ThreadIndex ti, const SampleRecord& sample,
+                          const RawStackTree& raw_stacks);
   // The thread's wait (if one is open) ends at t: matched with the waking that ended it.
   std::optional<ThreadWaits::EndedWait> end_wait(Thread& th, MonotonicNs t);
   std::optional<ThreadAccounting::Runnable> runnable_after(
@@ -230,6 +234,18 @@ class SessionModel {
   AccountingRules rules_;
   uint64_t wake_threshold_ns_ = 0;
   uint64_t allocation_period_ = 0;  // record --allocations
+  // record --allocations: the thread that allocated each sampled block not yet freed.
+  struct SampledBlock {
+    Pid pid;
+    uint64_t address;
+    bool operator==(const SampledBlock&) const = default;
+  };
+  struct SampledBlockHash {
+    size_t operator()(const SampledBlock& b) const {
+      return std::hash<uint64_t>()(b.address ^ (static_cast<uint64_t>(b.pid.value) << 47));
+    }
+  };
+  std::unordered_map<SampledBlock, ThreadIndex, SampledBlockHash> block_owners_;
   bool wakers_by_second_ = false;
   WakerTable wakers_;
   // consume(): how much of the recording's pending events and samples is already in order.

@@ -45,9 +45,8 @@ std::vector<std::optional<Index>> remove_and_renumber(std::vector<T>& items, Gon
   return moved;
 }
 
-template <typename Key, typename Index>
-void renumber_map(std::unordered_map<Key, Index>& map,
-                  const std::vector<std::optional<Index>>& moved) {
+template <typename Map, typename Index>
+void renumber_map(Map& map, const std::vector<std::optional<Index>>& moved) {
   std::erase_if(map, [&](const auto& entry) { return !moved[entry.second.value]; });
   for (auto& [key, index] : map) index = *moved[index.value];
 }
@@ -87,6 +86,7 @@ void SessionModel::forget_ended_before(MonotonicNs t) {
   renumber_map(live_processes_, processes_moved);
   renumber_map(live_threads_, threads_moved);
   renumber_map(exited_threads_, threads_moved);
+  renumber_map(block_owners_, threads_moved);
 }
 
 void SessionModel::compact_stacks(

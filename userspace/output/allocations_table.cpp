@@ -10,7 +10,7 @@ namespace bpfprof {
 AllocationsTable::Allocation AllocationsTable::row(size_t i) const {
   const ThreadAllocation& a = (*allocations_)[i];
   return {output_stack(*output_stack_of_, a.stack), profile_time_ms(zero_, a.time), a.bytes,
-          a.address};
+          a.address, a.by_thread};
 }
 
 void AllocationsTable::write_json(JsonWriter& w, Tid tid) const {
@@ -39,7 +39,8 @@ void AllocationsTable::write_json(JsonWriter& w, Tid tid) const {
   // Blocks with addresses: the balanced form, whose frees the front end matches by address.
   if (std::any_of(rows.begin(), rows.end(), [](const Allocation& a) { return a.address; })) {
     column("memoryAddress", [&](const Allocation& a) { w.number(a.address); });
-    column("threadId", [&](const Allocation&) { w.number(int64_t{tid.value}); });
+    column("threadId",
+           [&](const Allocation& a) { w.number(int64_t{a.by_thread.value_or(tid).value}); });
   }
   w.field("weightType", "bytes");
   w.key("length");

@@ -24,6 +24,7 @@ class AllocationsTable {
     double time_ms;                   // since meta.startTime
     int64_t bytes;                    // a block freed: negative
     uint64_t address;                 // record --allocations' blocks only
+    std::optional<Tid> by_thread;     // freed by another thread than the table's
   };
   AllocationsTable() = default;
   // As SamplesTable: the model's allocations must outlive the table.
@@ -35,8 +36,8 @@ class AllocationsTable {
   Allocation row(size_t i) const;
   // The model's rows, as the table reads them.
   const std::vector<ThreadAllocation>* rows() const { return allocations_; }
-  // Writes the `nativeAllocations` key and table of thread `tid`; nothing when no row has a
-  // stack.
+  // Writes the `nativeAllocations` key and table of thread `tid` (each row's threadId is `tid`
+  // but for a free by another thread); nothing when no row has a stack.
   void write_json(JsonWriter& w, Tid tid) const;
 
  private:
