@@ -20,7 +20,9 @@
 
 static __always_inline __u64 bytes_requested(struct pt_regs* ctx, __u64 call) {
   if (call == BPFPROF_ALLOCATOR_CALLOC) return PT_REGS_PARM1(ctx) * PT_REGS_PARM2(ctx);
-  if (call == BPFPROF_ALLOCATOR_REALLOC) return PT_REGS_PARM2(ctx);
+  if (call == BPFPROF_ALLOCATOR_REALLOC || call == BPFPROF_ALLOCATOR_MEMALIGN)
+    return PT_REGS_PARM2(ctx);
+  if (call == BPFPROF_ALLOCATOR_POSIX_MEMALIGN) return PT_REGS_PARM3(ctx);
   return PT_REGS_PARM1(ctx);
 }
 
@@ -32,7 +34,8 @@ static __always_inline struct allocating_thread* allocating_thread_of(__u32 tid)
   return bpf_map_lookup_elem(&allocating_threads, &tid);
 }
 
-/* malloc, calloc and realloc's entry (the attach cookie says which): no stack here. */
+/* malloc, calloc, realloc, memalign (aligned_alloc) and posix_memalign's entry (the attach
+ * cookie says which): no stack here. */
 SEC("uprobe")
 int on_allocator_entry(struct pt_regs* ctx) {
   const __u64 id = bpf_get_current_pid_tgid();
@@ -40,9 +43,11 @@ int on_allocator_entry(struct pt_regs* ctx) {
   if (tracked_state(tgid) != BPFPROF_TRACKED) return 0;
   const __u64 call = bpf_get_attach_cookie(ctx);
   struct allocating_thread* t = allocating_thread_of((__u32)id);
-  if (!t) return 0;
+  if (!t || t->in_call) return 0;
+  t->in_call = 1;
   t->bytes = 0;
   t->freed_address = 0;
+  t->block_at = call == BPFPROF_ALLOCATOR_POSIX_MEMALIGN ? PT_REGS_PARM1(ctx) : 0;
   if (call == BPFPROF_ALLOCATOR_REALLOC) {
     struct sampled_block old = {.tgid = tgid, .address = PT_REGS_PARM1(ctx)};
     const __u64* bytes = old.address ? bpf_map_lookup_elem(&sampled_blocks, &old) : NULL;
@@ -72,8 +77,14 @@ static __always_inline bool allocation_done(struct pt_regs* ctx, __u64 call, __u
     return true;
   }
   struct allocating_thread* t = bpf_map_lookup_elem(&allocating_threads, &tid);
-  if (!t || (!t->bytes && !t->freed_address)) return false;
-  const __u64 address = PT_REGS_RC(ctx);
+  if (!t) return false;
+  t->in_call = 0; /* the innermost return: an outer call's finds nothing left to do */
+  if (!t->bytes && !t->freed_address) return false;
+  __u64 address = PT_REGS_RC(ctx);
+  if (call == BPFPROF_ALLOCATOR_POSIX_MEMALIGN) { /* an int: 0 when the block was stored */
+    const __u64 stored_at = (int)address ? 0 : t->block_at;
+    if (!stored_at || bpf_probe_read_user(&address, sizeof(address), (void*)stored_at)) address = 0;
+  }
   if (address && t->freed_address) { /* realloc gave its old block back */
     struct sampled_block old = {.tgid = tgid, .address = t->freed_address};
     bpf_map_delete_elem(&sampled_blocks, &old);

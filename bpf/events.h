@@ -105,6 +105,8 @@ enum bpfprof_allocator_call {
   BPFPROF_ALLOCATOR_CALLOC = 2,
   BPFPROF_ALLOCATOR_REALLOC = 3,
   BPFPROF_ALLOCATOR_FREE = 4,
+  BPFPROF_ALLOCATOR_MEMALIGN = 5,       /* memalign, aligned_alloc (align, size) */
+  BPFPROF_ALLOCATOR_POSIX_MEMALIGN = 6, /* (&block, align, size): 0 and the block */
 };
 
 /* The byte sampling's countdowns (--allocations', --memory's address-space calls) are the

@@ -411,6 +411,10 @@ struct allocating_thread {
   __u64 bytes;         /* the call's request, once sampled (0: none pending) */
   __u64 freed_address; /* realloc: its old block, when that one was sampled */
   __u64 freed_bytes;
+  __u64 block_at; /* posix_memalign: where it stores the block's address */
+  /* Between an allocating call's entry and its return: glibc's memalign calls malloc itself
+   * for small alignments, and that call is not counted again. */
+  __u64 in_call;
 };
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);

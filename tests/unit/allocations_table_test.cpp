@@ -4,10 +4,16 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+
 #include <cmath>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/unique_handle.h"
 #include "userspace/capture/allocator_probe_sites.h"
 #include "userspace/model/session_model.h"
 #include "userspace/output/allocations_table.h"
@@ -94,6 +100,32 @@ TEST(AllocatorProbeSites, FreesProbeGoesPastItsNullCheckOntoAPush) {
   const uint8_t cut[] = {0x48, 0x85, 0xff, 0x0f, 0x84};
   EXPECT_EQ(offset_past_null_check(cut), 0u);
   EXPECT_EQ(offset_past_null_check({}), 0u);
+}
+
+// The C library this test runs on, from its own maps.
+std::string own_libc() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (const size_t at = line.find('/');
+        at != std::string::npos && line.find("/libc.so", at) != std::string::npos)
+      return line.substr(at);
+  return {};
+}
+
+// glibc's aligned_alloc is memalign (one address, two names): it is probed once.
+TEST(AllocatorProbeSites, EachFunctionIsProbedOnceWhateverItsNames) {
+  const std::string libc = own_libc();
+  ASSERT_FALSE(libc.empty());
+  const std::vector<std::string> names = {"malloc", "memalign", "aligned_alloc", "free",
+                                          "no_such_function"};
+  const std::vector<std::string> kept = functions_at_distinct_addresses(libc, names);
+  const UniqueFd fd(open(libc.c_str(), O_RDONLY | O_CLOEXEC));
+  const auto symbols = read_dynamic_symbols(fd.get(), names);
+  ASSERT_TRUE(symbols.contains("memalign") && symbols.contains("aligned_alloc"));
+  const bool aliases = symbols.at("memalign").address == symbols.at("aligned_alloc").address;
+  std::vector<std::string> expected = {"malloc", "memalign", "free"};
+  if (!aliases) expected.insert(expected.begin() + 2, "aligned_alloc");
+  EXPECT_EQ(kept, expected);
 }
 
 }  // namespace

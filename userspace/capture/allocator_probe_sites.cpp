@@ -35,4 +35,22 @@ uint64_t probe_offset_past_null_check(const std::string& path, const std::string
   return offset_past_null_check(read_code_bytes(fd.get(), it->second.address, 16));
 }
 
+std::vector<std::string> functions_at_distinct_addresses(
+    const std::string& path, const std::vector<std::string>& functions) {
+  const UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return {};
+  const auto symbols = read_dynamic_symbols(fd.get(), {functions.begin(), functions.end()});
+  std::vector<std::string> distinct;
+  std::vector<uint64_t> addresses;
+  for (const std::string& function : functions) {
+    const auto it = symbols.find(function);
+    if (it == symbols.end() || !it->second.defined) continue;
+    if (std::find(addresses.begin(), addresses.end(), it->second.address) != addresses.end())
+      continue;
+    addresses.push_back(it->second.address);
+    distinct.push_back(function);
+  }
+  return distinct;
+}
+
 }  // namespace bpfprof

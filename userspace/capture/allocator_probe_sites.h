@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace bpfprof {
 
@@ -17,5 +18,11 @@ uint64_t offset_past_null_check(std::span<const uint8_t> code);
 
 // offset_past_null_check of `function` in the ELF file at `path` (0 if it cannot be read).
 uint64_t probe_offset_past_null_check(const std::string& path, const std::string& function);
+
+// Those of `functions` the ELF file at `path` defines, each address once (the first name given
+// for it): glibc's aligned_alloc is memalign, and two probes on one function would count its
+// calls twice.
+std::vector<std::string> functions_at_distinct_addresses(const std::string& path,
+                                                         const std::vector<std::string>& functions);
 
 }  // namespace bpfprof

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -239,36 +240,46 @@ void BpfPrograms::attach_sampling(const SamplingEvents& events) {
   attach(page_fault_program_, events.page_fault_fds, "page-fault");
 }
 
+// Each allocating function gets a probe at its entry (the countdown) and one at its return (the
+// block), free one at its entry; each function once, however many names it has.
 void BpfPrograms::attach_allocator_probes(const std::string& libc) {
-  struct Probe {
-    const char* function;
-    bpf_program* program;
-    bool at_return;
-    uint64_t call;
-  };
-  const Probe probes[] = {
-      {"malloc", skeleton_->progs.on_allocator_entry, false, BPFPROF_ALLOCATOR_MALLOC},
-      {"calloc", skeleton_->progs.on_allocator_entry, false, BPFPROF_ALLOCATOR_CALLOC},
-      {"realloc", skeleton_->progs.on_allocator_entry, false, BPFPROF_ALLOCATOR_REALLOC},
-      {"malloc", allocator_call_program_, true, BPFPROF_ALLOCATOR_MALLOC},
-      {"calloc", allocator_call_program_, true, BPFPROF_ALLOCATOR_CALLOC},
-      {"realloc", allocator_call_program_, true, BPFPROF_ALLOCATOR_REALLOC},
-      {"free", allocator_call_program_, false, BPFPROF_ALLOCATOR_FREE},
-  };
-  for (const Probe& probe : probes) {
-    LIBBPF_OPTS(bpf_uprobe_opts, options, .bpf_cookie = probe.call, .retprobe = probe.at_return,
-                .func_name = probe.function);
-    const uint64_t offset = probe.call == BPFPROF_ALLOCATOR_FREE
-                                ? probe_offset_past_null_check(libc, probe.function)
-                                : 0;
-    bpf_link* link = probe.program ? bpf_program__attach_uprobe_opts(probe.program, -1,
-                                                                     libc.c_str(), offset, &options)
-                                   : nullptr;
-    if (!link)
-      throw std::runtime_error(std::string("cannot probe ") + probe.function + " in " + libc +
-                               ": " + errno_text(errno));
-    probe_links_.emplace_back(link);
+  const std::vector<std::pair<std::string, uint64_t>> calls = {
+      {"malloc", BPFPROF_ALLOCATOR_MALLOC},
+      {"calloc", BPFPROF_ALLOCATOR_CALLOC},
+      {"realloc", BPFPROF_ALLOCATOR_REALLOC},
+      {"memalign", BPFPROF_ALLOCATOR_MEMALIGN},
+      {"aligned_alloc", BPFPROF_ALLOCATOR_MEMALIGN},
+      {"posix_memalign", BPFPROF_ALLOCATOR_POSIX_MEMALIGN},
+      {"free", BPFPROF_ALLOCATOR_FREE}};
+  std::vector<std::string> names;
+  for (const auto& [name, call] : calls) names.push_back(name);
+  const std::vector<std::string> present = functions_at_distinct_addresses(libc, names);
+  for (const auto& [name, call] : calls) {
+    if (std::find(present.begin(), present.end(), name) == present.end()) {
+      if (call == BPFPROF_ALLOCATOR_MEMALIGN || call == BPFPROF_ALLOCATOR_POSIX_MEMALIGN) continue;
+      throw std::runtime_error("cannot find " + name + " in " + libc);
+    }
+    if (call == BPFPROF_ALLOCATOR_FREE) {
+      attach_allocator_probe(libc, name, call, allocator_call_program_, false);
+    } else {
+      attach_allocator_probe(libc, name, call, skeleton_->progs.on_allocator_entry, false);
+      attach_allocator_probe(libc, name, call, allocator_call_program_, true);
+    }
   }
+}
+
+void BpfPrograms::attach_allocator_probe(const std::string& libc, const std::string& function,
+                                         uint64_t call, bpf_program* program, bool at_return) {
+  LIBBPF_OPTS(bpf_uprobe_opts, options, .bpf_cookie = call, .retprobe = at_return,
+              .func_name = function.c_str());
+  const uint64_t offset =
+      call == BPFPROF_ALLOCATOR_FREE ? probe_offset_past_null_check(libc, function) : 0;
+  bpf_link* link =
+      program ? bpf_program__attach_uprobe_opts(program, -1, libc.c_str(), offset, &options)
+              : nullptr;
+  if (!link)
+    throw std::runtime_error("cannot probe " + function + " in " + libc + ": " + errno_text(errno));
+  probe_links_.emplace_back(link);
 }
 
 void BpfPrograms::detach_sampling() { sample_links_.clear(); }

@@ -81,8 +81,9 @@ class BpfPrograms {
   // Attaches the sample program to each sampling perf event, and with --memory the page-fault
   // program to each page-fault event.
   void attach_sampling(const SamplingEvents& events);
-  // record --allocations: the allocator probes on malloc, calloc, realloc and free of the C
-  // library at `libc` (every process that maps it; the programs keep the tracked ones).
+  // record --allocations: the allocator probes on malloc, calloc, realloc, memalign
+  // (aligned_alloc), posix_memalign and free of the C library at `libc` (every process that
+  // maps it; the programs keep the tracked ones).
   void attach_allocator_probes(const std::string& libc);
   void detach_sampling();
   // A process to sample, with its children. A command bpfprof launched is tracked from its
@@ -164,6 +165,8 @@ class BpfPrograms {
   Skeleton open_walker(size_t index, const Config& config) const;
   void load_walker_programs(const Config& config);
   void attach_address_space_probes();
+  void attach_allocator_probe(const std::string& libc, const std::string& function, uint64_t call,
+                              bpf_program* program, bool at_return);
 
   Skeleton skeleton_;
   std::vector<Skeleton> walker_skeletons_;

@@ -65,13 +65,14 @@ void add_record_memory_options(CLI::App* record, RecordOptions& options) {
       [&] {
         if (!options.allocation_period) options.allocation_period = kDefaultAllocationPeriod;
       },
-      "Record the C allocator's calls (malloc, calloc, realloc, free; operator new through "
-      "them) in the processes recorded, one sampled per 512 KiB allocated on average, with "
-      "their stacks, and which blocks are still held at the end (retained memory, leaks: the "
-      "profile's Native Allocations, pprof's alloc_space and inuse_space), beside the memory "
-      "track; with -p and -a too, no restart. Costs a uprobe trap per call, some 1.5 us: a "
-      "loop of malloc and free runs about 50 times slower (heaptrack: 6 times; "
-      "bench/memory_overhead.sh), a program that allocates little barely notices");
+      "Record the C allocator's calls (malloc, calloc, realloc, memalign, aligned_alloc, "
+      "posix_memalign, free; operator new through them) in the processes recorded, one sampled "
+      "per 512 KiB allocated on average, with their stacks, and which blocks are still held at "
+      "the end (retained memory, leaks: the profile's Native Allocations, pprof's alloc_space "
+      "and inuse_space), beside the memory track; with -p and -a too, no restart. Costs a "
+      "uprobe trap per call, some 1.5 us: a loop of malloc and free runs about 50 times slower "
+      "(heaptrack: 6 times; bench/memory_overhead.sh), a program that allocates little barely "
+      "notices");
   record
       ->add_option("--allocation-interval", options.allocation_period,
                    "With --allocations: the mean BYTES allocated between two sampled calls")

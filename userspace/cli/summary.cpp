@@ -332,7 +332,9 @@ void add_memory_growth(const RunReport& r, Lines& lines) {
     if (r.profile.allocator_calls_without_stack)
       calls += ", " + std::to_string(r.profile.allocator_calls_without_stack) +
                " without a stack (a sample interrupted the walk)";
-    add(lines, "allocated (malloc, calloc, realloc; one call sampled per %llu KiB): %.1f MB (%s)%s",
+    add(lines,
+        "allocated (malloc, calloc, realloc, memalign; one call sampled per %llu KiB): %.1f MB "
+        "(%s)%s",
         static_cast<unsigned long long>(r.profile.allocation_period >> 10),
         static_cast<double>(growth.bytes) / 1e6, calls.c_str(), top_memory_stacks(growth).c_str());
     add(lines, "still held at the end (allocated, not freed): %.1f MB%s",

@@ -237,8 +237,9 @@ enum class SampleKind : uint8_t {
   kAddressSpaceCall,
 };
 
-// What a sampled malloc, calloc, realloc or free did (bpf/allocator_probes.h): the block it
-// allocated (bytes asked for; 0: none sampled) and the sampled block it freed (0: none).
+// What a sampled malloc, calloc, realloc, memalign, posix_memalign or free did
+// (bpf/allocator_probes.h): the block it allocated (bytes asked for; 0: none sampled) and the
+// sampled block it freed (0: none).
 struct AllocatorCall {
   uint64_t address = 0;
   uint64_t bytes = 0;
