@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <future>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 
 #include "bpf/events.h"
 #include "profiler.skel.h"
@@ -159,17 +161,23 @@ void BpfPrograms::load_walker_programs(const Config& config) {
   for (size_t i = 0; i < count; ++i) skeletons.push_back(open_walker(i, config));
   std::vector<int> errors(count, -EAGAIN);
   {
-    std::vector<std::future<int>> loads(count);
-    for (size_t i = 0; i < count; ++i) {
+    // As many loads at once as there are CPUs to verify them: each parses the kernel's BTF
+    // (some 9 MB of the heap while it loads), and more at once than CPUs cost memory, not time.
+    const size_t loaders =
+        std::min<size_t>(count, std::max(1u, std::thread::hardware_concurrency()));
+    std::atomic<size_t> next{0};
+    auto load_next = [&] {
+      for (size_t i; (i = next++) < count;) errors[i] = profiler_bpf__load(skeletons[i].get());
+    };
+    std::vector<std::future<void>> loads;
+    for (size_t l = 0; l < loaders; ++l) {
       try {
-        loads[i] = std::async(std::launch::async,
-                              [skel = skeletons[i].get()] { return profiler_bpf__load(skel); });
+        loads.push_back(std::async(std::launch::async, load_next));
       } catch (const std::system_error&) {
-        // No thread to be had: loaded alone below.
+        // No thread to be had: the others take its share, or the loads are retried below.
       }
     }
-    for (size_t i = 0; i < count; ++i)
-      if (loads[i].valid()) errors[i] = loads[i].get();
+    for (std::future<void>& load : loads) load.get();
   }
   // What failed at once is tried again alone, in a fresh object: several copies of the
   // kernel's BTF parsed at once may not fit under a small `ulimit -v` where one does (and

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace bpfprof {
 
@@ -374,10 +375,17 @@ void write_marker_data(JsonWriter& w, const MarkersTable::AddressSpaceChange& ch
                        double time_ms) {
   w.field("type", MarkersTable::kAddressSpaceType);
   w.field("call", change.call);
+  w.field("direction", change.change < 0 ? "shrank" : "grew");
+  // Signed (what a reader sums), and as sizes for the labels: the front end writes a negative
+  // byte count unscaled.
   w.key("change");
   w.number(change.change);
   w.key("sampledBytes");
   w.number(change.sampled_bytes);
+  w.key("size");
+  w.number(static_cast<uint64_t>(std::abs(change.change)));
+  w.key("standsFor");
+  w.number(static_cast<uint64_t>(std::abs(change.sampled_bytes)));
   char address[32];
   snprintf(address, sizeof address, "0x%llx", static_cast<unsigned long long>(change.address));
   w.field("address", address);
@@ -483,17 +491,20 @@ void MarkersTable::write_woken_schema(JsonWriter& w) {
 
 void MarkersTable::write_address_space_schema(JsonWriter& w) {
   write_schema(w,
-               {kAddressSpaceType, "{marker.data.call} {marker.data.change}",
-                "{marker.data.call}: {marker.data.change} at {marker.data.address}",
-                "{marker.data.call} {marker.data.change} at {marker.data.address}",
+               {kAddressSpaceType, "{marker.data.call} {marker.data.size}",
+                "{marker.data.call}: {marker.data.direction} by {marker.data.size} at "
+                "{marker.data.address}",
+                "{marker.data.call} {marker.data.direction} by {marker.data.size} at "
+                "{marker.data.address}",
                 "record --memory: a system call of this thread that grew the address space "
-                "(mmap, brk, mremap) or shrank it (munmap, brk, mremap; a negative change), with "
-                "its caller's stack. Calls are sampled by bytes, one per MiB changed on "
-                "average: each stands for the bytes in 'Stands for'."},
+                "(mmap, brk, mremap) or shrank it (munmap, brk, mremap), with its caller's "
+                "stack. Calls are sampled by bytes, one per MiB changed on average: each stands "
+                "for the bytes in 'Stands for'."},
                {{"call", "Call", "string"},
-                {"change", "Change", "bytes"},
+                {"direction", "Address space", "string"},
+                {"size", "Size", "bytes"},
                 {"address", "Address", "string"},
-                {"sampledBytes", "Stands for", "bytes"}});
+                {"standsFor", "Stands for", "bytes"}});
 }
 
 }  // namespace bpfprof
