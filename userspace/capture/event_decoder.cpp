@@ -330,13 +330,16 @@ BPFPROF_RUNTIME_LIST(BPFPROF_KIND_APART)
 static_assert(static_cast<uint32_t>(AddressSpaceCallKind::kMmap) == BPFPROF_ADDRESS_SPACE_MMAP &&
               static_cast<uint32_t>(AddressSpaceCallKind::kMremap) == BPFPROF_ADDRESS_SPACE_MREMAP);
 
-std::optional<RawStackId> EventDecoder::take_paired_stack(const Header& h) {
+void EventDecoder::add_paired_call(const Header& h, SampleRecord record, uint64_t& calls,
+                                   uint64_t& without_stack, Recording& rec) {
   auto stack = paired_stacks_.find(h.cpu.value);
-  if (stack == paired_stacks_.end()) return std::nullopt;
-  const PairedStack paired = stack->second;
-  paired_stacks_.erase(stack);
-  if (paired.time != h.time || paired.tid != h.tid) return std::nullopt;
-  return paired.stack;
+  if (stack != paired_stacks_.end() && stack->second.time == h.time && stack->second.tid == h.tid)
+    record.stack = stack->second.stack;
+  else
+    ++without_stack;
+  if (stack != paired_stacks_.end()) paired_stacks_.erase(stack);
+  ++calls;
+  rec.samples.push_back(record);
 }
 
 // A sampled allocator call: its stack came just before from the same CPU, unless a sample
@@ -348,12 +351,8 @@ void EventDecoder::decode_allocation(const Header& h, const void* data, size_t s
   SampleRecord record{
       h.time, h.pid, h.tid, h.cpu, CpuTimeNs{0}, RawStackTree::kRoot, SampleKind::kAllocatorCall};
   record.allocator_call = {e->address, e->bytes, e->freed_address, e->freed_bytes};
-  if (std::optional<RawStackId> stack = take_paired_stack(h))
-    record.stack = *stack;
-  else
-    ++rec.stats.allocator_calls_without_stack;
-  ++rec.stats.allocator_calls;
-  rec.samples.push_back(record);
+  add_paired_call(h, record, rec.stats.allocator_calls, rec.stats.allocator_calls_without_stack,
+                  rec);
 }
 
 void EventDecoder::decode_address_space_call(const Header& h, const void* data, size_t size,
@@ -369,12 +368,8 @@ void EventDecoder::decode_address_space_call(const Header& h, const void* data, 
                       RawStackTree::kRoot,
                       SampleKind::kAddressSpaceCall};
   record.address_space_call = {static_cast<AddressSpaceCallKind>(e->call), e->address, e->change};
-  if (std::optional<RawStackId> stack = take_paired_stack(h))
-    record.stack = *stack;
-  else
-    ++rec.stats.address_space_calls_without_stack;
-  ++rec.stats.address_space_calls;
-  rec.samples.push_back(record);
+  add_paired_call(h, record, rec.stats.address_space_calls,
+                  rec.stats.address_space_calls_without_stack, rec);
 }
 
 // The user stack's pcs, innermost first (none without a user context); the copy's cost

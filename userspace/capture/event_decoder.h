@@ -112,8 +112,10 @@ class EventDecoder {
   void decode_allocation(const Header& h, const void* data, size_t size, Recording& rec);
   // record --memory: a sampled address-space call, whose stack came just before it.
   void decode_address_space_call(const Header& h, const void* data, size_t size, Recording& rec);
-  // The stack sent just before the event `h` on its CPU (same time and thread), if it came.
-  std::optional<RawStackId> take_paired_stack(const Header& h);
+  // A sampled call's record, with the stack sent just before its event `h` on its CPU (same
+  // time and thread) if it came: `calls` counts it, `without_stack` when the stack did not.
+  void add_paired_call(const Header& h, SampleRecord record, uint64_t& calls,
+                       uint64_t& without_stack, Recording& rec);
   void decode_lifecycle(const Header& h, uint32_t kind, const void* data, size_t size,
                         Recording& rec);
   void add_switch_out(const Header& h, CpuTimeNs cpu_time, RawStackId stack, uint32_t state,
