@@ -53,6 +53,16 @@ function requireChromium(t) {
 const isState = (f) => STATE_FRAMES.has(f.name);
 const isHex = (name) => /^0x[0-9a-f]+$/.test(name);
 
+// The most frequent stacks of `samples` (root first, one line each) with their counts.
+function stackCounts(samples, names, limit) {
+  const counts = new Map();
+  for (const s of samples) {
+    const key = names(s).join(' > ');
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return [...counts].sort((a, b) => b[1] - a[1]).slice(0, limit).map(([k, n]) => `${n}x ${k}`).join('\n    ');
+}
+
 // The on-CPU samples of each chromium process (by pid), each with its user frames.
 // The processes of a `Stack copies by process` line ("pid 812 9,684, pid 790 12 (of 5
 // processes)"), each with some of its threads' names: which of chromium's processes (a
@@ -184,8 +194,10 @@ describe('chromium rendering a page', () => {
                  `JS frames unnamed ${pct(metrics.hexJsFrames)}; walked in the kernel ${pct(f.kernelShare)}; ` +
                  `fell back: ${f.fellBack}; stack copies: ${copiesByProcess(perfMap.view, f.copiesByProcess)}`);
     assert.ok(metrics.pageShare >= 0.3, `page.html's functions in ${pct(metrics.pageShare)} of the renderer's samples`);
+    const unnested = inSort.filter((s) => !sortNested.includes(s));
     assert.ok(metrics.byKeySamples >= 10 && metrics.byKeyUnderSortRound >= 0.9,
-              `byKey ${metrics.byKeySamples} samples, ${pct(metrics.byKeyUnderSortRound)} under sortRound`);
+              `byKey ${metrics.byKeySamples} samples, ${pct(metrics.byKeyUnderSortRound)} under sortRound; ` +
+              `not under it (top 5):\n    ${stackCounts(unnested, names, 5)}`);
     assert.ok(metrics.shadeSamples >= 10, `shade in ${metrics.shadeSamples} samples`);
     assert.ok(metrics.hexJsFrames <= 0.02, `${pct(metrics.hexJsFrames)} of JS frames unnamed`);
     assert.ok(f.kernelShare >= 0.9, `walked in the kernel: ${pct(f.kernelShare)}`);

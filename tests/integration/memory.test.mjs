@@ -171,20 +171,23 @@ describe('record --memory', () => {
 
   it('gives a process attached with -p its level from the start', async (t) => {
     if (!requireRecorder(t)) return;
-    const target = startBackground(fixturePath('memory_grow'), ['3000']);
-    await sleep(1500);  // past its first growth and free: it holds nothing until 1.8 s
+    // memory_grow 8000 grows 240 MB over its first 3.2 s: attached at 1 s, it holds 75 MB or
+    // more and keeps growing, however long the attach takes on a busy machine.
+    const target = startBackground(fixturePath('memory_grow'), ['8000']);
+    await sleep(1000);
     const file = join(RESULTS_DIR, 'memory_attach.json.gz');
     const result = await run(BPFPROF, ['record', '--memory', '-p', String(target.pid), '-d', '1', '-o', file]);
-    assert.equal(result.code, 0, result.stderr);
+    target.child.kill('SIGKILL');
     await target.done;
+    assert.equal(result.code, 0, result.stderr);
     const series = memorySeries(readProfile(file), target.pid);
     assert.ok(series, 'no memory counter for the attached process');
     const first = series.points[0];
     const peak = Math.max(...series.points.map((p) => p.bytes));
     t.diagnostic(`${series.points.length} samples; first ${(first.bytes / MB).toFixed(1)} MB at ${first.ms.toFixed(0)} ms, ` +
                  `peak ${(peak / MB).toFixed(1)} MB`);
-    assert.ok(first.bytes > 0 && first.ms < 100, 'the attached process\'s level is not there from the start');
-    assert.ok(peak >= 70 * MB, `the 80 MB it held at the end peaks at ${peak / MB} MB`);
+    assert.ok(first.bytes >= 70 * MB && first.ms < 100, 'the attached process\'s level is not there from the start');
+    assert.ok(peak >= first.bytes + 8 * MB, `its growth while recorded is not on the track: peak ${peak / MB} MB`);
   });
 
   // memory_grow 8000 grows 240 MB over its first 3.2 s, frees it, sleeps to 4.0 s, then grows
