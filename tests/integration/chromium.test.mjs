@@ -171,8 +171,9 @@ describe('chromium rendering a page', () => {
     const page = renderer(chromiumProcesses(perfMap.view), ofPage);
     assert.ok(page, 'no chromium process');
     const names = (s) => s.user.map((fr) => fr.name);
-    // `JS:<tier marks>name file:line:col`: * optimized, + Maglev, ^ baseline, ~ interpreted.
-    const at = (s, fn) => names(s).findIndex((n) => new RegExp(`^JS:[^A-Za-z_$]*${fn} `).test(n));
+    // `JS:<tier marks>name file:line:col`: * optimized, + Maglev, ^ baseline, ~ interpreted; `o`
+    // before them for code entered by on-stack replacement (a busy machine tiers up mid-loop).
+    const at = (s, fn) => names(s).findIndex((n) => new RegExp(`^JS:o?[^A-Za-z_$]*${fn} `).test(n));
     // byKey's caller in the page: sortRound, or the top level (page.html:1) where V8's optimizing
     // compiler inlined sortRound into the loop's on-stack-replaced code.
     const pageCaller = (s) => names(s).slice(0, at(s, 'byKey')).findLast((n) => n.includes('page.html'));

@@ -325,6 +325,23 @@ TEST(KernelUnwindTables, AParentsMappingReadAfterAForkIsTheChildsIfMadeBeforeIt)
   EXPECT_EQ(f.sink.processes.at(Pid{72}).count, 0u);  // exec'd: another image
 }
 
+// The other order: the child's first mmap after the fork (a renderer's own heap or code) read
+// before the fork event. The child has both: what it inherited and what it mapped itself.
+TEST(KernelUnwindTables, AChildsOwnMappingReadBeforeItsForkKeepsWhatItInherited) {
+  Fixture f;
+  LoadSegment text;
+  LifecycleEvent own = text_mapping(Pid{75}, 0x200000000, &text);
+  own.time = MonotonicNs{5};
+  LifecycleEvent parents_later = text_mapping(Pid{74}, 0x300000000, &text);
+  parents_later.time = MonotonicNs{6};
+  f.apply({start_event(Pid{74}), text_mapping(Pid{74}, 0x100000000, &text), own, parents_later,
+           LifecycleEvent{MonotonicNs{2}, ForkEvent{Pid{74}, Tid{74}, Pid{75}, Tid{75}}}});
+  const bpfprof_process_mappings& child = f.sink.processes.at(Pid{75});
+  ASSERT_EQ(child.count, 2u);  // the parent's from before the fork, and its own
+  EXPECT_EQ(child.mappings[0].start, 0x100000000 + (text.vaddr & ~uint64_t{4095}));
+  EXPECT_EQ(child.mappings[1].start, 0x200000000 + (text.vaddr & ~uint64_t{4095}));
+}
+
 // A shell's child execs; ld.so maps its libraries and the BPF side rewrites the entry from the
 // VMAs at each mmap. Our entry, from a side band read before those mmaps, has the program
 // alone: it must not replace the kernel's until we have read past the kernel's write.

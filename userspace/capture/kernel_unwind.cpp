@@ -91,14 +91,7 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
     } else if (const auto* fork = std::get_if<ForkEvent>(&payload)) {
       // Forks come from BPF, for tracked parents only. A new thread shares the mappings.
       if (fork->child_pid == fork->parent_pid) continue;
-      // The child's own mappings (an exec's, from the side band) may have come first: they
-      // are newer than the address space it inherited.
-      auto parent = processes_.find(fork->parent_pid);
-      Process& child = processes_[fork->child_pid];
-      if (child.mappings.empty() && parent != processes_.end()) {
-        child.mappings = parent->second.mappings;
-        forks_.forked(fork->parent_pid, fork->child_pid, events[i].time);
-      }
+      inherit_mappings(fork->parent_pid, fork->child_pid, events[i].time);
       track(fork->child_pid, events[i].time);
     } else if (const std::optional<Pid> known = process_made_known_by(payload)) {
       track(*known, events[i].time);  // an exec, a start, an attach
@@ -112,6 +105,21 @@ void KernelUnwindTables::apply(const std::vector<LifecycleEvent>& events, size_t
       sink_.remove_process(exit->pid);
     }
   }
+}
+
+// What the parent mapped before the fork is the child's. The child's own mappings, from the
+// side band (another ring, read first), are newer and stay on top; after its exec, read first
+// too, it runs another image and inherits nothing.
+void KernelUnwindTables::inherit_mappings(Pid parent_pid, Pid child_pid, MonotonicNs fork_time) {
+  Process& child = processes_[child_pid];
+  const auto parent = processes_.find(parent_pid);
+  if (parent == processes_.end() || child.image_reset > fork_time) return;
+  std::map<uint64_t, Mapping> own = std::move(child.mappings);
+  child.mappings.clear();
+  for (const auto& [start, mapping] : parent->second.mappings)
+    if (mapping.mapped_at < fork_time) child.mappings.emplace(start, mapping);
+  for (const auto& [start, mapping] : own) insert_replacing_overlaps(child.mappings, mapping);
+  forks_.forked(parent_pid, child_pid, fork_time);
 }
 
 void KernelUnwindTables::add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info) {

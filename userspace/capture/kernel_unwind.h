@@ -158,6 +158,7 @@ class KernelUnwindTables {
     std::optional<CompactUnwindTable> compact{};
   };
 
+  void inherit_mappings(Pid parent_pid, Pid child_pid, MonotonicNs fork_time);
   void add_mapping(MonotonicNs time, Pid pid, const MappingInfo& info);
   void insert_mapping(MonotonicNs time, Pid pid, const Mapping& mapping);
   void track(Pid pid, MonotonicNs time);
