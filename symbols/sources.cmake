@@ -7,6 +7,8 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/util/held_file.cpp
   ${BPFPROF_SYMBOLS_DIR}/util/atomic_file.cpp
   ${BPFPROF_SYMBOLS_DIR}/util/run_program.cpp
+  ${BPFPROF_SYMBOLS_DIR}/util/lazy_library.cpp
+  ${BPFPROF_SYMBOLS_DIR}/util/capstone_on_demand.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/elf_file.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/symbol_table.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/plt_symbols.cpp

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <optional>
@@ -47,6 +48,9 @@ HeldFileRef copy_of_own_vdso() {
     const auto* image = reinterpret_cast<const char*>(m.start);
     const auto size = static_cast<ssize_t>(m.end - m.start);
     if (write(fd.get(), image, size) != size) return nullptr;
+    // Read-only from now on: the copy counts as written by bpfprof alone, and its unwind table
+    // is cached by its build-id like a system library's, not built at every start.
+    if (fchmod(fd.get(), 0400) != 0) return nullptr;
     return HeldFile::adopt(std::move(fd));
   }
   return nullptr;

@@ -27,9 +27,11 @@ const OTHER_PYTHONS = { '3.6': `${PYENV}/versions/3.6.15/bin/python3.6`,
   '3.12': `${PYENV}/versions/3.12.1/bin/python3.12`, '3.13': `${PYENV}/versions/3.13.0/bin/python3.13` };
 const PYTHON27 = `${PYENV}/versions/2.7.18/bin/python2.7`;
 const SCRIPT = join(INTEGRATION_DIR, 'python', 'call_tree.py');
-const SECONDS = 1.0;
-// Each part of the other versions' runs: 150-500 samples a leaf, three times the 50 asked.
-const OTHER_SECONDS = 0.5;
+// Seconds of CPU time each part of call_tree.py runs for (each part is timed by its thread's
+// CPU clock): about 500 samples a leaf, also on a busy machine, where it only takes longer.
+const SECONDS = 0.5;
+// Each part of the other versions' runs: about 250 samples a leaf, five times the 50 asked.
+const OTHER_SECONDS = 0.25;
 const MIN_ORDERED_SHARE = 0.95;
 const MID_SWITCH = '[unknown Python frames: read mid-switch]';
 const MAX_MID_SWITCH_SHARE = 0.1;
@@ -381,9 +383,10 @@ describe('python', () => {
   // Attaching finds the interpreters and their threads the same way in every stack mode.
   itOnce('-p: attaches to a running interpreter (threads started before and after)', async (t) => {
     if (!requirePython(t)) return;
-    // The grove thread starts before the recording attaches, the late one about 6 s after;
-    // its recursion runs 4 s, so that a start-up of 2-3 s on a loaded machine still sees it.
-    const bg = startBackground(PYTHON, [SCRIPT, '2']);
+    // The grove thread starts before the recording attaches, the late one when the main
+    // thread's parts (3.5 s of CPU time) and grove's (3 s) are done: 6.5 s after at the
+    // earliest, later on a busy machine, which a start-up of 2-3 s still sees.
+    const bg = startBackground(PYTHON, [SCRIPT, '1']);
     try {
       await sleep(800);
       const r = await recordWith('python-attach', ['-p', String(bg.pid), '-d', '15']);

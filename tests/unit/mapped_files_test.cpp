@@ -12,6 +12,7 @@
 
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/proc_maps.h"
+#include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
 namespace {
@@ -198,6 +199,15 @@ TEST(HeldFile, ReadablePathPrefersTheVdsoImageThenTheHeldFile) {
   ASSERT_FALSE(vdso_image_path().empty());
   EXPECT_EQ(readable_path("[vdso]", held), vdso_image_path());
   EXPECT_FALSE(HeldFile::open("/nonexistent/file"));
+}
+
+// The vDSO's copy is bpfprof's own and read-only: its unwind table is cached like a library's.
+TEST(HeldFile, TheVdsoCopyIsTrustedForTheTableCache) {
+  ASSERT_FALSE(vdso_image_path().empty());
+  const int fd = ::open(vdso_image_path().c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(written_by_us_or_root_only(fd));
+  ::close(fd);
 }
 
 }  // namespace

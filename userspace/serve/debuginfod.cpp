@@ -2,6 +2,7 @@
 
 #include <elfutils/debuginfod.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace bpfprof {
@@ -27,7 +28,10 @@ std::unique_ptr<Debuginfod> Debuginfod::from_environment() {
   const char* urls = getenv("DEBUGINFOD_URLS");
   if (!urls || !*urls) return nullptr;
   Client client(debuginfod_begin());
-  if (!client) return nullptr;
+  if (!client) {
+    fprintf(stderr, "bpfprof: DEBUGINFOD_URLS is set, but no debuginfod client could start\n");
+    return nullptr;
+  }
   return std::unique_ptr<Debuginfod>(new Debuginfod(std::move(client)));
 }
 

@@ -1,11 +1,12 @@
 #include "userspace/session/uploader.h"
 
-#include <curl/curl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <memory>
+
+#include "userspace/session/curl_on_demand.h"
 
 namespace bpfprof {
 
@@ -127,20 +128,20 @@ bool Uploader::post(const Item& item, bool& retry) {
   std::unique_ptr<curl_slist, HeadersDeleter> headers(
       curl_slist_append(nullptr, "Content-Type: application/octet-stream"));
   CURL* c = curl.get();
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_POST, 1L);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, item.body.data());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(item.body.size()));
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout_s * 1000));
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // a thread of its own: no SIGALRM for timeouts
-  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, abort_if_stopping);
-  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &abort_);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard_answer);
+  curl_set(c, CURLOPT_URL, url.c_str());
+  curl_set(c, CURLOPT_POST, 1L);
+  curl_set(c, CURLOPT_POSTFIELDS, item.body.data());
+  curl_set(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(item.body.size()));
+  curl_set(c, CURLOPT_HTTPHEADER, headers.get());
+  curl_set(c, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout_s * 1000));
+  curl_set(c, CURLOPT_NOSIGNAL, 1L);  // a thread of its own: no SIGALRM for timeouts
+  curl_set(c, CURLOPT_NOPROGRESS, 0L);
+  curl_set(c, CURLOPT_XFERINFOFUNCTION, abort_if_stopping);
+  curl_set(c, CURLOPT_XFERINFODATA, &abort_);
+  curl_set(c, CURLOPT_WRITEFUNCTION, discard_answer);
   const CURLcode result = curl_easy_perform(c);
   long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  curl_get(c, CURLINFO_RESPONSE_CODE, &status);
   std::string error;
   if (result != CURLE_OK)
     error = curl_easy_strerror(result);

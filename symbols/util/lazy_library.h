@@ -1,0 +1,40 @@
+// A shared library opened when first used (dlopen), not when bpfprof starts: the libraries a
+// recording rarely needs (the disassembler, the HTTP client, debuginfod's client and all they
+// pull in: TLS, Kerberos, LDAP) cost a recording neither their pages nor their relocations.
+// Each is reached through shims of the functions bpfprof calls, with the library's own
+// signatures (its *_on_demand.cpp), so that the callers read as with a linked library.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+namespace bpfprof {
+
+class LazyLibrary {
+ public:
+  explicit LazyLibrary(const char* soname) : soname_(soname) {}
+  LazyLibrary(const LazyLibrary&) = delete;
+  LazyLibrary& operator=(const LazyLibrary&) = delete;
+  // Kept open to the end of the process, as a linked library is: a library's destructors and
+  // threads may outlive any point at which closing it would be safe.
+  ~LazyLibrary() = default;
+
+  // The function `name` of the library, or nullptr when the library or the function cannot
+  // be had (error() then says why, in one line).
+  template <typename Function>
+  Function* function(const char* name) {
+    return reinterpret_cast<Function*>(symbol(name));
+  }
+  std::string error();
+
+ private:
+  void* symbol(const char* name);
+  void open();
+
+  const char* soname_;
+  std::once_flag opened_;
+  void* handle_ = nullptr;
+  std::string error_;
+};
+
+}  // namespace bpfprof
