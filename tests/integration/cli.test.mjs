@@ -3,6 +3,7 @@
 // non-zero exit and a one-line error.
 import assert from 'node:assert/strict';
 import { existsSync, rmSync } from 'node:fs';
+import { getPriority } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
@@ -19,6 +20,16 @@ describe('bpfprof record exit status', () => {
     assert.ok(existsSync(out), 'no profile written');
     const profile = readProfile(out);
     assert.equal(profile.meta.preprocessedProfileVersion, 70);
+  });
+
+  // The recorder raises its own priority while it loads and reads; the command, forked before,
+  // keeps the one it was given.
+  it('runs the command at the priority it was given', async (t) => {
+    if (!requireRecorder(t)) return;
+    const out = join(RESULTS_DIR, 'priority.json.gz');
+    const r = await run(BPFPROF, ['record', '-o', out, '--', 'sh', '-c', "echo nice=$(cut -d' ' -f19 /proc/self/stat)"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(/nice=(-?\d+)/.exec(r.stdout)?.[1], String(getPriority()), r.stdout);
   });
 
   it('exits 128+signal when the command is killed (SIGTERM -> 143)', async (t) => {

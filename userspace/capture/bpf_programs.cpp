@@ -80,22 +80,15 @@ BpfPrograms::BpfPrograms(const Config& config)
         skeleton_->maps.unwind_rows, config.unwind_initial_rows, skeleton_->maps.unwind_pages,
         skeleton_->maps.unwind_rules, skeleton_->maps.unwind_processes,
         skeleton_->maps.unwind_files);
-  // libbpf reads its rings in the order they were added: forks and execs first, so that a
-  // new process's mappings are known before its samples are unwound.
-  ring_buffer_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events),
-                                      &BpfPrograms::on_event, this, nullptr));
-  if (!ring_buffer_)
-    throw std::system_error(errno, std::generic_category(),
-                            "cannot set up the BPF lifecycle ring buffer");
-  if (int err = ring_buffer__add(ring_buffer_.get(), bpf_map__fd(skeleton_->maps.events),
-                                 &BpfPrograms::on_event, this))
-    throw std::system_error(err < 0 ? -err : err, std::generic_category(),
-                            "cannot set up the BPF ring buffer");
   lifecycle_ring_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events),
                                          &BpfPrograms::on_event, this, nullptr));
   if (!lifecycle_ring_)
     throw std::system_error(errno, std::generic_category(),
                             "cannot set up the BPF lifecycle ring buffer");
+  events_ring_.reset(
+      ring_buffer__new(bpf_map__fd(skeleton_->maps.events), &BpfPrograms::on_event, this, nullptr));
+  if (!events_ring_)
+    throw std::system_error(errno, std::generic_category(), "cannot set up the BPF ring buffer");
 }
 
 BpfPrograms::~BpfPrograms() = default;

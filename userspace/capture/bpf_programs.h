@@ -141,6 +141,7 @@ class BpfPrograms {
   std::vector<uint64_t> per_cpu_counts(const bpf_map* map) const;
 
   static int on_event(void* context, void* data, size_t size);
+  int consume_rings();
   static std::vector<bpf_program*> walker_programs(profiler_bpf* skel, const Config& config);
   static void set_read_only_data(profiler_bpf* skel, const Config& config);
   void apply_stack_copy_changes(IngestPipeline& pipeline);
@@ -178,10 +179,11 @@ class BpfPrograms {
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
   // The allocator's uprobes, the address-space system calls' tracepoints.
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> probe_links_;
-  std::unique_ptr<ring_buffer, RingBufferDeleter> ring_buffer_;
-  // The lifecycle ring alone, for read_lifecycle_ring() (libbpf 1.1 cannot read one ring of
-  // a ring_buffer; both readers go by the consumer position in the ring's shared page).
+  // Each ring mapped once (a mapping is resident whole: the events ring's pages count twice
+  // in the recorder's memory, as libbpf maps its data twice for reads across the wrap).
+  // The lifecycle ring is read first, and also alone (read_lifecycle_ring).
   std::unique_ptr<ring_buffer, RingBufferDeleter> lifecycle_ring_;
+  std::unique_ptr<ring_buffer, RingBufferDeleter> events_ring_;
   IngestPipeline* target_ = nullptr;  // where on_event sends events, during consume/drain
   std::optional<std::chrono::steady_clock::time_point> poll_deadline_;  // set during poll()
   uint64_t events_this_poll_ = 0;

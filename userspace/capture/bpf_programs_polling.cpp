@@ -25,7 +25,8 @@ constexpr auto kPollBudget = std::chrono::milliseconds(100);
 void BpfPrograms::wait(int timeout_ms, const std::vector<int>& also) {
   // Events are submitted without waking the reader (see bpf/profiler.bpf.c): this returns at
   // the timeout, at a signal, or when the buffer is filling up.
-  std::vector<pollfd> fds{pollfd{ring_buffer__epoll_fd(ring_buffer_.get()), POLLIN, 0}};
+  std::vector<pollfd> fds{pollfd{ring_buffer__epoll_fd(lifecycle_ring_.get()), POLLIN, 0},
+                          pollfd{ring_buffer__epoll_fd(events_ring_.get()), POLLIN, 0}};
   for (int fd : also) fds.push_back(pollfd{fd, POLLIN, 0});
   ::poll(fds.data(), fds.size(), timeout_ms);
 }
@@ -35,7 +36,7 @@ int BpfPrograms::consume(IngestPipeline& pipeline) {
   target_ = &pipeline;
   poll_deadline_ = std::chrono::steady_clock::now() + kPollBudget;
   events_this_poll_ = 0;
-  int n = ring_buffer__consume(ring_buffer_.get());
+  const int n = consume_rings();
   poll_deadline_.reset();
   target_ = nullptr;
   apply_stack_copy_changes(pipeline);
@@ -48,9 +49,22 @@ void BpfPrograms::read_lifecycle_ring() {
   if (target_) ring_buffer__consume(lifecycle_ring_.get());
 }
 
+// Forks and execs first, so that a new process's mappings are known before its samples are
+// unwound. What the first call returns when on_event stopped it (kPollBudgetSpent), else the
+// events read, else the first error.
+int BpfPrograms::consume_rings() {
+  const int lifecycle = ring_buffer__consume(lifecycle_ring_.get());
+  if (lifecycle == kPollBudgetSpent) return lifecycle;
+  const int events = ring_buffer__consume(events_ring_.get());
+  if (events == kPollBudgetSpent) return events;
+  if (lifecycle < 0) return lifecycle;
+  if (events < 0) return events;
+  return lifecycle + events;
+}
+
 int BpfPrograms::drain(IngestPipeline& pipeline) {
   target_ = &pipeline;
-  int n = ring_buffer__consume(ring_buffer_.get());
+  const int n = consume_rings();
   target_ = nullptr;
   return n;
 }

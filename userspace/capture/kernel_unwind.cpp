@@ -210,7 +210,6 @@ void KernelUnwindTables::forget_untracked(MonotonicNs now) {
 
 void KernelUnwindTables::build_tables() {
   std::unique_lock lock(mutex_);
-  worker_tids_.push_back(gettid());
   while (true) {
     wake_worker_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
     if (stopping_) return;
@@ -267,11 +266,6 @@ void KernelUnwindTables::prefer(Pid pid, const std::vector<uint64_t>& pcs) {
 bool KernelUnwindTables::wait_for_tables(std::chrono::milliseconds limit) {
   std::unique_lock lock(mutex_);
   return job_done_.wait_for(lock, limit, [this] { return pending_ == 0; });
-}
-
-std::vector<pid_t> KernelUnwindTables::worker_tids() {
-  std::lock_guard lock(mutex_);
-  return worker_tids_;
 }
 
 bool KernelUnwindTables::building() {

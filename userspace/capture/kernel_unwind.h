@@ -96,8 +96,6 @@ class KernelUnwindTables {
   bool wait_for_tables(std::chrono::milliseconds limit);
   // Tables are queued or being built: their processes' samples fall back meanwhile.
   bool building();
-  // The table workers' thread ids (those running yet), for their priority.
-  std::vector<pid_t> worker_tids();
   // Until a new process's mappings and tables are in the kernel its samples fall back to
   // stack copies: true while tables are being built and for a while after a tracked process
   // started, exec'd or was found (-p, -a), so that the recorder reads the side band sooner.
@@ -207,7 +205,6 @@ class KernelUnwindTables {
   size_t pending_ = 0;  // jobs queued or being built
   bool stopping_ = false;
   std::vector<std::thread> workers_;
-  std::vector<pid_t> worker_tids_;  // guarded by mutex_; each worker's, once it runs
 };
 
 // The file key of a mapping: its build-id (the same library reported by MMAP2 and by a /proc

@@ -152,6 +152,13 @@ CollectLoop::CollectLoop(const RecordOptions& options, MonotonicNs invoked)
       show_status_(isatty(STDERR_FILENO) == 1) {}
 
 void CollectLoop::start_sampling() {
+  // From here on above the default priority (the command was forked before and keeps its
+  // own): the verifier's work for the programs runs in this process's threads, and on a busy
+  // machine it is the start-up a user waits for. Threads made later (loaders, table workers)
+  // inherit it. The reader must also keep up with the ring buffer when every CPU is busy: at
+  // the default priority, among dozens of runnable threads, it gets too little CPU and events
+  // are lost.
+  raise_priority(0, kReaderNiceBoost);
   bpf_.emplace(bpf_config(options_, recording_));
   if (options_.call_graph == CallGraph::kDwarf) start_kernel_unwinding();
   std::vector<int> cpus = online_cpus();
@@ -236,14 +243,6 @@ void CollectLoop::start_targets() {
     throw RecordFailure(2, e.what());
   }
   figures_.targets_known = monotonic_now();
-  // The reader must keep up with the ring buffer also when every CPU is busy: at the default
-  // priority, among dozens of runnable threads, it gets too little CPU and events are lost. The
-  // command was forked before this and keeps its own priority.
-  // The table workers too: on a busy machine a table built sooner replaces stack copies
-  // sooner, which cost more than it.
-  raise_priority(0, kReaderNiceBoost);
-  if (kernel_unwind_)
-    for (pid_t tid : kernel_unwind_->worker_tids()) raise_priority(tid, kReaderNiceBoost);
   // Lifecycle events from the side band and /proc go to the event log as they are (the BPF
   // programs' events are saved raw as they are read).
   if (event_log_) event_log_->write_lifecycle_events(recording_.events, 0);
