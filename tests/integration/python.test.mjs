@@ -30,8 +30,9 @@ const SCRIPT = join(INTEGRATION_DIR, 'python', 'call_tree.py');
 // Seconds of CPU time each part of call_tree.py runs for (each part is timed by its thread's
 // CPU clock): about 500 samples a leaf, also on a busy machine, where it only takes longer.
 const SECONDS = 0.5;
-// Each part of the other versions' runs: about 250 samples a leaf, five times the 50 asked.
-const OTHER_SECONDS = 0.25;
+// Each part of the other versions' runs: about 500 samples a leaf. Less, and the interpreter's
+// start and exit (no Python frame yet) weigh on the 98% share asserted (97.9% at 0.25 s).
+const OTHER_SECONDS = 0.5;
 const MIN_ORDERED_SHARE = 0.95;
 const MID_SWITCH = '[unknown Python frames: read mid-switch]';
 const MAX_MID_SWITCH_SHARE = 0.1;
