@@ -9,37 +9,34 @@
 
 namespace {
 
-template <typename Function>
-Function* debuginfod_function(const char* name) {
-  static bpfprof::LazyLibrary library(BPFPROF_DEBUGINFOD_SONAME);
-  return library.function<Function>(name);
-}
+// Debuginfod::from_environment says it when DEBUGINFOD_URLS asks for a client.
+constinit bpfprof::LazyLibrary debuginfod_library(BPFPROF_DEBUGINFOD_SONAME, nullptr);
 
 }  // namespace
 
 extern "C" {
 
 debuginfod_client* debuginfod_begin() {
-  static auto* f = debuginfod_function<decltype(debuginfod_begin)>("debuginfod_begin");
+  static auto* f = debuginfod_library.function<decltype(debuginfod_begin)>("debuginfod_begin");
   return f ? f() : nullptr;
 }
 
 void debuginfod_end(debuginfod_client* client) {
-  static auto* f = debuginfod_function<decltype(debuginfod_end)>("debuginfod_end");
+  static auto* f = debuginfod_library.function<decltype(debuginfod_end)>("debuginfod_end");
   if (f) f(client);
 }
 
 int debuginfod_find_executable(debuginfod_client* client, const unsigned char* build_id,
                                int build_id_len, char** path) {
-  static auto* f =
-      debuginfod_function<decltype(debuginfod_find_executable)>("debuginfod_find_executable");
+  static auto* f = debuginfod_library.function<decltype(debuginfod_find_executable)>(
+      "debuginfod_find_executable");
   return f ? f(client, build_id, build_id_len, path) : -ENOSYS;
 }
 
 int debuginfod_find_debuginfo(debuginfod_client* client, const unsigned char* build_id,
                               int build_id_len, char** path) {
   static auto* f =
-      debuginfod_function<decltype(debuginfod_find_debuginfo)>("debuginfod_find_debuginfo");
+      debuginfod_library.function<decltype(debuginfod_find_debuginfo)>("debuginfod_find_debuginfo");
   return f ? f(client, build_id, build_id_len, path) : -ENOSYS;
 }
 
