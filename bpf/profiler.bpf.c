@@ -236,9 +236,11 @@ static __always_inline bool on_task_stack(void* ctx, struct task_struct* task) {
 }
 
 /* The waker's stacks, after its waking event (same cpu and timestamp, the waker's pid and
- * tid), unwound as a sample's. `with_user`: a thread of a tracked process in process context;
- * else the kernel stack only. sched_waking runs with interrupts off (under the wakee's
- * pi_lock), as sched_switch does, so the two share scratch space without ever nesting. */
+ * tid), unwound as a sample's. `with_user`: a thread of a tracked process in process context,
+ * with its runtimes' frames; else the kernel stack only (an interrupt's wakeup says nothing of
+ * the interpreter it interrupted, whose frames would have no user stack to go in). sched_waking
+ * runs with interrupts off (under the wakee's pi_lock), as sched_switch does, so the two share
+ * scratch space without ever nesting. */
 static __always_inline void send_waker_stack(void* ctx, const struct bpfprof_event_header* waking,
                                              bool with_user) {
   struct task_struct* task = bpf_get_current_task_btf();
@@ -247,7 +249,7 @@ static __always_inline void send_waker_stack(void* ctx, const struct bpfprof_eve
   head.header.kind = BPFPROF_EVENT_STACK;
   head.header.pid = task->tgid;
   head.header.tid = task->pid;
-  send_stack(ctx, &head, TRACEPOINT_SLOT, with_user, true, true);
+  send_stack(ctx, &head, TRACEPOINT_SLOT, with_user, true, with_user);
 }
 
 #define ENOSYS_ERRNO 38

@@ -237,15 +237,16 @@ describe('python', () => {
       checkLines(t, r.view, expectedFor(version) !== EXPECTED, `lines${version}`);
       const summary = pythonSummary(r.result.stderr);
       metrics[`summary${version}`] = summary;
-      // The summary counts every stack taken, wakers' too: 95.3-95.9% for 3.6-3.12 with two
-      // threads taking turns at the GIL, where 99.3% of the profile's samples have Python
-      // frames. The samples' share is asserted, the summary's printed.
+      // The summary counts every stack taken with a user stack, wakers' too (99.8-99.9% for
+      // 3.6-3.13); an interrupt's wakeup in an interpreter thread has no user stack and no
+      // Python frames read (each had made a stack without them: 94-97% under load).
       const samples = pythonThreads(r.view, basename(python)).flatMap((th) => r.view.samples(th));
       const withPython = samples.filter((s) => pythonFrames(s.frames).length > 0).length;
       metrics[`sampleShare${version}`] = withPython / (samples.length || 1);
       t.diagnostic(`python ${version}: Python frames in ${pct(withPython / (samples.length || 1))} of ${samples.length} samples; ` +
                    `the summary: in ${pct(summary.share)} of ${summary.stacks} stacks, ${summary.bytesPerStack} bytes per stack`);
       assert.ok(withPython / samples.length >= 0.98, `Python frames in only ${pct(withPython / samples.length)} of the samples`);
+      assert.ok(summary.share >= 0.98, `the summary: Python frames in only ${pct(summary.share)} of the stacks`);
     });
   }
 
@@ -363,7 +364,8 @@ describe('python', () => {
     const stderr = rec.result.stderr;
     const summary = pythonSummary(stderr);
     metrics.summaryShare = summary.share;
-    assert.ok(summary.share >= 0.95, `Python frames in only ${pct(summary.share)} of the stacks`);
+    // 99.6-99.8%, beside three spinning loops too.
+    assert.ok(summary.share >= 0.98, `Python frames in only ${pct(summary.share)} of the stacks`);
     const complete = stderr.match(/user stacks complete: ([\d.]+)%/);
     assert.ok(complete && Number(complete[1]) >= 95, `completeness: ${complete?.[1]}`);
     const extra = (rec.profile.meta.extra ?? []).flatMap((group) => group.entries ?? []);
