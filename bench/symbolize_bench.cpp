@@ -85,9 +85,10 @@ std::optional<std::vector<uint64_t>> kernel_addresses(size_t n, std::string* err
     *error = "kernel addresses unavailable (/proc/kallsyms unreadable or hidden: run as root)";
     return std::nullopt;
   }
-  std::vector<const KernelSymbol*> text;
-  for (const KernelSymbol& s : symbols->symbols())
-    if (s.module.empty() && s.end > s.address) text.push_back(&s);
+  std::vector<KernelSymbol> text;
+  for (size_t i = 0; i < symbols->size(); ++i)
+    if (const KernelSymbol s = (*symbols)[i]; s.module.empty() && s.end > s.address)
+      text.push_back(s);
   if (text.empty()) {
     *error = "no vmlinux text symbols";
     return std::nullopt;
@@ -97,8 +98,8 @@ std::optional<std::vector<uint64_t>> kernel_addresses(size_t n, std::string* err
   std::vector<uint64_t> out;
   out.reserve(n);
   for (size_t attempts = 0; out.size() < n && attempts < 100 * n; ++attempts) {
-    const KernelSymbol* s = text[rng() % text.size()];
-    const uint64_t a = s->address + rng() % (s->end - s->address);
+    const KernelSymbol& s = text[rng() % text.size()];
+    const uint64_t a = s.address + rng() % (s.end - s.address);
     if (seen.insert(a).second) out.push_back(a);
   }
   return out;

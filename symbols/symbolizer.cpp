@@ -272,9 +272,10 @@ const KernelSymbols* Symbolizer::kernel_symbols() {
     kernel_symbols_loaded_ = true;
     kernel_symbols_ = KernelSymbols::load(options_.kallsyms_path);
     if (kernel_symbols_) {
-      for (const KernelSymbol& symbol : kernel_symbols_->symbols()) {
+      for (size_t i = 0; i < kernel_symbols_->size(); ++i) {
+        const KernelSymbol symbol = (*kernel_symbols_)[i];
         if (symbol.module.empty()) continue;
-        auto [it, inserted] = module_base_.try_emplace(symbol.module, symbol.address);
+        auto [it, inserted] = module_base_.try_emplace(std::string(symbol.module), symbol.address);
         if (!inserted) it->second = std::min(it->second, symbol.address);
       }
     }
@@ -325,17 +326,17 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel(uint64_t address) {
     frame.name = "[kernel]";
     return {frame};
   }
-  const KernelSymbol* symbol = symbols->lookup(address);
+  const std::optional<KernelSymbol> symbol = symbols->lookup(address);
   uint64_t base = symbols->text_start();
   if (symbol && !symbol->module.empty()) {
     frame.kernel_module = symbol->module;
-    base = module_base_.at(symbol->module);
+    base = module_base_.at(std::string(symbol->module));
   }
   frame.relative_address = address - base;
   if (symbol) {
     frame.name = symbol->name;
     frame.symbol =
-        NativeSymbolInfo{symbol->name, symbol->address - base,
+        NativeSymbolInfo{std::string(symbol->name), symbol->address - base,
                          symbol->end > symbol->address ? symbol->end - symbol->address : 0};
   }
   return {frame};

@@ -111,25 +111,10 @@ KernelSymbols KernelSymbols::parse(std::string_view text) {
   }
   if (result.text_start_ == 0) result.text_start_ = stext != 0 ? stext : lowest_vmlinux_text;
 
-  result.symbols_.reserve(text_lines.size());
-  for (const KallsymsLine& line : text_lines) {
-    if (!result.symbols_.empty() && result.symbols_.back().address == line.address) continue;
-    result.symbols_.push_back({line.address, 0, std::string(line.name), std::string(line.module)});
-  }
-
-  for (size_t i = 0; i < result.symbols_.size(); ++i) {
-    KernelSymbol& symbol = result.symbols_[i];
-    const KernelSymbol* next = i + 1 < result.symbols_.size() ? &result.symbols_[i + 1] : nullptr;
-    const uint64_t capped_end =
-        symbol.address + std::min<uint64_t>(kMaxSpanAtModuleEnd, ~symbol.address);
-    if (next == nullptr) {
-      symbol.end = capped_end;
-    } else if (next->module != symbol.module) {
-      symbol.end = std::min(next->address, capped_end);
-    } else {
-      symbol.end = next->address;
-    }
-  }
+  result.entries_.reserve(text_lines.size());
+  for (const KallsymsLine& line : text_lines) result.keep(line.address, line.name, line.module);
+  result.entries_.shrink_to_fit();
+  result.names_.shrink_to_fit();
   return result;
 }
 
@@ -139,13 +124,53 @@ std::optional<KernelSymbols> KernelSymbols::load(const std::string& path) {
   return parse(*text);
 }
 
-const KernelSymbol* KernelSymbols::lookup(uint64_t addr) const {
-  auto after =
-      std::upper_bound(symbols_.begin(), symbols_.end(), addr,
-                       [](uint64_t value, const KernelSymbol& s) { return value < s.address; });
-  if (after == symbols_.begin()) return nullptr;
-  const KernelSymbol& candidate = *std::prev(after);
-  return addr < candidate.end ? &candidate : nullptr;
+// One symbol an address: the first of those sorted there.
+void KernelSymbols::keep(uint64_t address, std::string_view name, std::string_view module) {
+  if (!entries_.empty() && entries_.back().address == address) return;
+  // Longer than any kernel's (KSYM_NAME_LEN), or past what an entry can point at.
+  if (name.size() > UINT16_MAX || names_.size() > UINT32_MAX - name.size()) return;
+  const std::optional<uint16_t> module_at = module_index(module);
+  if (!module_at) return;
+  entries_.push_back({address, static_cast<uint32_t>(names_.size()),
+                      static_cast<uint16_t>(name.size()), *module_at});
+  names_.append(name);
+}
+
+// Modules come one after the other in address order: the last entry's is the likely one.
+std::optional<uint16_t> KernelSymbols::module_index(std::string_view module) {
+  if (module.empty()) return 0;
+  if (!entries_.empty() && modules_[entries_.back().module] == module)
+    return entries_.back().module;
+  for (size_t i = 1; i < modules_.size(); ++i)
+    if (modules_[i] == module) return static_cast<uint16_t>(i);
+  if (modules_.size() > UINT16_MAX) return std::nullopt;
+  modules_.emplace_back(module);
+  return static_cast<uint16_t>(modules_.size() - 1);
+}
+
+uint64_t KernelSymbols::end_of(size_t index) const {
+  const Entry& symbol = entries_[index];
+  const uint64_t capped_end =
+      symbol.address + std::min<uint64_t>(kMaxSpanAtModuleEnd, ~symbol.address);
+  if (index + 1 == entries_.size()) return capped_end;
+  const Entry& next = entries_[index + 1];
+  return next.module != symbol.module ? std::min(next.address, capped_end) : next.address;
+}
+
+KernelSymbol KernelSymbols::operator[](size_t index) const {
+  const Entry& e = entries_[index];
+  return KernelSymbol{e.address, end_of(index),
+                      std::string_view(names_).substr(e.name_offset, e.name_size),
+                      modules_[e.module]};
+}
+
+std::optional<KernelSymbol> KernelSymbols::lookup(uint64_t addr) const {
+  auto after = std::upper_bound(entries_.begin(), entries_.end(), addr,
+                                [](uint64_t value, const Entry& e) { return value < e.address; });
+  if (after == entries_.begin()) return std::nullopt;
+  const size_t index = static_cast<size_t>(std::prev(after) - entries_.begin());
+  if (addr >= end_of(index)) return std::nullopt;
+  return (*this)[index];
 }
 
 }  // namespace bpfprof

@@ -28,9 +28,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (m.end < m.start) abort();  // a parsed mapping is never inverted
 #elif FUZZ_TARGET == 2
   const KernelSymbols symbols = KernelSymbols::parse(text);
-  for (const KernelSymbol& s : symbols.symbols()) {
-    const KernelSymbol* found = symbols.lookup(s.address);
-    if (found && found->address > s.address) abort();
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    const KernelSymbol s = symbols[i];
+    const std::optional<KernelSymbol> found = symbols.lookup(s.address);
+    if (found && (found->address > s.address || found->name != s.name)) abort();
   }
 #elif FUZZ_TARGET == 3
   const PerfMap map = PerfMap::parse(text);

@@ -29,37 +29,54 @@ TEST(KallsymsTest, ParsesSyntheticText) {
   const KernelSymbols symbols = KernelSymbols::parse(kSyntheticKallsyms);
   EXPECT_FALSE(symbols.addresses_hidden());
   EXPECT_EQ(symbols.text_start(), 0xffffffff81000000u);
-  ASSERT_EQ(symbols.symbols().size(), 7u);  // _text merged into startup_64's address
+  ASSERT_EQ(symbols.size(), 7u);  // _text merged into startup_64's address
 
-  const KernelSymbol* start = symbols.lookup(0xffffffff81000050);
-  ASSERT_NE(start, nullptr);
+  const std::optional<KernelSymbol> start = symbols.lookup(0xffffffff81000050);
+  ASSERT_TRUE(start);
   EXPECT_EQ(start->name, "startup_64");  // not the "_text" marker alias
   EXPECT_EQ(start->end, 0xffffffff81000100u);
   EXPECT_TRUE(start->module.empty());
 
-  ASSERT_NE(symbols.lookup(0xffffffff81000100), nullptr);
+  ASSERT_TRUE(symbols.lookup(0xffffffff81000100));
   EXPECT_EQ(symbols.lookup(0xffffffff81000100)->name, "local_fn");
-  ASSERT_NE(symbols.lookup(0xffffffff81000399), nullptr);
+  ASSERT_TRUE(symbols.lookup(0xffffffff81000399));
   EXPECT_EQ(symbols.lookup(0xffffffff81000399)->name, "weak_fn");
-  ASSERT_NE(symbols.lookup(0xffffffff81000410), nullptr);
+  ASSERT_TRUE(symbols.lookup(0xffffffff81000410));
   EXPECT_EQ(symbols.lookup(0xffffffff81000410)->name, "last_core_fn");
 
-  const KernelSymbol* module_symbol = symbols.lookup(0xffffffffc0001050);
-  ASSERT_NE(module_symbol, nullptr);
+  const std::optional<KernelSymbol> module_symbol = symbols.lookup(0xffffffffc0001050);
+  ASSERT_TRUE(module_symbol);
   EXPECT_EQ(module_symbol->name, "mod_fn");
   EXPECT_EQ(module_symbol->module, "nf_tables");
   EXPECT_EQ(module_symbol->end, 0xffffffffc0001100u);
-  ASSERT_NE(symbols.lookup(0xffffffffc0003001), nullptr);
+  ASSERT_TRUE(symbols.lookup(0xffffffffc0003001));
   EXPECT_EQ(symbols.lookup(0xffffffffc0003001)->module, "xfs");
+}
+
+// A module's symbols on both sides of another's: one module, and each symbol bounded by the
+// next module's first.
+TEST(KallsymsTest, AModuleSeenAgainAfterAnother) {
+  const KernelSymbols symbols = KernelSymbols::parse(
+      "ffffffffc0001000 t a\t[one]\n"
+      "ffffffffc0002000 t b\t[two]\n"
+      "ffffffffc0003000 t c\t[one]\n");
+  ASSERT_EQ(symbols.size(), 3u);
+  EXPECT_EQ(symbols[0].module, "one");
+  EXPECT_EQ(symbols[0].end, 0xffffffffc0002000u);
+  EXPECT_EQ(symbols[1].module, "two");
+  EXPECT_EQ(symbols[2].module, "one");
+  EXPECT_EQ(symbols[2].name, "c");
+  EXPECT_EQ(symbols[2].end, 0xffffffffc0003000u + 64 * 1024);
+  EXPECT_EQ(symbols.lookup(0xffffffffc0002fff)->name, "b");
 }
 
 TEST(KallsymsTest, LookupOutsideSymbols) {
   const KernelSymbols symbols = KernelSymbols::parse(kSyntheticKallsyms);
-  EXPECT_EQ(symbols.lookup(0), nullptr);
-  EXPECT_EQ(symbols.lookup(0xffffffff80ffffff), nullptr);
+  EXPECT_FALSE(symbols.lookup(0));
+  EXPECT_FALSE(symbols.lookup(0xffffffff80ffffff));
   // The gap between the kernel image and the modules is not claimed by last_core_fn.
-  EXPECT_EQ(symbols.lookup(0xffffffffa0000000), nullptr);
-  EXPECT_EQ(symbols.lookup(UINT64_MAX), nullptr);
+  EXPECT_FALSE(symbols.lookup(0xffffffffa0000000));
+  EXPECT_FALSE(symbols.lookup(UINT64_MAX));
 }
 
 TEST(KallsymsTest, TextStartFallsBackToStextThenLowest) {
@@ -81,18 +98,18 @@ TEST(KallsymsTest, DetectsHiddenAddresses) {
       "0000000000000000 D data\n"
       "0000000000000000 t modfn\t[m]\n");
   EXPECT_TRUE(hidden.addresses_hidden());
-  EXPECT_TRUE(hidden.symbols().empty());
-  EXPECT_EQ(hidden.lookup(0), nullptr);
+  EXPECT_TRUE(hidden.size() == 0);
+  EXPECT_FALSE(hidden.lookup(0));
   EXPECT_EQ(hidden.text_start(), 0u);
 }
 
 TEST(KallsymsTest, EmptyAndGarbageInput) {
   const KernelSymbols empty = KernelSymbols::parse("");
   EXPECT_FALSE(empty.addresses_hidden());
-  EXPECT_TRUE(empty.symbols().empty());
-  EXPECT_EQ(empty.lookup(0x1234), nullptr);
+  EXPECT_TRUE(empty.size() == 0);
+  EXPECT_FALSE(empty.lookup(0x1234));
   const KernelSymbols garbage = KernelSymbols::parse("\n\n\x01\x02 x y\n ffff T x\nT T T\n");
-  EXPECT_TRUE(garbage.symbols().empty());
+  EXPECT_TRUE(garbage.size() == 0);
 }
 
 TEST(KallsymsTest, MissingFileGivesNullopt) {
@@ -119,17 +136,17 @@ TEST(KallsymsTest, RealKallsymsResolvesSchedule) {
   const auto elapsed = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(symbols.has_value());
   const auto milliseconds = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
-  std::printf("kallsyms: %zu text symbols loaded in %lld ms\n", symbols->symbols().size(),
+  std::printf("kallsyms: %zu text symbols loaded in %lld ms\n", symbols->size(),
               static_cast<long long>(milliseconds));
 
   EXPECT_FALSE(symbols->addresses_hidden());
-  EXPECT_GT(symbols->symbols().size(), 1000u);
+  EXPECT_GT(symbols->size(), 1000u);
   EXPECT_NE(symbols->text_start(), 0u);
-  const KernelSymbol* schedule = symbols->lookup(schedule_address);
-  ASSERT_NE(schedule, nullptr);
+  const std::optional<KernelSymbol> schedule = symbols->lookup(schedule_address);
+  ASSERT_TRUE(schedule);
   EXPECT_EQ(schedule->name, "schedule");
   EXPECT_TRUE(schedule->module.empty());
-  ASSERT_NE(symbols->lookup(schedule_address + 1), nullptr);
+  ASSERT_TRUE(symbols->lookup(schedule_address + 1));
   EXPECT_EQ(symbols->lookup(schedule_address + 1)->name, "schedule");
 }
 

@@ -209,8 +209,9 @@ void CollectLoop::start_kernel_unwinding() {
         return UnwindTableCache(directory, options).get(path);
       },
       options_.system_wide, workers);
-  pipeline_.decoder().observe_copied_stacks(
-      [this](Pid pid, const std::vector<uint64_t>& pcs) { kernel_unwind_->prefer(pid, pcs); });
+  pipeline_.decoder().observe_copied_stacks([this](Pid pid, const std::vector<uint64_t>& pcs) {
+    if (kernel_unwind_) kernel_unwind_->prefer(pid, pcs);
+  });
 }
 
 void CollectLoop::start_clock() {
@@ -423,6 +424,16 @@ void CollectLoop::stop_collecting() {
     stats.kernel_unwind = std::move(unwind);
   }
   save_trailer();
+  release_capture();
+}
+
+// Everything is read: the BPF maps (the ring buffers, mapped twice), the unwind tables and the
+// side band go before the profile is written, which needs the most memory (symbols, debug
+// information) of the whole run.
+void CollectLoop::release_capture() {
+  kernel_unwind_.reset();  // it writes bpf_'s maps
+  side_band_.reset();
+  bpf_.reset();
 }
 
 // --save-events: the stream ends with what was lost.

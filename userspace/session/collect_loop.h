@@ -79,6 +79,7 @@ class CollectLoop {
   void show_status();
   void stop_collecting();
   void save_trailer();
+  void release_capture();
 
   const RecordOptions& options_;
   CollectFigures figures_;
