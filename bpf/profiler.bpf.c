@@ -25,12 +25,27 @@
 #include "bpf/allocator_probes.h"
 #include "bpf/cgroup_filter.h"
 #include "bpf/helpers.h"
+#ifndef BPFPROF_WALKER_OBJECT
 #include "bpf/image_mappings.h"
+#endif
 #include "bpf/stack_events.h"
 #include "bpf/unwind_maps.h"
 #include "runtimes/kernel_side.bpf.h" /* the runtimes: their readers, stacks and code steps */
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* This file is built twice (bpf/CMakeLists.txt): the main object, whose lifecycle programs
+ * userspace loads, and the walker object (BPFPROF_WALKER_OBJECT), whose stack walkers it loads
+ * one to an object, with the main object's maps. The walker object has no kernel function
+ * calls (image_mappings.h's VMA iterator, for the lifecycle programs), and its tp_btf programs
+ * go through bpfprof's own section handler, with the attach ids it found (core_btf.h): libbpf
+ * then needs nothing of the kernel's BTF but a few types for CO-RE, and does not parse all of
+ * it for each object. Its global data are the main object's (knobs.h, maps.h): one layout. */
+#ifdef BPFPROF_WALKER_OBJECT
+#define TP_BTF(tracepoint) "bpfprof_tp_btf/" tracepoint
+#else
+#define TP_BTF(tracepoint) "tp_btf/" tracepoint
+#endif
 
 /* Whether the timer interrupted user code: the kernel stack is then empty, and the helper
  * that would find that out need not run. */
@@ -186,7 +201,7 @@ static __always_inline void send_off_cpu_stacks(void* ctx, struct task_struct* p
              !reuse);
 }
 
-SEC("tp_btf/sched_switch")
+SEC(TP_BTF("sched_switch"))
 int BPF_PROG(on_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
   __u32 zero = 0;
@@ -268,7 +283,7 @@ static __always_inline bool in_system_call(struct task_struct* task) {
 
 /* A tracked thread is woken: who did it (a thread, or an interrupt), and from where. Fires in
  * the waker's context, always (sched_wakeup may run later on the wakee's CPU, from an IPI). */
-SEC("tp_btf/sched_waking")
+SEC(TP_BTF("sched_waking"))
 int BPF_PROG(on_waking, struct task_struct* p) {
   const __u32 wakee_tgid = p->tgid;
   if (!record_wakers || !is_tracked(wakee_tgid)) return 0;
@@ -302,6 +317,8 @@ int BPF_PROG(on_waking, struct task_struct* p) {
   if (follows) send_waker_stack(ctx, &header, with_user);
   return 0;
 }
+
+#ifndef BPFPROF_WALKER_OBJECT /* the lifecycle programs: the main object's */
 
 /* Tracks a process (a child of a tracked one, or one that exec'd in a recorded cgroup). When
  * the map is full, it (and what it starts) goes unsampled; counted, so the summary says so. */
@@ -484,3 +501,5 @@ int BPF_PROG(on_rename, struct task_struct* task, const char* comm) {
   bpf_ringbuf_submit(e, lifecycle_submit_flags());
   return 0;
 }
+
+#endif /* BPFPROF_WALKER_OBJECT */

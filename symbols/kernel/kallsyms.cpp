@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <tuple>
-
-#include "symbols/util/read_file.h"
 
 namespace bpfprof {
 namespace {
@@ -18,10 +19,6 @@ struct KallsymsLine {
   std::string_view name;
   std::string_view module;
   char type;
-  // Sort key beyond the address, computed once: display-name preference among aliases,
-  // then file order.
-  uint8_t alias_rank;
-  uint32_t line_index;
 };
 
 // "ffffffff81000000 T _text" or "ffffffffc0a01000 t fn\t[module]".
@@ -71,76 +68,109 @@ uint8_t alias_rank(char type, std::string_view name) {
 
 }  // namespace
 
-KernelSymbols KernelSymbols::parse(std::string_view text) {
-  KernelSymbols result;
-  std::vector<KallsymsLine> text_lines;
-  text_lines.reserve(text.size() / 40);  // typical line length, avoids regrowth
-  bool saw_any_line = false;
-  bool saw_nonzero_address = false;
+// kallsyms read a line at a time: each text symbol's name goes into the names at once, and a
+// small record of it is kept for the sort by address (the whole file and a record with two
+// strings per line took 20 MB for a moment).
+class KernelSymbols::Builder {
+ public:
+  void add_line(std::string_view text_line) {
+    const std::optional<KallsymsLine> line = parse_kallsyms_line(text_line);
+    if (!line) return;
+    saw_any_line_ = true;
+    saw_nonzero_address_ |= line->address != 0;
+    if (!is_text_type(line->type)) return;
+    if (line->name.size() > UINT16_MAX || result_.names_.size() > UINT32_MAX - line->name.size())
+      return;  // longer than any kernel's (KSYM_NAME_LEN), or past what an entry can point at
+    const std::optional<uint16_t> module = result_.module_index(line->module, last_module_);
+    if (!module) return;
+    last_module_ = *module;
+    if (line->module.empty()) note_text_start(*line);
+    pending_.push_back({line->address, static_cast<uint32_t>(result_.names_.size()),
+                        static_cast<uint16_t>(line->name.size()), *module,
+                        alias_rank(line->type, line->name), line_count_++});
+    result_.names_.append(line->name);
+  }
 
+  KernelSymbols finish() && {
+    result_.addresses_hidden_ = saw_any_line_ && !saw_nonzero_address_;
+    if (result_.addresses_hidden_) {
+      KernelSymbols hidden;
+      hidden.addresses_hidden_ = true;
+      return hidden;
+    }
+    result_.text_start_ = text_ ? text_ : stext_ ? stext_ : lowest_vmlinux_text_;
+    // Among aliases at one address the best display name sorts first; ties keep file order.
+    std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
+      return std::tie(a.address, a.alias_rank, a.line) < std::tie(b.address, b.alias_rank, b.line);
+    });
+    result_.entries_.reserve(pending_.size());
+    for (const Pending& p : pending_)
+      if (result_.entries_.empty() || result_.entries_.back().address != p.address)
+        result_.entries_.push_back({p.address, p.name_offset, p.name_size, p.module});
+    result_.entries_.shrink_to_fit();
+    result_.names_.shrink_to_fit();
+    return std::move(result_);
+  }
+
+ private:
+  struct Pending {
+    uint64_t address;
+    uint32_t name_offset;
+    uint16_t name_size;
+    uint16_t module;
+    uint8_t alias_rank;
+    uint32_t line;
+  };
+
+  void note_text_start(const KallsymsLine& line) {
+    if (line.name == "_text" && !text_) text_ = line.address;
+    if (line.name == "_stext" && !stext_) stext_ = line.address;
+    if (!lowest_vmlinux_text_ || line.address < lowest_vmlinux_text_)
+      lowest_vmlinux_text_ = line.address;
+  }
+
+  KernelSymbols result_;
+  std::vector<Pending> pending_;
+  uint16_t last_module_ = 0;
+  uint32_t line_count_ = 0;
+  bool saw_any_line_ = false;
+  bool saw_nonzero_address_ = false;
+  uint64_t text_ = 0;
+  uint64_t stext_ = 0;
+  uint64_t lowest_vmlinux_text_ = 0;
+};
+
+KernelSymbols KernelSymbols::parse(std::string_view text) {
+  Builder builder;
   while (!text.empty()) {
     const size_t newline = text.find('\n');
-    const std::string_view line = text.substr(0, newline);
+    builder.add_line(text.substr(0, newline));
     text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    const std::optional<KallsymsLine> parsed = parse_kallsyms_line(line);
-    if (!parsed) continue;
-    saw_any_line = true;
-    saw_nonzero_address |= parsed->address != 0;
-    if (!is_text_type(parsed->type)) continue;
-    KallsymsLine& kept = text_lines.emplace_back(*parsed);
-    kept.alias_rank = alias_rank(kept.type, kept.name);
-    kept.line_index = static_cast<uint32_t>(text_lines.size());
   }
-
-  result.addresses_hidden_ = saw_any_line && !saw_nonzero_address;
-  if (result.addresses_hidden_) return result;
-
-  // Among aliases at one address the best display name sorts first; ties keep file order.
-  std::sort(text_lines.begin(), text_lines.end(), [](const KallsymsLine& a, const KallsymsLine& b) {
-    return std::tie(a.address, a.alias_rank, a.line_index) <
-           std::tie(b.address, b.alias_rank, b.line_index);
-  });
-
-  uint64_t stext = 0;
-  uint64_t lowest_vmlinux_text = 0;
-  for (const KallsymsLine& line : text_lines) {
-    if (!line.module.empty()) continue;
-    if (line.name == "_text" && result.text_start_ == 0) result.text_start_ = line.address;
-    if (line.name == "_stext" && stext == 0) stext = line.address;
-    if (lowest_vmlinux_text == 0) lowest_vmlinux_text = line.address;  // sorted: first wins
-  }
-  if (result.text_start_ == 0) result.text_start_ = stext != 0 ? stext : lowest_vmlinux_text;
-
-  result.entries_.reserve(text_lines.size());
-  for (const KallsymsLine& line : text_lines) result.keep(line.address, line.name, line.module);
-  result.entries_.shrink_to_fit();
-  result.names_.shrink_to_fit();
-  return result;
+  return std::move(builder).finish();
 }
 
 std::optional<KernelSymbols> KernelSymbols::load(const std::string& path) {
-  std::optional<std::string> text = read_entire_file(path);
-  if (!text) return std::nullopt;
-  return parse(*text);
+  std::unique_ptr<FILE, decltype(&fclose)> file(fopen(path.c_str(), "re"), &fclose);
+  if (!file) return std::nullopt;
+  Builder builder;
+  char* line = nullptr;
+  size_t capacity = 0;
+  for (ssize_t length; (length = getline(&line, &capacity, file.get())) >= 0;) {
+    std::string_view text(line, static_cast<size_t>(length));
+    if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+    builder.add_line(text);
+  }
+  const bool failed = ferror(file.get()) != 0;
+  free(line);
+  if (failed) return std::nullopt;
+  return std::move(builder).finish();
 }
 
-// One symbol an address: the first of those sorted there.
-void KernelSymbols::keep(uint64_t address, std::string_view name, std::string_view module) {
-  if (!entries_.empty() && entries_.back().address == address) return;
-  // Longer than any kernel's (KSYM_NAME_LEN), or past what an entry can point at.
-  if (name.size() > UINT16_MAX || names_.size() > UINT32_MAX - name.size()) return;
-  const std::optional<uint16_t> module_at = module_index(module);
-  if (!module_at) return;
-  entries_.push_back({address, static_cast<uint32_t>(names_.size()),
-                      static_cast<uint16_t>(name.size()), *module_at});
-  names_.append(name);
-}
-
-// Modules come one after the other in address order: the last entry's is the likely one.
-std::optional<uint16_t> KernelSymbols::module_index(std::string_view module) {
+// Modules come one after the other in the file: the last line's (`last`) is the likely one.
+std::optional<uint16_t> KernelSymbols::module_index(std::string_view module, uint16_t last) {
   if (module.empty()) return 0;
-  if (!entries_.empty() && modules_[entries_.back().module] == module)
-    return entries_.back().module;
+  if (modules_[last] == module) return last;
   for (size_t i = 1; i < modules_.size(); ++i)
     if (modules_[i] == module) return static_cast<uint16_t>(i);
   if (modules_.size() > UINT16_MAX) return std::nullopt;

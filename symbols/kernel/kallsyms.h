@@ -48,8 +48,8 @@ class KernelSymbols {
     uint16_t name_size;
     uint16_t module;  // in modules_; 0: vmlinux
   };
-  void keep(uint64_t address, std::string_view name, std::string_view module);
-  std::optional<uint16_t> module_index(std::string_view module);
+  class Builder;
+  std::optional<uint16_t> module_index(std::string_view module, uint16_t last);
   uint64_t end_of(size_t index) const;
 
   std::vector<Entry> entries_;

@@ -6,20 +6,18 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <future>
 #include <stdexcept>
 #include <system_error>
-#include <thread>
 
 #include "bpf/events.h"
 #include "profiler.skel.h"
 #include "userspace/capture/allocator_probe_sites.h"
 #include "userspace/capture/bpf_map_sizes.h"
 #include "userspace/capture/bpf_unwind_maps.h"
+#include "walker.skel.h"
 
 namespace bpfprof {
 
@@ -93,19 +91,6 @@ BpfPrograms::BpfPrograms(const Config& config)
 
 BpfPrograms::~BpfPrograms() = default;
 
-// The programs that hold the stack walker (sample, sched_switch, sched_waking with wakers,
-// the page faults and the address-space calls with --memory, the allocator's calls with
-// --allocations), as they are in `skel`.
-std::vector<bpf_program*> BpfPrograms::walker_programs(profiler_bpf* skel, const Config& config) {
-  std::vector<bpf_program*> programs = {skel->progs.on_sample, skel->progs.on_switch};
-  if (config.record_wakers) programs.push_back(skel->progs.on_waking);
-  if (config.record_memory && !config.allocation_period)
-    programs.push_back(skel->progs.on_page_fault);
-  if (config.allocation_period) programs.push_back(skel->progs.on_allocator_call);
-  if (config.record_memory) programs.push_back(skel->progs.on_address_space_exit);
-  return programs;
-}
-
 void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
   skel->rodata->track_all = config.track_all_processes ? 1 : 0;
   skel->rodata->cgroup_filter_count = config.cgroup_filters;
@@ -125,81 +110,12 @@ void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
   skel->rodata->self_tgid = static_cast<uint32_t>(getpid());
 }
 
-BpfPrograms::Skeleton BpfPrograms::open_walker(size_t index, const Config& config) const {
-  Skeleton skel(profiler_bpf__open());
-  if (!skel) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
-  set_read_only_data(skel.get(), config);
-  bpf_program* mine = walker_programs(skel.get(), config).at(index);
-  bpf_program* program;
-  bpf_object__for_each_program(program, skel->obj) {
-    bpf_program__set_autoload(program, program == mine);
-  }
-  bpf_map* map;
-  bpf_object__for_each_map(map, skel->obj) {
-    const bpf_map* shared = bpf_object__find_map_by_name(skeleton_->obj, bpf_map__name(map));
-    if (!shared || bpf_map__reuse_fd(map, bpf_map__fd(shared)))
-      throw std::runtime_error(std::string("cannot share the BPF map ") + bpf_map__name(map) +
-                               ": " + errno_text(errno));
-  }
-  return skel;
-}
-
-// The walker programs are most of the verifier's time for the object, and in one object their
-// times add up: so each is loaded from an object of its own, on a thread of its own, with the
-// main object's maps (its global data included, so its read-only values are those the verifier
-// sees). Start-up then waits for the longest one alone, CPUs permitting.
-void BpfPrograms::load_walker_programs(const Config& config) {
-  const size_t count = walker_programs(skeleton_.get(), config).size();
-  std::vector<Skeleton> skeletons;
-  for (size_t i = 0; i < count; ++i) skeletons.push_back(open_walker(i, config));
-  std::vector<int> errors(count, -EAGAIN);
-  {
-    // As many loads at once as there are CPUs to verify them: each parses the kernel's BTF
-    // (some 9 MB of the heap while it loads), and more at once than CPUs cost memory, not time.
-    const size_t loaders =
-        std::min<size_t>(count, std::max(1u, std::thread::hardware_concurrency()));
-    std::atomic<size_t> next{0};
-    auto load_next = [&] {
-      for (size_t i; (i = next++) < count;) errors[i] = profiler_bpf__load(skeletons[i].get());
-    };
-    std::vector<std::future<void>> loads;
-    for (size_t l = 0; l < loaders; ++l) {
-      try {
-        loads.push_back(std::async(std::launch::async, load_next));
-      } catch (const std::system_error&) {
-        // No thread to be had: the others take its share, or the loads are retried below.
-      }
-    }
-    for (std::future<void>& load : loads) load.get();
-  }
-  // What failed at once is tried again alone, in a fresh object: several copies of the
-  // kernel's BTF parsed at once may not fit under a small `ulimit -v` where one does (and
-  // then the error is the one a single load gives).
-  for (size_t i = 0; i < count; ++i) {
-    if (!errors[i]) continue;
-    skeletons[i] = open_walker(i, config);
-    if (int err = profiler_bpf__load(skeletons[i].get()))
-      throw std::runtime_error(
-          load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
-  }
-  walker_skeletons_ = std::move(skeletons);
-  sample_program_ = walker_skeletons_[0]->progs.on_sample;
-  for (const Skeleton& walker : walker_skeletons_) {
-    if (bpf_program__autoload(walker->progs.on_page_fault))
-      page_fault_program_ = walker->progs.on_page_fault;
-    if (bpf_program__autoload(walker->progs.on_allocator_call))
-      allocator_call_program_ = walker->progs.on_allocator_call;
-    if (bpf_program__autoload(walker->progs.on_address_space_exit))
-      address_space_exit_program_ = walker->progs.on_address_space_exit;
-  }
-}
-
 void BpfPrograms::attach_lifecycle() {
   if (int err = profiler_bpf__attach(skeleton_.get()))
     throw std::runtime_error("cannot attach the process-lifecycle tracepoints: " + errno_text(err));
   // sched_switch and sched_waking (the sample program is attached to its perf events).
   for (const auto& skel : walker_skeletons_)
-    if (int err = profiler_bpf__attach(skel.get()))
+    if (int err = walker_bpf__attach(skel.get()))
       throw std::runtime_error("cannot attach the scheduler tracepoints: " + errno_text(err));
   if (address_space_exit_program_) attach_address_space_probes();
 }

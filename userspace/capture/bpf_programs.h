@@ -20,6 +20,7 @@ struct bpf_map;
 struct bpf_program;
 
 struct profiler_bpf;
+struct walker_bpf;
 namespace bpfprof {
 class EventLogWriter;
 }
@@ -142,7 +143,7 @@ class BpfPrograms {
 
   static int on_event(void* context, void* data, size_t size);
   int consume_rings();
-  static std::vector<bpf_program*> walker_programs(profiler_bpf* skel, const Config& config);
+  static std::vector<const char*> walker_programs(const Config& config);
   static void set_read_only_data(profiler_bpf* skel, const Config& config);
   void apply_stack_copy_changes(IngestPipeline& pipeline);
 
@@ -151,6 +152,9 @@ class BpfPrograms {
   struct SkeletonDeleter {
     void operator()(profiler_bpf* skel) const;
   };
+  struct WalkerSkeletonDeleter {
+    void operator()(walker_bpf* skel) const;
+  };
   struct LinkDeleter {
     void operator()(bpf_link* link) const;
   };
@@ -158,19 +162,20 @@ class BpfPrograms {
     void operator()(ring_buffer* rb) const;
   };
 
-  // The maps and the small programs; the walker programs, each in an object of its own
-  // sharing those maps (load_walker_programs), the sample program's among them.
+  // The maps and the small programs; the walker programs, each in a walker object of its own
+  // sharing those maps (bpf_walkers.cpp), the sample program's among them.
   using Skeleton = std::unique_ptr<profiler_bpf, SkeletonDeleter>;
-  // A skeleton for the walker program `index` of walker_programs() alone, its maps the main
-  // object's; and the loading of them all.
-  Skeleton open_walker(size_t index, const Config& config) const;
+  using WalkerSkeleton = std::unique_ptr<walker_bpf, WalkerSkeletonDeleter>;
+  // A walker object for the program `index` of walker_programs() alone, its maps the main
+  // object's, its CO-RE relocations against the BTF at `btf_path`; and the loading of them all.
+  WalkerSkeleton open_walker(size_t index, const Config& config, const std::string& btf_path) const;
   void load_walker_programs(const Config& config);
   void attach_address_space_probes();
   void attach_allocator_probe(const std::string& libc, const std::string& function, uint64_t call,
                               bpf_program* program, bool at_return);
 
   Skeleton skeleton_;
-  std::vector<Skeleton> walker_skeletons_;
+  std::vector<WalkerSkeleton> walker_skeletons_;
   bpf_program* sample_program_ = nullptr;
   bpf_program* page_fault_program_ = nullptr;          // --memory only
   bpf_program* allocator_call_program_ = nullptr;      // --allocations only

@@ -1,0 +1,220 @@
+// The stack walker programs: each loaded from a walker object of its own (bpf/profiler.bpf.c
+// built with BPFPROF_WALKER_OBJECT), on a thread of its own, with the main object's maps; their
+// CO-RE relocations against a minimal BTF made once (core_btf.h), their tp_btf programs
+// through bpfprof's section handler.
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+
+#include "profiler.skel.h"
+#include "userspace/capture/bpf_map_sizes.h"
+#include "userspace/capture/bpf_programs.h"
+#include "userspace/capture/core_btf.h"
+#include "walker.skel.h"
+
+namespace bpfprof {
+namespace {
+
+constexpr const char* kTpBtfSection = "bpfprof_tp_btf/";
+
+// The kernel's attach ids of the walker object's tp_btf programs, by tracepoint: written
+// before any walker object loads, read by the section handler as they load (on their threads).
+std::unordered_map<std::string, uint32_t>& tp_btf_ids() {
+  static std::unordered_map<std::string, uint32_t> ids;
+  return ids;
+}
+
+// Loads a "bpfprof_tp_btf/NAME" program as libbpf loads a "tp_btf/NAME" one, with the attach
+// id found beforehand. Registered as a raw tracepoint, which libbpf loads without the
+// kernel's BTF; made a tracing program here, just before its load.
+int prepare_tp_btf_load(bpf_program* program, bpf_prog_load_opts* opts, long /*cookie*/) {
+  const std::string tracepoint =
+      std::string(bpf_program__section_name(program)).substr(std::strlen(kTpBtfSection));
+  const auto found = tp_btf_ids().find(tracepoint);
+  if (found == tp_btf_ids().end() || found->second == 0) return -ESRCH;
+  if (int err = bpf_program__set_type(program, BPF_PROG_TYPE_TRACING)) return err;
+  opts->expected_attach_type = BPF_TRACE_RAW_TP;
+  opts->attach_btf_id = found->second;
+  opts->attach_btf_obj_fd = 0;  // vmlinux
+  return 0;
+}
+
+int attach_tp_btf(const bpf_program* program, long /*cookie*/, bpf_link** link) {
+  *link = bpf_program__attach_trace(program);
+  return *link ? 0 : -errno;
+}
+
+void register_tp_btf_handler() {
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    LIBBPF_OPTS(libbpf_prog_handler_opts, opts, .prog_prepare_load_fn = prepare_tp_btf_load,
+                .prog_attach_fn = attach_tp_btf);
+    if (libbpf_register_prog_handler(kTpBtfSection, BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_TRACE_RAW_TP,
+                                     &opts) < 0)
+      throw std::runtime_error("cannot register the tp_btf section handler: " + errno_text(errno));
+  });
+}
+
+// The minimal BTF for the walker object's relocations, in a memory file for libbpf to read by
+// path; the attach ids of its tracepoints noted. The kernel's BTF is parsed once for it.
+UniqueFd prepare_walker_btf() {
+  std::unique_ptr<btf, decltype(&btf__free)> kernel(btf__load_vmlinux_btf(), &btf__free);
+  if (!kernel) throw std::runtime_error("cannot read the kernel's BTF: " + errno_text(errno));
+  for (const char* tracepoint : {"sched_switch", "sched_waking"})
+    tp_btf_ids()[tracepoint] = tracepoint_btf_id(*kernel, tracepoint);
+  size_t elf_size = 0;
+  const void* elf = walker_bpf__elf_bytes(&elf_size);
+  const std::string bytes = minimal_core_btf(*kernel, {static_cast<const uint8_t*>(elf), elf_size});
+  kernel.reset();
+  UniqueFd fd(memfd_create("bpfprof-core-btf", MFD_CLOEXEC));
+  if (!fd) throw std::runtime_error("cannot make a memory file: " + errno_text(errno));
+  if (::write(fd.get(), bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()))
+    throw std::runtime_error("cannot write the minimal BTF: " + errno_text(errno));
+  return fd;
+}
+
+// A walker object's global data (read-only settings, counters) are the main object's maps:
+// their layouts must be one, variable by variable.
+std::vector<std::tuple<std::string, uint32_t, uint32_t>> global_variables(const bpf_object* obj) {
+  std::vector<std::tuple<std::string, uint32_t, uint32_t>> variables;
+  const btf* types = bpf_object__btf(obj);
+  for (uint32_t id = 1; types && id < btf__type_cnt(types); ++id) {
+    const btf_type* t = btf__type_by_id(types, id);
+    if (!btf_is_datasec(t)) continue;
+    const std::string section = btf__name_by_offset(types, t->name_off);
+    if (!section.starts_with(".rodata") && !section.starts_with(".bss") &&
+        !section.starts_with(".data"))
+      continue;  // maps and kernel functions: matched by name
+    const btf_var_secinfo* info = btf_var_secinfos(t);
+    for (uint16_t i = 0; i < btf_vlen(t); ++i) {
+      const btf_type* var = btf__type_by_id(types, info[i].type);
+      variables.emplace_back(section + ":" + btf__name_by_offset(types, var->name_off),
+                             info[i].offset, info[i].size);
+    }
+  }
+  return variables;
+}
+
+// The main object's map that `map` of a walker object shares: the same name, or for global
+// data the same section (their names begin with their objects' names).
+const bpf_map* shared_map(const bpf_object* main, const bpf_map* map) {
+  const std::string name = bpf_map__name(map);
+  if (!bpf_map__is_internal(map)) return bpf_object__find_map_by_name(main, name.c_str());
+  const std::string section = name.substr(name.find('.'));
+  const bpf_map* found;
+  bpf_object__for_each_map(found, main) {
+    const std::string candidate = bpf_map__name(found);
+    if (bpf_map__is_internal(found) && candidate.ends_with(section) &&
+        bpf_map__value_size(found) == bpf_map__value_size(map))
+      return found;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// The programs that hold the stack walker (sample, sched_switch, sched_waking with wakers,
+// the page faults and the address-space calls with --memory, the allocator's calls with
+// --allocations), by name.
+std::vector<const char*> BpfPrograms::walker_programs(const Config& config) {
+  std::vector<const char*> programs = {"on_sample", "on_switch"};
+  if (config.record_wakers) programs.push_back("on_waking");
+  if (config.record_memory && !config.allocation_period) programs.push_back("on_page_fault");
+  if (config.allocation_period) programs.push_back("on_allocator_call");
+  if (config.record_memory) programs.push_back("on_address_space_exit");
+  return programs;
+}
+
+BpfPrograms::WalkerSkeleton BpfPrograms::open_walker(size_t index, const Config& config,
+                                                     const std::string& btf_path) const {
+  LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
+  WalkerSkeleton skel(walker_bpf__open_opts(&opts));
+  if (!skel) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
+  if (global_variables(skel->obj) != global_variables(skeleton_->obj))
+    throw std::runtime_error(
+        "the walker object's global data are laid out unlike the main object's (a build fault)");
+  const bpf_program* mine =
+      bpf_object__find_program_by_name(skel->obj, walker_programs(config).at(index));
+  bpf_program* program;
+  bpf_object__for_each_program(program, skel->obj) {
+    bpf_program__set_autoload(program, program == mine);
+  }
+  bpf_map* map;
+  bpf_object__for_each_map(map, skel->obj) {
+    const bpf_map* shared = shared_map(skeleton_->obj, map);
+    if (!shared || bpf_map__reuse_fd(map, bpf_map__fd(shared)))
+      throw std::runtime_error(std::string("cannot share the BPF map ") + bpf_map__name(map) +
+                               ": " + errno_text(errno));
+  }
+  return skel;
+}
+
+// The walker programs are most of the verifier's time, and in one object their times add up:
+// so each is loaded from an object of its own, on a thread of its own, with the main object's
+// maps (its global data included, so its read-only values are those the verifier sees).
+// Start-up then waits for the longest one alone, CPUs permitting.
+void BpfPrograms::load_walker_programs(const Config& config) {
+  register_tp_btf_handler();
+  const UniqueFd btf_file = prepare_walker_btf();
+  const std::string btf_path = "/proc/self/fd/" + std::to_string(btf_file.get());
+  const size_t count = walker_programs(config).size();
+  std::vector<WalkerSkeleton> skeletons;
+  for (size_t i = 0; i < count; ++i) skeletons.push_back(open_walker(i, config, btf_path));
+  std::vector<int> errors(count, -EAGAIN);
+  {
+    const size_t loaders =
+        std::min<size_t>(count, std::max(1u, std::thread::hardware_concurrency()));
+    std::atomic<size_t> next{0};
+    auto load_next = [&] {
+      for (size_t i; (i = next++) < count;) errors[i] = walker_bpf__load(skeletons[i].get());
+    };
+    std::vector<std::future<void>> loads;
+    for (size_t l = 0; l < loaders; ++l) {
+      try {
+        loads.push_back(std::async(std::launch::async, load_next));
+      } catch (const std::system_error&) {
+        // No thread to be had: the others take its share, or the loads are retried below.
+      }
+    }
+    for (std::future<void>& load : loads) load.get();
+  }
+  // What failed at once is tried again alone, in a fresh object: several loads at once may
+  // not fit under a small `ulimit -v` where one does (and then the error is a single load's).
+  for (size_t i = 0; i < count; ++i) {
+    if (!errors[i]) continue;
+    skeletons[i] = open_walker(i, config, btf_path);
+    if (int err = walker_bpf__load(skeletons[i].get()))
+      throw std::runtime_error(
+          load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
+  }
+  walker_skeletons_ = std::move(skeletons);
+  sample_program_ = walker_skeletons_[0]->progs.on_sample;
+  for (const WalkerSkeleton& walker : walker_skeletons_) {
+    if (bpf_program__autoload(walker->progs.on_page_fault))
+      page_fault_program_ = walker->progs.on_page_fault;
+    if (bpf_program__autoload(walker->progs.on_allocator_call))
+      allocator_call_program_ = walker->progs.on_allocator_call;
+    if (bpf_program__autoload(walker->progs.on_address_space_exit))
+      address_space_exit_program_ = walker->progs.on_address_space_exit;
+  }
+}
+
+void BpfPrograms::WalkerSkeletonDeleter::operator()(walker_bpf* skel) const {
+  walker_bpf__destroy(skel);
+}
+
+}  // namespace bpfprof
