@@ -153,6 +153,7 @@ function checkWorkJsLines(t, view, samples, ofWorkJs, currentLines = true) {
     // A function read while the collector moves its script's source has no line until a reread
     // finds it (runtimes/v8/stacks.cpp: provisional frames); one never read again keeps none.
     const lined = frames.filter((f) => view.funcTable.lineNumber[f.func] !== null);
+    if (lined.length < frames.length) t.diagnostic(`${fn}: ${frames.length - lined.length} of ${frames.length} frames without a line`);
     assert.ok(lined.length >= 0.99 * frames.length, `${fn}: ${frames.length - lined.length} of ${frames.length} frames without a line`);
     const frame = lined[0];
     assert.equal(view.funcTable.isJS[frame.func], true, `${fn} is not isJS`);

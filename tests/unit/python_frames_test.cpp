@@ -222,6 +222,29 @@ TEST(RuntimeFrameTable, InternsFunctionsAndLinesOnceAndTellsRawFramesApart) {
   EXPECT_EQ(runtime_frame_of(0xffffffff81000000ull), std::nullopt);
 }
 
+// A provisional function (read while V8's collector moved its script) that no reread completed
+// takes the first line of the one function of its name and file read with one; where two such
+// differ (two "(anonymous)" in one file), it stays without.
+TEST(RuntimeFrameTable, SettlesFirstLinesThatOnlyOneFunctionCouldHave) {
+  RuntimeFrameTable table;
+  const RuntimeFrameId provisional =
+      table.intern_provisional({"sortWork", "/x/work.js", 0, RuntimeKind::kV8});
+  const RuntimeFrameId at_line = table.intern({"sortWork", "/x/work.js", 0, RuntimeKind::kV8}, 12);
+  table.intern({"sortWork", "/x/work.js", 10, RuntimeKind::kV8}, 11);
+  const RuntimeFrameId anonymous =
+      table.intern_provisional({"(anonymous)", "/x/work.js", 0, RuntimeKind::kV8});
+  table.intern({"(anonymous)", "/x/work.js", 20, RuntimeKind::kV8}, 20);
+  table.intern({"(anonymous)", "/x/work.js", 30, RuntimeKind::kV8}, 30);
+  const RuntimeFrameId elsewhere =
+      table.intern_provisional({"sortWork", "/x/other.js", 0, RuntimeKind::kV8});
+  table.settle_first_lines();
+  EXPECT_EQ(table.function_of(provisional).first_line, 10u);
+  EXPECT_EQ(table.function_of(at_line).first_line, 10u);
+  EXPECT_EQ(table.frame(at_line).line, 12u);  // the current line is the frame's own
+  EXPECT_EQ(table.function_of(anonymous).first_line, 0u);
+  EXPECT_EQ(table.function_of(elsewhere).first_line, 0u);
+}
+
 }  // namespace
 }  // namespace bpfprof
 

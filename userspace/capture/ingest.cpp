@@ -90,6 +90,7 @@ void IngestPipeline::compact_raw_stacks_if_grown() {
 void IngestPipeline::finish(MonotonicNs end) {
   take_lifecycle_events();
   consume_into_model(MonotonicNs{UINT64_MAX});
+  recording_.runtime_frames.settle_first_lines();
   timed([&] { model_.finish(end); });
 }
 

@@ -39,6 +39,23 @@ RuntimeFrameId RuntimeFrameTable::complete(RuntimeFrameId provisional,
   return known;
 }
 
+void RuntimeFrameTable::settle_first_lines() {
+  // By runtime, file and name: the first line known, or 0 once two differ.
+  std::unordered_map<std::string, uint32_t> known;
+  auto key_of = [](const RuntimeFunction& f) {
+    return std::string(runtime_name(f.runtime)) + ":" + f.filename + ":" + f.qualified_name;
+  };
+  for (const RuntimeFunction& f : functions_) {
+    if (!f.first_line) continue;
+    auto [it, added] = known.try_emplace(key_of(f), f.first_line);
+    if (!added && it->second != f.first_line) it->second = 0;
+  }
+  for (RuntimeFunction& f : functions_) {
+    if (f.first_line) continue;
+    if (auto it = known.find(key_of(f)); it != known.end()) f.first_line = it->second;
+  }
+}
+
 WakerId WakerTable::intern(const Waker& waker) {
   const std::string key = std::to_string(static_cast<int>(waker.context)) + ":" +
                           std::to_string(waker.pid.value) + ":" + std::to_string(waker.tid.value) +

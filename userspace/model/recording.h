@@ -85,6 +85,10 @@ class RuntimeFrameTable {
   RuntimeFrameId intern_provisional(const RuntimeFunction& function);
   RuntimeFrameId complete(RuntimeFrameId provisional, const RuntimeFunction& function,
                           uint32_t line);
+  // At the end: a function still without its first line (provisional, and never reread at the
+  // same address: the collector moved it) gets the one of the function of its runtime, file
+  // and name that has one, when there is exactly one such.
+  void settle_first_lines();
   const RuntimeFrame& frame(RuntimeFrameId id) const { return frames_[id.value]; }
   const RuntimeFunction& function_of(RuntimeFrameId id) const {
     return functions_[frames_[id.value].function];
