@@ -267,24 +267,33 @@ const ElfFile& Symbolizer::symbol_source_for(const std::shared_ptr<const ElfFile
   return *it->second;
 }
 
-const KernelSymbols* Symbolizer::kernel_symbols() {
-  if (!kernel_symbols_loaded_) {
-    kernel_symbols_loaded_ = true;
-    kernel_symbols_ = KernelSymbols::load(options_.kallsyms_path);
-    if (kernel_symbols_) {
-      for (size_t i = 0; i < kernel_symbols_->size(); ++i) {
-        const KernelSymbol symbol = (*kernel_symbols_)[i];
-        if (symbol.module.empty()) continue;
-        auto [it, inserted] = module_base_.try_emplace(std::string(symbol.module), symbol.address);
-        if (!inserted) it->second = std::min(it->second, symbol.address);
-      }
-    }
-    if (kernel_symbols_ && kernel_symbols_->addresses_hidden())
-      fprintf(stderr,
-              "bpfprof: kernel addresses are hidden (kernel.kptr_restrict); kernel frames are "
-              "named [kernel]\n");
+void Symbolizer::prepare_kernel(std::vector<uint64_t> addresses) {
+  if (kernel_symbols_loaded_ || addresses.empty()) return;
+  std::sort(addresses.begin(), addresses.end());
+  addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
+  kernel_addresses_ = std::move(addresses);
+  load_kernel_symbols(kernel_addresses_);
+}
+
+const KernelSymbols* Symbolizer::kernel_symbols(std::optional<uint64_t> address) {
+  // Loaded for other addresses than this one: all of them now.
+  if (address && !kernel_addresses_.empty() &&
+      !std::binary_search(kernel_addresses_.begin(), kernel_addresses_.end(), *address)) {
+    kernel_addresses_.clear();
+    kernel_symbols_loaded_ = false;
   }
+  if (!kernel_symbols_loaded_) load_kernel_symbols({});
   return kernel_symbols_ && !kernel_symbols_->addresses_hidden() ? &*kernel_symbols_ : nullptr;
+}
+
+void Symbolizer::load_kernel_symbols(std::span<const uint64_t> wanted) {
+  const bool said_hidden = kernel_symbols_ && kernel_symbols_->addresses_hidden();
+  kernel_symbols_loaded_ = true;
+  kernel_symbols_ = KernelSymbols::load(options_.kallsyms_path, wanted);
+  if (kernel_symbols_ && kernel_symbols_->addresses_hidden() && !said_hidden)
+    fprintf(stderr,
+            "bpfprof: kernel addresses are hidden (kernel.kptr_restrict); kernel frames are "
+            "named [kernel]\n");
 }
 
 std::vector<SymbolizedFrame> Symbolizer::symbolize_jit(int pid, uint32_t owner_uid,
@@ -307,20 +316,20 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel_relative(const std::st
   const KernelSymbols* symbols = kernel_symbols();
   uint64_t base = symbols ? symbols->text_start() : 0;
   if (symbols && !module.empty()) {
-    auto it = module_base_.find(module);
-    if (it == module_base_.end()) {
+    const std::optional<uint64_t> module_base = symbols->module_base(module);
+    if (!module_base) {
       SymbolizedFrame unknown;
       unknown.relative_address = relative;
       return {unknown};
     }
-    base = it->second;
+    base = *module_base;
   }
   return symbolize_kernel(base + relative);
 }
 
 std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel(uint64_t address) {
   SymbolizedFrame frame;
-  const KernelSymbols* symbols = kernel_symbols();
+  const KernelSymbols* symbols = kernel_symbols(address);
   if (!symbols) {
     frame.relative_address = address;
     frame.name = "[kernel]";
@@ -330,7 +339,7 @@ std::vector<SymbolizedFrame> Symbolizer::symbolize_kernel(uint64_t address) {
   uint64_t base = symbols->text_start();
   if (symbol && !symbol->module.empty()) {
     frame.kernel_module = symbol->module;
-    base = module_base_.at(std::string(symbol->module));
+    base = symbols->module_base(symbol->module).value_or(base);
   }
   frame.relative_address = address - base;
   if (symbol) {

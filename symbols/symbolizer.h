@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -86,6 +87,9 @@ class Symbolizer {
   // Never empty: at least one frame, possibly unnamed.
   std::vector<SymbolizedFrame> symbolize_in_file(const std::string& path, uint64_t file_offset);
   std::vector<SymbolizedFrame> symbolize_kernel(uint64_t address);
+  // The kernel addresses symbolize_kernel will be asked for: only their symbols are read from
+  // kallsyms (another address asked for later has all of them read then).
+  void prepare_kernel(std::vector<uint64_t> addresses);
   // The same for an address relative to the library's load base (what a profile stores):
   // `path` is a readable copy of the library. Never empty.
   std::vector<SymbolizedFrame> symbolize_relative(const std::string& path, uint64_t relative);
@@ -103,7 +107,9 @@ class Symbolizer {
   std::vector<SymbolizedFrame> symbolize_jit(int pid, uint32_t owner_uid, uint64_t address);
 
  private:
-  const KernelSymbols* kernel_symbols();
+  // Loaded as prepare_kernel said, unless `address` is not among those.
+  const KernelSymbols* kernel_symbols(std::optional<uint64_t> address = std::nullopt);
+  void load_kernel_symbols(std::span<const uint64_t> wanted);
   // The file whose symbol table names `binary`'s code: its separate debug file (found by
   // build-id) when the binary itself has no .symtab, else the binary.
   const ElfFile& symbol_source_for(const std::shared_ptr<const ElfFile>& binary);
@@ -128,7 +134,7 @@ class Symbolizer {
   std::unordered_map<std::string, std::unique_ptr<go::GoTable>> go_tables_;
   std::unordered_map<int, std::optional<PerfMap>> perf_maps_;
   std::optional<KernelSymbols> kernel_symbols_;
-  std::unordered_map<std::string, uint64_t> module_base_;
+  std::vector<uint64_t> kernel_addresses_;  // prepare_kernel's, sorted; empty: every symbol
   bool kernel_symbols_loaded_ = false;
 };
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <tuple>
 
 namespace bpfprof {
@@ -73,6 +74,10 @@ uint8_t alias_rank(char type, std::string_view name) {
 // strings per line took 20 MB for a moment).
 class KernelSymbols::Builder {
  public:
+  // `wanted` (sorted, unique; empty: every symbol): the addresses to name.
+  explicit Builder(std::span<const uint64_t> wanted = {})
+      : wanted_(wanted), at_or_below_(wanted.size()), above_(wanted.size()) {}
+
   void add_line(std::string_view text_line) {
     const std::optional<KallsymsLine> line = parse_kallsyms_line(text_line);
     if (!line) return;
@@ -85,10 +90,14 @@ class KernelSymbols::Builder {
     if (!module) return;
     last_module_ = *module;
     if (line->module.empty()) note_text_start(*line);
-    pending_.push_back({line->address, static_cast<uint32_t>(result_.names_.size()),
-                        static_cast<uint16_t>(line->name.size()), *module,
-                        alias_rank(line->type, line->name), line_count_++});
-    result_.names_.append(line->name);
+    uint64_t& lowest = result_.module_lowest_[*module];
+    if (!lowest || line->address < lowest) lowest = line->address;
+    Candidate candidate{line->address, alias_rank(line->type, line->name), line_count_++, *module,
+                        line->name};
+    if (wanted_.empty())
+      keep(candidate);
+    else
+      offer(candidate);
   }
 
   KernelSymbols finish() && {
@@ -99,6 +108,7 @@ class KernelSymbols::Builder {
       return hidden;
     }
     result_.text_start_ = text_ ? text_ : stext_ ? stext_ : lowest_vmlinux_text_;
+    if (!wanted_.empty()) keep_nearest();
     // Among aliases at one address the best display name sorts first; ties keep file order.
     std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
       return std::tie(a.address, a.alias_rank, a.line) < std::tie(b.address, b.alias_rank, b.line);
@@ -122,6 +132,70 @@ class KernelSymbols::Builder {
     uint32_t line;
   };
 
+  // A line, or the nearest to a wanted address so far: its address, then its name's
+  // preference among aliases and its place in the file.
+  struct Candidate {
+    uint64_t address = 0;
+    uint8_t alias_rank = 0;
+    uint32_t line = 0;
+    uint16_t module = 0;
+    std::string_view name;  // in the line read, until kept
+    bool precedes(const Candidate& other) const {
+      return std::tie(alias_rank, line) < std::tie(other.alias_rank, other.line);
+    }
+  };
+  struct Nearest {
+    std::optional<Candidate> candidate;
+    std::string name;
+  };
+
+  void keep(const Candidate& c) {
+    pending_.push_back({c.address, static_cast<uint32_t>(result_.names_.size()),
+                        static_cast<uint16_t>(c.name.size()), c.module, c.alias_rank, c.line});
+    result_.names_.append(c.name);
+  }
+
+  // The symbols a wanted address needs: the nearest at or below it (its name) and the nearest
+  // above (its end). A line is offered to the slot of the first wanted address at or above it
+  // and to that of the last one below; each address's nearest are then found over the slots
+  // before and after it.
+  void offer(const Candidate& c) {
+    const size_t first_at_or_above =
+        std::lower_bound(wanted_.begin(), wanted_.end(), c.address) - wanted_.begin();
+    if (first_at_or_above < wanted_.size())
+      consider(at_or_below_[first_at_or_above], c, [](uint64_t a, uint64_t b) { return a > b; });
+    if (first_at_or_above > 0)
+      consider(above_[first_at_or_above - 1], c, [](uint64_t a, uint64_t b) { return a < b; });
+  }
+
+  template <typename Nearer>
+  static void consider(Nearest& slot, const Candidate& c, Nearer nearer) {
+    const std::optional<Candidate>& now = slot.candidate;
+    if (now && !nearer(c.address, now->address) && !(c.address == now->address && c.precedes(*now)))
+      return;
+    slot.candidate = c;
+    slot.name.assign(c.name);
+  }
+
+  void keep_nearest() {
+    const Nearest* below = nullptr;
+    for (const Nearest& slot : at_or_below_) {
+      if (slot.candidate && (!below || slot.candidate->address > below->candidate->address))
+        keep_named(*(below = &slot));
+    }
+    const Nearest* above = nullptr;
+    for (auto slot = above_.rbegin(); slot != above_.rend(); ++slot) {
+      if (slot->candidate && (!above || slot->candidate->address < above->candidate->address))
+        keep_named(*(above = &*slot));
+    }
+  }
+
+  void keep_named(const Nearest& nearest) {
+    Candidate c = *nearest.candidate;
+    c.name = nearest.name;
+    keep(c);
+  }
+
   void note_text_start(const KallsymsLine& line) {
     if (line.name == "_text" && !text_) text_ = line.address;
     if (line.name == "_stext" && !stext_) stext_ = line.address;
@@ -129,6 +203,9 @@ class KernelSymbols::Builder {
       lowest_vmlinux_text_ = line.address;
   }
 
+  std::span<const uint64_t> wanted_;
+  std::vector<Nearest> at_or_below_;
+  std::vector<Nearest> above_;
   KernelSymbols result_;
   std::vector<Pending> pending_;
   uint16_t last_module_ = 0;
@@ -150,10 +227,11 @@ KernelSymbols KernelSymbols::parse(std::string_view text) {
   return std::move(builder).finish();
 }
 
-std::optional<KernelSymbols> KernelSymbols::load(const std::string& path) {
+std::optional<KernelSymbols> KernelSymbols::load(const std::string& path,
+                                                 std::span<const uint64_t> wanted) {
   std::unique_ptr<FILE, decltype(&fclose)> file(fopen(path.c_str(), "re"), &fclose);
   if (!file) return std::nullopt;
-  Builder builder;
+  Builder builder(wanted);
   char* line = nullptr;
   size_t capacity = 0;
   for (ssize_t length; (length = getline(&line, &capacity, file.get())) >= 0;) {
@@ -175,7 +253,14 @@ std::optional<uint16_t> KernelSymbols::module_index(std::string_view module, uin
     if (modules_[i] == module) return static_cast<uint16_t>(i);
   if (modules_.size() > UINT16_MAX) return std::nullopt;
   modules_.emplace_back(module);
+  module_lowest_.push_back(0);
   return static_cast<uint16_t>(modules_.size() - 1);
+}
+
+std::optional<uint64_t> KernelSymbols::module_base(std::string_view module) const {
+  for (size_t i = 1; i < modules_.size(); ++i)
+    if (modules_[i] == module) return module_lowest_[i];
+  return std::nullopt;
 }
 
 uint64_t KernelSymbols::end_of(size_t index) const {

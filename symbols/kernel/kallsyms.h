@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,8 +25,12 @@ class KernelSymbols {
   // Parses kallsyms text, keeping text symbols (types t, T, w, W). Malformed lines are
   // skipped.
   static KernelSymbols parse(std::string_view text);
-  // nullopt if the file cannot be read.
-  static std::optional<KernelSymbols> load(const std::string& path = "/proc/kallsyms");
+  // nullopt if the file cannot be read. With `wanted` (sorted, unique), only the symbols that
+  // lookup() needs for those addresses are kept: the nearest at or below each and the nearest
+  // above it (a profile's few thousand kernel frames: kilobytes, not 5 MB); lookup() of any
+  // other address is then wrong.
+  static std::optional<KernelSymbols> load(const std::string& path = "/proc/kallsyms",
+                                           std::span<const uint64_t> wanted = {});
 
   // The symbol whose [address, end) holds addr.
   std::optional<KernelSymbol> lookup(uint64_t addr) const;
@@ -36,6 +41,8 @@ class KernelSymbols {
   // Address of _text (else _stext, else the lowest vmlinux text symbol); 0 if unknown.
   // Kernel frame addresses are made relative to this.
   uint64_t text_start() const { return text_start_; }
+  // A module's lowest text symbol, where its frames' addresses are made relative to.
+  std::optional<uint64_t> module_base(std::string_view module) const;
 
   // Sorted by address, one per address.
   size_t size() const { return entries_.size(); }
@@ -55,6 +62,7 @@ class KernelSymbols {
   std::vector<Entry> entries_;
   std::string names_;
   std::vector<std::string> modules_{std::string()};
+  std::vector<uint64_t> module_lowest_{0};  // by module, of every symbol read
   bool addresses_hidden_ = false;
   uint64_t text_start_ = 0;
 };

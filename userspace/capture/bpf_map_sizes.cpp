@@ -65,14 +65,14 @@ uint64_t map_bytes(const bpf_object* object, int cpus) {
   return total;
 }
 
-// What loading maps into this process's address space: a ring buffer's data pages twice
-// (so that a record never wraps), arrays the program shares with the recorder, global data.
+// What loading maps into this process's address space: a ring buffer's data pages and its two
+// position pages (ring_reader.h), arrays the program shares with the recorder, global data.
 uint64_t mapped_bytes(const bpf_object* object) {
   uint64_t total = 0;
   const bpf_map* map = nullptr;
   bpf_object__for_each_map(map, object) {
     if (bpf_map__type(map) == BPF_MAP_TYPE_RINGBUF)
-      total += 2 * uint64_t{bpf_map__max_entries(map)};
+      total += uint64_t{bpf_map__max_entries(map)} + 2 * 4096;
     else if (bpf_map__map_flags(map) & BPF_F_MMAPABLE)
       total += uint64_t{bpf_map__value_size(map)} * bpf_map__max_entries(map);
   }

@@ -25,7 +25,6 @@ void BpfPrograms::SkeletonDeleter::operator()(profiler_bpf* skel) const {
   profiler_bpf__destroy(skel);
 }
 void BpfPrograms::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
-void BpfPrograms::RingBufferDeleter::operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
 
 BpfPrograms::BpfPrograms(const Config& config)
     : user_stack_copy_bytes_(config.user_stack_copy_bytes) {
@@ -78,15 +77,10 @@ BpfPrograms::BpfPrograms(const Config& config)
         skeleton_->maps.unwind_rows, config.unwind_initial_rows, skeleton_->maps.unwind_pages,
         skeleton_->maps.unwind_rules, skeleton_->maps.unwind_processes,
         skeleton_->maps.unwind_files);
-  lifecycle_ring_.reset(ring_buffer__new(bpf_map__fd(skeleton_->maps.lifecycle_events),
-                                         &BpfPrograms::on_event, this, nullptr));
-  if (!lifecycle_ring_)
-    throw std::system_error(errno, std::generic_category(),
-                            "cannot set up the BPF lifecycle ring buffer");
-  events_ring_.reset(
-      ring_buffer__new(bpf_map__fd(skeleton_->maps.events), &BpfPrograms::on_event, this, nullptr));
-  if (!events_ring_)
-    throw std::system_error(errno, std::generic_category(), "cannot set up the BPF ring buffer");
+  lifecycle_ring_ = std::make_unique<RingReader>(bpf_map__fd(skeleton_->maps.lifecycle_events),
+                                                 &BpfPrograms::on_event, this);
+  events_ring_ = std::make_unique<RingReader>(bpf_map__fd(skeleton_->maps.events),
+                                              &BpfPrograms::on_event, this);
 }
 
 BpfPrograms::~BpfPrograms() = default;

@@ -14,6 +14,7 @@
 #include "userspace/capture/ingest.h"
 #include "userspace/capture/kernel_unwind.h"
 #include "userspace/capture/perf_events.h"
+#include "userspace/capture/ring_reader.h"
 #include "userspace/model/recording.h"
 
 struct bpf_map;
@@ -28,7 +29,6 @@ struct bpf_link;
 namespace bpfprof {
 class BpfUnwindMaps;
 }
-struct ring_buffer;
 
 namespace bpfprof {
 
@@ -158,9 +158,6 @@ class BpfPrograms {
   struct LinkDeleter {
     void operator()(bpf_link* link) const;
   };
-  struct RingBufferDeleter {
-    void operator()(ring_buffer* rb) const;
-  };
 
   // The maps and the small programs; the walker programs, each in a walker object of its own
   // sharing those maps (bpf_walkers.cpp), the sample program's among them.
@@ -184,11 +181,10 @@ class BpfPrograms {
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
   // The allocator's uprobes, the address-space system calls' tracepoints.
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> probe_links_;
-  // Each ring mapped once (a mapping is resident whole: the events ring's pages count twice
-  // in the recorder's memory, as libbpf maps its data twice for reads across the wrap).
-  // The lifecycle ring is read first, and also alone (read_lifecycle_ring).
-  std::unique_ptr<ring_buffer, RingBufferDeleter> lifecycle_ring_;
-  std::unique_ptr<ring_buffer, RingBufferDeleter> events_ring_;
+  // Each ring mapped once, its data too (ring_reader.h). The lifecycle ring is read first, and
+  // also alone (read_lifecycle_ring).
+  std::unique_ptr<RingReader> lifecycle_ring_;
+  std::unique_ptr<RingReader> events_ring_;
   IngestPipeline* target_ = nullptr;  // where on_event sends events, during consume/drain
   std::optional<std::chrono::steady_clock::time_point> poll_deadline_;  // set during poll()
   uint64_t events_this_poll_ = 0;

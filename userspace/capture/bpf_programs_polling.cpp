@@ -15,8 +15,8 @@
 namespace bpfprof {
 
 namespace {
-// Returned by the event callback to make libbpf stop consuming (the event it was called for
-// is consumed): a poll must come back to the recorder's loop (signals, deadline, side band)
+// Returned by the event callback to stop the reading (the event it was called for is
+// consumed): a poll must come back to the recorder's loop (signals, deadline, side band)
 // even when events arrive faster than they are processed.
 constexpr int kPollBudgetSpent = -EAGAIN;
 constexpr auto kPollBudget = std::chrono::milliseconds(100);
@@ -25,8 +25,8 @@ constexpr auto kPollBudget = std::chrono::milliseconds(100);
 void BpfPrograms::wait(int timeout_ms, const std::vector<int>& also) {
   // Events are submitted without waking the reader (see bpf/profiler.bpf.c): this returns at
   // the timeout, at a signal, or when the buffer is filling up.
-  std::vector<pollfd> fds{pollfd{ring_buffer__epoll_fd(lifecycle_ring_.get()), POLLIN, 0},
-                          pollfd{ring_buffer__epoll_fd(events_ring_.get()), POLLIN, 0}};
+  std::vector<pollfd> fds{pollfd{lifecycle_ring_->fd(), POLLIN, 0},
+                          pollfd{events_ring_->fd(), POLLIN, 0}};
   for (int fd : also) fds.push_back(pollfd{fd, POLLIN, 0});
   ::poll(fds.data(), fds.size(), timeout_ms);
 }
@@ -46,16 +46,16 @@ int BpfPrograms::consume(IngestPipeline& pipeline) {
 }
 
 void BpfPrograms::read_lifecycle_ring() {
-  if (target_) ring_buffer__consume(lifecycle_ring_.get());
+  if (target_) lifecycle_ring_->consume();
 }
 
 // Forks and execs first, so that a new process's mappings are known before its samples are
 // unwound. What the first call returns when on_event stopped it (kPollBudgetSpent), else the
 // events read, else the first error.
 int BpfPrograms::consume_rings() {
-  const int lifecycle = ring_buffer__consume(lifecycle_ring_.get());
+  const int lifecycle = lifecycle_ring_->consume();
   if (lifecycle == kPollBudgetSpent) return lifecycle;
-  const int events = ring_buffer__consume(events_ring_.get());
+  const int events = events_ring_->consume();
   if (events == kPollBudgetSpent) return events;
   if (lifecycle < 0) return lifecycle;
   if (events < 0) return events;

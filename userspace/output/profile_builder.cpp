@@ -170,6 +170,10 @@ void ProfileBuilder::find_anonymous_bases() {
 // output frame per function inlined at its address.
 void ProfileBuilder::build_stacks() {
   find_anonymous_bases();
+  std::vector<uint64_t> kernel_addresses;
+  for (const auto& node : model_.stacks().nodes())
+    if (node.key.kind == FrameKind::kKernel) kernel_addresses.push_back(node.key.address);
+  symbolizer_.prepare_kernel(std::move(kernel_addresses));
   const auto& nodes = model_.stacks().nodes();
   output_stack_of_->reserve(nodes.size());
   root_of_.reserve(nodes.size());

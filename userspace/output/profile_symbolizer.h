@@ -25,6 +25,8 @@ class ProfileSymbolizer {
   virtual std::vector<SymbolizedFrame> symbolize_in_file(const std::string& readable_path,
                                                          uint64_t file_offset) = 0;
   virtual std::vector<SymbolizedFrame> symbolize_kernel(uint64_t address) = 0;
+  // The kernel addresses symbolize_kernel will be asked for (a hint: fewer symbols kept).
+  virtual void prepare_kernel(std::vector<uint64_t> /*addresses*/) {}
   // JIT code of `pid`, whose perf map must belong to `owner_uid` or root.
   virtual std::vector<SymbolizedFrame> symbolize_jit(int pid, uint32_t owner_uid,
                                                      uint64_t address) = 0;
@@ -48,6 +50,9 @@ class SystemSymbolizer final : public ProfileSymbolizer {
   }
   std::vector<SymbolizedFrame> symbolize_kernel(uint64_t address) override {
     return symbolizer_.symbolize_kernel(address);
+  }
+  void prepare_kernel(std::vector<uint64_t> addresses) override {
+    symbolizer_.prepare_kernel(std::move(addresses));
   }
   std::vector<SymbolizedFrame> symbolize_jit(int pid, uint32_t owner_uid,
                                              uint64_t address) override {

@@ -17,6 +17,7 @@
 #include "userspace/capture/process_contexts.h"
 #include "userspace/model/clocks.h"
 #include "userspace/model/session_model.h"
+#include "userspace/session/freed_memory.h"
 #include "userspace/session/proc_snapshot.h"
 #include "userspace/session/signals.h"
 
@@ -188,6 +189,7 @@ void CollectLoop::start_sampling() {
   // the ring while it is not read, and events would be lost.
   if (targets_.launched()) attach_sampling();
   install_stop_signal_handlers();
+  release_freed_memory();  // the kernel's BTF, parsed to load the programs
 }
 
 void CollectLoop::attach_sampling() {
@@ -434,6 +436,7 @@ void CollectLoop::release_capture() {
   kernel_unwind_.reset();  // it writes bpf_'s maps
   side_band_.reset();
   bpf_.reset();
+  release_freed_memory();
 }
 
 // --save-events: the stream ends with what was lost.

@@ -1,6 +1,5 @@
 #include "userspace/session/periodic_driver.h"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 
 #include "userspace/model/clocks.h"
 #include "userspace/output/profile_writer.h"
+#include "userspace/session/freed_memory.h"
 #include "userspace/session/signals.h"
 
 namespace bpfprof {
@@ -21,10 +21,6 @@ constexpr double kUploadWaitSeconds = 5;
 double wall_clock_ms_at(const Recording& recording, MonotonicNs t) {
   return recording.start_wall_clock_ms + ms_between(recording.start_time, t);
 }
-
-// What a period's profile and the old stack trees used is free now, but main() asks glibc to
-// keep up to 256 MB of free heap: untrimmed, a -a run's RSS would grow with every period.
-void release_freed_memory() { malloc_trim(0); }
 
 std::unique_ptr<Uploader> uploader_for(const RecordOptions& options) {
   if (options.upload_url.empty()) return nullptr;
