@@ -195,6 +195,16 @@ void BpfPrograms::attach_allocator_probe(const std::string& libc, const std::str
 
 void BpfPrograms::detach_sampling() { sample_links_.clear(); }
 
+void BpfPrograms::release_buffers() {
+  sample_links_.clear();
+  probe_links_.clear();
+  profiler_bpf__detach(skeleton_.get());
+  for (const WalkerSkeleton& walker : walker_skeletons_) walker_bpf__detach(walker.get());
+  lifecycle_ring_.reset();
+  events_ring_.reset();
+  unwind_maps_.reset();
+}
+
 void BpfPrograms::set_cgroup_filters(const std::vector<bpfprof_cgroup_filter>& filters) {
   for (uint32_t i = 0; i < filters.size() && i < BPFPROF_MAX_CGROUP_FILTERS; ++i)
     if (bpf_map__update_elem(skeleton_->maps.cgroup_filters, &i, sizeof(i), &filters[i],

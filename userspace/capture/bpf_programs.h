@@ -87,6 +87,9 @@ class BpfPrograms {
   // maps it; the programs keep the tracked ones).
   void attach_allocator_probes(const std::string& libc);
   void detach_sampling();
+  // Once everything is read: every program detached, the rings and the unwinder's maps unmapped
+  // (none of the calls that read or write them may follow); the programs stay loaded.
+  void release_buffers();
   // A process to sample, with its children. A command bpfprof launched is tracked from its
   // fork, before its exec: until then it runs bpfprof's launcher, and its samples get the
   // exec pseudo-frame instead of bpfprof's own frames (and need no unwinding).

@@ -46,7 +46,7 @@ int BpfPrograms::consume(IngestPipeline& pipeline) {
 }
 
 void BpfPrograms::read_lifecycle_ring() {
-  if (target_) lifecycle_ring_->consume();
+  if (target_ && lifecycle_ring_) lifecycle_ring_->consume();
 }
 
 // Forks and execs first, so that a new process's mappings are known before its samples are

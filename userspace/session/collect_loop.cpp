@@ -297,6 +297,7 @@ void CollectLoop::say_sampling_started() const {
 // Also tells the pipeline from when the lifecycle sources are read: the BPF lifecycle ring
 // is read after this (in consume(), or by the pipeline's lifecycle read).
 void CollectLoop::drain_side_band() {
+  if (!side_band_) return;  // released once everything was read
   const MonotonicNs read_start = monotonic_now();
   const size_t before = recording_.events.size();
   side_band_->drain(recording_.events);
@@ -429,13 +430,14 @@ void CollectLoop::stop_collecting() {
   release_capture();
 }
 
-// Everything is read: the BPF maps (the ring buffers, mapped twice), the unwind tables and the
-// side band go before the profile is written, which needs the most memory (symbols, debug
-// information) of the whole run.
+// Everything is read: the ring buffers and the maps mapped here, the unwind tables and the side
+// band go before the profile is written, which needs the most memory (symbols, debug
+// information) of the whole run. The programs stay loaded, detached, until then: kallsyms names
+// their code in the stacks taken from inside them, which the profile leaves out by those names.
 void CollectLoop::release_capture() {
   kernel_unwind_.reset();  // it writes bpf_'s maps
   side_band_.reset();
-  bpf_.reset();
+  bpf_->release_buffers();
   release_freed_memory();
 }
 
