@@ -342,6 +342,38 @@ TEST(KernelUnwindTables, AChildsOwnMappingReadBeforeItsForkKeepsWhatItInherited)
   EXPECT_EQ(child.mappings[1].start, 0x200000000 + (text.vaddr & ~uint64_t{4095}));
 }
 
+// A JIT that takes its mmap lock all the time (munmap, mprotect) has the kernel rewrite its
+// entry (file mappings only) after every read of the side band: ours, with the JIT's code,
+// goes in once it has waited 100 ms for the kernel's to grow old.
+TEST(KernelUnwindTables, AnEntryTheKernelKeepsRewritingIsReplacedAfterAWhile) {
+  Fixture f;
+  LoadSegment text;
+  f.apply({start_event(Pid{61}), text_mapping(Pid{61}, 0x100000000, &text)});
+  bpfprof_process_mappings kernels{};
+  kernels.generation = BPFPROF_KERNEL_WRITTEN_GENERATION | 9;
+  uint64_t now = 1'000'000;
+  auto kernel_rewrites = [&] {  // as on_mmap_lock does: only an entry it wrote itself
+    auto& entry = f.sink.processes[Pid{61}];
+    if (!(entry.generation & BPFPROF_KERNEL_WRITTEN_GENERATION) && entry.count) return;
+    kernels.kernel_written_ns = now + 1;  // just after each read
+    entry = kernels;
+  };
+  kernels.kernel_written_ns = now + 1;  // the new image's entry, from its VMAs at its exec
+  f.sink.processes[Pid{61}] = kernels;
+  f.tables.apply({text_mapping(Pid{61}, 0x200000000, &text)}, 0);
+  for (; now < 1'000'000 + 90'000'000; now += 10'000'000) {
+    kernel_rewrites();
+    f.tables.flush(MonotonicNs{now});
+    EXPECT_TRUE(f.sink.processes.at(Pid{61}).generation & BPFPROF_KERNEL_WRITTEN_GENERATION);
+  }
+  for (; now < 1'000'000 + 120'000'000; now += 10'000'000) {
+    kernel_rewrites();
+    f.tables.flush(MonotonicNs{now});
+  }
+  EXPECT_FALSE(f.sink.processes.at(Pid{61}).generation & BPFPROF_KERNEL_WRITTEN_GENERATION);
+  EXPECT_EQ(f.sink.processes.at(Pid{61}).count, 2u);
+}
+
 // A shell's child execs; ld.so maps its libraries and the BPF side rewrites the entry from the
 // VMAs at each mmap. Our entry, from a side band read before those mmaps, has the program
 // alone: it must not replace the kernel's until we have read past the kernel's write.

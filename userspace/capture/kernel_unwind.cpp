@@ -206,6 +206,8 @@ void KernelUnwindTables::forget_untracked(MonotonicNs now) {
     const Process& p = entry.second;
     return !p.tracked && now.value > p.last_change.value + kGraceNs;
   });
+  std::erase_if(deferred_since_,
+                [&](const auto& entry) { return !processes_.contains(entry.first); });
 }
 
 void KernelUnwindTables::build_tables() {
@@ -493,8 +495,15 @@ bool KernelUnwindTables::write_process(Pid pid, MonotonicNs mappings_read_until)
   auto process = processes_.find(pid);
   if (process == processes_.end() || !process->second.tracked) return true;
   if (std::optional<MonotonicNs> written = sink_.kernel_written_at(pid);
-      written && written->value >= mappings_read_until.value)
-    return false;
+      written && written->value >= mappings_read_until.value) {
+    // A process that keeps taking its mmap lock (a JIT's heap and code space: munmap, mprotect)
+    // has the kernel rewrite its entry more often than the side band is read. Deferred to it
+    // for good, its entry would never hold its anonymous code (node: 90% of its stacks fell
+    // back, "pc in no known mapping"): ours goes in after kMaxDeferralNs.
+    const auto deferred = deferred_since_.try_emplace(pid, mappings_read_until).first;
+    if (mappings_read_until.value - deferred->second.value < kMaxDeferralNs) return false;
+  }
+  deferred_since_.erase(pid);
   auto value = std::make_unique<bpfprof_process_mappings>();
   memset(value.get(), 0, sizeof(*value));
   for (const auto& [start, mapping] : process->second.mappings) {

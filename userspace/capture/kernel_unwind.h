@@ -194,6 +194,9 @@ class KernelUnwindTables {
   std::optional<MonotonicNs> last_new_image_;     // a tracked process's start or exec
   std::optional<MonotonicNs> last_new_v8_image_;  // of a process that runs V8: kV8SettlingNs
   std::set<Pid> changed_;
+  // Since when each process's entry has been left to the kernel's rewrites (write_process).
+  static constexpr uint64_t kMaxDeferralNs = 100'000'000;
+  std::unordered_map<Pid, MonotonicNs> deferred_since_;
   std::set<Pid> over_mapping_limit_;
   uint32_t last_generation_ = 0;  // of the last process entry written (bpfprof_process_mappings)
 
