@@ -374,6 +374,25 @@ TEST(KernelUnwindTables, AnEntryTheKernelKeepsRewritingIsReplacedAfterAWhile) {
   EXPECT_EQ(f.sink.processes.at(Pid{61}).count, 2u);
 }
 
+// The BPF side looked its own entry up just before our write and stored its VMA scan (no JIT
+// code) just after it: the next flush writes ours again, once.
+TEST(KernelUnwindTables, AnEntryTheKernelStoredOverOursIsWrittenAgain) {
+  Fixture f;
+  LoadSegment text;
+  f.apply({start_event(Pid{62}), text_mapping(Pid{62}, 0x100000000, &text),
+           text_mapping(Pid{62}, 0x200000000, &text)});
+  ASSERT_EQ(f.sink.processes.at(Pid{62}).count, 2u);
+  // Its scan began before the side band's read.
+  f.sink.processes[Pid{62}] = {.count = 1,
+                               .generation = BPFPROF_KERNEL_WRITTEN_GENERATION | 3,
+                               .kernel_written_ns = 900'000};
+  f.tables.flush(MonotonicNs{2'000'000});
+  EXPECT_FALSE(f.sink.processes.at(Pid{62}).generation & BPFPROF_KERNEL_WRITTEN_GENERATION);
+  EXPECT_EQ(f.sink.processes.at(Pid{62}).count, 2u);
+  f.tables.flush(MonotonicNs{3'000'000});
+  EXPECT_EQ(f.tables.stats().entries_overwritten_by_kernel, 1u);
+}
+
 // A shell's child execs; ld.so maps its libraries and the BPF side rewrites the entry from the
 // VMAs at each mmap. Our entry, from a side band read before those mmaps, has the program
 // alone: it must not replace the kernel's until we have read past the kernel's write.

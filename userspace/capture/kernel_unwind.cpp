@@ -288,6 +288,12 @@ void KernelUnwindTables::flush(MonotonicNs mappings_read_until) {
     results.swap(results_);
   }
   for (BuildResult& result : results) load(result);
+  for (Pid pid : written_last_flush_)
+    if (processes_.contains(pid) && sink_.kernel_written_at(pid)) {
+      changed_.insert(pid);
+      ++stats_.entries_overwritten_by_kernel;
+    }
+  written_last_flush_.clear();
   std::erase_if(changed_, [&](Pid pid) { return write_process(pid, mappings_read_until); });
   forget_untracked(latest_);
 }
@@ -521,7 +527,10 @@ bool KernelUnwindTables::write_process(Pid pid, MonotonicNs mappings_read_until)
   // Never 0 (an empty cache entry) nor with the top bit (the BPF side's own entries).
   last_generation_ = last_generation_ % 0x7fffffffu + 1;
   value->generation = last_generation_;
-  if (!sink_.write_process(pid, *value)) ++stats_.processes_not_stored;
+  if (sink_.write_process(pid, *value))
+    written_last_flush_.push_back(pid);
+  else
+    ++stats_.processes_not_stored;
   return true;
 }
 

@@ -197,6 +197,10 @@ class KernelUnwindTables {
   // Since when each process's entry has been left to the kernel's rewrites (write_process).
   static constexpr uint64_t kMaxDeferralNs = 100'000'000;
   std::unordered_map<Pid, MonotonicNs> deferred_since_;
+  // The entries written at the last flush, looked at again at the next (flush): the BPF side
+  // may have scanned a process's VMAs from a lookup made before our write and stored its
+  // entry (file mappings only, no JIT code) over ours just after it.
+  std::vector<Pid> written_last_flush_;
   std::set<Pid> over_mapping_limit_;
   uint32_t last_generation_ = 0;  // of the last process entry written (bpfprof_process_mappings)
 

@@ -358,8 +358,11 @@ struct KernelUnwindStats {
   uint32_t row_bound = 0;            // the most it could have grown to
   uint64_t map_bytes = 0;            // kernel memory of the unwinder's maps
   uint64_t files_over_capacity = 0;  // tables that no longer fit in the row array
-  uint64_t processes_over_mapping_limit = 0;    // more executable mappings than the map holds
-  uint64_t processes_not_stored = 0;            // the map of processes was full
+  uint64_t processes_over_mapping_limit = 0;  // more executable mappings than the map holds
+  uint64_t processes_not_stored = 0;          // the map of processes was full
+  // Our entries the BPF side's VMA scan, begun before our write, stored its own over (written
+  // again at the next flush).
+  uint64_t entries_overwritten_by_kernel = 0;
   std::vector<uint64_t> fallbacks_by_reason{};  // enum bpfprof_unwind_fallback
 };
 

@@ -106,6 +106,11 @@ void describe_tables(const KernelUnwindStats& k,
                             static_cast<unsigned long long>(k.processes_over_mapping_limit),
                             BPFPROF_MAX_PROCESS_MAPPINGS,
                             static_cast<unsigned long long>(k.processes_not_stored)));
+  if (k.entries_overwritten_by_kernel)
+    out.emplace_back("Process entries rewritten",
+                     format("%llu stored over by the kernel's scan of a young image's mappings "
+                            "as they were written, written again",
+                            static_cast<unsigned long long>(k.entries_overwritten_by_kernel)));
   out.emplace_back("Kernel walks that fell back", fallback_reasons(k.fallbacks_by_reason));
   const uint64_t cut = k.fallbacks_by_reason.size() > BPFPROF_WALK_CUT_AT_DEPTH
                            ? k.fallbacks_by_reason[BPFPROF_WALK_CUT_AT_DEPTH]
