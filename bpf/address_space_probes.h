@@ -1,21 +1,26 @@
 /* record --memory: where tracked processes' address spaces grow and shrink. The system calls
  * that do it (mmap, munmap, brk, mremap) are sampled by bytes: each thread counts down the
  * bytes its calls mapped or unmapped, and the call that ends its countdown sends the caller's
- * stacks and what it did. The entry of each call notes its arguments (one program, the attach
- * cookie says which call); its exit, once the kernel has said whether it worked, counts and
- * samples (a walker program: an object of its own). */
+ * stacks and what it did. The entry of each call notes its arguments; its exit, once the
+ * kernel has said whether it worked, counts and samples (a walker program: an object of its
+ * own). Both are BTF tracepoints of every system call (sys_enter, sys_exit), which look at the
+ * call's number first: the per-call tracepoints (syscalls:sys_enter_mmap) are found only
+ * through tracefs, which a freshly booted machine may not have mounted, and any system-call
+ * tracepoint in use sends every call through the slow entry and exit paths alike. */
 #ifndef BPFPROF_ADDRESS_SPACE_PROBES_H
 #define BPFPROF_ADDRESS_SPACE_PROBES_H
 
 #include "vmlinux.h"
 
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
 
 #include "bpf/events.h"
 #include "bpf/helpers.h"
 #include "bpf/knobs.h"
 #include "bpf/maps.h"
 #include "bpf/stack_events.h"
+#include "bpf/tp_btf.h"
 
 #define BPFPROF_PAGE_BYTES 4096ull
 #define BPFPROF_MAX_ERRNO 4095
@@ -24,11 +29,26 @@ static __always_inline __u64 page_aligned(__u64 bytes) {
   return (bytes + BPFPROF_PAGE_BYTES - 1) & ~(BPFPROF_PAGE_BYTES - 1);
 }
 
-/* sys_enter_mmap, _munmap, _brk and _mremap (the attach cookie says which). The arguments are
- * read from the saved user registers, not the tracepoint's record: a program attached to a
- * tracepoint may read no further into its record than the shortest one's end (brk's). */
-SEC("tracepoint")
-int on_address_space_entry(void* ctx) {
+/* The calls followed, by their x86-64 numbers (0: any other). */
+static __always_inline __u32 address_space_call_of(long number) {
+  switch (number) {
+    case 9:
+      return BPFPROF_ADDRESS_SPACE_MMAP;
+    case 11:
+      return BPFPROF_ADDRESS_SPACE_MUNMAP;
+    case 12:
+      return BPFPROF_ADDRESS_SPACE_BRK;
+    case 25:
+      return BPFPROF_ADDRESS_SPACE_MREMAP;
+  }
+  return 0;
+}
+
+/* The entry of mmap, munmap, brk and mremap: the arguments, from the saved user registers. */
+SEC(TP_BTF("sys_enter"))
+int BPF_PROG(on_address_space_entry, struct pt_regs* entry_regs, long number) {
+  const __u32 call = address_space_call_of(number);
+  if (!call) return 0;
   const __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   if (tracked_state(tgid) != BPFPROF_TRACKED) return 0;
   struct task_struct* current = bpf_get_current_task_btf();
@@ -37,7 +57,7 @@ int on_address_space_entry(void* ctx) {
   if (!t) return 0;
   if (!t->countdown) t->countdown = next_byte_countdown(BPFPROF_ADDRESS_SPACE_PERIOD);
   const struct pt_regs* regs = (const struct pt_regs*)bpf_task_pt_regs(current);
-  t->call = (__u32)bpf_get_attach_cookie(ctx);
+  t->call = call;
   t->address = regs->di; /* the first argument; BTF loads: no helper */
   t->length = regs->si;
   if (t->call == BPFPROF_ADDRESS_SPACE_MREMAP) {
@@ -72,17 +92,19 @@ static __always_inline __s64 address_space_change(const struct address_space_cal
   return 0;
 }
 
-/* sys_exit_mmap, _munmap, _brk and _mremap. Syscall tracepoints may run preemptible: the walk
- * goes in the tracepoints' slot, as the allocator's uprobes' do (bpf/allocator_probes.h). */
-SEC("tracepoint")
-int on_address_space_exit(struct trace_event_raw_sys_exit* ctx) {
+/* The exit of mmap, munmap, brk and mremap. System-call tracepoints may run preemptible: the
+ * walk goes in the tracepoints' slot, as the allocator's uprobes' do
+ * (bpf/allocator_probes.h). */
+SEC(TP_BTF("sys_exit"))
+int BPF_PROG(on_address_space_exit, struct pt_regs* exit_regs, long ret) {
+  if (!address_space_call_of(exit_regs->orig_ax)) return 0;
   const __u32 tgid = bpf_get_current_pid_tgid() >> 32;
   if (tracked_state(tgid) != BPFPROF_TRACKED) return 0;
   struct task_struct* current = bpf_get_current_task_btf();
   struct address_space_call* t = bpf_task_storage_get(&address_space_calls, current, 0, 0);
   if (!t || !t->call) return 0;
   struct bpfprof_address_space_event e = {.call = t->call};
-  e.change = address_space_change(t, ctx->ret, &e.address);
+  e.change = address_space_change(t, ret, &e.address);
   t->call = 0;
   if (!e.change) return 0;
   t->countdown -= e.change > 0 ? e.change : -e.change;

@@ -11,7 +11,8 @@
 // front end's retained memory, the summary and pprof's inuse_space.
 // Where the address space grows: memory_grow's mmaps, munmaps and brks as markers with their
 // stacks, in the summary and in pprof's mapped_space; memory_edges' sparse 1 TiB reservation and
-// its children that exit while they are read leave the recorder bounded and the growth whole.
+// its children that exit while they are read leave the recorder bounded and the growth whole,
+// with tracefs mounted or not.
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -363,6 +364,19 @@ describe('record --memory', () => {
     assert.ok(recorderMB > 0 && recorderMB < 160, `the recorder grew to ${recorderMB} MB`);
     assert.match(result.stderr, /address space \(.*grew 1099\.\d GB.*most at map_sparse < main/);
     await checkWithProfilerCli(t, file, view);
+  });
+
+  // A freshly booted machine may have no tracefs mounted: --memory's programs must not need it.
+  it('records the address space without tracefs mounted', async (t) => {
+    if (!requireRecorder(t)) return;
+    const file = join(RESULTS_DIR, 'memory_no_tracefs.json.gz');
+    const result = await run('unshare', [
+      '-m', '--propagation', 'private', 'sh', '-c',
+      'umount -l /sys/kernel/tracing 2>/dev/null; umount -l /sys/kernel/debug 2>/dev/null; ' +
+      '! grep -q tracefs /proc/self/mounts || exit 99; exec "$@"', 'sh',
+      BPFPROF, 'record', '--memory', '-o', file, '--', fixturePath('memory_grow'), '600']);
+    assert.equal(result.code, 0, result.stderr);
+    checkAddressSpace(t, { profile: readProfile(file), result });
   });
 
   it('writes no memory track without --memory', async (t) => {

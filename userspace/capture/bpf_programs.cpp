@@ -17,6 +17,7 @@
 #include "userspace/capture/allocator_probe_sites.h"
 #include "userspace/capture/bpf_map_sizes.h"
 #include "userspace/capture/bpf_unwind_maps.h"
+#include "userspace/model/clocks.h"
 #include "walker.skel.h"
 
 namespace bpfprof {
@@ -32,6 +33,7 @@ BpfPrograms::BpfPrograms(const Config& config)
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
     return 0;
   });
+  const MonotonicNs opened = monotonic_now();
   skeleton_.reset(profiler_bpf__open());
   if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
   set_read_only_data(skeleton_.get(), config);
@@ -71,6 +73,7 @@ BpfPrograms::BpfPrograms(const Config& config)
   if (int err = profiler_bpf__load(skeleton_.get()))
     throw std::runtime_error(
         load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
+  load_times_.main_object_ms = ms_between(opened, monotonic_now());
   load_walker_programs(config);
   if (config.unwind_row_capacity)
     unwind_maps_ = std::make_unique<BpfUnwindMaps>(
@@ -107,34 +110,11 @@ void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
 void BpfPrograms::attach_lifecycle() {
   if (int err = profiler_bpf__attach(skeleton_.get()))
     throw std::runtime_error("cannot attach the process-lifecycle tracepoints: " + errno_text(err));
-  // sched_switch and sched_waking (the sample program is attached to its perf events).
+  // sched_switch and sched_waking, with --memory sys_exit (the sample program is attached to
+  // its perf events).
   for (const auto& skel : walker_skeletons_)
     if (int err = walker_bpf__attach(skel.get()))
-      throw std::runtime_error("cannot attach the scheduler tracepoints: " + errno_text(err));
-  if (address_space_exit_program_) attach_address_space_probes();
-}
-
-// record --memory: the entry and exit of each system call that changes an address space.
-void BpfPrograms::attach_address_space_probes() {
-  struct Call {
-    const char* name;
-    uint64_t call;
-  };
-  for (const Call& c :
-       {Call{"mmap", BPFPROF_ADDRESS_SPACE_MMAP}, Call{"munmap", BPFPROF_ADDRESS_SPACE_MUNMAP},
-        Call{"brk", BPFPROF_ADDRESS_SPACE_BRK}, Call{"mremap", BPFPROF_ADDRESS_SPACE_MREMAP}}) {
-    for (const bool entry : {true, false}) {
-      const std::string tracepoint = std::string(entry ? "sys_enter_" : "sys_exit_") + c.name;
-      LIBBPF_OPTS(bpf_tracepoint_opts, options, .bpf_cookie = c.call);
-      bpf_link* link = bpf_program__attach_tracepoint_opts(
-          entry ? skeleton_->progs.on_address_space_entry : address_space_exit_program_, "syscalls",
-          tracepoint.c_str(), &options);
-      if (!link)
-        throw std::runtime_error("cannot attach to the tracepoint syscalls:" + tracepoint + ": " +
-                                 errno_text(errno));
-      probe_links_.emplace_back(link);
-    }
-  }
+      throw std::runtime_error("cannot attach the walkers' tracepoints: " + errno_text(err));
 }
 
 void BpfPrograms::attach_sampling(const SamplingEvents& events) {

@@ -70,14 +70,21 @@ class BpfPrograms {
     // BPFPROF_MAX_CGROUP_FILTERS); a process that execs in one is tracked from then on.
     uint32_t cgroup_filters = 0;
   };
+  // Where the load's time went (record -v): wall time of each part, from this process.
+  struct LoadTimes {
+    double main_object_ms = 0;  // the maps and the small programs
+    double core_btf_ms = 0;     // the walker objects' minimal BTF (core_btf.h)
+    double walkers_ms = 0;      // every walker program loaded
+    std::vector<std::pair<std::string, double>> walker_ms;  // each, on its loader thread
+  };
   // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
   explicit BpfPrograms(const Config& config);
   ~BpfPrograms();
   BpfPrograms(const BpfPrograms&) = delete;
   BpfPrograms& operator=(const BpfPrograms&) = delete;
 
-  // Attaches the lifecycle tracepoints (fork, exec, exit, rename), and with --memory the
-  // address-space system calls'.
+  // Attaches the lifecycle tracepoints (fork, exec, exit, rename), the walkers' (sched_switch,
+  // sched_waking), and with --memory the system calls' entry and exit.
   void attach_lifecycle();
   // Attaches the sample program to each sampling perf event, and with --memory the page-fault
   // program to each page-fault event.
@@ -137,6 +144,8 @@ class BpfPrograms {
   // every consume(), and as soon as the targets of -p / -a are known.
   void apply_runtime_changes(IngestPipeline& pipeline);
 
+  const LoadTimes& load_times() const { return load_times_; }
+
   // Every event read from now on is also written to `log` (raw, for replay); null stops.
   void save_events_to(EventLogWriter* log) { event_log_ = log; }
 
@@ -151,6 +160,7 @@ class BpfPrograms {
   void apply_stack_copy_changes(IngestPipeline& pipeline);
 
   uint32_t user_stack_copy_bytes_;
+  LoadTimes load_times_;
 
   struct SkeletonDeleter {
     void operator()(profiler_bpf* skel) const;
@@ -170,19 +180,17 @@ class BpfPrograms {
   // object's, its CO-RE relocations against the BTF at `btf_path`; and the loading of them all.
   WalkerSkeleton open_walker(size_t index, const Config& config, const std::string& btf_path) const;
   void load_walker_programs(const Config& config);
-  void attach_address_space_probes();
   void attach_allocator_probe(const std::string& libc, const std::string& function, uint64_t call,
                               bpf_program* program, bool at_return);
 
   Skeleton skeleton_;
   std::vector<WalkerSkeleton> walker_skeletons_;
   bpf_program* sample_program_ = nullptr;
-  bpf_program* page_fault_program_ = nullptr;          // --memory only
-  bpf_program* allocator_call_program_ = nullptr;      // --allocations only
-  bpf_program* address_space_exit_program_ = nullptr;  // --memory only
+  bpf_program* page_fault_program_ = nullptr;      // --memory only
+  bpf_program* allocator_call_program_ = nullptr;  // --allocations only
   std::unique_ptr<BpfUnwindMaps> unwind_maps_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
-  // The allocator's uprobes, the address-space system calls' tracepoints.
+  // The allocator's uprobes.
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> probe_links_;
   // Each ring mapped once, its data too (ring_reader.h). The lifecycle ring is read first, and
   // also alone (read_lifecycle_ring).

@@ -24,6 +24,7 @@
 #include "userspace/capture/bpf_map_sizes.h"
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/core_btf.h"
+#include "userspace/model/clocks.h"
 #include "walker.skel.h"
 
 namespace bpfprof {
@@ -74,7 +75,7 @@ void register_tp_btf_handler() {
 UniqueFd prepare_walker_btf() {
   std::unique_ptr<btf, decltype(&btf__free)> kernel(btf__load_vmlinux_btf(), &btf__free);
   if (!kernel) throw std::runtime_error("cannot read the kernel's BTF: " + errno_text(errno));
-  for (const char* tracepoint : {"sched_switch", "sched_waking"})
+  for (const char* tracepoint : {"sched_switch", "sched_waking", "sys_exit"})
     tp_btf_ids()[tracepoint] = tracepoint_btf_id(*kernel, tracepoint);
   size_t elf_size = 0;
   const void* elf = walker_bpf__elf_bytes(&elf_size);
@@ -169,18 +170,25 @@ BpfPrograms::WalkerSkeleton BpfPrograms::open_walker(size_t index, const Config&
 // Start-up then waits for the longest one alone, CPUs permitting.
 void BpfPrograms::load_walker_programs(const Config& config) {
   register_tp_btf_handler();
+  const MonotonicNs started = monotonic_now();
   const UniqueFd btf_file = prepare_walker_btf();
+  load_times_.core_btf_ms = ms_between(started, monotonic_now());
   const std::string btf_path = "/proc/self/fd/" + std::to_string(btf_file.get());
   const size_t count = walker_programs(config).size();
   std::vector<WalkerSkeleton> skeletons;
   for (size_t i = 0; i < count; ++i) skeletons.push_back(open_walker(i, config, btf_path));
   std::vector<int> errors(count, -EAGAIN);
+  std::vector<double> load_ms(count, 0);
   {
     const size_t loaders =
         std::min<size_t>(count, std::max(1u, std::thread::hardware_concurrency()));
     std::atomic<size_t> next{0};
     auto load_next = [&] {
-      for (size_t i; (i = next++) < count;) errors[i] = walker_bpf__load(skeletons[i].get());
+      for (size_t i; (i = next++) < count;) {
+        const MonotonicNs begun = monotonic_now();
+        errors[i] = walker_bpf__load(skeletons[i].get());
+        load_ms[i] = ms_between(begun, monotonic_now());
+      }
     };
     std::vector<std::future<void>> loads;
     for (size_t l = 0; l < loaders; ++l) {
@@ -202,14 +210,15 @@ void BpfPrograms::load_walker_programs(const Config& config) {
           load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
   }
   walker_skeletons_ = std::move(skeletons);
+  load_times_.walkers_ms = ms_between(started, monotonic_now()) - load_times_.core_btf_ms;
+  for (size_t i = 0; i < count; ++i)
+    load_times_.walker_ms.emplace_back(walker_programs(config)[i], load_ms[i]);
   sample_program_ = walker_skeletons_[0]->progs.on_sample;
   for (const WalkerSkeleton& walker : walker_skeletons_) {
     if (bpf_program__autoload(walker->progs.on_page_fault))
       page_fault_program_ = walker->progs.on_page_fault;
     if (bpf_program__autoload(walker->progs.on_allocator_call))
       allocator_call_program_ = walker->progs.on_allocator_call;
-    if (bpf_program__autoload(walker->progs.on_address_space_exit))
-      address_space_exit_program_ = walker->progs.on_address_space_exit;
   }
 }
 

@@ -161,6 +161,7 @@ void CollectLoop::start_sampling() {
   // are lost.
   raise_priority(0, kReaderNiceBoost);
   bpf_.emplace(bpf_config(options_, recording_));
+  figures_.bpf_load = bpf_->load_times();
   if (options_.call_graph == CallGraph::kDwarf) start_kernel_unwinding();
   std::vector<int> cpus = online_cpus();
   side_band_.emplace(cpus);

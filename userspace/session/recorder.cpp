@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <new>
 #include <system_error>
@@ -131,6 +132,14 @@ void print_summary(const RecordOptions& options, const RunReportPrinter& print_r
         ms_between(f.invoked, f.sampling_started), ms_between(f.invoked, f.targets_known),
         r.stats.first_sample_time.value ? ms_between(f.invoked, r.stats.first_sample_time) : 0.0,
         ms_between(r.end_time, monotonic_now()));
+    std::string walkers;
+    for (const auto& [program, ms] : f.bpf_load.walker_ms)
+      walkers += (walkers.empty() ? "" : ", ") + program + " " + std::to_string(lround(ms));
+    fprintf(stderr,
+            "bpfprof: BPF load: main object %.0f ms, walkers' BTF %.0f ms, walker programs %.0f "
+            "ms (%s)\n",
+            f.bpf_load.main_object_ms, f.bpf_load.core_btf_ms, f.bpf_load.walkers_ms,
+            walkers.c_str());
     fprintf(
         stderr,
         "bpfprof: its own CPU time: %.0f ms while recording (%.2f%% of one CPU), %.0f ms "
