@@ -25,7 +25,7 @@ struct CollectFigures {
   MonotonicNs invoked{0};
   MonotonicNs sampling_started{0};
   MonotonicNs targets_known{0};
-  BpfPrograms::LoadTimes bpf_load;
+  BpfPrograms::LoadTimes bpf_load{};
   double own_cpu_at_start_ms = 0;
   double own_cpu_while_recording_ms = 0;
 };
