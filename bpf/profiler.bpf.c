@@ -296,7 +296,7 @@ int BPF_PROG(on_waking, struct task_struct* p) {
   const bool follows = !taken || now - *taken >= off_cpu_stack_interval_ns;
   if (follows) bpf_map_update_elem(&waker_stack_taken, &pair, &now, BPF_ANY);
   /* Asked only for a stack taken now: most wakeups reuse one. */
-  const bool user_context = thread && task->mm;
+  const bool user_context = thread && BPF_CORE_READ(task, mm); /* read: see stack_copy.h */
   const bool with_user = follows && user_context && is_tracked(task->tgid);
   e->flags = follows ? BPFPROF_WAKER_STACK_FOLLOWS : BPFPROF_WAKER_STACK_REUSED;
   if (follows && user_context && !with_user) e->flags |= BPFPROF_WAKER_USER_STACK_SKIPPED;
@@ -311,6 +311,7 @@ int BPF_PROG(on_waking, struct task_struct* p) {
 /* Tracks a process (a child of a tracked one, or one that exec'd in a recorded cgroup). When
  * the map is full, it (and what it starts) goes unsampled; counted, so the summary says so. */
 static __always_inline void follow_process(__u32 tgid) {
+  if (track_all) return; /* every process is: the table is not used */
   const __u8 one = BPFPROF_TRACKED;
   if (bpf_map_update_elem(&tracked_processes, &tgid, &one, BPF_ANY)) {
     __u32 zero = 0;

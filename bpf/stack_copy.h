@@ -27,7 +27,9 @@ static long find_stack_end(struct task_struct* task, struct vm_area_struct* vma,
 /* The current task's saved user registers (also when it is in the kernel), in DWARF order;
  * `r` stays as it is (zeroed by the caller) for a task without a user context. */
 static __always_inline void read_user_registers(struct task_struct* task, __u64* r) {
-  if (!task->mm) return;
+  /* Read, not loaded: the verifier looks each load of a pointer member from a trusted pointer
+   * up in the kernel's BTF by name, a scan of all its types, at every state it reaches. */
+  if (!BPF_CORE_READ(task, mm)) return;
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
   if (!regs) return;
   /* Direct loads (a BTF pointer): cheaper than a helper call per register. */

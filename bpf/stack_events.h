@@ -133,7 +133,7 @@ static __noinline bool in_exec_without_user_stack(struct task_struct* task) {
   if (!bpf_core_field_exists(task->in_execve) || !BPF_CORE_READ_BITFIELD(task, in_execve))
     return false;
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
-  if (!regs || !task->mm) return false;
+  if (!regs || !BPF_CORE_READ(task, mm)) return false; /* read: see read_user_registers */
   struct stack_end found = {0};
   return bpf_find_vma(task, regs->sp, find_stack_end, &found, 0) != 0;
 }

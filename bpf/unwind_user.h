@@ -13,6 +13,7 @@
 
 #include "vmlinux.h"
 
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
 #include "bpf/cfi_step.h"
@@ -129,7 +130,7 @@ static __always_inline void count_unwind_outcome(__u32 reason) {
 static __always_inline bool walk_user_stack(struct task_struct* task, __u32 tgid, __u32 slot,
                                             struct bpfprof_frames_event* e) {
   e->head.user_depth = 0;
-  if (!task->mm) return true; /* a kernel thread */
+  if (!BPF_CORE_READ(task, mm)) return true; /* a kernel thread (read: stack_copy.h says why) */
   struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(task);
   if (!regs) return true;
   /* Without it (the process's first milliseconds) every frame's table is found from its VMA. */

@@ -1,4 +1,4 @@
-// The minimal BTF made for the walker object's CO-RE relocations, against this machine's kernel
+// The minimal BTF made for the BPF objects' CO-RE relocations, against this machine's kernel
 // BTF (/sys/kernel/btf/vmlinux, readable by anyone): the fields the walkers read are there at
 // the kernel's offsets, much smaller than the kernel's BTF, and bad objects are refused.
 #include "userspace/capture/core_btf.h"
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "profiler.skel.h"
 #include "walker.skel.h"
 
 namespace bpfprof {
@@ -24,6 +25,12 @@ BtfPtr kernel_btf() { return BtfPtr(btf__load_vmlinux_btf(), &btf__free); }
 std::span<const uint8_t> walker_elf() {
   size_t size = 0;
   const void* bytes = walker_bpf__elf_bytes(&size);
+  return {static_cast<const uint8_t*>(bytes), size};
+}
+
+std::span<const uint8_t> main_elf() {
+  size_t size = 0;
+  const void* bytes = profiler_bpf__elf_bytes(&size);
   return {static_cast<const uint8_t*>(bytes), size};
 }
 
@@ -42,20 +49,22 @@ std::optional<std::pair<uint32_t, int>> member(const btf& types, const char* own
   return std::nullopt;
 }
 
-TEST(CoreBtfTest, TheWalkersFieldsAtTheKernelsOffsetsInAFractionOfItsSize) {
+TEST(CoreBtfTest, BothObjectsFieldsAtTheKernelsOffsetsInAFractionOfItsSize) {
   const BtfPtr kernel = kernel_btf();
   ASSERT_TRUE(kernel) << "no kernel BTF";
-  const std::string bytes = minimal_core_btf(*kernel, walker_elf());
+  const std::string bytes = minimal_core_btf(*kernel, {main_elf(), walker_elf()});
   const BtfPtr minimal(btf__new(bytes.data(), static_cast<uint32_t>(bytes.size())), &btf__free);
   ASSERT_TRUE(minimal) << "the minimal BTF does not parse";
   uint32_t kernel_size = 0;
   btf__raw_data(kernel.get(), &kernel_size);
   EXPECT_LT(bytes.size() * 20, kernel_size) << bytes.size() << " bytes of " << kernel_size;
-  // Read by the walkers: a pointer, a bitfield, a member of an embedded struct's.
+  // Read by the walkers: a pointer, a bitfield, a member of an embedded struct's; by the
+  // lifecycle programs only: a VMA's file and flags, a process's exit code.
   for (auto [owner, name] :
        {std::pair{"task_struct", "mm"}, std::pair{"task_struct", "in_execve"},
         std::pair{"task_struct", "se"}, std::pair{"sched_entity", "sum_exec_runtime"},
-        std::pair{"pt_regs", "sp"}}) {
+        std::pair{"pt_regs", "sp"}, std::pair{"vm_area_struct", "vm_file"},
+        std::pair{"task_struct", "exit_code"}}) {
     const auto in_kernel = member(*kernel, owner, name);
     if (!in_kernel) continue;  // not in this kernel: nothing to compare
     const auto in_minimal = member(*minimal, owner, name);
@@ -80,10 +89,11 @@ TEST(CoreBtfTest, AnObjectThatIsNoBpfElfIsRefused) {
   const BtfPtr kernel = kernel_btf();
   ASSERT_TRUE(kernel) << "no kernel BTF";
   const std::vector<uint8_t> garbage(4096, 0x5a);
-  EXPECT_THROW(minimal_core_btf(*kernel, garbage), std::runtime_error);
+  EXPECT_THROW(minimal_core_btf(*kernel, {garbage}), std::runtime_error);
+  EXPECT_THROW(minimal_core_btf(*kernel, {walker_elf(), garbage}), std::runtime_error);
   // Cut short: the section headers are past the end.
   const std::span<const uint8_t> elf = walker_elf();
-  EXPECT_THROW(minimal_core_btf(*kernel, elf.first(elf.size() / 2)), std::runtime_error);
+  EXPECT_THROW(minimal_core_btf(*kernel, {elf.first(elf.size() / 2)}), std::runtime_error);
 }
 
 }  // namespace

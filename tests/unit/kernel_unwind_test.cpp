@@ -382,10 +382,10 @@ TEST(KernelUnwindTables, AnEntryTheKernelStoredOverOursIsWrittenAgain) {
   f.apply({start_event(Pid{62}), text_mapping(Pid{62}, 0x100000000, &text),
            text_mapping(Pid{62}, 0x200000000, &text)});
   ASSERT_EQ(f.sink.processes.at(Pid{62}).count, 2u);
-  // Its scan began before the side band's read.
-  f.sink.processes[Pid{62}] = {.count = 1,
-                               .generation = BPFPROF_KERNEL_WRITTEN_GENERATION | 3,
-                               .kernel_written_ns = 900'000};
+  auto& entry = f.sink.processes[Pid{62}] = {};
+  entry.count = 1;
+  entry.generation = BPFPROF_KERNEL_WRITTEN_GENERATION | 3;
+  entry.kernel_written_ns = 900'000;  // its scan began before the side band's read
   f.tables.flush(MonotonicNs{2'000'000});
   EXPECT_FALSE(f.sink.processes.at(Pid{62}).generation & BPFPROF_KERNEL_WRITTEN_GENERATION);
   EXPECT_EQ(f.sink.processes.at(Pid{62}).count, 2u);

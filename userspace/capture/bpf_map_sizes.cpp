@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <stdexcept>
 #include <utility>
 
@@ -113,15 +114,34 @@ void check_memory_room(const bpf_object* object, int cpus, const BpfPrograms::Co
                        std::to_string(needed >> 20) + " MB needed with the recorder's own"));
 }
 
-void size_unwind_maps(profiler_bpf* skel, uint32_t rows) {
-  const std::pair<bpf_map*, uint32_t> sizes[] = {
-      {skel->maps.unwind_rows, std::max<uint32_t>(row_chunks(rows), 1)},
-      {skel->maps.unwind_pages, rows ? BPFPROF_UNWIND_PAGE_CAPACITY : 1},
-      {skel->maps.unwind_rules, rows ? BPFPROF_UNWIND_RULE_CAPACITY : 1}};
+namespace {
+
+void set_sizes(std::initializer_list<std::pair<bpf_map*, uint32_t>> sizes) {
   for (const auto& [map, entries] : sizes)
     if (int err = bpf_map__set_max_entries(map, entries))
       throw std::runtime_error(std::string("cannot size ") + bpf_map__name(map) + ": " +
                                errno_text(err));
+}
+
+}  // namespace
+
+void size_unwind_maps(profiler_bpf* skel, uint32_t rows) {
+  set_sizes({{skel->maps.unwind_rows, std::max<uint32_t>(row_chunks(rows), 1)},
+             {skel->maps.unwind_pages, rows ? BPFPROF_UNWIND_PAGE_CAPACITY : 1},
+             {skel->maps.unwind_rules, rows ? BPFPROF_UNWIND_RULE_CAPACITY : 1}});
+}
+
+void size_feature_maps(profiler_bpf* skel, const BpfPrograms::Config& config) {
+  set_sizes({{skel->maps.tracked_processes,
+              config.track_all_processes ? 1 : std::max<uint32_t>(config.max_tracked_processes, 1)},
+             {skel->maps.waker_stack_taken,
+              config.record_wakers ? bpf_map__max_entries(skel->maps.waker_stack_taken) : 1},
+             {skel->maps.memory_sent,
+              config.record_memory ? bpf_map__max_entries(skel->maps.memory_sent) : 1},
+             {skel->maps.allocating_threads,
+              config.allocation_period ? bpf_map__max_entries(skel->maps.allocating_threads) : 1},
+             {skel->maps.sampled_blocks,
+              config.allocation_period ? BpfPrograms::Config::kSampledBlocks : 1}});
 }
 
 }  // namespace bpfprof

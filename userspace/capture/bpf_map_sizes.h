@@ -46,4 +46,9 @@ void check_memory_room(const bpf_object* object, int cpus, const BpfPrograms::Co
 // tables; a slot each then, as a map needs one).
 void size_unwind_maps(profiler_bpf* skel, uint32_t rows);
 
+// The tables of what is not recorded given one entry each (a preallocated table of 65,536 costs
+// milliseconds of the start-up to make): -a tracks no process by pid; the wakers', --memory's
+// and --allocations' own tables.
+void size_feature_maps(profiler_bpf* skel, const BpfPrograms::Config& config);
+
 }  // namespace bpfprof

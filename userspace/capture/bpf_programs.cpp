@@ -33,9 +33,39 @@ BpfPrograms::BpfPrograms(const Config& config)
     if (level == LIBBPF_WARN && getenv("BPFPROF_DEBUG_BPF")) return vfprintf(stderr, format, args);
     return 0;
   });
-  const MonotonicNs opened = monotonic_now();
-  skeleton_.reset(profiler_bpf__open());
+  MonotonicNs begun = monotonic_now();
+  // Libbpf would look each relocated type up in the kernel's whole BTF (a scan of its names
+  // per type: 25 ms for this object); in a minimal one instead. The object still parses the
+  // kernel's BTF for its kernel-function calls and tp_btf programs.
+  const UniqueFd core_btf = prepare_core_btf();
+  const std::string btf_path = "/proc/self/fd/" + std::to_string(core_btf.get());
+  load_times_.core_btf_ms = ms_between(begun, monotonic_now());
+  begun = monotonic_now();
+  LIBBPF_OPTS(bpf_object_open_opts, open_options, .btf_custom_path = btf_path.c_str());
+  skeleton_.reset(profiler_bpf__open_opts(&open_options));
   if (!skeleton_) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
+  configure_main_object(config);
+  check_memory_room(skeleton_->obj, libbpf_num_possible_cpus(), config);
+  if (int err = profiler_bpf__load(skeleton_.get()))
+    throw std::runtime_error(
+        load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
+  load_times_.main_object_ms = ms_between(begun, monotonic_now());
+  load_walker_programs(config, btf_path);
+  if (config.unwind_row_capacity)
+    unwind_maps_ = std::make_unique<BpfUnwindMaps>(
+        skeleton_->maps.unwind_rows, config.unwind_initial_rows, skeleton_->maps.unwind_pages,
+        skeleton_->maps.unwind_rules, skeleton_->maps.unwind_processes,
+        skeleton_->maps.unwind_files);
+  lifecycle_ring_ = std::make_unique<RingReader>(bpf_map__fd(skeleton_->maps.lifecycle_events),
+                                                 &BpfPrograms::on_event, this);
+  events_ring_ = std::make_unique<RingReader>(bpf_map__fd(skeleton_->maps.events),
+                                              &BpfPrograms::on_event, this);
+}
+
+BpfPrograms::~BpfPrograms() = default;
+
+// Before the main object's load: its settings, which of its programs load, its maps' sizes.
+void BpfPrograms::configure_main_object(const Config& config) {
   set_read_only_data(skeleton_.get(), config);
   // The walker programs are each loaded from an object of their own (load_walker_programs);
   // sched_waking's only with wakers, the page faults' and address-space calls' only with
@@ -49,9 +79,7 @@ BpfPrograms::BpfPrograms(const Config& config)
   bpf_program__set_autoload(skeleton_->progs.on_allocator_entry, config.allocation_period != 0);
   bpf_program__set_autoload(skeleton_->progs.on_mmap_lock, config.unwind_row_capacity != 0);
   bpf_program__set_autoload(skeleton_->progs.on_rss_stat, config.record_memory);
-  if (int err = bpf_map__set_max_entries(skeleton_->maps.tracked_processes,
-                                         std::max<uint32_t>(config.max_tracked_processes, 1)))
-    throw std::runtime_error("cannot size the table of tracked processes: " + errno_text(err));
+  size_feature_maps(skeleton_.get(), config);
   if (int err = bpf_map__set_max_entries(skeleton_->maps.events, config.ring_buffer_bytes))
     throw std::runtime_error("cannot size the ring buffer to " +
                              std::to_string(config.ring_buffer_bytes) +
@@ -66,27 +94,7 @@ BpfPrograms::BpfPrograms(const Config& config)
           skeleton_->maps.row_cache, static_cast<uint32_t>(cpus) * BPFPROF_ROW_CACHE_CPU_ENTRIES))
     throw std::runtime_error("cannot size the unwinder's row cache: " + errno_text(err));
   size_unwind_maps(skeleton_.get(), config.unwind_row_capacity);
-  if (int err = bpf_map__set_max_entries(skeleton_->maps.sampled_blocks,
-                                         config.allocation_period ? Config::kSampledBlocks : 1))
-    throw std::runtime_error("cannot size the table of sampled blocks: " + errno_text(err));
-  check_memory_room(skeleton_->obj, cpus, config);
-  if (int err = profiler_bpf__load(skeleton_.get()))
-    throw std::runtime_error(
-        load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
-  load_times_.main_object_ms = ms_between(opened, monotonic_now());
-  load_walker_programs(config);
-  if (config.unwind_row_capacity)
-    unwind_maps_ = std::make_unique<BpfUnwindMaps>(
-        skeleton_->maps.unwind_rows, config.unwind_initial_rows, skeleton_->maps.unwind_pages,
-        skeleton_->maps.unwind_rules, skeleton_->maps.unwind_processes,
-        skeleton_->maps.unwind_files);
-  lifecycle_ring_ = std::make_unique<RingReader>(bpf_map__fd(skeleton_->maps.lifecycle_events),
-                                                 &BpfPrograms::on_event, this);
-  events_ring_ = std::make_unique<RingReader>(bpf_map__fd(skeleton_->maps.events),
-                                              &BpfPrograms::on_event, this);
 }
-
-BpfPrograms::~BpfPrograms() = default;
 
 void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
   skel->rodata->track_all = config.track_all_processes ? 1 : 0;

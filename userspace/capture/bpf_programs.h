@@ -72,9 +72,9 @@ class BpfPrograms {
   };
   // Where the load's time went (record -v): wall time of each part, from this process.
   struct LoadTimes {
-    double main_object_ms = 0;  // the maps and the small programs
-    double core_btf_ms = 0;     // the walker objects' minimal BTF (core_btf.h)
-    double walkers_ms = 0;      // every walker program loaded
+    double main_object_ms = 0;                              // the maps and the small programs
+    double core_btf_ms = 0;                                 // the objects' minimal BTF (core_btf.h)
+    double walkers_ms = 0;                                  // every walker program loaded
     std::vector<std::pair<std::string, double>> walker_ms;  // each, on its loader thread
   };
   // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
@@ -157,6 +157,7 @@ class BpfPrograms {
   int consume_rings();
   static std::vector<const char*> walker_programs(const Config& config);
   static void set_read_only_data(profiler_bpf* skel, const Config& config);
+  void configure_main_object(const Config& config);
   void apply_stack_copy_changes(IngestPipeline& pipeline);
 
   uint32_t user_stack_copy_bytes_;
@@ -179,7 +180,9 @@ class BpfPrograms {
   // A walker object for the program `index` of walker_programs() alone, its maps the main
   // object's, its CO-RE relocations against the BTF at `btf_path`; and the loading of them all.
   WalkerSkeleton open_walker(size_t index, const Config& config, const std::string& btf_path) const;
-  void load_walker_programs(const Config& config);
+  void load_walker_programs(const Config& config, const std::string& btf_path);
+  // The minimal BTF both objects' CO-RE relocations are made against, in a memory file.
+  static UniqueFd prepare_core_btf();
   void attach_allocator_probe(const std::string& libc, const std::string& function, uint64_t call,
                               bpf_program* program, bool at_return);
 

@@ -1,7 +1,7 @@
 // The stack walker programs: each loaded from a walker object of its own (bpf/profiler.bpf.c
 // built with BPFPROF_WALKER_OBJECT), on a thread of its own, with the main object's maps; their
-// CO-RE relocations against a minimal BTF made once (core_btf.h), their tp_btf programs
-// through bpfprof's section handler.
+// CO-RE relocations, and the main object's, against a minimal BTF made once (core_btf.h), their
+// tp_btf programs through bpfprof's section handler.
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
@@ -70,24 +70,6 @@ void register_tp_btf_handler() {
   });
 }
 
-// The minimal BTF for the walker object's relocations, in a memory file for libbpf to read by
-// path; the attach ids of its tracepoints noted. The kernel's BTF is parsed once for it.
-UniqueFd prepare_walker_btf() {
-  std::unique_ptr<btf, decltype(&btf__free)> kernel(btf__load_vmlinux_btf(), &btf__free);
-  if (!kernel) throw std::runtime_error("cannot read the kernel's BTF: " + errno_text(errno));
-  for (const char* tracepoint : {"sched_switch", "sched_waking", "sys_exit"})
-    tp_btf_ids()[tracepoint] = tracepoint_btf_id(*kernel, tracepoint);
-  size_t elf_size = 0;
-  const void* elf = walker_bpf__elf_bytes(&elf_size);
-  const std::string bytes = minimal_core_btf(*kernel, {static_cast<const uint8_t*>(elf), elf_size});
-  kernel.reset();
-  UniqueFd fd(memfd_create("bpfprof-core-btf", MFD_CLOEXEC));
-  if (!fd) throw std::runtime_error("cannot make a memory file: " + errno_text(errno));
-  if (::write(fd.get(), bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()))
-    throw std::runtime_error("cannot write the minimal BTF: " + errno_text(errno));
-  return fd;
-}
-
 // A walker object's global data (read-only settings, counters) are the main object's maps:
 // their layouts must be one, variable by variable.
 std::vector<std::tuple<std::string, uint32_t, uint32_t>> global_variables(const bpf_object* obj) {
@@ -127,6 +109,28 @@ const bpf_map* shared_map(const bpf_object* main, const bpf_map* map) {
 }
 
 }  // namespace
+
+// The minimal BTF for both objects' relocations, in a memory file for libbpf to read by path;
+// the attach ids of the walkers' tracepoints noted. The kernel's BTF is parsed once for it.
+UniqueFd BpfPrograms::prepare_core_btf() {
+  register_tp_btf_handler();
+  std::unique_ptr<btf, decltype(&btf__free)> kernel(btf__load_vmlinux_btf(), &btf__free);
+  if (!kernel) throw std::runtime_error("cannot read the kernel's BTF: " + errno_text(errno));
+  for (const char* tracepoint : {"sched_switch", "sched_waking", "sys_exit"})
+    tp_btf_ids()[tracepoint] = tracepoint_btf_id(*kernel, tracepoint);
+  size_t main_size = 0, walker_size = 0;
+  const void* main_elf = profiler_bpf__elf_bytes(&main_size);
+  const void* walker_elf = walker_bpf__elf_bytes(&walker_size);
+  const std::string bytes =
+      minimal_core_btf(*kernel, {{static_cast<const uint8_t*>(main_elf), main_size},
+                                 {static_cast<const uint8_t*>(walker_elf), walker_size}});
+  kernel.reset();
+  UniqueFd fd(memfd_create("bpfprof-core-btf", MFD_CLOEXEC));
+  if (!fd) throw std::runtime_error("cannot make a memory file: " + errno_text(errno));
+  if (::write(fd.get(), bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()))
+    throw std::runtime_error("cannot write the minimal BTF: " + errno_text(errno));
+  return fd;
+}
 
 // The programs that hold the stack walker (sample, sched_switch, sched_waking with wakers,
 // the page faults and the address-space calls with --memory, the allocator's calls with
@@ -168,12 +172,8 @@ BpfPrograms::WalkerSkeleton BpfPrograms::open_walker(size_t index, const Config&
 // so each is loaded from an object of its own, on a thread of its own, with the main object's
 // maps (its global data included, so its read-only values are those the verifier sees).
 // Start-up then waits for the longest one alone, CPUs permitting.
-void BpfPrograms::load_walker_programs(const Config& config) {
-  register_tp_btf_handler();
+void BpfPrograms::load_walker_programs(const Config& config, const std::string& btf_path) {
   const MonotonicNs started = monotonic_now();
-  const UniqueFd btf_file = prepare_walker_btf();
-  load_times_.core_btf_ms = ms_between(started, monotonic_now());
-  const std::string btf_path = "/proc/self/fd/" + std::to_string(btf_file.get());
   const size_t count = walker_programs(config).size();
   std::vector<WalkerSkeleton> skeletons;
   for (size_t i = 0; i < count; ++i) skeletons.push_back(open_walker(i, config, btf_path));
@@ -210,7 +210,7 @@ void BpfPrograms::load_walker_programs(const Config& config) {
           load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
   }
   walker_skeletons_ = std::move(skeletons);
-  load_times_.walkers_ms = ms_between(started, monotonic_now()) - load_times_.core_btf_ms;
+  load_times_.walkers_ms = ms_between(started, monotonic_now());
   for (size_t i = 0; i < count; ++i)
     load_times_.walker_ms.emplace_back(walker_programs(config)[i], load_ms[i]);
   sample_program_ = walker_skeletons_[0]->progs.on_sample;

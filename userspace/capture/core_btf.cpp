@@ -234,10 +234,9 @@ struct RootNameHash {
   size_t operator()(const RootName& r) const { return std::hash<std::string>()(r.name) ^ r.kind; }
 };
 
-// The types the relocations are rooted at, by essential name and kind.
-std::unordered_set<RootName, RootNameHash> relocation_roots(const btf& local,
-                                                            const std::vector<CoreRelo>& relos) {
-  std::unordered_set<RootName, RootNameHash> roots;
+// The types the relocations are rooted at, by essential name and kind, added to `roots`.
+void add_relocation_roots(const btf& local, const std::vector<CoreRelo>& relos,
+                          std::unordered_set<RootName, RootNameHash>& roots) {
   for (const CoreRelo& relo : relos) {
     if (relo.kind == CoreReloKind::kTypeIdLocal) continue;  // the object's own type
     if (relo.kind > CoreReloKind::kTypeMatches)
@@ -252,23 +251,31 @@ std::unordered_set<RootName, RootNameHash> relocation_roots(const btf& local,
     if (!name || !*name) continue;  // anonymous roots cannot be relocated (libbpf refuses)
     roots.insert({essential_name(name), kind_class(btf_kind(t))});
   }
-  return roots;
 }
 
 }  // namespace
 
-std::string minimal_core_btf(const btf& kernel, std::span<const uint8_t> object_elf) {
-  const BtfSections sections = btf_sections(object_elf);
-  std::unique_ptr<btf, decltype(&btf__free)> local(
-      btf__new(sections.btf.data(), static_cast<uint32_t>(sections.btf.size())), &btf__free);
-  if (!local) throw std::runtime_error("the BPF object's .BTF cannot be read");
-  const auto roots = relocation_roots(*local, core_relocations(sections.ext));
+std::string minimal_core_btf(const btf& kernel,
+                             std::initializer_list<std::span<const uint8_t>> object_elves) {
+  std::unordered_set<RootName, RootNameHash> roots;
+  for (std::span<const uint8_t> object_elf : object_elves) {
+    const BtfSections sections = btf_sections(object_elf);
+    std::unique_ptr<btf, decltype(&btf__free)> local(
+        btf__new(sections.btf.data(), static_cast<uint32_t>(sections.btf.size())), &btf__free);
+    if (!local) throw std::runtime_error("the BPF object's .BTF cannot be read");
+    add_relocation_roots(*local, core_relocations(sections.ext), roots);
+  }
+  // The names alone first, as views: the kernel has some 130,000 types to look at.
+  std::unordered_set<std::string_view> root_names;
+  for (const RootName& root : roots) root_names.insert(root.name);
   MinimalBtfWriter writer(kernel);
   const uint32_t count = btf__type_cnt(&kernel);
   for (uint32_t id = 1; id < count; ++id) {
     const btf_type* t = btf__type_by_id(&kernel, id);
     const char* name = btf__name_by_offset(&kernel, t->name_off);
-    if (name && *name && roots.contains({name, kind_class(btf_kind(t))})) writer.type(id);
+    if (name && *name && root_names.contains(name) &&
+        roots.contains({name, kind_class(btf_kind(t))}))
+      writer.type(id);
   }
   return writer.bytes();
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,10 +22,11 @@ struct btf;
 
 namespace bpfprof {
 
-// The relocations of the BPF object `object_elf` (its .BTF and .BTF.ext sections) resolved
-// against `kernel`, as raw BTF bytes. Throws std::runtime_error when the object cannot be read
-// or a relocation names what this cannot write.
-std::string minimal_core_btf(const btf& kernel, std::span<const uint8_t> object_elf);
+// The relocations of the BPF objects `object_elves` (their .BTF and .BTF.ext sections) resolved
+// against `kernel`, as raw BTF bytes: one BTF for them all. Throws std::runtime_error when an
+// object cannot be read or a relocation names what this cannot write.
+std::string minimal_core_btf(const btf& kernel,
+                             std::initializer_list<std::span<const uint8_t>> object_elves);
 
 // The kernel BTF id that a tp_btf program for `tracepoint` attaches to (its btf_trace_<name>
 // typedef); 0 when the kernel has no such tracepoint.

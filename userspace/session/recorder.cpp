@@ -136,9 +136,9 @@ void print_summary(const RecordOptions& options, const RunReportPrinter& print_r
     for (const auto& [program, ms] : f.bpf_load.walker_ms)
       walkers += (walkers.empty() ? "" : ", ") + program + " " + std::to_string(lround(ms));
     fprintf(stderr,
-            "bpfprof: BPF load: main object %.0f ms, walkers' BTF %.0f ms, walker programs %.0f "
+            "bpfprof: BPF load: minimal BTF %.0f ms, main object %.0f ms, walker programs %.0f "
             "ms (%s)\n",
-            f.bpf_load.main_object_ms, f.bpf_load.core_btf_ms, f.bpf_load.walkers_ms,
+            f.bpf_load.core_btf_ms, f.bpf_load.main_object_ms, f.bpf_load.walkers_ms,
             walkers.c_str());
     fprintf(
         stderr,
