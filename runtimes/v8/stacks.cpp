@@ -24,20 +24,29 @@ struct LiveHeap {
 
 }  // namespace
 
-std::vector<std::optional<std::optional<RuntimeFrameId>>> V8Stacks::from_cache(
-    Pid pid, const V8Namer& namer, const std::vector<uint64_t>& shared) {
-  std::vector<std::optional<std::optional<RuntimeFrameId>>> out(shared.size());
+V8Stacks::CacheRead V8Stacks::from_cache(Pid pid, const V8Namer& namer,
+                                         const std::vector<uint64_t>& shared,
+                                         const std::vector<uint64_t>& bytecodes) {
+  CacheRead out{std::vector<std::optional<std::optional<RuntimeFrameId>>>(shared.size()),
+                std::vector<std::optional<BytecodeHeader>>(bytecodes.size())};
   std::vector<SharedHeader> headers(shared.size());
+  std::vector<BytecodeHeader> bytecode_headers(bytecodes.size());
+  // The functions' headers first: a batch stops at its first unreadable piece.
   std::vector<MemoryPiece> pieces;
   for (size_t i = 0; i < shared.size(); ++i)
     pieces.push_back({shared[i] - 1, headers[i].data(), sizeof(SharedHeader)});
+  for (size_t i = 0; i < bytecodes.size(); ++i)
+    pieces.push_back({bytecodes[i] - 1, bytecode_headers[i].data(), sizeof(BytecodeHeader)});
   ProcessMemory memory(pid);
   RemoteReader reader(memory, kReadBudget, 0);
   const BatchRead batch = reader.read_batch(pieces);
   for (size_t i = 0; i < shared.size(); ++i)
-    out[i] = batch.process_gone ? namer.last_known(shared[i])
-             : batch.read[i]    ? namer.cached_frame(shared[i], headers[i])
-                                : std::nullopt;
+    out.frames[i] = batch.process_gone ? namer.last_known(shared[i])
+                    : batch.read[i]    ? namer.cached_frame(shared[i], headers[i])
+                                       : std::nullopt;
+  for (size_t i = 0; i < bytecodes.size(); ++i)
+    if (!batch.process_gone && batch.read[shared.size() + i])
+      out.bytecode_headers[i] = bytecode_headers[i];
   return out;
 }
 
@@ -108,10 +117,14 @@ std::optional<std::optional<RuntimeFrameId>> V8Namer::last_known(uint64_t shared
 }
 
 const std::optional<SourcePositions>& V8Namer::positions(V8Heap& heap, RemoteReader& reader,
-                                                         uint64_t bytecode) {
+                                                         uint64_t bytecode,
+                                                         const BytecodeHeader* known) {
   static const std::optional<SourcePositions> kNone;
   BytecodeHeader header{};
-  if (!reader.read(bytecode - 1, header.data(), sizeof(header))) return kNone;
+  if (known)
+    header = *known;
+  else if (!reader.read(bytecode - 1, header.data(), sizeof(header)))
+    return kNone;
   auto it = positions_.find(bytecode);
   // Other words at a cached address: another BytecodeArray, or this one with its table made.
   if (it != positions_.end() && it->second.header == header) return it->second.table;
@@ -120,14 +133,17 @@ const std::optional<SourcePositions>& V8Namer::positions(V8Heap& heap, RemoteRea
 }
 
 uint32_t V8Namer::line_at(V8Heap& heap, RemoteReader& reader, uint64_t shared, uint64_t bytecode,
-                          int32_t bytecode_offset) {
+                          int32_t bytecode_offset, const BytecodeHeader* header) {
   auto named = shared_.find(shared);
   if (named == shared_.end() || !named->second.frame) return 0;
   auto script = scripts_.find(named->second.script);
   if (script == scripts_.end()) return 0;
-  if (!bytecode) bytecode = heap.bytecode_of(shared).value_or(0);
+  if (!bytecode) {
+    bytecode = heap.bytecode_of(shared).value_or(0);
+    header = nullptr;  // read for another address, if at all
+  }
   if (!bytecode) return 0;
-  const std::optional<SourcePositions>& table = positions(heap, reader, bytecode);
+  const std::optional<SourcePositions>& table = positions(heap, reader, bytecode, header);
   if (!table) return 0;
   return line_of_position(script->second.line_starts, script_offset_at(*table, bytecode_offset));
 }
@@ -161,15 +177,23 @@ void V8Stacks::take_event(const void* data, size_t size, RuntimeStats& stats) {
   pending_.put(e.header).frames.assign(e.frames, e.frames + *count);
 }
 
-RuntimeFrameId V8Stacks::current_frame(Pid pid, const V8Layout& layout, V8Namer& namer,
-                                       const bpfprof_v8_frame& f, RuntimeFrameId frame,
-                                       RuntimeFrameTable& frames) {
+std::optional<int32_t> V8Stacks::interpreted_offset(const V8Layout& layout,
+                                                    const bpfprof_v8_frame& f) {
   // The slot holds the offset into the BytecodeArray object: its header, less the tag.
   const int32_t offset = f.bytecode_offset - static_cast<int32_t>(layout.bytecode_array_data) + 1;
   if (f.bytecode_offset < 0 || offset < 0 || (f.depth & BPFPROF_V8_FRAME_FROM_REGISTER))
-    return frame;
+    return std::nullopt;
+  return offset;
+}
+
+RuntimeFrameId V8Stacks::current_frame(Pid pid, const V8Layout& layout, V8Namer& namer,
+                                       const bpfprof_v8_frame& f, RuntimeFrameId frame,
+                                       const BytecodeHeader* header, RuntimeFrameTable& frames) {
+  const std::optional<int32_t> offset = interpreted_offset(layout, f);
+  if (!offset) return frame;
   LiveHeap live(pid, layout);
-  const uint32_t line = namer.line_at(live.heap, live.reader, f.shared, f.bytecode, offset);
+  const uint32_t line =
+      namer.line_at(live.heap, live.reader, f.shared, f.bytecode, *offset, header);
   return line ? frames.intern(frames.function_of(frame), line) : frame;
 }
 
@@ -181,12 +205,18 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kV8];
   Process& process = processes_seen_[pid];
   stats.stacks += 1;
-  // Each function once: a recursion repeats one many times.
-  std::vector<uint64_t> shared;
-  for (const bpfprof_v8_frame& f : pending->frames)
+  // Each function once, each interpreted frame's bytecode once: a recursion repeats one many
+  // times. Their headers in one read.
+  std::vector<uint64_t> shared, bytecodes;
+  for (const bpfprof_v8_frame& f : pending->frames) {
     if (std::find(shared.begin(), shared.end(), f.shared) == shared.end())
       shared.push_back(f.shared);
-  auto frames = from_cache(pid, process.namer, shared);
+    if (f.bytecode && interpreted_offset(*layout, f) &&
+        std::find(bytecodes.begin(), bytecodes.end(), f.bytecode) == bytecodes.end())
+      bytecodes.push_back(f.bytecode);
+  }
+  CacheRead cached = from_cache(pid, process.namer, shared, bytecodes);
+  auto& frames = cached.frames;
   for (size_t i = 0; i < shared.size(); ++i) {
     if (frames[i]) continue;
     LiveHeap live(pid, *layout);
@@ -198,8 +228,11 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
     const uint32_t depth = f.depth & ~BPFPROF_V8_FRAME_FROM_REGISTER;
     const size_t i = std::find(shared.begin(), shared.end(), f.shared) - shared.begin();
     if (depth >= user.size() || !*frames[i]) continue;
-    user[depth] = raw_runtime_frame(
-        current_frame(pid, *layout, process.namer, f, **frames[i], recording.runtime_frames));
+    const size_t b = std::find(bytecodes.begin(), bytecodes.end(), f.bytecode) - bytecodes.begin();
+    const BytecodeHeader* header =
+        b < bytecodes.size() && cached.bytecode_headers[b] ? &*cached.bytecode_headers[b] : nullptr;
+    user[depth] = raw_runtime_frame(current_frame(pid, *layout, process.namer, f, **frames[i],
+                                                  header, recording.runtime_frames));
     ++placed;
   }
   stats.frames += placed;

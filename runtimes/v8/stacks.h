@@ -54,9 +54,10 @@ class V8Namer {
   std::optional<std::optional<RuntimeFrameId>> last_known(uint64_t shared) const;
   // The line of an interpreted frame of `shared` (named, its header checked for this stack)
   // at `bytecode_offset` in `bytecode` (the frame's BytecodeArray; 0: its function data's),
-  // from the bytecode's source positions; 0: not known.
+  // from the bytecode's source positions; 0: not known. `header`: the BytecodeArray's header
+  // as read for this stack already (null: read here).
   uint32_t line_at(V8Heap& heap, RemoteReader& reader, uint64_t shared, uint64_t bytecode,
-                   int32_t bytecode_offset);
+                   int32_t bytecode_offset, const BytecodeHeader* header = nullptr);
 
  private:
   // What was read incompletely (a name or line missing: the collector may have been moving
@@ -98,7 +99,7 @@ class V8Namer {
                                                 bool& provisional);
   const Script& script(V8Heap& heap, uint64_t address);
   const std::optional<SourcePositions>& positions(V8Heap& heap, RemoteReader& reader,
-                                                  uint64_t bytecode);
+                                                  uint64_t bytecode, const BytecodeHeader* header);
 
   Clock clock_ns_;
   std::unordered_map<uint64_t, Named> shared_;         // by SharedFunctionInfo address
@@ -125,16 +126,25 @@ class V8Stacks {
   struct Process {
     V8Namer namer;
   };
-  // The frames of `shared` from the cache, checked with one batched read of the process;
-  // nullopt where the cache cannot say.
-  std::vector<std::optional<std::optional<RuntimeFrameId>>> from_cache(
-      Pid pid, const V8Namer& namer, const std::vector<uint64_t>& shared);
+  // What one batched read of the process says for a stack: the frames of its functions from
+  // the cache (nullopt where the cache cannot say), and the headers of its interpreted frames'
+  // BytecodeArrays, which their lines are checked by (nullopt: not read).
+  struct CacheRead {
+    std::vector<std::optional<std::optional<RuntimeFrameId>>> frames;  // by `shared`
+    std::vector<std::optional<BytecodeHeader>> bytecode_headers;       // by `bytecodes`
+  };
+  static CacheRead from_cache(Pid pid, const V8Namer& namer, const std::vector<uint64_t>& shared,
+                              const std::vector<uint64_t>& bytecodes);
 
+  // The offset into its BytecodeArray's data of an interpreted frame `f`; nullopt for any other.
+  static std::optional<int32_t> interpreted_offset(const V8Layout& layout,
+                                                   const bpfprof_v8_frame& f);
   // The frame of `f` at its current line where it is interpreted and its bytecode's source
-  // positions say; else `frame` (the function at its first line).
+  // positions say; else `frame` (the function at its first line). `header`: its
+  // BytecodeArray's, read for this stack (null: read here).
   static RuntimeFrameId current_frame(Pid pid, const V8Layout& layout, V8Namer& namer,
                                       const bpfprof_v8_frame& f, RuntimeFrameId frame,
-                                      RuntimeFrameTable& frames);
+                                      const BytecodeHeader* header, RuntimeFrameTable& frames);
 
   const V8Processes& processes_;
   PendingStacks<Pending> pending_;
