@@ -480,10 +480,10 @@ describe('go_cpu against Go\'s own profiler (runtime/pprof)', () => {
     for (const s of samples) tally(self, s.user.at(-1)?.name ?? s.frames[0].name, s.weight);
     const ours = (name) => (self.get(name) ?? 0) / total;
     const topFive = goTop.slice(0, 5);
-    const goFive = topFive.reduce((sum, r) => sum + r.share, 0) || 1;
-    const oursFive = topFive.reduce((sum, r) => sum + ours(r.name), 0) || 1;
+    const goFive = topFive.reduce((sum, r) => sum + r.share, 0);
+    const oursFive = topFive.reduce((sum, r) => sum + ours(r.name), 0);
     const rows = topFive.map(({ name, share }) =>
-      ({ name, go: share / goFive, bpfprof: ours(name) / oursFive }));
+      ({ name, go: share / (goFive || 1), bpfprof: ours(name) / (oursFive || 1) }));
     Object.assign(metrics, { goTotalMs: totalMs, bpfprofSamples: total, goAsyncPreemptShare: preemptShare,
                              goProfilerShare: profilerShare, top5: rows });
     t.diagnostic(`Go's profile: ${totalMs} samples (runtime.asyncPreempt ${pct(preemptShare)}, hidden); ` +
