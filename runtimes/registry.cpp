@@ -1,5 +1,7 @@
 #include "runtimes/registry.h"
 
+#include <algorithm>
+
 #include "runtimes/beam/runtime.h"
 #include "runtimes/golabels/runtime.h"
 #include "runtimes/hotspot/runtime.h"
@@ -36,6 +38,11 @@ void Runtimes::forget_exited() {
 
 void Runtimes::apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) {
   for (auto& runtime : runtimes_) runtime->apply_kernel_changes(maps, recording);
+}
+
+bool Runtimes::setting_up() const {
+  return std::any_of(runtimes_.begin(), runtimes_.end(),
+                     [](const auto& runtime) { return runtime->setting_up(); });
 }
 
 bool Runtimes::take_event(uint32_t kind, const void* data, size_t size, Recording& recording) {

@@ -22,6 +22,7 @@ class Runtimes {
   void observe(const std::vector<LifecycleEvent>& events, size_t from, Recording& recording);
   void forget_exited();
   void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording);
+  bool setting_up() const;
   // Whether the event is a runtime's frames (then taken), else the caller decodes it.
   bool take_event(uint32_t kind, const void* data, size_t size, Recording& recording);
   void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,

@@ -71,6 +71,10 @@ class Runtime {
   virtual void forget_exited() = 0;
   // Tells the kernel side about processes found or gone since the last call.
   virtual void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) = 0;
+  // Whether a process found is still being set up (its tables read again at the runtime's
+  // own pace until they are ready): the recorder calls apply_kernel_changes sooner meanwhile,
+  // as each sample until then has the interpreter's frames in place of the runtime's.
+  virtual bool setting_up() const { return false; }
 
   // The ring-buffer event kind its BPF reader sends (enum bpfprof_event_kind): a thread's
   // frames, just before the sample or off-CPU stack they belong to.

@@ -94,6 +94,12 @@ class HotSpotRuntime final : public Runtime {
     maps.set_process_count(kind(), count);
   }
 
+  bool setting_up() const override {
+    return std::any_of(jvms_.begin(), jvms_.end(), [](const auto& entry) {
+      return !entry.second.in_kernel && !entry.second.given_up;
+    });
+  }
+
   void take_event(const void* data, size_t size, Recording& recording) override;
   void merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64_t>& user,
                   Recording& recording) override;
@@ -103,8 +109,8 @@ class HotSpotRuntime final : public Runtime {
   // A JVM fills its tables and sets up its code cache and interpreter in its first tens of
   // milliseconds; one that has not after this many tries (or whose tables make no sense)
   // keeps native frames. A try before then costs a few reads.
-  static constexpr auto kRetryInterval = std::chrono::milliseconds(20);
-  static constexpr int kMaxAttempts = 500;
+  static constexpr auto kRetryInterval = std::chrono::milliseconds(10);
+  static constexpr int kMaxAttempts = 1000;
   // The code cache is read again once in the kernel, in case it was read while the JVM was
   // still adding heaps and generating its interpreter: after 40 ms, then twice as long each
   // time up to this. (Every 500 ms from the first read left the interpreter's frames of a

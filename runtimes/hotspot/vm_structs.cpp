@@ -363,7 +363,7 @@ std::variant<JvmLibrary, VmStructsError> locate_jvm_library(Pid pid) {
     if (base_name(mapping.path_without_deleted_suffix()) != "libjvm.so") continue;
     const std::string file = mapped_file_path(pid, mapping);
     std::string error;
-    const std::unique_ptr<ElfFile> elf = ElfFile::open(file, &error);
+    const std::unique_ptr<ElfFile> elf = ElfFile::open(file, &error, ElfContents::kLayout);
     if (!elf) return VmStructsError{VmStructsFailure::kNoJvm, error};
     const std::optional<uint64_t> vaddr = elf->file_offset_to_vaddr(mapping.file_offset);
     if (!vaddr) continue;  // a mapping of no load segment; another one places the file

@@ -90,7 +90,7 @@ PythonInspection inspect_python_binary(const std::string& readable_path,
   const PythonLayout* layout = python_layout(named_version);
   if (!layout) return PythonRejection{version + "no layout for this version, frames not read"};
   std::string error;
-  std::shared_ptr<const ElfFile> elf = ElfFile::open(readable_path, &error);
+  std::shared_ptr<const ElfFile> elf = ElfFile::open(readable_path, &error, ElfContents::kLayout);
   const UniqueFd fd =
       open_untrusted(readable_path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
   if (!elf || !fd) return PythonRejection{version + "cannot read the binary " + error};

@@ -91,7 +91,7 @@ std::variant<RubyLibrary, RubyRejection> inspect_ruby_library(const std::string&
   const RubyLayout* layout = ruby_layout(version);
   if (!layout) return RubyRejection{prefix + "no layout for this version, frames not read"};
   std::string error;
-  std::shared_ptr<const ElfFile> elf = ElfFile::open(readable_path, &error);
+  std::shared_ptr<const ElfFile> elf = ElfFile::open(readable_path, &error, ElfContents::kLayout);
   const UniqueFd fd =
       open_untrusted(readable_path, UntrustedKind::kBinary, std::nullopt, Copying::kNever).fd;
   if (!elf || !fd) return RubyRejection{prefix + "cannot read the library " + error};

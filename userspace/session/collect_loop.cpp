@@ -60,6 +60,9 @@ constexpr int kQuietPollMs = 500;
 // the later, the more of what they point to is gone (V8's young objects moved, the methods of
 // a JVM that exited).
 constexpr int kRuntimePollMs = 50;
+// A runtime's process found but not yet ready to be read (a JVM starting): its samples have the
+// interpreter's frames until it is, so it is tried again soon (runtimes/runtime.h, setting_up).
+constexpr int kRuntimeSetUpPollMs = 10;
 
 // Unwind-table rows the kernel holds (4 bytes each: bpf/unwind_table.h): room at the start and
 // the most the array grows to, in chunks of 1 Mi rows. A command's program and libraries take
@@ -369,6 +372,7 @@ int CollectLoop::read_interval_ms(MonotonicNs now, const PeriodicOutputDriver& p
   // fork or exec). Otherwise seldom: on a busy machine every wakeup preempts a profiled
   // thread, and costs CPU.
   if (kernel_unwind_ && kernel_unwind_->settling(now)) return kSettlingPollMs;
+  if (pipeline_.runtimes().setting_up()) return kRuntimeSetUpPollMs;
   // Every sample a stack copy (dwarf-copy): the ring fills many times faster, and a process's
   // first batch decides how large its copies must be (stacks cut before that stay cut).
   if (uses_dwarf(options_.call_graph) && !kernel_unwind_) return kCopyPollMs;
