@@ -40,6 +40,8 @@ class V8Processes final : public RuntimeProcesses<const V8Layout*, bpfprof_v8_pr
   // reading node's .dynsym takes 40-150 ms, which the recorder's loop must not wait for while
   // the process maps its first JIT code).
   std::vector<Change> take_changes(RuntimeStats& stats);
+  // Whether a process waits for its binary's layout.
+  bool waiting() const { return !waiting_.empty(); }
 
  private:
   void on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats& stats) override;

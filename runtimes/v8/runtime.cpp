@@ -17,6 +17,7 @@ class V8Runtime final : public SplitRuntime<v8::V8Processes, v8::V8Stacks> {
       if (change.entry) stats(recording).interpreters += 1;
     apply(maps, changes, recording);
   }
+  bool setting_up() const override { return processes_.waiting(); }
 };
 
 }  // namespace

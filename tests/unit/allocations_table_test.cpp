@@ -14,6 +14,7 @@
 
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/unique_handle.h"
+#include "tests/unit/test_commands.h"
 #include "userspace/capture/allocator_probe_sites.h"
 #include "userspace/model/session_model.h"
 #include "userspace/output/allocations_table.h"
@@ -102,19 +103,9 @@ TEST(AllocatorProbeSites, FreesProbeGoesPastItsNullCheckOntoAPush) {
   EXPECT_EQ(offset_past_null_check({}), 0u);
 }
 
-// The C library this test runs on, from its own maps.
-std::string own_libc() {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);)
-    if (const size_t at = line.find('/');
-        at != std::string::npos && line.find("/libc.so", at) != std::string::npos)
-      return line.substr(at);
-  return {};
-}
-
 // glibc's aligned_alloc is memalign (one address, two names): it is probed once.
 TEST(AllocatorProbeSites, EachFunctionIsProbedOnceWhateverItsNames) {
-  const std::string libc = own_libc();
+  const std::string libc = testing_helpers::own_libc();
   ASSERT_FALSE(libc.empty());
   const std::vector<std::string> names = {"malloc", "memalign", "aligned_alloc", "free",
                                           "no_such_function"};

@@ -26,4 +26,14 @@ inline void write_file(const std::filesystem::path& path, std::string_view conte
       .write(contents.data(), static_cast<std::streamsize>(contents.size()));
 }
 
+// The C library this test process runs on, from its own maps; "" if none is found.
+inline std::string own_libc() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);)
+    if (const size_t at = line.find('/');
+        at != std::string::npos && line.find("/libc.so", at) != std::string::npos)
+      return line.substr(at);
+  return {};
+}
+
 }  // namespace bpfprof::testing_helpers
