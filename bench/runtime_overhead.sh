@@ -64,9 +64,11 @@ run_one() {
 # node's perf maps (--perf-basic-prof writes /tmp/perf-PID.map, and node 20 its V8 log into the
 # working directory): those of this run removed.
 perf_maps() {
-  find /tmp -maxdepth 1 -name 'perf-*.map' -user "$(id -u)" 2>/dev/null
-  find . -maxdepth 1 -name 'isolate-0x*-v8.log' 2>/dev/null
-} | sort
+  {
+    find /tmp -maxdepth 1 -name 'perf-*.map' -user "$(id -u)" 2>/dev/null
+    find . -maxdepth 1 -name 'isolate-0x*-v8.log' 2>/dev/null
+  } | sort
+}
 perf_maps > "$out/maps.before"
 trap 'perf_maps | comm -13 "$out/maps.before" - | xargs -r rm -f; rm -rf "$out"' EXIT
 
