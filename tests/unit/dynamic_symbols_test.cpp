@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,7 +24,9 @@ namespace {
 std::map<std::string, DynamicSymbol> scan(int fd) {
   std::map<std::string, DynamicSymbol> all;
   elf_version(EV_CURRENT);
-  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
+  const std::unique_ptr<Elf, decltype(&elf_end)> owned(elf_begin(fd, ELF_C_READ, nullptr), elf_end);
+  Elf* elf = owned.get();
+  if (!elf) return all;
   for (Elf_Scn* section = elf_nextscn(elf, nullptr); section; section = elf_nextscn(elf, section)) {
     GElf_Shdr header;
     if (!gelf_getshdr(section, &header) || header.sh_type != SHT_DYNSYM) continue;
@@ -37,7 +40,6 @@ std::map<std::string, DynamicSymbol> scan(int fd) {
         all.try_emplace(name, DynamicSymbol{s.st_value, s.st_size, s.st_shndx != SHN_UNDEF});
     }
   }
-  elf_end(elf);
   return all;
 }
 

@@ -168,6 +168,10 @@ TEST(KallsymsTest, OnlyTheWantedAddressesSymbolsAreKeptAndNamedAsByTheWholeTable
     std::ofstream out(copy);
     out << in.rdbuf();
   }
+  struct RemovedAtEnd {
+    const std::string& path;
+    ~RemovedAtEnd() { std::remove(path.c_str()); }
+  } removed_at_end{copy};  // also when skipped or failed
   const std::optional<KernelSymbols> all = KernelSymbols::load(copy);
   if (!all || all->addresses_hidden() || all->size() < 1000)
     GTEST_SKIP() << "kallsyms addresses hidden (not root?)";
@@ -181,7 +185,6 @@ TEST(KallsymsTest, OnlyTheWantedAddressesSymbolsAreKeptAndNamedAsByTheWholeTable
   std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
   const std::optional<KernelSymbols> some = KernelSymbols::load(copy, wanted);
-  std::remove(copy.c_str());
   ASSERT_TRUE(some);
   EXPECT_LT(some->size(), 2 * wanted.size() + 1);
   EXPECT_EQ(some->text_start(), all->text_start());
