@@ -10,6 +10,7 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/util/lazy_library.cpp
   ${BPFPROF_SYMBOLS_DIR}/util/capstone_on_demand.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/elf_file.cpp
+  ${BPFPROF_SYMBOLS_DIR}/elf/symbol_span.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/symbol_table.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/plt_symbols.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/symbol_cache.cpp

@@ -16,11 +16,31 @@
  * from rdi, V8's register for the function called, or from the frame its `ret` just popped. */
 #define BPFPROF_V8_FRAME_FROM_REGISTER 0x80000000u
 
+/* The words at the start of a SharedFunctionInfo (map to script) and of a BytecodeArray (map
+ * to its source position table): the same words at the same address mean the same object, so
+ * userspace's cache of what it read at an address holds while they do. */
+#define BPFPROF_V8_SHARED_HEADER_WORDS 5
+#define BPFPROF_V8_BYTECODE_HEADER_WORDS 8
+
+/* A digest of an object's header words, made the same way on both sides: the kernel sends
+ * it with each frame, so that userspace checks its cache without reading the process. Never
+ * 0, which says "not read". */
+static inline __u64 bpfprof_v8_header_hash(const __u64* words, unsigned count) {
+  __u64 hash = 0x6a09e667f3bcc909ull;
+  for (unsigned i = 0; i < count && i < BPFPROF_V8_BYTECODE_HEADER_WORDS; ++i) {
+    hash = (hash ^ words[i]) * 0x9e3779b97f4a7c15ull;
+    hash ^= hash >> 29;
+  }
+  return hash | 1;
+}
+
 struct bpfprof_v8_frame {
   __u64 shared;          /* the tagged SharedFunctionInfo of the frame's JSFunction, if JS */
   __u64 bytecode;        /* the word at fp + off_fp_bytecode_array (interpreted frames); 0 */
   __u32 depth;           /* the frame's index in the user stack, innermost 0; flags above */
   __s32 bytecode_offset; /* the Smi at fp + off_fp_bytecode_offset (interpreted frames); -1 */
+  __u64 shared_hash;     /* the SharedFunctionInfo's header at the sample; 0: not read */
+  __u64 bytecode_hash;   /* the BytecodeArray's header, when `bytecode` is sent; 0: not read */
 };
 
 /* Only the used part of `frames` is sent. */
@@ -31,13 +51,24 @@ struct bpfprof_v8_stack_event {
   struct bpfprof_v8_frame frames[BPFPROF_MAX_V8_FRAMES];
 };
 
+/* Where a V8 process keeps its builtins' code (the interpreter's frames run there; JIT code is
+ * anonymous): only frames there or in anonymous code are JavaScript's. V8 may map a second
+ * copy of them from the binary near its JIT code (for short calls), and run that one. */
+#define BPFPROF_V8_BUILTINS_COPIES 2
+struct bpfprof_v8_code_range {
+  __u64 start;
+  __u64 end; /* 0: none */
+};
+
 /* A V8 process: its frame layout (v8dbg_off_fp_function, _bytecode_offset, _bytecode_array:
- * 0 where not exported) and where a JSFunction keeps its SharedFunctionInfo. */
+ * 0 where not exported), where a JSFunction keeps its SharedFunctionInfo, and its builtins'
+ * code; builtins[0].end 0: not known (all frames that keep a frame pointer are looked at). */
 struct bpfprof_v8_process {
   __s32 off_fp_function;
   __s32 off_fp_bytecode_offset;
   __s32 off_fp_bytecode_array;
   __u32 function_shared;
+  struct bpfprof_v8_code_range builtins[BPFPROF_V8_BUILTINS_COPIES];
 };
 
 #endif

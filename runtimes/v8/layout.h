@@ -67,6 +67,10 @@ struct V8Layout {
   // External strings (node's own scripts' sources); 0 where the binary does not say.
   uint32_t external_string_tag = 0;
   uint32_t external_string_resource = 0;
+  // Where the binary keeps the code of V8's builtins (Builtins_*, the interpreter's among
+  // them), as offsets in its file; size 0: not known (no .symtab).
+  uint64_t builtins_file_offset = 0;
+  uint64_t builtins_size = 0;
 
   bool operator==(const V8Layout&) const = default;
 };

@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "runtimes/kit/release.h"
 #include "symbols/elf/elf_file.h"
+#include "symbols/elf/symbol_span.h"
 #include "symbols/util/text.h"
 #include "symbols/util/untrusted_file.h"
 
@@ -38,6 +41,13 @@ class FileImage final : public RemoteMemory {
       }
     }
     if (elf) elf_end(elf);
+  }
+  // Where the file keeps what is at `vaddr`; nullopt when no load segment has it in the file.
+  std::optional<uint64_t> file_offset(uint64_t vaddr) const {
+    for (const GElf_Phdr& s : segments_)
+      if (vaddr >= s.p_vaddr && vaddr - s.p_vaddr < s.p_filesz)
+        return s.p_offset + (vaddr - s.p_vaddr);
+    return std::nullopt;
   }
   bool read(uint64_t address, void* out, size_t size) override {
     for (const GElf_Phdr& s : segments_) {
@@ -112,40 +122,88 @@ std::variant<V8Layout, std::string> read_binary_layout(const std::string& readab
   RemoteReader reader(image, kLayoutReadBudget, 0);
   std::optional<RuntimeRelease> version = exported_v8_version(symbols, reader);
   if (!version) version = file_v8_version(fd.get());
-  return read_v8_layout(reader, addresses, version);
+  std::variant<V8Layout, std::string> layout = read_v8_layout(reader, addresses, version);
+  if (auto* l = std::get_if<V8Layout>(&layout)) {
+    const std::optional<SymbolSpan> builtins = function_symbols_span(fd.get(), "Builtins_");
+    const std::optional<uint64_t> offset =
+        builtins ? image.file_offset(builtins->start) : std::nullopt;
+    // One block of code in one segment, or not used.
+    if (offset &&
+        image.file_offset(builtins->end - 1) == *offset + (builtins->end - 1 - builtins->start)) {
+      l->builtins_file_offset = *offset;
+      l->builtins_size = builtins->end - builtins->start;
+    }
+  }
+  return layout;
 }
 
 void V8Processes::forgetting(Pid pid) {
-  std::erase_if(waiting_, [&](const auto& entry) { return entry.first == pid; });
+  entries_.erase(pid);
+  std::erase_if(waiting_, [&](const Waiting& w) { return w.pid == pid; });
 }
 
 void V8Processes::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats&) {
-  if (contains(pid)) return;
+  if (contains(pid)) {
+    // V8 maps its builtins a second time after it starts.
+    auto entry = entries_.find(pid);
+    if (entry != entries_.end() &&
+        add_builtins(entry->second, *find(pid), mapping.start, mapping.length, mapping.file_offset))
+      replace(pid, find(pid), entry->second);
+    return;
+  }
   auto key = std::pair{mapping.path, mapping.inode};
   if (!binaries_.contains(key))
     binaries_.emplace(
         key, std::async(std::launch::async, read_binary_layout, mapping.readable_path()).share());
-  waiting_.emplace_back(pid, std::move(key));
+  waiting_.push_back(
+      Waiting{pid, std::move(key), mapping.start, mapping.length, mapping.file_offset});
+}
+
+bpfprof_v8_process V8Processes::entry_of(const Waiting& w, const V8Layout& l,
+                                         const std::vector<Waiting>& mapped) {
+  bpfprof_v8_process entry{.off_fp_function = l.off_fp_function,
+                           .off_fp_bytecode_offset = l.off_fp_bytecode_offset,
+                           .off_fp_bytecode_array = l.off_fp_bytecode_array,
+                           .function_shared = l.function_shared,
+                           .builtins = {}};
+  for (const Waiting& m : mapped)
+    if (m.pid == w.pid && m.key == w.key) add_builtins(entry, l, m.start, m.length, m.file_offset);
+  return entry;
+}
+
+bool V8Processes::add_builtins(bpfprof_v8_process& entry, const V8Layout& l, uint64_t start,
+                               uint64_t length, uint64_t file_offset) {
+  if (!l.builtins_size || l.builtins_file_offset < file_offset ||
+      l.builtins_file_offset - file_offset > length ||
+      l.builtins_size > length - (l.builtins_file_offset - file_offset))
+    return false;
+  const uint64_t at = start + (l.builtins_file_offset - file_offset);
+  bpfprof_v8_code_range* slot = nullptr;  // the first free one, else the latest copy's
+  for (bpfprof_v8_code_range& copy : entry.builtins) {
+    if (copy.end && copy.start == at) return false;
+    if (!copy.end && !slot) slot = &copy;
+  }
+  if (!slot) slot = &entry.builtins[BPFPROF_V8_BUILTINS_COPIES - 1];
+  *slot = {at, at + l.builtins_size};
+  return true;
 }
 
 std::vector<V8Processes::Change> V8Processes::take_changes(RuntimeStats& stats) {
-  std::erase_if(waiting_, [&](const auto& entry) {
-    const auto& [pid, key] = entry;
-    const std::shared_future<Layout>& read = binaries_.at(key);
-    if (read.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
-    const Layout& layout = read.get();
-    if (const auto* rejected = std::get_if<std::string>(&layout)) {
-      stats.not_read.emplace(key.first, *rejected);
-    } else {
-      const V8Layout& l = std::get<V8Layout>(layout);
-      add(pid, &l,
-          bpfprof_v8_process{.off_fp_function = l.off_fp_function,
-                             .off_fp_bytecode_offset = l.off_fp_bytecode_offset,
-                             .off_fp_bytecode_array = l.off_fp_bytecode_array,
-                             .function_shared = l.function_shared});
-    }
-    return true;
+  // The mappings whose binary is read, together: a process's entry is made from all of them.
+  const auto read = std::stable_partition(waiting_.begin(), waiting_.end(), [&](const Waiting& w) {
+    return binaries_.at(w.key).wait_for(std::chrono::seconds(0)) != std::future_status::ready;
   });
+  const std::vector<Waiting> ready(std::make_move_iterator(read),
+                                   std::make_move_iterator(waiting_.end()));
+  waiting_.erase(read, waiting_.end());
+  for (const Waiting& w : ready) {
+    const Layout& layout = binaries_.at(w.key).get();
+    if (const auto* rejected = std::get_if<std::string>(&layout))
+      stats.not_read.emplace(w.key.first, *rejected);
+    else if (!contains(w.pid))
+      add(w.pid, &std::get<V8Layout>(layout),
+          entries_[w.pid] = entry_of(w, std::get<V8Layout>(layout), ready));
+  }
   return RuntimeProcesses::take_changes();
 }
 

@@ -24,29 +24,61 @@ struct LiveHeap {
 
 }  // namespace
 
+V8Stacks::StackObjects V8Stacks::objects_of(const V8Layout& layout,
+                                            const std::vector<bpfprof_v8_frame>& frames) {
+  StackObjects out;
+  for (const bpfprof_v8_frame& f : frames) {
+    if (std::find(out.shared.begin(), out.shared.end(), f.shared) == out.shared.end()) {
+      out.shared.push_back(f.shared);
+      out.shared_hashes.push_back(f.shared_hash);
+    }
+    if (f.bytecode && interpreted_offset(layout, f) &&
+        std::find(out.bytecodes.begin(), out.bytecodes.end(), f.bytecode) == out.bytecodes.end()) {
+      out.bytecodes.push_back(f.bytecode);
+      out.bytecode_hashes.push_back(f.bytecode_hash);
+    }
+  }
+  return out;
+}
+
 V8Stacks::CacheRead V8Stacks::from_cache(Pid pid, const V8Namer& namer,
-                                         const std::vector<uint64_t>& shared,
-                                         const std::vector<uint64_t>& bytecodes) {
-  CacheRead out{std::vector<std::optional<std::optional<RuntimeFrameId>>>(shared.size()),
-                std::vector<std::optional<BytecodeHeader>>(bytecodes.size())};
-  std::vector<SharedHeader> headers(shared.size());
-  std::vector<BytecodeHeader> bytecode_headers(bytecodes.size());
-  // The functions' headers first: a batch stops at its first unreadable piece.
+                                         const StackObjects& objects) {
+  const size_t functions = objects.shared.size();
+  CacheRead out{std::vector<std::optional<std::optional<RuntimeFrameId>>>(functions),
+                std::vector<std::optional<BytecodeHeader>>(objects.bytecodes.size())};
+  // What the kernel's digests do not answer is read: the functions' headers first (a batch
+  // stops at its first unreadable piece). `unread`: the pieces' indices, bytecodes' after
+  // the functions'.
+  std::vector<SharedHeader> headers(functions);
+  std::vector<BytecodeHeader> bytecode_headers(objects.bytecodes.size());
   std::vector<MemoryPiece> pieces;
-  for (size_t i = 0; i < shared.size(); ++i)
-    pieces.push_back({shared[i] - 1, headers[i].data(), sizeof(SharedHeader)});
-  for (size_t i = 0; i < bytecodes.size(); ++i)
-    pieces.push_back({bytecodes[i] - 1, bytecode_headers[i].data(), sizeof(BytecodeHeader)});
+  std::vector<size_t> unread;
+  for (size_t i = 0; i < functions; ++i) {
+    if (objects.shared_hashes[i])
+      out.frames[i] = namer.cached_frame(objects.shared[i], objects.shared_hashes[i]);
+    if (out.frames[i]) continue;
+    pieces.push_back({objects.shared[i] - 1, headers[i].data(), sizeof(SharedHeader)});
+    unread.push_back(i);
+  }
+  for (size_t i = 0; i < objects.bytecodes.size(); ++i) {
+    if (objects.bytecode_hashes[i]) continue;
+    pieces.push_back(
+        {objects.bytecodes[i] - 1, bytecode_headers[i].data(), sizeof(BytecodeHeader)});
+    unread.push_back(functions + i);
+  }
+  if (pieces.empty()) return out;
   ProcessMemory memory(pid);
   RemoteReader reader(memory, kReadBudget, 0);
   const BatchRead batch = reader.read_batch(pieces);
-  for (size_t i = 0; i < shared.size(); ++i)
-    out.frames[i] = batch.process_gone ? namer.last_known(shared[i])
-                    : batch.read[i]    ? namer.cached_frame(shared[i], headers[i])
-                                       : std::nullopt;
-  for (size_t i = 0; i < bytecodes.size(); ++i)
-    if (!batch.process_gone && batch.read[shared.size() + i])
-      out.bytecode_headers[i] = bytecode_headers[i];
+  for (size_t p = 0; p < unread.size(); ++p) {
+    const size_t i = unread[p];
+    if (i < functions)
+      out.frames[i] = batch.process_gone ? namer.last_known(objects.shared[i])
+                      : batch.read[p]    ? namer.cached_frame(objects.shared[i], headers[i])
+                                         : std::nullopt;
+    else if (!batch.process_gone && batch.read[p])
+      out.bytecode_headers[i - functions] = bytecode_headers[i - functions];
+  }
   return out;
 }
 
@@ -110,6 +142,15 @@ std::optional<std::optional<RuntimeFrameId>> V8Namer::cached_frame(uint64_t shar
   return it->second.frame;
 }
 
+std::optional<std::optional<RuntimeFrameId>> V8Namer::cached_frame(uint64_t shared,
+                                                                   uint64_t now_hash) const {
+  auto it = shared_.find(shared);
+  if (it == shared_.end() || header_hash(it->second.header) != now_hash ||
+      it->second.rereads.due(clock_ns_))
+    return std::nullopt;
+  return it->second.frame;
+}
+
 std::optional<std::optional<RuntimeFrameId>> V8Namer::last_known(uint64_t shared) const {
   auto named = shared_.find(shared);
   if (named == shared_.end()) return std::nullopt;
@@ -118,14 +159,16 @@ std::optional<std::optional<RuntimeFrameId>> V8Namer::last_known(uint64_t shared
 
 const std::optional<SourcePositions>& V8Namer::positions(V8Heap& heap, RemoteReader& reader,
                                                          uint64_t bytecode,
-                                                         const BytecodeHeader* known) {
+                                                         const BytecodeSeen& seen) {
   static const std::optional<SourcePositions> kNone;
+  auto it = positions_.find(bytecode);
+  if (seen.hash && it != positions_.end() && header_hash(it->second.header) == seen.hash)
+    return it->second.table;
   BytecodeHeader header{};
-  if (known)
-    header = *known;
+  if (seen.words)
+    header = *seen.words;
   else if (!reader.read(bytecode - 1, header.data(), sizeof(header)))
     return kNone;
-  auto it = positions_.find(bytecode);
   // Other words at a cached address: another BytecodeArray, or this one with its table made.
   if (it != positions_.end() && it->second.header == header) return it->second.table;
   return positions_.insert_or_assign(bytecode, Positions{header, heap.bytecode_positions(bytecode)})
@@ -133,17 +176,18 @@ const std::optional<SourcePositions>& V8Namer::positions(V8Heap& heap, RemoteRea
 }
 
 uint32_t V8Namer::line_at(V8Heap& heap, RemoteReader& reader, uint64_t shared, uint64_t bytecode,
-                          int32_t bytecode_offset, const BytecodeHeader* header) {
+                          int32_t bytecode_offset, const BytecodeSeen& seen) {
   auto named = shared_.find(shared);
   if (named == shared_.end() || !named->second.frame) return 0;
   auto script = scripts_.find(named->second.script);
   if (script == scripts_.end()) return 0;
+  BytecodeSeen known = seen;
   if (!bytecode) {
     bytecode = heap.bytecode_of(shared).value_or(0);
-    header = nullptr;  // read for another address, if at all
+    known = {};  // seen for another address, if at all
   }
   if (!bytecode) return 0;
-  const std::optional<SourcePositions>& table = positions(heap, reader, bytecode, header);
+  const std::optional<SourcePositions>& table = positions(heap, reader, bytecode, known);
   if (!table) return 0;
   return line_of_position(script->second.line_starts, script_offset_at(*table, bytecode_offset));
 }
@@ -188,12 +232,11 @@ std::optional<int32_t> V8Stacks::interpreted_offset(const V8Layout& layout,
 
 RuntimeFrameId V8Stacks::current_frame(Pid pid, const V8Layout& layout, V8Namer& namer,
                                        const bpfprof_v8_frame& f, RuntimeFrameId frame,
-                                       const BytecodeHeader* header, RuntimeFrameTable& frames) {
+                                       const BytecodeSeen& seen, RuntimeFrameTable& frames) {
   const std::optional<int32_t> offset = interpreted_offset(layout, f);
   if (!offset) return frame;
   LiveHeap live(pid, layout);
-  const uint32_t line =
-      namer.line_at(live.heap, live.reader, f.shared, f.bytecode, *offset, header);
+  const uint32_t line = namer.line_at(live.heap, live.reader, f.shared, f.bytecode, *offset, seen);
   return line ? frames.intern(frames.function_of(frame), line) : frame;
 }
 
@@ -205,17 +248,10 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
   RuntimeStats& stats = recording.stats.runtimes[RuntimeKind::kV8];
   Process& process = processes_seen_[pid];
   stats.stacks += 1;
-  // Each function once, each interpreted frame's bytecode once: a recursion repeats one many
-  // times. Their headers in one read.
-  std::vector<uint64_t> shared, bytecodes;
-  for (const bpfprof_v8_frame& f : pending->frames) {
-    if (std::find(shared.begin(), shared.end(), f.shared) == shared.end())
-      shared.push_back(f.shared);
-    if (f.bytecode && interpreted_offset(*layout, f) &&
-        std::find(bytecodes.begin(), bytecodes.end(), f.bytecode) == bytecodes.end())
-      bytecodes.push_back(f.bytecode);
-  }
-  CacheRead cached = from_cache(pid, process.namer, shared, bytecodes);
+  const StackObjects objects = objects_of(*layout, pending->frames);
+  const std::vector<uint64_t>& shared = objects.shared;
+  const std::vector<uint64_t>& bytecodes = objects.bytecodes;
+  CacheRead cached = from_cache(pid, process.namer, objects);
   auto& frames = cached.frames;
   for (size_t i = 0; i < shared.size(); ++i) {
     if (frames[i]) continue;
@@ -229,10 +265,12 @@ void V8Stacks::merge_into(Pid pid, Tid tid, MonotonicNs time, std::vector<uint64
     const size_t i = std::find(shared.begin(), shared.end(), f.shared) - shared.begin();
     if (depth >= user.size() || !*frames[i]) continue;
     const size_t b = std::find(bytecodes.begin(), bytecodes.end(), f.bytecode) - bytecodes.begin();
-    const BytecodeHeader* header =
-        b < bytecodes.size() && cached.bytecode_headers[b] ? &*cached.bytecode_headers[b] : nullptr;
-    user[depth] = raw_runtime_frame(current_frame(pid, *layout, process.namer, f, **frames[i],
-                                                  header, recording.runtime_frames));
+    BytecodeSeen seen;
+    if (b < bytecodes.size() && cached.bytecode_headers[b])
+      seen.words = &*cached.bytecode_headers[b];
+    if (b < bytecodes.size()) seen.hash = objects.bytecode_hashes[b];
+    user[depth] = raw_runtime_frame(
+        current_frame(pid, *layout, process.namer, f, **frames[i], seen, recording.runtime_frames));
     ++placed;
   }
   stats.frames += placed;

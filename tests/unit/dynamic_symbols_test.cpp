@@ -15,6 +15,7 @@
 
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/unique_handle.h"
+#include "tests/unit/libelf_symbols.h"
 #include "tests/unit/test_commands.h"
 
 namespace bpfprof {
@@ -23,23 +24,9 @@ namespace {
 // Every dynamic symbol by name (the first of a name), as libelf reads them one by one.
 std::map<std::string, DynamicSymbol> scan(int fd) {
   std::map<std::string, DynamicSymbol> all;
-  elf_version(EV_CURRENT);
-  const std::unique_ptr<Elf, decltype(&elf_end)> owned(elf_begin(fd, ELF_C_READ, nullptr), elf_end);
-  Elf* elf = owned.get();
-  if (!elf) return all;
-  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section; section = elf_nextscn(elf, section)) {
-    GElf_Shdr header;
-    if (!gelf_getshdr(section, &header) || header.sh_type != SHT_DYNSYM) continue;
-    Elf_Data* data = elf_getdata(section, nullptr);
-    for (size_t i = 1; i < header.sh_size / header.sh_entsize; ++i) {
-      GElf_Sym s;
-      const char* name = gelf_getsym(data, static_cast<int>(i), &s)
-                             ? elf_strptr(elf, header.sh_link, s.st_name)
-                             : nullptr;
-      if (name)
-        all.try_emplace(name, DynamicSymbol{s.st_value, s.st_size, s.st_shndx != SHN_UNDEF});
-    }
-  }
+  testing_helpers::libelf_symbols(fd, SHT_DYNSYM, [&](const char* name, const GElf_Sym& s) {
+    all.try_emplace(name, DynamicSymbol{s.st_value, s.st_size, s.st_shndx != SHN_UNDEF});
+  });
   return all;
 }
 

@@ -1,7 +1,8 @@
 // runtimes/v8/stacks.h's V8Namer on a pretend heap (tests/unit/v8_fake_heap.h): a function
 // named from its SharedFunctionInfo alone, a name read while its script's source could not be
 // read (the collector moving it) read again a little later, and an interpreted frame's line
-// from the BytecodeArray its frame holds.
+// from the BytecodeArray its frame holds; the cache checked by the digests of headers that the
+// kernel sends, without reading the process.
 #include <gtest/gtest.h>
 
 #include "runtimes/v8/stacks.h"
@@ -127,6 +128,61 @@ TEST(V8Namer, AnInterpretedFrameIsAtTheLineOfItsBytecodeOffset) {
   // Neither the frame's nor the function's: no line.
   EXPECT_EQ(namer.line_at(reading.heap, reading.reader, shared, 0, 0), 0u);
   EXPECT_EQ(namer.line_at(reading.heap, reading.reader, shared, shared, 0), 0u);
+}
+
+// The digest the kernel sends of a function's header answers from the cache while the header
+// is the same; another digest (the address holds another object now) does not.
+TEST(V8Namer, TheKernelsDigestOfAHeaderChecksTheCache) {
+  fake::Heap heap;
+  const std::string source = "function f() {}\n";
+  const uint64_t shared = heap.function("f", "a.js", source, 0);
+  fake::Reading reading(heap.bytes());
+  RuntimeFrameTable frames;
+  RuntimeStats stats;
+  V8Namer namer;
+  const auto named = namer.name(reading.heap, reading.reader, shared, frames, stats);
+  ASSERT_TRUE(named);
+  SharedHeader header{};
+  ASSERT_TRUE(reading.reader.read(shared - 1, header.data(), sizeof(header)));
+  EXPECT_EQ(namer.cached_frame(shared, header_hash(header)), named);
+  SharedHeader other = header;
+  other[4] += 8;
+  EXPECT_FALSE(namer.cached_frame(shared, header_hash(other)));
+  EXPECT_FALSE(namer.cached_frame(shared + 64, header_hash(header)));
+  // The same digest made on the kernel's side (plain C, its own word type).
+  __u64 words[kSharedHeaderWords];
+  std::copy(header.begin(), header.end(), words);
+  EXPECT_EQ(bpfprof_v8_header_hash(words, kSharedHeaderWords), header_hash(header));
+  EXPECT_NE(header_hash(header), 0u);
+}
+
+// An interpreted frame's line from the cached source positions when the kernel's digest of its
+// BytecodeArray's header matches, without reading it; with another digest it is read again.
+TEST(V8Namer, AnInterpretedFramesLineByTheKernelsDigest) {
+  fake::Heap heap;
+  std::string source(90, ' ');
+  source[29] = '\n';
+  source[59] = '\n';
+  const uint64_t bytecode = heap.bytecode_array(kPositions);
+  const uint64_t shared = heap.function("f", "a.js", source, 0);
+  fake::Reading reading(heap.bytes());
+  fake::Reading unreadable("");
+  RuntimeFrameTable frames;
+  RuntimeStats stats;
+  V8Namer namer;
+  ASSERT_TRUE(namer.name(reading.heap, reading.reader, shared, frames, stats));
+  BytecodeHeader header{};
+  ASSERT_TRUE(reading.reader.read(bytecode - 1, header.data(), sizeof(header)));
+  const BytecodeSeen seen{nullptr, header_hash(header)};
+  // Not in the cache yet: read.
+  EXPECT_EQ(namer.line_at(unreadable.heap, unreadable.reader, shared, bytecode, 5, seen), 0u);
+  EXPECT_EQ(namer.line_at(reading.heap, reading.reader, shared, bytecode, 5, seen), 2u);
+  // Cached: the digest answers, nothing read.
+  EXPECT_EQ(namer.line_at(unreadable.heap, unreadable.reader, shared, bytecode, 500, seen), 3u);
+  BytecodeHeader changed = header;
+  changed[7] ^= 0x100;
+  const BytecodeSeen other{nullptr, header_hash(changed)};
+  EXPECT_EQ(namer.line_at(unreadable.heap, unreadable.reader, shared, bytecode, 500, other), 0u);
 }
 
 }  // namespace

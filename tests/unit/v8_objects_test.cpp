@@ -15,12 +15,25 @@
 namespace bpfprof::v8 {
 namespace {
 
-// The layout read from a node binary is the pretend heap's (tests/unit/v8_fake_heap.h).
+// Where a node binary keeps its builtins' code: one block of a megabyte or two (node 16-26),
+// in the file.
+void expect_builtins(const std::string& node, const V8Layout& l) {
+  EXPECT_GT(l.builtins_size, 1u << 20) << node;
+  EXPECT_LT(l.builtins_size, 8u << 20) << node;
+  EXPECT_GT(l.builtins_file_offset, 0u) << node;
+  EXPECT_LE(l.builtins_file_offset + l.builtins_size, std::filesystem::file_size(node)) << node;
+}
+
+// The layout read from a node binary is the pretend heap's (tests/unit/v8_fake_heap.h), its
+// builtins found.
 void expect_binary_layout(const std::string& node, const V8Layout& want) {
   if (!std::filesystem::exists(node)) GTEST_SKIP() << "no " << node;
   const auto layout = read_binary_layout(node);
   ASSERT_TRUE(std::holds_alternative<V8Layout>(layout)) << std::get<std::string>(layout);
-  EXPECT_TRUE(std::get<V8Layout>(layout) == want);
+  V8Layout read = std::get<V8Layout>(layout);
+  expect_builtins(node, read);
+  read.builtins_file_offset = read.builtins_size = 0;  // the pretend heap's binary has none
+  EXPECT_TRUE(read == want);
 }
 
 TEST(V8Layout, NodeBinaryExportsTheLayoutOfItsV8) {
@@ -60,6 +73,7 @@ TEST(V8Layout, NpmNodesOfEachMajorHaveALayout) {
     EXPECT_EQ(l.script_source, 8u) << major;
     EXPECT_EQ(l.later_scope_info, std::string(major) == "node26") << major;
     EXPECT_EQ(l.off_fp_bytecode_array, std::string(major) == "node26" ? 0 : -32) << major;
+    expect_builtins(node, l);
   }
 }
 
