@@ -1,5 +1,6 @@
 // libFuzzer targets for binary input (FUZZ_TARGET selects):
-//  4: an arbitrary file opened as ELF (build-id note, program headers, .symtab/.dynsym) and
+//  4: an arbitrary file opened as ELF (build-id note, program headers, .symtab/.dynsym, the
+//     span of a prefix's functions read in chunks) and
 //     through libdwfl (DWARF functions, inline chains, symbol tables);
 //  5: the DWARF unwinder: input = [u32 ELF size][ELF][ip][sp][bp][stack bytes]; the ELF is
 //     mapped into a made-up process and the registers and stack are unwound with its CFI.
@@ -16,6 +17,7 @@
 #include "symbols/dwarf/unwind_table.h"
 #include "symbols/dwarf/unwinder.h"
 #include "symbols/elf/elf_file.h"
+#include "symbols/elf/symbol_span.h"
 
 using namespace bpfprof;
 
@@ -44,6 +46,11 @@ class MemoryFile {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #if FUZZ_TARGET == 4
   MemoryFile file(data, size);
+  if (const int fd = open(file.path().c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    function_symbols_span(fd, "Builtins_");  // what V8's reader looks for in node
+    function_symbols_span(fd, "_");
+    close(fd);
+  }
   std::string error;
   if (auto elf = ElfFile::open(file.path(), &error)) {
     for (const LoadSegment& segment : elf->load_segments()) {
