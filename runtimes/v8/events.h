@@ -51,24 +51,26 @@ struct bpfprof_v8_stack_event {
   struct bpfprof_v8_frame frames[BPFPROF_MAX_V8_FRAMES];
 };
 
-/* Where a V8 process keeps its builtins' code (the interpreter's frames run there; JIT code is
- * anonymous): only frames there or in anonymous code are JavaScript's. V8 may map a second
- * copy of them from the binary near its JIT code (for short calls), and run that one. */
-#define BPFPROF_V8_BUILTINS_COPIES 2
+/* Where a V8 process keeps its interpreter's code: only frames there (interpreted functions')
+ * or in anonymous code (JIT code's) are JavaScript functions'. It is two blocks of V8's
+ * builtins (entry trampolines, bytecode handlers), and V8 may map a second copy of the
+ * builtins from the binary near its JIT code (for short calls), and run that one. */
+#define BPFPROF_V8_INTERPRETER_BLOCKS 2
+#define BPFPROF_V8_INTERPRETER_RANGES 4
 struct bpfprof_v8_code_range {
   __u64 start;
   __u64 end; /* 0: none */
 };
 
 /* A V8 process: its frame layout (v8dbg_off_fp_function, _bytecode_offset, _bytecode_array:
- * 0 where not exported), where a JSFunction keeps its SharedFunctionInfo, and its builtins'
- * code; builtins[0].end 0: not known (all frames that keep a frame pointer are looked at). */
+ * 0 where not exported), where a JSFunction keeps its SharedFunctionInfo, and its interpreter's
+ * code; interpreter[0].end 0: not known (all frames that keep a frame pointer are looked at). */
 struct bpfprof_v8_process {
   __s32 off_fp_function;
   __s32 off_fp_bytecode_offset;
   __s32 off_fp_bytecode_array;
   __u32 function_shared;
-  struct bpfprof_v8_code_range builtins[BPFPROF_V8_BUILTINS_COPIES];
+  struct bpfprof_v8_code_range interpreter[BPFPROF_V8_INTERPRETER_RANGES];
 };
 
 #endif

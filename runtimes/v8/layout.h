@@ -4,6 +4,7 @@
 // binary's initialized data (its file), not from a table per V8 version.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "runtimes/kit/release.h"
 #include "runtimes/kit/remote_memory.h"
+#include "runtimes/v8/events.h"
 
 namespace bpfprof::v8 {
 
@@ -67,10 +69,15 @@ struct V8Layout {
   // External strings (node's own scripts' sources); 0 where the binary does not say.
   uint32_t external_string_tag = 0;
   uint32_t external_string_resource = 0;
-  // Where the binary keeps the code of V8's builtins (Builtins_*, the interpreter's among
-  // them), as offsets in its file; size 0: not known (no .symtab).
-  uint64_t builtins_file_offset = 0;
-  uint64_t builtins_size = 0;
+  // Where the binary keeps the code of V8's interpreter, as offsets in its file: two blocks of
+  // its builtins (Builtins_*), its entry trampolines and its bytecode handlers; size 0: not
+  // known (no .symtab).
+  struct FileBlock {
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    bool operator==(const FileBlock&) const = default;
+  };
+  std::array<FileBlock, BPFPROF_V8_INTERPRETER_BLOCKS> interpreter_code{};
 
   bool operator==(const V8Layout&) const = default;
 };

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -99,6 +100,14 @@ std::optional<RuntimeRelease> file_v8_version(int fd) {
   return version;
 }
 
+// The interpreter's builtins: its entry trampolines (block 0) and its bytecode handlers (1).
+int interpreter_block_of(std::string_view name) {
+  if (name.starts_with("Builtins_Interpreter") ||
+      name.starts_with("Builtins_BaselineOrInterpreter"))
+    return 0;
+  return name.ends_with("Handler") ? 1 : -1;
+}
+
 }  // namespace
 
 bool is_v8_file_name(const std::string& base) {
@@ -124,14 +133,14 @@ std::variant<V8Layout, std::string> read_binary_layout(const std::string& readab
   if (!version) version = file_v8_version(fd.get());
   std::variant<V8Layout, std::string> layout = read_v8_layout(reader, addresses, version);
   if (auto* l = std::get_if<V8Layout>(&layout)) {
-    const std::optional<SymbolSpan> builtins = function_symbols_span(fd.get(), "Builtins_");
-    const std::optional<uint64_t> offset =
-        builtins ? image.file_offset(builtins->start) : std::nullopt;
-    // One block of code in one segment, or not used.
-    if (offset &&
-        image.file_offset(builtins->end - 1) == *offset + (builtins->end - 1 - builtins->start)) {
-      l->builtins_file_offset = *offset;
-      l->builtins_size = builtins->end - builtins->start;
+    const std::vector<std::optional<SymbolSpan>> blocks = function_symbol_spans(
+        fd.get(), "Builtins_", BPFPROF_V8_INTERPRETER_BLOCKS, interpreter_block_of);
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      const std::optional<SymbolSpan>& b = blocks[k];
+      const std::optional<uint64_t> offset = b ? image.file_offset(b->start) : std::nullopt;
+      // Each block of code in one segment, or not used.
+      if (offset && image.file_offset(b->end - 1) == *offset + (b->end - 1 - b->start))
+        l->interpreter_code[k] = {*offset, b->end - b->start};
     }
   }
   return layout;
@@ -144,10 +153,10 @@ void V8Processes::forgetting(Pid pid) {
 
 void V8Processes::on_mapping(Pid pid, const MappingInfo& mapping, RuntimeStats&) {
   if (contains(pid)) {
-    // V8 maps its builtins a second time after it starts.
+    // V8 maps its builtins (the interpreter's among them) a second time after it starts.
     auto entry = entries_.find(pid);
-    if (entry != entries_.end() &&
-        add_builtins(entry->second, *find(pid), mapping.start, mapping.length, mapping.file_offset))
+    if (entry != entries_.end() && add_interpreter(entry->second, *find(pid), mapping.start,
+                                                   mapping.length, mapping.file_offset))
       replace(pid, find(pid), entry->second);
     return;
   }
@@ -165,27 +174,36 @@ bpfprof_v8_process V8Processes::entry_of(const Waiting& w, const V8Layout& l,
                            .off_fp_bytecode_offset = l.off_fp_bytecode_offset,
                            .off_fp_bytecode_array = l.off_fp_bytecode_array,
                            .function_shared = l.function_shared,
-                           .builtins = {}};
+                           .interpreter = {}};
   for (const Waiting& m : mapped)
-    if (m.pid == w.pid && m.key == w.key) add_builtins(entry, l, m.start, m.length, m.file_offset);
+    if (m.pid == w.pid && m.key == w.key)
+      add_interpreter(entry, l, m.start, m.length, m.file_offset);
   return entry;
 }
 
-bool V8Processes::add_builtins(bpfprof_v8_process& entry, const V8Layout& l, uint64_t start,
-                               uint64_t length, uint64_t file_offset) {
-  if (!l.builtins_size || l.builtins_file_offset < file_offset ||
-      l.builtins_file_offset - file_offset > length ||
-      l.builtins_size > length - (l.builtins_file_offset - file_offset))
-    return false;
-  const uint64_t at = start + (l.builtins_file_offset - file_offset);
-  bpfprof_v8_code_range* slot = nullptr;  // the first free one, else the latest copy's
-  for (bpfprof_v8_code_range& copy : entry.builtins) {
-    if (copy.end && copy.start == at) return false;
-    if (!copy.end && !slot) slot = &copy;
+bool V8Processes::add_interpreter(bpfprof_v8_process& entry, const V8Layout& l, uint64_t start,
+                                  uint64_t length, uint64_t file_offset) {
+  bool added = false;
+  for (size_t k = 0; k < l.interpreter_code.size(); ++k) {
+    const V8Layout::FileBlock& block = l.interpreter_code[k];
+    if (!block.size || block.offset < file_offset || block.offset - file_offset > length ||
+        block.size > length - (block.offset - file_offset))
+      continue;
+    const uint64_t at = start + (block.offset - file_offset);
+    // The first free range, else (a third copy) the latest copy's.
+    bpfprof_v8_code_range* slot = nullptr;
+    bool known = false;
+    for (bpfprof_v8_code_range& range : entry.interpreter) {
+      known |= range.end && range.start == at;
+      if (!range.end && !slot) slot = &range;
+    }
+    if (known) continue;
+    if (!slot)
+      slot = &entry.interpreter[BPFPROF_V8_INTERPRETER_RANGES - l.interpreter_code.size() + k];
+    *slot = {at, at + block.size};
+    added = true;
   }
-  if (!slot) slot = &entry.builtins[BPFPROF_V8_BUILTINS_COPIES - 1];
-  *slot = {at, at + l.builtins_size};
-  return true;
+  return added;
 }
 
 std::vector<V8Processes::Change> V8Processes::take_changes(RuntimeStats& stats) {

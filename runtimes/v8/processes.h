@@ -58,14 +58,14 @@ class V8Processes final : public RuntimeProcesses<const V8Layout*, bpfprof_v8_pr
     uint64_t start, length, file_offset;
   };
   std::vector<Waiting> waiting_;
-  // The kernel side's entry of the process `w` is a mapping of, with its builtins' addresses
-  // where its mappings of that binary among `mapped` hold them.
+  // The kernel side's entry of the process `w` is a mapping of, with its interpreter's
+  // addresses where its mappings of that binary among `mapped` hold them.
   static bpfprof_v8_process entry_of(const Waiting& w, const V8Layout& layout,
                                      const std::vector<Waiting>& mapped);
-  // Adds to `entry` the copy of the builtins that a mapping (its start, length and offset in
-  // the binary) holds, if it holds them and is not known yet: true then.
-  static bool add_builtins(bpfprof_v8_process& entry, const V8Layout& layout, uint64_t start,
-                           uint64_t length, uint64_t file_offset);
+  // Adds to `entry` the interpreter's code in a mapping (its start, length and offset in the
+  // binary), what of it is there and not known yet: true if any.
+  static bool add_interpreter(bpfprof_v8_process& entry, const V8Layout& layout, uint64_t start,
+                              uint64_t length, uint64_t file_offset);
   std::unordered_map<Pid, bpfprof_v8_process> entries_;  // as the kernel side has them
 };
 

@@ -39,54 +39,73 @@ std::optional<SymbolSections> symbol_sections(int fd) {
   return std::nullopt;
 }
 
-// The offsets in the string table at which `prefix` begins (a name, or the tail of one that
-// another name shares), sorted.
-std::vector<uint32_t> prefix_offsets(int fd, const Elf64_Shdr& strings, std::string_view prefix) {
-  std::vector<uint32_t> found;
-  std::vector<char> chunk(kChunkBytes + prefix.size());
-  // Each chunk after the first begins with the previous one's last prefix.size() - 1 bytes:
-  // a prefix across two chunks is whole in the second.
-  const size_t overlap = prefix.size() - 1;
+// A name's offset in the string table (where it begins: a symbol's st_name) and its class.
+struct ClassifiedName {
+  uint32_t offset;
+  int klass;
+  bool operator<(const ClassifiedName& other) const { return offset < other.offset; }
+};
+
+// The names in the string table that begin with `prefix` (a symbol's, or the tail of one that
+// another shares), classified, by offset. Each chunk is read with the kMaxClassifiedName bytes
+// after it, where a name that begins in it ends.
+std::vector<ClassifiedName> classified_names(int fd, const Elf64_Shdr& strings,
+                                             std::string_view prefix,
+                                             const std::function<int(std::string_view)>& classify) {
+  std::vector<ClassifiedName> found;
+  std::vector<char> chunk(kChunkBytes + kMaxClassifiedName + 1);
   for (uint64_t at = 0; at < strings.sh_size && at <= UINT32_MAX; at += kChunkBytes) {
-    const uint64_t from = at >= overlap ? at - overlap : 0;
-    const size_t size = std::min<uint64_t>(strings.sh_size - from, at - from + kChunkBytes);
-    if (!read_at(fd, strings.sh_offset + from, chunk.data(), size)) return {};
+    const size_t size = std::min<uint64_t>(strings.sh_size - at, chunk.size());
+    if (!read_at(fd, strings.sh_offset + at, chunk.data(), size)) return {};
     const std::string_view bytes(chunk.data(), size);
-    for (size_t i = bytes.find(prefix); i != std::string_view::npos; i = bytes.find(prefix, i + 1))
-      found.push_back(static_cast<uint32_t>(from + i));  // one in the overlap: found twice
+    for (size_t i = bytes.find(prefix); i < kChunkBytes && i != std::string_view::npos;
+         i = bytes.find(prefix, i + 1)) {
+      const size_t end = bytes.find('\0', i);
+      const bool whole = end != std::string_view::npos && end - i <= kMaxClassifiedName;
+      const int klass = whole ? classify(bytes.substr(i, end - i)) : -1;
+      if (klass >= 0) found.push_back({static_cast<uint32_t>(at + i), klass});
+    }
   }
   std::sort(found.begin(), found.end());
-  found.erase(std::unique(found.begin(), found.end()), found.end());
   return found;
+}
+
+// Widens `span` to hold [start, end).
+void widen(std::optional<SymbolSpan>& span, uint64_t start, uint64_t end) {
+  if (!span) span = SymbolSpan{start, end};
+  span->start = std::min(span->start, start);
+  span->end = std::max(span->end, end);
 }
 
 }  // namespace
 
-std::optional<SymbolSpan> function_symbols_span(int fd, std::string_view prefix) {
+std::vector<std::optional<SymbolSpan>> function_symbol_spans(
+    int fd, std::string_view prefix, size_t classes,
+    const std::function<int(std::string_view)>& classify) {
   const std::optional<SymbolSections> sections = symbol_sections(fd);
-  if (prefix.empty() || !sections) return std::nullopt;
-  const std::vector<uint32_t> names = prefix_offsets(fd, sections->strings, prefix);
-  if (names.empty()) return std::nullopt;
-  std::optional<SymbolSpan> span;
+  if (prefix.empty() || prefix.size() > kMaxClassifiedName || !sections) return {};
+  const std::vector<ClassifiedName> names =
+      classified_names(fd, sections->strings, prefix, classify);
+  std::vector<std::optional<SymbolSpan>> spans(classes);
   std::vector<Elf64_Sym> chunk(kChunkBytes / sizeof(Elf64_Sym));
   const uint64_t count = sections->symbols.sh_size / sizeof(Elf64_Sym);
-  for (uint64_t first = 0; first < count; first += chunk.size()) {
+  for (uint64_t first = 0; first < count && !names.empty(); first += chunk.size()) {
     const size_t n = std::min<uint64_t>(chunk.size(), count - first);
     if (!read_at(fd, sections->symbols.sh_offset + first * sizeof(Elf64_Sym), chunk.data(),
                  n * sizeof(Elf64_Sym)))
-      return std::nullopt;
+      return {};
     for (size_t i = 0; i < n; ++i) {
       const Elf64_Sym& s = chunk[i];
       if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || s.st_shndx == SHN_UNDEF || s.st_value == 0 ||
-          s.st_value + s.st_size < s.st_value ||
-          !std::binary_search(names.begin(), names.end(), s.st_name))
+          s.st_value + s.st_size < s.st_value)
         continue;
-      if (!span) span = SymbolSpan{s.st_value, s.st_value + s.st_size};
-      span->start = std::min(span->start, s.st_value);
-      span->end = std::max(span->end, s.st_value + s.st_size);
+      const auto name = std::lower_bound(names.begin(), names.end(), ClassifiedName{s.st_name, 0});
+      if (name != names.end() && name->offset == s.st_name &&
+          static_cast<size_t>(name->klass) < classes)
+        widen(spans[name->klass], s.st_value, s.st_value + s.st_size);
     }
   }
-  return span;
+  return spans;
 }
 
 }  // namespace bpfprof

@@ -47,8 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #if FUZZ_TARGET == 4
   MemoryFile file(data, size);
   if (const int fd = open(file.path().c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
-    function_symbols_span(fd, "Builtins_");  // what V8's reader looks for in node
-    function_symbols_span(fd, "_");
+    function_symbol_spans(fd, "_", 3, [](std::string_view name) {
+      return name.ends_with("Handler") ? 0 : name.starts_with("_Interpreter") ? 1 : -1;
+    });
     close(fd);
   }
   std::string error;

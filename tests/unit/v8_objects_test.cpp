@@ -15,13 +15,19 @@
 namespace bpfprof::v8 {
 namespace {
 
-// Where a node binary keeps its builtins' code: one block of a megabyte or two (node 16-26),
-// in the file.
+// Where a node binary keeps its interpreter's code: its entry trampolines (a few KB) and its
+// bytecode handlers (a few hundred KB: node 16-26), in the file, apart.
 void expect_builtins(const std::string& node, const V8Layout& l) {
-  EXPECT_GT(l.builtins_size, 1u << 20) << node;
-  EXPECT_LT(l.builtins_size, 8u << 20) << node;
-  EXPECT_GT(l.builtins_file_offset, 0u) << node;
-  EXPECT_LE(l.builtins_file_offset + l.builtins_size, std::filesystem::file_size(node)) << node;
+  const auto& [entry, handlers] = l.interpreter_code;
+  EXPECT_GT(entry.size, 512u) << node;
+  EXPECT_LT(entry.size, 64u << 10) << node;
+  EXPECT_GT(handlers.size, 64u << 10) << node;
+  EXPECT_LT(handlers.size, 2u << 20) << node;
+  EXPECT_GT(entry.offset, 0u) << node;
+  EXPECT_TRUE(entry.offset + entry.size <= handlers.offset ||
+              handlers.offset + handlers.size <= entry.offset)
+      << node;
+  EXPECT_LE(handlers.offset + handlers.size, std::filesystem::file_size(node)) << node;
 }
 
 // The layout read from a node binary is the pretend heap's (tests/unit/v8_fake_heap.h), its
@@ -32,7 +38,7 @@ void expect_binary_layout(const std::string& node, const V8Layout& want) {
   ASSERT_TRUE(std::holds_alternative<V8Layout>(layout)) << std::get<std::string>(layout);
   V8Layout read = std::get<V8Layout>(layout);
   expect_builtins(node, read);
-  read.builtins_file_offset = read.builtins_size = 0;  // the pretend heap's binary has none
+  read.interpreter_code = {};  // the pretend heap's binary has none
   EXPECT_TRUE(read == want);
 }
 
