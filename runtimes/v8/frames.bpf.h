@@ -89,6 +89,31 @@ static __always_inline bool v8_leaf_outside_frame(const struct v8_frame_scan* s,
   return true;
 }
 
+/* The words just below a frame pointer, where V8 keeps a frame's slots (node 16-26: 16 to 40
+ * bytes down): one read for them instead of one each. */
+#define V8_WINDOW_WORDS 8
+struct v8_frame_window {
+  __u64 words[V8_WINDOW_WORDS];
+  __u64 low;   /* the address of words[0] */
+  __u32 count; /* words read */
+};
+
+static __always_inline void v8_read_window(struct v8_frame_window* w, __u64 bp) {
+  w->low = bp - sizeof(w->words);
+  w->count = bpf_probe_read_user(w->words, sizeof(w->words), (void*)w->low) ? 0 : V8_WINDOW_WORDS;
+}
+
+/* The word at bp + offset: from the window, else read on its own; `otherwise` if unreadable. */
+static __always_inline __u64 v8_frame_slot(const struct v8_frame_window* w, __u64 bp, __s32 offset,
+                                           __u64 otherwise) {
+  const __u64 at = bp + offset;
+  const __u64 index = (at - w->low) / 8;
+  if (at >= w->low && index < w->count) return w->words[index & (V8_WINDOW_WORDS - 1)];
+  __u64 value = otherwise;
+  if (bpf_probe_read_user(&value, sizeof(value), (void*)at)) value = otherwise;
+  return value;
+}
+
 /* The JSFunction of frame `index`, and its bytecode array and offset slots. 0: none. */
 static __always_inline __u64 v8_frame_function(const struct v8_frame_scan* s, __u32 index,
                                                __u64* bytecode_offset, __u64* bytecode,
@@ -102,10 +127,11 @@ static __always_inline __u64 v8_frame_function(const struct v8_frame_scan* s, __
   if (index == 0 && (word & FRAME_BP_ANONYMOUS_CODE) && v8_leaf_outside_frame(s, bp, &function)) {
     *flags = BPFPROF_V8_FRAME_FROM_REGISTER;
   } else if (bp && bp != caller_bp) {
-    if (bpf_probe_read_user(&function, sizeof(function), (void*)(bp + s->process->off_fp_function)))
-      return 0;
-    bpf_probe_read_user(bytecode_offset, sizeof(*bytecode_offset),
-                        (void*)(bp + s->process->off_fp_bytecode_offset));
+    struct v8_frame_window window;
+    v8_read_window(&window, bp);
+    function = v8_frame_slot(&window, bp, s->process->off_fp_function, 0);
+    *bytecode_offset =
+        v8_frame_slot(&window, bp, s->process->off_fp_bytecode_offset, *bytecode_offset);
     /* Only an interpreted frame (its pc in V8's interpreter, not JIT code) keeps the offset
      * there, as a Smi (upper half); -1 for the others. The interpreter writes the slot when a
      * bytecode calls out, so it is the frame's current bytecode only in a frame that is
@@ -116,8 +142,7 @@ static __always_inline __u64 v8_frame_function(const struct v8_frame_scan* s, __
     if (index == 0 || (word & FRAME_BP_ANONYMOUS_CODE) || (__u32)*bytecode_offset)
       *bytecode_offset = V8_NO_BYTECODE_OFFSET;
     else if (s->process->off_fp_bytecode_array)
-      bpf_probe_read_user(bytecode, sizeof(*bytecode),
-                          (void*)(bp + s->process->off_fp_bytecode_array));
+      *bytecode = v8_frame_slot(&window, bp, s->process->off_fp_bytecode_array, 0);
   }
   return function & 1 ? function : 0; /* a tagged heap object, or no JS frame */
 }
