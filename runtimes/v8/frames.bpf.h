@@ -169,7 +169,7 @@ static long read_v8_frame(__u64 index, void* context) {
   if (index + 1 >= s->depth || e->count >= BPFPROF_MAX_V8_FRAMES) return 1;
   /* Other code's frames (native code's own frame pointer's slots hold anything; builtins'
    * frames are no script's) are skipped where the interpreter's code is known: reading
-   * through them was 11 us of a node sample's 18. */
+   * through them was ~4 us of a node 20 sample's 18 in the kernel. */
   const __u32 at = (__u32)index & BPFPROF_UNWOUND_INDEX_MASK;
   const __u64 pc = s->ips[at];
   if (s->process->interpreter[0].end && !(s->walk->frame_bp[at] & FRAME_BP_ANONYMOUS_CODE) &&
