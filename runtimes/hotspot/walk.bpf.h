@@ -113,23 +113,39 @@ static __always_inline long hotspot_interpreter_step(struct unwind_walk* w,
   return stopped;
 }
 
-/* A blob with a frame size: no frame pointer needed. */
-static __always_inline long hotspot_sized_step(struct unwind_walk* w, __u64 code_begin,
-                                               __s32 frame_words, __s32 frame_complete,
-                                               __u32 depth) {
-  __u64 cfa, return_address;
-  const bool frame_built =
-      !(depth == 0 && w->exact && frame_complete > 0 && w->pc < code_begin + frame_complete);
-  cfa = frame_built ? w->sp + (__u64)frame_words * 8 : w->sp + 8;
-  if (read_stack_word(w, cfa - 8, &return_address))
-    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
+/* A blob with a frame size: no frame pointer needed. A leaf outside its frame (before it is
+ * complete, or in its epilogue: popped, before its `ret`, where a small method's samples often
+ * are) has its return address at sp. Compiled code is called only from code-cache code
+ * (other methods, the interpreter's adapters, the call stub): a leaf whose frame would return
+ * elsewhere is taken as outside its frame, if [sp] returns into the code cache. */
+static __always_inline long hotspot_sized_step(struct unwind_walk* w,
+                                               const struct bpfprof_hotspot_process* p,
+                                               __u64 code_begin, __s32 frame_words,
+                                               __s32 frame_complete, __u32 depth) {
+  __u64 return_address;
+  const bool leaf = depth == 0 && w->exact;
+  bool frame_built = !(leaf && frame_complete > 0 && w->pc < code_begin + frame_complete);
   if (frame_built) {
-    if (read_stack_word(w, cfa - 16, &w->bp))
+    const __u64 cfa = w->sp + (__u64)frame_words * 8;
+    if (read_stack_word(w, cfa - 8, &return_address))
       return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
-    w->bp_known = 1;
+    __u64 at_sp = 0;
+    if (leaf && !(p->code_low <= return_address && return_address < p->code_high) &&
+        !read_stack_word(w, w->sp, &at_sp) && p->code_low <= at_sp && at_sp < p->code_high)
+      frame_built = false;
+    else if (read_stack_word(w, cfa - 16, &w->bp))
+      return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
+    else
+      w->bp_known = 1;
+    if (frame_built) {
+      w->bx_known = 0;
+      return walk_to_caller(w, cfa, return_address);
+    }
   }
+  if (read_stack_word(w, w->sp, &return_address))
+    return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
   w->bx_known = 0;
-  return walk_to_caller(w, cfa, return_address);
+  return walk_to_caller(w, w->sp + 8, return_address);
 }
 
 /* One step through a frame whose pc lies in the JVM's code cache (hotspot_code_start), in
@@ -155,7 +171,8 @@ static __always_inline long hotspot_step(struct unwind_walk* w, __u32 slot, __u3
   }
   hotspot_note(h, depth, w->pc, BPFPROF_HOTSPOT_FRAME_COMPILED, blob_word(h, p->compiled_method),
                blob);
-  return hotspot_sized_step(w, code_begin, frame_words, blob_int(h, p->blob_frame_complete), depth);
+  return hotspot_sized_step(w, p, code_begin, frame_words, blob_int(h, p->blob_frame_complete),
+                            depth);
 }
 
 /* A walk of thread `tid` of process `tgid` in hotspot_walks' `slot` starts: if the process is
