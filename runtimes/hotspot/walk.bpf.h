@@ -113,6 +113,10 @@ static __always_inline long hotspot_interpreter_step(struct unwind_walk* w,
   return stopped;
 }
 
+static __always_inline bool in_code_cache(const struct bpfprof_hotspot_process* p, __u64 pc) {
+  return p->code_low <= pc && pc < p->code_high;
+}
+
 /* A blob with a frame size: no frame pointer needed. A leaf outside its frame (before it is
  * complete, or in its epilogue: popped, before its `ret`, where a small method's samples often
  * are) has its return address at sp. Compiled code is called only from code-cache code
@@ -122,29 +126,24 @@ static __always_inline long hotspot_sized_step(struct unwind_walk* w,
                                                const struct bpfprof_hotspot_process* p,
                                                __u64 code_begin, __s32 frame_words,
                                                __s32 frame_complete, __u32 depth) {
-  __u64 return_address;
   const bool leaf = depth == 0 && w->exact;
-  bool frame_built = !(leaf && frame_complete > 0 && w->pc < code_begin + frame_complete);
-  if (frame_built) {
+  __u64 return_address;
+  w->bx_known = 0;
+  if (!(leaf && frame_complete > 0 && w->pc < code_begin + frame_complete)) {
     const __u64 cfa = w->sp + (__u64)frame_words * 8;
     if (read_stack_word(w, cfa - 8, &return_address))
       return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
     __u64 at_sp = 0;
-    if (leaf && !(p->code_low <= return_address && return_address < p->code_high) &&
-        !read_stack_word(w, w->sp, &at_sp) && p->code_low <= at_sp && at_sp < p->code_high)
-      frame_built = false;
-    else if (read_stack_word(w, cfa - 16, &w->bp))
+    const bool outside = leaf && !in_code_cache(p, return_address) &&
+                         !read_stack_word(w, w->sp, &at_sp) && in_code_cache(p, at_sp);
+    if (outside) return walk_to_caller(w, w->sp + 8, at_sp);
+    if (read_stack_word(w, cfa - 16, &w->bp))
       return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
-    else
-      w->bp_known = 1;
-    if (frame_built) {
-      w->bx_known = 0;
-      return walk_to_caller(w, cfa, return_address);
-    }
+    w->bp_known = 1;
+    return walk_to_caller(w, cfa, return_address);
   }
   if (read_stack_word(w, w->sp, &return_address))
     return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_READ);
-  w->bx_known = 0;
   return walk_to_caller(w, w->sp + 8, return_address);
 }
 
