@@ -15,6 +15,7 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/elf/plt_symbols.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/symbol_cache.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/dwarf_module.cpp
+  ${BPFPROF_SYMBOLS_DIR}/dwarf/debug_frame_file.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/cfi_functions.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/cfi_rows.cpp
   ${BPFPROF_SYMBOLS_DIR}/dwarf/crt_stubs.cpp

@@ -5,7 +5,6 @@
 #include <functional>
 #include <iterator>
 #include <limits>
-#include <unordered_map>
 
 namespace bpfprof {
 
@@ -24,17 +23,12 @@ namespace {
 
 constexpr uint32_t kPageBits = BPFPROF_UNWIND_PAGE_BITS;
 
-// A rule's 12 bytes as two words, for hashing without a copy to the heap (a table of libLLVM's
-// size looks up a million rules).
+// A rule's 12 bytes as two words, compared and hashed without a copy to the heap (a table of
+// libLLVM's size looks up a million rules).
 struct RuleKey {
   uint64_t low;
   uint32_t high;
   bool operator==(const RuleKey&) const = default;
-};
-struct RuleKeyHash {
-  size_t operator()(const RuleKey& key) const {
-    return std::hash<uint64_t>()(key.low * 0x9E3779B97F4A7C15ull ^ key.high);
-  }
 };
 
 RuleKey key_of(const UnwindRule& rule) {
@@ -44,20 +38,41 @@ RuleKey key_of(const UnwindRule& rule) {
   return key;
 }
 
-// The rules of one table, each given the next index when first met.
+// The rules of one table, each given the next index when first met: an open-addressing table of
+// indices into `rules` (a node-based map's lookups were a tenth of a large table's build).
 class RuleIndex {
  public:
   std::optional<uint16_t> index(const UnwindRule& rule, std::vector<UnwindRule>& rules) {
-    auto [it, added] = indices_.try_emplace(key_of(rule), static_cast<uint32_t>(rules.size()));
-    if (added) {
-      if (rules.size() > std::numeric_limits<uint16_t>::max()) return std::nullopt;
-      rules.push_back(rule);
+    const RuleKey key = key_of(rule);
+    for (size_t slot = hash(key) & mask();; slot = (slot + 1) & mask()) {
+      if (slots_[slot] == kEmpty) {
+        if (rules.size() > std::numeric_limits<uint16_t>::max()) return std::nullopt;
+        slots_[slot] = static_cast<uint32_t>(rules.size());
+        rules.push_back(rule);
+        if (rules.size() * 2 > slots_.size()) grow(rules);
+        return static_cast<uint16_t>(rules.size() - 1);
+      }
+      if (key_of(rules[slots_[slot]]) == key) return static_cast<uint16_t>(slots_[slot]);
     }
-    return static_cast<uint16_t>(it->second);
   }
 
  private:
-  std::unordered_map<RuleKey, uint32_t, RuleKeyHash> indices_;
+  static constexpr uint32_t kEmpty = std::numeric_limits<uint32_t>::max();
+  static size_t hash(const RuleKey& key) {
+    return static_cast<size_t>(
+        (key.low * 0x9E3779B97F4A7C15ull ^ key.high) * 0xC2B2AE3D27D4EB4Full >> 17);
+  }
+  size_t mask() const { return slots_.size() - 1; }
+  void grow(const std::vector<UnwindRule>& rules) {
+    slots_.assign(slots_.size() * 2, kEmpty);
+    for (uint32_t i = 0; i < rules.size(); ++i) {
+      size_t slot = hash(key_of(rules[i])) & mask();
+      while (slots_[slot] != kEmpty) slot = (slot + 1) & mask();
+      slots_[slot] = i;
+    }
+  }
+
+  std::vector<uint32_t> slots_ = std::vector<uint32_t>(256, kEmpty);
 };
 
 }  // namespace

@@ -156,10 +156,12 @@ int DwarfModule::find_debuginfo(Dwfl_Module* module, void** userdata, const char
 }
 
 std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path,
-                                               const std::vector<std::string>& symbol_dirs,
-                                               int fd) {
+                                               const std::vector<std::string>& symbol_dirs, int fd,
+                                               DwarfUse use) {
   std::unique_ptr<DwarfModule> m(new DwarfModule());
   m->symbol_dirs_ = symbol_dirs;
+  m->path_ = path;
+  m->use_ = use;
   m->callbacks_.find_elf = dwfl_build_id_find_elf;
   m->callbacks_.find_debuginfo = &DwarfModule::find_debuginfo;
   m->callbacks_.section_address = dwfl_offline_section_address;
@@ -181,7 +183,7 @@ std::unique_ptr<DwarfModule> DwarfModule::open(const std::string& path,
   if (!dwfl_module_getelf(m->module_, &bias)) return nullptr;
   m->bias_ = bias;
   Dwarf_Addr dwarf_bias;
-  if (dwfl_module_getdwarf(m->module_, &dwarf_bias)) {
+  if (use == DwarfUse::kSymbols && dwfl_module_getdwarf(m->module_, &dwarf_bias)) {
     const char* debug_file = nullptr;
     dwfl_module_info(m->module_, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &debug_file);
     if (debug_file) m->debug_file_ = debug_file;
@@ -367,6 +369,15 @@ DwarfModule::CallFrameInfo DwarfModule::call_frame_info(CfiSection section) cons
   // libdwfl address = CFI address + cfi_bias = file vaddr + bias_.
   info.cfi_minus_vaddr = bias_ - cfi_bias;
   return info;
+}
+
+DwarfModule::FrameFile DwarfModule::frame_file(CfiSection section) const {
+  if (section == CfiSection::kDebugFrame && use_ == DwarfUse::kFrames) {
+    if (!debug_frame_) debug_frame_ = DebugFrameFile::find(module_, elf(), path_, symbol_dirs_);
+    return {debug_frame_->elf(), debug_frame_->cfi_minus_vaddr()};
+  }
+  const CallFrameInfo info = call_frame_info(section);
+  return {info.elf, info.cfi_minus_vaddr};
 }
 
 std::optional<bool> DwarfModule::cfi_says_root(uint64_t vaddr) const {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "symbols/dwarf/cfi_functions.h"
+#include "symbols/dwarf/debug_frame_file.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/unique_handle.h"
 
@@ -44,14 +45,18 @@ int find_debug_file(Dwfl_Module* module, const std::vector<std::string>& symbol_
 // caller's UniqueFd closes it; on success the caller releases it.
 UniqueFd elf_descriptor_for_libdwfl(const std::string& path, int fd = -1);
 
+// What a module is opened for: its symbols and DWARF (the separate debug file's DWARF opened at
+// once), or its call-frame information alone (the unwind tables: no DWARF opened).
+enum class DwarfUse : uint8_t { kSymbols, kFrames };
+
 class DwarfModule {
  public:
   // nullptr when libdwfl cannot read the file at all. With `fd` >= 0 the file is read from
   // that descriptor (duplicated; the caller keeps its own) and `path` only names it: the
   // debug-file search still looks next to `path`.
   static std::unique_ptr<DwarfModule> open(const std::string& path,
-                                           const std::vector<std::string>& symbol_dirs,
-                                           int fd = -1);
+                                           const std::vector<std::string>& symbol_dirs, int fd = -1,
+                                           DwarfUse use = DwarfUse::kSymbols);
   ~DwarfModule();
   DwarfModule(const DwarfModule&) = delete;
   DwarfModule& operator=(const DwarfModule&) = delete;
@@ -88,6 +93,15 @@ class DwarfModule {
   };
   CallFrameInfo call_frame_info(CfiSection section) const;
 
+  // The file that holds `section`, to read its FDEs (read_fdes), with the offset of its
+  // addresses as in CallFrameInfo; `elf` nullptr when there is none. A module opened for its
+  // frames finds .debug_frame without DWARF (debug_frame_file.h); else as call_frame_info.
+  struct FrameFile {
+    Elf* elf = nullptr;
+    uint64_t cfi_minus_vaddr = 0;
+  };
+  FrameFile frame_file(CfiSection section) const;
+
   // The file's own ELF handle (belongs to the module).
   Elf* elf() const;
 
@@ -121,6 +135,9 @@ class DwarfModule {
   mutable std::optional<std::vector<CodeRange>> cfi_functions_;  // read on first use
 
   std::vector<std::string> symbol_dirs_;
+  std::string path_;
+  DwarfUse use_ = DwarfUse::kSymbols;
+  mutable std::optional<DebugFrameFile> debug_frame_;  // kFrames: found on first use
   Dwfl_Callbacks callbacks_{};
   Dwfl* dwfl_ = nullptr;
   Dwfl_Module* module_ = nullptr;

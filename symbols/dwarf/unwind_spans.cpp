@@ -54,21 +54,23 @@ void normalize_spans(std::vector<UnwindSpan>& spans) {
   const auto tail = std::is_sorted_until(spans.begin(), spans.end(), by_start);
   std::stable_sort(tail, spans.end(), by_start);
   std::inplace_merge(spans.begin(), tail, spans.end(), by_start);
-  std::vector<UnwindSpan> clean;
-  clean.reserve(spans.size());
+  // In place: a large file's spans are tens of MB, and a copy's fresh pages cost more than the
+  // pass itself.
+  size_t kept = 0;
   uint64_t covered_to = 0;
   for (UnwindSpan span : spans) {
     span.start = std::max(span.start, covered_to);
     span.end = std::min(span.end, kRowPcLimit);
     if (span.start >= span.end) continue;
-    clean.push_back(span);
+    spans[kept++] = span;
     covered_to = span.end;
   }
-  spans = std::move(clean);
+  spans.resize(kept);
 }
 
 std::vector<UnwindRow> rows_of_spans(const std::vector<UnwindSpan>& spans) {
   std::vector<UnwindRow> rows;
+  rows.reserve(spans.size() + spans.size() / 8);  // a few spans are followed by a gap's row
   auto add = [&rows](uint64_t pc, const UnwindRow& rule) {
     if (!rows.empty() && same_rule(rows.back(), rule)) return;
     UnwindRow row = rule;

@@ -61,7 +61,8 @@ const char* unwind_table_error_name(UnwindTableError error) {
 
 UnwindTableResult build_unwind_table(const std::string& path, const UnwindTableOptions& options,
                                      int fd) {
-  const std::unique_ptr<DwarfModule> module = DwarfModule::open(path, options.symbol_dirs, fd);
+  const std::unique_ptr<DwarfModule> module =
+      DwarfModule::open(path, options.symbol_dirs, fd, DwarfUse::kFrames);
   Elf* elf = module != nullptr ? module->elf() : nullptr;
   if (elf == nullptr) return UnwindTableError::kUnreadable;
   if (!is_x86_64(elf)) return UnwindTableError::kNotX86_64;

@@ -72,12 +72,15 @@ std::vector<T> take_all(std::string_view& bytes, size_t count) {
   return items;
 }
 
-std::string compact_bytes(const CompactUnwindTable& table) {
-  std::string bytes;
+size_t compact_size(const CompactUnwindTable& table) {
+  return table.pages.size() * sizeof(table.pages[0]) + table.rows.size() * sizeof(table.rows[0]) +
+         table.rules.size() * sizeof(table.rules[0]);
+}
+
+void append_compact(std::string& bytes, const CompactUnwindTable& table) {
   append_all(bytes, table.pages);
   append_all(bytes, table.rows);
   append_all(bytes, table.rules);
-  return bytes;
 }
 
 // The compact section after the rows; nullopt (the file is bad) or a table or none.
@@ -145,20 +148,26 @@ std::string serialize_unwind_table(const std::vector<UnwindRow>& rows,
   header.row_size = sizeof(UnwindRow);
   header.row_count = rows.size();
   header.rows_crc32 = crc_of(rows.data(), rows.size() * sizeof(UnwindRow));
-  std::string bytes(reinterpret_cast<const char*>(&header), sizeof header);
+  // Sized once: a large table is tens of MB, which growing by appends copies several times.
+  std::string bytes;
+  bytes.reserve(sizeof header + rows.size() * sizeof(UnwindRow) + sizeof(UnwindCacheCompactHeader) +
+                (compact ? compact_size(*compact) : 0));
+  bytes.append(reinterpret_cast<const char*>(&header), sizeof header);
   append_all(bytes, rows);
   UnwindCacheCompactHeader compact_header{};
-  const std::string compact_part = compact ? compact_bytes(*compact) : std::string();
-  if (compact) {
-    compact_header = {1,
-                      compact->page_base,
-                      static_cast<uint32_t>(compact->pages.size()),
-                      static_cast<uint32_t>(compact->rows.size()),
-                      static_cast<uint32_t>(compact->rules.size()),
-                      crc_of(compact_part.data(), compact_part.size())};
-  }
+  const size_t compact_at = bytes.size() + sizeof compact_header;
   bytes.append(reinterpret_cast<const char*>(&compact_header), sizeof compact_header);
-  return bytes + compact_part;
+  if (!compact) return bytes;
+  append_compact(bytes, *compact);
+  compact_header = {1,
+                    compact->page_base,
+                    static_cast<uint32_t>(compact->pages.size()),
+                    static_cast<uint32_t>(compact->rows.size()),
+                    static_cast<uint32_t>(compact->rules.size()),
+                    crc_of(bytes.data() + compact_at, bytes.size() - compact_at)};
+  bytes.replace(compact_at - sizeof compact_header, sizeof compact_header,
+                reinterpret_cast<const char*>(&compact_header), sizeof compact_header);
+  return bytes;
 }
 
 std::string serialize_unwind_rows(const std::vector<UnwindRow>& rows) {

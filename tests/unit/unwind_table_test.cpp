@@ -250,6 +250,41 @@ TEST(UnwindTable, DebugFrameAgreesWithLibdwAtEveryCheckedAddress) {
   }
 }
 
+// The same program with its CFI in a separate debug file whose sections are compressed, as
+// Debian's *-dbg packages ship them: .debug_frame is read from it (decompressed alone, its
+// DWARF not opened), giving the rows the unsplit program gives.
+TEST(UnwindTable, DebugFrameOfACompressedSeparateDebugFile) {
+  const std::string dir = TEST_FIXTURE_DIR;
+  const std::string split = dir + "/debug_frame_split";
+  ASSERT_NE(elf_version(EV_CURRENT), EV_NONE);
+  const UniqueFd debug_fd(::open((dir + "/symdir/debug_frame_split.debug").c_str(), O_RDONLY));
+  ASSERT_TRUE(debug_fd.valid());
+  const std::unique_ptr<Elf, decltype(&elf_end)> debug(
+      elf_begin(debug_fd.get(), ELF_C_READ_MMAP, nullptr), &elf_end);
+  ASSERT_NE(debug, nullptr);
+  bool compressed = false;
+  for (Elf_Scn* scn = elf_nextscn(debug.get(), nullptr); scn; scn = elf_nextscn(debug.get(), scn)) {
+    GElf_Shdr header;
+    size_t names = 0;
+    if (gelf_getshdr(scn, &header) && elf_getshdrstrndx(debug.get(), &names) == 0 &&
+        std::string(elf_strptr(debug.get(), names, header.sh_name)) == ".debug_frame")
+      compressed = (header.sh_flags & SHF_COMPRESSED) != 0;
+  }
+  ASSERT_TRUE(compressed) << "the fixture's .debug_frame is not compressed";
+  UnwindTableOptions options;
+  options.symbol_dirs = {dir + "/symdir"};
+  const UnwindTableResult found = build_unwind_table(split, options);
+  ASSERT_TRUE(std::holds_alternative<UnwindTable>(found));
+  const std::vector<UnwindRow>& rows = std::get<UnwindTable>(found).rows;
+  const UnwindTable whole = table_of(dir + "/debug_frame_recursion");
+  ASSERT_EQ(rows.size(), whole.rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    EXPECT_EQ(std::to_string(rows[i].pc) + " " + row_text(&rows[i]),
+              std::to_string(whole.rows[i].pc) + " " + row_text(&whole.rows[i]));
+  // Without the debug file, the program's own functions have no rows: the file was read.
+  EXPECT_LT(table_of(split).rows.size(), rows.size());
+}
+
 // The biggest files met, from other compilers: LLVM's (lld, .eh_frame typed
 // SHT_X86_64_UNWIND) and node's (GCC, with V8's builtins), sampled more sparsely.
 TEST(UnwindTable, LibLLVMAgreesWithLibdwAtCheckedAddresses) {
