@@ -136,7 +136,7 @@ function figures(rec) {
   const num = (text, re) => (text === undefined ? undefined : Number(re.exec(String(text))?.[1]?.replace(/,/g, '')));
   const kernel = summaryLine(stderr, 'User stacks unwound in the kernel');
   const tables = summaryLine(stderr, 'Unwind tables') ?? '';
-  const t = /^(\d+) built, (\d+) from cache, (\d+) unreadable \(([\d.]+) ms\); (\d+) of (\d+) rows in use(?: \(room for \d+ at most\))?, (\d+) tables evicted for space; ([\d.]+) MB of BPF maps/.exec(tables) ?? [];
+  const t = /^(\d+) built, (\d+) from cache, (\d+) unreadable \(([\d.]+) ms(?: of CPU)?\); (\d+) of (\d+) rows in use(?: \(room for \d+ at most\))?, (\d+) tables evicted for space; ([\d.]+) MB of BPF maps/.exec(tables) ?? [];
   const own = /its own CPU time: (\d+) ms while recording \(([\d.]+)% of one CPU\)/.exec(stderr) ?? [];
   const quality = profileStackQuality(profile);
   const f = {
@@ -211,7 +211,7 @@ row('events lost (of samples)', (f) => `${n(f.lost)} (of ${n(f.samples)})`, '', 
 row('unwind rows in use (of capacity)', (f) => `${n(f.rows)} of ${n(f.rowCapacity)}`);
 row('BPF map memory', (f) => `${f.mapMb} MB`, '', '<= 64 MB');
 row('tables evicted for space', (f) => n(f.evicted), '', '0');
-row('tables built / from cache (their time)', (f) => `${f.built} / ${f.fromCache} (${n(f.tableMs)} ms)`);
+row('tables built / from cache (their CPU time)', (f) => `${f.built} / ${f.fromCache} (${n(f.tableMs)} ms)`);
 console.log('');
 runs.forEach((f, i) => {
   const name = ['cold', 'second', 'third'][i];

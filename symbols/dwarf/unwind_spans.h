@@ -41,10 +41,11 @@ class UnwindBudget {
   }
   std::optional<UnwindTableError> error() const { return error_; }
   uint64_t max_rows() const { return max_rows_; }
+  // The calling thread's CPU time: a table's cost, not how busy the machine is.
+  static std::chrono::nanoseconds thread_cpu_time();
 
  private:
   static constexpr uint64_t kChecksPerClockRead = 1024;
-  static std::chrono::nanoseconds thread_cpu_time();
 
   uint64_t max_rows_;
   std::chrono::nanoseconds time_limit_;

@@ -1,5 +1,7 @@
 #include "symbols/dwarf/unwind_table_cache.h"
 
+#include "symbols/dwarf/unwind_spans.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -211,7 +213,7 @@ UnwindTableCache::UnwindTableCache(std::string directory, UnwindTableOptions opt
     : directory_(std::move(directory)), options_(std::move(options)) {}
 
 CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd) {
-  const auto start = std::chrono::steady_clock::now();
+  const std::chrono::nanoseconds start = UnwindBudget::thread_cpu_time();
   UniqueFd own;
   if (fd < 0) {
     own = open_untrusted(path, UntrustedKind::kBinary).fd;
@@ -228,7 +230,7 @@ CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd) {
         return CachedUnwindTable{std::move(parsed->rows),
                                  std::move(parsed->compact),
                                  UnwindTableSource::kCache,
-                                 std::chrono::steady_clock::now() - start,
+                                 UnwindBudget::thread_cpu_time() - start,
                                  *key,
                                  std::nullopt};
       }
@@ -242,7 +244,7 @@ CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd) {
       std::move(table.rows),
       std::move(compact),
       cacheable ? UnwindTableSource::kBuilt : UnwindTableSource::kBuiltUncached,
-      std::chrono::steady_clock::now() - start,
+      UnwindBudget::thread_cpu_time() - start,
       cacheable ? *key : "",
       std::move(table.coverage)};
   if (cacheable && !store(*key, result)) result.source = UnwindTableSource::kBuiltNotStored;

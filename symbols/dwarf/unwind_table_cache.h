@@ -88,7 +88,7 @@ struct CachedUnwindTable {
   // did not make it (the caller compacts them then).
   std::optional<CompactUnwindTable> compact;
   UnwindTableSource source = UnwindTableSource::kBuilt;
-  std::chrono::nanoseconds time{0};  // to load, or to build (storing left out)
+  std::chrono::nanoseconds time{0};  // CPU time to load, or to build (storing left out)
   std::string key;                   // the cache file's name
   // How the rows cover the file's code: known only when built.
   std::optional<std::vector<SectionCoverage>> coverage;

@@ -323,7 +323,7 @@ describe('crafted ELF files mapped executable by another user\'s process', () =>
       lines.push('ret', '.cfi_endproc', '.size cfi_bomb,.-cfi_bomb', '');
       return lines.join('\n');
     });
-    const tables = /^bpfprof: Unwind tables: (\d+) built, (\d+) from cache, \d+ unreadable \(([\d.]+) ms\)/m.exec(result.stderr);
+    const tables = /^bpfprof: Unwind tables: (\d+) built, (\d+) from cache, \d+ unreadable \(([\d.]+) ms of CPU\)/m.exec(result.stderr);
     assert.ok(tables, result.stderr);
     t.diagnostic(`${tables[1]} tables built, ${tables[2]} from the cache, in ${tables[3]} ms`);
     assert.doesNotMatch(result.stderr, /Unwind tables skipped/);

@@ -349,8 +349,8 @@ struct KernelUnwindStats {
   uint64_t tables_past_row_limit = 0;
   uint64_t tables_past_time_limit = 0;
   std::vector<std::string> tables_skipped_files{};  // the first few of those, by path
-  double table_ms = 0;                              // worker time building or reading those tables
-  uint64_t rows_loaded = 0;                         // rows in use at the end
+  double table_ms = 0;               // the workers' CPU time building or reading those tables
+  uint64_t rows_loaded = 0;          // rows in use at the end
   uint64_t rules_loaded = 0;         // distinct rules those rows name (bpf/unwind_table.h)
   uint64_t tables_evicted = 0;       // tables dropped for space: no process mapped their file
   uint64_t tables_preferred = 0;     // queued tables built first: a copied stack needed them

@@ -82,7 +82,7 @@ void describe_tables(const KernelUnwindStats& k,
                      std::vector<std::pair<std::string, std::string>>& out) {
   out.emplace_back(
       "Unwind tables",
-      format("%llu built, %llu from cache, %llu unreadable (%.0f ms); %llu of %u rows "
+      format("%llu built, %llu from cache, %llu unreadable (%.0f ms of CPU); %llu of %u rows "
              "in use (room for %u at most), %llu tables evicted for space; %.1f MB of BPF "
              "maps; %llu distinct rules",
              static_cast<unsigned long long>(k.tables_built),
