@@ -23,27 +23,17 @@ struct FrameSection {
   bool is_eh_frame = true;
 };
 
-// .debug_frame in a separate debug file may be SHF_COMPRESSED: libdw decompresses it in place
-// when it opens the file's DWARF, which is how DwarfModule hands such a file over.
+// .debug_frame in a separate debug file may be SHF_COMPRESSED: libdw (opening its DWARF) or
+// DebugFrameFile (debug_frame_file.h) decompresses it before it is read here.
 std::optional<FrameSection> find_frame_section(Elf* elf, CfiSection which) {
-  const std::string_view wanted = which == CfiSection::kEhFrame ? ".eh_frame" : ".debug_frame";
-  size_t section_names = 0;
-  if (elf_getshdrstrndx(elf, &section_names) != 0) return std::nullopt;
-  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
-       section = elf_nextscn(elf, section)) {
-    GElf_Shdr header;
-    // lld types .eh_frame SHT_X86_64_UNWIND (libLLVM-14.so.1 here); GNU ld, SHT_PROGBITS.
-    if (gelf_getshdr(section, &header) == nullptr ||
-        (header.sh_type != SHT_PROGBITS && header.sh_type != SHT_X86_64_UNWIND))
-      continue;
-    const char* name = elf_strptr(elf, section_names, header.sh_name);
-    if (name == nullptr || std::string_view(name) != wanted) continue;
-    if ((header.sh_flags & SHF_COMPRESSED) != 0) return std::nullopt;
-    Elf_Data* data = elf_getdata(section, nullptr);
-    if (data == nullptr || data->d_buf == nullptr) return std::nullopt;
-    return FrameSection{data, header.sh_addr, which == CfiSection::kEhFrame};
-  }
-  return std::nullopt;
+  Elf_Scn* section = cfi_section(elf, which);
+  GElf_Shdr header;
+  if (section == nullptr || gelf_getshdr(section, &header) == nullptr ||
+      (header.sh_flags & SHF_COMPRESSED) != 0)
+    return std::nullopt;
+  Elf_Data* data = elf_getdata(section, nullptr);
+  if (data == nullptr || data->d_buf == nullptr) return std::nullopt;
+  return FrameSection{data, header.sh_addr, which == CfiSection::kEhFrame};
 }
 
 size_t encoded_size(uint8_t encoding) {
@@ -191,6 +181,23 @@ class FdeReader {
 };
 
 }  // namespace
+
+Elf_Scn* cfi_section(Elf* elf, CfiSection which) {
+  const std::string_view wanted = which == CfiSection::kEhFrame ? ".eh_frame" : ".debug_frame";
+  size_t section_names = 0;
+  if (elf_getshdrstrndx(elf, &section_names) != 0) return nullptr;
+  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
+       section = elf_nextscn(elf, section)) {
+    GElf_Shdr header;
+    // lld types .eh_frame SHT_X86_64_UNWIND (libLLVM-14.so.1 here); GNU ld, SHT_PROGBITS.
+    if (gelf_getshdr(section, &header) == nullptr ||
+        (header.sh_type != SHT_PROGBITS && header.sh_type != SHT_X86_64_UNWIND))
+      continue;
+    const char* name = elf_strptr(elf, section_names, header.sh_name);
+    if (name != nullptr && std::string_view(name) == wanted) return section;
+  }
+  return nullptr;
+}
 
 std::vector<CfiFde> read_fdes(Elf* elf, CfiSection section) {
   const std::optional<FrameSection> frames = find_frame_section(elf, section);

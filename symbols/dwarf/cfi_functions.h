@@ -17,6 +17,10 @@ namespace bpfprof {
 // run time read) and .debug_frame (in unstripped files or separate debug files only).
 enum class CfiSection { kEhFrame, kDebugFrame };
 
+// The section that holds `elf`'s .eh_frame (or .debug_frame), compressed or not; nullptr when
+// it has none.
+Elf_Scn* cfi_section(Elf* elf, CfiSection which);
+
 // The FDE ranges of `elf`'s .eh_frame (or .debug_frame), sorted by start; empty when it has
 // none. Addresses are those of `elf` itself.
 std::vector<CodeRange> read_cfi_functions(Elf* elf, CfiSection section = CfiSection::kEhFrame);

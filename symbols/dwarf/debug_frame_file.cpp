@@ -5,26 +5,12 @@
 
 #include <cstdlib>
 #include <optional>
-#include <string_view>
 
+#include "symbols/dwarf/cfi_functions.h"
 #include "symbols/dwarf/dwarf_module.h"
 
 namespace bpfprof {
 namespace {
-
-// The .debug_frame section with bytes in the file (compressed or not), or nullptr.
-Elf_Scn* debug_frame_section(Elf* elf) {
-  size_t names = 0;
-  if (elf_getshdrstrndx(elf, &names) != 0) return nullptr;
-  for (Elf_Scn* section = elf_nextscn(elf, nullptr); section != nullptr;
-       section = elf_nextscn(elf, section)) {
-    GElf_Shdr header;
-    if (gelf_getshdr(section, &header) == nullptr || header.sh_type != SHT_PROGBITS) continue;
-    const char* name = elf_strptr(elf, names, header.sh_name);
-    if (name != nullptr && std::string_view(name) == ".debug_frame") return section;
-  }
-  return nullptr;
-}
 
 // The first loadable segment's address: a separate debug file keeps its file's program headers.
 std::optional<uint64_t> first_load_vaddr(Elf* elf) {
@@ -44,26 +30,30 @@ DebugFrameFile DebugFrameFile::find(Dwfl_Module* module, Elf* main, const std::s
                                     const std::vector<std::string>& symbol_dirs) {
   DebugFrameFile file;
   if (main == nullptr) return file;
-  if (debug_frame_section(main) != nullptr) {
+  if (cfi_section(main, CfiSection::kDebugFrame) != nullptr) {
     file.elf_ = main;
     return file;
   }
   GElf_Word crc = 0;
   const char* debuglink = dwelf_elf_gnu_debuglink(main, &crc);
   char* name = nullptr;
-  file.fd_ = UniqueFd(find_debug_file(module, symbol_dirs, path.c_str(), debuglink, crc, &name));
+  UniqueFd fd(find_debug_file(module, symbol_dirs, path.c_str(), debuglink, crc, &name));
   free(name);
-  if (!file.fd_) return file;
+  if (!fd) return file;
   // Private: decompressing the section writes its new bytes over the mapping's.
-  file.owned_.reset(elf_begin(file.fd_.get(), ELF_C_READ_MMAP_PRIVATE, nullptr));
-  if (!file.owned_ || elf_kind(file.owned_.get()) != ELF_K_ELF) return file;
-  Elf_Scn* section = debug_frame_section(file.owned_.get());
+  std::unique_ptr<Elf, decltype(&elf_end)> debug(
+      elf_begin(fd.get(), ELF_C_READ_MMAP_PRIVATE, nullptr), &elf_end);
+  if (!debug || elf_kind(debug.get()) != ELF_K_ELF) return file;
+  Elf_Scn* section = cfi_section(debug.get(), CfiSection::kDebugFrame);
   GElf_Shdr header;
   if (section == nullptr || gelf_getshdr(section, &header) == nullptr) return file;
   if ((header.sh_flags & SHF_COMPRESSED) != 0 && elf_compress(section, 0, 0) < 0) return file;
-  const std::optional<uint64_t> debug_vaddr = first_load_vaddr(file.owned_.get());
+  const std::optional<uint64_t> debug_vaddr = first_load_vaddr(debug.get());
   const std::optional<uint64_t> main_vaddr = first_load_vaddr(main);
   if (debug_vaddr && main_vaddr) file.cfi_minus_vaddr_ = *debug_vaddr - *main_vaddr;
+  // Kept open only when it holds the section.
+  file.fd_ = std::move(fd);
+  file.owned_ = std::move(debug);
   file.elf_ = file.owned_.get();
   return file;
 }

@@ -1,7 +1,5 @@
 #include "symbols/dwarf/unwind_table_cache.h"
 
-#include "symbols/dwarf/unwind_spans.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +10,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "symbols/dwarf/unwind_spans.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/atomic_file.h"
 #include "symbols/util/text.h"
