@@ -55,6 +55,8 @@ const char* unwind_table_error_name(UnwindTableError error) {
       return "more CFI rows than a table takes";
     case UnwindTableError::kTooSlow:
       return "longer to build than a table may take";
+    case UnwindTableError::kNotInCache:
+      return "not in the table cache";
   }
   return "?";
 }

@@ -68,6 +68,7 @@ enum class UnwindTableError {
   kAddressAbove4GiB,  // code beyond what a row's 32-bit pc can say
   kTooManyRows,       // more CFI rows than UnwindTableOptions::max_rows
   kTooSlow,           // not built within UnwindTableOptions::time_limit
+  kNotInCache,        // a look-up in the cache only (OnCacheMiss::kReport) found no entry
 };
 const char* unwind_table_error_name(UnwindTableError error);
 

@@ -211,7 +211,7 @@ std::string UnwindTableCache::default_directory() {
 UnwindTableCache::UnwindTableCache(std::string directory, UnwindTableOptions options)
     : directory_(std::move(directory)), options_(std::move(options)) {}
 
-CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd) {
+CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd, OnCacheMiss miss) {
   const std::chrono::nanoseconds start = UnwindBudget::thread_cpu_time();
   UniqueFd own;
   if (fd < 0) {
@@ -235,6 +235,7 @@ CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd) {
       }
     }
   }
+  if (miss == OnCacheMiss::kReport) return UnwindTableError::kNotInCache;
   UnwindTableResult built = build_unwind_table(path, options_, fd);
   if (const auto* error = std::get_if<UnwindTableError>(&built)) return *error;
   UnwindTable& table = std::get<UnwindTable>(built);

@@ -98,6 +98,12 @@ struct CachedUnwindTable {
 
 using CachedUnwindTableResult = std::variant<CachedUnwindTable, UnwindTableError>;
 
+// What UnwindTableCache::get does for a file without a valid cache entry.
+enum class OnCacheMiss {
+  kBuild,   // builds the table and stores it
+  kReport,  // returns UnwindTableError::kNotInCache (a user's file, never cached, too)
+};
+
 class UnwindTableCache {
  public:
   // $BPFPROF_CACHE_DIR if set and not empty, else /var/cache/bpfprof/unwind-v<kUnwindCacheVersion>.
@@ -107,8 +113,9 @@ class UnwindTableCache {
                             UnwindTableOptions options = {});
 
   // The table of the file at `path` (or open as `fd`, which the caller keeps; `path` then only
-  // names it), from the cache when a valid entry exists, else built and stored.
-  CachedUnwindTableResult get(const std::string& path, int fd = -1);
+  // names it), from the cache when a valid entry exists, else as `miss` says.
+  CachedUnwindTableResult get(const std::string& path, int fd = -1,
+                              OnCacheMiss miss = OnCacheMiss::kBuild);
 
   const std::string& directory() const { return directory_; }
   // Why the last store failed (empty if it did not).

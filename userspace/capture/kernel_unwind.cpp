@@ -49,12 +49,13 @@ std::optional<uint64_t> executable_vaddr_minus_offset(const ElfFile& elf) {
 }  // namespace
 
 KernelUnwindTables::KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider,
-                                       bool track_all, unsigned workers)
+                                       bool track_all, unsigned workers, TableBuilds builds)
     : sink_(sink),
       provider_(std::move(provider)),
       rows_(sink.row_capacity()),
       pages_(BPFPROF_UNWIND_PAGE_CAPACITY),
-      track_all_(track_all) {
+      track_all_(track_all),
+      builds_(builds) {
   stats_.row_capacity = sink_.row_capacity();
   stats_.row_bound = sink_.row_bound();
   for (unsigned i = 0; i < std::max(workers, 1u); ++i)
@@ -167,12 +168,26 @@ void KernelUnwindTables::queue_table(const Mapping& mapping) {
 void KernelUnwindTables::queue_table(const std::string& file, const MappedFile& mapped) {
   if (file.empty() || files_.contains(file)) return;
   files_.emplace(file, FileTable{});
+  const OnCacheMiss miss =
+      builds_ == TableBuilds::kEveryMappedFile ? OnCacheMiss::kBuild : OnCacheMiss::kReport;
   {
     std::lock_guard lock(mutex_);
-    jobs_.push_back(BuildJob{file, mapped});
+    jobs_.push_back(BuildJob{file, mapped, miss});
     ++pending_;
   }
   wake_worker_.notify_one();
+}
+
+// A file left unbuilt that a stack needs: its table is built before the queued ones. The
+// caller holds mutex_. False for a file in any other state.
+bool KernelUnwindTables::queue_unbuilt_first(const std::string& file, const MappedFile& mapped) {
+  const auto table = files_.find(file);
+  if (table == files_.end() || table->second.status != TableStatus::kUnbuilt) return false;
+  table->second.status = TableStatus::kQueued;
+  --stats_.tables_unbuilt;
+  jobs_.push_front(BuildJob{file, mapped, OnCacheMiss::kBuild});
+  ++pending_;
+  return true;
 }
 
 // Keyed as their mappings will be: by build-id, else by path in bpfprof's mount namespace
@@ -219,12 +234,15 @@ void KernelUnwindTables::build_tables() {
     jobs_.pop_front();
     lock.unlock();
     const std::string& path = job.mapped.readable_path();
+    BuildResult result{job.file, job.mapped, provider_(path, job.miss)};
+    const auto* error = std::get_if<UnwindTableError>(&result.table);
     // The file's layout alone (its symbol table was half of this worker's time for a whole
     // machine's files); whether it is V8's, from a scan of its symbols' names.
-    BuildResult result{
-        job.file, job.mapped.path, provider_(path),
-        ElfFile::open(path, nullptr, ElfContents::kLayout),
-        classify_mapping(job.mapped.path) == MappingKind::kFile ? file_key_of(path) : std::nullopt};
+    if (!error || *error != UnwindTableError::kNotInCache) {
+      result.elf = ElfFile::open(path, nullptr, ElfContents::kLayout);
+      if (classify_mapping(job.mapped.path) == MappingKind::kFile)
+        result.vma_key = file_key_of(path);
+    }
     if (result.elf) {
       const UniqueFd fd = open_untrusted(path, UntrustedKind::kBinary).fd;
       result.v8 = fd && is_v8_binary(fd.get());
@@ -244,25 +262,40 @@ void KernelUnwindTables::prefer(Pid pid, const std::vector<uint64_t>& pcs) {
   const auto process = processes_.find(pid);
   if (process == processes_.end()) return;
   const std::map<uint64_t, Mapping>& mappings = process->second.mappings;
-  std::vector<std::string> wanted;  // innermost first
+  std::vector<const Mapping*> wanted;  // innermost first
   for (uint64_t pc : pcs) {
     auto it = mappings.upper_bound(pc);
     if (it == mappings.begin() || pc >= (--it)->second.end || it->second.file.empty()) continue;
     const auto file = files_.find(it->second.file);
-    if (file == files_.end() || file->second.status != TableStatus::kQueued) continue;
-    if (preferred_.insert(it->second.file).second) wanted.push_back(it->second.file);
+    if (file == files_.end() || (file->second.status != TableStatus::kQueued &&
+                                 file->second.status != TableStatus::kUnbuilt))
+      continue;
+    if (preferred_.insert(it->second.file).second) wanted.push_back(&it->second);
   }
   if (wanted.empty()) return;
-  std::lock_guard lock(mutex_);
-  for (auto file = wanted.rbegin(); file != wanted.rend(); ++file) {
-    const auto job = std::find_if(jobs_.begin(), jobs_.end(),
-                                  [&](const BuildJob& j) { return j.file == *file; });
-    if (job == jobs_.end()) continue;  // being built
-    BuildJob moved = std::move(*job);
-    jobs_.erase(job);
-    jobs_.push_front(std::move(moved));
-    ++stats_.tables_preferred;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto mapping = wanted.rbegin(); mapping != wanted.rend(); ++mapping)
+      move_ahead((*mapping)->file, (*mapping)->mapped);
   }
+  wake_worker_.notify_all();
+}
+
+// The file's job first in the queue (the caller holds mutex_). One being looked up in the
+// cache alone is built when that comes back (load()).
+void KernelUnwindTables::move_ahead(const std::string& file, const MappedFile& mapped) {
+  if (queue_unbuilt_first(file, mapped)) {
+    ++stats_.tables_preferred;
+    return;
+  }
+  const auto job =
+      std::find_if(jobs_.begin(), jobs_.end(), [&](const BuildJob& j) { return j.file == file; });
+  if (job == jobs_.end()) return;  // being built
+  BuildJob moved = std::move(*job);
+  moved.miss = OnCacheMiss::kBuild;
+  jobs_.erase(job);
+  jobs_.push_front(std::move(moved));
+  ++stats_.tables_preferred;
 }
 
 bool KernelUnwindTables::wait_for_tables(std::chrono::milliseconds limit) {
@@ -304,13 +337,26 @@ void KernelUnwindTables::load(BuildResult& result) {
   FileTable& file = files_[result.file];
   const auto* table = std::get_if<CachedUnwindTable>(&result.table);
   const auto* error = std::get_if<UnwindTableError>(&result.table);
+  if (error && *error == UnwindTableError::kNotInCache) {
+    file.status = TableStatus::kUnbuilt;
+    ++stats_.tables_unbuilt;
+    // A stack needed it while it was being looked up.
+    if (preferred_.contains(result.file)) {
+      {
+        std::lock_guard lock(mutex_);
+        queue_unbuilt_first(result.file, result.mapped);
+      }
+      wake_worker_.notify_one();
+    }
+    return;
+  }
   if (error && (*error == UnwindTableError::kTooManyRows || *error == UnwindTableError::kTooSlow)) {
     file.status = TableStatus::kUnavailable;
     ++(*error == UnwindTableError::kTooManyRows ? stats_.tables_past_row_limit
                                                 : stats_.tables_past_time_limit);
     constexpr size_t kSkippedFilesNamed = 5;
     if (stats_.tables_skipped_files.size() < kSkippedFilesNamed)
-      stats_.tables_skipped_files.push_back(result.path);
+      stats_.tables_skipped_files.push_back(result.mapped.path);
   } else if (!table || !result.elf) {
     file.status = TableStatus::kUnavailable;
     ++stats_.tables_failed;

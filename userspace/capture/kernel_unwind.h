@@ -37,9 +37,19 @@ namespace bpfprof {
 
 class ElfFile;
 
-// The table of the ELF file at `path`: from the table builder's cache, else built (in the
-// recorder, UnwindTableCache::get).
-using UnwindTableProvider = std::function<CachedUnwindTableResult(const std::string& path)>;
+// The table of the ELF file at `path`: from the table builder's cache, else as `miss` says
+// (in the recorder, UnwindTableCache::get).
+using UnwindTableProvider =
+    std::function<CachedUnwindTableResult(const std::string& path, OnCacheMiss miss)>;
+
+// Which files' tables are built when the cache has none.
+enum class TableBuilds {
+  kEveryMappedFile,
+  // Only those a stack needs (prefer()): a whole machine maps hundreds of files whose code
+  // never runs while it is recorded (-a: 21 of 145 files built appeared in any stack), and
+  // building them cost the recording a tenth of a CPU.
+  kWhenAStackNeedsThem,
+};
 
 // The in-kernel unwinder's maps, as the bookkeeping writes them.
 class UnwindMapsSink {
@@ -72,7 +82,7 @@ class KernelUnwindTables {
   // command, -p targets, children: the side band reports every process's mappings).
   // `workers`: threads building tables at once (the provider is called from each).
   KernelUnwindTables(UnwindMapsSink& sink, UnwindTableProvider provider, bool track_all,
-                     unsigned workers = 1);
+                     unsigned workers = 1, TableBuilds builds = TableBuilds::kEveryMappedFile);
   ~KernelUnwindTables();
   KernelUnwindTables(const KernelUnwindTables&) = delete;
   KernelUnwindTables& operator=(const KernelUnwindTables&) = delete;
@@ -89,7 +99,8 @@ class KernelUnwindTables {
   void preload(const std::vector<std::string>& paths);
   // A stack of `pid` fell back to a copy: the queued tables of the files holding its `pcs`
   // are built before the others (each file once), so that on a cold cache the tables of what
-  // runs come before those of what a whole machine's idle processes map.
+  // runs come before those of what a whole machine's idle processes map; those left unbuilt
+  // (TableBuilds::kWhenAStackNeedsThem) are queued first.
   void prefer(Pid pid, const std::vector<uint64_t>& pcs);
   // Blocks until every queued table is built (then flush() loads them), for at most `limit`;
   // true if every table was built by then.
@@ -109,7 +120,14 @@ class KernelUnwindTables {
   const KernelUnwindStats& stats() const { return stats_; }
 
  private:
-  enum class TableStatus : uint8_t { kQueued, kLoaded, kNoRows, kUnavailable, kOverCapacity };
+  enum class TableStatus : uint8_t {
+    kQueued,
+    kUnbuilt,  // not in the cache, and built only once a stack needs it (prefer())
+    kLoaded,
+    kNoRows,
+    kUnavailable,
+    kOverCapacity
+  };
   struct FileTable {
     TableStatus status = TableStatus::kQueued;
     uint32_t first_row = 0;
@@ -143,14 +161,15 @@ class KernelUnwindTables {
   struct BuildJob {
     std::string file;
     MappedFile mapped;
+    OnCacheMiss miss = OnCacheMiss::kBuild;
   };
   struct BuildResult {
     std::string file;
-    std::string path;  // as the mapping names it
+    MappedFile mapped;  // its path as the mapping names it
     CachedUnwindTableResult table;
-    std::shared_ptr<const ElfFile> elf;
-    std::optional<bpfprof_file_key> vma_key;  // the file's device and inode, as the kernel's
-    bool v8 = false;                          // symbols/dwarf/v8_builtins.h
+    std::shared_ptr<const ElfFile> elf{};
+    std::optional<bpfprof_file_key> vma_key{};  // the file's device and inode, as the kernel's
+    bool v8 = false;                            // symbols/dwarf/v8_builtins.h
     // The table's compact form (made on the worker thread); nullopt for more rules than it
     // indexes.
     std::optional<CompactUnwindTable> compact{};
@@ -162,6 +181,8 @@ class KernelUnwindTables {
   void track(Pid pid, MonotonicNs time);
   void queue_table(const Mapping& mapping);
   void queue_table(const std::string& file, const MappedFile& mapped);
+  void move_ahead(const std::string& file, const MappedFile& mapped);
+  bool queue_unbuilt_first(const std::string& file, const MappedFile& mapped);
   void forget_untracked(MonotonicNs now);
   void load(BuildResult& result);
   bool place(FileTable& file, const CompactUnwindTable& table);
@@ -190,6 +211,7 @@ class KernelUnwindTables {
   ForkedChildren forks_;             // the children that inherited their parent's mappings
   std::set<std::string> preferred_;  // files moved ahead in the queue by prefer()
   const bool track_all_;
+  const TableBuilds builds_;
   MonotonicNs latest_;                            // the time of the latest event applied
   std::optional<MonotonicNs> last_new_image_;     // a tracked process's start or exec
   std::optional<MonotonicNs> last_new_v8_image_;  // of a process that runs V8: kV8SettlingNs

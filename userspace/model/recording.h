@@ -349,15 +349,17 @@ struct KernelUnwindStats {
   uint64_t tables_past_row_limit = 0;
   uint64_t tables_past_time_limit = 0;
   std::vector<std::string> tables_skipped_files{};  // the first few of those, by path
-  double table_ms = 0;               // the workers' CPU time building or reading those tables
-  uint64_t rows_loaded = 0;          // rows in use at the end
-  uint64_t rules_loaded = 0;         // distinct rules those rows name (bpf/unwind_table.h)
-  uint64_t tables_evicted = 0;       // tables dropped for space: no process mapped their file
-  uint64_t tables_preferred = 0;     // queued tables built first: a copied stack needed them
-  uint32_t row_capacity = 0;         // rows the array had room for at the end
-  uint32_t row_bound = 0;            // the most it could have grown to
-  uint64_t map_bytes = 0;            // kernel memory of the unwinder's maps
-  uint64_t files_over_capacity = 0;  // tables that no longer fit in the row array
+  double table_ms = 0;            // the workers' CPU time building or reading those tables
+  uint64_t rows_loaded = 0;       // rows in use at the end
+  uint64_t rules_loaded = 0;      // distinct rules those rows name (bpf/unwind_table.h)
+  uint64_t tables_evicted = 0;    // tables dropped for space: no process mapped their file
+  uint64_t tables_preferred = 0;  // queued tables built first: a copied stack needed them
+  // Files not in the cache that no stack needed, left without a table (TableBuilds, -a).
+  uint64_t tables_unbuilt = 0;
+  uint32_t row_capacity = 0;                  // rows the array had room for at the end
+  uint32_t row_bound = 0;                     // the most it could have grown to
+  uint64_t map_bytes = 0;                     // kernel memory of the unwinder's maps
+  uint64_t files_over_capacity = 0;           // tables that no longer fit in the row array
   uint64_t processes_over_mapping_limit = 0;  // more executable mappings than the map holds
   uint64_t processes_not_stored = 0;          // the map of processes was full
   // Our entries the BPF side's VMA scan, begun before our write, stored its own over (written

@@ -95,7 +95,10 @@ void describe_tables(const KernelUnwindStats& k,
           (k.tables_preferred ? format("; %llu moved ahead of the queue for samples "
                                        "that fell back without them",
                                        static_cast<unsigned long long>(k.tables_preferred))
-                              : std::string()));
+                              : std::string()) +
+          (k.tables_unbuilt ? format("; %llu not in the cache left unbuilt: no stack needed them",
+                                     static_cast<unsigned long long>(k.tables_unbuilt))
+                            : std::string()));
   if (k.tables_past_row_limit || k.tables_past_time_limit)
     out.emplace_back("Unwind tables skipped", skipped_tables(k));
   if (k.files_over_capacity || k.processes_over_mapping_limit || k.processes_not_stored)

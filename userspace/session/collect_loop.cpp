@@ -204,17 +204,20 @@ void CollectLoop::attach_sampling() {
 // Tables for the files the tracked processes map, built (or read from their cache) on a
 // worker thread as the mappings arrive, and the processes' mappings, into the BPF maps.
 void CollectLoop::start_kernel_unwinding() {
-  // Tables are built on a worker per CPU (up to 4): -a finds libLLVM, Chromium and a JVM
-  // mapped at once, each a second or more to build, and their samples fall back meanwhile.
-  // A cache object per table: it is not thread-safe, and costs nothing to make.
+  // Tables are built on a worker per CPU (up to 4): a command's libLLVM, Chromium or JVM
+  // maps many at once, each up to a second to build, and their samples fall back meanwhile.
+  // -a builds only those its stacks need. A cache object per table: it is not thread-safe, and
+  // costs nothing to make.
   const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   kernel_unwind_.emplace(
       *bpf_->unwind_maps(),
       [directory = UnwindTableCache::default_directory(),
-       options = UnwindTableOptions{options_.symbol_dirs}](const std::string& path) {
-        return UnwindTableCache(directory, options).get(path);
+       options = UnwindTableOptions{options_.symbol_dirs}](const std::string& path,
+                                                           OnCacheMiss miss) {
+        return UnwindTableCache(directory, options).get(path, -1, miss);
       },
-      options_.system_wide, workers);
+      options_.system_wide, workers,
+      options_.system_wide ? TableBuilds::kWhenAStackNeedsThem : TableBuilds::kEveryMappedFile);
   pipeline_.decoder().observe_copied_stacks([this](Pid pid, const std::vector<uint64_t>& pcs) {
     if (kernel_unwind_) kernel_unwind_->prefer(pid, pcs);
   });
