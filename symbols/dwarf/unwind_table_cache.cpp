@@ -110,6 +110,70 @@ std::optional<std::optional<CompactUnwindTable>> parse_compact(std::string_view 
   return std::optional<CompactUnwindTable>(std::move(table));
 }
 
+// A header this build writes, whose rows fit in the `after` bytes that follow it.
+bool header_is_valid(const UnwindCacheHeader& header, uint64_t after) {
+  return std::memcmp(header.magic, kMagic, sizeof kMagic) == 0 &&
+         header.version == kUnwindCacheVersion && header.row_size == sizeof(UnwindRow) &&
+         header.reserved == 0 && header.row_count <= after / sizeof(UnwindRow);
+}
+
+bool pread_all(int fd, void* out, size_t size, uint64_t offset) {
+  auto* bytes = static_cast<char*>(out);
+  while (size > 0) {
+    const ssize_t got = ::pread(fd, bytes, size, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    bytes += got;
+    size -= static_cast<size_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+  return true;
+}
+
+// `items` (sized) read from `offset` on, which moves past them; their bytes' CRC into `crc`.
+template <typename T>
+bool read_items(int fd, std::vector<T>& items, uint64_t& offset, uLong& crc) {
+  const size_t size = items.size() * sizeof(T);
+  if (size && !pread_all(fd, items.data(), size, offset)) return false;
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(items.data()), static_cast<uInt>(size));
+  offset += size;
+  return true;
+}
+
+// The compact form of the entry open as `fd` (`size` bytes), its rows skipped; nullopt when it
+// has none or it fails a check.
+std::optional<ParsedUnwindTable> read_compact_only(int fd, uint64_t size) {
+  UnwindCacheHeader header;
+  if (size < sizeof header || !pread_all(fd, &header, sizeof header, 0) ||
+      !header_is_valid(header, size - sizeof header))
+    return std::nullopt;
+  uint64_t offset = sizeof header + header.row_count * sizeof(UnwindRow);
+  UnwindCacheCompactHeader compact;
+  if (size - offset < sizeof compact || !pread_all(fd, &compact, sizeof compact, offset) ||
+      compact.present != 1)
+    return std::nullopt;
+  offset += sizeof compact;
+  if (uint64_t{compact.page_count} * sizeof(bpfprof_unwind_page) +
+          uint64_t{compact.entry_count} * sizeof(bpfprof_unwind_entry) +
+          uint64_t{compact.rule_count} * sizeof(UnwindRule) !=
+      size - offset)
+    return std::nullopt;
+  CompactUnwindTable table;
+  table.page_base = compact.page_base;
+  table.pages.resize(compact.page_count);
+  table.rows.resize(compact.entry_count);
+  table.rules.resize(compact.rule_count);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  if (!read_items(fd, table.pages, offset, crc) || !read_items(fd, table.rows, offset, crc) ||
+      !read_items(fd, table.rules, offset, crc) || static_cast<uint32_t>(crc) != compact.crc32 ||
+      !compact_is_valid(table))
+    return std::nullopt;
+  ParsedUnwindTable parsed;
+  parsed.compact = std::move(table);
+  parsed.row_count = header.row_count;
+  return parsed;
+}
+
 std::string errno_text(const std::string& what) {
   return what + ": " + std::generic_category().message(errno);
 }
@@ -180,14 +244,11 @@ std::optional<ParsedUnwindTable> parse_unwind_table(std::string_view bytes) {
   if (bytes.size() < sizeof header) return std::nullopt;
   std::memcpy(&header, bytes.data(), sizeof header);
   bytes.remove_prefix(sizeof header);
-  if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) return std::nullopt;
-  if (header.version != kUnwindCacheVersion || header.row_size != sizeof(UnwindRow) ||
-      header.reserved != 0)
-    return std::nullopt;
-  if (header.row_count > bytes.size() / sizeof(UnwindRow)) return std::nullopt;
+  if (!header_is_valid(header, bytes.size())) return std::nullopt;
   const std::string_view row_bytes = bytes.substr(0, header.row_count * sizeof(UnwindRow));
   if (crc_of(row_bytes.data(), row_bytes.size()) != header.rows_crc32) return std::nullopt;
   ParsedUnwindTable table;
+  table.row_count = header.row_count;
   table.rows = take_all<UnwindRow>(bytes, header.row_count);
   if (!rows_are_valid(table.rows)) return std::nullopt;
   std::optional<std::optional<CompactUnwindTable>> compact = parse_compact(bytes);
@@ -202,6 +263,14 @@ std::optional<std::vector<UnwindRow>> parse_unwind_rows(std::string_view bytes) 
   return std::move(table->rows);
 }
 
+std::optional<ParsedUnwindTable> read_unwind_table(int fd, uint64_t size, TableForm form) {
+  if (form == TableForm::kCompactFirst)
+    if (std::optional<ParsedUnwindTable> compact = read_compact_only(fd, size)) return compact;
+  std::string bytes(size, '\0');
+  if (!pread_all(fd, bytes.data(), bytes.size(), 0)) return std::nullopt;
+  return parse_unwind_table(bytes);
+}
+
 std::string UnwindTableCache::default_directory() {
   const char* configured = std::getenv("BPFPROF_CACHE_DIR");
   if (configured != nullptr && *configured != '\0') return configured;
@@ -211,7 +280,8 @@ std::string UnwindTableCache::default_directory() {
 UnwindTableCache::UnwindTableCache(std::string directory, UnwindTableOptions options)
     : directory_(std::move(directory)), options_(std::move(options)) {}
 
-CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd, OnCacheMiss miss) {
+CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd, OnCacheMiss miss,
+                                              TableForm form) {
   const std::chrono::nanoseconds start = UnwindBudget::thread_cpu_time();
   UniqueFd own;
   if (fd < 0) {
@@ -223,15 +293,19 @@ CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd, O
   // A user's file may claim the build-id of a file whose table it would replace for everyone.
   const bool cacheable = written_by_us_or_root_only(fd);
   if (cacheable) {
-    if (const std::optional<std::string> bytes =
-            read_untrusted(directory_ + "/" + *key, UntrustedKind::kUnwindCache)) {
-      if (std::optional<ParsedUnwindTable> parsed = parse_unwind_table(*bytes)) {
+    const UntrustedOpen entry =
+        open_untrusted(directory_ + "/" + *key, UntrustedKind::kUnwindCache);
+    if (entry.fd) {
+      if (std::optional<ParsedUnwindTable> parsed =
+              read_unwind_table(entry.fd.get(), entry.size, form)) {
+        const uint64_t unread = parsed->rows.empty() ? parsed->row_count : 0;
         return CachedUnwindTable{std::move(parsed->rows),
                                  std::move(parsed->compact),
                                  UnwindTableSource::kCache,
                                  UnwindBudget::thread_cpu_time() - start,
                                  *key,
-                                 std::nullopt};
+                                 std::nullopt,
+                                 unread};
       }
     }
   }
@@ -246,7 +320,8 @@ CachedUnwindTableResult UnwindTableCache::get(const std::string& path, int fd, O
       cacheable ? UnwindTableSource::kBuilt : UnwindTableSource::kBuiltUncached,
       UnwindBudget::thread_cpu_time() - start,
       cacheable ? *key : "",
-      std::move(table.coverage)};
+      std::move(table.coverage),
+      0};
   if (cacheable && !store(*key, result)) result.source = UnwindTableSource::kBuiltNotStored;
   return result;
 }

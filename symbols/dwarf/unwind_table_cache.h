@@ -62,6 +62,16 @@ static_assert(sizeof(UnwindCacheCompactHeader) == 24);
 struct ParsedUnwindTable {
   std::vector<UnwindRow> rows;
   std::optional<CompactUnwindTable> compact;
+  uint64_t row_count = 0;  // the entry's rows, also where they were not read
+};
+
+// What is read of a cache entry.
+enum class TableForm {
+  kRows,  // the rows, and their compact form where the entry has it
+  // The compact form alone where the entry has it (what the in-kernel unwinder loads; the rows
+  // are most of the file, and were most of the time a whole machine's tables took to load);
+  // the rows where it has none.
+  kCompactFirst,
 };
 
 // A cache file's bytes for `rows` and their compact form (`compact`: as compact_unwind_table
@@ -72,6 +82,9 @@ std::string serialize_unwind_rows(const std::vector<UnwindRow>& rows);  // compa
 // A cache file's rows and compact form; nullopt when any check fails.
 std::optional<ParsedUnwindTable> parse_unwind_table(std::string_view bytes);
 std::optional<std::vector<UnwindRow>> parse_unwind_rows(std::string_view bytes);
+// The cache entry open as `fd`, of `size` bytes, read as `form` says; nullopt when any check of
+// what was read fails (rows left unread are not checked).
+std::optional<ParsedUnwindTable> read_unwind_table(int fd, uint64_t size, TableForm form);
 
 enum class UnwindTableSource {
   kCache,           // loaded from a valid cache file
@@ -92,8 +105,10 @@ struct CachedUnwindTable {
   std::string key;                   // the cache file's name
   // How the rows cover the file's code: known only when built.
   std::optional<std::vector<SectionCoverage>> coverage;
+  uint64_t unread_rows = 0;  // the cache entry's rows, not read (TableForm::kCompactFirst)
 
   bool from_cache() const { return source == UnwindTableSource::kCache; }
+  bool has_rows() const { return !rows.empty() || unread_rows > 0; }
 };
 
 using CachedUnwindTableResult = std::variant<CachedUnwindTable, UnwindTableError>;
@@ -114,8 +129,10 @@ class UnwindTableCache {
 
   // The table of the file at `path` (or open as `fd`, which the caller keeps; `path` then only
   // names it), from the cache when a valid entry exists, else as `miss` says.
+  // A cached table is read as `form` says.
   CachedUnwindTableResult get(const std::string& path, int fd = -1,
-                              OnCacheMiss miss = OnCacheMiss::kBuild);
+                              OnCacheMiss miss = OnCacheMiss::kBuild,
+                              TableForm form = TableForm::kRows);
 
   const std::string& directory() const { return directory_; }
   // Why the last store failed (empty if it did not).

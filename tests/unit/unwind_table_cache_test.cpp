@@ -1,6 +1,7 @@
 // The unwind table cache (symbols/dwarf/unwind_table_cache.h): entries round-trip, and a
 // damaged, cut, other-version or out-of-date entry is rebuilt, never trusted.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include "symbols/dwarf/unwind_table_cache.h"
 #include "symbols/util/read_file.h"
+#include "symbols/util/unique_handle.h"
 #include "tests/unit/test_commands.h"
 #include "tests/unit/test_helpers.h"
 
@@ -84,6 +86,22 @@ TEST_F(UnwindTableCacheTest, SecondGetLoadsTheSameRowsFromTheCache) {
   EXPECT_EQ(st.st_mode & 07777, 0755u);
   // Nothing but the entry is left behind (no temporary files).
   EXPECT_EQ(std::distance(fs::directory_iterator(root_ + "/a/b"), fs::directory_iterator()), 1);
+}
+
+// The recorder reads the compact form alone: the kernel's tables are made of it.
+TEST_F(UnwindTableCacheTest, TheCompactFormIsLoadedWithoutTheRows) {
+  UnwindTableCache cache(root_);
+  const CachedUnwindTable built = get(cache, kPltLoop);
+  CachedUnwindTableResult result =
+      cache.get(kPltLoop, -1, OnCacheMiss::kBuild, TableForm::kCompactFirst);
+  const auto* loaded = std::get_if<CachedUnwindTable>(&result);
+  ASSERT_TRUE(loaded && loaded->from_cache());
+  EXPECT_TRUE(loaded->rows.empty());
+  EXPECT_EQ(loaded->unread_rows, built.rows.size());
+  EXPECT_TRUE(loaded->has_rows());
+  ASSERT_TRUE(loaded->compact);
+  EXPECT_EQ(serialize_unwind_table(built.rows, loaded->compact),
+            serialize_unwind_table(built.rows, built.compact));
 }
 
 TEST_F(UnwindTableCacheTest, KeyedByBuildId) {
@@ -216,6 +234,42 @@ TEST(UnwindTableFile, TheCompactFormIsCheckedLikeTheRows) {
   EXPECT_TRUE(
       broken([](CompactUnwindTable& t) { t.rules[0].cfa_rule = BPFPROF_CFA_LAST_RULE + 1; }));
   EXPECT_FALSE(broken([](CompactUnwindTable&) {}));
+}
+
+std::optional<ParsedUnwindTable> read_as(const std::string& bytes, TableForm form) {
+  const UniqueFd fd(memfd_create("entry", 0));
+  EXPECT_EQ(write(fd.get(), bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  return read_unwind_table(fd.get(), bytes.size(), form);
+}
+
+// Read from its file, the compact form alone is checked as a whole entry's is; the rows are
+// skipped (and their damage not seen), or read where no compact form follows them.
+TEST(UnwindTableFile, TheCompactFormAloneIsReadAndChecked) {
+  const std::vector<UnwindRow> rows = {
+      {0x1000, 8, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME, 0, BPFPROF_RBP_SAME, 0},
+      {0x21000, 8, 0, BPFPROF_CFA_RSP, BPFPROF_RBP_SAME, 0, BPFPROF_RBP_SAME, 0}};
+  const std::string bytes = serialize_unwind_rows(rows);
+  const auto compact = read_as(bytes, TableForm::kCompactFirst);
+  ASSERT_TRUE(compact && compact->compact);
+  EXPECT_TRUE(compact->rows.empty());
+  EXPECT_EQ(compact->row_count, 2u);
+  EXPECT_EQ(serialize_unwind_table(rows, compact->compact), bytes);
+  EXPECT_EQ(read_as(bytes, TableForm::kRows).value().rows.size(), 2u);
+  const auto without =
+      read_as(serialize_unwind_table(rows, std::nullopt), TableForm::kCompactFirst);
+  ASSERT_TRUE(without);
+  EXPECT_FALSE(without->compact);
+  EXPECT_EQ(without->rows.size(), 2u);
+  std::string damaged = bytes;
+  damaged[sizeof(UnwindCacheHeader) + 1] ^= 1;  // a row's byte
+  EXPECT_TRUE(read_as(damaged, TableForm::kCompactFirst));
+  EXPECT_FALSE(read_as(damaged, TableForm::kRows));
+  damaged = bytes;
+  damaged.back() ^= 1;  // the compact form's
+  EXPECT_FALSE(read_as(damaged, TableForm::kCompactFirst));
+  EXPECT_FALSE(read_as(bytes.substr(0, bytes.size() - 1), TableForm::kCompactFirst));
+  EXPECT_FALSE(read_as(bytes + "x", TableForm::kCompactFirst));
+  EXPECT_FALSE(read_as(bytes.substr(0, 20), TableForm::kCompactFirst));
 }
 
 }  // namespace

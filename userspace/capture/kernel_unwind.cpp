@@ -365,7 +365,7 @@ void KernelUnwindTables::load(BuildResult& result) {
     ++(table->from_cache() ? stats_.tables_from_cache : stats_.tables_built);
     file.elf = std::move(result.elf);
     file.v8 = result.v8;
-    if (table->rows.empty()) {
+    if (!table->has_rows()) {
       file.status = TableStatus::kNoRows;
     } else if (result.compact && place(file, *result.compact)) {
       file.status = TableStatus::kLoaded;

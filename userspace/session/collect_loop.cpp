@@ -214,7 +214,7 @@ void CollectLoop::start_kernel_unwinding() {
       [directory = UnwindTableCache::default_directory(),
        options = UnwindTableOptions{options_.symbol_dirs}](const std::string& path,
                                                            OnCacheMiss miss) {
-        return UnwindTableCache(directory, options).get(path, -1, miss);
+        return UnwindTableCache(directory, options).get(path, -1, miss, TableForm::kCompactFirst);
       },
       options_.system_wide, workers,
       options_.system_wide ? TableBuilds::kWhenAStackNeedsThem : TableBuilds::kEveryMappedFile);
