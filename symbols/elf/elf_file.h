@@ -116,8 +116,9 @@ struct DynamicSymbol {
 };
 // The dynamic symbols among `names` of the ELF file open as `fd`, defined or used; a name
 // that is absent is left out. Empty if the file is not ELF or has no .dynsym.
-// Whether a symbol of .symtab or .dynsym of the ELF file open as `fd` has a name starting
-// with one of `prefixes`: a scan that stops at the first, without building a symbol table.
+// Whether a name in the string table of .symtab or .dynsym of the ELF file open as `fd`
+// starts with one of `prefixes` (a name that only ends another is not seen): a search of the
+// tables' bytes, without building a symbol table.
 bool any_symbol_starts_with(int fd, std::span<const std::string_view> prefixes);
 
 // `size` bytes of the ELF file open as `fd` (laid out as `elf` says) at virtual address
