@@ -215,6 +215,9 @@ struct bpfprof_copy_event {
   __u32 stack_copy_limit;   /* the most bytes this copy could take (the process's size then) */
   __u32 stack_bytes_wanted; /* what it tried to copy: the limit, or less where the stack ends */
   __u32 reserved;
+  /* Where the walk in the kernel that this copy stands for stopped at a mapping whose table
+   * is not loaded (BPFPROF_FALLBACK_NOT_LOADED): userspace builds that table first. 0 else. */
+  __u64 unloaded_table_pc;
   __u64 kernel_ips[BPFPROF_MAX_STACK_DEPTH];
   __u8 stack[BPFPROF_STACK_BUFFER];
 };

@@ -85,6 +85,14 @@ static __always_inline bool take_user_frames(void* ctx, struct bpfprof_frames_ev
   return true;
 }
 
+/* The pc at which the walk in the kernel in `slot` stopped for a table not loaded, else 0. */
+static __always_inline __u64 unloaded_table_pc(__u32 slot) {
+  if (!kernel_unwind) return 0;
+  struct unwind_walk* w = bpf_map_lookup_elem(&unwind_walks, &slot);
+  if (!w || w->result != WALK_FALLBACK || w->reason != BPFPROF_FALLBACK_NOT_LOADED) return 0;
+  return w->pc;
+}
+
 /* Sends a copy event: the user registers and stack copy when the user stack is taken now,
  * the kernel stack when that is; before it the runtimes' frames, when those are. */
 static __always_inline void send_copy(void* ctx, const struct bpfprof_stack_event_head* head,
@@ -95,6 +103,7 @@ static __always_inline void send_copy(void* ctx, const struct bpfprof_stack_even
   if (!e) return;
   set_stack_head(&e->head, head, BPFPROF_PAYLOAD_COPY);
   e->head.user_depth = 0;
+  e->unloaded_table_pc = with_user ? unloaded_table_pc(slot) : 0;
   capture_copy(ctx, e, with_user, with_kernel);
   if (with_runtime_frames) send_runtime_stacks(&e->head.header, slot, false);
   send_event(e, offsetof(struct bpfprof_copy_event, stack) + e->stack_size,

@@ -134,8 +134,8 @@ TEST(EventLog, ALogOfAnotherFormatIsRefusedWithOneLine) {
     std::ifstream in(path, std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(in), {});
   }
-  ASSERT_EQ(bytes.rfind("bpfprof event log 5\n", 0), 0u);
-  for (const char* version : {"4", "3", "6"}) {
+  ASSERT_EQ(bytes.rfind("bpfprof event log 6\n", 0), 0u);
+  for (const char* version : {"5", "3", "7"}) {
     bytes[18] = version[0];
     { std::ofstream(path, std::ios::binary) << bytes; }
     try {

@@ -391,7 +391,15 @@ std::vector<uint64_t> EventDecoder::unwind_user_stack(const Header& h, const bpf
       (e.head.flags & BPFPROF_STACK_COPY_AT_LIMIT) ? user.stack_bytes_needed : 0;
   count_stack_copy(stats, event_size, copied, more_needed != 0);
   if (sizer_) sizer_->observe(h.pid, more_needed, e.stack_copy_limit);
-  if (copied_stack_observer_) copied_stack_observer_(h.pid, user.pcs);
+  if (copied_stack_observer_) {
+    // The table the walk in the kernel stopped for first, then those of the frames unwound
+    // here (which may not reach it: JIT code without frame information).
+    std::vector<uint64_t> pcs;
+    pcs.reserve(user.pcs.size() + 1);
+    if (e.unloaded_table_pc) pcs.push_back(e.unloaded_table_pc);
+    pcs.insert(pcs.end(), user.pcs.begin(), user.pcs.end());
+    copied_stack_observer_(h.pid, pcs);
+  }
   return std::move(user.pcs);
 }
 

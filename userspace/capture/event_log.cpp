@@ -22,8 +22,8 @@ namespace {
 // misread: it is refused. Records carry a checksum, so that a damaged stream is refused
 // rather than replayed into a wrong profile.
 constexpr char kMagicPrefix[] = "bpfprof event log ";
-constexpr char kVersion[] = "5";
-constexpr char kMagic[] = "bpfprof event log 5\n";
+constexpr char kVersion[] = "6";
+constexpr char kMagic[] = "bpfprof event log 6\n";
 constexpr size_t kMagicSize = sizeof(kMagic) - 1;
 constexpr size_t kMagicPrefixSize = sizeof(kMagicPrefix) - 1;
 
