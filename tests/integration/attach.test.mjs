@@ -152,6 +152,31 @@ describe('attach (-p)', () => {
     t.diagnostic(`targets living 30-380 ms: ${outcomes.profile} profiles, ${outcomes.exitedFirst} "exited first"`);
   });
 
+  // A process found by -p has its mappings from /proc, which lists [vsyscall] above 2^63: in its
+  // entry the walker's search sent pcs in the vDSO there, and 34-42% of a Date.now() loop's
+  // stacks (gettimeofday in the vDSO) fell back to copies.
+  itOnce('a node found by -p whose leaf is the vDSO is walked in the kernel', async (t) => {
+    if (!requireRecorder(t)) return;
+    const loop = 'const end = Date.now() + 4000; let x = 0; while (Date.now() < end) x += Math.sqrt(x + 1);';
+    const target = startBackground('/usr/bin/node', ['-e', loop]);
+    try {
+      await sleep(500);
+      const file = join(RESULTS_DIR, 'attach_vdso.json.gz');
+      const result = await run(BPFPROF, ['record', '-v', '-d', '2', '-o', file, '-p', String(target.pid)]);
+      assert.equal(result.code, 0, result.stderr);
+      const share = Number(/User stacks unwound in the kernel: ([\d.]+)%/.exec(result.stderr)?.[1]);
+      t.diagnostic(`walked in the kernel: ${share}%`);
+      assert.ok(share >= 95, `walked in the kernel: ${share}%\n${result.stderr}`);
+      const view = new ProfileView(readProfile(file));
+      const vdsoLeaves = view.threads.filter((th) => th.processName === 'node')
+        .flatMap((th) => view.samples(th)).filter((s) => s.frames.some((f) => /^__vdso_/.test(f.name)));
+      assert.ok(vdsoLeaves.length > 100, `${vdsoLeaves.length} samples in the vDSO`);
+    } finally {
+      target.child.kill('SIGKILL');
+      await target.done;
+    }
+  });
+
   itOnce('a thread id is refused with the id of its process (pidfd_open cannot follow it)', async (t) => {
     if (!requireRecorder(t)) return;
     const target = startBackground(fixturePath('threads'), ['1500']);

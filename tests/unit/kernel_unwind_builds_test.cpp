@@ -104,5 +104,18 @@ TEST(KernelUnwindTableBuilds, AFileNeededWhileItsCacheLookUpRunsIsBuilt) {
   EXPECT_EQ(tables.stats().tables_unbuilt, 0u);
 }
 
+// /proc's maps list [vsyscall] above 2^63, where no user pc is: it stays out of the entry,
+// whose search in BPF takes every start for a user address (it sent the vDSO's pcs to it).
+TEST(KernelUnwindTableBuilds, TheVsyscallPageStaysOutOfTheEntry) {
+  Fixture f;
+  const Pid pid{53};
+  LoadSegment text;
+  f.apply({start_event(pid), text_mapping(pid, 0x100000000, &text),
+           mapping_event(pid, 0xffffffffff600000, 0x1000, 0, "[vsyscall]", "")});
+  const bpfprof_process_mappings& m = f.sink.processes.at(pid);
+  ASSERT_EQ(m.count, 1u);
+  EXPECT_EQ(m.mappings[0].kind, BPFPROF_MAPPING_TABLE);
+}
+
 }  // namespace
 }  // namespace bpfprof

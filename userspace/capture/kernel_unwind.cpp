@@ -559,6 +559,10 @@ bool KernelUnwindTables::write_process(Pid pid, MonotonicNs mappings_read_until)
   auto value = std::make_unique<bpfprof_process_mappings>();
   memset(value.get(), 0, sizeof(*value));
   for (const auto& [start, mapping] : process->second.mappings) {
+    // [vsyscall] (/proc's maps list it at 0xffffffffff600000): no user pc is there, and the
+    // walker's branch-free search takes starts below 2^63: probing it sent pcs in the highest
+    // mappings (the vDSO, ld.so) to its entry, and a -p'd node's Date.now() stacks to copies.
+    if (start >> 63) break;
     if (value->count == BPFPROF_MAX_PROCESS_MAPPINGS) {
       // The lowest mappings are kept; a pc above them falls back to a stack copy.
       if (over_mapping_limit_.insert(pid).second) ++stats_.processes_over_mapping_limit;
