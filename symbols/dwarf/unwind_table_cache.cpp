@@ -84,6 +84,13 @@ void append_compact(std::string& bytes, const CompactUnwindTable& table) {
   append_all(bytes, table.rules);
 }
 
+// The bytes of the pages, entries and rules that a compact section's header counts.
+uint64_t compact_bytes(const UnwindCacheCompactHeader& header) {
+  return uint64_t{header.page_count} * sizeof(bpfprof_unwind_page) +
+         uint64_t{header.entry_count} * sizeof(bpfprof_unwind_entry) +
+         uint64_t{header.rule_count} * sizeof(UnwindRule);
+}
+
 // The compact section after the rows; nullopt (the file is bad) or a table or none.
 std::optional<std::optional<CompactUnwindTable>> parse_compact(std::string_view bytes) {
   UnwindCacheCompactHeader header;
@@ -95,10 +102,7 @@ std::optional<std::optional<CompactUnwindTable>> parse_compact(std::string_view 
     if (std::memcmp(&header, &none, sizeof header) != 0 || !bytes.empty()) return std::nullopt;
     return std::optional<CompactUnwindTable>{};
   }
-  const uint64_t size = uint64_t{header.page_count} * sizeof(bpfprof_unwind_page) +
-                        uint64_t{header.entry_count} * sizeof(bpfprof_unwind_entry) +
-                        uint64_t{header.rule_count} * sizeof(UnwindRule);
-  if (header.present != 1 || size != bytes.size() ||
+  if (header.present != 1 || compact_bytes(header) != bytes.size() ||
       crc_of(bytes.data(), bytes.size()) != header.crc32)
     return std::nullopt;
   CompactUnwindTable table;
@@ -153,11 +157,7 @@ std::optional<ParsedUnwindTable> read_compact_only(int fd, uint64_t size) {
       compact.present != 1)
     return std::nullopt;
   offset += sizeof compact;
-  if (uint64_t{compact.page_count} * sizeof(bpfprof_unwind_page) +
-          uint64_t{compact.entry_count} * sizeof(bpfprof_unwind_entry) +
-          uint64_t{compact.rule_count} * sizeof(UnwindRule) !=
-      size - offset)
-    return std::nullopt;
+  if (compact_bytes(compact) != size - offset) return std::nullopt;
   CompactUnwindTable table;
   table.page_base = compact.page_base;
   table.pages.resize(compact.page_count);
