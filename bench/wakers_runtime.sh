@@ -73,7 +73,9 @@ run_one() {
   local recorder=$!
   sleep 0.3
   local infos=() info
-  for name in on_switch on_waking; do
+  # The walkers run tail-called by their dispatchers, whose counters take their time (builds
+  # before the dispatchers have none).
+  for name in on_switch on_waking dispatch_switch dispatch_waking; do
     info=$(program_fdinfo "$recorder" "$name")
     [ -n "$info" ] && infos+=("$info")
   done

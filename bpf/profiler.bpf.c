@@ -306,7 +306,41 @@ int BPF_PROG(on_waking, struct task_struct* p) {
   return 0;
 }
 
-#ifndef BPFPROF_WALKER_OBJECT /* the lifecycle programs: the main object's */
+#ifndef BPFPROF_WALKER_OBJECT /* the walkers' dispatchers and the lifecycle programs */
+
+/* The walker programs above run from walker objects of their own (bpf_walkers.cpp), each
+ * through a slot that the program attached in its place tail-calls: userspace fills the slots
+ * with walkers built without the runtimes' readers (half the verifier's time, so sampling
+ * starts sooner), then puts the full walkers in their place once loaded; the slot makes the
+ * swap atomic. A tracing program's slot takes programs of its own tracepoint only. */
+#define WALKER_SLOT(name)                  \
+  struct {                                 \
+    __uint(type, BPF_MAP_TYPE_PROG_ARRAY); \
+    __uint(max_entries, 1);                \
+    __type(key, __u32);                    \
+    __type(value, __u32);                  \
+  } name SEC(".maps")
+WALKER_SLOT(sample_walker);
+WALKER_SLOT(switch_walker);
+WALKER_SLOT(waking_walker);
+
+SEC("perf_event")
+int dispatch_sample(struct bpf_perf_event_data* ctx) {
+  bpf_tail_call(ctx, &sample_walker, 0);
+  return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int dispatch_switch(__u64* ctx) {
+  bpf_tail_call(ctx, &switch_walker, 0);
+  return 0;
+}
+
+SEC("tp_btf/sched_waking")
+int dispatch_waking(__u64* ctx) {
+  bpf_tail_call(ctx, &waking_walker, 0);
+  return 0;
+}
 
 /* Tracks a process (a child of a tracked one, or one that exec'd in a recorded cgroup). When
  * the map is full, it (and what it starts) goes unsampled; counted, so the summary says so. */

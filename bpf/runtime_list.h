@@ -25,4 +25,11 @@
   X(BEAM, beam, Beam, "Erlang", "red", 14)                   \
   X(PERL, perl, Perl, "Perl", "brown", 15)
 
+/* The runtimes whose readers cost the verifier most (the three together more than the others'
+ * and twice the walk's own): the walkers that sampling a launched command starts with leave
+ * them out (bpf/CMakeLists.txt, walker_lite), and their processes are told to the kernel side
+ * once the full walkers have taken those walkers' place (userspace/capture/bpf_walkers.cpp).
+ * Their programs need a while to start their JIT (node, a JVM, the BEAM's boot). X(ID). */
+#define BPFPROF_RUNTIMES_READ_LATER(X) X(V8) X(HOTSPOT) X(BEAM)
+
 #endif

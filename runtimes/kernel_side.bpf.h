@@ -38,6 +38,18 @@
 BPFPROF_RUNTIME_LIST(BPFPROF_RUNTIME_EVENT_HEADER_FIRST)
 #undef BPFPROF_RUNTIME_EVENT_HEADER_FIRST
 
+/* Whether the walker object leaves `runtime`'s reader out: the lite one, for the runtimes of
+ * BPFPROF_RUNTIMES_READ_LATER (bpf/runtime_list.h). Constant: the calls it guards go. */
+static __always_inline bool reader_left_out(__u32 runtime) {
+#ifdef BPFPROF_WITHOUT_LATE_READERS
+#define BPFPROF_IS_RUNTIME(ID) || runtime == BPFPROF_RUNTIME_##ID
+  return false BPFPROF_RUNTIMES_READ_LATER(BPFPROF_IS_RUNTIME);
+#undef BPFPROF_IS_RUNTIME
+#else
+  return false;
+#endif
+}
+
 /* Each runtime of bpf/runtime_list.h has send_<id>_stack(header, slot, walked) in its
  * reader. Each is called through a global function of its own: the verifier checks a global
  * function once, for any arguments, instead of once for each state its caller reaches it in
@@ -55,7 +67,7 @@ BPFPROF_RUNTIME_LIST(BPFPROF_RUNTIME_STACK_FUNCTION)
 __noinline int send_runtime_stacks(const struct bpfprof_event_header* header, __u32 slot,
                                    __u32 walked) {
 #define BPFPROF_SEND_RUNTIME_STACK(ID, id, Kind, language, colour, event) \
-  send_##id##_stack_alone(header, slot, walked);
+  if (!reader_left_out(BPFPROF_RUNTIME_##ID)) send_##id##_stack_alone(header, slot, walked);
   BPFPROF_RUNTIME_LIST(BPFPROF_SEND_RUNTIME_STACK)
 #undef BPFPROF_SEND_RUNTIME_STACK
   return 0;
@@ -63,14 +75,15 @@ __noinline int send_runtime_stacks(const struct bpfprof_event_header* header, __
 
 __noinline int runtime_code_start(struct runtime_code* code, __u32 tgid, __u32 tid, __u32 slot) {
   if (!code) return 0;
-  hotspot_code_start(code, tgid, tid, slot);
+  if (!reader_left_out(BPFPROF_RUNTIME_HOTSPOT)) hotspot_code_start(code, tgid, tid, slot);
   php_code_start(code, tgid);
-  beam_code_start(code, tgid, tid, slot);
+  if (!reader_left_out(BPFPROF_RUNTIME_BEAM)) beam_code_start(code, tgid, tid, slot);
   return 0;
 }
 
 __noinline int runtime_code_step(struct unwind_walk* w, __u32 runtime, __u32 slot, __u32 depth) {
   if (!w) return 1;
+  if (reader_left_out(runtime)) return walk_stops(w, WALK_FALLBACK, BPFPROF_FALLBACK_UNMAPPED);
   switch (runtime) {
     case BPFPROF_RUNTIME_HOTSPOT:
       return hotspot_step(w, slot, depth);

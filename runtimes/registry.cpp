@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "bpf/events.h"
+#include "bpf/runtime_list.h"
+
 #include "runtimes/beam/runtime.h"
 #include "runtimes/golabels/runtime.h"
 #include "runtimes/hotspot/runtime.h"
@@ -36,8 +39,17 @@ void Runtimes::forget_exited() {
   for (auto& runtime : runtimes_) runtime->forget_exited();
 }
 
-void Runtimes::apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording) {
-  for (auto& runtime : runtimes_) runtime->apply_kernel_changes(maps, recording);
+bool is_read_later(RuntimeKind kind) {
+#define BPFPROF_IS_KIND(ID) || kind == static_cast<RuntimeKind>(BPFPROF_RUNTIME_##ID)
+  return false BPFPROF_RUNTIMES_READ_LATER(BPFPROF_IS_KIND);
+#undef BPFPROF_IS_KIND
+}
+
+void Runtimes::apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording,
+                                    bool late_readers_loaded) {
+  for (auto& runtime : runtimes_)
+    if (late_readers_loaded || !is_read_later(runtime->kind()))
+      runtime->apply_kernel_changes(maps, recording);
 }
 
 bool Runtimes::setting_up() const {

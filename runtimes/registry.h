@@ -11,6 +11,10 @@
 
 namespace bpfprof {
 
+// Whether the walkers that sampling a command starts with leave the runtime's reader out
+// (bpf/runtime_list.h, BPFPROF_RUNTIMES_READ_LATER).
+bool is_read_later(RuntimeKind kind);
+
 class Runtimes {
  public:
   // Every runtime bpfprof knows, but those in `disabled` (--no-python-frames, a replay).
@@ -21,7 +25,11 @@ class Runtimes {
 
   void observe(const std::vector<LifecycleEvent>& events, size_t from, Recording& recording);
   void forget_exited();
-  void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording);
+  // The processes found or gone since the last call, told to the kernel side; those of the
+  // runtimes read later (bpf/runtime_list.h) only once `late_readers_loaded` (till then theirs
+  // wait).
+  void apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording,
+                            bool late_readers_loaded = true);
   bool setting_up() const;
   // Whether the event is a runtime's frames (then taken), else the caller decodes it.
   bool take_event(uint32_t kind, const void* data, size_t size, Recording& recording);

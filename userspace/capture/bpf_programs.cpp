@@ -37,7 +37,7 @@ BpfPrograms::BpfPrograms(const Config& config)
   // Libbpf would look each relocated type up in the kernel's whole BTF (a scan of its names
   // per type: 25 ms for this object); in a minimal one instead. The object still parses the
   // kernel's BTF for its kernel-function calls and tp_btf programs.
-  const UniqueFd core_btf = prepare_core_btf();
+  UniqueFd core_btf = prepare_core_btf();
   const std::string btf_path = "/proc/self/fd/" + std::to_string(core_btf.get());
   load_times_.core_btf_ms = ms_between(begun, monotonic_now());
   begun = monotonic_now();
@@ -50,7 +50,7 @@ BpfPrograms::BpfPrograms(const Config& config)
     throw std::runtime_error(
         load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
   load_times_.main_object_ms = ms_between(begun, monotonic_now());
-  load_walker_programs(config, btf_path);
+  load_walker_programs(config, std::move(core_btf));
   if (config.unwind_row_capacity)
     unwind_maps_ = std::make_unique<BpfUnwindMaps>(
         skeleton_->maps.unwind_rows, config.unwind_initial_rows, skeleton_->maps.unwind_pages,
@@ -67,9 +67,10 @@ BpfPrograms::~BpfPrograms() = default;
 // Before the main object's load: its settings, which of its programs load, its maps' sizes.
 void BpfPrograms::configure_main_object(const Config& config) {
   set_read_only_data(skeleton_.get(), config);
-  // The walker programs are each loaded from an object of their own (load_walker_programs);
-  // sched_waking's only with wakers, the page faults' and address-space calls' only with
-  // --memory, the allocator's only with --allocations.
+  // The walker programs are each loaded from an object of their own (load_walker_programs),
+  // tail-called by the dispatchers; sched_waking's only with wakers, the page faults' and
+  // address-space calls' only with --memory, the allocator's only with --allocations.
+  bpf_program__set_autoload(skeleton_->progs.dispatch_waking, config.record_wakers);
   for (bpf_program* walker :
        {skeleton_->progs.on_sample, skeleton_->progs.on_switch, skeleton_->progs.on_waking,
         skeleton_->progs.on_page_fault, skeleton_->progs.on_allocator_call,
@@ -116,13 +117,15 @@ void BpfPrograms::set_read_only_data(profiler_bpf* skel, const Config& config) {
 }
 
 void BpfPrograms::attach_lifecycle() {
+  // With them the walkers' dispatchers for sched_switch and sched_waking (the sample one is
+  // attached to its perf events).
   if (int err = profiler_bpf__attach(skeleton_.get()))
     throw std::runtime_error("cannot attach the process-lifecycle tracepoints: " + errno_text(err));
-  // sched_switch and sched_waking, with --memory sys_exit (the sample program is attached to
-  // its perf events).
-  for (const auto& skel : walker_skeletons_)
-    if (int err = walker_bpf__attach(skel.get()))
-      throw std::runtime_error("cannot attach the walkers' tracepoints: " + errno_text(err));
+  if (address_space_exit_program_) {  // --memory: sys_exit
+    address_space_exit_link_.reset(bpf_program__attach(address_space_exit_program_));
+    if (!address_space_exit_link_)
+      throw std::runtime_error("cannot attach the walkers' tracepoints: " + errno_text(errno));
+  }
 }
 
 void BpfPrograms::attach_sampling(const SamplingEvents& events) {
@@ -135,7 +138,7 @@ void BpfPrograms::attach_sampling(const SamplingEvents& events) {
       sample_links_.emplace_back(link);
     }
   };
-  attach(sample_program_, events.fds, "sample");
+  attach(skeleton_->progs.dispatch_sample, events.fds, "sample");
   attach(page_fault_program_, events.page_fault_fds, "page-fault");
 }
 
@@ -187,7 +190,7 @@ void BpfPrograms::release_buffers() {
   sample_links_.clear();
   probe_links_.clear();
   profiler_bpf__detach(skeleton_.get());
-  for (const WalkerSkeleton& walker : walker_skeletons_) walker_bpf__detach(walker.get());
+  address_space_exit_link_.reset();
   lifecycle_ring_.reset();
   events_ring_.reset();
   unwind_maps_.reset();

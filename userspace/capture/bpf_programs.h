@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,6 +70,11 @@ class BpfPrograms {
     // record --cgroup: how many subtrees set_cgroup_filters gives (at most
     // BPFPROF_MAX_CGROUP_FILTERS); a process that execs in one is tracked from then on.
     uint32_t cgroup_filters = 0;
+    // Sampling starts with walkers built without the runtimes' readers (less than half the
+    // verifier's time), the full ones put in their place once loaded (take_full_walkers); the
+    // runtimes' processes are told to the kernel side only then. For a launched command, which
+    // starts after sampling does and needs a while to show what runtime it is.
+    bool runtime_readers_later = false;
   };
   // Where the load's time went (record -v): wall time of each part, from this process.
   struct LoadTimes {
@@ -76,6 +82,9 @@ class BpfPrograms {
     double core_btf_ms = 0;                                 // the objects' minimal BTF (core_btf.h)
     double walkers_ms = 0;                                  // every walker program loaded
     std::vector<std::pair<std::string, double>> walker_ms;  // each, on its loader thread
+    // Config::runtime_readers_later: when the full walkers took the first ones' place, from
+    // the start of the walkers' load (0 until then).
+    double full_walkers_ms = 0;
   };
   // Loads and verifies the programs. Throws std::runtime_error with a one-line message.
   explicit BpfPrograms(const Config& config);
@@ -116,6 +125,10 @@ class BpfPrograms {
   bool ring_emptied() const { return ring_emptied_; }
   // Whether the kernel side reads the frames of any runtime's process (runtimes/runtime.h).
   bool runtime_processes_known() const;
+  // Config::runtime_readers_later: the full walkers in the first ones' place once loaded (and
+  // from then on the runtimes' processes told to the kernel side); whether they are. Called at
+  // every consume(); `wait` for their load (at the recording's end, for its time).
+  bool take_full_walkers(bool wait = false);
   // Consumes everything already in the ring buffer without waiting.
   int drain(IngestPipeline& pipeline);
   // During consume(): reads the forks, execs and exits that came into their ring since it
@@ -179,8 +192,14 @@ class BpfPrograms {
   using WalkerSkeleton = std::unique_ptr<walker_bpf, WalkerSkeletonDeleter>;
   // A walker object for the program `index` of walker_programs() alone, its maps the main
   // object's, its CO-RE relocations against the BTF at `btf_path`; and the loading of them all.
-  WalkerSkeleton open_walker(size_t index, const Config& config, const std::string& btf_path) const;
-  void load_walker_programs(const Config& config, const std::string& btf_path);
+  enum class WalkerBuild { kWithoutRuntimeReaders, kFull };
+  WalkerSkeleton open_walker(const char* program, WalkerBuild build,
+                             const std::string& btf_path) const;
+  std::vector<WalkerSkeleton> load_walkers(
+      const Config& config, WalkerBuild build, const std::string& btf_path,
+      std::vector<std::pair<std::string, double>>& times) const;
+  void load_walker_programs(const Config& config, UniqueFd core_btf);
+  void fill_walker_slots(const std::vector<WalkerSkeleton>& walkers);
   // The minimal BTF both objects' CO-RE relocations are made against, in a memory file.
   static UniqueFd prepare_core_btf();
   void attach_allocator_probe(const std::string& libc, const std::string& function, uint64_t call,
@@ -188,11 +207,18 @@ class BpfPrograms {
 
   Skeleton skeleton_;
   std::vector<WalkerSkeleton> walker_skeletons_;
-  bpf_program* sample_program_ = nullptr;
-  bpf_program* page_fault_program_ = nullptr;      // --memory only
-  bpf_program* allocator_call_program_ = nullptr;  // --allocations only
+  bpf_program* page_fault_program_ = nullptr;          // --memory only
+  bpf_program* allocator_call_program_ = nullptr;      // --allocations only
+  bpf_program* address_space_exit_program_ = nullptr;  // --memory only
+  // Config::runtime_readers_later: the BTF the full walkers' load reads, and that load; after
+  // skeleton_, so that the load is waited for before its maps go.
+  UniqueFd core_btf_;
+  std::future<std::vector<WalkerSkeleton>> full_walkers_;
+  bool runtime_readers_in_ = true;
+  MonotonicNs walkers_started_;
   std::unique_ptr<BpfUnwindMaps> unwind_maps_;
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> sample_links_;
+  std::unique_ptr<bpf_link, LinkDeleter> address_space_exit_link_;
   // The allocator's uprobes.
   std::vector<std::unique_ptr<bpf_link, LinkDeleter>> probe_links_;
   // Each ring mapped once, its data too (ring_reader.h). The lifecycle ring is read first, and

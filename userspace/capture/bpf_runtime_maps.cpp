@@ -44,7 +44,7 @@ bool BpfPrograms::runtime_processes_known() const {
 
 void BpfPrograms::apply_runtime_changes(IngestPipeline& pipeline) {
   SkeletonRuntimeMaps maps(skeleton_.get());
-  pipeline.runtimes().apply_kernel_changes(maps, pipeline.recording());
+  pipeline.runtimes().apply_kernel_changes(maps, pipeline.recording(), take_full_walkers());
 }
 
 }  // namespace bpfprof

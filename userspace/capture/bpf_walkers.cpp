@@ -10,9 +10,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -23,6 +25,7 @@
 #include "userspace/capture/bpf_map_sizes.h"
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/core_btf.h"
+#include "userspace/capture/lite_walker_elf.h"
 #include "userspace/model/clocks.h"
 #include "walker.skel.h"
 
@@ -143,20 +146,28 @@ std::vector<const char*> BpfPrograms::walker_programs(const Config& config) {
   return programs;
 }
 
-BpfPrograms::WalkerSkeleton BpfPrograms::open_walker(size_t index, const Config& config,
+// A walker object of `build` for `program` alone, its maps the main object's.
+BpfPrograms::WalkerSkeleton BpfPrograms::open_walker(const char* program, WalkerBuild build,
                                                      const std::string& btf_path) const {
   LIBBPF_OPTS(bpf_object_open_opts, opts, .btf_custom_path = btf_path.c_str());
-  WalkerSkeleton skel(walker_bpf__open_opts(&opts));
-  if (!skel) throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
+  // The lite object has the full one's programs, maps and global data: the full skeleton
+  // describes both.
+  WalkerSkeleton skel(static_cast<walker_bpf*>(calloc(1, sizeof(walker_bpf))));
+  if (!skel || walker_bpf__create_skeleton(skel.get()))
+    throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
+  if (build == WalkerBuild::kWithoutRuntimeReaders) {
+    const std::span<const uint8_t> lite = lite_walker_elf();
+    skel->skeleton->data = const_cast<uint8_t*>(lite.data());
+    skel->skeleton->data_sz = lite.size();
+  }
+  if (bpf_object__open_skeleton(skel->skeleton, &opts))
+    throw std::runtime_error("cannot open the BPF programs: " + errno_text(errno));
   if (global_variables(skel->obj) != global_variables(skeleton_->obj))
     throw std::runtime_error(
         "the walker object's global data are laid out unlike the main object's (a build fault)");
-  const bpf_program* mine =
-      bpf_object__find_program_by_name(skel->obj, walker_programs(config).at(index));
-  bpf_program* program;
-  bpf_object__for_each_program(program, skel->obj) {
-    bpf_program__set_autoload(program, program == mine);
-  }
+  const bpf_program* mine = bpf_object__find_program_by_name(skel->obj, program);
+  bpf_program* each;
+  bpf_object__for_each_program(each, skel->obj) { bpf_program__set_autoload(each, each == mine); }
   bpf_map* map;
   bpf_object__for_each_map(map, skel->obj) {
     const bpf_map* shared = shared_map(skeleton_->obj, map);
@@ -170,19 +181,20 @@ BpfPrograms::WalkerSkeleton BpfPrograms::open_walker(size_t index, const Config&
 // The walker programs are most of the verifier's time, and in one object their times add up:
 // so each is loaded from an object of its own, on a thread of its own, with the main object's
 // maps (its global data included, so its read-only values are those the verifier sees).
-// Start-up then waits for them all at once, CPUs permitting.
-void BpfPrograms::load_walker_programs(const Config& config, const std::string& btf_path) {
-  const MonotonicNs started = monotonic_now();
-  const size_t count = walker_programs(config).size();
+// Start-up then waits for them all at once, CPUs permitting. Each one's time into `times`.
+std::vector<BpfPrograms::WalkerSkeleton> BpfPrograms::load_walkers(
+    const Config& config, WalkerBuild build, const std::string& btf_path,
+    std::vector<std::pair<std::string, double>>& times) const {
+  const std::vector<const char*> programs = walker_programs(config);
+  const size_t count = programs.size();
   std::vector<WalkerSkeleton> skeletons;
-  for (size_t i = 0; i < count; ++i) skeletons.push_back(open_walker(i, config, btf_path));
+  for (const char* program : programs) skeletons.push_back(open_walker(program, build, btf_path));
   std::vector<int> errors(count, -EAGAIN);
   std::vector<double> load_ms(count, 0);
   {
     // A thread for each even beyond the CPUs: on 2 CPUs, three loads sharing them end
     // together (walkers 108-118 ms, sampling 168-183 ms after the invocation) where two
     // threads leave the third load alone at the end (134-151 ms, 192-214 ms).
-    const size_t loaders = count;
     std::atomic<size_t> next{0};
     auto load_next = [&] {
       for (size_t i; (i = next++) < count;) {
@@ -192,7 +204,7 @@ void BpfPrograms::load_walker_programs(const Config& config, const std::string& 
       }
     };
     std::vector<std::future<void>> loads;
-    for (size_t l = 0; l < loaders; ++l) {
+    for (size_t l = 0; l < count; ++l) {
       try {
         loads.push_back(std::async(std::launch::async, load_next));
       } catch (const std::system_error&) {
@@ -205,22 +217,87 @@ void BpfPrograms::load_walker_programs(const Config& config, const std::string& 
   // not fit under a small `ulimit -v` where one does (and then the error is a single load's).
   for (size_t i = 0; i < count; ++i) {
     if (!errors[i]) continue;
-    skeletons[i] = open_walker(i, config, btf_path);
+    skeletons[i] = open_walker(programs[i], build, btf_path);
     if (int err = walker_bpf__load(skeletons[i].get()))
       throw std::runtime_error(
           load_failure(err, config.ring_buffer_bytes, config.unwind_row_capacity));
   }
-  walker_skeletons_ = std::move(skeletons);
+  for (size_t i = 0; i < count; ++i) times.emplace_back(programs[i], load_ms[i]);
+  return skeletons;
+}
+
+// The walkers without the runtimes' readers first where Config::runtime_readers_later says so,
+// the full ones then loading on a thread of their own (take_full_walkers).
+void BpfPrograms::load_walker_programs(const Config& config, UniqueFd core_btf) {
+  const MonotonicNs started = monotonic_now();
+  const std::string btf_path = "/proc/self/fd/" + std::to_string(core_btf.get());
+  bool later = config.runtime_readers_later;
+  walker_skeletons_ =
+      load_walkers(config, later ? WalkerBuild::kWithoutRuntimeReaders : WalkerBuild::kFull,
+                   btf_path, load_times_.walker_ms);
   load_times_.walkers_ms = ms_between(started, monotonic_now());
-  for (size_t i = 0; i < count; ++i)
-    load_times_.walker_ms.emplace_back(walker_programs(config)[i], load_ms[i]);
-  sample_program_ = walker_skeletons_[0]->progs.on_sample;
+  fill_walker_slots(walker_skeletons_);
+  if (later) {
+    core_btf_ = std::move(core_btf);  // read by the loads
+    try {
+      full_walkers_ = std::async(std::launch::async, [this, config, btf_path] {
+        std::vector<std::pair<std::string, double>> times;
+        return load_walkers(config, WalkerBuild::kFull, btf_path, times);
+      });
+    } catch (const std::system_error&) {
+      later = false;  // no thread: loaded here
+      walker_skeletons_ = load_walkers(config, WalkerBuild::kFull, btf_path, load_times_.walker_ms);
+      fill_walker_slots(walker_skeletons_);
+    }
+  }
+  runtime_readers_in_ = !later;
+  walkers_started_ = started;
   for (const WalkerSkeleton& walker : walker_skeletons_) {
     if (bpf_program__autoload(walker->progs.on_page_fault))
       page_fault_program_ = walker->progs.on_page_fault;
     if (bpf_program__autoload(walker->progs.on_allocator_call))
       allocator_call_program_ = walker->progs.on_allocator_call;
+    if (bpf_program__autoload(walker->progs.on_address_space_exit))
+      address_space_exit_program_ = walker->progs.on_address_space_exit;
   }
+}
+
+// The programs the dispatchers tail-call (bpf/profiler.bpf.c), from `walkers`.
+void BpfPrograms::fill_walker_slots(const std::vector<WalkerSkeleton>& walkers) {
+  for (const WalkerSkeleton& walker : walkers) {
+    const std::pair<bpf_program*, bpf_map*> slots[] = {
+        {walker->progs.on_sample, skeleton_->maps.sample_walker},
+        {walker->progs.on_switch, skeleton_->maps.switch_walker},
+        {walker->progs.on_waking, skeleton_->maps.waking_walker}};
+    for (const auto& [program, slot] : slots) {
+      if (!bpf_program__autoload(program)) continue;
+      const uint32_t key = 0;
+      const int fd = bpf_program__fd(program);
+      if (bpf_map__update_elem(slot, &key, sizeof(key), &fd, sizeof(fd), BPF_ANY))
+        throw std::runtime_error(std::string("cannot put the walker ") +
+                                 bpf_program__name(program) + " in its slot: " + errno_text(errno));
+    }
+  }
+}
+
+bool BpfPrograms::take_full_walkers(bool wait) {
+  if (runtime_readers_in_ || !full_walkers_.valid()) return runtime_readers_in_;
+  if (!wait && full_walkers_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return false;
+  try {
+    std::vector<WalkerSkeleton> full = full_walkers_.get();
+    fill_walker_slots(full);
+    walker_skeletons_ = std::move(full);  // the lite ones unloaded, out of their slots now
+    runtime_readers_in_ = true;
+    load_times_.full_walkers_ms = ms_between(walkers_started_, monotonic_now());
+  } catch (const std::exception& error) {
+    fprintf(stderr,
+            "bpfprof: warning: the runtimes' frame readers did not load (%s): stacks "
+            "go on without their frames\n",
+            error.what());
+  }
+  core_btf_.reset();
+  return runtime_readers_in_;
 }
 
 void BpfPrograms::WalkerSkeletonDeleter::operator()(walker_bpf* skel) const {

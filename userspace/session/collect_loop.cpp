@@ -127,7 +127,10 @@ BpfPrograms::Config bpf_config(const RecordOptions& options, const Recording& re
       .record_memory = recording.record_memory,
       .allocation_period = recording.allocation_period,
       .max_tracked_processes = options.max_processes,
-      .cgroup_filters = static_cast<uint32_t>(options.cgroup_paths.size())};
+      .cgroup_filters = static_cast<uint32_t>(options.cgroup_paths.size()),
+      // Targets that run already may be a runtime's: their frames from the first sample on.
+      .runtime_readers_later =
+          !options.command.empty() && !recording.record_memory && recording.allocation_period == 0};
 }
 
 void print_status_line(const Recording& recording, const SessionModel& model, uint64_t lost) {
@@ -331,6 +334,8 @@ void CollectLoop::collect(PeriodicOutputDriver& periodic) {
   recording_.end_time = monotonic_now();
   if (show_status_) fputs("\r\033[K", stderr);
   figures_.own_cpu_while_recording_ms = process_cpu_ms() - figures_.own_cpu_at_start_ms;
+  bpf_->take_full_walkers(true);
+  figures_.bpf_load.full_walkers_ms = bpf_->load_times().full_walkers_ms;
   stop_collecting();
 }
 

@@ -135,11 +135,15 @@ void print_summary(const RecordOptions& options, const RunReportPrinter& print_r
     std::string walkers;
     for (const auto& [program, ms] : f.bpf_load.walker_ms)
       walkers += (walkers.empty() ? "" : ", ") + program + " " + std::to_string(lround(ms));
+    const std::string full = f.bpf_load.full_walkers_ms > 0
+                                 ? "; with the runtimes' readers after " +
+                                       std::to_string(lround(f.bpf_load.full_walkers_ms)) + " ms"
+                                 : "";
     fprintf(stderr,
             "bpfprof: BPF load: minimal BTF %.0f ms, main object %.0f ms, walker programs %.0f "
-            "ms (%s)\n",
+            "ms (%s)%s\n",
             f.bpf_load.core_btf_ms, f.bpf_load.main_object_ms, f.bpf_load.walkers_ms,
-            walkers.c_str());
+            walkers.c_str(), full.c_str());
     fprintf(
         stderr,
         "bpfprof: its own CPU time: %.0f ms while recording (%.2f%% of one CPU), %.0f ms "
