@@ -174,24 +174,6 @@ std::optional<ParsedUnwindTable> read_compact_only(int fd, uint64_t size) {
   return parsed;
 }
 
-std::string errno_text(const std::string& what) {
-  return what + ": " + std::generic_category().message(errno);
-}
-
-// `path` and its parents as directories of mode 0755 (whatever the umask).
-bool make_directories(const std::string& path, std::string& error) {
-  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
-    const std::string prefix = path.substr(0, slash);
-    if (::mkdir(prefix.c_str(), 0755) == 0) {
-      ::chmod(prefix.c_str(), 0755);
-    } else if (errno != EEXIST) {
-      error = errno_text("cannot create " + prefix);
-      return false;
-    }
-    if (slash == std::string::npos) return true;
-  }
-}
-
 // The key of the file open as `fd`: its build-id, else what identifies this version of it.
 std::optional<std::string> cache_key(int fd) {
   struct stat st;

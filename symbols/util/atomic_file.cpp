@@ -106,4 +106,17 @@ void AtomicReplaceFile::commit() {
   if (dir.valid()) ::fsync(dir.get());
 }
 
+bool make_directories(const std::string& path, std::string& error) {
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (::mkdir(prefix.c_str(), 0755) == 0) {
+      ::chmod(prefix.c_str(), 0755);
+    } else if (errno != EEXIST) {
+      error = "cannot create " + prefix + ": " + std::generic_category().message(errno);
+      return false;
+    }
+    if (slash == std::string::npos) return true;
+  }
+}
+
 }  // namespace bpfprof

@@ -54,4 +54,8 @@ class AtomicReplaceFile {
   bool committed_ = false;
 };
 
+// `path` and its parents as directories of mode 0755 (whatever the umask), for a shared cache;
+// false with `error` set when one cannot be made.
+bool make_directories(const std::string& path, std::string& error);
+
 }  // namespace bpfprof

@@ -22,9 +22,11 @@
 #include <unordered_map>
 
 #include "profiler.skel.h"
+#include "symbols/dwarf/unwind_table_cache.h"
 #include "userspace/capture/bpf_map_sizes.h"
 #include "userspace/capture/bpf_programs.h"
 #include "userspace/capture/core_btf.h"
+#include "userspace/capture/core_btf_cache.h"
 #include "userspace/capture/lite_walker_elf.h"
 #include "userspace/model/clocks.h"
 #include "walker.skel.h"
@@ -110,26 +112,51 @@ const bpf_map* shared_map(const bpf_object* main, const bpf_map* map) {
   return nullptr;
 }
 
-}  // namespace
-
-// The minimal BTF for both objects' relocations, in a memory file for libbpf to read by path;
-// the attach ids of the walkers' tracepoints noted. The kernel's BTF is parsed once for it.
-UniqueFd BpfPrograms::prepare_core_btf() {
-  register_tp_btf_handler();
-  std::unique_ptr<btf, decltype(&btf__free)> kernel(btf__load_vmlinux_btf(), &btf__free);
-  if (!kernel) throw std::runtime_error("cannot read the kernel's BTF: " + errno_text(errno));
-  for (const char* tracepoint : {"sched_switch", "sched_waking", "sys_exit"})
-    tp_btf_ids()[tracepoint] = tracepoint_btf_id(*kernel, tracepoint);
+// The objects' bytes: the main one, the walker and the lite walker.
+std::vector<std::span<const uint8_t>> object_elves() {
   size_t main_size = 0, walker_size = 0;
   const void* main_elf = profiler_bpf__elf_bytes(&main_size);
   const void* walker_elf = walker_bpf__elf_bytes(&walker_size);
-  const std::string bytes =
-      minimal_core_btf(*kernel, {{static_cast<const uint8_t*>(main_elf), main_size},
-                                 {static_cast<const uint8_t*>(walker_elf), walker_size}});
-  kernel.reset();
+  return {{static_cast<const uint8_t*>(main_elf), main_size},
+          {static_cast<const uint8_t*>(walker_elf), walker_size},
+          lite_walker_elf()};
+}
+
+constexpr const char* kWalkerTracepoints[] = {"sched_switch", "sched_waking", "sys_exit"};
+
+// The minimal BTF for the objects' relocations and the walkers' tracepoints' attach ids, from
+// the kernel's BTF, which is parsed for them.
+CoreBtf make_core_btf() {
+  std::unique_ptr<btf, decltype(&btf__free)> kernel(btf__load_vmlinux_btf(), &btf__free);
+  if (!kernel) throw std::runtime_error("cannot read the kernel's BTF: " + errno_text(errno));
+  CoreBtf core;
+  for (const char* tracepoint : kWalkerTracepoints)
+    core.tracepoint_ids.push_back(tracepoint_btf_id(*kernel, tracepoint));
+  const std::vector<std::span<const uint8_t>> elves = object_elves();
+  core.btf = minimal_core_btf(*kernel, {elves[0], elves[1], elves[2]});
+  return core;
+}
+
+}  // namespace
+
+// The minimal BTF for the objects' relocations, in a memory file for libbpf to read by path;
+// the attach ids of the walkers' tracepoints noted. From the cache when this boot has made
+// them for these objects (core_btf_cache.h), else made and stored.
+UniqueFd BpfPrograms::prepare_core_btf() {
+  register_tp_btf_handler();
+  const std::vector<std::span<const uint8_t>> elves = object_elves();
+  const CoreBtfCache cache(UnwindTableCache::default_directory(), {elves[0], elves[1], elves[2]});
+  std::optional<CoreBtf> core = cache.read(std::size(kWalkerTracepoints));
+  if (!core) {
+    core = make_core_btf();
+    cache.store(*core);
+  }
+  for (size_t i = 0; i < std::size(kWalkerTracepoints); ++i)
+    tp_btf_ids()[kWalkerTracepoints[i]] = core->tracepoint_ids[i];
   UniqueFd fd(memfd_create("bpfprof-core-btf", MFD_CLOEXEC));
   if (!fd) throw std::runtime_error("cannot make a memory file: " + errno_text(errno));
-  if (::write(fd.get(), bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()))
+  if (::write(fd.get(), core->btf.data(), core->btf.size()) !=
+      static_cast<ssize_t>(core->btf.size()))
     throw std::runtime_error("cannot write the minimal BTF: " + errno_text(errno));
   return fd;
 }
