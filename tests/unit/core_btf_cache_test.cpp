@@ -13,10 +13,12 @@
 namespace bpfprof {
 namespace {
 
-const std::vector<uint8_t> kObject = {1, 2, 3, 4};
-const std::vector<uint8_t> kOtherObject = {1, 2, 3, 5};
+const std::vector<uint8_t> kCoreBtfTestObject = {1, 2, 3, 4};
+const std::vector<uint8_t> kCoreBtfOtherObject = {1, 2, 3, 5};
 
-CoreBtf sample() { return CoreBtf{std::string("\x9f\xeb\x01\x00 some BTF bytes", 19), {7, 0, 42}}; }
+CoreBtf core_btf_sample() {
+  return CoreBtf{std::string("\x9f\xeb\x01\x00 some BTF bytes", 19), {7, 0, 42}};
+}
 
 class CoreBtfCacheTest : public ::testing::Test {
  protected:
@@ -29,14 +31,14 @@ class CoreBtfCacheTest : public ::testing::Test {
 };
 
 TEST(CoreBtfFormat, ARoundTripKeepsTheIdsAndTheBtf) {
-  const std::optional<CoreBtf> parsed = parse_core_btf(serialize_core_btf(sample()), 3);
+  const std::optional<CoreBtf> parsed = parse_core_btf(serialize_core_btf(core_btf_sample()), 3);
   ASSERT_TRUE(parsed);
-  EXPECT_EQ(parsed->btf, sample().btf);
-  EXPECT_EQ(parsed->tracepoint_ids, sample().tracepoint_ids);
+  EXPECT_EQ(parsed->btf, core_btf_sample().btf);
+  EXPECT_EQ(parsed->tracepoint_ids, core_btf_sample().tracepoint_ids);
 }
 
 TEST(CoreBtfFormat, AnyChangedByteOrAnotherCountIsRefused) {
-  const std::string bytes = serialize_core_btf(sample());
+  const std::string bytes = serialize_core_btf(core_btf_sample());
   for (size_t i = 0; i < bytes.size(); ++i) {
     std::string changed = bytes;
     changed[i] = static_cast<char>(changed[i] ^ 0x10);
@@ -49,13 +51,13 @@ TEST(CoreBtfFormat, AnyChangedByteOrAnotherCountIsRefused) {
 }
 
 TEST_F(CoreBtfCacheTest, WhatIsStoredIsReadForTheSameObjectsOnly) {
-  const CoreBtfCache cache(directory_, {kObject});
+  const CoreBtfCache cache(directory_, {kCoreBtfTestObject});
   EXPECT_FALSE(cache.read(3));
-  ASSERT_TRUE(cache.store(sample()));
+  ASSERT_TRUE(cache.store(core_btf_sample()));
   const std::optional<CoreBtf> read = cache.read(3);
   ASSERT_TRUE(read);
-  EXPECT_EQ(read->btf, sample().btf);
-  EXPECT_FALSE(CoreBtfCache(directory_, {kOtherObject}).read(3));
+  EXPECT_EQ(read->btf, core_btf_sample().btf);
+  EXPECT_FALSE(CoreBtfCache(directory_, {kCoreBtfOtherObject}).read(3));
   EXPECT_FALSE(cache.read(4));
   struct stat st;
   ASSERT_EQ(::stat(cache.path().c_str(), &st), 0);
@@ -69,19 +71,19 @@ TEST_F(CoreBtfCacheTest, AnotherBootsEntriesAreRemovedWhenOneIsStored) {
   const std::string unrelated = directory_ + "/0123abcd.tbl";
   std::ofstream(old_boot) << "old";
   std::ofstream(unrelated) << "a table";
-  const CoreBtfCache cache(directory_, {kObject});
-  ASSERT_TRUE(cache.store(sample()));
+  const CoreBtfCache cache(directory_, {kCoreBtfTestObject});
+  ASSERT_TRUE(cache.store(core_btf_sample()));
   EXPECT_FALSE(std::filesystem::exists(old_boot));
   EXPECT_TRUE(std::filesystem::exists(unrelated));
   EXPECT_TRUE(std::filesystem::exists(cache.path()));
 }
 
 TEST_F(CoreBtfCacheTest, ACorruptEntryIsNotUsedAndIsReplaced) {
-  const CoreBtfCache cache(directory_, {kObject});
-  ASSERT_TRUE(cache.store(sample()));
+  const CoreBtfCache cache(directory_, {kCoreBtfTestObject});
+  ASSERT_TRUE(cache.store(core_btf_sample()));
   std::ofstream(cache.path(), std::ios::binary | std::ios::trunc) << "BPFPCBTF garbage";
   EXPECT_FALSE(cache.read(3));
-  ASSERT_TRUE(cache.store(sample()));
+  ASSERT_TRUE(cache.store(core_btf_sample()));
   EXPECT_TRUE(cache.read(3));
 }
 

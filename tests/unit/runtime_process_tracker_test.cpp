@@ -26,7 +26,7 @@ LifecycleEvent exit_of(int pid) {
   return {MonotonicNs{0}, ExitEvent{Pid{pid}, Tid{pid}, CpuTimeNs{0}, 0, true}};
 }
 
-struct Seen {
+struct TrackerSeen {
   std::vector<std::pair<int, std::string>> mapped;
   std::vector<int> execs;
 };
@@ -42,7 +42,7 @@ class TrackerTest : public ::testing::Test {
   RuntimeProcessTracker tracker_{[](const std::string& base) {
     return base.starts_with("python3") || base.starts_with("libpython3");
   }};
-  Seen seen_;
+  TrackerSeen seen_;
 };
 
 TEST_F(TrackerTest, AShellsChildsMappingsReadBeforeItsForkAllCountOnceItIsKnown) {

@@ -16,26 +16,26 @@
 namespace bpfprof {
 namespace {
 
-constexpr char kMagic[8] = {'B', 'P', 'F', 'P', 'C', 'B', 'T', 'F'};
-constexpr uint32_t kVersion = 1;
-constexpr const char* kPrefix = "core-btf-";
+constexpr char kCoreBtfMagic[8] = {'B', 'P', 'F', 'P', 'C', 'B', 'T', 'F'};
+constexpr uint32_t kCoreBtfVersion = 1;
+constexpr const char* kCoreBtfPrefix = "core-btf-";
 
-struct Header {
+struct CoreBtfHeader {
   char magic[8];
   uint32_t version;
   uint32_t tracepoints;
   uint32_t btf_size;
   uint32_t crc32;  // of the ids and the BTF
 };
-static_assert(sizeof(Header) == 24);
+static_assert(sizeof(CoreBtfHeader) == 24);
 
-uint32_t crc_of(std::string_view bytes, uint32_t crc = 0) {
+uint32_t core_btf_crc(std::string_view bytes, uint32_t crc = 0) {
   return static_cast<uint32_t>(
       ::crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
 }
 
 // This boot's id without its dashes; empty if unreadable.
-std::string boot_id() {
+std::string current_boot_id() {
   std::string id = read_entire_file("/proc/sys/kernel/random/boot_id").value_or("");
   std::erase_if(id, [](char c) { return !isxdigit(static_cast<unsigned char>(c)); });
   return id.size() == 32 ? id : "";
@@ -46,12 +46,12 @@ std::string boot_id() {
 std::string serialize_core_btf(const CoreBtf& core) {
   const std::string_view ids(reinterpret_cast<const char*>(core.tracepoint_ids.data()),
                              core.tracepoint_ids.size() * sizeof(uint32_t));
-  Header header{};
-  std::memcpy(header.magic, kMagic, sizeof kMagic);
-  header.version = kVersion;
+  CoreBtfHeader header{};
+  std::memcpy(header.magic, kCoreBtfMagic, sizeof kCoreBtfMagic);
+  header.version = kCoreBtfVersion;
   header.tracepoints = static_cast<uint32_t>(core.tracepoint_ids.size());
   header.btf_size = static_cast<uint32_t>(core.btf.size());
-  header.crc32 = crc_of(core.btf, crc_of(ids));
+  header.crc32 = core_btf_crc(core.btf, core_btf_crc(ids));
   std::string bytes(reinterpret_cast<const char*>(&header), sizeof header);
   bytes.append(ids);
   bytes.append(core.btf);
@@ -59,17 +59,17 @@ std::string serialize_core_btf(const CoreBtf& core) {
 }
 
 std::optional<CoreBtf> parse_core_btf(std::string_view bytes, size_t tracepoints) {
-  Header header;
+  CoreBtfHeader header;
   if (bytes.size() < sizeof header) return std::nullopt;
   std::memcpy(&header, bytes.data(), sizeof header);
   const uint64_t ids_size = uint64_t{header.tracepoints} * sizeof(uint32_t);
-  if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0 || header.version != kVersion ||
-      header.tracepoints != tracepoints || header.btf_size == 0 ||
-      bytes.size() != sizeof header + ids_size + header.btf_size)
+  if (std::memcmp(header.magic, kCoreBtfMagic, sizeof kCoreBtfMagic) != 0 ||
+      header.version != kCoreBtfVersion || header.tracepoints != tracepoints ||
+      header.btf_size == 0 || bytes.size() != sizeof header + ids_size + header.btf_size)
     return std::nullopt;
   const std::string_view ids = bytes.substr(sizeof header, ids_size);
   const std::string_view btf = bytes.substr(sizeof header + ids_size);
-  if (crc_of(btf, crc_of(ids)) != header.crc32) return std::nullopt;
+  if (core_btf_crc(btf, core_btf_crc(ids)) != header.crc32) return std::nullopt;
   CoreBtf core{std::string(btf), std::vector<uint32_t>(tracepoints)};
   std::memcpy(core.tracepoint_ids.data(), ids.data(), ids.size());
   return core;
@@ -78,14 +78,14 @@ std::optional<CoreBtf> parse_core_btf(std::string_view bytes, size_t tracepoints
 CoreBtfCache::CoreBtfCache(std::string directory,
                            std::initializer_list<std::span<const uint8_t>> object_elves)
     : directory_(std::move(directory)) {
-  const std::string boot = boot_id();
+  const std::string boot = current_boot_id();
   if (boot.empty()) return;
   uint32_t crc = 0;
   for (std::span<const uint8_t> elf : object_elves)
-    crc = crc_of({reinterpret_cast<const char*>(elf.data()), elf.size()}, crc);
+    crc = core_btf_crc({reinterpret_cast<const char*>(elf.data()), elf.size()}, crc);
   char objects[9];
   snprintf(objects, sizeof objects, "%08x", crc);
-  path_ = directory_ + "/" + kPrefix + boot + "-" + objects + ".btf";
+  path_ = directory_ + "/" + kCoreBtfPrefix + boot + "-" + objects + ".btf";
 }
 
 std::optional<CoreBtf> CoreBtfCache::read(size_t tracepoints) const {
@@ -102,7 +102,8 @@ bool CoreBtfCache::store(const CoreBtf& core) const {
   std::error_code ignored;
   for (const auto& entry : std::filesystem::directory_iterator(directory_, ignored)) {
     const std::string name = entry.path().string();
-    if (entry.path().filename().string().starts_with(kPrefix) && !name.starts_with(boot_prefix))
+    if (entry.path().filename().string().starts_with(kCoreBtfPrefix) &&
+        !name.starts_with(boot_prefix))
       std::filesystem::remove(entry.path(), ignored);  // another boot's
   }
   try {
