@@ -10,6 +10,7 @@
 #include "runtimes/kit/release.h"
 #include "runtimes/kit/x86_code.h"
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/read_file.h"
 #include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
@@ -147,9 +148,7 @@ std::vector<uint8_t> text_bytes(int fd, const ElfFile& elf, uint64_t* vaddr) {
   for (const LoadSegment& segment : elf.load_segments()) {
     if (!segment.executable() || segment.file_size > kMaxBeamBinaryBytes) continue;
     std::vector<uint8_t> bytes(segment.file_size);
-    if (pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(segment.file_offset)) !=
-        static_cast<ssize_t>(bytes.size()))
-      return {};
+    if (!pread_exact(fd, bytes.data(), bytes.size(), segment.file_offset)) return {};
     *vaddr = segment.vaddr;
     return bytes;
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include "runtimes/kit/x86_code.h"
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
 #include "symbols/util/untrusted_file.h"
@@ -47,8 +48,7 @@ std::optional<uint64_t> interpreter_head_static(int fd, const ElfFile& elf,
   const std::optional<uint64_t> offset =
       head_function ? elf.vaddr_to_file_offset(head_function->address) : std::nullopt;
   uint8_t code[kCodeBytes];
-  if (!offset || pread(fd, code, sizeof(code), static_cast<off_t>(*offset)) != sizeof(code))
-    return std::nullopt;
+  if (!offset || !pread_exact(fd, code, sizeof(code), *offset)) return std::nullopt;
   return first_rip_target(code, head_function->address);
 }
 

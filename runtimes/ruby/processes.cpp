@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
 #include "symbols/util/untrusted_file.h"
@@ -108,9 +109,7 @@ std::variant<RubyLibrary, RubyRejection> inspect_ruby_library(const std::string&
   auto read_code = [&](uint64_t vaddr, size_t size) {
     std::vector<uint8_t> bytes(size);
     const std::optional<uint64_t> offset = elf->vaddr_to_file_offset(vaddr);
-    const ssize_t got =
-        offset ? pread(fd.get(), bytes.data(), size, static_cast<off_t>(*offset)) : -1;
-    bytes.resize(got > 0 ? static_cast<size_t>(got) : 0);
+    bytes.resize(offset ? pread_up_to(fd.get(), bytes.data(), size, *offset) : 0);
     return bytes;
   };
   const DynamicSymbol* id2str = defined("rb_id2str");

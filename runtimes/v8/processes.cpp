@@ -18,6 +18,7 @@
 #include "runtimes/kit/release.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/elf/symbol_span.h"
+#include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/untrusted_file.h"
 
@@ -57,8 +58,7 @@ class FileImage final : public RemoteMemory {
       std::memset(out, 0, size);
       if (at >= s.p_filesz) return true;
       const size_t in_file = std::min<uint64_t>(size, s.p_filesz - at);
-      return pread(fd_, out, in_file, static_cast<off_t>(s.p_offset + at)) ==
-             static_cast<ssize_t>(in_file);
+      return pread_exact(fd_, out, in_file, s.p_offset + at);
     }
     return false;
   }

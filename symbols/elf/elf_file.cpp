@@ -19,6 +19,7 @@
 
 #include "symbols/elf/plt_symbols.h"
 #include "symbols/elf/symbol_table.h"
+#include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
 #include "symbols/util/untrusted_file.h"
@@ -448,7 +449,7 @@ bool any_symbol_starts_with(int fd, std::span<const std::string_view> prefixes) 
 
 bool read_file_at_vaddr(int fd, const ElfFile& elf, uint64_t vaddr, void* out, size_t size) {
   const std::optional<uint64_t> offset = elf.vaddr_to_file_offset(vaddr);
-  return offset && pread(fd, out, size, static_cast<off_t>(*offset)) == static_cast<ssize_t>(size);
+  return offset && pread_exact(fd, out, size, *offset);
 }
 
 std::unordered_map<std::string, DynamicSymbol> read_dynamic_symbols(

@@ -1,4 +1,5 @@
 #include "symbols/elf/symbol_span.h"
+#include "symbols/util/read_file.h"
 
 #include <elf.h>
 #include <unistd.h>
@@ -12,10 +13,6 @@ namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;
 
-bool read_at(int fd, uint64_t offset, void* out, size_t size) {
-  return pread(fd, out, size, static_cast<off_t>(offset)) == static_cast<ssize_t>(size);
-}
-
 // The section headers of .symtab and of the string table it names.
 struct SymbolSections {
   Elf64_Shdr symbols{};
@@ -24,13 +21,13 @@ struct SymbolSections {
 
 std::optional<SymbolSections> symbol_sections(int fd) {
   Elf64_Ehdr header{};
-  if (!read_at(fd, 0, &header, sizeof(header)) || std::memcmp(header.e_ident, ELFMAG, SELFMAG) ||
-      header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB ||
-      header.e_shentsize != sizeof(Elf64_Shdr))
+  if (!pread_exact(fd, &header, sizeof(header), 0) ||
+      std::memcmp(header.e_ident, ELFMAG, SELFMAG) || header.e_ident[EI_CLASS] != ELFCLASS64 ||
+      header.e_ident[EI_DATA] != ELFDATA2LSB || header.e_shentsize != sizeof(Elf64_Shdr))
     return std::nullopt;
   std::vector<Elf64_Shdr> sections(header.e_shnum);
   if (sections.empty() ||
-      !read_at(fd, header.e_shoff, sections.data(), sections.size() * sizeof(Elf64_Shdr)))
+      !pread_exact(fd, sections.data(), sections.size() * sizeof(Elf64_Shdr), header.e_shoff))
     return std::nullopt;
   for (const Elf64_Shdr& s : sections)
     if (s.sh_type == SHT_SYMTAB && s.sh_entsize == sizeof(Elf64_Sym) &&
@@ -56,7 +53,7 @@ std::vector<ClassifiedName> classified_names(int fd, const Elf64_Shdr& strings,
   std::vector<char> chunk(kChunkBytes + kMaxClassifiedName + 1);
   for (uint64_t at = 0; at < strings.sh_size && at <= UINT32_MAX; at += kChunkBytes) {
     const size_t size = std::min<uint64_t>(strings.sh_size - at, chunk.size());
-    if (!read_at(fd, strings.sh_offset + at, chunk.data(), size)) return {};
+    if (!pread_exact(fd, chunk.data(), size, strings.sh_offset + at)) return {};
     const std::string_view bytes(chunk.data(), size);
     for (size_t i = bytes.find(prefix); i < kChunkBytes && i != std::string_view::npos;
          i = bytes.find(prefix, i + 1)) {
@@ -91,8 +88,8 @@ std::vector<std::optional<SymbolSpan>> function_symbol_spans(
   const uint64_t count = sections->symbols.sh_size / sizeof(Elf64_Sym);
   for (uint64_t first = 0; first < count && !names.empty(); first += chunk.size()) {
     const size_t n = std::min<uint64_t>(chunk.size(), count - first);
-    if (!read_at(fd, sections->symbols.sh_offset + first * sizeof(Elf64_Sym), chunk.data(),
-                 n * sizeof(Elf64_Sym)))
+    if (!pread_exact(fd, chunk.data(), n * sizeof(Elf64_Sym),
+                     sections->symbols.sh_offset + first * sizeof(Elf64_Sym)))
       return {};
     for (size_t i = 0; i < n; ++i) {
       const Elf64_Sym& s = chunk[i];

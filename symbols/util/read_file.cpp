@@ -30,4 +30,20 @@ std::optional<std::string> read_entire_file(const std::string& path) {
   }
 }
 
+size_t pread_up_to(int fd, void* out, size_t size, uint64_t offset) {
+  auto* bytes = static_cast<char*>(out);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::pread(fd, bytes + done, size - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
+bool pread_exact(int fd, void* out, size_t size, uint64_t offset) {
+  return pread_up_to(fd, out, size, offset) == size;
+}
+
 }  // namespace bpfprof

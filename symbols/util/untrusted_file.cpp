@@ -220,15 +220,8 @@ namespace {
 // beyond them is left for the next read).
 std::string read_opened(const UntrustedOpen& file) {
   std::string contents(file.size, '\0');
-  size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t got = pread(file.fd.get(), contents.data() + done, contents.size() - done,
-                              static_cast<off_t>(done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;  // shortened meanwhile: what was there
-    done += static_cast<size_t>(got);
-  }
-  contents.resize(done);
+  // Shortened meanwhile: what was there.
+  contents.resize(pread_up_to(file.fd.get(), contents.data(), contents.size(), 0));
   return contents;
 }
 

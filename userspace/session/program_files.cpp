@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 
+#include "symbols/util/read_file.h"
 #include "symbols/util/run_program.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
@@ -60,9 +61,7 @@ std::string elf_interpreter(int fd) {
         header.p_type != PT_INTERP || header.p_filesz < 2 || header.p_filesz > PATH_MAX)
       continue;
     std::string path(header.p_filesz, '\0');
-    if (pread(fd, path.data(), path.size(), static_cast<off_t>(header.p_offset)) !=
-        static_cast<ssize_t>(path.size()))
-      return {};
+    if (!pread_exact(fd, path.data(), path.size(), header.p_offset)) return {};
     return path.substr(0, path.find('\0'));
   }
   return {};
