@@ -13,6 +13,7 @@
 #include "symbols/dwarf/unwind_spans.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/atomic_file.h"
+#include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
 #include "symbols/util/untrusted_file.h"
@@ -121,24 +122,11 @@ bool header_is_valid(const UnwindCacheHeader& header, uint64_t after) {
          header.reserved == 0 && header.row_count <= after / sizeof(UnwindRow);
 }
 
-bool pread_all(int fd, void* out, size_t size, uint64_t offset) {
-  auto* bytes = static_cast<char*>(out);
-  while (size > 0) {
-    const ssize_t got = ::pread(fd, bytes, size, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    bytes += got;
-    size -= static_cast<size_t>(got);
-    offset += static_cast<uint64_t>(got);
-  }
-  return true;
-}
-
 // `items` (sized) read from `offset` on, which moves past them; their bytes' CRC into `crc`.
 template <typename T>
 bool read_items(int fd, std::vector<T>& items, uint64_t& offset, uLong& crc) {
   const size_t size = items.size() * sizeof(T);
-  if (size && !pread_all(fd, items.data(), size, offset)) return false;
+  if (size && !pread_exact(fd, items.data(), size, offset)) return false;
   crc = crc32(crc, reinterpret_cast<const Bytef*>(items.data()), static_cast<uInt>(size));
   offset += size;
   return true;
@@ -148,12 +136,13 @@ bool read_items(int fd, std::vector<T>& items, uint64_t& offset, uLong& crc) {
 // has none or it fails a check.
 std::optional<ParsedUnwindTable> read_compact_only(int fd, uint64_t size) {
   UnwindCacheHeader header;
-  if (size < sizeof header || !pread_all(fd, &header, sizeof header, 0) ||
+  if (size < sizeof header || !pread_exact(fd, &header, sizeof header, 0) ||
       !header_is_valid(header, size - sizeof header))
     return std::nullopt;
-  uint64_t offset = sizeof header + header.row_count * sizeof(UnwindRow);
+  if (header.row_count != 0) return std::nullopt;  // rows come only without a compact form
+  uint64_t offset = sizeof header;
   UnwindCacheCompactHeader compact;
-  if (size - offset < sizeof compact || !pread_all(fd, &compact, sizeof compact, offset) ||
+  if (size - offset < sizeof compact || !pread_exact(fd, &compact, sizeof compact, offset) ||
       compact.present != 1)
     return std::nullopt;
   offset += sizeof compact;
@@ -187,8 +176,12 @@ std::optional<std::string> cache_key(int fd) {
 
 }  // namespace
 
-std::string serialize_unwind_table(const std::vector<UnwindRow>& rows,
+std::string serialize_unwind_table(const std::vector<UnwindRow>& all_rows,
                                    const std::optional<CompactUnwindTable>& compact) {
+  // The rows only where there is no compact form: nothing reads them back then, and they were
+  // four fifths of an entry's bytes and of the time its store took.
+  static const std::vector<UnwindRow> kNone;
+  const std::vector<UnwindRow>& rows = compact ? kNone : all_rows;
   UnwindCacheHeader header{};
   std::memcpy(header.magic, kMagic, sizeof kMagic);
   header.version = kUnwindCacheVersion;
@@ -234,7 +227,8 @@ std::optional<ParsedUnwindTable> parse_unwind_table(std::string_view bytes) {
   table.rows = take_all<UnwindRow>(bytes, header.row_count);
   if (!rows_are_valid(table.rows)) return std::nullopt;
   std::optional<std::optional<CompactUnwindTable>> compact = parse_compact(bytes);
-  if (!compact) return std::nullopt;
+  // Rows only without a compact form, as written: one table, one entry.
+  if (!compact || (*compact && !table.rows.empty())) return std::nullopt;
   table.compact = std::move(*compact);
   return table;
 }
@@ -249,7 +243,7 @@ std::optional<ParsedUnwindTable> read_unwind_table(int fd, uint64_t size, TableF
   if (form == TableForm::kCompactFirst)
     if (std::optional<ParsedUnwindTable> compact = read_compact_only(fd, size)) return compact;
   std::string bytes(size, '\0');
-  if (!pread_all(fd, bytes.data(), bytes.size(), 0)) return std::nullopt;
+  if (!pread_exact(fd, bytes.data(), bytes.size(), 0)) return std::nullopt;
   return parse_unwind_table(bytes);
 }
 

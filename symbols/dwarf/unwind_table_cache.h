@@ -11,7 +11,9 @@
 // Format, little-endian: the header below, then `row_count` bpfprof_unwind_row, then the
 // table's compact form (compact_unwind_table.h: what the kernel keeps, made once when the table
 // is built rather than at every load, where it would delay a recorder's start): its header
-// and its pages, entries and rules, checked as the rows are. Bump kUnwindCacheVersion (and the
+// and its pages, entries and rules, checked as the rows are. The rows are written only for a
+// table without a compact form (more distinct rules than it indexes): the compact form is what
+// is read back. Bump kUnwindCacheVersion (and the
 // directory's -vN) whenever the rows a builder makes change.
 // Not thread-safe.
 #pragma once
@@ -34,8 +36,9 @@ namespace bpfprof {
 // 7: Go's functions from Go's pcsp table; 8: V8's embedded builtins by rbp (v8_builtins.h);
 // 11: a .text mostly without CFI (Chromium's) by rbp; 12: the compact form after the rows;
 // 13: Go's vDSO callers by their frame base; 14: Go's signal trampoline and restorer;
-// 15: the embedded builtins of V8 before 10.x (node 18: v8_Default_embedded_blob_code_data_).
-inline constexpr uint32_t kUnwindCacheVersion = 15;
+// 15: the embedded builtins of V8 before 10.x (node 18: v8_Default_embedded_blob_code_data_);
+// 16: no rows where the compact form is.
+inline constexpr uint32_t kUnwindCacheVersion = 16;
 
 struct UnwindCacheHeader {
   char magic[8];  // "BPFPUNWT"
@@ -67,7 +70,7 @@ struct ParsedUnwindTable {
 
 // What is read of a cache entry.
 enum class TableForm {
-  kRows,  // the rows, and their compact form where the entry has it
+  kRows,  // the whole entry: its compact form, or its rows where it has none
   // The compact form alone where the entry has it (what the in-kernel unwinder loads; the rows
   // are most of the file, and were most of the time a whole machine's tables took to load);
   // the rows where it has none.
@@ -75,7 +78,7 @@ enum class TableForm {
 };
 
 // A cache file's bytes for `rows` and their compact form (`compact`: as compact_unwind_table
-// makes it from them).
+// makes it from them); the rows are left out where the compact form is.
 std::string serialize_unwind_table(const std::vector<UnwindRow>& rows,
                                    const std::optional<CompactUnwindTable>& compact);
 std::string serialize_unwind_rows(const std::vector<UnwindRow>& rows);  // compacted here
@@ -96,7 +99,7 @@ enum class UnwindTableSource {
 };
 
 struct CachedUnwindTable {
-  std::vector<UnwindRow> rows;
+  std::vector<UnwindRow> rows;  // as built; from the cache only where there is no compact form
   // The rows' compact form; nullopt where they have too many distinct rules, or the provider
   // did not make it (the caller compacts them then).
   std::optional<CompactUnwindTable> compact;
@@ -108,7 +111,9 @@ struct CachedUnwindTable {
   uint64_t unread_rows = 0;  // the cache entry's rows, not read (TableForm::kCompactFirst)
 
   bool from_cache() const { return source == UnwindTableSource::kCache; }
-  bool has_rows() const { return !rows.empty() || unread_rows > 0; }
+  bool has_rows() const {
+    return !rows.empty() || unread_rows > 0 || (compact && !compact->rows.empty());
+  }
 };
 
 using CachedUnwindTableResult = std::variant<CachedUnwindTable, UnwindTableError>;

@@ -55,7 +55,7 @@ class UnwindTableCacheTest : public ::testing::Test {
     write_file(entry, bytes);
     const CachedUnwindTable again = get(cache, kPltLoop);
     EXPECT_EQ(again.source, UnwindTableSource::kBuilt);
-    EXPECT_EQ(serialize_unwind_rows(again.rows), serialize_unwind_rows(built.rows));
+    EXPECT_EQ(serialize_unwind_table({}, again.compact), serialize_unwind_table({}, built.compact));
     EXPECT_EQ(get(cache, kPltLoop).source, UnwindTableSource::kCache);  // replaced for good
   }
 
@@ -74,11 +74,13 @@ TEST_F(UnwindTableCacheTest, SecondGetLoadsTheSameRowsFromTheCache) {
   const CachedUnwindTable loaded = get(next_run, kPltLoop);
   EXPECT_TRUE(loaded.from_cache());
   EXPECT_EQ(loaded.key, built.key);
-  EXPECT_EQ(serialize_unwind_rows(loaded.rows), serialize_unwind_rows(built.rows));
-  // The compact form comes with them (made once, when built), as the rows make it.
+  // The compact form (made once, when built, as the rows make it) and not the rows: the
+  // compact form is what is read back.
   ASSERT_TRUE(built.compact && loaded.compact);
-  EXPECT_EQ(serialize_unwind_table(loaded.rows, loaded.compact),
-            serialize_unwind_table(built.rows, compact_unwind_table(built.rows)));
+  EXPECT_TRUE(loaded.rows.empty());
+  EXPECT_TRUE(loaded.has_rows());
+  EXPECT_EQ(serialize_unwind_table({}, loaded.compact),
+            serialize_unwind_table({}, compact_unwind_table(built.rows)));
   struct stat st;
   ASSERT_EQ(stat((root_ + "/a/b/" + built.key).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);
@@ -97,7 +99,7 @@ TEST_F(UnwindTableCacheTest, TheCompactFormIsLoadedWithoutTheRows) {
   const auto* loaded = std::get_if<CachedUnwindTable>(&result);
   ASSERT_TRUE(loaded && loaded->from_cache());
   EXPECT_TRUE(loaded->rows.empty());
-  EXPECT_EQ(loaded->unread_rows, built.rows.size());
+  EXPECT_EQ(loaded->unread_rows, 0u);  // none in the entry
   EXPECT_TRUE(loaded->has_rows());
   ASSERT_TRUE(loaded->compact);
   EXPECT_EQ(serialize_unwind_table(built.rows, loaded->compact),
@@ -142,7 +144,7 @@ TEST_F(UnwindTableCacheTest, AnotherFileAtTheSamePathIsRebuilt) {
   const CachedUnwindTable second = get(cache, copy);
   EXPECT_EQ(second.source, UnwindTableSource::kBuilt);
   EXPECT_NE(second.key, first.key);
-  EXPECT_NE(serialize_unwind_rows(second.rows), serialize_unwind_rows(first.rows));
+  EXPECT_NE(serialize_unwind_table({}, second.compact), serialize_unwind_table({}, first.compact));
 }
 
 // Any user can build a file that claims another's build-id: its table would then replace
@@ -252,18 +254,25 @@ TEST(UnwindTableFile, TheCompactFormAloneIsReadAndChecked) {
   const auto compact = read_as(bytes, TableForm::kCompactFirst);
   ASSERT_TRUE(compact && compact->compact);
   EXPECT_TRUE(compact->rows.empty());
-  EXPECT_EQ(compact->row_count, 2u);
+  EXPECT_EQ(compact->row_count, 0u);  // the entry has its compact form, not its rows
   EXPECT_EQ(serialize_unwind_table(rows, compact->compact), bytes);
-  EXPECT_EQ(read_as(bytes, TableForm::kRows).value().rows.size(), 2u);
-  const auto without =
-      read_as(serialize_unwind_table(rows, std::nullopt), TableForm::kCompactFirst);
+  const auto whole = read_as(bytes, TableForm::kRows);
+  ASSERT_TRUE(whole && whole->compact);
+  EXPECT_TRUE(whole->rows.empty());
+  const std::string rows_only = serialize_unwind_table(rows, std::nullopt);
+  const auto without = read_as(rows_only, TableForm::kCompactFirst);
   ASSERT_TRUE(without);
   EXPECT_FALSE(without->compact);
   EXPECT_EQ(without->rows.size(), 2u);
-  std::string damaged = bytes;
+  std::string damaged = rows_only;
   damaged[sizeof(UnwindCacheHeader) + 1] ^= 1;  // a row's byte
-  EXPECT_TRUE(read_as(damaged, TableForm::kCompactFirst));
+  EXPECT_FALSE(read_as(damaged, TableForm::kCompactFirst));
   EXPECT_FALSE(read_as(damaged, TableForm::kRows));
+  // Rows and a compact form in one entry: not as written, refused.
+  std::string both = rows_only.substr(0, rows_only.size() - sizeof(UnwindCacheCompactHeader));
+  both += bytes.substr(sizeof(UnwindCacheHeader));
+  EXPECT_FALSE(read_as(both, TableForm::kRows));
+  EXPECT_FALSE(read_as(both, TableForm::kCompactFirst));
   damaged = bytes;
   damaged.back() ^= 1;  // the compact form's
   EXPECT_FALSE(read_as(damaged, TableForm::kCompactFirst));
