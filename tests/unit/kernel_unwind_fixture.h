@@ -121,7 +121,11 @@ struct Fixture {
               if (path == "/crafted") return UnwindTableError::kTooManyRows;
               CachedUnwindTable table;
               table.rows = rows_of(table_rows);
-              if (cached.contains(path)) table.source = UnwindTableSource::kCache;
+              if (cached.contains(path)) {  // as the cache gives it: the compact form alone
+                table.source = UnwindTableSource::kCache;
+                table.compact = compact_unwind_table(table.rows);
+                table.rows.clear();
+              }
               return table;
             },
             track_all, workers, table_builds) {}

@@ -365,7 +365,8 @@ void KernelUnwindTables::load(BuildResult& result) {
     ++(table->from_cache() ? stats_.tables_from_cache : stats_.tables_built);
     file.elf = std::move(result.elf);
     file.v8 = result.v8;
-    if (!table->has_rows()) {
+    // The compact form was moved out of the table (build_tables).
+    if (result.compact ? result.compact->rows.empty() : !table->has_rows()) {
       file.status = TableStatus::kNoRows;
     } else if (result.compact && place(file, *result.compact)) {
       file.status = TableStatus::kLoaded;
