@@ -55,10 +55,9 @@ Totals run(UnwindTableCache& cache, const std::set<std::string>& files, bool ver
     }
     const CachedUnwindTable& table = std::get<CachedUnwindTable>(result);
     // A cached table is its compact form (the rows are not kept beside it): its entries.
-    const size_t rows =
-        table.rows.empty() && table.compact ? table.compact->rows.size() : table.rows.size();
-    const size_t bytes = table.rows.empty() && table.compact ? rows * sizeof(bpfprof_unwind_entry)
-                                                             : rows * sizeof(UnwindRow);
+    const bool compact_only = table.rows.empty() && table.compact;
+    const size_t rows = compact_only ? table.compact->rows.size() : table.rows.size();
+    const size_t bytes = rows * (compact_only ? sizeof(bpfprof_unwind_entry) : sizeof(UnwindRow));
     ++totals.files;
     totals.rows += rows;
     totals.milliseconds += ms(table.time);

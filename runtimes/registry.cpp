@@ -39,11 +39,17 @@ void Runtimes::forget_exited() {
   for (auto& runtime : runtimes_) runtime->forget_exited();
 }
 
+namespace {
+
+// Whether the walkers that sampling a command starts with leave the runtime's reader out
+// (bpf/runtime_list.h, BPFPROF_RUNTIMES_READ_LATER).
 bool is_read_later(RuntimeKind kind) {
 #define BPFPROF_IS_KIND(ID) || kind == static_cast<RuntimeKind>(BPFPROF_RUNTIME_##ID)
   return false BPFPROF_RUNTIMES_READ_LATER(BPFPROF_IS_KIND);
 #undef BPFPROF_IS_KIND
 }
+
+}  // namespace
 
 void Runtimes::apply_kernel_changes(RuntimeKernelMaps& maps, Recording& recording,
                                     bool late_readers_loaded) {

@@ -11,10 +11,6 @@
 
 namespace bpfprof {
 
-// Whether the walkers that sampling a command starts with leave the runtime's reader out
-// (bpf/runtime_list.h, BPFPROF_RUNTIMES_READ_LATER).
-bool is_read_later(RuntimeKind kind);
-
 class Runtimes {
  public:
   // Every runtime bpfprof knows, but those in `disabled` (--no-python-frames, a replay).

@@ -13,8 +13,8 @@
 // is built rather than at every load, where it would delay a recorder's start): its header
 // and its pages, entries and rules, checked as the rows are. The rows are written only for a
 // table without a compact form (more distinct rules than it indexes): the compact form is what
-// is read back. Bump kUnwindCacheVersion (and the
-// directory's -vN) whenever the rows a builder makes change.
+// is read back. Bump kUnwindCacheVersion (and the directory's -vN) whenever the rows a builder
+// makes change.
 // Not thread-safe.
 #pragma once
 

@@ -1,5 +1,4 @@
 #include "symbols/elf/symbol_span.h"
-#include "symbols/util/read_file.h"
 
 #include <elf.h>
 #include <unistd.h>
@@ -7,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
+#include "symbols/util/read_file.h"
 
 namespace bpfprof {
 namespace {

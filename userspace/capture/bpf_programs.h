@@ -190,8 +190,10 @@ class BpfPrograms {
   // sharing those maps (bpf_walkers.cpp), the sample program's among them.
   using Skeleton = std::unique_ptr<profiler_bpf, SkeletonDeleter>;
   using WalkerSkeleton = std::unique_ptr<walker_bpf, WalkerSkeletonDeleter>;
-  // A walker object for the program `index` of walker_programs() alone, its maps the main
-  // object's, its CO-RE relocations against the BTF at `btf_path`; and the loading of them all.
+  // A walker object of `build` (with every runtime's reader, or without the late ones) for
+  // `program` alone, its maps the main object's, its CO-RE relocations against the BTF at
+  // `btf_path`; the loading of walker_programs() each in one (times into `times`); and the
+  // loading that starts sampling (the first walkers, the full ones after them or at once).
   enum class WalkerBuild { kWithoutRuntimeReaders, kFull };
   WalkerSkeleton open_walker(const char* program, WalkerBuild build,
                              const std::string& btf_path) const;
@@ -200,7 +202,7 @@ class BpfPrograms {
       std::vector<std::pair<std::string, double>>& times) const;
   void load_walker_programs(const Config& config, UniqueFd core_btf);
   void fill_walker_slots(const std::vector<WalkerSkeleton>& walkers);
-  // The minimal BTF both objects' CO-RE relocations are made against, in a memory file.
+  // The minimal BTF the objects' CO-RE relocations are made against, in a memory file.
   static UniqueFd prepare_core_btf();
   void attach_allocator_probe(const std::string& libc, const std::string& function, uint64_t call,
                               bpf_program* program, bool at_return);

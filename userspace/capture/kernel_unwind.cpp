@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "symbols/dwarf/v8_builtins.h"
 #include "symbols/elf/elf_file.h"
@@ -249,8 +250,8 @@ void KernelUnwindTables::build_tables() {
     }
     // Compact from the cache (made when the table was built); a provider's rows otherwise.
     if (auto* table = std::get_if<CachedUnwindTable>(&result.table))
-      result.compact =
-          table->compact ? std::move(table->compact) : compact_unwind_table(table->rows);
+      result.compact = table->compact ? std::exchange(table->compact, std::nullopt)
+                                      : compact_unwind_table(table->rows);
     lock.lock();
     results_.push_back(std::move(result));
     --pending_;
@@ -365,7 +366,7 @@ void KernelUnwindTables::load(BuildResult& result) {
     ++(table->from_cache() ? stats_.tables_from_cache : stats_.tables_built);
     file.elf = std::move(result.elf);
     file.v8 = result.v8;
-    // The compact form was moved out of the table (build_tables).
+    // The compact form is taken out of the table (build_tables).
     if (result.compact ? result.compact->rows.empty() : !table->has_rows()) {
       file.status = TableStatus::kNoRows;
     } else if (result.compact && place(file, *result.compact)) {
