@@ -6,11 +6,11 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "symbols/dwarf/crt_stubs.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/elf/symbol_table.h"
+#include "symbols/util/crc32.h"
 #include "symbols/util/debug_dirs.h"
 #include "symbols/util/text.h"
 #include "symbols/util/untrusted_file.h"
@@ -26,15 +26,15 @@ namespace {
 
 // The CRC-32 that .gnu_debuglink records for its debug file.
 uint32_t file_crc32(int fd) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uint32_t crc = 0;
   unsigned char buf[65536];
   ssize_t n;
   off_t offset = 0;
   while ((n = pread(fd, buf, sizeof(buf), offset)) > 0) {
-    crc = crc32(crc, buf, static_cast<uInt>(n));
+    crc = crc32_of(buf, static_cast<size_t>(n), crc);
     offset += n;
   }
-  return static_cast<uint32_t>(crc);
+  return crc;
 }
 
 std::optional<std::string> string_attribute(Dwarf_Die* die, unsigned int name) {

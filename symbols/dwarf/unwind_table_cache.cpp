@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -13,6 +12,7 @@
 #include "symbols/dwarf/unwind_spans.h"
 #include "symbols/elf/elf_file.h"
 #include "symbols/util/atomic_file.h"
+#include "symbols/util/crc32.h"
 #include "symbols/util/read_file.h"
 #include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
@@ -22,13 +22,6 @@ namespace bpfprof {
 namespace {
 
 constexpr char kMagic[8] = {'B', 'P', 'F', 'P', 'U', 'N', 'W', 'T'};
-
-uint32_t crc_of(const void* bytes, size_t size) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  // zlib takes at most 4 GiB at once; a table is far smaller (8 bytes a row of a 32-bit pc).
-  return static_cast<uint32_t>(
-      crc32(crc, static_cast<const Bytef*>(bytes), static_cast<uInt>(size)));
-}
 
 template <typename RuleOrRow>
 bool rule_is_known(const RuleOrRow& r) {
@@ -104,7 +97,7 @@ std::optional<std::optional<CompactUnwindTable>> parse_compact(std::string_view 
     return std::optional<CompactUnwindTable>{};
   }
   if (header.present != 1 || compact_bytes(header) != bytes.size() ||
-      crc_of(bytes.data(), bytes.size()) != header.crc32)
+      crc32_of(bytes.data(), bytes.size()) != header.crc32)
     return std::nullopt;
   CompactUnwindTable table;
   table.page_base = header.page_base;
@@ -124,10 +117,10 @@ bool header_is_valid(const UnwindCacheHeader& header, uint64_t after) {
 
 // `items` (sized) read from `offset` on, which moves past them; their bytes' CRC into `crc`.
 template <typename T>
-bool read_items(int fd, std::vector<T>& items, uint64_t& offset, uLong& crc) {
+bool read_items(int fd, std::vector<T>& items, uint64_t& offset, uint32_t& crc) {
   const size_t size = items.size() * sizeof(T);
   if (size && !pread_exact(fd, items.data(), size, offset)) return false;
-  crc = crc32(crc, reinterpret_cast<const Bytef*>(items.data()), static_cast<uInt>(size));
+  crc = crc32_of(items.data(), size, crc);
   offset += size;
   return true;
 }
@@ -152,10 +145,9 @@ std::optional<ParsedUnwindTable> read_compact_only(int fd, uint64_t size) {
   table.pages.resize(compact.page_count);
   table.rows.resize(compact.entry_count);
   table.rules.resize(compact.rule_count);
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uint32_t crc = 0;
   if (!read_items(fd, table.pages, offset, crc) || !read_items(fd, table.rows, offset, crc) ||
-      !read_items(fd, table.rules, offset, crc) || static_cast<uint32_t>(crc) != compact.crc32 ||
-      !compact_is_valid(table))
+      !read_items(fd, table.rules, offset, crc) || crc != compact.crc32 || !compact_is_valid(table))
     return std::nullopt;
   ParsedUnwindTable parsed;
   parsed.compact = std::move(table);
@@ -187,7 +179,7 @@ std::string serialize_unwind_table(const std::vector<UnwindRow>& all_rows,
   header.version = kUnwindCacheVersion;
   header.row_size = sizeof(UnwindRow);
   header.row_count = rows.size();
-  header.rows_crc32 = crc_of(rows.data(), rows.size() * sizeof(UnwindRow));
+  header.rows_crc32 = crc32_of(rows.data(), rows.size() * sizeof(UnwindRow));
   // Sized once: a large table is tens of MB, which growing by appends copies several times.
   std::string bytes;
   bytes.reserve(sizeof header + rows.size() * sizeof(UnwindRow) + sizeof(UnwindCacheCompactHeader) +
@@ -204,7 +196,7 @@ std::string serialize_unwind_table(const std::vector<UnwindRow>& all_rows,
                     static_cast<uint32_t>(compact->pages.size()),
                     static_cast<uint32_t>(compact->rows.size()),
                     static_cast<uint32_t>(compact->rules.size()),
-                    crc_of(bytes.data() + compact_at, bytes.size() - compact_at)};
+                    crc32_of(bytes.data() + compact_at, bytes.size() - compact_at)};
   bytes.replace(compact_at - sizeof compact_header, sizeof compact_header,
                 reinterpret_cast<const char*>(&compact_header), sizeof compact_header);
   return bytes;
@@ -221,7 +213,7 @@ std::optional<ParsedUnwindTable> parse_unwind_table(std::string_view bytes) {
   bytes.remove_prefix(sizeof header);
   if (!header_is_valid(header, bytes.size())) return std::nullopt;
   const std::string_view row_bytes = bytes.substr(0, header.row_count * sizeof(UnwindRow));
-  if (crc_of(row_bytes.data(), row_bytes.size()) != header.rows_crc32) return std::nullopt;
+  if (crc32_of(row_bytes.data(), row_bytes.size()) != header.rows_crc32) return std::nullopt;
   ParsedUnwindTable table;
   table.row_count = header.row_count;
   table.rows = take_all<UnwindRow>(bytes, header.row_count);

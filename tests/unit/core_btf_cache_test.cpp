@@ -1,7 +1,9 @@
 // The minimal BTF's cache entry (userspace/capture/core_btf_cache.h): what is stored is read
-// back for the same boot and objects, and an entry that fails any check is not used.
+// back for the same boot and objects, and an entry that fails any check is not used; the
+// objects are named by bpfprof's build-id.
 #include "userspace/capture/core_btf_cache.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -10,11 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "symbols/elf/elf_file.h"
+#include "symbols/util/unique_handle.h"
+
 namespace bpfprof {
 namespace {
 
-const std::vector<uint8_t> kCoreBtfTestObject = {1, 2, 3, 4};
-const std::vector<uint8_t> kCoreBtfOtherObject = {1, 2, 3, 5};
+const std::string kCoreBtfTestObjects = "0123abcd";
+const std::string kCoreBtfOtherObjects = "0123abce";
 
 CoreBtf core_btf_sample() {
   return CoreBtf{std::string("\x9f\xeb\x01\x00 some BTF bytes", 19), {7, 0, 42}};
@@ -51,13 +56,13 @@ TEST(CoreBtfFormat, AnyChangedByteOrAnotherCountIsRefused) {
 }
 
 TEST_F(CoreBtfCacheTest, WhatIsStoredIsReadForTheSameObjectsOnly) {
-  const CoreBtfCache cache(directory_, {kCoreBtfTestObject});
+  const CoreBtfCache cache(directory_, kCoreBtfTestObjects);
   EXPECT_FALSE(cache.read(3));
   ASSERT_TRUE(cache.store(core_btf_sample()));
   const std::optional<CoreBtf> read = cache.read(3);
   ASSERT_TRUE(read);
   EXPECT_EQ(read->btf, core_btf_sample().btf);
-  EXPECT_FALSE(CoreBtfCache(directory_, {kCoreBtfOtherObject}).read(3));
+  EXPECT_FALSE(CoreBtfCache(directory_, kCoreBtfOtherObjects).read(3));
   EXPECT_FALSE(cache.read(4));
   struct stat st;
   ASSERT_EQ(::stat(cache.path().c_str(), &st), 0);
@@ -71,7 +76,7 @@ TEST_F(CoreBtfCacheTest, AnotherBootsEntriesAreRemovedWhenOneIsStored) {
   const std::string unrelated = directory_ + "/0123abcd.tbl";
   std::ofstream(old_boot) << "old";
   std::ofstream(unrelated) << "a table";
-  const CoreBtfCache cache(directory_, {kCoreBtfTestObject});
+  const CoreBtfCache cache(directory_, kCoreBtfTestObjects);
   ASSERT_TRUE(cache.store(core_btf_sample()));
   EXPECT_FALSE(std::filesystem::exists(old_boot));
   EXPECT_TRUE(std::filesystem::exists(unrelated));
@@ -79,7 +84,7 @@ TEST_F(CoreBtfCacheTest, AnotherBootsEntriesAreRemovedWhenOneIsStored) {
 }
 
 TEST_F(CoreBtfCacheTest, ACorruptEntryIsNotUsedAndIsReplaced) {
-  const CoreBtfCache cache(directory_, {kCoreBtfTestObject});
+  const CoreBtfCache cache(directory_, kCoreBtfTestObjects);
   ASSERT_TRUE(cache.store(core_btf_sample()));
   std::ofstream(cache.path(), std::ios::binary | std::ios::trunc) << "BPFPCBTF garbage";
   EXPECT_FALSE(cache.read(3));

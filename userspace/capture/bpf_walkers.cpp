@@ -145,7 +145,8 @@ CoreBtf make_core_btf() {
 UniqueFd BpfPrograms::prepare_core_btf() {
   register_tp_btf_handler();
   const std::vector<std::span<const uint8_t>> elves = object_elves();
-  const CoreBtfCache cache(UnwindTableCache::default_directory(), {elves[0], elves[1], elves[2]});
+  const CoreBtfCache cache(UnwindTableCache::default_directory(),
+                           bpf_objects_key({elves[0], elves[1], elves[2]}));
   std::optional<CoreBtf> core = cache.read(std::size(kWalkerTracepoints));
   if (!core) {
     core = make_core_btf();
@@ -272,7 +273,8 @@ void BpfPrograms::load_walker_programs(const Config& config, UniqueFd core_btf) 
         return load_walkers(config, WalkerBuild::kFull, btf_path, times);
       });
     } catch (const std::system_error&) {
-      later = false;  // no thread: loaded here
+      later = false;  // no thread: loaded here, their times in place of the lite ones'
+      load_times_.walker_ms.clear();
       walker_skeletons_ = load_walkers(config, WalkerBuild::kFull, btf_path, load_times_.walker_ms);
       fill_walker_slots(walker_skeletons_);
     }

@@ -1,7 +1,9 @@
 #include "userspace/capture/core_btf_cache.h"
 
-#include <zlib.h>
+#include <elf.h>
+#include <link.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 
@@ -10,6 +12,7 @@
 #include <stdexcept>
 
 #include "symbols/util/atomic_file.h"
+#include "symbols/util/crc32.h"
 #include "symbols/util/read_file.h"
 #include "symbols/util/untrusted_file.h"
 
@@ -29,9 +32,40 @@ struct CoreBtfHeader {
 };
 static_assert(sizeof(CoreBtfHeader) == 24);
 
-uint32_t core_btf_crc(std::string_view bytes, uint32_t crc = 0) {
-  return static_cast<uint32_t>(
-      ::crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+// bpfprof's own GNU build-id in hex, from its notes as loaded; empty if it has none. A link
+// hashes the whole output, the embedded BPF objects with it.
+std::string own_build_id() {
+  std::string id;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& note = info->dlpi_phdr[i];
+          if (note.p_type != PT_NOTE) continue;
+          const size_t align = std::max<size_t>(4, note.p_align);
+          const auto* at = reinterpret_cast<const uint8_t*>(info->dlpi_addr + note.p_vaddr);
+          const uint8_t* end = at + note.p_memsz;
+          while (end - at >= static_cast<ptrdiff_t>(sizeof(ElfW(Nhdr)))) {
+            const auto* header = reinterpret_cast<const ElfW(Nhdr)*>(at);
+            const uint8_t* name = at + sizeof *header;
+            const uint8_t* desc = name + (header->n_namesz + align - 1) / align * align;
+            if (desc + header->n_descsz > end) break;
+            if (header->n_type == NT_GNU_BUILD_ID && header->n_namesz == 4 &&
+                std::memcmp(name, "GNU", 4) == 0) {
+              auto& hex = *static_cast<std::string*>(out);
+              for (uint32_t b = 0; b < header->n_descsz; ++b) {
+                char two[3];
+                snprintf(two, sizeof two, "%02x", desc[b]);
+                hex += two;
+              }
+              return 1;
+            }
+            at = desc + (header->n_descsz + align - 1) / align * align;
+          }
+        }
+        return 1;  // the first object is the program itself
+      },
+      &id);
+  return id;
 }
 
 // This boot's id without its dashes; empty if unreadable.
@@ -51,7 +85,7 @@ std::string serialize_core_btf(const CoreBtf& core) {
   header.version = kCoreBtfVersion;
   header.tracepoints = static_cast<uint32_t>(core.tracepoint_ids.size());
   header.btf_size = static_cast<uint32_t>(core.btf.size());
-  header.crc32 = core_btf_crc(core.btf, core_btf_crc(ids));
+  header.crc32 = crc32_of(core.btf, crc32_of(ids));
   std::string bytes(reinterpret_cast<const char*>(&header), sizeof header);
   bytes.append(ids);
   bytes.append(core.btf);
@@ -69,23 +103,26 @@ std::optional<CoreBtf> parse_core_btf(std::string_view bytes, size_t tracepoints
     return std::nullopt;
   const std::string_view ids = bytes.substr(sizeof header, ids_size);
   const std::string_view btf = bytes.substr(sizeof header + ids_size);
-  if (core_btf_crc(btf, core_btf_crc(ids)) != header.crc32) return std::nullopt;
+  if (crc32_of(btf, crc32_of(ids)) != header.crc32) return std::nullopt;
   CoreBtf core{std::string(btf), std::vector<uint32_t>(tracepoints)};
   std::memcpy(core.tracepoint_ids.data(), ids.data(), ids.size());
   return core;
 }
 
-CoreBtfCache::CoreBtfCache(std::string directory,
-                           std::initializer_list<std::span<const uint8_t>> object_elves)
+std::string bpf_objects_key(std::initializer_list<std::span<const uint8_t>> object_elves) {
+  if (std::string build_id = own_build_id(); !build_id.empty()) return build_id;
+  uint32_t crc = 0;  // linked without one: the objects' bytes (1-2 ms at every start)
+  for (std::span<const uint8_t> elf : object_elves) crc = crc32_of(elf.data(), elf.size(), crc);
+  char hex[9];
+  snprintf(hex, sizeof hex, "%08x", crc);
+  return hex;
+}
+
+CoreBtfCache::CoreBtfCache(std::string directory, const std::string& objects_key)
     : directory_(std::move(directory)) {
   const std::string boot = current_boot_id();
-  if (boot.empty()) return;
-  uint32_t crc = 0;
-  for (std::span<const uint8_t> elf : object_elves)
-    crc = core_btf_crc({reinterpret_cast<const char*>(elf.data()), elf.size()}, crc);
-  char objects[9];
-  snprintf(objects, sizeof objects, "%08x", crc);
-  path_ = directory_ + "/" + kCoreBtfPrefix + boot + "-" + objects + ".btf";
+  if (boot.empty() || objects_key.empty()) return;
+  path_ = directory_ + "/" + kCoreBtfPrefix + boot + "-" + objects_key + ".btf";
 }
 
 std::optional<CoreBtf> CoreBtfCache::read(size_t tracepoints) const {

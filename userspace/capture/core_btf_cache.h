@@ -3,9 +3,10 @@
 // then parsed once a boot, not at every start, where reading, parsing and the minimal BTF's
 // making were 17-26 ms before the first sample.
 //
-// Key: the boot's id (the kernel's BTF cannot change within a boot) and the CRC-32 of the
-// objects' bytes. Format, little-endian: magic "BPFPCBTF", then u32 version, tracepoint count,
-// BTF size and the CRC-32 of what follows, then the ids (u32 each) and the BTF. An entry that
+// Key: the boot's id (the kernel's BTF cannot change within a boot) and bpfprof's build-id,
+// which covers the objects it embeds (else the CRC-32 of the objects' bytes). Format,
+// little-endian: magic "BPFPCBTF", then u32 version, tracepoint count, BTF size and the CRC-32
+// of what follows, then the ids (u32 each) and the BTF. An entry that
 // fails a check is not used (and is replaced).
 #pragma once
 
@@ -28,10 +29,14 @@ std::string serialize_core_btf(const CoreBtf& core);
 // Nullopt when a check fails or the entry has not `tracepoints` ids.
 std::optional<CoreBtf> parse_core_btf(std::string_view bytes, size_t tracepoints);
 
+// What names the BPF objects `object_elves` in an entry's name: bpfprof's own build-id (it
+// covers the objects it embeds), else the CRC-32 of their bytes.
+std::string bpf_objects_key(std::initializer_list<std::span<const uint8_t>> object_elves);
+
 class CoreBtfCache {
  public:
-  // In `directory` (UnwindTableCache::default_directory()), for the objects `object_elves`.
-  CoreBtfCache(std::string directory, std::initializer_list<std::span<const uint8_t>> object_elves);
+  // In `directory` (UnwindTableCache::default_directory()), for the objects `objects_key` names.
+  CoreBtfCache(std::string directory, const std::string& objects_key);
 
   std::optional<CoreBtf> read(size_t tracepoints) const;
   // Written whole or not at all; entries of other boots are removed. False when it could not
