@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -132,16 +133,20 @@ void size_unwind_maps(profiler_bpf* skel, uint32_t rows) {
 }
 
 void size_feature_maps(profiler_bpf* skel, const BpfPrograms::Config& config) {
-  set_sizes({{skel->maps.tracked_processes,
-              config.track_all_processes ? 1 : std::max<uint32_t>(config.max_tracked_processes, 1)},
-             {skel->maps.waker_stack_taken,
-              config.record_wakers ? bpf_map__max_entries(skel->maps.waker_stack_taken) : 1},
-             {skel->maps.memory_sent,
-              config.record_memory ? bpf_map__max_entries(skel->maps.memory_sent) : 1},
-             {skel->maps.allocating_threads,
-              config.allocation_period ? bpf_map__max_entries(skel->maps.allocating_threads) : 1},
-             {skel->maps.sampled_blocks,
-              config.allocation_period ? BpfPrograms::Config::kSampledBlocks : 1}});
+  const uint32_t threads = std::max<uint32_t>(config.thread_cache_entries, 1);
+  set_sizes(
+      {{skel->maps.tracked_processes,
+        config.track_all_processes ? 1 : std::max<uint32_t>(config.max_tracked_processes, 1)},
+       {skel->maps.waker_stack_taken, config.record_wakers ? threads : 1},
+       {skel->maps.python_thread_states, threads},
+       {skel->maps.ruby_threads, threads},
+       {skel->maps.beam_threads, std::min(threads, bpf_map__max_entries(skel->maps.beam_threads))},
+       {skel->maps.memory_sent,
+        config.record_memory ? bpf_map__max_entries(skel->maps.memory_sent) : 1},
+       {skel->maps.allocating_threads,
+        config.allocation_period ? bpf_map__max_entries(skel->maps.allocating_threads) : 1},
+       {skel->maps.sampled_blocks,
+        config.allocation_period ? BpfPrograms::Config::kSampledBlocks : 1}});
 }
 
 }  // namespace bpfprof

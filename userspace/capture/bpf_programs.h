@@ -67,6 +67,13 @@ class BpfPrograms {
     static constexpr uint32_t kSampledBlocks = 65536;
     // The most processes followed at once (not system-wide): the BPF table's size.
     uint32_t max_tracked_processes = 65536;
+    // Entries of the per-thread caches (the Python, Ruby and BEAM readers' thread states, the
+    // waker pairs): least-recently-used ones are dropped and found again. A machine or a busy
+    // attached process may run tens of thousands of threads; a launched command's tree seldom
+    // a few thousand at once, and each 65536-entry map takes ~3 ms to create at start-up.
+    uint32_t thread_cache_entries = kManyThreads;
+    static constexpr uint32_t kManyThreads = 65536;
+    static constexpr uint32_t kCommandThreads = 8192;
     // record --cgroup: how many subtrees set_cgroup_filters gives (at most
     // BPFPROF_MAX_CGROUP_FILTERS); a process that execs in one is tracked from then on.
     uint32_t cgroup_filters = 0;

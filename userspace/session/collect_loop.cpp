@@ -127,6 +127,8 @@ BpfPrograms::Config bpf_config(const RecordOptions& options, const Recording& re
       .record_memory = recording.record_memory,
       .allocation_period = recording.allocation_period,
       .max_tracked_processes = options.max_processes,
+      .thread_cache_entries = options.command.empty() ? BpfPrograms::Config::kManyThreads
+                                                      : BpfPrograms::Config::kCommandThreads,
       .cgroup_filters = static_cast<uint32_t>(options.cgroup_paths.size()),
       // Targets that run already may be a runtime's: their frames from the first sample on.
       .runtime_readers_later =
