@@ -9,6 +9,7 @@ set(BPFPROF_SYMBOLS_SOURCES
   ${BPFPROF_SYMBOLS_DIR}/util/run_program.cpp
   ${BPFPROF_SYMBOLS_DIR}/util/lazy_library.cpp
   ${BPFPROF_SYMBOLS_DIR}/util/capstone_on_demand.cpp
+  ${BPFPROF_SYMBOLS_DIR}/util/x86_decoder.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/elf_file.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/symbol_span.cpp
   ${BPFPROF_SYMBOLS_DIR}/elf/symbol_table.cpp

@@ -2,17 +2,6 @@
 
 namespace bpfprof {
 
-X86Decoder::X86Decoder() {
-  if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle_) != CS_ERR_OK) return;
-  cs_option(handle_, CS_OPT_DETAIL, CS_OPT_ON);
-  insn_ = cs_malloc(handle_);
-}
-
-X86Decoder::~X86Decoder() {
-  if (insn_) cs_free(insn_, 1);
-  if (handle_) cs_close(&handle_);
-}
-
 std::optional<uint64_t> rip_target(const cs_insn& insn, const cs_x86_op& op) {
   if (op.type != X86_OP_MEM || op.mem.base != X86_REG_RIP || op.mem.index != X86_REG_INVALID)
     return std::nullopt;

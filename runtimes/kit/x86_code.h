@@ -8,32 +8,9 @@
 #include <optional>
 #include <span>
 
+#include "symbols/util/x86_decoder.h"
+
 namespace bpfprof {
-
-class X86Decoder {
- public:
-  X86Decoder();
-  ~X86Decoder();
-  X86Decoder(const X86Decoder&) = delete;
-  X86Decoder& operator=(const X86Decoder&) = delete;
-
-  // Calls `visit(insn)` (with its details) for each instruction of `code`, at `address`, in
-  // order, until it returns true or an instruction does not decode; whether one returned true.
-  template <typename Visit>
-  bool each(std::span<const uint8_t> code, uint64_t address, Visit visit) {
-    if (!insn_) return false;
-    const uint8_t* at = code.data();
-    size_t left = code.size();
-    uint64_t pc = address;
-    while (left && cs_disasm_iter(handle_, &at, &left, &pc, insn_))
-      if (visit(*insn_)) return true;
-    return false;
-  }
-
- private:
-  csh handle_ = 0;
-  cs_insn* insn_ = nullptr;
-};
 
 // The address a RIP-relative memory operand names, if `op` (of `insn`) is one.
 std::optional<uint64_t> rip_target(const cs_insn& insn, const cs_x86_op& op);

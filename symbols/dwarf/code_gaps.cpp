@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
+#include <utility>
 
 #include "symbols/dwarf/stack_height.h"
 
@@ -84,12 +86,14 @@ void add_inferred_spans(const std::vector<CodeSection>& sections, std::vector<Un
             it->row.rbp_rule == BPFPROF_RBP_SAME);
   };
   std::vector<UnwindSpan> inferred;
+  std::optional<StackHeightReader> reader;  // opened at the first gap that is not fill
   auto infer = [&](const CodeSection& section, uint64_t from, uint64_t to) {
     if (from >= to || to - from > kLongestInferred || budget.spent(spans.size() + inferred.size()))
       return;
     if (is_fill(section, from, to)) return;
     const uint8_t* code = section.bytes + (from - section.coverage.start);
-    for (const InferredSpan& s : infer_stack_heights(from, code, to - from, is_function_entry)) {
+    if (!reader) reader.emplace();
+    for (const InferredSpan& s : reader->infer(from, code, to - from, is_function_entry)) {
       UnwindSpan span{s.start, s.end, {}, UnwindGap::kNoCfi};
       span.row.cfa_rule = BPFPROF_CFA_RSP;
       span.row.cfa_offset = static_cast<int32_t>(s.cfa_offset);
@@ -117,8 +121,7 @@ void add_inferred_spans(const std::vector<CodeSection>& sections, std::vector<Un
     infer(section, done, end);
   }
   if (inferred.empty() || budget.spent(spans.size() + inferred.size())) return;
-  spans.insert(spans.end(), inferred.begin(), inferred.end());
-  normalize_spans(spans);
+  merge_spans(spans, std::move(inferred));
 }
 
 void measure_coverage(CodeSection& code, const std::vector<UnwindSpan>& spans,

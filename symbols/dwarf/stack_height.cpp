@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <span>
 
 namespace bpfprof {
+
 namespace {
 
 // The state before an instruction. `height`: bytes pushed since the entry (CFA = rsp + 8 +
@@ -186,12 +188,10 @@ std::vector<InferredSpan> spans_of(const std::vector<Decoded>& decoded) {
 }
 
 // Reads the code in order; nullopt where it breaks the conditions (stack_height.h).
-std::optional<std::vector<Decoded>> read_code(csh handle, uint64_t address, const uint8_t* code,
-                                              size_t size,
+std::optional<std::vector<Decoded>> read_code(const X86Decoder& decoder, uint64_t address,
+                                              std::span<const uint8_t> code,
                                               const IsFunctionEntry& is_function_entry) {
-  const uint64_t end = address + size;
-  Reader reader(handle, address, end, is_function_entry);
-  cs_insn* insn = cs_malloc(handle);
+  Reader reader(decoder.handle(), address, address + code.size(), is_function_entry);
   std::vector<Decoded> decoded;
   std::map<uint64_t, HeightState> branched;  // the state that direct branches bring to an address
   std::optional<HeightState> state;  // none: what comes next is guessed to be a function's entry
@@ -199,42 +199,40 @@ std::optional<std::vector<Decoded>> read_code(csh handle, uint64_t address, cons
   // before the next such guess: a cold part that ends calling abort is not an entry.
   bool guess_unchecked = false;
   uint64_t guess_start = address;
-  const uint8_t* at = code;
-  size_t left = size;
-  uint64_t pc = address;
   bool ok = true;
-  while (ok && left > 0) {
-    const uint64_t here = pc;
-    if (!cs_disasm_iter(handle, &at, &left, &pc, insn)) {
-      ok = false;
-      break;
-    }
+  const auto broken = [&ok] {  // stops the read
+    ok = false;
+    return true;
+  };
+  const auto read = decoder.read(code, address, [&](const cs_insn& insn) {
+    const uint64_t here = insn.address;
     if (auto it = branched.find(here); it != branched.end()) {
-      if (state && !(*state == it->second)) ok = false;
+      if (state && !(*state == it->second)) return broken();
       state = it->second;
     }
     // Alignment fill between functions is not run: it starts no guess.
-    if (!state && (insn->id == X86_INS_NOP || insn->id == X86_INS_INT3)) continue;
+    if (!state && (insn.id == X86_INS_NOP || insn.id == X86_INS_INT3)) return false;
     if (!state) {  // after a return or a jump: a function's entry
-      if (guess_unchecked) ok = false;
+      if (guess_unchecked) return broken();
       state = HeightState{};
       guess_unchecked = true;
       guess_start = here;
     }
-    decoded.push_back({here, pc, *state});
-    const Step step = reader.step(*insn, *state);
-    if (!step.next) ok = false;
+    decoded.push_back({here, here + insn.size, *state});
+    const Step step = reader.step(insn, *state);
+    if (!step.next) return broken();
     // So does a jump back into code read before this guess (frame_dummy's tail call to
     // register_tm_clones): the state there was read with its own check.
     if (step.returns || (step.branch_target && *step.branch_target < guess_start))
       guess_unchecked = false;
-    if (ok && step.branch_target) {
+    if (step.branch_target) {
       auto [it, inserted] = branched.try_emplace(*step.branch_target, *step.next);
-      if (!inserted && !(it->second == *step.next)) ok = false;
+      if (!inserted && !(it->second == *step.next)) return broken();
     }
     state = step.falls_through ? step.next : std::nullopt;
-  }
-  cs_free(insn, 1);
+    return false;
+  });
+  if (read == X86Decoder::Read::kUndecodable) ok = false;
   if (!ok || guess_unchecked) return std::nullopt;
   // Every branch target is an instruction read with the state the branch brings.
   for (const auto& [target, brought] : branched) {
@@ -248,16 +246,18 @@ std::optional<std::vector<Decoded>> read_code(csh handle, uint64_t address, cons
 
 }  // namespace
 
+std::vector<InferredSpan> StackHeightReader::infer(uint64_t address, const uint8_t* code,
+                                                   size_t size,
+                                                   const IsFunctionEntry& is_function_entry) const {
+  if (!decoder_.usable() || code == nullptr || size == 0) return {};
+  std::optional<std::vector<Decoded>> decoded =
+      read_code(decoder_, address, {code, size}, is_function_entry);
+  return decoded ? spans_of(*decoded) : std::vector<InferredSpan>{};
+}
+
 std::vector<InferredSpan> infer_stack_heights(uint64_t address, const uint8_t* code, size_t size,
                                               const IsFunctionEntry& is_function_entry) {
-  if (code == nullptr || size == 0) return {};
-  csh handle;
-  if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) return {};
-  cs_option(handle, CS_OPT_DETAIL, CS_OPT_ON);
-  std::optional<std::vector<Decoded>> decoded =
-      read_code(handle, address, code, size, is_function_entry);
-  cs_close(&handle);
-  return decoded ? spans_of(*decoded) : std::vector<InferredSpan>{};
+  return StackHeightReader().infer(address, code, size, is_function_entry);
 }
 
 }  // namespace bpfprof

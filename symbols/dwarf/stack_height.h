@@ -17,6 +17,8 @@
 #include <functional>
 #include <vector>
 
+#include "symbols/util/x86_decoder.h"
+
 namespace bpfprof {
 
 // Where the caller's rbp is: still in rbp, saved at CFA + rbp_offset, or lost (overwritten
@@ -37,8 +39,20 @@ struct InferredSpan {
 // say CFA = rsp + 8): a direct jump there is a tail call; one elsewhere breaks the conditions.
 using IsFunctionEntry = std::function<bool(uint64_t address)>;
 
-// The rules of the `size` bytes of code at `address`, split where they change; empty when any
-// instruction breaks the conditions above (or cannot be decoded).
+// Reads ranges of code with one decoder, opened once: opening Capstone costs ~20 us, more than
+// reading a gap's few instructions (a large library has a thousand such gaps).
+class StackHeightReader {
+ public:
+  // The rules of the `size` bytes of code at `address`, split where they change; empty when
+  // any instruction breaks the conditions above (or cannot be decoded, or Capstone is missing).
+  std::vector<InferredSpan> infer(uint64_t address, const uint8_t* code, size_t size,
+                                  const IsFunctionEntry& is_function_entry) const;
+
+ private:
+  X86Decoder decoder_;
+};
+
+// One range read by a reader of its own.
 std::vector<InferredSpan> infer_stack_heights(uint64_t address, const uint8_t* code, size_t size,
                                               const IsFunctionEntry& is_function_entry);
 

@@ -47,25 +47,58 @@ std::vector<CodeRange> uncovered_parts(const std::vector<CodeRange>& covered, Co
   return parts;
 }
 
+namespace {
+
+// Cuts spans[from..] so that none overlaps the one before (the earlier one wins) nor goes past
+// kRowPcLimit; spans[..from) are disjoint already. In place: a large file's spans are tens of
+// MB, and a copy's fresh pages cost more than the pass itself.
+void cut_overlaps(std::vector<UnwindSpan>& spans, size_t from) {
+  size_t kept = from;
+  uint64_t covered_to = from > 0 ? spans[from - 1].end : 0;
+  for (size_t i = from; i < spans.size(); ++i) {
+    UnwindSpan& span = spans[i];
+    const uint64_t start = std::max(span.start, covered_to);
+    const uint64_t end = std::min(span.end, kRowPcLimit);
+    if (start >= end) continue;
+    if (kept != i) spans[kept] = span;
+    spans[kept].start = start;
+    spans[kept].end = end;
+    ++kept;
+    covered_to = end;
+  }
+  spans.resize(kept);
+}
+
+bool by_start(const UnwindSpan& a, const UnwindSpan& b) { return a.start < b.start; }
+
+}  // namespace
+
 // Spans come mostly in order (FDEs by address, then a few added rules): the sorted prefix is
 // kept and only the rest sorted and merged in, which costs far less than sorting them all.
 void normalize_spans(std::vector<UnwindSpan>& spans) {
-  const auto by_start = [](const UnwindSpan& a, const UnwindSpan& b) { return a.start < b.start; };
   const auto tail = std::is_sorted_until(spans.begin(), spans.end(), by_start);
   std::stable_sort(tail, spans.end(), by_start);
   std::inplace_merge(spans.begin(), tail, spans.end(), by_start);
-  // In place: a large file's spans are tens of MB, and a copy's fresh pages cost more than the
-  // pass itself.
-  size_t kept = 0;
-  uint64_t covered_to = 0;
-  for (UnwindSpan span : spans) {
-    span.start = std::max(span.start, covered_to);
-    span.end = std::min(span.end, kRowPcLimit);
-    if (span.start >= span.end) continue;
-    spans[kept++] = span;
-    covered_to = span.end;
+  cut_overlaps(spans, 0);
+}
+
+void merge_spans(std::vector<UnwindSpan>& spans, std::vector<UnwindSpan> more) {
+  if (more.empty()) return;
+  std::stable_sort(more.begin(), more.end(), by_start);
+  const size_t had = spans.size();
+  spans.resize(had + more.size());
+  // From the back, into the room at the end: each span moves once, at most.
+  auto out = spans.end();
+  auto old_end = spans.begin() + static_cast<ptrdiff_t>(had);
+  for (auto next = more.end(); next != more.begin();) {
+    if (old_end != spans.begin() && by_start(*(next - 1), *(old_end - 1)))
+      *--out = *--old_end;
+    else
+      *--out = *--next;
   }
-  spans.resize(kept);
+  // What lies before the first added span was normalized and has not moved.
+  const size_t first_added = static_cast<size_t>(old_end - spans.begin());
+  cut_overlaps(spans, first_added);
 }
 
 std::vector<UnwindRow> rows_of_spans(const std::vector<UnwindSpan>& spans) {

@@ -72,6 +72,11 @@ std::vector<CodeRange> uncovered_parts(const std::vector<CodeRange>& covered, Co
 // cut at kRowPcLimit.
 void normalize_spans(std::vector<UnwindSpan>& spans);
 
+// Adds `more` to normalized `spans` as normalize_spans would (at an equal start the span
+// already there first), moving each span once and with no second buffer: a large library's
+// spans are tens of MB, and its few inferred spans cost a sort and a merge buffer of them all.
+void merge_spans(std::vector<UnwindSpan>& spans, std::vector<UnwindSpan> more);
+
 // The table's rows of normalized spans: one row where a span starts, an UNKNOWN row where one
 // ends and the next does not start at once, consecutive identical rules merged.
 std::vector<UnwindRow> rows_of_spans(const std::vector<UnwindSpan>& spans);

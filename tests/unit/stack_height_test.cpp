@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +44,28 @@ const InferredSpan* span_at(const std::vector<InferredSpan>& spans, uint64_t pc)
   for (const InferredSpan& span : spans)
     if (pc >= span.start && pc < span.end) return &span;
   return nullptr;
+}
+
+bool same_spans(const std::vector<InferredSpan>& a, const std::vector<InferredSpan>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.start == y.start && x.end == y.end && x.cfa_offset == y.cfa_offset && x.rbp == y.rbp &&
+           x.rbp_offset == y.rbp_offset;
+  });
+}
+
+// The builder reads every gap of a file with one reader: a range refused or read before leaves
+// nothing behind for the next.
+TEST(StackHeight, OneReaderReadsEachRangeAsAFreshOne) {
+  const std::vector<uint8_t> refused = {0x48, 0x89, 0xc4, 0xc3};  // mov %rax,%rsp; ret
+  const StackHeightReader reader;
+  const std::vector<InferredSpan> alone =
+      infer_stack_heights(0x3e70, kDtorsAux.data(), kDtorsAux.size(), kAnyEntry);
+  ASSERT_FALSE(alone.empty());
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_TRUE(reader.infer(0x1000, refused.data(), refused.size(), kAnyEntry).empty());
+    EXPECT_TRUE(
+        same_spans(reader.infer(0x3e70, kDtorsAux.data(), kDtorsAux.size(), kAnyEntry), alone));
+  }
 }
 
 TEST(StackHeight, CrtstuffDtorsAux) {
