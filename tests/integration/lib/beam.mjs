@@ -34,6 +34,12 @@ export function beamSamples(view, which = isScheduler) {
   return out;
 }
 
+// The samples (from beamSamples) of the first `ms` milliseconds of them.
+export function firstOf(samples, ms) {
+  const first = Math.min(...samples.map((s) => s.time));
+  return samples.filter((s) => s.time < first + ms);
+}
+
 // `[process <0.85.0>]`, `[process <0.85.0> chain]`: the process a scheduler ran, just outside
 // its outermost Erlang frame.
 export const PROCESS_FRAME = /^\[process <\d+\.\d+\.\d+>(?: (.+))?\]$/;
