@@ -1,6 +1,7 @@
 // x86-64 code read instruction by instruction with Capstone (loaded on demand,
 // capstone_on_demand.cpp), its details on: one decoder opened once and used for many reads,
-// as opening one costs more than reading a few instructions.
+// as opening one costs more than reading a few instructions. A read writes the decoder's one
+// instruction buffer: a decoder serves one thread at a time.
 #pragma once
 
 #include <capstone/capstone.h>
