@@ -282,7 +282,12 @@ describe('bpfprof serve: the symbol server of a profile', () => {
       for (const line of src.lines) assert.equal(line.sourceText, fileLines[line.lineNumber - 1]);
       const hot = src.lines.filter((l) => l.selfSamples > 0);
       t.diagnostic(`source view: samples on lines ${hot.map((l) => `${l.lineNumber} (${l.selfSamples})`).join(', ')}`);
-      assert.ok(hot.length > 0 && hot.every((l) => l.lineNumber > body.begin && l.lineNumber < body.end));
+      // An instruction at the inlined body's edge can carry the call site's line in the line
+      // table while its scope is helper's (one sample of ~900 in a CI run): nearly all, not all.
+      const inBody = (l) => l.lineNumber > body.begin && l.lineNumber < body.end;
+      const samplesOn = (lines) => lines.reduce((n, l) => n + l.selfSamples, 0);
+      assert.ok(hot.length > 0 && samplesOn(hot.filter(inBody)) >= 0.99 * samplesOn(hot),
+                `helper's samples outside its body: ${samplesOn(hot.filter((l) => !inBody(l)))}`);
       // The assembly view: hot_loop's instructions, with the samples on some of them.
       const [asm] = annotated.asmAnnotations;
       assert.equal(asm.symbolName, 'hot_loop');
