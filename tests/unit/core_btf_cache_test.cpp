@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "symbols/elf/elf_file.h"
+#include "symbols/util/text.h"
 #include "symbols/util/unique_handle.h"
 
 namespace bpfprof {
@@ -90,6 +91,18 @@ TEST_F(CoreBtfCacheTest, ACorruptEntryIsNotUsedAndIsReplaced) {
   EXPECT_FALSE(cache.read(3));
   ASSERT_TRUE(cache.store(core_btf_sample()));
   EXPECT_TRUE(cache.read(3));
+}
+
+// The entry's name comes from the program's build-id (the unit tests are linked with one, as
+// bpfprof is), the same whatever the objects, not from a CRC of their bytes.
+TEST(CoreBtfKey, IsTheProgramsOwnBuildIdWhateverTheObjects) {
+  const UniqueFd self(open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(self);
+  const std::vector<uint8_t> build_id = read_elf_build_id(self.get());
+  ASSERT_FALSE(build_id.empty()) << "the unit tests are linked with a build-id";
+  const std::vector<uint8_t> one = {1, 2, 3, 4}, other = {1, 2, 3, 5};
+  EXPECT_EQ(bpf_objects_key({one}), hex_string(build_id));
+  EXPECT_EQ(bpf_objects_key({other}), hex_string(build_id));
 }
 
 }  // namespace

@@ -1,19 +1,19 @@
 #include "userspace/capture/core_btf_cache.h"
 
-#include <elf.h>
-#include <link.h>
+#include <fcntl.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cstdio>
-
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
+#include "symbols/elf/elf_file.h"
 #include "symbols/util/atomic_file.h"
 #include "symbols/util/crc32.h"
 #include "symbols/util/read_file.h"
+#include "symbols/util/text.h"
+#include "symbols/util/unique_handle.h"
 #include "symbols/util/untrusted_file.h"
 
 namespace bpfprof {
@@ -31,42 +31,6 @@ struct CoreBtfHeader {
   uint32_t crc32;  // of the ids and the BTF
 };
 static_assert(sizeof(CoreBtfHeader) == 24);
-
-// bpfprof's own GNU build-id in hex, from its notes as loaded; empty if it has none. A link
-// hashes the whole output, the embedded BPF objects with it.
-std::string own_build_id() {
-  std::string id;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* out) {
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr)& note = info->dlpi_phdr[i];
-          if (note.p_type != PT_NOTE) continue;
-          const size_t align = std::max<size_t>(4, note.p_align);
-          const auto* at = reinterpret_cast<const uint8_t*>(info->dlpi_addr + note.p_vaddr);
-          const uint8_t* end = at + note.p_memsz;
-          while (end - at >= static_cast<ptrdiff_t>(sizeof(ElfW(Nhdr)))) {
-            const auto* header = reinterpret_cast<const ElfW(Nhdr)*>(at);
-            const uint8_t* name = at + sizeof *header;
-            const uint8_t* desc = name + (header->n_namesz + align - 1) / align * align;
-            if (desc + header->n_descsz > end) break;
-            if (header->n_type == NT_GNU_BUILD_ID && header->n_namesz == 4 &&
-                std::memcmp(name, "GNU", 4) == 0) {
-              auto& hex = *static_cast<std::string*>(out);
-              for (uint32_t b = 0; b < header->n_descsz; ++b) {
-                char two[3];
-                snprintf(two, sizeof two, "%02x", desc[b]);
-                hex += two;
-              }
-              return 1;
-            }
-            at = desc + (header->n_descsz + align - 1) / align * align;
-          }
-        }
-        return 1;  // the first object is the program itself
-      },
-      &id);
-  return id;
-}
 
 // This boot's id without its dashes; empty if unreadable.
 std::string current_boot_id() {
@@ -110,7 +74,11 @@ std::optional<CoreBtf> parse_core_btf(std::string_view bytes, size_t tracepoints
 }
 
 std::string bpf_objects_key(std::initializer_list<std::span<const uint8_t>> object_elves) {
-  if (std::string build_id = own_build_id(); !build_id.empty()) return build_id;
+  // bpfprof's own build-id: a link hashes the whole output, the embedded objects with it.
+  if (const UniqueFd self(open("/proc/self/exe", O_RDONLY | O_CLOEXEC)); self) {
+    const std::vector<uint8_t> build_id = read_elf_build_id(self.get());
+    if (!build_id.empty()) return hex_string(build_id);
+  }
   uint32_t crc = 0;  // linked without one: the objects' bytes (1-2 ms at every start)
   for (std::span<const uint8_t> elf : object_elves) crc = crc32_of(elf.data(), elf.size(), crc);
   char hex[9];
