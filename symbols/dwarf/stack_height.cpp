@@ -8,7 +8,6 @@
 #include <span>
 
 namespace bpfprof {
-
 namespace {
 
 // The state before an instruction. `height`: bytes pushed since the entry (CFA = rsp + 8 +
@@ -253,11 +252,6 @@ std::vector<InferredSpan> StackHeightReader::infer(uint64_t address, const uint8
   std::optional<std::vector<Decoded>> decoded =
       read_code(decoder_, address, {code, size}, is_function_entry);
   return decoded ? spans_of(*decoded) : std::vector<InferredSpan>{};
-}
-
-std::vector<InferredSpan> infer_stack_heights(uint64_t address, const uint8_t* code, size_t size,
-                                              const IsFunctionEntry& is_function_entry) {
-  return StackHeightReader().infer(address, code, size, is_function_entry);
 }
 
 }  // namespace bpfprof

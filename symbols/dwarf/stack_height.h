@@ -52,8 +52,4 @@ class StackHeightReader {
   X86Decoder decoder_;
 };
 
-// One range read by a reader of its own.
-std::vector<InferredSpan> infer_stack_heights(uint64_t address, const uint8_t* code, size_t size,
-                                              const IsFunctionEntry& is_function_entry);
-
 }  // namespace bpfprof

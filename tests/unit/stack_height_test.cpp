@@ -59,7 +59,7 @@ TEST(StackHeight, OneReaderReadsEachRangeAsAFreshOne) {
   const std::vector<uint8_t> refused = {0x48, 0x89, 0xc4, 0xc3};  // mov %rax,%rsp; ret
   const StackHeightReader reader;
   const std::vector<InferredSpan> alone =
-      infer_stack_heights(0x3e70, kDtorsAux.data(), kDtorsAux.size(), kAnyEntry);
+      StackHeightReader().infer(0x3e70, kDtorsAux.data(), kDtorsAux.size(), kAnyEntry);
   ASSERT_FALSE(alone.empty());
   for (int round = 0; round < 3; ++round) {
     EXPECT_TRUE(reader.infer(0x1000, refused.data(), refused.size(), kAnyEntry).empty());
@@ -70,7 +70,7 @@ TEST(StackHeight, OneReaderReadsEachRangeAsAFreshOne) {
 
 TEST(StackHeight, CrtstuffDtorsAux) {
   const std::vector<InferredSpan> spans =
-      infer_stack_heights(0x3e70, kDtorsAux.data(), kDtorsAux.size(), kAnyEntry);
+      StackHeightReader().infer(0x3e70, kDtorsAux.data(), kDtorsAux.size(), kAnyEntry);
   struct Expected {
     uint64_t pc;
     uint32_t cfa_offset;
@@ -96,7 +96,7 @@ TEST(StackHeight, CrtstuffDtorsAux) {
 
 TEST(StackHeight, RefusesWhatItCannotFollow) {
   auto none = [](std::vector<uint8_t> code) {
-    return infer_stack_heights(0x1000, code.data(), code.size(), kAnyEntry).empty();
+    return StackHeightReader().infer(0x1000, code.data(), code.size(), kAnyEntry).empty();
   };
   EXPECT_TRUE(none({0x53, 0xc3}));                    // push %rbx; ret: returns with rbx pushed
   EXPECT_TRUE(none({0x48, 0x83, 0xe4, 0xf0, 0xc3}));  // and $-16,%rsp
@@ -107,14 +107,14 @@ TEST(StackHeight, RefusesWhatItCannotFollow) {
   EXPECT_FALSE(none({0x53, 0x5b, 0xc3}));                   // push %rbx; pop %rbx; ret
   // A jump out of the code to what is not a function's entry: a cold part's way back.
   const std::vector<uint8_t> back = {0x5b, 0xe9, 0x00, 0x10, 0x00, 0x00};  // pop %rbx; jmp
-  EXPECT_TRUE(infer_stack_heights(0x1000, back.data(), back.size(), [](uint64_t) {
-                return false;
-              }).empty());
+  EXPECT_TRUE(StackHeightReader()
+                  .infer(0x1000, back.data(), back.size(), [](uint64_t) { return false; })
+                  .empty());
   const std::vector<uint8_t> tail = {0xe9, 0x00, 0x10, 0x00, 0x00};  // jmp: a tail call
-  EXPECT_FALSE(infer_stack_heights(0x1000, tail.data(), tail.size(), kAnyEntry).empty());
-  EXPECT_TRUE(infer_stack_heights(0x1000, tail.data(), tail.size(), [](uint64_t) {
-                return false;
-              }).empty());
+  EXPECT_FALSE(StackHeightReader().infer(0x1000, tail.data(), tail.size(), kAnyEntry).empty());
+  EXPECT_TRUE(StackHeightReader()
+                  .infer(0x1000, tail.data(), tail.size(), [](uint64_t) { return false; })
+                  .empty());
 }
 
 // Each FDE's function of a file read as if it had no CFI: wherever rules come out, they agree
@@ -127,6 +127,7 @@ void expect_agrees_with_cfi(const char* path) {
   const std::vector<UnwindRow>& rows = std::get<UnwindTable>(result).rows;
   size_t functions = 0, inferred = 0, compared = 0, disagreements = 0;
   std::string first;
+  const StackHeightReader reader;  // as the builder reads a file's gaps
   for (const CodeRange& range : read_cfi_functions(module->elf(), CfiSection::kEhFrame)) {
     if (range.end - range.start > 64 * 1024) continue;
     ++functions;
@@ -139,7 +140,7 @@ void expect_agrees_with_cfi(const char* path) {
                                 (row->cfa_rule == BPFPROF_CFA_RSP && row->cfa_offset == 8));
     };
     const std::vector<InferredSpan> spans =
-        infer_stack_heights(range.start, code.data(), code.size(), is_entry);
+        reader.infer(range.start, code.data(), code.size(), is_entry);
     if (!spans.empty()) ++inferred;
     for (const InferredSpan& span : spans) {
       for (uint64_t pc = span.start; pc < span.end; ++pc) {
